@@ -1,0 +1,18 @@
+import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
+import { type ChangeToolsetsRequest, gatewayRoutes as routes } from '../mcp-gateway/contract.ts';
+
+/** The agent-server's view of the gateway: the only way it learns or changes which tools a session has. */
+export type GatewayClient = ReturnType<typeof createGatewayClient>;
+
+/** A typed client over the gateway's contract routes. */
+export function createGatewayClient(endpoint: ServiceEndpoint) {
+  return {
+    listToolsets: (sessionId: string, query?: string) =>
+      callRoute(endpoint, routes.listToolsets, { query: { session_id: sessionId, query } }),
+    changeToolsets: (body: ChangeToolsetsRequest) => callRoute(endpoint, routes.changeToolsets, { body }),
+    tools: async (sessionId: string) =>
+      (await callRoute(endpoint, routes.listTools, { query: { session_id: sessionId } })).tools,
+    callTool: (sessionId: string, name: string, args: Record<string, unknown>) =>
+      callRoute(endpoint, routes.callTool, { params: { name }, body: { session_id: sessionId, arguments: args } }),
+  };
+}

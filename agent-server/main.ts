@@ -1,0 +1,5 @@
+import { loadConfig } from '../lib/config.ts';
+import { runService } from '../lib/run-service.ts';
+import { startAgentServer } from './server.ts';
+
+await runService('agent-server', () => startAgentServer(loadConfig()));

@@ -1,0 +1,120 @@
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
+import type {
+  ChatCompletionMessageFunctionToolCall,
+  ChatCompletionMessageParam,
+  ChatCompletionTool,
+} from 'openai/resources/chat/completions';
+import type { Usage } from './contract.ts';
+import { ModelError } from './errors.ts';
+
+/** One chat request as the loop builds it. */
+export interface ModelRequest {
+  model: string;
+  messages: ChatCompletionMessageParam[];
+  tools: ChatCompletionTool[];
+}
+
+/** The assistant's reply: text and/or function tool calls, with token usage. */
+export interface ModelReply {
+  content: string | null;
+  tool_calls: ChatCompletionMessageFunctionToolCall[];
+  usage: Usage;
+}
+
+/** What the loop talks to; the OpenAI client below in production, a scripted model in unit tests. */
+export interface Model {
+  complete(request: ModelRequest): Promise<ModelReply>;
+}
+
+/** Settings of the OpenAI-compatible client and of toolshift's own retry policy. */
+export interface OpenAIModelOptions {
+  baseURL?: string;
+  apiKey?: string;
+  /** Deadline of one model call. */
+  timeoutMs: number;
+  /** Attempts in all, the first included. */
+  maxAttempts: number;
+  /** First backoff delay; doubles each retry (with jitter). */
+  baseDelayMs?: number;
+  fetch?: typeof fetch;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+const RETRYABLE = new Set([408, 409, 429]);
+const MAX_DELAY_MS = 60_000;
+
+/** The delay a 429/503 asks for, from `retry-after-ms` or `retry-after` (seconds or an HTTP date). */
+export function retryAfterMs(headers: Headers | undefined): number | undefined {
+  const ms = Number(headers?.get('retry-after-ms'));
+  if (headers?.get('retry-after-ms') && Number.isFinite(ms) && ms >= 0) return Math.min(ms, MAX_DELAY_MS);
+  const value = headers?.get('retry-after');
+  if (!value) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return Math.min(seconds * 1000, MAX_DELAY_MS);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.min(Math.max(0, date - Date.now()), MAX_DELAY_MS);
+}
+
+function describe(err: unknown, timeoutMs: number): { retry: boolean; message: string; delay?: number } {
+  if (err instanceof APIError && err.status !== undefined) {
+    const retry = RETRYABLE.has(err.status) || err.status >= 500;
+    return { retry, message: `model endpoint answered ${err.status}: ${err.message}`, delay: retryAfterMs(err.headers) };
+  }
+  if (err instanceof APIConnectionError) {
+    const timedOut = err instanceof APIConnectionTimeoutError;
+    return {
+      retry: true,
+      message: timedOut ? `model call timed out after ${timeoutMs} ms` : `cannot reach the model endpoint: ${err.message}`,
+    };
+  }
+  return { retry: false, message: (err as Error).message };
+}
+
+/** A Model over any OpenAI-compatible endpoint, retrying 408/409/429/5xx and network errors with backoff. */
+export function openAIModel(opts: OpenAIModelOptions): Model {
+  // The SDK's own retries are off: it cannot be told our attempt budget and deadline, and tests need it.
+  const client = new OpenAI({
+    apiKey: opts.apiKey ?? 'unused',
+    baseURL: opts.baseURL,
+    maxRetries: 0,
+    timeout: opts.timeoutMs,
+    fetch: opts.fetch,
+  });
+  const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const baseDelay = opts.baseDelayMs ?? 500;
+  return {
+    async complete(request) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const res = await client.chat.completions.create({
+            model: request.model,
+            messages: request.messages,
+            tools: request.tools,
+          });
+          const message = res.choices[0]?.message;
+          if (!message) throw new ModelError('the model endpoint returned no choices');
+          return {
+            content: message.content ?? null,
+            tool_calls: (message.tool_calls ?? []).filter(
+              (c): c is ChatCompletionMessageFunctionToolCall => c.type === 'function',
+            ),
+            usage: {
+              prompt_tokens: res.usage?.prompt_tokens ?? 0,
+              completion_tokens: res.usage?.completion_tokens ?? 0,
+              total_tokens: res.usage?.total_tokens ?? 0,
+            },
+          };
+        } catch (err) {
+          if (err instanceof ModelError) throw err;
+          const failure = describe(err, opts.timeoutMs);
+          if (!failure.retry) throw new ModelError(`Model call failed: ${failure.message}`);
+          if (attempt >= opts.maxAttempts) {
+            throw new ModelError(`Model call failed after ${attempt} attempts: ${failure.message}`);
+          }
+          const backoff = Math.min(baseDelay * 2 ** (attempt - 1) * (0.75 + Math.random() / 2), MAX_DELAY_MS);
+          await sleep(failure.delay ?? backoff);
+        }
+      }
+    },
+  };
+}

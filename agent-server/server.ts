@@ -1,0 +1,45 @@
+import path from 'node:path';
+import type { Config } from '../lib/config.ts';
+import { createLogger } from '../lib/log.ts';
+import { type Listening, listen } from '../lib/serve.ts';
+import { openDatabase } from '../lib/sqlite.ts';
+import { createAgent } from './agent.ts';
+import { createAgentApp } from './app.ts';
+import { createGatewayClient } from './gateway-client.ts';
+import { openAIModel } from './model.ts';
+import { createTaskStore } from './store.ts';
+
+/** Builds the agent-server from config and listens; used by main.ts and by start.ts. */
+export async function startAgentServer(config: Config): Promise<Listening> {
+  const log = createLogger('agent-server', config.logLevel);
+  const store = createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')));
+  const interrupted = store.failInterrupted();
+  if (interrupted > 0) log.warn({ interrupted }, 'marked tasks left running by a previous process as failed');
+  const m = config.agent.model;
+  const model =
+    m.apiKey || m.baseURL
+      ? openAIModel({ baseURL: m.baseURL, apiKey: m.apiKey, timeoutMs: m.timeoutMs, maxAttempts: m.maxAttempts })
+      : undefined;
+  if (!model) log.warn('no model configured: set OPENAI_API_KEY or OPENAI_BASE_URL to run tasks');
+  const gateway = createGatewayClient({
+    baseUrl: config.gateway.url,
+    headers: config.gateway.adminToken ? { authorization: `Bearer ${config.gateway.adminToken}` } : undefined,
+  });
+  const agent = createAgent({
+    store,
+    gateway,
+    model,
+    modelName: m.name,
+    defaultMaxSteps: config.agent.maxSteps,
+    log,
+  });
+  const listening = await listen(createAgentApp({ agent, store, log }), config.agent.port, config.host);
+  log.info({ url: listening.url, model: model ? m.name : null, gateway: config.gateway.url }, 'agent-server listening');
+  return {
+    ...listening,
+    close: async () => {
+      await listening.close();
+      store.close();
+    },
+  };
+}

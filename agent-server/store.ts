@@ -1,0 +1,127 @@
+import type { Db } from '../lib/sqlite.ts';
+import type { Task, TaskEvent, TaskStatus, Usage } from './contract.ts';
+
+// Tasks and their events in SQLite: the only module that speaks SQL for the agent-server.
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS tasks (
+  task_id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  goal TEXT NOT NULL,
+  status TEXT NOT NULL,
+  final_answer TEXT,
+  error TEXT,
+  steps INTEGER NOT NULL DEFAULT 0,
+  usage TEXT NOT NULL DEFAULT '{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}',
+  toolsets_used TEXT NOT NULL DEFAULT '[]',
+  created_at TEXT NOT NULL,
+  finished_at TEXT
+);
+CREATE INDEX IF NOT EXISTS tasks_created ON tasks (created_at);
+CREATE TABLE IF NOT EXISTS task_events (
+  task_id TEXT NOT NULL REFERENCES tasks(task_id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  at TEXT NOT NULL,
+  duration_ms REAL,
+  data TEXT NOT NULL,
+  PRIMARY KEY (task_id, seq)
+);
+`;
+
+interface TaskRow {
+  task_id: string;
+  session_id: string;
+  goal: string;
+  status: TaskStatus;
+  final_answer: string | null;
+  error: string | null;
+  steps: number;
+  usage: string;
+  toolsets_used: string;
+  created_at: string;
+  finished_at: string | null;
+}
+
+function toTask(row: TaskRow): Task {
+  return { ...row, usage: JSON.parse(row.usage), toolsets_used: JSON.parse(row.toolsets_used) };
+}
+
+/** How a task ended, as stored. */
+export interface TaskOutcome {
+  status: Exclude<TaskStatus, 'running'>;
+  final_answer: string | null;
+  error: string | null;
+  steps: number;
+  usage: Usage;
+  toolsets_used: string[];
+}
+
+/** The agent-server's persistence; swap this module to move to another database. */
+export type TaskStore = ReturnType<typeof createTaskStore>;
+
+/** Creates the tables if needed and returns the task queries. */
+export function createTaskStore(db: Db) {
+  db.exec(SCHEMA);
+  const q = {
+    insert: db.prepare(
+      "INSERT INTO tasks (task_id, session_id, goal, status, created_at) VALUES (?, ?, ?, 'running', ?)",
+    ),
+    nextSeq: db.prepare<[string], { seq: number }>(
+      'SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM task_events WHERE task_id = ?',
+    ),
+    addEvent: db.prepare(
+      'INSERT INTO task_events (task_id, seq, type, at, duration_ms, data) VALUES (?, ?, ?, ?, ?, ?)',
+    ),
+    finish: db.prepare(
+      `UPDATE tasks SET status = ?, final_answer = ?, error = ?, steps = ?, usage = ?, toolsets_used = ?,
+       finished_at = ? WHERE task_id = ?`,
+    ),
+    get: db.prepare<[string], TaskRow>('SELECT * FROM tasks WHERE task_id = ?'),
+    events: db.prepare<[string], Omit<TaskEvent, 'data'> & { data: string }>(
+      'SELECT seq, type, at, duration_ms, data FROM task_events WHERE task_id = ? ORDER BY seq',
+    ),
+    recent: db.prepare<[number], TaskRow>('SELECT * FROM tasks ORDER BY created_at DESC, rowid DESC LIMIT ?'),
+    interrupt: db.prepare(
+      "UPDATE tasks SET status = 'failed', error = ?, finished_at = ? WHERE status = 'running'",
+    ),
+  };
+  return {
+    createTask(taskId: string, sessionId: string, goal: string) {
+      q.insert.run(taskId, sessionId, goal, new Date().toISOString());
+    },
+    appendEvent: db.transaction(
+      (taskId: string, type: TaskEvent['type'], durationMs: number | null, data: Record<string, unknown>) => {
+        const seq = (q.nextSeq.get(taskId) as { seq: number }).seq;
+        const event: TaskEvent = { seq, type, at: new Date().toISOString(), duration_ms: durationMs, data };
+        q.addEvent.run(taskId, seq, type, event.at, durationMs, JSON.stringify(data));
+        return event;
+      },
+    ),
+    finishTask(taskId: string, o: TaskOutcome) {
+      q.finish.run(
+        o.status,
+        o.final_answer,
+        o.error,
+        o.steps,
+        JSON.stringify(o.usage),
+        JSON.stringify(o.toolsets_used),
+        new Date().toISOString(),
+        taskId,
+      );
+    },
+    getTask(taskId: string): Task | undefined {
+      const row = q.get.get(taskId);
+      return row ? toTask(row) : undefined;
+    },
+    events(taskId: string): TaskEvent[] {
+      return q.events.all(taskId).map((e) => ({ ...e, data: JSON.parse(e.data) }));
+    },
+    recentTasks: (limit: number) => q.recent.all(limit).map(toTask),
+    /** Tasks a previous process left running cannot resume yet: mark them failed, saying why. */
+    failInterrupted(): number {
+      return q.interrupt.run('the agent-server stopped while this task was running', new Date().toISOString()).changes;
+    },
+    close: () => db.close(),
+  };
+}

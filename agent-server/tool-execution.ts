@@ -1,0 +1,53 @@
+import type { ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions';
+import type { GatewayClient } from './gateway-client.ts';
+import { MANAGE_TOOLSETS, type ManageToolsetsOutcome, runManageToolsets } from './manage-toolsets.ts';
+
+/** One tool call's outcome: the tool message's text, whether it succeeded, and a toolset change if any. */
+export interface ToolCallOutcome {
+  content: string;
+  ok: boolean;
+  arguments: unknown;
+  change?: ManageToolsetsOutcome['change'];
+}
+
+/** Parses a tool call's JSON arguments; returns an error text instead of throwing. */
+function parseArguments(call: ChatCompletionMessageFunctionToolCall): { args: Record<string, unknown> } | { error: string } {
+  const raw = call.function.arguments?.trim() || '{}';
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch (err) {
+    return {
+      error: `the arguments of ${call.function.name} are not valid JSON (${(err as Error).message}); send one JSON object with the tool's parameters`,
+    };
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return { error: `the arguments of ${call.function.name} must be a JSON object, not ${JSON.stringify(value)}` };
+  }
+  return { args: value as Record<string, unknown> };
+}
+
+/**
+ * Runs one tool call of the model's reply for `sessionId`: manage_toolsets goes to the gateway's admin API,
+ * anything else to the gateway's call route. Every failure becomes an error message the model can read.
+ */
+export async function executeToolCall(
+  call: ChatCompletionMessageFunctionToolCall,
+  sessionId: string,
+  gateway: GatewayClient,
+): Promise<ToolCallOutcome> {
+  const parsed = parseArguments(call);
+  if ('error' in parsed) return { content: `Error: ${parsed.error}`, ok: false, arguments: call.function.arguments };
+  try {
+    if (call.function.name === MANAGE_TOOLSETS) {
+      const outcome = await runManageToolsets(parsed.args, sessionId, gateway);
+      return { content: outcome.content, ok: true, arguments: parsed.args, change: outcome.change };
+    }
+    const result = await gateway.callTool(sessionId, call.function.name, parsed.args);
+    return result.success
+      ? { content: JSON.stringify(result.result), ok: true, arguments: parsed.args }
+      : { content: `Error: ${result.error ?? 'the tool failed without a message'}`, ok: false, arguments: parsed.args };
+  } catch (err) {
+    return { content: `Error: ${(err as Error).message}`, ok: false, arguments: parsed.args };
+  }
+}

@@ -1,0 +1,87 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+
+// Every setting of every service, read once from the environment (and `.env` if present) and validated,
+// so a typo in a port or a root fails at start with the variable's name, not later with a stack trace.
+
+const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
+const list = z
+  .string()
+  .optional()
+  .transform((v) => (v ?? '').split(':').filter((s) => s.trim() !== ''));
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v && v.trim() !== '' ? v.trim() : undefined));
+
+const EnvSchema = z.object({
+  HOST: z.string().default('127.0.0.1'),
+  AGENT_PORT: port(8000),
+  GATEWAY_PORT: port(8080),
+  TOOL_SERVER_PORT: port(8001),
+  GATEWAY_URL: optionalString,
+  TOOL_SERVER_URL: optionalString,
+  OPENAI_BASE_URL: optionalString,
+  OPENAI_API_KEY: optionalString,
+  AGENT_MODEL: z.string().default('gpt-4o-mini'),
+  AGENT_MAX_STEPS: z.coerce.number().int().min(1).max(500).default(20),
+  AGENT_MODEL_TIMEOUT_MS: z.coerce.number().int().min(100).default(120_000),
+  AGENT_MODEL_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(4),
+  TOOLSHIFT_DATA_DIR: z.string().default('./data'),
+  TOOLSETS_DIR: z.string().default('./toolsets'),
+  FS_ROOTS: list,
+  FS_READONLY_ROOTS: list,
+  FS_MAX_READ_BYTES: z.coerce.number().int().min(1024).default(256 * 1024),
+  GATEWAY_ADMIN_TOKEN: optionalString,
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+/** The validated configuration shared by all three services. */
+export type Config = ReturnType<typeof loadConfig>;
+
+/** Reads and validates the environment; throws one error listing every bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = readEnv()) {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  const local = (p: number) => `http://${e.HOST === '0.0.0.0' ? '127.0.0.1' : e.HOST}:${p}`;
+  return {
+    host: e.HOST,
+    agent: {
+      port: e.AGENT_PORT,
+      model: {
+        baseURL: e.OPENAI_BASE_URL,
+        apiKey: e.OPENAI_API_KEY,
+        name: e.AGENT_MODEL,
+        timeoutMs: e.AGENT_MODEL_TIMEOUT_MS,
+        maxAttempts: e.AGENT_MODEL_MAX_ATTEMPTS,
+      },
+      maxSteps: e.AGENT_MAX_STEPS,
+    },
+    gateway: {
+      port: e.GATEWAY_PORT,
+      url: e.GATEWAY_URL ?? local(e.GATEWAY_PORT),
+      adminToken: e.GATEWAY_ADMIN_TOKEN,
+      toolsetsDir: path.resolve(e.TOOLSETS_DIR),
+    },
+    tools: {
+      port: e.TOOL_SERVER_PORT,
+      url: e.TOOL_SERVER_URL ?? local(e.TOOL_SERVER_PORT),
+      roots: (e.FS_ROOTS.length > 0 ? e.FS_ROOTS : ['./workspace']).map((r) => path.resolve(r)),
+      readOnlyRoots: e.FS_READONLY_ROOTS.map((r) => path.resolve(r)),
+      maxReadBytes: e.FS_MAX_READ_BYTES,
+    },
+    dataDir: path.resolve(e.TOOLSHIFT_DATA_DIR),
+    logLevel: e.LOG_LEVEL,
+  };
+}
+
+/** process.env, with `.env` from the working directory loaded first (real env wins). */
+function readEnv(): Record<string, string | undefined> {
+  if (existsSync('.env')) process.loadEnvFile('.env');
+  return process.env;
+}

@@ -1,0 +1,67 @@
+import type { z } from 'zod';
+import type { RouteSpec } from './http.ts';
+
+/** How one service reaches another: a base URL and a fetch (tests pass `app.request`). */
+export interface ServiceEndpoint {
+  baseUrl: string;
+  fetch?: (input: string, init?: RequestInit) => Promise<Response>;
+  headers?: Record<string, string>;
+}
+
+/** A non-2xx answer from another service, carrying its status and its `error` message. */
+export class ServiceError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly body: unknown,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+type Ok<S extends RouteSpec> = S['responses'] extends Record<200, infer T extends z.ZodType> ? z.output<T> : unknown;
+
+/** Calls a contract route and parses the 200 body with the contract's schema. */
+export async function callRoute<S extends RouteSpec>(
+  endpoint: ServiceEndpoint,
+  spec: S,
+  input: { params?: Record<string, string>; query?: Record<string, string | undefined>; body?: unknown } = {},
+  init: { signal?: AbortSignal } = {},
+): Promise<Ok<S>> {
+  let urlPath = spec.path.replace(/\{(\w+)\}/g, (_, k: string) => encodeURIComponent(input.params?.[k] ?? ''));
+  const query = Object.entries(input.query ?? {}).filter((e): e is [string, string] => e[1] !== undefined);
+  if (query.length > 0) urlPath += `?${new URLSearchParams(query).toString()}`;
+  const doFetch = endpoint.fetch ?? fetch;
+  const url = endpoint.baseUrl.replace(/\/$/, '') + urlPath;
+  let res: Response;
+  try {
+    res = await doFetch(url, {
+      method: spec.method.toUpperCase(),
+      headers: { 'content-type': 'application/json', ...endpoint.headers },
+      body: input.body === undefined ? undefined : JSON.stringify(input.body),
+      signal: init.signal,
+    });
+  } catch (err) {
+    throw new ServiceError(502, `Cannot reach ${url}: ${(err as Error).message}`, undefined);
+  }
+  const text = await res.text();
+  let body: unknown;
+  try {
+    body = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    body = text;
+  }
+  if (!res.ok) {
+    const message =
+      typeof body === 'object' && body !== null && 'error' in body ? String(body.error) : `HTTP ${res.status}: ${text}`;
+    throw new ServiceError(res.status, message, body);
+  }
+  const schema = spec.responses[200];
+  if (!schema) return body as Ok<S>;
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) {
+    throw new ServiceError(502, `Unexpected response from ${url}: ${parsed.error.message}`, body);
+  }
+  return parsed.data as Ok<S>;
+}

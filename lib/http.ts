@@ -1,0 +1,141 @@
+import type { Context, Hono } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { z } from 'zod';
+import type { Logger } from './log.ts';
+
+/** A route as a service's contract.ts declares it: the single source for validation and /openapi.json. */
+export interface RouteSpec {
+  method: 'get' | 'post' | 'put' | 'delete';
+  /** OpenAPI style, e.g. `/tools/{name}`. */
+  path: string;
+  summary: string;
+  params?: z.ZodType;
+  query?: z.ZodType;
+  body?: z.ZodType;
+  responses: Record<number, z.ZodType>;
+}
+
+type Part<S, K extends string> = S extends Record<K, infer T extends z.ZodType> ? z.output<T> : undefined;
+
+/** What a handler receives: the request's parts, already parsed by the contract's schemas. */
+export interface RouteInput<S extends RouteSpec> {
+  params: Part<S, 'params'>;
+  query: Part<S, 'query'>;
+  body: Part<S, 'body'>;
+}
+
+/** An error with an HTTP status; `details` are merged into the JSON body next to `error`. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: ContentfulStatusCode,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** Turns zod issues into one line naming each bad field, e.g. `action: Invalid option: expected one of …`. */
+export function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message))
+    .join('; ');
+}
+
+function parseWith<T extends z.ZodType>(schema: T, value: unknown, where: string): z.output<T> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new HttpError(400, `Invalid ${where}: ${describeIssues(parsed.error)}`);
+  return parsed.data;
+}
+
+async function readJsonBody(c: Context): Promise<unknown> {
+  const text = await c.req.text();
+  if (text.trim() === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new HttpError(400, `Request body is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+/** Registers `spec` on `app`; the handler only ever sees input that passed the contract's schemas. */
+export function route<S extends RouteSpec>(
+  app: Hono,
+  spec: S,
+  handler: (c: Context, input: RouteInput<S>) => Response | Promise<Response>,
+): void {
+  const honoPath = spec.path.replace(/\{(\w+)\}/g, ':$1');
+  app.on(spec.method.toUpperCase(), honoPath, async (c) => {
+    const input = {
+      params: spec.params ? parseWith(spec.params, c.req.param(), 'path parameters') : undefined,
+      query: spec.query ? parseWith(spec.query, c.req.query(), 'query parameters') : undefined,
+      body: spec.body ? parseWith(spec.body, await readJsonBody(c), 'request body') : undefined,
+    } as RouteInput<S>;
+    return handler(c, input);
+  });
+}
+
+/** JSON error bodies for thrown errors and unknown routes, so no request ever gets a stack trace. */
+export function installErrorHandlers(app: Hono, log: Logger): void {
+  app.onError((err, c) => {
+    if (err instanceof HttpError) return c.json({ error: err.message, ...err.details }, err.status);
+    log.error({ err, path: c.req.path }, 'unhandled error');
+    return c.json({ error: `Internal error: ${err.message}` }, 500);
+  });
+  app.notFound((c) =>
+    c.json({ error: `No route for ${c.req.method} ${c.req.path}; GET /openapi.json lists the routes.` }, 404),
+  );
+}
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' });
+  return rest;
+}
+
+/** Builds an OpenAPI 3.1 document from a service's contract routes. */
+export function openApiDocument(title: string, specs: readonly RouteSpec[]): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const spec of specs) {
+    const parameters = [
+      ...paramList(spec.params, 'path'),
+      ...paramList(spec.query, 'query'),
+    ];
+    const responses = Object.fromEntries(
+      Object.entries(spec.responses).map(([status, schema]) => [
+        status,
+        {
+          description: status.startsWith('2') ? 'OK' : 'Error',
+          content: { 'application/json': { schema: jsonSchema(schema, 'output') } },
+        },
+      ]),
+    );
+    paths[spec.path] ??= {};
+    paths[spec.path][spec.method] = {
+      summary: spec.summary,
+      ...(parameters.length > 0 ? { parameters } : {}),
+      ...(spec.body
+        ? { requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(spec.body, 'input') } } } }
+        : {}),
+      responses,
+    };
+  }
+  return { openapi: '3.1.0', info: { title, version: '0.1.0' }, paths };
+}
+
+function paramList(schema: z.ZodType | undefined, where: 'path' | 'query') {
+  if (!schema) return [];
+  const js = jsonSchema(schema, 'input') as { properties?: Record<string, unknown>; required?: string[] };
+  return Object.entries(js.properties ?? {}).map(([name, s]) => ({
+    name,
+    in: where,
+    required: where === 'path' || (js.required ?? []).includes(name),
+    schema: s,
+  }));
+}
+
+/** Serves `GET /openapi.json` for the given routes. */
+export function serveOpenApi(app: Hono, title: string, specs: readonly RouteSpec[]): void {
+  const doc = openApiDocument(title, specs);
+  app.get('/openapi.json', (c) => c.json(doc));
+}

@@ -1,0 +1,19 @@
+import type { Listening } from './serve.ts';
+
+/** Starts services for a main script: a start failure prints one line and exits 1; SIGINT/SIGTERM close cleanly. */
+export async function runService(name: string, start: () => Promise<Listening | Listening[]>): Promise<void> {
+  let running: Listening[];
+  try {
+    const started = await start();
+    running = Array.isArray(started) ? started : [started];
+  } catch (err) {
+    process.stderr.write(`${name} failed to start: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+  const stop = async () => {
+    for (const service of [...running].reverse()) await service.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}

@@ -1,0 +1,50 @@
+import { Hono } from 'hono';
+import { HttpError, installErrorHandlers, route, serveOpenApi } from '../lib/http.ts';
+import type { Logger } from '../lib/log.ts';
+import type { Backend } from './backends/backend.ts';
+import { DEFAULT_SESSION, gatewayRoutes as routes } from './contract.ts';
+import type { Gateway } from './gateway.ts';
+
+/** What the gateway's app needs; tests pass their own. */
+export interface GatewayDeps {
+  gateway: Gateway;
+  backends: Record<string, Backend>;
+  adminToken?: string;
+  log: Logger;
+}
+
+/** The gateway's HTTP API; only main.ts listens. */
+export function createGatewayApp(deps: GatewayDeps): Hono {
+  const { gateway } = deps;
+  const app = new Hono();
+  installErrorHandlers(app, deps.log);
+  if (deps.adminToken) {
+    const expected = `Bearer ${deps.adminToken}`;
+    app.use('/mcp/admin/*', async (c, next) => {
+      if (c.req.header('authorization') !== expected) {
+        throw new HttpError(401, 'Admin routes need the header Authorization: Bearer <GATEWAY_ADMIN_TOKEN>');
+      }
+      await next();
+    });
+  }
+  route(app, routes.changeToolsets, (c, { body }) => c.json(gateway.changeToolsets(body)));
+  route(app, routes.listToolsets, (c, { query }) => c.json(gateway.listToolsets(query.session_id, query.query)));
+  route(app, routes.listTools, (c, { query }) => {
+    const sessionId = query.session_id ?? DEFAULT_SESSION;
+    return c.json({ session_id: sessionId, tools: gateway.tools(sessionId) });
+  });
+  route(app, routes.callTool, async (c, { params, body }) =>
+    c.json(await gateway.callTool(body.session_id ?? DEFAULT_SESSION, params.name, body.arguments)),
+  );
+  route(app, routes.health, async (c) => {
+    const backends = Object.fromEntries(
+      await Promise.all(Object.values(deps.backends).map(async (b) => [b.name, await b.health()] as const)),
+    );
+    const ok = Object.values(backends).every((b) => b.ok);
+    return ok
+      ? c.json({ status: 'ok' as const, backends })
+      : c.json({ error: 'a backend is unhealthy', backends }, 503);
+  });
+  serveOpenApi(app, 'toolshift mcp-gateway', Object.values(routes));
+  return app;
+}

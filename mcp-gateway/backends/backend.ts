@@ -1,0 +1,9 @@
+import type { ToolDefinition, ToolResult } from '../../tool-server/contract.ts';
+
+/** Where a toolset's tools live. The tool-server is one; upstream MCP servers implement the same interface. */
+export interface Backend {
+  readonly name: string;
+  listTools(): Promise<ToolDefinition[]>;
+  callTool(name: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<ToolResult>;
+  health(): Promise<{ ok: boolean; detail?: string }>;
+}

@@ -1,0 +1,32 @@
+import path from 'node:path';
+import type { Config } from '../lib/config.ts';
+import { createLogger } from '../lib/log.ts';
+import { type Listening, listen } from '../lib/serve.ts';
+import { openDatabase } from '../lib/sqlite.ts';
+import { createGatewayApp } from './app.ts';
+import type { Backend } from './backends/backend.ts';
+import { toolServerBackend } from './backends/tool-server-backend.ts';
+import { buildCatalog, loadToolsetFiles } from './catalog.ts';
+import { createGateway } from './gateway.ts';
+import { createGatewayStore } from './store.ts';
+
+/** Loads and checks the catalog against the backends, opens the state store, and listens. */
+export async function startGateway(config: Config, opts: { backendWaitMs?: number } = {}): Promise<Listening> {
+  const log = createLogger('mcp-gateway', config.logLevel);
+  const backends: Record<string, Backend> = { 'tool-server': toolServerBackend({ baseUrl: config.tools.url }) };
+  const catalog = await buildCatalog(loadToolsetFiles(config.gateway.toolsetsDir), backends, {
+    waitMs: opts.backendWaitMs ?? 15_000,
+  });
+  const store = createGatewayStore(openDatabase(path.join(config.dataDir, 'gateway.db')));
+  const gateway = createGateway({ catalog, store, log });
+  const app = createGatewayApp({ gateway, backends, adminToken: config.gateway.adminToken, log });
+  const listening = await listen(app, config.gateway.port, config.host);
+  log.info({ url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) }, 'mcp-gateway listening');
+  return {
+    ...listening,
+    close: async () => {
+      await listening.close();
+      store.close();
+    },
+  };
+}

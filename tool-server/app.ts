@@ -1,0 +1,26 @@
+import { Hono } from 'hono';
+import { installErrorHandlers, route, serveOpenApi } from '../lib/http.ts';
+import type { Logger } from '../lib/log.ts';
+import { toolServerRoutes as routes } from './contract.ts';
+import type { ToolRegistry } from './registry.ts';
+import type { ToolContext } from './tools/define.ts';
+
+/** What the tool-server's app needs; tests pass their own. */
+export interface ToolServerDeps {
+  registry: ToolRegistry;
+  context: ToolContext;
+  log: Logger;
+}
+
+/** The tool-server's HTTP API; only main.ts listens. */
+export function createToolServerApp(deps: ToolServerDeps): Hono {
+  const app = new Hono();
+  installErrorHandlers(app, deps.log);
+  route(app, routes.listTools, (c) => c.json(deps.registry.definitions()));
+  route(app, routes.callTool, async (c, { params, body }) =>
+    c.json(await deps.registry.call(params.name, body ?? {}, deps.context)),
+  );
+  route(app, routes.health, (c) => c.json({ status: 'ok' as const, tools: deps.registry.definitions().length }));
+  serveOpenApi(app, 'toolshift tool-server', Object.values(routes));
+  return app;
+}

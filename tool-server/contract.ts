@@ -1,0 +1,62 @@
+import { z } from 'zod';
+
+// The tool-server's HTTP API. Consumers (the gateway) import this file and nothing else of the service.
+
+/** Safety hints a tool declares about itself (MCP's names), so clients can filter or warn. */
+export const ToolAnnotations = z.object({
+  title: z.string().optional(),
+  readOnlyHint: z.boolean(),
+  destructiveHint: z.boolean(),
+  idempotentHint: z.boolean().optional(),
+  openWorldHint: z.boolean().optional(),
+});
+export type ToolAnnotations = z.infer<typeof ToolAnnotations>;
+
+/** A tool as offered to a model: `parameters` is its JSON Schema. */
+export const ToolDefinition = z.object({
+  name: z.string(),
+  description: z.string(),
+  parameters: z.record(z.string(), z.unknown()),
+  annotations: ToolAnnotations,
+});
+export type ToolDefinition = z.infer<typeof ToolDefinition>;
+
+/** The outcome of one tool call; a tool's own failure is `success: false`, never an HTTP error. */
+export const ToolResult = z.object({
+  success: z.boolean(),
+  result: z.unknown(),
+  error: z.string().optional(),
+  execution_time_ms: z.number(),
+});
+export type ToolResult = z.infer<typeof ToolResult>;
+
+/** The body of every 4xx/5xx answer. */
+export const ErrorBody = z.looseObject({ error: z.string() });
+
+export const Health = z.looseObject({ status: z.literal('ok') });
+
+export const ToolName = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z0-9_]{1,64}$');
+
+/** The routes, used both to validate requests and to generate /openapi.json. */
+export const toolServerRoutes = {
+  listTools: {
+    method: 'get',
+    path: '/tools',
+    summary: 'List the native tools with their JSON Schemas and annotations',
+    responses: { 200: z.array(ToolDefinition) },
+  },
+  callTool: {
+    method: 'post',
+    path: '/tools/{name}',
+    summary: 'Run a tool; the body is its arguments',
+    params: z.object({ name: ToolName }),
+    body: z.record(z.string(), z.unknown()).optional(),
+    responses: { 200: ToolResult, 400: ErrorBody, 404: ErrorBody },
+  },
+  health: {
+    method: 'get',
+    path: '/health',
+    summary: 'Liveness',
+    responses: { 200: Health },
+  },
+} as const;

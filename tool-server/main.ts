@@ -1,0 +1,5 @@
+import { loadConfig } from '../lib/config.ts';
+import { runService } from '../lib/run-service.ts';
+import { startToolServer } from './server.ts';
+
+await runService('tool-server', () => startToolServer(loadConfig()));

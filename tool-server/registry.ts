@@ -1,0 +1,58 @@
+import { HttpError } from '../lib/http.ts';
+import type { ToolDefinition, ToolResult } from './contract.ts';
+import { parametersOf, type Tool, type ToolContext, ToolError, ToolInputError } from './tools/define.ts';
+
+/** The tool-server's set of tools: their definitions, and one place that runs a call and times it. */
+export interface ToolRegistry {
+  definitions(): ToolDefinition[];
+  call(name: string, args: unknown, ctx: ToolContext): Promise<ToolResult>;
+}
+
+const FS_MESSAGES: Record<string, string> = {
+  ENOENT: 'No such file or directory',
+  EISDIR: 'Is a directory',
+  ENOTDIR: 'Not a directory',
+  EEXIST: 'Already exists',
+  EACCES: 'Permission denied',
+  EPERM: 'Operation not permitted',
+  ENOTEMPTY: 'Directory not empty',
+};
+
+/** Turns an error thrown by a tool into text the model can act on. */
+function failureMessage(err: unknown): string {
+  if (err instanceof ToolError) return err.message;
+  const e = err as NodeJS.ErrnoException;
+  if (e?.code && FS_MESSAGES[e.code]) return `${FS_MESSAGES[e.code]}: ${e.path ?? ''}`.trim();
+  return `Tool failed: ${e?.message ?? String(err)}`;
+}
+
+/** Builds the registry; refuses two tools with one name. */
+export function createRegistry(tools: readonly Tool[]): ToolRegistry {
+  const byName = new Map<string, Tool>();
+  for (const tool of tools) {
+    if (byName.has(tool.name)) throw new Error(`Two tools are named ${tool.name}`);
+    byName.set(tool.name, tool);
+  }
+  const definitions = tools.map((t) => ({
+    name: t.name,
+    description: t.description,
+    parameters: parametersOf(t),
+    annotations: t.annotations,
+  }));
+  return {
+    definitions: () => definitions,
+    async call(name, args, ctx) {
+      const tool = byName.get(name);
+      if (!tool) throw new HttpError(404, `Unknown tool ${name}; tools here: ${[...byName.keys()].join(', ')}`);
+      const started = performance.now();
+      const elapsed = () => Math.round((performance.now() - started) * 100) / 100;
+      try {
+        const result = await tool.run(args, ctx);
+        return { success: true, result, execution_time_ms: elapsed() };
+      } catch (err) {
+        if (err instanceof ToolInputError) throw new HttpError(400, err.message);
+        return { success: false, result: null, error: failureMessage(err), execution_time_ms: elapsed() };
+      }
+    },
+  };
+}

@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import type { ToolAnnotations } from '../contract.ts';
+import type { PathGuard } from '../path-guard.ts';
+
+/** What every tool may use: the path guard and the service's limits. No sessions, no toolsets. */
+export interface ToolContext {
+  paths: PathGuard;
+  maxReadBytes: number;
+}
+
+/** A tool's failure that the model can act on; its message becomes `ToolResult.error`. */
+export class ToolError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** Arguments that do not match a tool's schema: a malformed request (HTTP 400), not a tool failure. */
+export class ToolInputError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+interface ToolSpec<S extends z.ZodType> {
+  name: string;
+  description: string;
+  input: S;
+  annotations: ToolAnnotations;
+  execute(args: z.output<S>, ctx: ToolContext): Promise<unknown>;
+}
+
+/** A tool with its schema erased: `run` validates the arguments before executing. */
+export interface Tool {
+  name: string;
+  description: string;
+  input: z.ZodType;
+  annotations: ToolAnnotations;
+  run(args: unknown, ctx: ToolContext): Promise<unknown>;
+}
+
+/** Declares a tool as one value: schema, safety annotations and code side by side. */
+export function defineTool<S extends z.ZodType>(spec: ToolSpec<S>): Tool {
+  return {
+    name: spec.name,
+    description: spec.description,
+    input: spec.input,
+    annotations: spec.annotations,
+    async run(args, ctx) {
+      const parsed = spec.input.safeParse(args ?? {});
+      if (!parsed.success) {
+        const issues = parsed.error.issues
+          .map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message))
+          .join('; ');
+        throw new ToolInputError(`Invalid arguments for ${spec.name}: ${issues}`);
+      }
+      return spec.execute(parsed.data, ctx);
+    },
+  };
+}
+
+/** The JSON Schema of a tool's arguments, as sent to models. */
+export function parametersOf(tool: Tool): Record<string, unknown> {
+  const { $schema: _drop, ...schema } = z.toJSONSchema(tool.input, { io: 'input', unrepresentable: 'any' });
+  return schema;
+}

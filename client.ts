@@ -1,0 +1,228 @@
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { EventSourceParserStream } from 'eventsource-parser/stream';
+import { agentRoutes, type ExecuteTaskResponse, type TaskEvent } from './agent-server/contract.ts';
+import { callRoute, type ServiceEndpoint } from './lib/http-client.ts';
+import { gatewayRoutes } from './mcp-gateway/contract.ts';
+
+// The toolshift CLI: a thin client of the agent-server and the gateway's admin API. No business logic here.
+
+const HELP = `toolshift — run tasks and manage toolsets
+
+Usage:
+  toolshift run "<goal>" [--session ID] [--max-steps N] [--quiet]
+  toolshift toolsets [list] [--session ID] [--query WORDS]
+  toolshift toolsets activate|deactivate <toolset_id>... [--session ID]
+  toolshift toolsets enable|disable <toolset_id>...
+  toolshift tasks [--limit N]
+  toolshift tasks show <task_id>
+  toolshift --help
+
+Environment:
+  AGENT_URL            agent-server (default http://127.0.0.1:8000)
+  GATEWAY_URL          mcp-gateway (default http://127.0.0.1:8080)
+  GATEWAY_ADMIN_TOKEN  sent as a Bearer token to the admin API when set
+`;
+
+/** Where the CLI writes and what it reaches; tests pass their own. */
+export interface CliIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  env: Record<string, string | undefined>;
+  fetch?: (input: string, init?: RequestInit) => Promise<Response>;
+}
+
+class UsageError extends Error {}
+
+/** Runs the CLI with `argv` (without node and script); resolves to the exit code. */
+export async function main(argv: string[], io: CliIo): Promise<number> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (err) {
+    io.stderr(`error: ${(err as Error).message}\nRun with --help for usage.\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help || positionals.length === 0) {
+    io.stdout(HELP);
+    return positionals.length === 0 && !values.help ? 2 : 0;
+  }
+  const agent: ServiceEndpoint = { baseUrl: io.env.AGENT_URL ?? 'http://127.0.0.1:8000', fetch: io.fetch };
+  const token = io.env.GATEWAY_ADMIN_TOKEN;
+  const gateway: ServiceEndpoint = {
+    baseUrl: io.env.GATEWAY_URL ?? 'http://127.0.0.1:8080',
+    fetch: io.fetch,
+    headers: token ? { authorization: `Bearer ${token}` } : undefined,
+  };
+  const [command, ...rest] = positionals;
+  try {
+    switch (command) {
+      case 'run':
+        return await runTask(rest, values, agent, io);
+      case 'toolsets':
+        return await toolsets(rest, values, gateway, io);
+      case 'tasks':
+        return await tasks(rest, values, agent, io);
+      default:
+        throw new UsageError(`unknown command "${command}"; commands: run, toolsets, tasks`);
+    }
+  } catch (err) {
+    io.stderr(`error: ${(err as Error).message}${err instanceof UsageError ? '\nRun with --help for usage.' : ''}\n`);
+    return err instanceof UsageError ? 2 : 1;
+  }
+}
+
+function parse(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      session: { type: 'string', short: 's' },
+      'max-steps': { type: 'string' },
+      query: { type: 'string', short: 'q' },
+      limit: { type: 'string' },
+      quiet: { type: 'boolean' },
+    },
+  });
+}
+
+type Values = ReturnType<typeof parse>['values'];
+
+function positiveInt(value: string | undefined, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new UsageError(`${flag} must be a positive whole number, got "${value}"`);
+  return n;
+}
+
+/** One line of live progress for an event. */
+function progressLine(e: TaskEvent): string | undefined {
+  const d = e.data as Record<string, unknown>;
+  const ms = e.duration_ms === null ? '' : ` (${Math.round(e.duration_ms)} ms)`;
+  switch (e.type) {
+    case 'task_started':
+      return `task ${d.task_id} in session ${d.session_id}`;
+    case 'model_call': {
+      const calls = (d.tool_calls as { name: string }[]).map((c) => c.name);
+      return `step ${d.step}: model${ms} → ${calls.length > 0 ? calls.join(', ') : 'answer'}`;
+    }
+    case 'toolset_change': {
+      const added = (d.added_tools as string[]).length;
+      const removed = (d.removed_tools as string[]).length;
+      return `  ${String(d.action).toLowerCase()} ${(d.toolset_ids as string[]).join(', ')}: +${added} −${removed} tools`;
+    }
+    case 'tool_call':
+      return `  ${d.name} ${d.ok ? 'ok' : 'failed'}${ms}${d.ok ? '' : `: ${String(d.output).slice(0, 200)}`}`;
+    default:
+      return undefined;
+  }
+}
+
+async function runTask(args: string[], values: Values, agent: ServiceEndpoint, io: CliIo): Promise<number> {
+  const goal = args.join(' ').trim();
+  if (!goal) throw new UsageError('run needs a goal, e.g. toolshift run "list the files in the workspace"');
+  const body = { goal, session_id: values.session, max_steps: positiveInt(values['max-steps'], '--max-steps') };
+  const doFetch = agent.fetch ?? fetch;
+  let res: Response;
+  try {
+    res = await doFetch(`${agent.baseUrl.replace(/\/$/, '')}${agentRoutes.executeTask.path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify(body),
+    });
+  } catch (err) {
+    throw new Error(`cannot reach the agent-server at ${agent.baseUrl}: ${(err as Error).message}`);
+  }
+  if (!res.ok || !res.body) {
+    const text = await res.text();
+    let message = text;
+    try {
+      message = JSON.parse(text).error ?? text;
+    } catch {}
+    throw new Error(`agent-server answered ${res.status}: ${message}`);
+  }
+  let result: ExecuteTaskResponse | undefined;
+  const events = res.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
+  for await (const message of events) {
+    if (message.event === 'result') {
+      result = JSON.parse(message.data);
+    } else if (!values.quiet) {
+      const line = progressLine(JSON.parse(message.data));
+      if (line) io.stderr(`${line}\n`);
+    }
+  }
+  if (!result) throw new Error('the agent-server closed the stream before the task ended');
+  if (result.final_answer) io.stdout(`${result.final_answer}\n`);
+  const used = result.toolsets_used.length > 0 ? result.toolsets_used.join(', ') : 'none';
+  io.stdout(
+    `— ${result.status} in ${result.steps} step${result.steps === 1 ? '' : 's'} · toolsets used: ${used} · ` +
+      `${result.usage.total_tokens} tokens · task ${result.task_id} · session ${result.session_id}\n`,
+  );
+  if (result.error) io.stderr(`error: ${result.error}\n`);
+  return result.status === 'completed' ? 0 : 1;
+}
+
+async function toolsets(args: string[], values: Values, gateway: ServiceEndpoint, io: CliIo): Promise<number> {
+  const [sub = 'list', ...ids] = args;
+  if (sub === 'list') {
+    const res = await callRoute(gateway, gatewayRoutes.listToolsets, {
+      query: { session_id: values.session, query: values.query },
+    });
+    io.stdout(`session ${res.session_id}\n`);
+    for (const t of res.toolsets) {
+      const state = [t.active ? 'active' : 'inactive', t.enabled ? '' : 'DISABLED', t.default ? 'default' : '']
+        .filter(Boolean)
+        .join(', ');
+      io.stdout(`${t.id.padEnd(24)} ${state.padEnd(26)} ${t.tools.length} tools  ${t.description}\n`);
+    }
+    return 0;
+  }
+  const actions = { activate: 'ACTIVATE', deactivate: 'DEACTIVATE', enable: 'ENABLE', disable: 'DISABLE' } as const;
+  const action = actions[sub as keyof typeof actions];
+  if (!action) throw new UsageError(`unknown toolsets command "${sub}"; use list, activate, deactivate, enable, disable`);
+  if (ids.length === 0) throw new UsageError(`toolsets ${sub} needs at least one toolset id`);
+  const res = await callRoute(gateway, gatewayRoutes.changeToolsets, {
+    body: { action, toolset_ids: ids, session_id: values.session },
+  });
+  io.stdout(`session ${res.session_id}: active toolsets: ${res.active_toolsets.join(', ') || 'none'}\n`);
+  if (res.added_tools.length > 0) io.stdout(`added tools: ${res.added_tools.join(', ')}\n`);
+  if (res.removed_tools.length > 0) io.stdout(`removed tools: ${res.removed_tools.join(', ')}\n`);
+  if (res.unchanged.length > 0) io.stdout(`unchanged: ${res.unchanged.join(', ')}\n`);
+  return 0;
+}
+
+async function tasks(args: string[], values: Values, agent: ServiceEndpoint, io: CliIo): Promise<number> {
+  const [sub, id] = args;
+  if (sub === 'show') {
+    if (!id) throw new UsageError('tasks show needs a task id');
+    const task = await callRoute(agent, agentRoutes.getTask, { params: { id } });
+    io.stdout(`${task.task_id}  ${task.status}  session ${task.session_id}  ${task.created_at}\n`);
+    io.stdout(`goal: ${task.goal}\n`);
+    for (const e of task.events) {
+      const line = progressLine(e);
+      if (line) io.stdout(`${line}\n`);
+    }
+    if (task.final_answer) io.stdout(`answer: ${task.final_answer}\n`);
+    if (task.error) io.stdout(`error: ${task.error}\n`);
+    return 0;
+  }
+  if (sub !== undefined) throw new UsageError(`unknown tasks command "${sub}"; use "tasks" or "tasks show <id>"`);
+  const limit = positiveInt(values.limit, '--limit') ?? 20;
+  const { tasks: list } = await callRoute(agent, agentRoutes.listTasks, { query: { limit: String(limit) } });
+  if (list.length === 0) io.stdout('no tasks yet\n');
+  for (const t of list) {
+    io.stdout(`${t.task_id}  ${t.status.padEnd(9)} ${String(t.steps).padStart(3)} steps  ${t.goal.slice(0, 60)}\n`);
+  }
+  return 0;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const code = await main(process.argv.slice(2), {
+    stdout: (t) => process.stdout.write(t),
+    stderr: (t) => process.stderr.write(t),
+    env: process.env,
+  });
+  process.exitCode = code;
+}

@@ -1,0 +1,116 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Hono } from 'hono';
+import { createAgent } from '../../agent-server/agent.ts';
+import { createAgentApp } from '../../agent-server/app.ts';
+import { createGatewayClient } from '../../agent-server/gateway-client.ts';
+import type { Model } from '../../agent-server/model.ts';
+import { createTaskStore } from '../../agent-server/store.ts';
+import { createLogger } from '../../lib/log.ts';
+import { openDatabase } from '../../lib/sqlite.ts';
+import { createGatewayApp } from '../../mcp-gateway/app.ts';
+import { toolServerBackend } from '../../mcp-gateway/backends/tool-server-backend.ts';
+import { buildCatalog, loadToolsetFiles } from '../../mcp-gateway/catalog.ts';
+import { createGateway } from '../../mcp-gateway/gateway.ts';
+import { createGatewayStore } from '../../mcp-gateway/store.ts';
+import { createToolServerApp } from '../../tool-server/app.ts';
+import { PathGuard } from '../../tool-server/path-guard.ts';
+import { createRegistry } from '../../tool-server/registry.ts';
+import { fileSystemTools } from '../../tool-server/tools/file-system.ts';
+
+export const log = createLogger('test', 'silent');
+
+/** A fetch that serves `app` in-process, for clients that take {baseUrl, fetch}. */
+export function fetchOf(app: Hono) {
+  return async (input: string, init?: RequestInit) => app.request(input, init);
+}
+
+/** Two toolsets splitting the file tools, for tests that need more than one. */
+export const SPLIT_TOOLSETS = {
+  'fs_read.yaml': `id: fs_read
+description: Read files and list directories.
+default: false
+tools: [read_text_file, list_directory, search_files]
+`,
+  'fs_write.yaml': `id: fs_write
+description: Create and change files.
+default: false
+tools: [write_file, edit_file, delete_file]
+`,
+};
+
+export interface StackOptions {
+  model?: Model;
+  /** Toolset files to write into a temp toolsets dir; default: the repo's own toolsets/. */
+  toolsets?: Record<string, string>;
+  dataDir?: string;
+  adminToken?: string;
+  maxSteps?: number;
+}
+
+/** The three apps wired in-process through app.request (no ports), on a temp workspace and data dir. */
+export async function makeStack(opts: StackOptions = {}) {
+  const tmp = await mkdtemp(path.join(tmpdir(), 'toolshift-'));
+  const root = path.join(tmp, 'workspace');
+  const dataDir = opts.dataDir ?? path.join(tmp, 'data');
+  let toolsetsDir = path.resolve('toolsets');
+  if (opts.toolsets) {
+    toolsetsDir = await mkdtemp(path.join(tmp, 'toolsets-'));
+    for (const [name, text] of Object.entries(opts.toolsets)) await writeFile(path.join(toolsetsDir, name), text);
+  }
+  const paths = await PathGuard.create({ roots: [root], readOnlyRoots: [] });
+  const toolApp = createToolServerApp({
+    registry: createRegistry(fileSystemTools),
+    context: { paths, maxReadBytes: 64 * 1024 },
+    log,
+  });
+  const backends = { 'tool-server': toolServerBackend({ baseUrl: 'http://tool-server', fetch: fetchOf(toolApp) }) };
+  const catalog = await buildCatalog(loadToolsetFiles(toolsetsDir), backends);
+  const gatewayStore = createGatewayStore(openDatabase(path.join(dataDir, 'gateway.db')));
+  const gateway = createGateway({ catalog, store: gatewayStore, log });
+  const gatewayApp = createGatewayApp({ gateway, backends, adminToken: opts.adminToken, log });
+  const taskStore = createTaskStore(openDatabase(path.join(dataDir, 'agent.db')));
+  const agent = createAgent({
+    store: taskStore,
+    gateway: createGatewayClient({
+      baseUrl: 'http://gateway',
+      fetch: fetchOf(gatewayApp),
+      headers: opts.adminToken ? { authorization: `Bearer ${opts.adminToken}` } : undefined,
+    }),
+    model: opts.model,
+    modelName: 'test-model',
+    defaultMaxSteps: opts.maxSteps ?? 20,
+    log,
+  });
+  const agentApp = createAgentApp({ agent, store: taskStore, log });
+  return {
+    tmp,
+    root,
+    dataDir,
+    toolApp,
+    gatewayApp,
+    agentApp,
+    /** POST JSON to an app and return status and parsed body. */
+    async post(app: Hono, url: string, body: unknown, headers: Record<string, string> = {}) {
+      const res = await app.request(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: typeof body === 'string' ? body : JSON.stringify(body),
+      });
+      return { status: res.status, body: (await res.json()) as any };
+    },
+    async get(app: Hono, url: string, headers: Record<string, string> = {}) {
+      const res = await app.request(url, { headers });
+      return { status: res.status, body: (await res.json()) as any };
+    },
+    /** Closes the stores; `keepFiles` leaves the temp dirs for a restart test. */
+    async close(keepFiles = false) {
+      gatewayStore.close();
+      taskStore.close();
+      if (!keepFiles) await rm(tmp, { recursive: true, force: true });
+    },
+  };
+}
+
+export type Stack = Awaited<ReturnType<typeof makeStack>>;

@@ -1,0 +1,127 @@
+import { delay, HttpResponse, http } from 'msw';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { openAIModel, retryAfterMs } from '../agent-server/model.ts';
+import { completion, MODEL_BASE_URL, modelEdge } from './helpers/msw.ts';
+
+const server = modelEdge();
+afterEach(() => server.resetHandlers());
+afterAll(() => server.close());
+
+const URL = `${MODEL_BASE_URL}/chat/completions`;
+const request = { model: 'test-model', messages: [{ role: 'user' as const, content: 'hi' }], tools: [] };
+
+function model(overrides: { timeoutMs?: number; maxAttempts?: number } = {}) {
+  const sleeps: number[] = [];
+  const m = openAIModel({
+    baseURL: MODEL_BASE_URL,
+    apiKey: 'test',
+    timeoutMs: overrides.timeoutMs ?? 5000,
+    maxAttempts: overrides.maxAttempts ?? 4,
+    baseDelayMs: 100,
+    sleep: async (ms) => {
+      sleeps.push(ms);
+    },
+  });
+  return { m, sleeps };
+}
+
+function failing(status: number, headers: Record<string, string> = {}, message = `status ${status}`) {
+  return HttpResponse.json({ error: { message, type: 'test' } }, { status, headers: { 'x-should-retry': 'false', ...headers } });
+}
+
+describe('the OpenAI-compatible model client', () => {
+  it('parses text, tool calls and usage', async () => {
+    server.use(
+      http.post(URL, () =>
+        HttpResponse.json(
+          completion({
+            content: 'thinking',
+            tool_calls: [{ id: 't1', type: 'function', function: { name: 'write_file', arguments: '{"path":"a"}' } }],
+          }),
+        ),
+      ),
+    );
+    const reply = await model().m.complete(request);
+    expect(reply.content).toBe('thinking');
+    expect(reply.tool_calls[0]).toMatchObject({ id: 't1', function: { name: 'write_file' } });
+    expect(reply.usage).toEqual({ prompt_tokens: 100, completion_tokens: 10, total_tokens: 110 });
+  });
+
+  it('retries a 429, waiting what retry-after asks', async () => {
+    let n = 0;
+    server.use(
+      http.post(URL, () => (++n === 1 ? failing(429, { 'retry-after': '2' }) : HttpResponse.json(completion({ content: 'ok' })))),
+    );
+    const { m, sleeps } = model();
+    expect((await m.complete(request)).content).toBe('ok');
+    expect(n).toBe(2);
+    expect(sleeps).toEqual([2000]);
+  });
+
+  it('retries 408, 409 and 5xx with growing backoff, then succeeds', async () => {
+    const statuses = [408, 409, 503];
+    let n = 0;
+    server.use(
+      http.post(URL, () => (n < statuses.length ? failing(statuses[n++]) : HttpResponse.json(completion({ content: 'ok' })))),
+    );
+    const { m, sleeps } = model();
+    expect((await m.complete(request)).content).toBe('ok');
+    expect(sleeps).toHaveLength(3);
+    expect(sleeps[0]).toBeGreaterThanOrEqual(75);
+    expect(sleeps[0]).toBeLessThanOrEqual(125);
+    expect(sleeps[2]).toBeGreaterThanOrEqual(300);
+    expect(sleeps[2]).toBeLessThanOrEqual(500);
+  });
+
+  it('gives up after the attempt budget with the last error', async () => {
+    let n = 0;
+    server.use(
+      http.post(URL, () => {
+        n++;
+        return failing(500, {}, 'upstream exploded');
+      }),
+    );
+    const { m } = model({ maxAttempts: 3 });
+    await expect(m.complete(request)).rejects.toThrow(/failed after 3 attempts: model endpoint answered 500: .*upstream exploded/);
+    expect(n).toBe(3);
+  });
+
+  it('does not retry other 4xx and reports the provider’s message', async () => {
+    let n = 0;
+    server.use(
+      http.post(URL, () => {
+        n++;
+        return failing(401, {}, 'Incorrect API key provided');
+      }),
+    );
+    const { m, sleeps } = model();
+    await expect(m.complete(request)).rejects.toThrow(/answered 401: .*Incorrect API key provided/);
+    expect(n).toBe(1);
+    expect(sleeps).toEqual([]);
+  });
+
+  it('enforces a per-call deadline and retries a call that timed out', async () => {
+    let n = 0;
+    server.use(
+      http.post(URL, async () => {
+        n++;
+        await delay('infinite');
+        return HttpResponse.json(completion({ content: 'never' }));
+      }),
+    );
+    const { m } = model({ timeoutMs: 150, maxAttempts: 2 });
+    await expect(m.complete(request)).rejects.toThrow(/failed after 2 attempts: model call timed out after 150 ms/);
+    expect(n).toBe(2);
+  });
+
+  it('reads retry-after in seconds, milliseconds and as an HTTP date', () => {
+    expect(retryAfterMs(new Headers({ 'retry-after': '3' }))).toBe(3000);
+    expect(retryAfterMs(new Headers({ 'retry-after-ms': '250' }))).toBe(250);
+    const inTwoSeconds = new Date(Date.now() + 2000).toUTCString();
+    const ms = retryAfterMs(new Headers({ 'retry-after': inTwoSeconds })) ?? -1;
+    expect(ms).toBeGreaterThan(500);
+    expect(ms).toBeLessThanOrEqual(2000);
+    expect(retryAfterMs(new Headers({ 'retry-after': '9999' }))).toBe(60_000);
+    expect(retryAfterMs(new Headers())).toBeUndefined();
+  });
+});

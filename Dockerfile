@@ -1,0 +1,15 @@
+# One image for the three services; docker-compose.yml picks the service with `command`.
+FROM node:20-bookworm-slim
+WORKDIR /app
+ENV NODE_ENV=production
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev && npm cache clean --force
+COPY lib ./lib
+COPY agent-server ./agent-server
+COPY mcp-gateway ./mcp-gateway
+COPY tool-server ./tool-server
+COPY toolsets ./toolsets
+COPY start.ts client.ts ./
+ENV HOST=0.0.0.0 TOOLSHIFT_DATA_DIR=/data FS_ROOTS=/workspace TOOLSETS_DIR=/app/toolsets
+EXPOSE 8000 8080 8001
+CMD ["npm", "start"]

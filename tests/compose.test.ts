@@ -1,0 +1,77 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { loadConfig } from '../lib/config.ts';
+
+interface Service {
+  command?: string[];
+  environment?: Record<string, string>;
+  ports?: string[];
+  volumes?: string[];
+  healthcheck?: { test: string[] };
+  depends_on?: Record<string, { condition: string }>;
+  profiles?: string[];
+  build?: string;
+  image?: string;
+}
+
+const compose = parse(readFileSync('docker-compose.yml', 'utf8'), { merge: true }) as {
+  services: Record<string, Service>;
+};
+const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
+const defaults = loadConfig({});
+
+describe('docker-compose.yml', () => {
+  const core = Object.entries(compose.services).filter(([, s]) => !s.profiles);
+
+  it('has one container per service, each built from this repo and started by its npm script', () => {
+    expect(core.map(([name]) => name).sort()).toEqual(['agent-server', 'mcp-gateway', 'tool-server']);
+    const scripts = { 'agent-server': 'start:agent', 'mcp-gateway': 'start:gateway', 'tool-server': 'start:tools' };
+    for (const [name, s] of core) {
+      expect(s.build).toBe('.');
+      const script = scripts[name as keyof typeof scripts];
+      expect(s.command).toEqual(['npm', 'run', script]);
+      expect(pkg.scripts[script]).toBeDefined();
+    }
+  });
+
+  it('publishes the configured default ports and health-checks each service on its own port', () => {
+    const ports = {
+      'agent-server': defaults.agent.port,
+      'mcp-gateway': defaults.gateway.port,
+      'tool-server': defaults.tools.port,
+    };
+    for (const [name, s] of core) {
+      const port = ports[name as keyof typeof ports];
+      expect(s.ports).toEqual([`${port}:${port}`]);
+      expect(s.environment?.HOST).toBe('0.0.0.0');
+      expect(s.healthcheck?.test.join(' ')).toContain(`127.0.0.1:${port}/health`);
+    }
+  });
+
+  it('wires each service to the next by service name and port, waiting for it to be healthy', () => {
+    const s = compose.services;
+    expect(s['agent-server'].environment?.GATEWAY_URL).toBe(`http://mcp-gateway:${defaults.gateway.port}`);
+    expect(s['mcp-gateway'].environment?.TOOL_SERVER_URL).toBe(`http://tool-server:${defaults.tools.port}`);
+    expect(s['agent-server'].depends_on?.['mcp-gateway'].condition).toBe('service_healthy');
+    expect(s['mcp-gateway'].depends_on?.['tool-server'].condition).toBe('service_healthy');
+    for (const key of ['OPENAI_BASE_URL', 'OPENAI_API_KEY', 'AGENT_MODEL']) {
+      expect(s['agent-server'].environment).toHaveProperty(key);
+    }
+  });
+
+  it('mounts the workspace where the tool-server’s FS_ROOTS points, and persists the databases', () => {
+    const tools = compose.services['tool-server'];
+    const root = tools.environment?.FS_ROOTS;
+    expect(tools.volumes?.some((v) => v.endsWith(`:${root}`))).toBe(true);
+    for (const name of ['agent-server', 'mcp-gateway']) {
+      const s = compose.services[name];
+      expect(s.volumes?.some((v) => v.endsWith(`:${s.environment?.TOOLSHIFT_DATA_DIR}`))).toBe(true);
+    }
+  });
+
+  it('keeps the model server optional, behind a profile', () => {
+    expect(compose.services.ollama.profiles).toEqual(['ollama']);
+    expect(compose.services.ollama.healthcheck).toBeDefined();
+  });
+});

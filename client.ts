@@ -68,7 +68,9 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
         throw new UsageError(`unknown command "${command}"; commands: run, toolsets, tasks`);
     }
   } catch (err) {
-    io.stderr(`error: ${(err as Error).message}${err instanceof UsageError ? '\nRun with --help for usage.' : ''}\n`);
+    io.stderr(
+      `error: ${(err as Error).message}${err instanceof UsageError ? '\nRun with --help for usage.' : ''}\n`,
+    );
     return err instanceof UsageError ? 2 : 1;
   }
 }
@@ -93,7 +95,8 @@ type Values = ReturnType<typeof parse>['values'];
 function positiveInt(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new UsageError(`${flag} must be a positive whole number, got "${value}"`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new UsageError(`${flag} must be a positive whole number, got "${value}"`);
   return n;
 }
 
@@ -123,7 +126,11 @@ function progressLine(e: TaskEvent): string | undefined {
 async function runTask(args: string[], values: Values, agent: ServiceEndpoint, io: CliIo): Promise<number> {
   const goal = args.join(' ').trim();
   if (!goal) throw new UsageError('run needs a goal, e.g. toolshift run "list the files in the workspace"');
-  const body = { goal, session_id: values.session, max_steps: positiveInt(values['max-steps'], '--max-steps') };
+  const body = {
+    goal,
+    session_id: values.session,
+    max_steps: positiveInt(values['max-steps'], '--max-steps'),
+  };
   const doFetch = agent.fetch ?? fetch;
   let res: Response;
   try {
@@ -164,7 +171,12 @@ async function runTask(args: string[], values: Values, agent: ServiceEndpoint, i
   return result.status === 'completed' ? 0 : 1;
 }
 
-async function toolsets(args: string[], values: Values, gateway: ServiceEndpoint, io: CliIo): Promise<number> {
+async function toolsets(
+  args: string[],
+  values: Values,
+  gateway: ServiceEndpoint,
+  io: CliIo,
+): Promise<number> {
   const [sub = 'list', ...ids] = args;
   if (sub === 'list') {
     const res = await callRoute(gateway, gatewayRoutes.listToolsets, {
@@ -172,16 +184,28 @@ async function toolsets(args: string[], values: Values, gateway: ServiceEndpoint
     });
     io.stdout(`session ${res.session_id}\n`);
     for (const t of res.toolsets) {
-      const state = [t.active ? 'active' : 'inactive', t.enabled ? '' : 'DISABLED', t.default ? 'default' : '']
+      const state = [
+        t.active ? 'active' : 'inactive',
+        t.enabled ? '' : 'DISABLED',
+        t.default ? 'default' : '',
+      ]
         .filter(Boolean)
         .join(', ');
       io.stdout(`${t.id.padEnd(24)} ${state.padEnd(26)} ${t.tools.length} tools  ${t.description}\n`);
     }
     return 0;
   }
-  const actions = { activate: 'ACTIVATE', deactivate: 'DEACTIVATE', enable: 'ENABLE', disable: 'DISABLE' } as const;
+  const actions = {
+    activate: 'ACTIVATE',
+    deactivate: 'DEACTIVATE',
+    enable: 'ENABLE',
+    disable: 'DISABLE',
+  } as const;
   const action = actions[sub as keyof typeof actions];
-  if (!action) throw new UsageError(`unknown toolsets command "${sub}"; use list, activate, deactivate, enable, disable`);
+  if (!action)
+    throw new UsageError(
+      `unknown toolsets command "${sub}"; use list, activate, deactivate, enable, disable`,
+    );
   if (ids.length === 0) throw new UsageError(`toolsets ${sub} needs at least one toolset id`);
   const res = await callRoute(gateway, gatewayRoutes.changeToolsets, {
     body: { action, toolset_ids: ids, session_id: values.session },
@@ -208,12 +232,15 @@ async function tasks(args: string[], values: Values, agent: ServiceEndpoint, io:
     if (task.error) io.stdout(`error: ${task.error}\n`);
     return 0;
   }
-  if (sub !== undefined) throw new UsageError(`unknown tasks command "${sub}"; use "tasks" or "tasks show <id>"`);
+  if (sub !== undefined)
+    throw new UsageError(`unknown tasks command "${sub}"; use "tasks" or "tasks show <id>"`);
   const limit = positiveInt(values.limit, '--limit') ?? 20;
   const { tasks: list } = await callRoute(agent, agentRoutes.listTasks, { query: { limit: String(limit) } });
   if (list.length === 0) io.stdout('no tasks yet\n');
   for (const t of list) {
-    io.stdout(`${t.task_id}  ${t.status.padEnd(9)} ${String(t.steps).padStart(3)} steps  ${t.goal.slice(0, 60)}\n`);
+    io.stdout(
+      `${t.task_id}  ${t.status.padEnd(9)} ${String(t.steps).padStart(3)} steps  ${t.goal.slice(0, 60)}\n`,
+    );
   }
   return 0;
 }

@@ -25,7 +25,10 @@ export function createAgent(deps: AgentDeps) {
     modelConfigured: deps.model !== undefined,
 
     /** Runs a task to its end; `onEvent` sees each event as it is recorded (for SSE). */
-    async execute(req: ExecuteTaskRequest, onEvent?: (event: TaskEvent) => void): Promise<ExecuteTaskResponse> {
+    async execute(
+      req: ExecuteTaskRequest,
+      onEvent?: (event: TaskEvent) => void,
+    ): Promise<ExecuteTaskResponse> {
       const model = deps.model;
       if (!model) throw new ModelNotConfiguredError();
       const taskId = `task_${randomUUID()}`;
@@ -44,7 +47,10 @@ export function createAgent(deps: AgentDeps) {
       );
       deps.store.finishTask(taskId, outcome);
       emit('task_finished', { status: outcome.status, error: outcome.error }, performance.now() - started);
-      deps.log.info({ task: taskId, session: sessionId, status: outcome.status, steps: outcome.steps }, 'task ended');
+      deps.log.info(
+        { task: taskId, session: sessionId, status: outcome.status, steps: outcome.steps },
+        'task ended',
+      );
       return {
         status: outcome.status,
         final_answer: outcome.final_answer,

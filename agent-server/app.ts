@@ -22,12 +22,15 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
 
   route(app, routes.executeTask, async (c, { body }) => {
     if (!agent.modelConfigured) throw new HttpError(503, new ModelNotConfiguredError().message);
-    if (!(c.req.header('accept') ?? '').includes('text/event-stream')) return c.json(await agent.execute(body));
+    if (!(c.req.header('accept') ?? '').includes('text/event-stream'))
+      return c.json(await agent.execute(body));
     return streamSSE(c, async (stream) => {
       // Events are written in order: each write waits for the previous one.
       let chain = Promise.resolve();
       const result = await agent.execute(body, (event) => {
-        chain = chain.then(() => stream.writeSSE({ event: event.type, id: String(event.seq), data: JSON.stringify(event) }));
+        chain = chain.then(() =>
+          stream.writeSSE({ event: event.type, id: String(event.seq), data: JSON.stringify(event) }),
+        );
       });
       await chain;
       await stream.writeSSE({ event: 'result', data: JSON.stringify(result) });
@@ -42,7 +45,9 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
 
   route(app, routes.listTasks, (c, { query }) => c.json({ tasks: store.recentTasks(query.limit) }));
 
-  route(app, routes.health, (c) => c.json({ status: 'ok' as const, model_configured: agent.modelConfigured }));
+  route(app, routes.health, (c) =>
+    c.json({ status: 'ok' as const, model_configured: agent.modelConfigured }),
+  );
 
   serveOpenApi(app, 'toolshift agent-server', Object.values(routes));
   return app;

@@ -35,7 +35,13 @@ export const ExecuteTaskResponse = z.object({
 });
 export type ExecuteTaskResponse = z.infer<typeof ExecuteTaskResponse>;
 
-export const EventType = z.enum(['task_started', 'model_call', 'tool_call', 'toolset_change', 'task_finished']);
+export const EventType = z.enum([
+  'task_started',
+  'model_call',
+  'tool_call',
+  'toolset_change',
+  'task_finished',
+]);
 
 /** One recorded step of a task; also what the SSE stream sends (event name = `type`). */
 export const TaskEvent = z.object({

@@ -13,6 +13,9 @@ export function createGatewayClient(endpoint: ServiceEndpoint) {
     tools: async (sessionId: string) =>
       (await callRoute(endpoint, routes.listTools, { query: { session_id: sessionId } })).tools,
     callTool: (sessionId: string, name: string, args: Record<string, unknown>) =>
-      callRoute(endpoint, routes.callTool, { params: { name }, body: { session_id: sessionId, arguments: args } }),
+      callRoute(endpoint, routes.callTool, {
+        params: { name },
+        body: { session_id: sessionId, arguments: args },
+      }),
   };
 }

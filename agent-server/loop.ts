@@ -39,7 +39,11 @@ export async function runLoop(
   const usage: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
   const used = new Set<string>();
   let steps = 0;
-  const end = (status: LoopOutcome['status'], final_answer: string | null, error: string | null): LoopOutcome => ({
+  const end = (
+    status: LoopOutcome['status'],
+    final_answer: string | null,
+    error: string | null,
+  ): LoopOutcome => ({
     status,
     final_answer,
     error,

@@ -84,7 +84,9 @@ export async function runManageToolsets(
     return {
       content: JSON.stringify({
         toolsets: shown.map(({ id, description, active, tools }) => ({ id, description, active, tools })),
-        ...(shown.length === 0 ? { message: `No toolset matches "${query ?? ''}"; LIST without a query shows all.` } : {}),
+        ...(shown.length === 0
+          ? { message: `No toolset matches "${query ?? ''}"; LIST without a query shows all.` }
+          : {}),
       }),
     };
   }

@@ -58,13 +58,19 @@ export function retryAfterMs(headers: Headers | undefined): number | undefined {
 function describe(err: unknown, timeoutMs: number): { retry: boolean; message: string; delay?: number } {
   if (err instanceof APIError && err.status !== undefined) {
     const retry = RETRYABLE.has(err.status) || err.status >= 500;
-    return { retry, message: `model endpoint answered ${err.status}: ${err.message}`, delay: retryAfterMs(err.headers) };
+    return {
+      retry,
+      message: `model endpoint answered ${err.status}: ${err.message}`,
+      delay: retryAfterMs(err.headers),
+    };
   }
   if (err instanceof APIConnectionError) {
     const timedOut = err instanceof APIConnectionTimeoutError;
     return {
       retry: true,
-      message: timedOut ? `model call timed out after ${timeoutMs} ms` : `cannot reach the model endpoint: ${err.message}`,
+      message: timedOut
+        ? `model call timed out after ${timeoutMs} ms`
+        : `cannot reach the model endpoint: ${err.message}`,
     };
   }
   return { retry: false, message: (err as Error).message };

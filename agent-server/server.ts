@@ -18,7 +18,12 @@ export async function startAgentServer(config: Config): Promise<Listening> {
   const m = config.agent.model;
   const model =
     m.apiKey || m.baseURL
-      ? openAIModel({ baseURL: m.baseURL, apiKey: m.apiKey, timeoutMs: m.timeoutMs, maxAttempts: m.maxAttempts })
+      ? openAIModel({
+          baseURL: m.baseURL,
+          apiKey: m.apiKey,
+          timeoutMs: m.timeoutMs,
+          maxAttempts: m.maxAttempts,
+        })
       : undefined;
   if (!model) log.warn('no model configured: set OPENAI_API_KEY or OPENAI_BASE_URL to run tasks');
   const gateway = createGatewayClient({
@@ -34,7 +39,10 @@ export async function startAgentServer(config: Config): Promise<Listening> {
     log,
   });
   const listening = await listen(createAgentApp({ agent, store, log }), config.agent.port, config.host);
-  log.info({ url: listening.url, model: model ? m.name : null, gateway: config.gateway.url }, 'agent-server listening');
+  log.info(
+    { url: listening.url, model: model ? m.name : null, gateway: config.gateway.url },
+    'agent-server listening',
+  );
   return {
     ...listening,
     close: async () => {

@@ -120,7 +120,8 @@ export function createTaskStore(db: Db) {
     recentTasks: (limit: number) => q.recent.all(limit).map(toTask),
     /** Tasks a previous process left running cannot resume yet: mark them failed, saying why. */
     failInterrupted(): number {
-      return q.interrupt.run('the agent-server stopped while this task was running', new Date().toISOString()).changes;
+      return q.interrupt.run('the agent-server stopped while this task was running', new Date().toISOString())
+        .changes;
     },
     close: () => db.close(),
   };

@@ -11,7 +11,9 @@ export interface ToolCallOutcome {
 }
 
 /** Parses a tool call's JSON arguments; returns an error text instead of throwing. */
-function parseArguments(call: ChatCompletionMessageFunctionToolCall): { args: Record<string, unknown> } | { error: string } {
+function parseArguments(
+  call: ChatCompletionMessageFunctionToolCall,
+): { args: Record<string, unknown> } | { error: string } {
   const raw = call.function.arguments?.trim() || '{}';
   let value: unknown;
   try {
@@ -22,7 +24,9 @@ function parseArguments(call: ChatCompletionMessageFunctionToolCall): { args: Re
     };
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return { error: `the arguments of ${call.function.name} must be a JSON object, not ${JSON.stringify(value)}` };
+    return {
+      error: `the arguments of ${call.function.name} must be a JSON object, not ${JSON.stringify(value)}`,
+    };
   }
   return { args: value as Record<string, unknown> };
 }
@@ -37,7 +41,8 @@ export async function executeToolCall(
   gateway: GatewayClient,
 ): Promise<ToolCallOutcome> {
   const parsed = parseArguments(call);
-  if ('error' in parsed) return { content: `Error: ${parsed.error}`, ok: false, arguments: call.function.arguments };
+  if ('error' in parsed)
+    return { content: `Error: ${parsed.error}`, ok: false, arguments: call.function.arguments };
   try {
     if (call.function.name === MANAGE_TOOLSETS) {
       const outcome = await runManageToolsets(parsed.args, sessionId, gateway);
@@ -46,7 +51,11 @@ export async function executeToolCall(
     const result = await gateway.callTool(sessionId, call.function.name, parsed.args);
     return result.success
       ? { content: JSON.stringify(result.result), ok: true, arguments: parsed.args }
-      : { content: `Error: ${result.error ?? 'the tool failed without a message'}`, ok: false, arguments: parsed.args };
+      : {
+          content: `Error: ${result.error ?? 'the tool failed without a message'}`,
+          ok: false,
+          arguments: parsed.args,
+        };
   } catch (err) {
     return { content: `Error: ${(err as Error).message}`, ok: false, arguments: parsed.args };
   }

@@ -32,7 +32,11 @@ const EnvSchema = z.object({
   TOOLSETS_DIR: z.string().default('./toolsets'),
   FS_ROOTS: list,
   FS_READONLY_ROOTS: list,
-  FS_MAX_READ_BYTES: z.coerce.number().int().min(1024).default(256 * 1024),
+  FS_MAX_READ_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(256 * 1024),
   GATEWAY_ADMIN_TOKEN: optionalString,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

@@ -20,7 +20,8 @@ export class ServiceError extends Error {
   }
 }
 
-type Ok<S extends RouteSpec> = S['responses'] extends Record<200, infer T extends z.ZodType> ? z.output<T> : unknown;
+type Ok<S extends RouteSpec> =
+  S['responses'] extends Record<200, infer T extends z.ZodType> ? z.output<T> : unknown;
 
 /** Calls a contract route and parses the 200 body with the contract's schema. */
 export async function callRoute<S extends RouteSpec>(
@@ -29,7 +30,9 @@ export async function callRoute<S extends RouteSpec>(
   input: { params?: Record<string, string>; query?: Record<string, string | undefined>; body?: unknown } = {},
   init: { signal?: AbortSignal } = {},
 ): Promise<Ok<S>> {
-  let urlPath = spec.path.replace(/\{(\w+)\}/g, (_, k: string) => encodeURIComponent(input.params?.[k] ?? ''));
+  let urlPath = spec.path.replace(/\{(\w+)\}/g, (_, k: string) =>
+    encodeURIComponent(input.params?.[k] ?? ''),
+  );
   const query = Object.entries(input.query ?? {}).filter((e): e is [string, string] => e[1] !== undefined);
   if (query.length > 0) urlPath += `?${new URLSearchParams(query).toString()}`;
   const doFetch = endpoint.fetch ?? fetch;
@@ -54,7 +57,9 @@ export async function callRoute<S extends RouteSpec>(
   }
   if (!res.ok) {
     const message =
-      typeof body === 'object' && body !== null && 'error' in body ? String(body.error) : `HTTP ${res.status}: ${text}`;
+      typeof body === 'object' && body !== null && 'error' in body
+        ? String(body.error)
+        : `HTTP ${res.status}: ${text}`;
     throw new ServiceError(res.status, message, body);
   }
   const schema = spec.responses[200];

@@ -97,10 +97,7 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, u
 export function openApiDocument(title: string, specs: readonly RouteSpec[]): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const spec of specs) {
-    const parameters = [
-      ...paramList(spec.params, 'path'),
-      ...paramList(spec.query, 'query'),
-    ];
+    const parameters = [...paramList(spec.params, 'path'), ...paramList(spec.query, 'query')];
     const responses = Object.fromEntries(
       Object.entries(spec.responses).map(([status, schema]) => [
         status,
@@ -115,7 +112,12 @@ export function openApiDocument(title: string, specs: readonly RouteSpec[]): Rec
       summary: spec.summary,
       ...(parameters.length > 0 ? { parameters } : {}),
       ...(spec.body
-        ? { requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(spec.body, 'input') } } } }
+        ? {
+            requestBody: {
+              required: true,
+              content: { 'application/json': { schema: jsonSchema(spec.body, 'input') } },
+            },
+          }
         : {}),
       responses,
     };

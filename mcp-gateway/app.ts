@@ -28,7 +28,9 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     });
   }
   route(app, routes.changeToolsets, (c, { body }) => c.json(gateway.changeToolsets(body)));
-  route(app, routes.listToolsets, (c, { query }) => c.json(gateway.listToolsets(query.session_id, query.query)));
+  route(app, routes.listToolsets, (c, { query }) =>
+    c.json(gateway.listToolsets(query.session_id, query.query)),
+  );
   route(app, routes.listTools, (c, { query }) => {
     const sessionId = query.session_id ?? DEFAULT_SESSION;
     return c.json({ session_id: sessionId, tools: gateway.tools(sessionId) });

@@ -48,7 +48,9 @@ export class CatalogError extends Error {
 export function loadToolsetFiles(dir: string): Toolset[] {
   let names: string[];
   try {
-    names = readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort();
+    names = readdirSync(dir)
+      .filter((f) => /\.ya?ml$/.test(f))
+      .sort();
   } catch (err) {
     throw new CatalogError(`Cannot read the toolsets directory ${dir}: ${(err as Error).message}`);
   }
@@ -65,7 +67,9 @@ export function loadToolsetFiles(dir: string): Toolset[] {
     }
     const parsed = ToolsetFile.safeParse(raw);
     if (!parsed.success) {
-      const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(file)'}: ${i.message}`).join('; ');
+      const issues = parsed.error.issues
+        .map((i) => `${i.path.join('.') || '(file)'}: ${i.message}`)
+        .join('; ');
       throw new CatalogError(`${file}: ${issues}`);
     }
     const ts = parsed.data;

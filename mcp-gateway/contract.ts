@@ -75,7 +75,8 @@ export const gatewayRoutes = {
   changeToolsets: {
     method: 'post',
     path: '/mcp/admin/toolsets',
-    summary: "Activate/deactivate toolsets in a session (default: 'default'), or enable/disable them globally",
+    summary:
+      "Activate/deactivate toolsets in a session (default: 'default'), or enable/disable them globally",
     body: ChangeToolsetsRequest,
     responses: { 200: ChangeToolsetsResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
   },

@@ -87,8 +87,17 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
       if (req.action === 'ACTIVATE') {
         const disabled = ids.filter((id) => store.disabledToolsets().has(id));
         if (disabled.length > 0) {
-          store.audit({ session_id: sessionId, kind: 'activate', subject: ids.join(','), ok: false, detail: 'disabled' });
-          throw new HttpError(403, `Toolset(s) disabled by the operator: ${disabled.join(', ')}; they cannot be activated`);
+          store.audit({
+            session_id: sessionId,
+            kind: 'activate',
+            subject: ids.join(','),
+            ok: false,
+            detail: 'disabled',
+          });
+          throw new HttpError(
+            403,
+            `Toolset(s) disabled by the operator: ${disabled.join(', ')}; they cannot be activated`,
+          );
         }
         changed = store.activate(sessionId, ids);
       } else if (req.action === 'DEACTIVATE') {

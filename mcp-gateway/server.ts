@@ -11,9 +11,14 @@ import { createGateway } from './gateway.ts';
 import { createGatewayStore } from './store.ts';
 
 /** Loads and checks the catalog against the backends, opens the state store, and listens. */
-export async function startGateway(config: Config, opts: { backendWaitMs?: number } = {}): Promise<Listening> {
+export async function startGateway(
+  config: Config,
+  opts: { backendWaitMs?: number } = {},
+): Promise<Listening> {
   const log = createLogger('mcp-gateway', config.logLevel);
-  const backends: Record<string, Backend> = { 'tool-server': toolServerBackend({ baseUrl: config.tools.url }) };
+  const backends: Record<string, Backend> = {
+    'tool-server': toolServerBackend({ baseUrl: config.tools.url }),
+  };
   const catalog = await buildCatalog(loadToolsetFiles(config.gateway.toolsetsDir), backends, {
     waitMs: opts.backendWaitMs ?? 15_000,
   });

@@ -50,7 +50,9 @@ export function createGatewayStore(db: Db) {
     ),
     deactivate: db.prepare('DELETE FROM session_toolsets WHERE session_id = ? AND toolset_id = ?'),
     removeEverywhere: db.prepare('DELETE FROM session_toolsets WHERE toolset_id = ?'),
-    disabled: db.prepare<[], { toolset_id: string }>('SELECT toolset_id FROM toolset_settings WHERE enabled = 0'),
+    disabled: db.prepare<[], { toolset_id: string }>(
+      'SELECT toolset_id FROM toolset_settings WHERE enabled = 0',
+    ),
     setEnabled: db.prepare(
       'INSERT INTO toolset_settings (toolset_id, enabled) VALUES (?, ?) ON CONFLICT(toolset_id) DO UPDATE SET enabled = excluded.enabled',
     ),

@@ -7,7 +7,8 @@ import { pathToFileURL } from 'node:url';
 
 export const SERVICES = ['agent-server', 'mcp-gateway', 'tool-server'] as const;
 
-const IMPORT = /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|import\s+['"]([^'"]+)['"]/g;
+const IMPORT =
+  /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|import\s+['"]([^'"]+)['"]/g;
 
 function tsFiles(dir: string): string[] {
   let entries: import('node:fs').Dirent[];
@@ -42,13 +43,18 @@ export function findBoundaryViolations(root: string): string[] {
       const target = relative ? path.resolve(path.dirname(file), spec) : undefined;
       const targetService = target ? serviceOf(root, target) : undefined;
       const targetIsContract =
-        target !== undefined && targetService !== undefined && path.relative(root, target) === path.join(targetService, 'contract.ts');
+        target !== undefined &&
+        targetService !== undefined &&
+        path.relative(root, target) === path.join(targetService, 'contract.ts');
       if (isContract) {
-        if (spec !== 'zod' && !targetIsContract) problems.push(`${rel}: imports ${spec} (a contract imports only zod and other contracts)`);
+        if (spec !== 'zod' && !targetIsContract)
+          problems.push(`${rel}: imports ${spec} (a contract imports only zod and other contracts)`);
       } else if (!own) {
         if (targetService) problems.push(`${rel}: imports ${spec} (lib/ must not depend on a service)`);
       } else if (targetService && targetService !== own && !targetIsContract) {
-        problems.push(`${rel}: imports ${spec} (only ${targetService}/contract.ts may be imported from another service)`);
+        problems.push(
+          `${rel}: imports ${spec} (only ${targetService}/contract.ts may be imported from another service)`,
+        );
       }
     }
   }

@@ -133,11 +133,15 @@ describe('the agent loop', () => {
     expect(first.e2).toBe(
       'Error: Tool write_file belongs to toolset fs_write, which is not active in this session; activate fs_write first',
     );
-    expect(first.e3).toBe('Error: Unknown tool teleport. Tools active in this session: none (activate a toolset first)');
+    expect(first.e3).toBe(
+      'Error: Unknown tool teleport. Tools active in this session: none (activate a toolset first)',
+    );
     expect(first.e4).toMatch(/^Error: Invalid arguments for manage_toolsets: action: Invalid option/);
     const later = model.toolMessages(3);
     expect(later.e6).toMatch(/^Error: the arguments of write_file are not valid JSON/);
-    expect(later.e7).toMatch(/^Error: Invalid arguments for write_file: missing required property 'content'\. Expected/);
+    expect(later.e7).toMatch(
+      /^Error: Invalid arguments for write_file: missing required property 'content'\. Expected/,
+    );
     expect(later.e8).toMatch(/^Error: Invalid arguments for write_file: content must be string/);
     expect(later.e9).toBe('Error: the arguments of write_file must be a JSON object, not [1,2]');
     // The unknown id made the whole activation fail, so fs_read is not active.
@@ -181,7 +185,8 @@ describe('the agent loop', () => {
     const requests: Record<string, ModelRequest[]> = { A: [], B: [] };
     const script: Record<string, ((r: ModelRequest) => Promise<ModelReply>)[]> = {
       A: [
-        async () => calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['file_system_tools'] })),
+        async () =>
+          calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['file_system_tools'] })),
         async () => {
           aActivated();
           await bMayGo;
@@ -216,7 +221,8 @@ describe('the agent loop', () => {
     expect(b.body.status).toBe('completed');
     expect(a.body.session_id).not.toBe(b.body.session_id);
     expect(requests.A[1].tools).toHaveLength(15);
-    for (const r of requests.B) expect(r.tools.map((t) => (t.type === 'function' ? t.function.name : ''))).toEqual(['manage_toolsets']);
+    for (const r of requests.B)
+      expect(r.tools.map((t) => (t.type === 'function' ? t.function.name : ''))).toEqual(['manage_toolsets']);
     const bTool = requests.B[1].messages.find((m) => m.role === 'tool');
     expect(String(bTool?.content)).toMatch(/file_system_tools, which is not active in this session/);
     await expect(readFile(path.join(stack.root, 'b.txt'))).rejects.toThrow(/ENOENT/);
@@ -233,7 +239,12 @@ describe('the agent loop', () => {
     const first = await execute(stack, { goal: 'one' });
     const second = await execute(stack, { goal: 'two', session_id: first.body.session_id });
     expect(second.body.session_id).toBe(first.body.session_id);
-    expect(model.toolNames()[2]).toEqual(['manage_toolsets', 'read_text_file', 'list_directory', 'search_files']);
+    expect(model.toolNames()[2]).toEqual([
+      'manage_toolsets',
+      'read_text_file',
+      'list_directory',
+      'search_files',
+    ]);
   });
 });
 
@@ -243,7 +254,10 @@ describe('the agent API', () => {
     const res = await execute(stack, { goal: 'anything' });
     expect(res.status).toBe(503);
     expect(res.body.error).toMatch(/set OPENAI_API_KEY .* or OPENAI_BASE_URL/);
-    expect((await stack.get(stack.agentApp, '/health')).body).toEqual({ status: 'ok', model_configured: false });
+    expect((await stack.get(stack.agentApp, '/health')).body).toEqual({
+      status: 'ok',
+      model_configured: false,
+    });
     expect((await stack.get(stack.agentApp, '/agent/tasks')).body).toEqual({ tasks: [] });
   });
 
@@ -282,7 +296,12 @@ describe('the agent API', () => {
     stack = await makeStack({ dataDir });
     const task = await stack.get(stack.agentApp, `/agent/tasks/${done.body.task_id}`);
     expect(task.status).toBe(200);
-    expect(task.body).toMatchObject({ status: 'completed', final_answer: 'kept', goal: 'remember me', steps: 3 });
+    expect(task.body).toMatchObject({
+      status: 'completed',
+      final_answer: 'kept',
+      goal: 'remember me',
+      steps: 3,
+    });
     expect(task.body.events.map((e: { type: string }) => e.type)).toEqual([
       'task_started',
       'model_call',
@@ -313,8 +332,20 @@ describe('the agent API', () => {
     expect(res.headers.get('content-type')).toMatch(/text\/event-stream/);
     const text = await res.text();
     const names = [...text.matchAll(/^event: (\w+)$/gm)].map((m) => m[1]);
-    expect(names).toEqual(['task_started', 'model_call', 'toolset_change', 'model_call', 'task_finished', 'result']);
-    const last = text.trim().split('\n').filter((l) => l.startsWith('data: ')).pop() ?? '';
+    expect(names).toEqual([
+      'task_started',
+      'model_call',
+      'toolset_change',
+      'model_call',
+      'task_finished',
+      'result',
+    ]);
+    const last =
+      text
+        .trim()
+        .split('\n')
+        .filter((l) => l.startsWith('data: '))
+        .pop() ?? '';
     expect(JSON.parse(last.slice(6))).toMatchObject({ status: 'completed', final_answer: 'streamed' });
   });
 });

@@ -12,7 +12,10 @@ describe('service boundaries', () => {
   it('catches a service importing another service’s internals, a contract importing code, and lib importing a service', async () => {
     const root = await mkdtemp(path.join(tmpdir(), 'bounds-'));
     for (const d of ['agent-server', 'mcp-gateway', 'tool-server', 'lib']) await mkdir(path.join(root, d));
-    await writeFile(path.join(root, 'tool-server/contract.ts'), "import { z } from 'zod';\nexport const A = z.string();\n");
+    await writeFile(
+      path.join(root, 'tool-server/contract.ts'),
+      "import { z } from 'zod';\nexport const A = z.string();\n",
+    );
     await writeFile(path.join(root, 'tool-server/registry.ts'), 'export const r = 1;\n');
     await writeFile(
       path.join(root, 'mcp-gateway/gateway.ts'),

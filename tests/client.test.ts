@@ -40,7 +40,9 @@ describe('the CLI', () => {
     stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
     const out = await cli(stack, 'run', 'save', 'a', 'file');
     expect(out.code).toBe(0);
-    expect(out.stdout).toMatch(/^Saved cli\.txt\n— completed in 3 steps · toolsets used: fs_write · 45 tokens · task task_/);
+    expect(out.stdout).toMatch(
+      /^Saved cli\.txt\n— completed in 3 steps · toolsets used: fs_write · 45 tokens · task task_/,
+    );
     expect(out.stderr).toMatch(/step 1: model \(\d+ ms\) → manage_toolsets/);
     expect(out.stderr).toMatch(/activate fs_write: \+3 −0 tools/);
     expect(out.stderr).toMatch(/write_file ok/);
@@ -60,7 +62,9 @@ describe('the CLI', () => {
     stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
     const act = await cli(stack, 'toolsets', 'activate', 'fs_read', '--session', 's1');
     expect(act.code).toBe(0);
-    expect(act.stdout).toMatch(/session s1: active toolsets: fs_read\nadded tools: read_text_file, list_directory, search_files/);
+    expect(act.stdout).toMatch(
+      /session s1: active toolsets: fs_read\nadded tools: read_text_file, list_directory, search_files/,
+    );
     const list = await cli(stack, 'toolsets', '--session', 's1');
     expect(list.stdout).toMatch(/fs_read\s+active\s+3 tools\s+Read files/);
     expect(list.stdout).toMatch(/fs_write\s+inactive\s+3 tools/);
@@ -100,7 +104,9 @@ describe('the CLI', () => {
   it('says when the agent-server cannot be reached', async () => {
     const out = await cli(undefined, 'tasks');
     expect(out.code).toBe(1);
-    expect(out.stderr).toMatch(/^error: Cannot reach http:\/\/agent\/agent\/tasks\?limit=20: connect ECONNREFUSED/);
+    expect(out.stderr).toMatch(
+      /^error: Cannot reach http:\/\/agent\/agent\/tasks\?limit=20: connect ECONNREFUSED/,
+    );
   });
 
   it('prints help', async () => {

@@ -26,7 +26,11 @@ describe('docker-compose.yml', () => {
 
   it('has one container per service, each built from this repo and started by its npm script', () => {
     expect(core.map(([name]) => name).sort()).toEqual(['agent-server', 'mcp-gateway', 'tool-server']);
-    const scripts = { 'agent-server': 'start:agent', 'mcp-gateway': 'start:gateway', 'tool-server': 'start:tools' };
+    const scripts = {
+      'agent-server': 'start:agent',
+      'mcp-gateway': 'start:gateway',
+      'tool-server': 'start:tools',
+    };
     for (const [name, s] of core) {
       expect(s.build).toBe('.');
       const script = scripts[name as keyof typeof scripts];

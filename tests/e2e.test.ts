@@ -54,7 +54,9 @@ interface SeenRequest {
 }
 
 function toolCall(id: string, name: string, args: unknown) {
-  return completion({ tool_calls: [{ id, type: 'function', function: { name, arguments: JSON.stringify(args) } }] });
+  return completion({
+    tool_calls: [{ id, type: 'function', function: { name, arguments: JSON.stringify(args) } }],
+  });
 }
 
 describe('end to end over HTTP', () => {
@@ -102,7 +104,9 @@ describe('end to end over HTTP', () => {
     expect(written).toBe('# Summary\nAll good.\n');
 
     // The session is left with nothing active, and the task is on record.
-    const toolsets = await (await fetch(`${gatewayUrl}/mcp/admin/toolsets?session_id=${body.session_id}`)).json();
+    const toolsets = await (
+      await fetch(`${gatewayUrl}/mcp/admin/toolsets?session_id=${body.session_id}`)
+    ).json();
     expect(toolsets.toolsets.every((t: { active: boolean }) => !t.active)).toBe(true);
     const task = await (await fetch(`${agentUrl}/agent/tasks/${body.task_id}`)).json();
     expect(task.status).toBe('completed');

@@ -34,7 +34,9 @@ async function backends() {
 
 describe('toolset catalog', () => {
   it('refuses to start when a toolset lists a tool its backend does not serve, naming file and tool', async () => {
-    const dir = await toolsetDir({ 'broken.yaml': 'id: broken\ndescription: x\ntools: [read_text_file, read_fil]\n' });
+    const dir = await toolsetDir({
+      'broken.yaml': 'id: broken\ndescription: x\ntools: [read_text_file, read_fil]\n',
+    });
     await expect(buildCatalog(loadToolsetFiles(dir), await backends())).rejects.toThrow(
       /broken\.yaml: tool read_fil is not served by backend tool-server; it serves: .*read_text_file/,
     );
@@ -50,7 +52,9 @@ describe('toolset catalog', () => {
       'b.yaml': 'id: two\ndescription: y\ntools: [write_file]\n',
     });
     expect(() => loadToolsetFiles(dup)).toThrow(/b\.yaml: tool write_file is already listed by toolset one/);
-    const backendless = await toolsetDir({ 'c.yaml': 'id: c\ndescription: x\nbackend: nowhere\ntools: [write_file]\n' });
+    const backendless = await toolsetDir({
+      'c.yaml': 'id: c\ndescription: x\nbackend: nowhere\ntools: [write_file]\n',
+    });
     await expect(buildCatalog(loadToolsetFiles(backendless), await backends())).rejects.toThrow(
       /c\.yaml: backend nowhere is not configured; valid backends: tool-server/,
     );
@@ -83,14 +87,23 @@ describe('admin API', () => {
   });
 
   it.each([
-    [{ action: 'EXPLODE', toolset_ids: ['fs_read'] }, /action: Invalid option: expected one of "ACTIVATE"\|"DEACTIVATE"/],
-    [{ action: 'ACTIVATE', toolset_ids: 'fs_read' }, /toolset_ids: Invalid input: expected array, received string/],
+    [
+      { action: 'EXPLODE', toolset_ids: ['fs_read'] },
+      /action: Invalid option: expected one of "ACTIVATE"\|"DEACTIVATE"/,
+    ],
+    [
+      { action: 'ACTIVATE', toolset_ids: 'fs_read' },
+      /toolset_ids: Invalid input: expected array, received string/,
+    ],
     [{ action: 'ACTIVATE', toolset_ids: [] }, /toolset_ids: give at least one toolset id/],
     [{ action: 'ACTIVATE', toolset_ids: [1] }, /toolset_ids\.0: Invalid input: expected string/],
     [{ toolset_ids: ['fs_read'] }, /action: Invalid option/],
     [{ action: 'ACTIVATE', toolset_ids: ['fs_read'], session_id: 'bad id!' }, /session_id: must be 1-128/],
     ['{"action": "ACTIVATE",', /Request body is not valid JSON/],
-    [{ action: 'ACTIVATE', toolset_ids: ['nope', 'fs_read'] }, /Unknown toolset id\(s\): nope\. Valid ids: fs_read, fs_write/],
+    [
+      { action: 'ACTIVATE', toolset_ids: ['nope', 'fs_read'] },
+      /Unknown toolset id\(s\): nope\. Valid ids: fs_read, fs_write/,
+    ],
   ])('answers 400 with a useful message for %j', async (body, message) => {
     stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
     const res = await stack.post(stack.gatewayApp, '/mcp/admin/toolsets', body);
@@ -101,8 +114,15 @@ describe('admin API', () => {
   it('lets the operator disable a toolset: removed from sessions, 403 on activation, back on enable', async () => {
     stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
     const s = stack;
-    await s.post(s.gatewayApp, '/mcp/admin/toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read'], session_id: 'a' });
-    const disabled = await s.post(s.gatewayApp, '/mcp/admin/toolsets', { action: 'DISABLE', toolset_ids: ['fs_read'] });
+    await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
+      action: 'ACTIVATE',
+      toolset_ids: ['fs_read'],
+      session_id: 'a',
+    });
+    const disabled = await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
+      action: 'DISABLE',
+      toolset_ids: ['fs_read'],
+    });
     expect(disabled.status).toBe(200);
     expect((await s.get(s.gatewayApp, '/mcp/tools?session_id=a')).body.tools).toEqual([]);
     const refused = await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
@@ -113,7 +133,9 @@ describe('admin API', () => {
     expect(refused.status).toBe(403);
     expect(refused.body.error).toMatch(/disabled by the operator: fs_read/);
     const listed = await s.get(s.gatewayApp, '/mcp/admin/toolsets?session_id=a');
-    expect(listed.body.toolsets.find((t: { id: string }) => t.id === 'fs_read')).toMatchObject({ enabled: false });
+    expect(listed.body.toolsets.find((t: { id: string }) => t.id === 'fs_read')).toMatchObject({
+      enabled: false,
+    });
     await s.post(s.gatewayApp, '/mcp/admin/toolsets', { action: 'ENABLE', toolset_ids: ['fs_read'] });
     const again = await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
       action: 'ACTIVATE',
@@ -129,7 +151,9 @@ describe('admin API', () => {
     const denied = await stack.post(stack.gatewayApp, '/mcp/admin/toolsets', body);
     expect(denied.status).toBe(401);
     expect(denied.body.error).toMatch(/Authorization: Bearer/);
-    const ok = await stack.post(stack.gatewayApp, '/mcp/admin/toolsets', body, { authorization: 'Bearer s3cret' });
+    const ok = await stack.post(stack.gatewayApp, '/mcp/admin/toolsets', body, {
+      authorization: 'Bearer s3cret',
+    });
     expect(ok.status).toBe(200);
   });
 
@@ -148,8 +172,16 @@ describe('tool listing and calls', () => {
   it('lists tools in activation order and keeps sessions apart', async () => {
     stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
     const s = stack;
-    await s.post(s.gatewayApp, '/mcp/admin/toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_write'], session_id: 'a' });
-    await s.post(s.gatewayApp, '/mcp/admin/toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read'], session_id: 'a' });
+    await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
+      action: 'ACTIVATE',
+      toolset_ids: ['fs_write'],
+      session_id: 'a',
+    });
+    await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
+      action: 'ACTIVATE',
+      toolset_ids: ['fs_read'],
+      session_id: 'a',
+    });
     const a = await s.get(s.gatewayApp, '/mcp/tools?session_id=a');
     expect(a.body.tools.map((t: { name: string }) => t.name)).toEqual([
       'write_file',
@@ -179,8 +211,15 @@ describe('tool listing and calls', () => {
     expect(unknown.status).toBe(404);
     expect(unknown.body.error).toMatch(/Unknown tool format_disk\. Tools active in this session: none/);
 
-    await s.post(s.gatewayApp, '/mcp/admin/toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_write'], session_id: 's' });
-    const bad = await s.post(s.gatewayApp, callUrl('write_file'), { session_id: 's', arguments: { path: 3 } });
+    await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
+      action: 'ACTIVATE',
+      toolset_ids: ['fs_write'],
+      session_id: 's',
+    });
+    const bad = await s.post(s.gatewayApp, callUrl('write_file'), {
+      session_id: 's',
+      arguments: { path: 3 },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.error).toMatch(/Invalid arguments for write_file: .*missing required property 'content'/);
     expect(bad.body.error).toMatch(/path must be string/);
@@ -201,7 +240,10 @@ describe('tool listing and calls', () => {
       toolset_ids: ['fs_write', 'fs_read'],
       session_id: 'keep',
     });
-    await stack.post(stack.gatewayApp, '/mcp/admin/toolsets', { action: 'DISABLE', toolset_ids: ['fs_read'] });
+    await stack.post(stack.gatewayApp, '/mcp/admin/toolsets', {
+      action: 'DISABLE',
+      toolset_ids: ['fs_read'],
+    });
     const dataDir = stack.dataDir;
     await stack.close(true);
     stack = await makeStack({ toolsets: SPLIT_TOOLSETS, dataDir });

@@ -26,7 +26,10 @@ function model(overrides: { timeoutMs?: number; maxAttempts?: number } = {}) {
 }
 
 function failing(status: number, headers: Record<string, string> = {}, message = `status ${status}`) {
-  return HttpResponse.json({ error: { message, type: 'test' } }, { status, headers: { 'x-should-retry': 'false', ...headers } });
+  return HttpResponse.json(
+    { error: { message, type: 'test' } },
+    { status, headers: { 'x-should-retry': 'false', ...headers } },
+  );
 }
 
 describe('the OpenAI-compatible model client', () => {
@@ -36,7 +39,9 @@ describe('the OpenAI-compatible model client', () => {
         HttpResponse.json(
           completion({
             content: 'thinking',
-            tool_calls: [{ id: 't1', type: 'function', function: { name: 'write_file', arguments: '{"path":"a"}' } }],
+            tool_calls: [
+              { id: 't1', type: 'function', function: { name: 'write_file', arguments: '{"path":"a"}' } },
+            ],
           }),
         ),
       ),
@@ -50,7 +55,9 @@ describe('the OpenAI-compatible model client', () => {
   it('retries a 429, waiting what retry-after asks', async () => {
     let n = 0;
     server.use(
-      http.post(URL, () => (++n === 1 ? failing(429, { 'retry-after': '2' }) : HttpResponse.json(completion({ content: 'ok' })))),
+      http.post(URL, () =>
+        ++n === 1 ? failing(429, { 'retry-after': '2' }) : HttpResponse.json(completion({ content: 'ok' })),
+      ),
     );
     const { m, sleeps } = model();
     expect((await m.complete(request)).content).toBe('ok');
@@ -62,7 +69,9 @@ describe('the OpenAI-compatible model client', () => {
     const statuses = [408, 409, 503];
     let n = 0;
     server.use(
-      http.post(URL, () => (n < statuses.length ? failing(statuses[n++]) : HttpResponse.json(completion({ content: 'ok' })))),
+      http.post(URL, () =>
+        n < statuses.length ? failing(statuses[n++]) : HttpResponse.json(completion({ content: 'ok' })),
+      ),
     );
     const { m, sleeps } = model();
     expect((await m.complete(request)).content).toBe('ok');
@@ -82,7 +91,9 @@ describe('the OpenAI-compatible model client', () => {
       }),
     );
     const { m } = model({ maxAttempts: 3 });
-    await expect(m.complete(request)).rejects.toThrow(/failed after 3 attempts: model endpoint answered 500: .*upstream exploded/);
+    await expect(m.complete(request)).rejects.toThrow(
+      /failed after 3 attempts: model endpoint answered 500: .*upstream exploded/,
+    );
     expect(n).toBe(3);
   });
 
@@ -110,7 +121,9 @@ describe('the OpenAI-compatible model client', () => {
       }),
     );
     const { m } = model({ timeoutMs: 150, maxAttempts: 2 });
-    await expect(m.complete(request)).rejects.toThrow(/failed after 2 attempts: model call timed out after 150 ms/);
+    await expect(m.complete(request)).rejects.toThrow(
+      /failed after 2 attempts: model call timed out after 150 ms/,
+    );
     expect(n).toBe(2);
   });
 

@@ -21,10 +21,19 @@ describe('/openapi.json', () => {
     ];
     for (const [app, routes] of cases) {
       const doc = (await (await app.request('/openapi.json')).json()) as {
-        paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: unknown }> } }>>;
+        paths: Record<
+          string,
+          Record<string, { requestBody?: { content: Record<string, { schema: unknown }> } }>
+        >;
       };
-      const documented = Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m} ${p}`));
-      expect(documented.sort()).toEqual(Object.values(routes).map((r) => `${r.method} ${r.path}`).sort());
+      const documented = Object.entries(doc.paths).flatMap(([p, ops]) =>
+        Object.keys(ops).map((m) => `${m} ${p}`),
+      );
+      expect(documented.sort()).toEqual(
+        Object.values(routes)
+          .map((r) => `${r.method} ${r.path}`)
+          .sort(),
+      );
     }
     const gateway = (await (await stack.gatewayApp.request('/openapi.json')).json()) as any;
     const body = gateway.paths['/mcp/admin/toolsets'].post.requestBody.content['application/json'].schema;

@@ -20,7 +20,9 @@ export function createToolServerApp(deps: ToolServerDeps): Hono {
   route(app, routes.callTool, async (c, { params, body }) =>
     c.json(await deps.registry.call(params.name, body ?? {}, deps.context)),
   );
-  route(app, routes.health, (c) => c.json({ status: 'ok' as const, tools: deps.registry.definitions().length }));
+  route(app, routes.health, (c) =>
+    c.json({ status: 'ok' as const, tools: deps.registry.definitions().length }),
+  );
   serveOpenApi(app, 'toolshift tool-server', Object.values(routes));
   return app;
 }

@@ -43,7 +43,8 @@ export function createRegistry(tools: readonly Tool[]): ToolRegistry {
     definitions: () => definitions,
     async call(name, args, ctx) {
       const tool = byName.get(name);
-      if (!tool) throw new HttpError(404, `Unknown tool ${name}; tools here: ${[...byName.keys()].join(', ')}`);
+      if (!tool)
+        throw new HttpError(404, `Unknown tool ${name}; tools here: ${[...byName.keys()].join(', ')}`);
       const started = performance.now();
       const elapsed = () => Math.round((performance.now() - started) * 100) / 100;
       try {

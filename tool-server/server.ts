@@ -9,7 +9,10 @@ import { fileSystemTools } from './tools/file-system.ts';
 /** Builds the tool-server from config and listens; used by main.ts and by start.ts. */
 export async function startToolServer(config: Config): Promise<Listening> {
   const log = createLogger('tool-server', config.logLevel);
-  const paths = await PathGuard.create({ roots: config.tools.roots, readOnlyRoots: config.tools.readOnlyRoots });
+  const paths = await PathGuard.create({
+    roots: config.tools.roots,
+    readOnlyRoots: config.tools.readOnlyRoots,
+  });
   const app = createToolServerApp({
     registry: createRegistry(fileSystemTools),
     context: { paths, maxReadBytes: config.tools.maxReadBytes },

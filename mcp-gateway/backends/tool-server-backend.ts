@@ -9,7 +9,12 @@ export function toolServerBackend(endpoint: ServiceEndpoint, name = 'tool-server
     listTools: () => callRoute(endpoint, toolServerRoutes.listTools),
     async callTool(tool, args, signal): Promise<ToolResult> {
       try {
-        return await callRoute(endpoint, toolServerRoutes.callTool, { params: { name: tool }, body: args }, { signal });
+        return await callRoute(
+          endpoint,
+          toolServerRoutes.callTool,
+          { params: { name: tool }, body: args },
+          { signal },
+        );
       } catch (err) {
         // The tool-server refusing the arguments is the call's failure, reported to the model like any other.
         if (err instanceof ServiceError && err.status === 400) {

@@ -16,7 +16,10 @@ export function modelEdge() {
 export const MODEL_BASE_URL = 'http://model.test/v1';
 
 /** A chat completion body as an OpenAI-compatible server returns it. */
-export function completion(message: Record<string, unknown>, usage = { prompt_tokens: 100, completion_tokens: 10 }) {
+export function completion(
+  message: Record<string, unknown>,
+  usage = { prompt_tokens: 100, completion_tokens: 10 },
+) {
   return {
     id: 'chatcmpl-test',
     object: 'chat.completion',

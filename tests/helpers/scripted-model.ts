@@ -7,7 +7,11 @@ export type Step = ModelReply | ((request: ModelRequest) => ModelReply | Promise
 let nextId = 0;
 
 /** A tool call as the model would send it; `args` may be a raw string to test malformed JSON. */
-export function call(name: string, args: unknown, id = `call_${++nextId}`): ChatCompletionMessageFunctionToolCall {
+export function call(
+  name: string,
+  args: unknown,
+  id = `call_${++nextId}`,
+): ChatCompletionMessageFunctionToolCall {
   return {
     id,
     type: 'function',
@@ -17,12 +21,20 @@ export function call(name: string, args: unknown, id = `call_${++nextId}`): Chat
 
 /** A reply with tool calls. */
 export function calls(...toolCalls: ChatCompletionMessageFunctionToolCall[]): ModelReply {
-  return { content: null, tool_calls: toolCalls, usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } };
+  return {
+    content: null,
+    tool_calls: toolCalls,
+    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+  };
 }
 
 /** A final answer. */
 export function answer(text: string): ModelReply {
-  return { content: text, tool_calls: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } };
+  return {
+    content: text,
+    tool_calls: [],
+    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+  };
 }
 
 /** A Model that plays a script and records every request it was sent (deep copies). */

@@ -57,7 +57,8 @@ export async function makeStack(opts: StackOptions = {}) {
   let toolsetsDir = path.resolve('toolsets');
   if (opts.toolsets) {
     toolsetsDir = await mkdtemp(path.join(tmp, 'toolsets-'));
-    for (const [name, text] of Object.entries(opts.toolsets)) await writeFile(path.join(toolsetsDir, name), text);
+    for (const [name, text] of Object.entries(opts.toolsets))
+      await writeFile(path.join(toolsetsDir, name), text);
   }
   const paths = await PathGuard.create({ roots: [root], readOnlyRoots: [] });
   const toolApp = createToolServerApp({
@@ -65,7 +66,9 @@ export async function makeStack(opts: StackOptions = {}) {
     context: { paths, maxReadBytes: 64 * 1024 },
     log,
   });
-  const backends = { 'tool-server': toolServerBackend({ baseUrl: 'http://tool-server', fetch: fetchOf(toolApp) }) };
+  const backends = {
+    'tool-server': toolServerBackend({ baseUrl: 'http://tool-server', fetch: fetchOf(toolApp) }),
+  };
   const catalog = await buildCatalog(loadToolsetFiles(toolsetsDir), backends);
   const gatewayStore = createGatewayStore(openDatabase(path.join(dataDir, 'gateway.db')));
   const gateway = createGateway({ catalog, store: gatewayStore, log });

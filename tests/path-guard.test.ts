@@ -1,0 +1,239 @@
+import { mkdir, mkdtemp, realpath, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DEFAULT_BLOCKED_PATTERNS, PathGuard } from '../tool-server/path-guard.ts';
+import { ToolError } from '../tool-server/tools/define.ts';
+
+let base: string;
+let root: string;
+let outside: string;
+let guard: PathGuard;
+
+beforeEach(async () => {
+  base = await realpath(await mkdtemp(path.join(tmpdir(), 'path-guard-')));
+  root = path.join(base, 'root');
+  outside = path.join(base, 'outside');
+  await mkdir(outside);
+  await writeFile(path.join(outside, 'secret.txt'), 'secret');
+  guard = await PathGuard.create({ roots: [root], readOnlyRoots: [] });
+});
+
+afterEach(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+async function denied(promise: Promise<unknown>, message: RegExp | string = /Access denied/) {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ToolError);
+  if (typeof message === 'string') expect((err as Error).message).toBe(message);
+  else expect((err as Error).message).toMatch(message);
+}
+
+describe('PathGuard.create', () => {
+  it('creates a missing read-write root and reports real paths', async () => {
+    expect((await stat(root)).isDirectory()).toBe(true);
+    expect(guard.allowed()).toEqual({ read_write: [root], read_only: [] });
+    expect(guard.isRoot(root)).toBe(true);
+    expect(guard.isRoot(path.join(root, 'x'))).toBe(false);
+  });
+
+  it('refuses a missing read-only root and an empty root list', async () => {
+    await expect(PathGuard.create({ roots: [], readOnlyRoots: [path.join(base, 'nope')] })).rejects.toThrow(
+      /Read-only root .*nope does not exist/,
+    );
+    await expect(PathGuard.create({ roots: [], readOnlyRoots: [] })).rejects.toThrow(/at least one root/);
+  });
+
+  it('realpaths a root given through a symlink, and accepts paths in either spelling', async () => {
+    const alias = path.join(base, 'alias');
+    await symlink(root, alias);
+    const g = await PathGuard.create({ roots: [alias], readOnlyRoots: [] });
+    expect(g.allowed().read_write).toEqual([root]);
+    expect(await g.resolveForWrite(path.join(alias, 'a.txt'))).toBe(path.join(root, 'a.txt'));
+    expect(await g.resolveForWrite(path.join(root, 'a.txt'))).toBe(path.join(root, 'a.txt'));
+  });
+
+  it('exports the default blocked patterns', () => {
+    expect(DEFAULT_BLOCKED_PATTERNS).toContain('**/.git/**');
+    expect(DEFAULT_BLOCKED_PATTERNS).toContain('**/.env.*');
+  });
+});
+
+describe('containment', () => {
+  it('refuses a sibling whose name starts with the root name, naming the allowed directories', async () => {
+    const sibling = path.join(base, 'root2', 'file.txt');
+    await mkdir(path.dirname(sibling));
+    await writeFile(sibling, 'x');
+    const message = `Access denied: ${sibling} is outside the allowed directories (read-write: ${root}; read-only: none)`;
+    await denied(guard.resolveForRead(sibling), message);
+    await denied(guard.resolveForWrite(sibling), message);
+    await denied(guard.resolveForRead(path.join(base, 'root2')));
+  });
+
+  it('refuses .. traversal, relative and absolute', async () => {
+    await denied(guard.resolveForRead('../outside/secret.txt'), /is outside the allowed directories/);
+    await denied(guard.resolveForRead(`${root}/../outside/secret.txt`), /is outside/);
+    await denied(guard.resolveForWrite('sub/../../outside/new.txt'), /is outside/);
+    await denied(guard.resolveForRead('..'), /is outside/);
+    await denied(guard.resolveForRead('/etc/passwd'), /Access denied: \/etc\/passwd is outside/);
+    expect(await guard.resolveForRead('sub/../a.txt')).toBe(path.join(root, 'a.txt'));
+  });
+
+  it('allows a name that merely starts with two dots', async () => {
+    expect(await guard.resolveForWrite('..foo')).toBe(path.join(root, '..foo'));
+    expect(await guard.resolveForWrite('sub/..bar/x')).toBe(path.join(root, 'sub/..bar/x'));
+  });
+
+  it('resolves relative paths against the first read-write root and does not expand ~', async () => {
+    const ro = path.join(base, 'ro');
+    await mkdir(ro);
+    const g = await PathGuard.create({ roots: [root], readOnlyRoots: [ro] });
+    expect(await g.resolveForRead('a/b.txt')).toBe(path.join(root, 'a/b.txt'));
+    expect(await g.resolveForRead('~/x')).toBe(path.join(root, '~/x'));
+    expect(await g.resolveForRead('.')).toBe(root);
+    const readOnly = await PathGuard.create({ roots: [], readOnlyRoots: [ro] });
+    expect(await readOnly.resolveForRead('b.txt')).toBe(path.join(ro, 'b.txt'));
+  });
+
+  it('refuses empty strings, non-strings and NUL bytes', async () => {
+    await denied(guard.resolveForRead(''), /non-empty string/);
+    await denied(guard.resolveForRead(42 as unknown as string), /non-empty string/);
+    await denied(guard.resolveForRead('a\0b'), /NUL byte/);
+    await denied(guard.resolveForWrite(`${root}/x\0/../../etc/passwd`), /NUL byte/);
+  });
+});
+
+describe('symlinks', () => {
+  it('refuses to read through a symlink that points outside', async () => {
+    await symlink(path.join(outside, 'secret.txt'), path.join(root, 'link'));
+    await denied(
+      guard.resolveForRead('link'),
+      /link \(which resolves to .*outside\/secret\.txt\) is outside/,
+    );
+  });
+
+  it('refuses to write to an existing symlink that points outside', async () => {
+    await symlink(path.join(outside, 'secret.txt'), path.join(root, 'link'));
+    await denied(guard.resolveForWrite('link'), /is outside the allowed directories/);
+  });
+
+  it('refuses a new file under a symlinked directory that points outside, at any depth', async () => {
+    await symlink(outside, path.join(root, 'linkdir'));
+    await denied(guard.resolveForWrite('linkdir/new.txt'), /is outside/);
+    await denied(guard.resolveForWrite('linkdir/a/b/new.txt'), /is outside/);
+    await denied(guard.resolveForRead('linkdir/secret.txt'), /is outside/);
+  });
+
+  it('refuses a dangling symlink, even one that points inside, and paths beneath it', async () => {
+    await symlink(path.join(outside, 'missing.txt'), path.join(root, 'dangling'));
+    await symlink(path.join(root, 'not-yet'), path.join(root, 'dangling-in'));
+    await denied(guard.resolveForWrite('dangling'), /symbolic link whose target does not exist/);
+    await denied(guard.resolveForRead('dangling'), /symbolic link whose target does not exist/);
+    await denied(guard.resolveForWrite('dangling-in'), /symbolic link whose target does not exist/);
+    await denied(guard.resolveForWrite('dangling/x.txt'), /symbolic link whose target does not exist/);
+  });
+
+  it('refuses a symlink loop instead of falling back (only ENOENT gets the fallback)', async () => {
+    await symlink(path.join(root, 'loop2'), path.join(root, 'loop1'));
+    await symlink(path.join(root, 'loop1'), path.join(root, 'loop2'));
+    await denied(
+      guard.resolveForRead('loop1'),
+      /cannot be resolved safely: too many levels of symbolic links/,
+    );
+    await denied(guard.resolveForWrite('loop1/x'), /cannot be resolved safely/);
+  });
+
+  it('follows a symlink that stays inside and returns its real target', async () => {
+    await writeFile(path.join(root, 'target.txt'), 't');
+    await symlink(path.join(root, 'target.txt'), path.join(root, 'alias.txt'));
+    expect(await guard.resolveForRead('alias.txt')).toBe(path.join(root, 'target.txt'));
+    expect(await guard.resolveForWrite('alias.txt')).toBe(path.join(root, 'target.txt'));
+  });
+
+  it('refuses when a path component is a file', async () => {
+    await writeFile(path.join(root, 'file'), 'x');
+    await denied(guard.resolveForWrite('file/child'), /a component of the path is a file/);
+  });
+});
+
+describe('blocked patterns', () => {
+  const cases: [string, string][] = [
+    ['.git', '**/.git/**'],
+    ['.git/config', '**/.git/**'],
+    ['sub/.git/hooks/pre-commit', '**/.git/**'],
+    ['node_modules/pkg/index.js', '**/node_modules/**'],
+    ['app/node_modules', '**/node_modules/**'],
+    ['.env', '**/.env'],
+    ['config/.env.local', '**/.env.*'],
+    ['.ENV.production', '**/.env.*'],
+    ['id_rsa', '**/id_rsa*'],
+    ['keys/id_rsa.pub', '**/id_rsa*'],
+    ['.ssh/config', '**/.ssh/**'],
+    ['certs/server.pem', '**/*.pem'],
+    ['credentials-prod.json', '**/credentials*.json'],
+    ['secrets.yaml', '**/secrets.yaml'],
+  ];
+
+  it.each(cases)('refuses writing %s and names %s', async (p, pattern) => {
+    await denied(
+      guard.resolveForWrite(p),
+      `Access denied: ${path.join(root, p)} matches the protected pattern "${pattern}"; files like this (version control, dependencies, keys and secrets) cannot be modified`,
+    );
+  });
+
+  it('still allows reading them, and writing look-alikes', async () => {
+    expect(await guard.resolveForRead('.env')).toBe(path.join(root, '.env'));
+    expect(await guard.resolveForRead('.git/config')).toBe(path.join(root, '.git/config'));
+    for (const p of ['.gitignore', '.environment', 'env.ts', 'my.git/x', 'node_modules2/x', 'pem.txt']) {
+      expect(await guard.resolveForWrite(p)).toBe(path.join(root, p));
+    }
+  });
+
+  it('checks the real path too: a symlink into .git is refused', async () => {
+    await mkdir(path.join(root, '.git'));
+    await symlink(path.join(root, '.git'), path.join(root, 'innocent'));
+    await denied(guard.resolveForWrite('innocent/config'), /protected pattern "\*\*\/\.git\/\*\*"/);
+  });
+
+  it('uses the given patterns instead of the defaults', async () => {
+    const g = await PathGuard.create({ roots: [root], readOnlyRoots: [], blockedPatterns: ['**/*.lock'] });
+    await denied(g.resolveForWrite('yarn.lock'), /"\*\*\/\*\.lock"/);
+    expect(await g.resolveForWrite('.env')).toBe(path.join(root, '.env'));
+    expect(g.blockedPatternFor(path.join(root, 'a/b.lock'))).toBe('**/*.lock');
+    expect(g.blockedPatternFor(path.join(root, 'a/b.txt'))).toBeUndefined();
+  });
+});
+
+describe('read-only roots', () => {
+  it('serves reads and refuses writes', async () => {
+    const ro = path.join(base, 'ro');
+    await mkdir(ro);
+    await writeFile(path.join(ro, 'doc.txt'), 'doc');
+    const g = await PathGuard.create({ roots: [root], readOnlyRoots: [ro] });
+    expect(g.allowed()).toEqual({ read_write: [root], read_only: [ro] });
+    expect(await g.resolveForRead(path.join(ro, 'doc.txt'))).toBe(path.join(ro, 'doc.txt'));
+    await denied(
+      g.resolveForWrite(path.join(ro, 'doc.txt')),
+      `Access denied: ${path.join(ro, 'doc.txt')} is in the read-only directory ${ro}; writes are allowed only under: ${root}`,
+    );
+    await denied(g.resolveForWrite(path.join(ro, 'new.txt')), /read-only directory/);
+  });
+
+  it('lets a read-only root nested in a read-write root win inside it, even through a symlink', async () => {
+    const ref = path.join(root, 'ref');
+    await mkdir(ref);
+    await writeFile(path.join(ref, 'a.txt'), 'a');
+    await symlink(ref, path.join(root, 'to-ref'));
+    const g = await PathGuard.create({ roots: [root], readOnlyRoots: [ref] });
+    expect(await g.resolveForRead('ref/a.txt')).toBe(path.join(ref, 'a.txt'));
+    await denied(g.resolveForWrite('ref/a.txt'), /read-only directory/);
+    await denied(g.resolveForWrite('ref/new.txt'), /read-only directory/);
+    await denied(g.resolveForWrite('to-ref/new.txt'), /read-only directory/);
+    expect(await g.resolveForWrite('other.txt')).toBe(path.join(root, 'other.txt'));
+    expect(g.isRoot(ref)).toBe(true);
+  });
+});

@@ -1,0 +1,109 @@
+import type { Dirent, Stats } from 'node:fs';
+import { constants } from 'node:fs';
+import { open, readdir } from 'node:fs/promises';
+import picomatch from 'picomatch';
+import { ToolError } from './define.ts';
+
+// Helpers shared by the filesystem tools: error translation, entry types, directory reads that never
+// follow symlinks, glob matching with the basename rule, and writes that refuse a swapped-in symlink.
+
+/** O_NOFOLLOW where the platform has it: a symlink swapped in after the guard's check fails with ELOOP. */
+export const NO_FOLLOW: number = constants.O_NOFOLLOW ?? 0;
+
+/** The hard caps that keep listings, trees and searches a size a model can read. */
+export const LIMITS = {
+  listEntries: 1000,
+  treeNodes: 2000,
+  searchVisits: 100_000,
+  editBytes: 16 * 1024 * 1024,
+};
+
+const FS_MESSAGES: Record<string, (p: string) => string> = {
+  ENOENT: (p) => `No such file or directory: ${p}`,
+  EISDIR: (p) => `${p} is a directory, not a file`,
+  ENOTDIR: (p) => `${p} is not a directory (or one of its parents is a file)`,
+  EEXIST: (p) => `${p} already exists`,
+  EACCES: (p) => `Permission denied: ${p}`,
+  EPERM: (p) => `Operation not permitted: ${p}`,
+  ENOTEMPTY: (p) => `Directory not empty: ${p}`,
+  ELOOP: (p) => `${p} is a symbolic link (it changed after it was checked); try again`,
+  EBUSY: (p) => `${p} is busy (in use or a mount point)`,
+  ENOSPC: (p) => `No space left on the device while writing ${p}`,
+  EROFS: (p) => `${p} is on a read-only file system`,
+  EINVAL: (p) => `Invalid operation on ${p} (for example moving a directory into itself)`,
+  ENAMETOOLONG: (p) => `The path is too long: ${p}`,
+};
+
+/** Turns a Node fs error into a ToolError naming the path; ToolErrors and unknown errors pass through. */
+export function fsError(err: unknown, p: string): unknown {
+  if (err instanceof ToolError) return err;
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  const message = code ? FS_MESSAGES[code] : undefined;
+  return message ? new ToolError(message(p)) : err;
+}
+
+/** Runs one fs operation and reports its failure in words the model can act on. */
+export async function onPath<T>(p: string, op: () => Promise<T>): Promise<T> {
+  try {
+    return await op();
+  } catch (err) {
+    throw fsError(err, p);
+  }
+}
+
+/** What a directory entry is, without following symlinks. */
+export type EntryType = 'file' | 'directory' | 'symlink' | 'other';
+
+/** Classifies a Dirent or an lstat() result the same way everywhere. */
+export function entryType(e: Dirent | Stats): EntryType {
+  if (e.isSymbolicLink()) return 'symlink';
+  if (e.isDirectory()) return 'directory';
+  if (e.isFile()) return 'file';
+  return 'other';
+}
+
+/** A directory's entries sorted by name; readdir never follows the entries' symlinks. */
+export async function readDirSorted(dir: string): Promise<Dirent[]> {
+  const entries = await onPath(dir, () => readdir(dir, { withFileTypes: true }));
+  return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** A glob test over paths relative to a walk's start; a pattern without '/' matches basenames anywhere. */
+export function globMatcher(patterns: readonly string[]): (rel: string) => boolean {
+  const tests = patterns.map((pattern) => {
+    const test = picomatch(pattern, { dot: true });
+    return pattern.includes('/') ? test : (rel: string) => test(rel.slice(rel.lastIndexOf('/') + 1));
+  });
+  return (rel) => tests.some((t) => t(rel));
+}
+
+/** Joins a walk-relative path with '/', whatever the platform, so globs and results look the same. */
+export function relJoin(parent: string, name: string): string {
+  return parent === '' ? name : `${parent}/${name}`;
+}
+
+/** ISO time of a Stats field, or null when the platform does not record it. */
+export function iso(date: Date): string | null {
+  return Number.isNaN(date.getTime()) || date.getTime() === 0 ? null : date.toISOString();
+}
+
+/** Writes a whole file without following a symlink at the final component (closes the check-then-use race). */
+export async function writeNoFollow(real: string, content: string): Promise<void> {
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | NO_FOLLOW;
+  await onPath(real, async () => {
+    const handle = await open(real, flags, 0o666);
+    try {
+      await handle.writeFile(content, 'utf8');
+    } finally {
+      await handle.close();
+    }
+  });
+}
+
+/** Counts lines the way editors do: a final line without a newline still counts, '' has none. */
+export function countLines(text: string): number {
+  if (text === '') return 0;
+  let n = 0;
+  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) n++;
+  return text.endsWith('\n') ? n : n + 1;
+}

@@ -1,0 +1,103 @@
+import { lstat, stat } from 'node:fs/promises';
+import { z } from 'zod';
+import { defineTool, ToolError } from './define.ts';
+import { entryType, fsError, iso, onPath } from './fs-common.ts';
+import { readText } from './fs-text.ts';
+
+// The tools that read files: whole, head or tail of one file, several at once, and one file's metadata.
+
+const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true } as const;
+
+/** Reads one text file within the byte cap; head/tail pick lines without loading a huge file. */
+export const readTextFile = defineTool({
+  name: 'read_text_file',
+  description:
+    'Read a UTF-8 text file. Returns {path, content, size_bytes, modified, line_count, truncated, binary}. ' +
+    'Use head or tail (not both) to read only the first or last N lines. Output is capped; when capped, ' +
+    '`truncated` is true and the content ends with a [truncated: ...] line. Binary files are reported, not decoded.',
+  input: z.object({
+    path: z.string().describe('File to read: absolute, or relative to the first allowed directory'),
+    head: z.number().int().min(1).optional().describe('Return only the first N lines'),
+    tail: z.number().int().min(1).optional().describe('Return only the last N lines'),
+  }),
+  annotations: { title: 'Read text file', ...READ_ONLY },
+  async execute(args, ctx) {
+    if (args.head !== undefined && args.tail !== undefined) {
+      throw new ToolError(
+        'Give head or tail, not both; to read a middle section, read the file with head first',
+      );
+    }
+    const real = await ctx.paths.resolveForRead(args.path);
+    return readText(real, { head: args.head, tail: args.tail, maxBytes: ctx.maxReadBytes });
+  },
+});
+
+/** Reads several files in one call; each file succeeds or fails on its own. */
+export const readMultipleFiles = defineTool({
+  name: 'read_multiple_files',
+  description:
+    'Read several UTF-8 text files at once. Returns {files: [...], succeeded, failed}; each entry is either ' +
+    '{ok: true, path, content, size_bytes, modified, line_count, truncated, binary} or {ok: false, path, error}. ' +
+    'A file that cannot be read does not fail the others. Each file is capped like read_text_file.',
+  input: z.object({
+    paths: z
+      .array(z.string().describe('A file path, absolute or relative to the first allowed directory'))
+      .min(1)
+      .max(50)
+      .describe('The files to read (1 to 50)'),
+  }),
+  annotations: { title: 'Read multiple files', ...READ_ONLY },
+  async execute(args, ctx) {
+    const files = await Promise.all(
+      args.paths.map(async (p) => {
+        try {
+          const real = await ctx.paths.resolveForRead(p);
+          return { ok: true as const, ...(await readText(real, { maxBytes: ctx.maxReadBytes })) };
+        } catch (err) {
+          const failure = fsError(err, p);
+          const error = failure instanceof Error ? failure.message : String(failure);
+          let shownPath = p;
+          try {
+            shownPath = ctx.paths.absolute(p);
+          } catch {
+            // Not a usable path at all (empty, NUL byte): show it as given.
+          }
+          return { ok: false as const, path: shownPath, error };
+        }
+      }),
+    );
+    const succeeded = files.filter((f) => f.ok).length;
+    return { files, succeeded, failed: files.length - succeeded };
+  },
+});
+
+/** A file's or directory's metadata, so the model can check before it reads, writes or deletes. */
+export const getFileInfo = defineTool({
+  name: 'get_file_info',
+  description:
+    'Get metadata of a file or directory: {path, type, size_bytes, created, modified, accessed (ISO times), ' +
+    'permissions (octal, e.g. "644"), is_symlink}. For a symbolic link, `path` is where it points and ' +
+    '`symlink_path` is the link itself.',
+  input: z.object({
+    path: z.string().describe('File or directory: absolute, or relative to the first allowed directory'),
+  }),
+  annotations: { title: 'Get file info', ...READ_ONLY },
+  async execute(args, ctx) {
+    const real = await ctx.paths.resolveForRead(args.path);
+    const info = await onPath(real, () => stat(real));
+    const asWritten = ctx.paths.absolute(args.path);
+    const link = await lstat(asWritten).catch(() => null);
+    const isSymlink = link?.isSymbolicLink() ?? false;
+    return {
+      path: real,
+      type: entryType(info),
+      size_bytes: info.size,
+      created: iso(info.birthtime),
+      modified: iso(info.mtime),
+      accessed: iso(info.atime),
+      permissions: (info.mode & 0o7777).toString(8).padStart(3, '0'),
+      is_symlink: isSymlink,
+      ...(isSymlink ? { symlink_path: asWritten } : {}),
+    };
+  },
+});

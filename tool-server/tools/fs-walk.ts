@@ -1,0 +1,185 @@
+import path from 'node:path';
+import { z } from 'zod';
+import { defineTool } from './define.ts';
+import {
+  type EntryType,
+  entryType,
+  fsError,
+  globMatcher,
+  LIMITS,
+  readDirSorted,
+  relJoin,
+} from './fs-common.ts';
+import { readableDirectory } from './fs-dirs.ts';
+
+// The tools that walk a directory tree. Walks never follow symlinks (a link is reported as type
+// "symlink" and not entered), are capped, and say so with `truncated` rather than dropping entries silently.
+
+const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true } as const;
+
+function message(err: unknown, p: string): string {
+  const failure = fsError(err, p);
+  return failure instanceof Error ? failure.message : String(failure);
+}
+
+/** A node of directory_tree's answer. */
+interface TreeNode {
+  name: string;
+  type: EntryType;
+  children?: TreeNode[];
+  /** A directory below max_depth: its entries were not listed. */
+  depth_limited?: true;
+  /** The node cap was reached before all of this directory's entries were listed. */
+  truncated?: true;
+  error?: string;
+}
+
+/** A recursive view of a directory as nested JSON, breadth-first so a capped tree stays balanced. */
+export const directoryTree = defineTool({
+  name: 'directory_tree',
+  description:
+    'Show a directory recursively as nested JSON: {path, tree: {name, type, children: [...]}, node_count, ' +
+    `truncated}. Symlinks are shown, not followed. At most ${LIMITS.treeNodes} nodes; directories below ` +
+    'max_depth are marked depth_limited. exclude_patterns are globs relative to `path`; a pattern without "/" ' +
+    'matches names at any depth (e.g. "node_modules", "*.log").',
+  input: z.object({
+    path: z.string().describe('Directory to show: absolute, or relative to the first allowed directory'),
+    exclude_patterns: z
+      .array(z.string())
+      .optional()
+      .describe('Globs to leave out, e.g. ["node_modules", ".git", "dist/**"]'),
+    max_depth: z
+      .number()
+      .int()
+      .min(1)
+      .max(100)
+      .optional()
+      .describe('Levels below `path` to show (default 10)'),
+  }),
+  annotations: { title: 'Directory tree', ...READ_ONLY },
+  async execute(args, ctx) {
+    const real = await readableDirectory(ctx, args.path);
+    const excluded = globMatcher(args.exclude_patterns ?? []);
+    const maxDepth = args.max_depth ?? 10;
+    const tree: TreeNode = { name: path.basename(real) || real, type: 'directory', children: [] };
+    const queue = [{ node: tree, dir: real, rel: '', depth: 0 }];
+    let nodes = 1;
+    let truncated = false;
+    let next = 0;
+    for (; next < queue.length && !truncated; next++) {
+      const { node, dir, rel, depth } = queue[next];
+      if (depth >= maxDepth) {
+        delete node.children;
+        node.depth_limited = true;
+        continue;
+      }
+      let entries: Awaited<ReturnType<typeof readDirSorted>>;
+      try {
+        entries = await readDirSorted(dir);
+      } catch (err) {
+        delete node.children;
+        node.error = message(err, dir);
+        continue;
+      }
+      for (const entry of entries) {
+        const childRel = relJoin(rel, entry.name);
+        if (excluded(childRel)) continue;
+        if (nodes >= LIMITS.treeNodes) {
+          truncated = true;
+          node.truncated = true;
+          break;
+        }
+        const child: TreeNode = { name: entry.name, type: entryType(entry) };
+        if (child.type === 'directory') {
+          child.children = [];
+          queue.push({ node: child, dir: path.join(dir, entry.name), rel: childRel, depth: depth + 1 });
+        }
+        node.children?.push(child);
+        nodes++;
+      }
+    }
+    // Directories queued but never read must not look empty.
+    for (const { node } of queue.slice(next)) {
+      delete node.children;
+      node.truncated = true;
+    }
+    return { path: real, tree, node_count: nodes, truncated, max_depth: maxDepth };
+  },
+});
+
+/** Finds files and directories by glob under a directory, so the model need not walk the tree itself. */
+export const searchFiles = defineTool({
+  name: 'search_files',
+  description:
+    'Find files and directories under `path` whose path matches a glob. A pattern without "/" matches names at ' +
+    'any depth ("*.ts", "README*"); a pattern with "/" matches the path relative to `path` ("src/**/*.test.ts"). ' +
+    'Symlinks are reported, not followed. Returns {path, pattern, matches: [{path (relative to `path`), type}], ' +
+    'match_count, truncated}.',
+  input: z.object({
+    path: z.string().describe('Directory to search: absolute, or relative to the first allowed directory'),
+    pattern: z.string().min(1).describe('Glob to match, e.g. "*.ts" or "src/**/index.*"'),
+    exclude_patterns: z
+      .array(z.string())
+      .optional()
+      .describe('Globs to skip (a skipped directory is not entered), e.g. ["node_modules", ".git"]'),
+    max_results: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .optional()
+      .describe('Most matches to return (default 200)'),
+  }),
+  annotations: { title: 'Search files', ...READ_ONLY },
+  async execute(args, ctx) {
+    const real = await readableDirectory(ctx, args.path);
+    const matches = globMatcher([args.pattern]);
+    const excluded = globMatcher(args.exclude_patterns ?? []);
+    const maxResults = args.max_results ?? 200;
+    const found: { path: string; type: EntryType }[] = [];
+    const errors: { path: string; error: string }[] = [];
+    let visited = 0;
+    let truncated = false;
+
+    // Depth-first with sorted entries, so results come out in path order.
+    const visit = async (dir: string, rel: string): Promise<void> => {
+      let entries: Awaited<ReturnType<typeof readDirSorted>>;
+      try {
+        entries = await readDirSorted(dir);
+      } catch (err) {
+        if (errors.length < 50) errors.push({ path: rel === '' ? '.' : rel, error: message(err, dir) });
+        return;
+      }
+      for (const entry of entries) {
+        if (truncated) return;
+        const childRel = relJoin(rel, entry.name);
+        if (excluded(childRel)) continue;
+        if (++visited > LIMITS.searchVisits) {
+          truncated = true;
+          return;
+        }
+        const type = entryType(entry);
+        if (matches(childRel)) {
+          if (found.length >= maxResults) {
+            truncated = true;
+            return;
+          }
+          found.push({ path: childRel, type });
+        }
+        if (type === 'directory') await visit(path.join(dir, entry.name), childRel);
+      }
+    };
+    await visit(real, '');
+    return {
+      path: real,
+      pattern: args.pattern,
+      matches: found,
+      match_count: found.length,
+      truncated,
+      ...(visited > LIMITS.searchVisits
+        ? { note: `stopped after visiting ${LIMITS.searchVisits} entries` }
+        : {}),
+      ...(errors.length > 0 ? { errors } : {}),
+    };
+  },
+});

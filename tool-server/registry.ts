@@ -8,22 +8,10 @@ export interface ToolRegistry {
   call(name: string, args: unknown, ctx: ToolContext): Promise<ToolResult>;
 }
 
-const FS_MESSAGES: Record<string, string> = {
-  ENOENT: 'No such file or directory',
-  EISDIR: 'Is a directory',
-  ENOTDIR: 'Not a directory',
-  EEXIST: 'Already exists',
-  EACCES: 'Permission denied',
-  EPERM: 'Operation not permitted',
-  ENOTEMPTY: 'Directory not empty',
-};
-
-/** Turns an error thrown by a tool into text the model can act on. */
+/** Turns an error thrown by a tool into text the model can act on (tools throw ToolError for known cases). */
 function failureMessage(err: unknown): string {
   if (err instanceof ToolError) return err.message;
-  const e = err as NodeJS.ErrnoException;
-  if (e?.code && FS_MESSAGES[e.code]) return `${FS_MESSAGES[e.code]}: ${e.path ?? ''}`.trim();
-  return `Tool failed: ${e?.message ?? String(err)}`;
+  return `Tool failed: ${err instanceof Error ? err.message : String(err)}`;
 }
 
 /** Builds the registry; refuses two tools with one name. */

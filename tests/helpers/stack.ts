@@ -21,6 +21,12 @@ import { fileSystemTools } from '../../tool-server/tools/file-system.ts';
 
 export const log = createLogger('test', 'silent');
 
+// better-sqlite3 12 built against Node 24's headers aborts the process when V8 garbage-collects a
+// prepared statement outside a JS context ("Assertion failed: (env) != nullptr"). A running service
+// keeps its stores for its whole life, but these tests drop dozens; holding them here keeps their
+// statements from ever being collected mid-run. Closing still happens in close().
+const retained: unknown[] = [];
+
 /** A fetch that serves `app` in-process, for clients that take {baseUrl, fetch}. */
 export function fetchOf(app: Hono) {
   return async (input: string, init?: RequestInit) => app.request(input, init);
@@ -87,6 +93,7 @@ export async function makeStack(opts: StackOptions = {}) {
     log,
   });
   const agentApp = createAgentApp({ agent, store: taskStore, log });
+  retained.push(gatewayStore, taskStore);
   return {
     tmp,
     root,

@@ -222,7 +222,7 @@ describe('writing and editing', () => {
   });
 
   it('refuses protected paths and directories', async () => {
-    await fails('write_file', { path: '.env', content: 'X=1' }, /protected pattern "\*\*\/\.env"/);
+    await fails('write_file', { path: '.env', content: 'X=1' }, /protected pattern "\*\*\/\.env\*"/);
     await mkdir(at('d'));
     await fails('write_file', { path: 'd', content: 'x' }, /is a directory/);
     expect(await exists(at('.env'))).toBe(false);
@@ -478,6 +478,29 @@ describe('moving and deleting', () => {
     const c = { ...ctx, paths: await PathGuard.create({ roots: [root], readOnlyRoots: [ref] }) };
     await fails('delete_directory', { path: 'keep', recursive: true }, /contains the allowed directory/, c);
     expect(await exists(ref)).toBe(true);
+  });
+
+  it('deletes and moves a symlink itself, never its target, even one that points outside', async () => {
+    await writeFile(at('target.txt'), 'keep me');
+    await symlink(at('target.txt'), at('link.txt'));
+    expect(await run('delete_file', { path: 'link.txt' })).toMatchObject({
+      path: at('link.txt'),
+      type: 'symlink',
+    });
+    expect(await exists(at('link.txt'))).toBe(false);
+    expect(await readFile(at('target.txt'), 'utf8')).toBe('keep me');
+
+    const outside = path.join(base, 'elsewhere');
+    await mkdir(outside);
+    await writeFile(path.join(outside, 'secret.txt'), 's');
+    await symlink(outside, at('door'));
+    expect(await run('move_file', { source: 'door', destination: 'moved-door' })).toMatchObject({
+      type: 'symlink',
+    });
+    expect(await readlink(at('moved-door'))).toBe(outside);
+    expect(await exists(path.join(outside, 'secret.txt'))).toBe(true);
+    expect(await run('delete_file', { path: 'moved-door' })).toMatchObject({ deleted: true });
+    expect(await exists(path.join(outside, 'secret.txt'))).toBe(true);
   });
 
   it('refuses to write through a symlink that leads outside', async () => {

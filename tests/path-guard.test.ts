@@ -59,7 +59,7 @@ describe('PathGuard.create', () => {
 
   it('exports the default blocked patterns', () => {
     expect(DEFAULT_BLOCKED_PATTERNS).toContain('**/.git/**');
-    expect(DEFAULT_BLOCKED_PATTERNS).toContain('**/.env.*');
+    expect(DEFAULT_BLOCKED_PATTERNS).toContain('**/.env*');
   });
 });
 
@@ -167,9 +167,13 @@ describe('blocked patterns', () => {
     ['sub/.git/hooks/pre-commit', '**/.git/**'],
     ['node_modules/pkg/index.js', '**/node_modules/**'],
     ['app/node_modules', '**/node_modules/**'],
-    ['.env', '**/.env'],
-    ['config/.env.local', '**/.env.*'],
-    ['.ENV.production', '**/.env.*'],
+    ['.env', '**/.env*'],
+    ['config/.env.local', '**/.env*'],
+    ['.ENV.production', '**/.env*'],
+    ['.envrc', '**/.env*'],
+    ['.env_local', '**/.env*'],
+    ['.git-credentials', '**/.git-credentials'],
+    ['.pgpass', '**/.pgpass'],
     ['id_rsa', '**/id_rsa*'],
     ['keys/id_rsa.pub', '**/id_rsa*'],
     ['.ssh/config', '**/.ssh/**'],
@@ -188,7 +192,7 @@ describe('blocked patterns', () => {
   it('still allows reading them, and writing look-alikes', async () => {
     expect(await guard.resolveForRead('.env')).toBe(path.join(root, '.env'));
     expect(await guard.resolveForRead('.git/config')).toBe(path.join(root, '.git/config'));
-    for (const p of ['.gitignore', '.environment', 'env.ts', 'my.git/x', 'node_modules2/x', 'pem.txt']) {
+    for (const p of ['.gitignore', 'my.env', 'env.ts', 'my.git/x', 'node_modules2/x', 'pem.txt']) {
       expect(await guard.resolveForWrite(p)).toBe(path.join(root, p));
     }
   });

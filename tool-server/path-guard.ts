@@ -22,8 +22,11 @@ export const DEFAULT_BLOCKED_PATTERNS: readonly string[] = [
   '**/.ssh/**',
   '**/.aws/**',
   '**/.gnupg/**',
-  '**/.env',
-  '**/.env.*',
+  '**/.env*',
+  '**/.git-credentials',
+  '**/.pgpass',
+  '**/.docker/config.json',
+  '**/.kube/**',
   '**/*.pem',
   '**/*.key',
   '**/*.p12',
@@ -122,6 +125,24 @@ export class PathGuard {
   /** The real absolute path to create, modify, delete or move, or a ToolError saying why not. */
   resolveForWrite(p: string): Promise<string> {
     return this.resolve(p, 'write');
+  }
+
+  /**
+   * The entry `p` names itself, with its parent directories resolved but not a final symlink: what
+   * delete_file and move_file act on, so removing a link removes the link and never its target.
+   */
+  async resolveEntryForWrite(p: string): Promise<string> {
+    const abs = this.absolute(p);
+    if (this.roots.some((r) => r.lexical === abs || r.real === abs)) return abs;
+    const entry = path.join(await this.resolveForWrite(path.dirname(abs)), path.basename(abs));
+    const pattern = this.blockedPatternFor(entry);
+    if (pattern) {
+      throw new ToolError(
+        `Access denied: ${abs} matches the protected pattern "${pattern}"; ` +
+          'files like this (version control, dependencies, keys and secrets) cannot be modified',
+      );
+    }
+    return entry;
   }
 
   /** True for a root itself, which tools refuse to delete or move. */

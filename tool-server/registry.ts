@@ -1,5 +1,6 @@
 import { HttpError } from '../lib/http.ts';
 import type { ToolDefinition, ToolResult } from './contract.ts';
+import { RwLock } from './rw-lock.ts';
 import { parametersOf, type Tool, type ToolContext, ToolError, ToolInputError } from './tools/define.ts';
 
 /** The tool-server's set of tools: their definitions, and one place that runs a call and times it. */
@@ -21,6 +22,7 @@ export function createRegistry(tools: readonly Tool[]): ToolRegistry {
     if (byName.has(tool.name)) throw new Error(`Two tools are named ${tool.name}`);
     byName.set(tool.name, tool);
   }
+  const lock = new RwLock();
   const definitions = tools.map((t) => ({
     name: t.name,
     description: t.description,
@@ -36,7 +38,8 @@ export function createRegistry(tools: readonly Tool[]): ToolRegistry {
       const started = performance.now();
       const elapsed = () => Math.round((performance.now() - started) * 100) / 100;
       try {
-        const result = await tool.run(args, ctx);
+        const run = () => tool.run(args, ctx);
+        const result = await (tool.annotations.readOnlyHint ? lock.read(run) : lock.write(run));
         return { success: true, result, execution_time_ms: elapsed() };
       } catch (err) {
         if (err instanceof ToolInputError) throw new HttpError(400, err.message);

@@ -68,7 +68,7 @@ export const moveFile = defineTool({
   }),
   annotations: { title: 'Move file', readOnlyHint: false, destructiveHint: true, idempotentHint: false },
   async execute(args, ctx) {
-    const source = await ctx.paths.resolveForWrite(args.source);
+    const source = await ctx.paths.resolveEntryForWrite(args.source);
     const destination = await ctx.paths.resolveForWrite(args.destination);
     refuseRoot(ctx, source, 'moved');
     const info = await mustExist(source);
@@ -110,7 +110,7 @@ export const deleteFile = defineTool({
   }),
   annotations: { title: 'Delete file', readOnlyHint: false, destructiveHint: true, idempotentHint: false },
   async execute(args, ctx) {
-    const real = await ctx.paths.resolveForWrite(args.path);
+    const real = await ctx.paths.resolveEntryForWrite(args.path);
     refuseRoot(ctx, real, 'deleted');
     const info = await mustExist(real);
     if (info.isDirectory()) throw new ToolError(`${real} is a directory; use delete_directory to delete it`);

@@ -14,14 +14,18 @@ export interface ToolCallOutcome {
 function parseArguments(
   call: ChatCompletionMessageFunctionToolCall,
 ): { args: Record<string, unknown> } | { error: string } {
-  const raw = call.function.arguments?.trim() || '{}';
-  let value: unknown;
-  try {
-    value = JSON.parse(raw);
-  } catch (err) {
-    return {
-      error: `the arguments of ${call.function.name} are not valid JSON (${(err as Error).message}); send one JSON object with the tool's parameters`,
-    };
+  // Some servers hand back arguments already parsed; accept an object as well as a JSON string.
+  const given: unknown = call.function.arguments;
+  let value: unknown = given;
+  if (typeof given === 'string' || given === undefined || given === null) {
+    const raw = typeof given === 'string' && given.trim() !== '' ? given : '{}';
+    try {
+      value = JSON.parse(raw);
+    } catch (err) {
+      return {
+        error: `the arguments of ${call.function.name} are not valid JSON (${(err as Error).message}); send one JSON object with the tool's parameters`,
+      };
+    }
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return {

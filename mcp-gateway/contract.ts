@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ErrorBody, Health, ToolAnnotations, ToolName, ToolResult } from '../tool-server/contract.ts';
+import { ErrorBody, Health, ToolAnnotations, ToolResult } from '../tool-server/contract.ts';
 
 // The gateway's HTTP API. The seed's `POST /mcp/admin/toolsets {action, toolset_ids}` works unchanged.
 
@@ -98,7 +98,8 @@ export const gatewayRoutes = {
     method: 'post',
     path: '/mcp/tools/{name}/call',
     summary: 'Call a tool of a toolset active in the session',
-    params: z.object({ name: ToolName }),
+    // Any name is accepted here, so a model's misspelt tool gets "unknown tool, these are active" (404).
+    params: z.object({ name: z.string().min(1).max(256) }),
     body: CallToolRequest,
     responses: { 200: ToolResult, 400: ErrorBody, 403: ErrorBody, 404: ErrorBody, 502: ErrorBody },
   },

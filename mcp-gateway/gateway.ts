@@ -1,4 +1,5 @@
 import { HttpError } from '../lib/http.ts';
+import { ServiceError } from '../lib/http-client.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Catalog } from './catalog.ts';
 import type {
@@ -20,14 +21,16 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
   const { catalog, store, log } = deps;
   const validIds = () => catalog.toolsets.map((t) => t.id).join(', ');
 
-  /** The session's active toolsets that still exist and are enabled, in activation order. */
+  const defaults = () => catalog.toolsets.filter((t) => t.default).map((t) => t.id);
+
+  /**
+   * The session's active toolsets that still exist and are enabled, in activation order. A session that was
+   * never changed is not stored: reading one does not create it, it simply has the default toolsets.
+   */
   function active(sessionId: string): string[] {
-    store.ensureSession(
-      sessionId,
-      catalog.toolsets.filter((t) => t.default && !store.disabledToolsets().has(t.id)).map((t) => t.id),
-    );
     const disabled = store.disabledToolsets();
-    return store.activeToolsets(sessionId).filter((id) => catalog.toolset(id) && !disabled.has(id));
+    const ids = store.activeToolsets(sessionId) ?? defaults();
+    return ids.filter((id) => catalog.toolset(id) && !disabled.has(id));
   }
 
   function toolNames(toolsetIds: readonly string[]): string[] {
@@ -68,7 +71,7 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
         active: on.has(t.id),
         default: t.default,
       }));
-      const words = (query ?? '').toLowerCase().match(/[a-z0-9]{3,}/g) ?? [];
+      const words = (query ?? '').toLowerCase().match(/[a-z0-9]{2,}/g) ?? [];
       if (words.length > 0) {
         const score = new Map(toolsets.map((t) => [t.id, matches(t.id, words)]));
         toolsets = toolsets
@@ -83,6 +86,7 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
       const ids = [...new Set(req.toolset_ids)];
       requireKnown(ids);
       const before = active(sessionId);
+      if (req.action === 'ACTIVATE' || req.action === 'DEACTIVATE') store.ensureSession(sessionId, before);
       let changed: string[];
       if (req.action === 'ACTIVATE') {
         const disabled = ids.filter((id) => store.disabledToolsets().has(id));
@@ -165,6 +169,8 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
         audit(result.success, result.error);
         return result;
       } catch (err) {
+        // A backend refusing the arguments is a malformed call, reported the same way as the gateway's own check.
+        if (err instanceof ServiceError && err.status === 400) throw refuse(400, err.message);
         throw refuse(502, `Backend ${tool.backend.name} failed for ${name}: ${(err as Error).message}`);
       }
     },

@@ -61,7 +61,9 @@ export function createGatewayStore(db: Db) {
     ),
   };
 
-  const activeToolsets = (sessionId: string) => q.active.all(sessionId).map((r) => r.toolset_id);
+  /** The session's active toolsets in activation order, or null for a session never stored. */
+  const activeToolsets = (sessionId: string): string[] | null =>
+    q.hasSession.get(sessionId) ? q.active.all(sessionId).map((r) => r.toolset_id) : null;
 
   return {
     /** Creates the session with `defaults` active unless it exists; true when it was created. */

@@ -148,6 +148,30 @@ describe('the agent loop', () => {
     expect(model.toolNames()[1]).toEqual(['manage_toolsets']);
   });
 
+  it('accepts arguments sent as an object, and answers a misspelt tool name with the active tools', async () => {
+    const objectArgs = call('manage_toolsets', {}, 'o1');
+    (objectArgs.function as { arguments: unknown }).arguments = {
+      action: 'ACTIVATE',
+      toolset_ids: ['fs_read'],
+    };
+    const model = new ScriptedModel([
+      calls(
+        objectArgs,
+        call('fs_read.read_text_file', { path: 'x' }, 'o2'),
+        call('Read_Text_File', {}, 'o3'),
+      ),
+      answer('ok'),
+    ]);
+    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
+    const res = await execute(stack, { goal: 'odd calls' });
+    expect(res.body.status).toBe('completed');
+    const msgs = model.toolMessages(1);
+    expect(JSON.parse(msgs.o1).active_toolsets).toEqual(['fs_read']);
+    const active = 'Tools active in this session: read_text_file, list_directory, search_files';
+    expect(msgs.o2).toBe(`Error: Unknown tool fs_read.read_text_file. ${active}`);
+    expect(msgs.o3).toBe(`Error: Unknown tool Read_Text_File. ${active}`);
+  });
+
   it('lists the catalog for the model, filtered by a query', async () => {
     const model = new ScriptedModel([
       calls(call('manage_toolsets', { action: 'LIST', toolset_ids: [], query: 'edit files' }, 'l1')),

@@ -1,6 +1,7 @@
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { toolServerBackend } from '../mcp-gateway/backends/tool-server-backend.ts';
 import { buildCatalog, loadToolsetFiles } from '../mcp-gateway/catalog.ts';
@@ -8,7 +9,7 @@ import { createToolServerApp } from '../tool-server/app.ts';
 import { PathGuard } from '../tool-server/path-guard.ts';
 import { createRegistry } from '../tool-server/registry.ts';
 import { fileSystemTools } from '../tool-server/tools/file-system.ts';
-import { fetchOf, log, makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
+import { fetchOf, log, makeStack, retain, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
 
 let stack: Stack | undefined;
 afterEach(async () => {
@@ -231,6 +232,37 @@ describe('tool listing and calls', () => {
     });
     expect(ok.status).toBe(200);
     expect(ok.body.success).toBe(true);
+  });
+
+  it('starts new sessions with the default toolsets, without storing a session that is only read', async () => {
+    stack = await makeStack({
+      toolsets: {
+        ...SPLIT_TOOLSETS,
+        'fs_read.yaml': SPLIT_TOOLSETS['fs_read.yaml'].replace('default: false', 'default: true'),
+      },
+    });
+    const s = stack;
+    const fresh = await s.get(s.gatewayApp, '/mcp/tools?session_id=new');
+    expect(fresh.body.tools.map((t: { name: string }) => t.name)).toEqual([
+      'read_text_file',
+      'list_directory',
+      'search_files',
+    ]);
+    await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
+      action: 'ACTIVATE',
+      toolset_ids: ['fs_write'],
+      session_id: 'new',
+    });
+    const both = await s.get(s.gatewayApp, '/mcp/admin/toolsets?session_id=new');
+    expect(
+      both.body.toolsets.filter((t: { active: boolean }) => t.active).map((t: { id: string }) => t.id),
+    ).toEqual(['fs_read', 'fs_write']);
+    const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
+    const query = db.prepare('SELECT id FROM sessions');
+    const sessions = query.all();
+    retain(db, query);
+    db.close();
+    expect(sessions).toEqual([{ id: 'new' }]);
   });
 
   it('keeps sessions and their active toolsets across a restart', async () => {

@@ -1,4 +1,4 @@
-import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
+import { callRoute, type ServiceEndpoint } from '../../lib/http-client.ts';
 import { type ToolResult, toolServerRoutes } from '../../tool-server/contract.ts';
 import type { Backend } from './backend.ts';
 
@@ -7,22 +7,8 @@ export function toolServerBackend(endpoint: ServiceEndpoint, name = 'tool-server
   return {
     name,
     listTools: () => callRoute(endpoint, toolServerRoutes.listTools),
-    async callTool(tool, args, signal): Promise<ToolResult> {
-      try {
-        return await callRoute(
-          endpoint,
-          toolServerRoutes.callTool,
-          { params: { name: tool }, body: args },
-          { signal },
-        );
-      } catch (err) {
-        // The tool-server refusing the arguments is the call's failure, reported to the model like any other.
-        if (err instanceof ServiceError && err.status === 400) {
-          return { success: false, result: null, error: err.message, execution_time_ms: 0 };
-        }
-        throw err;
-      }
-    },
+    callTool: (tool, args, signal): Promise<ToolResult> =>
+      callRoute(endpoint, toolServerRoutes.callTool, { params: { name: tool }, body: args }, { signal }),
     async health() {
       try {
         await callRoute(endpoint, toolServerRoutes.health);

@@ -27,6 +27,11 @@ export const log = createLogger('test', 'silent');
 // statements from ever being collected mid-run. Closing still happens in close().
 const retained: unknown[] = [];
 
+/** Keeps better-sqlite3 objects a test made itself from being collected (see above). */
+export function retain(...objects: unknown[]): void {
+  retained.push(...objects);
+}
+
 /** A fetch that serves `app` in-process, for clients that take {baseUrl, fetch}. */
 export function fetchOf(app: Hono) {
   return async (input: string, init?: RequestInit) => app.request(input, init);

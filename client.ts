@@ -2,6 +2,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { agentRoutes, type ExecuteTaskResponse, type TaskEvent } from './agent-server/contract.ts';
+import { type Config, loadConfig, readEnv } from './lib/config.ts';
 import { callRoute, type ServiceEndpoint } from './lib/http-client.ts';
 import { gatewayRoutes } from './mcp-gateway/contract.ts';
 
@@ -18,9 +19,9 @@ Usage:
   toolshift tasks show <task_id>
   toolshift --help
 
-Environment:
-  AGENT_URL            agent-server (default http://127.0.0.1:8000)
-  GATEWAY_URL          mcp-gateway (default http://127.0.0.1:8080)
+Environment (also read from .env):
+  AGENT_URL            agent-server (default http://127.0.0.1:$AGENT_PORT, port 8000)
+  GATEWAY_URL          mcp-gateway (default http://127.0.0.1:$GATEWAY_PORT, port 8080)
   GATEWAY_ADMIN_TOKEN  sent as a Bearer token to the admin API when set
 `;
 
@@ -48,10 +49,17 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stdout(HELP);
     return positionals.length === 0 && !values.help ? 2 : 0;
   }
-  const agent: ServiceEndpoint = { baseUrl: io.env.AGENT_URL ?? 'http://127.0.0.1:8000', fetch: io.fetch };
-  const token = io.env.GATEWAY_ADMIN_TOKEN;
+  let config: Config;
+  try {
+    config = loadConfig(io.env);
+  } catch (err) {
+    io.stderr(`error: ${(err as Error).message}\n`);
+    return 2;
+  }
+  const agent: ServiceEndpoint = { baseUrl: config.agent.url, fetch: io.fetch };
+  const token = config.gateway.adminToken;
   const gateway: ServiceEndpoint = {
-    baseUrl: io.env.GATEWAY_URL ?? 'http://127.0.0.1:8080',
+    baseUrl: config.gateway.url,
     fetch: io.fetch,
     headers: token ? { authorization: `Bearer ${token}` } : undefined,
   };
@@ -249,7 +257,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const code = await main(process.argv.slice(2), {
     stdout: (t) => process.stdout.write(t),
     stderr: (t) => process.stderr.write(t),
-    env: process.env,
+    env: readEnv(),
   });
   process.exitCode = code;
 }

@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
-import { HttpError, installErrorHandlers, route, serveOpenApi } from '../lib/http.ts';
+import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Agent } from './agent.ts';
 import { agentRoutes as routes } from './contract.ts';
@@ -18,7 +18,7 @@ export interface AgentAppDeps {
 export function createAgentApp(deps: AgentAppDeps): Hono {
   const { agent, store } = deps;
   const app = new Hono();
-  installErrorHandlers(app, deps.log);
+  installBase(app, deps.log);
 
   route(app, routes.executeTask, async (c, { body }) => {
     if (!agent.modelConfigured) throw new HttpError(503, new ModelNotConfiguredError().message);

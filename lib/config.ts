@@ -20,6 +20,7 @@ const EnvSchema = z.object({
   AGENT_PORT: port(8000),
   GATEWAY_PORT: port(8080),
   TOOL_SERVER_PORT: port(8001),
+  AGENT_URL: optionalString,
   GATEWAY_URL: optionalString,
   TOOL_SERVER_URL: optionalString,
   OPENAI_BASE_URL: optionalString,
@@ -52,11 +53,12 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
     throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
-  const local = (p: number) => `http://${e.HOST === '0.0.0.0' ? '127.0.0.1' : e.HOST}:${p}`;
+  const local = (p: number) => `http://${reachableHost(e.HOST)}:${p}`;
   return {
     host: e.HOST,
     agent: {
       port: e.AGENT_PORT,
+      url: e.AGENT_URL ?? local(e.AGENT_PORT),
       model: {
         baseURL: e.OPENAI_BASE_URL,
         apiKey: e.OPENAI_API_KEY,
@@ -84,8 +86,15 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
   };
 }
 
+/** How a client on this machine reaches a service listening on `host` (wildcards become loopback). */
+export function reachableHost(host: string): string {
+  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
+  if (host === '::' || host === '[::]') return '[::1]';
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
 /** process.env, with `.env` from the working directory loaded first (real env wins). */
-function readEnv(): Record<string, string | undefined> {
+export function readEnv(): Record<string, string | undefined> {
   if (existsSync('.env')) process.loadEnvFile('.env');
   return process.env;
 }

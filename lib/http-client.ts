@@ -6,6 +6,8 @@ export interface ServiceEndpoint {
   baseUrl: string;
   fetch?: (input: string, init?: RequestInit) => Promise<Response>;
   headers?: Record<string, string>;
+  /** How long one call may take before it fails with 504 (default 120 s). */
+  timeoutMs?: number;
 }
 
 /** A non-2xx answer from another service, carrying its status and its `error` message. */
@@ -37,18 +39,24 @@ export async function callRoute<S extends RouteSpec>(
   if (query.length > 0) urlPath += `?${new URLSearchParams(query).toString()}`;
   const doFetch = endpoint.fetch ?? fetch;
   const url = endpoint.baseUrl.replace(/\/$/, '') + urlPath;
+  const timeoutMs = endpoint.timeoutMs ?? 120_000;
+  const deadline = AbortSignal.timeout(timeoutMs);
+  const signal = init.signal ? AbortSignal.any([init.signal, deadline]) : deadline;
   let res: Response;
+  let text: string;
   try {
     res = await doFetch(url, {
       method: spec.method.toUpperCase(),
       headers: { 'content-type': 'application/json', ...endpoint.headers },
       body: input.body === undefined ? undefined : JSON.stringify(input.body),
-      signal: init.signal,
+      signal,
     });
+    text = await res.text();
   } catch (err) {
+    if (deadline.aborted)
+      throw new ServiceError(504, `${url} did not answer within ${timeoutMs} ms`, undefined);
     throw new ServiceError(502, `Cannot reach ${url}: ${(err as Error).message}`, undefined);
   }
-  const text = await res.text();
   let body: unknown;
   try {
     body = text === '' ? undefined : JSON.parse(text);

@@ -1,4 +1,5 @@
 import type { Context, Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
 import type { Logger } from './log.ts';
@@ -76,8 +77,21 @@ export function route<S extends RouteSpec>(
   });
 }
 
-/** JSON error bodies for thrown errors and unknown routes, so no request ever gets a stack trace. */
-export function installErrorHandlers(app: Hono, log: Logger): void {
+/** The largest request body any service reads (a whole file for write_file fits). */
+export const MAX_BODY_BYTES = 16 * 1024 * 1024;
+
+/**
+ * What every service's app starts with: a body size limit, and JSON error bodies for thrown errors and
+ * unknown routes, so no request ever gets a stack trace.
+ */
+export function installBase(app: Hono, log: Logger): void {
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: (c) => c.json({ error: `Request body is larger than ${MAX_BODY_BYTES} bytes` }, 413),
+    }),
+  );
   app.onError((err, c) => {
     if (err instanceof HttpError) return c.json({ error: err.message, ...err.details }, err.status);
     log.error({ err, path: c.req.path }, 'unhandled error');

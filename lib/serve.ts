@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
+import { reachableHost } from './config.ts';
 
 /** A listening service: where it is and how to stop it. */
 export interface Listening {
@@ -13,9 +14,8 @@ export interface Listening {
 export function listen(app: Hono, port: number, host: string): Promise<Listening> {
   return new Promise((resolve, reject) => {
     const server = serve({ fetch: app.fetch, port, hostname: host }, (info: AddressInfo) => {
-      const shownHost = host === '0.0.0.0' ? '127.0.0.1' : host;
       resolve({
-        url: `http://${shownHost}:${info.port}`,
+        url: `http://${reachableHost(host)}:${info.port}`,
         port: info.port,
         close: () =>
           new Promise<void>((done) => {

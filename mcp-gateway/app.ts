@@ -1,5 +1,5 @@
 import { Hono } from 'hono';
-import { HttpError, installErrorHandlers, route, serveOpenApi } from '../lib/http.ts';
+import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Backend } from './backends/backend.ts';
 import { DEFAULT_SESSION, gatewayRoutes as routes } from './contract.ts';
@@ -17,7 +17,7 @@ export interface GatewayDeps {
 export function createGatewayApp(deps: GatewayDeps): Hono {
   const { gateway } = deps;
   const app = new Hono();
-  installErrorHandlers(app, deps.log);
+  installBase(app, deps.log);
   if (deps.adminToken) {
     const expected = `Bearer ${deps.adminToken}`;
     app.use('/mcp/admin/*', async (c, next) => {

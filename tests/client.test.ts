@@ -109,6 +109,21 @@ describe('the CLI', () => {
     );
   });
 
+  it('finds the services from AGENT_PORT and GATEWAY_PORT when no URL is given', async () => {
+    const urls: string[] = [];
+    const code = await main(['tasks'], {
+      stdout: () => {},
+      stderr: () => {},
+      env: { AGENT_PORT: '18123', GATEWAY_PORT: '18124' },
+      fetch: async (url) => {
+        urls.push(url);
+        return Response.json({ tasks: [] });
+      },
+    });
+    expect(code).toBe(0);
+    expect(urls).toEqual(['http://127.0.0.1:18123/agent/tasks?limit=20']);
+  });
+
   it('prints help', async () => {
     const out = await cli(undefined, '--help');
     expect(out.code).toBe(0);

@@ -7,6 +7,7 @@ interface Service {
   command?: string[];
   environment?: Record<string, string>;
   ports?: string[];
+  expose?: string[];
   volumes?: string[];
   healthcheck?: { test: string[] };
   depends_on?: Record<string, { condition: string }>;
@@ -39,7 +40,7 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('publishes the configured default ports and health-checks each service on its own port', () => {
+  it('publishes the agent and gateway on host loopback only, keeps the tool-server internal, and health-checks each', () => {
     const ports = {
       'agent-server': defaults.agent.port,
       'mcp-gateway': defaults.gateway.port,
@@ -47,7 +48,12 @@ describe('docker-compose.yml', () => {
     };
     for (const [name, s] of core) {
       const port = ports[name as keyof typeof ports];
-      expect(s.ports).toEqual([`${port}:${port}`]);
+      if (name === 'tool-server') {
+        expect(s.ports).toBeUndefined();
+        expect(s.expose).toEqual([String(port)]);
+      } else {
+        expect(s.ports).toEqual([`127.0.0.1:${port}:${port}`]);
+      }
       expect(s.environment?.HOST).toBe('0.0.0.0');
       expect(s.healthcheck?.test.join(' ')).toContain(`127.0.0.1:${port}/health`);
     }

@@ -1,5 +1,5 @@
 import { Hono } from 'hono';
-import { installErrorHandlers, route, serveOpenApi } from '../lib/http.ts';
+import { installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import { toolServerRoutes as routes } from './contract.ts';
 import type { ToolRegistry } from './registry.ts';
@@ -15,7 +15,7 @@ export interface ToolServerDeps {
 /** The tool-server's HTTP API; only main.ts listens. */
 export function createToolServerApp(deps: ToolServerDeps): Hono {
   const app = new Hono();
-  installErrorHandlers(app, deps.log);
+  installBase(app, deps.log);
   route(app, routes.listTools, (c) => c.json(deps.registry.definitions()));
   route(app, routes.callTool, async (c, { params, body }) =>
     c.json(await deps.registry.call(params.name, body ?? {}, deps.context)),

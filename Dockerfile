@@ -9,7 +9,7 @@ COPY agent-server ./agent-server
 COPY mcp-gateway ./mcp-gateway
 COPY tool-server ./tool-server
 COPY toolsets ./toolsets
-COPY start.ts client.ts ./
+COPY start.ts start-stack.ts client.ts ./
 ENV HOST=0.0.0.0 TOOLSHIFT_DATA_DIR=/data FS_ROOTS=/workspace TOOLSETS_DIR=/app/toolsets
 EXPOSE 8000 8080 8001
 CMD ["npm", "start"]

@@ -7,10 +7,8 @@ import path from 'node:path';
 import { Tiktoken } from 'js-tiktoken/lite';
 import o200k from 'js-tiktoken/ranks/o200k_base';
 import { manageToolsetsTool } from '../agent-server/manage-toolsets.ts';
-import { startAgentServer } from '../agent-server/server.ts';
 import { loadConfig } from '../lib/config.ts';
-import { startGateway } from '../mcp-gateway/server.ts';
-import { startToolServer } from '../tool-server/server.ts';
+import { startStack } from '../start-stack.ts';
 
 // `npm run bench`: what a request's tool definitions cost in tokens, and what the loop adds per step
 // on top of the model, over real HTTP between the three services. Prints figures and ratios only.
@@ -84,11 +82,7 @@ async function main() {
     FS_ROOTS: path.join(tmp, 'ws'),
     LOG_LEVEL: 'silent',
   });
-  const tools = await startToolServer(config);
-  config.tools.url = tools.url;
-  const gateway = await startGateway(config);
-  config.gateway.url = gateway.url;
-  const agent = await startAgentServer(config);
+  const { tools, gateway, agent } = await startStack(config);
 
   const fsDefs = (await (await fetch(`${tools.url}/tools`)).json()) as {
     name: string;

@@ -3,11 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { HttpResponse, http } from 'msw';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startAgentServer } from '../agent-server/server.ts';
 import { loadConfig } from '../lib/config.ts';
 import type { Listening } from '../lib/serve.ts';
-import { startGateway } from '../mcp-gateway/server.ts';
-import { startToolServer } from '../tool-server/server.ts';
+import { startStack } from '../start-stack.ts';
 import { completion, MODEL_BASE_URL, modelEdge } from './helpers/msw.ts';
 
 // The three services on loopback with real HTTP between them; only the model is mocked, at its HTTP edge.
@@ -31,11 +29,7 @@ beforeAll(async () => {
     FS_ROOTS: path.join(tmp, 'workspace'),
     LOG_LEVEL: 'silent',
   });
-  const tools = await startToolServer(config);
-  config.tools.url = tools.url;
-  const gateway = await startGateway(config);
-  config.gateway.url = gateway.url;
-  const agent = await startAgentServer(config);
+  const { tools, gateway, agent } = await startStack(config);
   services = [agent, gateway, tools];
   agentUrl = agent.url;
   gatewayUrl = gateway.url;

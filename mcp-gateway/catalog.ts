@@ -18,6 +18,9 @@ const ToolsetFile = z.object({
   tools: z.array(Name).min(1, 'list at least one tool'),
 });
 
+/** The agent's meta-tool; no backend tool may take its name. */
+const RESERVED_TOOL = 'manage_toolsets';
+
 /** A toolset as declared in its file. */
 export type Toolset = z.infer<typeof ToolsetFile> & { file: string };
 
@@ -77,6 +80,11 @@ export function loadToolsetFiles(dir: string): Toolset[] {
     if (clash) throw new CatalogError(`${file}: toolset id ${ts.id} is already used by ${clash}`);
     seenIds.set(ts.id, file);
     for (const tool of ts.tools) {
+      if (tool === RESERVED_TOOL) {
+        throw new CatalogError(
+          `${file}: ${RESERVED_TOOL} is the agent's own meta-tool; a toolset cannot list it`,
+        );
+      }
       const other = seenTools.get(tool);
       if (other) throw new CatalogError(`${file}: tool ${tool} is already listed by toolset ${other}`);
       seenTools.set(tool, ts.id);

@@ -1,9 +1,14 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createAgent } from '../agent-server/agent.ts';
+import { ModelError } from '../agent-server/errors.ts';
+import { createGatewayClient } from '../agent-server/gateway-client.ts';
 import type { ModelReply, ModelRequest } from '../agent-server/model.ts';
+import { createTaskStore } from '../agent-server/store.ts';
+import { openDatabase } from '../lib/sqlite.ts';
 import { answer, call, calls, ScriptedModel } from './helpers/scripted-model.ts';
-import { makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
+import { log, makeStack, retain, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
 
 let stack: Stack | undefined;
 afterEach(async () => {
@@ -297,7 +302,6 @@ describe('the agent API', () => {
   it('fails the task with the provider’s message when the model call fails', async () => {
     const model = {
       async complete(): Promise<ModelReply> {
-        const { ModelError } = await import('../agent-server/errors.ts');
         throw new ModelError('Model call failed: model endpoint answered 400: 400 context length exceeded');
       },
     };
@@ -305,6 +309,63 @@ describe('the agent API', () => {
     const res = await execute(stack, { goal: 'x' });
     expect(res.body).toMatchObject({ status: 'failed', final_answer: null });
     expect(res.body.error).toMatch(/context length exceeded/);
+  });
+
+  it('fails the task with a clear message when the gateway cannot be reached', async () => {
+    stack = await makeStack();
+    const store = createTaskStore(openDatabase(path.join(stack.tmp, 'lonely.db')));
+    retain(store);
+    const agent = createAgent({
+      store,
+      gateway: createGatewayClient({
+        baseUrl: 'http://gateway.invalid',
+        fetch: () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:8080')),
+      }),
+      model: new ScriptedModel([answer('never asked')]),
+      modelName: 'm',
+      defaultMaxSteps: 5,
+      log,
+    });
+    const result = await agent.execute({ goal: 'x' });
+    expect(result).toMatchObject({ status: 'failed', steps: 0 });
+    expect(result.error).toBe(
+      'Task failed: Cannot reach http://gateway.invalid/mcp/admin/toolsets?session_id=' +
+        `${result.session_id}: connect ECONNREFUSED 127.0.0.1:8080`,
+    );
+    expect(store.getTask(result.task_id)?.status).toBe('failed');
+    store.close();
+  });
+
+  it('keeps running a task whose SSE client went away, and records its end', async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const model = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'LIST', toolset_ids: [] })),
+      async () => {
+        await gate;
+        return answer('finished alone');
+      },
+    ]);
+    stack = await makeStack({ model });
+    const res = await stack.agentApp.request('/agent/execute_task', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ goal: 'walk away' }),
+    });
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    const taskId = /"task_id":"(task_[^"]+)"/.exec(first)?.[1] ?? '';
+    await reader.cancel();
+    release();
+    let task: { body: { status: string; final_answer: string } } | undefined;
+    for (let i = 0; i < 100; i++) {
+      task = await stack.get(stack.agentApp, `/agent/tasks/${taskId}`);
+      if (task.body.status !== 'running') break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(task?.body).toMatchObject({ status: 'completed', final_answer: 'finished alone' });
   });
 
   it('records tasks with their events and keeps them across a restart', async () => {

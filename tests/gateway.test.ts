@@ -53,6 +53,8 @@ describe('toolset catalog', () => {
       'b.yaml': 'id: two\ndescription: y\ntools: [write_file]\n',
     });
     expect(() => loadToolsetFiles(dup)).toThrow(/b\.yaml: tool write_file is already listed by toolset one/);
+    const reserved = await toolsetDir({ 'r.yaml': 'id: r\ndescription: x\ntools: [manage_toolsets]\n' });
+    expect(() => loadToolsetFiles(reserved)).toThrow(/r\.yaml: manage_toolsets is the agent's own meta-tool/);
     const backendless = await toolsetDir({
       'c.yaml': 'id: c\ndescription: x\nbackend: nowhere\ntools: [write_file]\n',
     });

@@ -1,7 +1,10 @@
 import {
+  chmod,
+  link,
   lstat,
   mkdir,
   mkdtemp,
+  readdir,
   readFile,
   readlink,
   realpath,
@@ -16,6 +19,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PathGuard } from '../tool-server/path-guard.ts';
 import { type Tool, type ToolContext, ToolError, ToolInputError } from '../tool-server/tools/define.ts';
 import { fileSystemTools } from '../tool-server/tools/file-system.ts';
+import { writeReplacing } from '../tool-server/tools/fs-common.ts';
 
 let base: string;
 let root: string;
@@ -136,30 +140,33 @@ describe('reading', () => {
     expect(r.size_bytes).toBe(10000);
     expect(r.content.endsWith('\n[truncated: showed 250 of 10000 bytes]')).toBe(true);
     expect(r.content.startsWith(big.slice(0, 250))).toBe(true);
+    // The last 250 bytes start mid-line: that partial line is dropped and the marker goes on top.
     const tail = await run('read_text_file', { path: 'big.txt', tail: 5 }, small);
-    expect(tail.truncated).toBe(true);
-    expect(tail.content).toBe(`${big.slice(-250)}[truncated: showed 250 of 10000 bytes]`);
+    expect(tail).toMatchObject({ truncated: true, line_count: 2 });
+    expect(tail.content).toBe(`[truncated: first 9800 of 10000 bytes not shown]\n${big.slice(-200)}`);
+    // Within the cap, but still not the whole file: truncated, without a marker.
     const head = await run('read_text_file', { path: 'big.txt', head: 2 }, small);
-    expect(head).toMatchObject({ truncated: false, content: big.slice(0, 200), line_count: 2 });
+    expect(head).toMatchObject({ truncated: true, content: big.slice(0, 200), line_count: 2 });
   });
 
-  it('does not split a multi-byte character at the cap', async () => {
+  it('does not split a multi-byte character at the cap, nor count its bytes as shown', async () => {
     await writeFile(at('u.txt'), 'ééééé'); // 10 bytes
     const r = await run('read_text_file', { path: 'u.txt' }, { ...ctx, maxReadBytes: 5 });
-    expect(r.content).toBe('éé\n[truncated: showed 5 of 10 bytes]');
+    expect(r.content).toBe('éé\n[truncated: showed 4 of 10 bytes]');
+    // A tail that is one cut line keeps the line, minus the half character it starts with.
+    const tail = await run('read_text_file', { path: 'u.txt', tail: 1 }, { ...ctx, maxReadBytes: 5 });
+    expect(tail.content).toBe('[truncated: first 6 of 10 bytes not shown]\néé');
   });
 
   it('reports binary files without decoding them', async () => {
     await writeFile(at('b.bin'), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0x01]));
-    await writeFile(at('latin1.txt'), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]));
-    for (const p of ['b.bin', 'latin1.txt']) {
-      expect(await run('read_text_file', { path: p })).toMatchObject({
-        binary: true,
-        content: null,
-        line_count: null,
-      });
-    }
-    expect((await run('read_text_file', { path: 'b.bin' })).size_bytes).toBe(6);
+    expect(await run('read_text_file', { path: 'b.bin' })).toMatchObject({
+      binary: true,
+      encoding: null,
+      content: null,
+      line_count: null,
+      size_bytes: 6,
+    });
   });
 
   it('refuses directories and missing files with plain messages', async () => {
@@ -510,5 +517,187 @@ describe('moving and deleting', () => {
     await fails('write_file', { path: 'out/new.txt', content: 'x' }, /is outside the allowed directories/);
     expect(await exists(path.join(outside, 'new.txt'))).toBe(false);
     expect(await readlink(at('out'))).toBe(outside);
+  });
+});
+
+describe('truncation and line counts', () => {
+  it('is not capped when the tail lines exactly fill the cap', async () => {
+    await writeFile(at('t.txt'), 'a\nbb\ncc\n'); // the last two lines are 6 bytes
+    const r = await run('read_text_file', { path: 't.txt', tail: 2 }, { ...ctx, maxReadBytes: 6 });
+    expect(r).toMatchObject({ content: 'bb\ncc\n', line_count: 2, truncated: true });
+    const all = await run('read_text_file', { path: 't.txt', tail: 3 }, { ...ctx, maxReadBytes: 8 });
+    expect(all).toMatchObject({ content: 'a\nbb\ncc\n', line_count: 3, truncated: false });
+  });
+
+  it('drops the partial first line of a capped tail and puts the marker on top', async () => {
+    // 24 bytes; the last 16 are "ne\nsecond\nthird\n", and "ne\n" is the end of a cut line.
+    await writeFile(at('t.txt'), 'first line\nsecond\nthird\n');
+    const r = await run('read_text_file', { path: 't.txt', tail: 3 }, { ...ctx, maxReadBytes: 16 });
+    expect(r.content).toBe('[truncated: first 11 of 24 bytes not shown]\nsecond\nthird\n');
+    expect(r).toMatchObject({ truncated: true, line_count: 2 });
+  });
+
+  it('sets truncated whenever the content is not the whole file, in both read tools', async () => {
+    await writeFile(at('n.txt'), '1\n2\n3\n');
+    await writeFile(at('big.txt'), 'x'.repeat(100));
+    const read = (args: object, c = ctx) => run('read_text_file', { path: 'n.txt', ...args }, c);
+    expect(await read({})).toMatchObject({ truncated: false, line_count: 3 });
+    expect(await read({ head: 1 })).toMatchObject({ truncated: true, line_count: 1, content: '1\n' });
+    expect(await read({ tail: 1 })).toMatchObject({ truncated: true, line_count: 1, content: '3\n' });
+    expect(await read({ head: 3 })).toMatchObject({ truncated: false, line_count: 3 });
+    expect(await read({ tail: 9 })).toMatchObject({ truncated: false, line_count: 3 });
+    const multi = await run(
+      'read_multiple_files',
+      { paths: ['n.txt', 'big.txt'] },
+      { ...ctx, maxReadBytes: 10 },
+    );
+    expect(multi.files[0]).toMatchObject({ truncated: false, line_count: 3 });
+    expect(multi.files[1]).toMatchObject({ truncated: true, line_count: 1 });
+    expect(multi.files[1].content).toBe(`${'x'.repeat(10)}\n[truncated: showed 10 of 100 bytes]`);
+    for (const name of ['read_text_file', 'read_multiple_files']) {
+      expect(tool(name).description).toContain(
+        '`truncated` is true whenever `content` is not the whole file',
+      );
+    }
+  });
+});
+
+describe('text or binary', () => {
+  it('calls a file binary for a NUL byte anywhere in what was read, not only the first 8 KiB', async () => {
+    const text = Buffer.from(`${'a'.repeat(9000)}\n`);
+    await writeFile(at('late-nul.bin'), Buffer.concat([text, Buffer.from([0, 1, 2, 0x0a])]));
+    expect(await run('read_text_file', { path: 'late-nul.bin' })).toMatchObject({ binary: true });
+    expect(await run('read_text_file', { path: 'late-nul.bin', tail: 1 })).toMatchObject({ binary: true });
+    // A tail that skips the NULs at the start still looks there.
+    await writeFile(at('early-nul.bin'), Buffer.concat([Buffer.from([0, 0x0a]), text]));
+    expect(await run('read_text_file', { path: 'early-nul.bin', tail: 1 })).toMatchObject({ binary: true });
+    await fails('edit_file', { path: 'late-nul.bin', edits: [{ old_text: 'a', new_text: 'b' }] }, /binary/);
+  });
+
+  it('shows invalid UTF-8 with replacement characters and says so, but will not edit it', async () => {
+    await writeFile(at('latin1.txt'), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]));
+    expect(await run('read_text_file', { path: 'latin1.txt' })).toMatchObject({
+      binary: false,
+      encoding: 'utf-8 (invalid bytes replaced)',
+      content: 'caf\ufffd\n',
+      line_count: 1,
+    });
+    await writeFile(at('ok.txt'), 'café\n');
+    expect((await run('read_text_file', { path: 'ok.txt' })).encoding).toBe('utf-8');
+    await fails(
+      'edit_file',
+      { path: 'latin1.txt', edits: [{ old_text: 'caf', new_text: 'tea' }] },
+      /not valid UTF-8/,
+    );
+    expect(await readFile(at('latin1.txt'))).toEqual(Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]));
+  });
+});
+
+describe('paths that end in a slash', () => {
+  it('are refused by the tools that act on a file', async () => {
+    await writeFile(at('a.txt'), 'A');
+    await fails('write_file', { path: 'notes/', content: 'x' }, /"notes\/" ends with a slash.*write_file/);
+    expect(await exists(at('notes'))).toBe(false);
+    await fails('read_text_file', { path: 'a.txt/' }, /ends with a slash/);
+    await fails(
+      'edit_file',
+      { path: 'a.txt/', edits: [{ old_text: 'A', new_text: 'B' }] },
+      /ends with a slash/,
+    );
+    await fails('delete_file', { path: 'a.txt/' }, /ends with a slash/);
+    await fails('write_file', { path: 'notes/.', content: 'x' }, /names a directory/);
+    const multi = await run('read_multiple_files', { paths: ['a.txt/', 'a.txt'] });
+    expect(multi.files[0]).toMatchObject({ ok: false, error: /ends with a slash/ });
+    expect(multi.files[1]).toMatchObject({ ok: true, content: 'A' });
+    expect(await readFile(at('a.txt'), 'utf8')).toBe('A');
+  });
+
+  it('are accepted by the directory tools', async () => {
+    expect(await run('create_directory', { path: 'd/' })).toMatchObject({ path: at('d'), action: 'created' });
+    expect(await run('list_directory', { path: 'd/' })).toMatchObject({ path: at('d'), entries: [] });
+    expect(await run('get_file_info', { path: 'd/' })).toMatchObject({ type: 'directory' });
+    expect(await run('delete_directory', { path: 'd/' })).toMatchObject({ path: at('d'), deleted: true });
+  });
+});
+
+describe('writes replace the file', () => {
+  it('never write through a hard link to a file outside the roots', async () => {
+    const outside = path.join(base, 'outside.txt');
+    await writeFile(outside, 'outside\n');
+    await link(outside, at('hl.txt'));
+    await run('write_file', { path: 'hl.txt', content: 'new\n' });
+    expect(await readFile(outside, 'utf8')).toBe('outside\n');
+    expect(await readFile(at('hl.txt'), 'utf8')).toBe('new\n');
+    await link(outside, at('hl2.txt'));
+    await run('edit_file', { path: 'hl2.txt', edits: [{ old_text: 'outside', new_text: 'edited' }] });
+    expect(await readFile(outside, 'utf8')).toBe('outside\n');
+    expect(await readFile(at('hl2.txt'), 'utf8')).toBe('edited\n');
+  });
+
+  it('keep the permission bits of the file they replace and leave no temp file', async () => {
+    await writeFile(at('p.sh'), 'echo 1\n');
+    await chmod(at('p.sh'), 0o750);
+    await run('write_file', { path: 'p.sh', content: 'echo 2\n' });
+    expect((await stat(at('p.sh'))).mode & 0o777).toBe(0o750);
+    await run('edit_file', { path: 'p.sh', edits: [{ old_text: '2', new_text: '3' }] });
+    expect((await stat(at('p.sh'))).mode & 0o777).toBe(0o750);
+    expect(await readdir(root)).toEqual(['p.sh']);
+  });
+
+  it('remove the temp file when the replacement fails', async () => {
+    await mkdir(at('d/target'), { recursive: true });
+    await writeFile(at('d/target/inside'), '');
+    await expect(writeReplacing(at('d/target'), 'x')).rejects.toThrow(ToolError);
+    expect(await readdir(at('d'))).toEqual(['target']);
+  });
+});
+
+describe('review fixes for editing, moving, deleting and searching', () => {
+  it('writes new lines as CRLF in a CRLF file even when old_text has no newline', async () => {
+    await writeFile(at('w.txt'), 'a\r\nb\r\n');
+    await run('edit_file', { path: 'w.txt', edits: [{ old_text: 'a', new_text: 'a\nx' }] });
+    expect(await readFile(at('w.txt'), 'utf8')).toBe('a\r\nx\r\nb\r\n');
+    await writeFile(at('lf.txt'), 'a\nb\n');
+    await run('edit_file', { path: 'lf.txt', edits: [{ old_text: 'a', new_text: 'a\nx' }] });
+    expect(await readFile(at('lf.txt'), 'utf8')).toBe('a\nx\nb\n');
+  });
+
+  it('refuses to delete_directory a symlink, leaving the link and its target', async () => {
+    await mkdir(at('important'));
+    await writeFile(at('important/a.txt'), 'a');
+    await symlink(at('important'), at('ln'));
+    for (const p of ['ln', 'ln/']) {
+      await fails(
+        'delete_directory',
+        { path: p, recursive: true },
+        new RegExp(`${at('ln')} is a symbolic link; use delete_file to remove the link`),
+      );
+    }
+    expect(await readFile(at('important/a.txt'), 'utf8')).toBe('a');
+    expect(await readlink(at('ln'))).toBe(at('important'));
+  });
+
+  it('refuses a move that would put an entry on a protected path', async () => {
+    await mkdir(at('d'));
+    await writeFile(at('d/config.json'), '{}');
+    await fails(
+      'move_file',
+      { source: 'd', destination: '.docker' },
+      /d\/config\.json, which would become .*\.docker\/config\.json, matching the protected pattern/,
+    );
+    expect(await exists(at('.docker'))).toBe(false);
+    expect(await exists(at('d/config.json'))).toBe(true);
+    expect(await run('move_file', { source: 'd', destination: 'docker' })).toMatchObject({
+      type: 'directory',
+    });
+  });
+
+  it('takes an absolute search pattern under `path` as relative, and refuses one elsewhere', async () => {
+    await mkdir(at('src'));
+    await writeFile(at('src/a.ts'), '');
+    const r = await run('search_files', { path: 'src', pattern: `${at('src')}/*.ts` });
+    expect(r).toMatchObject({ pattern: '*.ts', match_count: 1, matches: [{ path: 'a.ts', type: 'file' }] });
+    await fails('search_files', { path: 'src', pattern: '/etc/*.conf' }, /patterns are relative to `path`/);
+    await fails('search_files', { path: 'src', pattern: `${root}/*.ts` }, /is absolute and not under/);
   });
 });

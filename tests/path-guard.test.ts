@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, realpath, rm, stat, symlink, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DEFAULT_BLOCKED_PATTERNS, PathGuard } from '../tool-server/path-guard.ts';
+import { DEFAULT_BLOCKED_PATTERNS, PathGuard, relativeInside } from '../tool-server/path-guard.ts';
 import { ToolError } from '../tool-server/tools/define.ts';
 
 let base: string;
@@ -203,6 +203,14 @@ describe('blocked patterns', () => {
     await denied(guard.resolveForWrite('innocent/config'), /protected pattern "\*\*\/\.git\/\*\*"/);
   });
 
+  it('refuses a protected entry named for delete or move with the same message', async () => {
+    await denied(
+      guard.resolveEntryForWrite('keys/id_rsa'),
+      `Access denied: ${path.join(root, 'keys/id_rsa')} matches the protected pattern "**/id_rsa*"; files like this (version control, dependencies, keys and secrets) cannot be modified`,
+    );
+    expect(await guard.resolveEntryForWrite(root)).toBe(root);
+  });
+
   it('uses the given patterns instead of the defaults', async () => {
     const g = await PathGuard.create({ roots: [root], readOnlyRoots: [], blockedPatterns: ['**/*.lock'] });
     await denied(g.resolveForWrite('yarn.lock'), /"\*\*\/\*\.lock"/);
@@ -239,5 +247,27 @@ describe('read-only roots', () => {
     await denied(g.resolveForWrite('to-ref/new.txt'), /read-only directory/);
     expect(await g.resolveForWrite('other.txt')).toBe(path.join(root, 'other.txt'));
     expect(g.isRoot(ref)).toBe(true);
+  });
+
+  it('makes a directory listed both read-write and read-only read-only, in either spelling', async () => {
+    const g = await PathGuard.create({ roots: [root], readOnlyRoots: [root] });
+    expect(g.allowed()).toEqual({ read_write: [], read_only: [root] });
+    expect(await g.resolveForRead('a.txt')).toBe(path.join(root, 'a.txt'));
+    await denied(g.resolveForWrite('a.txt'), /is in the read-only directory/);
+    await denied(g.resolveEntryForWrite('a.txt'), /is in the read-only directory/);
+    const alias = path.join(base, 'alias');
+    await symlink(root, alias);
+    const spelt = await PathGuard.create({ roots: [alias], readOnlyRoots: [root] });
+    await denied(spelt.resolveForWrite(path.join(alias, 'a.txt')), /is in the read-only directory/);
+  });
+});
+
+describe('relativeInside', () => {
+  it('compares whole components, not string prefixes', () => {
+    expect(relativeInside('/a/project', '/a/project')).toBe('');
+    expect(relativeInside('/a/project', '/a/project/src/x')).toBe(path.join('src', 'x'));
+    expect(relativeInside('/a/project', '/a/project2')).toBeNull();
+    expect(relativeInside('/a/project', '/a')).toBeNull();
+    expect(relativeInside('/a/project', '/a/project/..foo')).toBe('..foo');
   });
 });

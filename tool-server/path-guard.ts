@@ -60,8 +60,9 @@ interface Root {
   writable: boolean;
 }
 
-/** Component-wise containment: the path relative to `root`, or null when `p` is not inside it. */
-function relativeInside(root: string, p: string): string | null {
+/** Component-wise containment, the one test every tool uses: `p` relative to `root` ('' for the root
+ * itself), or null when `p` is not inside it. A string-prefix test would admit `/a/project2` for `/a/project`. */
+export function relativeInside(root: string, p: string): string | null {
   const rel = path.relative(root, p);
   if (rel === '') return '';
   if (path.isAbsolute(rel)) return null;
@@ -114,6 +115,10 @@ export class PathGuard {
         roots.push({ lexical, real, writable });
       }
     }
+    // A directory listed in both FS_ROOTS and FS_READONLY_ROOTS is read-only, whichever way it is spelt:
+    // the safer reading wins. Its read-write entry stays (as read-only) so its configured spelling still works.
+    const readOnly = new Set(roots.filter((r) => !r.writable).map((r) => r.real));
+    for (const r of roots) if (readOnly.has(r.real)) r.writable = false;
     return new PathGuard(roots, opts.blockedPatterns ?? DEFAULT_BLOCKED_PATTERNS);
   }
 
@@ -133,15 +138,10 @@ export class PathGuard {
    */
   async resolveEntryForWrite(p: string): Promise<string> {
     const abs = this.absolute(p);
-    if (this.roots.some((r) => r.lexical === abs || r.real === abs)) return abs;
+    if (this.isRoot(abs)) return abs;
     const entry = path.join(await this.resolveForWrite(path.dirname(abs)), path.basename(abs));
     const pattern = this.blockedPatternFor(entry);
-    if (pattern) {
-      throw new ToolError(
-        `Access denied: ${abs} matches the protected pattern "${pattern}"; ` +
-          'files like this (version control, dependencies, keys and secrets) cannot be modified',
-      );
-    }
+    if (pattern) throw this.protectedPath(abs, pattern);
     return entry;
   }
 
@@ -152,10 +152,10 @@ export class PathGuard {
 
   /** The roots as the model should see them (real paths). */
   allowed(): { read_write: string[]; read_only: string[] } {
-    return {
-      read_write: this.roots.filter((r) => r.writable).map((r) => r.real),
-      read_only: this.roots.filter((r) => !r.writable).map((r) => r.real),
-    };
+    const reals = (writable: boolean) => [
+      ...new Set(this.roots.filter((r) => r.writable === writable).map((r) => r.real)),
+    ];
+    return { read_write: reals(true), read_only: reals(false) };
   }
 
   /** The blocked pattern a real path inside a root matches, if any; lets tools check every entry of a
@@ -193,12 +193,7 @@ export class PathGuard {
           );
         }
         const pattern = this.blocked(found.rel);
-        if (pattern) {
-          throw new ToolError(
-            `Access denied: ${abs} matches the protected pattern "${pattern}"; ` +
-              'files like this (version control, dependencies, keys and secrets) cannot be modified',
-          );
-        }
+        if (pattern) throw this.protectedPath(abs, pattern);
       }
     }
     return real;
@@ -252,6 +247,14 @@ export class PathGuard {
     if (rel === '') return undefined;
     const posix = rel.split(path.sep).join('/');
     return this.matchers.find((m) => m.test(posix))?.pattern;
+  }
+
+  /** The one wording of "this path is protected", for resolve() and resolveEntryForWrite(). */
+  private protectedPath(abs: string, pattern: string): ToolError {
+    return new ToolError(
+      `Access denied: ${abs} matches the protected pattern "${pattern}"; ` +
+        'files like this (version control, dependencies, keys and secrets) cannot be modified',
+    );
   }
 
   private list(writableOnly: boolean): string {

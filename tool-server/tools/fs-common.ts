@@ -1,14 +1,20 @@
+import { randomBytes } from 'node:crypto';
 import type { Dirent, Stats } from 'node:fs';
 import { constants } from 'node:fs';
-import { open, readdir } from 'node:fs/promises';
+import { lstat, open, readdir, rename, unlink } from 'node:fs/promises';
+import path from 'node:path';
 import picomatch from 'picomatch';
 import { ToolError } from './define.ts';
 
 // Helpers shared by the filesystem tools: error translation, entry types, directory reads that never
-// follow symlinks, glob matching with the basename rule, and writes that refuse a swapped-in symlink.
+// follow symlinks, glob matching with the basename rule, and writes that replace a file rather than
+// write through whatever link its name is.
 
 /** O_NOFOLLOW where the platform has it: a symlink swapped in after the guard's check fails with ELOOP. */
 export const NO_FOLLOW: number = constants.O_NOFOLLOW ?? 0;
+
+/** The annotations of every tool that only looks: such calls may run side by side (see registry.ts). */
+export const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true } as const;
 
 /** The hard caps that keep listings, trees and searches a size a model can read. */
 export const LIMITS = {
@@ -42,12 +48,41 @@ export function fsError(err: unknown, p: string): unknown {
   return message ? new ToolError(message(p)) : err;
 }
 
+/** The text of a failure that is reported inside a result (one file of several, one directory of a walk). */
+export function fsMessage(err: unknown, p: string): string {
+  const failure = fsError(err, p);
+  return failure instanceof Error ? failure.message : String(failure);
+}
+
 /** Runs one fs operation and reports its failure in words the model can act on. */
 export async function onPath<T>(p: string, op: () => Promise<T>): Promise<T> {
   try {
     return await op();
   } catch (err) {
     throw fsError(err, p);
+  }
+}
+
+/** lstat() that answers null for a path that does not exist yet, so tools can tell "new" from "there". */
+export async function existing(real: string): Promise<Stats | null> {
+  try {
+    return await lstat(real);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw fsError(err, real);
+  }
+}
+
+/**
+ * Refuses a path spelt as a directory ("notes/", "a/.", ".."): path.resolve() would drop the slash, and
+ * write_file {path: "notes/"} would quietly create a file named notes.
+ */
+export function assertFilePath(p: string, tool: string): void {
+  if (typeof p !== 'string' || p.trim() === '') return; // the path guard explains that one
+  const last = p.slice(Math.max(p.lastIndexOf('/'), p.lastIndexOf(path.sep)) + 1);
+  if (last === '' || last === '.' || last === '..') {
+    const why = last === '' ? 'ends with a slash, so it names a directory' : 'names a directory';
+    throw new ToolError(`${JSON.stringify(p)} ${why}; ${tool} needs the path of a file`);
   }
 }
 
@@ -87,17 +122,30 @@ export function iso(date: Date): string | null {
   return Number.isNaN(date.getTime()) || date.getTime() === 0 ? null : date.toISOString();
 }
 
-/** Writes a whole file without following a symlink at the final component (closes the check-then-use race). */
-export async function writeNoFollow(real: string, content: string): Promise<void> {
-  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | NO_FOLLOW;
-  await onPath(real, async () => {
-    const handle = await open(real, flags, 0o666);
+/**
+ * Writes a whole file through a temp file in the same directory renamed over `real`. rename() replaces the
+ * directory entry, so a symlink swapped in after the guard's check, or a hard link to an inode outside the
+ * roots, is replaced and never written through; readers see the old or the new content, never half of it.
+ * `mode` keeps an existing file's permission bits (not setuid/setgid/sticky, and the owner becomes ours).
+ */
+export async function writeReplacing(real: string, content: string, mode?: number): Promise<void> {
+  const temp = path.join(path.dirname(real), `.toolshift-${randomBytes(8).toString('hex')}.tmp`);
+  let created = false;
+  try {
+    const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | NO_FOLLOW;
+    const handle = await open(temp, flags, 0o666);
+    created = true;
     try {
       await handle.writeFile(content, 'utf8');
+      if (mode !== undefined) await handle.chmod(mode & 0o777);
     } finally {
       await handle.close();
     }
-  });
+    await rename(temp, real);
+  } catch (err) {
+    if (created) await unlink(temp).catch(() => undefined);
+    throw fsError(err, real);
+  }
 }
 
 /** Counts lines the way editors do: a final line without a newline still counts, '' has none. */

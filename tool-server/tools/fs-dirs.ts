@@ -2,11 +2,18 @@ import { lstat, mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { defineTool, type ToolContext, ToolError } from './define.ts';
-import { entryType, fsError, iso, LIMITS, onPath, readDirSorted } from './fs-common.ts';
+import {
+  entryType,
+  existing,
+  fsMessage,
+  iso,
+  LIMITS,
+  onPath,
+  READ_ONLY,
+  readDirSorted,
+} from './fs-common.ts';
 
 // The tools that create and list directories, and the one that tells the model where it may work.
-
-const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true } as const;
 
 /** Resolves `p` for reading and insists it is a directory, pointing the model at the right tool if not. */
 export async function readableDirectory(ctx: ToolContext, p: string): Promise<string> {
@@ -34,10 +41,7 @@ export const createDirectory = defineTool({
   },
   async execute(args, ctx) {
     const real = await ctx.paths.resolveForWrite(args.path);
-    const before = await lstat(real).catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return null;
-      throw fsError(err, real);
-    });
+    const before = await existing(real);
     if (before?.isDirectory()) return { path: real, action: 'already_existed' };
     if (before) throw new ToolError(`${real} already exists and is not a directory`);
     await onPath(real, () => mkdir(real, { recursive: true }));
@@ -104,8 +108,7 @@ export const listDirectoryWithSizes = defineTool({
             modified: iso(info.mtime),
           };
         } catch (err) {
-          const failure = fsError(err, path.join(real, e.name));
-          const error = failure instanceof Error ? failure.message : String(failure);
+          const error = fsMessage(err, path.join(real, e.name));
           return { name: e.name, type: entryType(e), size_bytes: null, modified: null, error };
         }
       });

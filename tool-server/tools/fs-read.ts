@@ -1,20 +1,27 @@
 import { lstat, stat } from 'node:fs/promises';
 import { z } from 'zod';
 import { defineTool, ToolError } from './define.ts';
-import { entryType, fsError, iso, onPath } from './fs-common.ts';
+import { assertFilePath, entryType, fsMessage, iso, onPath, READ_ONLY } from './fs-common.ts';
 import { readText } from './fs-text.ts';
 
 // The tools that read files: whole, head or tail of one file, several at once, and one file's metadata.
 
-const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true } as const;
+/** What the read results mean, said once for both read tools. */
+const RESULT_RULES =
+  '`truncated` is true whenever `content` is not the whole file, for any reason (head, tail or the byte ' +
+  'cap); `line_count` counts the lines in `content` (a marker line is not counted). When the byte cap cuts ' +
+  'the content, a marker line says how much is missing: at the end ("[truncated: showed N of S bytes]"), or ' +
+  'for tail at the top ("[truncated: first K of S bytes not shown]", the partial first line dropped). ' +
+  'A file with a NUL byte is binary: {binary: true, content: null}. Invalid UTF-8 is shown with replacement ' +
+  'characters and `encoding` "utf-8 (invalid bytes replaced)"; otherwise `encoding` is "utf-8".';
 
 /** Reads one text file within the byte cap; head/tail pick lines without loading a huge file. */
 export const readTextFile = defineTool({
   name: 'read_text_file',
   description:
-    'Read a UTF-8 text file. Returns {path, content, size_bytes, modified, line_count, truncated, binary}. ' +
-    'Use head or tail (not both) to read only the first or last N lines. Output is capped; when capped, ' +
-    '`truncated` is true and the content ends with a [truncated: ...] line. Binary files are reported, not decoded.',
+    'Read a UTF-8 text file. Returns {path, content, size_bytes, modified, line_count, truncated, binary, ' +
+    'encoding}. Use head or tail (not both) to read only the first or last N lines. The path must name a ' +
+    `file (no trailing "/"). ${RESULT_RULES}`,
   input: z.object({
     path: z.string().describe('File to read: absolute, or relative to the first allowed directory'),
     head: z.number().int().min(1).optional().describe('Return only the first N lines'),
@@ -27,6 +34,7 @@ export const readTextFile = defineTool({
         'Give head or tail, not both; to read a middle section, read the file with head first',
       );
     }
+    assertFilePath(args.path, 'read_text_file');
     const real = await ctx.paths.resolveForRead(args.path);
     return readText(real, { head: args.head, tail: args.tail, maxBytes: ctx.maxReadBytes });
   },
@@ -37,8 +45,9 @@ export const readMultipleFiles = defineTool({
   name: 'read_multiple_files',
   description:
     'Read several UTF-8 text files at once. Returns {files: [...], succeeded, failed}; each entry is either ' +
-    '{ok: true, path, content, size_bytes, modified, line_count, truncated, binary} or {ok: false, path, error}. ' +
-    'A file that cannot be read does not fail the others. Each file is capped like read_text_file.',
+    '{ok: true, path, content, size_bytes, modified, line_count, truncated, binary, encoding} or {ok: false, ' +
+    'path, error}. A file that cannot be read does not fail the others. Each file is read whole, capped like ' +
+    `read_text_file. ${RESULT_RULES}`,
   input: z.object({
     paths: z
       .array(z.string().describe('A file path, absolute or relative to the first allowed directory'))
@@ -51,11 +60,11 @@ export const readMultipleFiles = defineTool({
     const files = await Promise.all(
       args.paths.map(async (p) => {
         try {
+          assertFilePath(p, 'read_multiple_files');
           const real = await ctx.paths.resolveForRead(p);
           return { ok: true as const, ...(await readText(real, { maxBytes: ctx.maxReadBytes })) };
         } catch (err) {
-          const failure = fsError(err, p);
-          const error = failure instanceof Error ? failure.message : String(failure);
+          const error = fsMessage(err, p);
           let shownPath = p;
           try {
             shownPath = ctx.paths.absolute(p);

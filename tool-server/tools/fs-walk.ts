@@ -1,12 +1,13 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { defineTool } from './define.ts';
+import { defineTool, ToolError } from './define.ts';
 import {
   type EntryType,
   entryType,
-  fsError,
+  fsMessage,
   globMatcher,
   LIMITS,
+  READ_ONLY,
   readDirSorted,
   relJoin,
 } from './fs-common.ts';
@@ -15,11 +16,21 @@ import { readableDirectory } from './fs-dirs.ts';
 // The tools that walk a directory tree. Walks never follow symlinks (a link is reported as type
 // "symlink" and not entered), are capped, and say so with `truncated` rather than dropping entries silently.
 
-const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true } as const;
-
-function message(err: unknown, p: string): string {
-  const failure = fsError(err, p);
-  return failure instanceof Error ? failure.message : String(failure);
+/**
+ * Globs match paths relative to the walk's start, so an absolute one would silently match nothing: one that
+ * starts with the start directory (as resolved, or as the model wrote it) is made relative, any other
+ * absolute one is refused.
+ */
+function relativeGlob(pattern: string, dirs: string[], field: string): string {
+  if (!path.isAbsolute(pattern)) return pattern;
+  for (const dir of dirs) {
+    const prefix = dir.endsWith(path.sep) ? dir : `${dir}${path.sep}`;
+    if (pattern.startsWith(prefix) && pattern.length > prefix.length) return pattern.slice(prefix.length);
+  }
+  throw new ToolError(
+    `The ${field} ${JSON.stringify(pattern)} is absolute and not under ${dirs[0]}; patterns are relative to ` +
+      '`path` (e.g. "src/**/*.ts"), so give the directory to search as `path` instead',
+  );
 }
 
 /** A node of directory_tree's answer. */
@@ -78,7 +89,7 @@ export const directoryTree = defineTool({
         entries = await readDirSorted(dir);
       } catch (err) {
         delete node.children;
-        node.error = message(err, dir);
+        node.error = fsMessage(err, dir);
         continue;
       }
       for (const entry of entries) {
@@ -113,7 +124,8 @@ export const searchFiles = defineTool({
   description:
     'Find files and directories under `path` whose path matches a glob. A pattern without "/" matches names at ' +
     'any depth ("*.ts", "README*"); a pattern with "/" matches the path relative to `path` ("src/**/*.test.ts"). ' +
-    'Symlinks are reported, not followed. Returns {path, pattern, matches: [{path (relative to `path`), type}], ' +
+    'Symlinks are reported, not followed. Patterns are relative to `path`; an absolute pattern is accepted only ' +
+    'if it starts with `path`. Returns {path, pattern, matches: [{path (relative to `path`), type}], ' +
     'match_count, truncated}.',
   input: z.object({
     path: z.string().describe('Directory to search: absolute, or relative to the first allowed directory'),
@@ -133,8 +145,12 @@ export const searchFiles = defineTool({
   annotations: { title: 'Search files', ...READ_ONLY },
   async execute(args, ctx) {
     const real = await readableDirectory(ctx, args.path);
-    const matches = globMatcher([args.pattern]);
-    const excluded = globMatcher(args.exclude_patterns ?? []);
+    const starts = [real, ctx.paths.absolute(args.path)];
+    const pattern = relativeGlob(args.pattern, starts, 'pattern');
+    const matches = globMatcher([pattern]);
+    const excluded = globMatcher(
+      (args.exclude_patterns ?? []).map((p) => relativeGlob(p, starts, 'exclude pattern')),
+    );
     const maxResults = args.max_results ?? 200;
     const found: { path: string; type: EntryType }[] = [];
     const errors: { path: string; error: string }[] = [];
@@ -147,7 +163,7 @@ export const searchFiles = defineTool({
       try {
         entries = await readDirSorted(dir);
       } catch (err) {
-        if (errors.length < 50) errors.push({ path: rel === '' ? '.' : rel, error: message(err, dir) });
+        if (errors.length < 50) errors.push({ path: rel === '' ? '.' : rel, error: fsMessage(err, dir) });
         return;
       }
       for (const entry of entries) {
@@ -172,7 +188,7 @@ export const searchFiles = defineTool({
     await visit(real, '');
     return {
       path: real,
-      pattern: args.pattern,
+      pattern,
       matches: found,
       match_count: found.length,
       truncated,

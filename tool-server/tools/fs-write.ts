@@ -1,22 +1,14 @@
-import { lstat, mkdir, stat } from 'node:fs/promises';
+import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { createTwoFilesPatch } from 'diff';
 import { z } from 'zod';
 import { defineTool, ToolError } from './define.ts';
-import { countLines, iso, onPath, writeNoFollow } from './fs-common.ts';
+import { assertFilePath, countLines, existing, iso, onPath, writeReplacing } from './fs-common.ts';
 import { readWholeText } from './fs-text.ts';
 
 // The tools that change a file's content: write it whole, or apply exact-text edits and show the diff.
-
-/** lstat() that answers null for a path that does not exist yet. */
-async function existing(real: string) {
-  try {
-    return await lstat(real);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw err;
-  }
-}
+// Both replace the file (temp file + rename) rather than write into it, so a hard or symbolic link at the
+// path is replaced, never written through, and the file keeps its permission bits.
 
 /** Creates or replaces a text file, making its parent directories inside the root. */
 export const writeFile = defineTool({
@@ -24,22 +16,23 @@ export const writeFile = defineTool({
   description:
     'Create a text file, or replace an existing file completely, with the given content (UTF-8). Any missing ' +
     'parent directory is created. Returns {path, action: "created"|"overwritten", size_bytes, line_count, ' +
-    'modified}. To change part of an existing file, prefer edit_file.',
+    'modified}. The path must name a file (no trailing "/"). To change part of an existing file, prefer edit_file.',
   input: z.object({
     path: z.string().describe('File to write: absolute, or relative to the first allowed directory'),
     content: z.string().describe('The complete new content of the file'),
   }),
   annotations: { title: 'Write file', readOnlyHint: false, destructiveHint: true, idempotentHint: true },
   async execute(args, ctx) {
+    assertFilePath(args.path, 'write_file');
     const real = await ctx.paths.resolveForWrite(args.path);
-    const before = await onPath(real, () => existing(real));
+    const before = await existing(real);
     if (before?.isDirectory())
       throw new ToolError(`${real} is a directory; give the path of a file to write`);
     if (before && !before.isFile())
       throw new ToolError(`${real} is not a regular file; it cannot be written`);
     const parent = path.dirname(real);
     await onPath(parent, () => mkdir(parent, { recursive: true }));
-    await writeNoFollow(real, args.content);
+    await writeReplacing(real, args.content, before?.mode);
     const after = await onPath(real, () => stat(real));
     return {
       path: real,
@@ -73,6 +66,8 @@ function applyEdit(text: string, edit: { old_text: string; new_text: string }, w
       newText = toCrlf(newText);
     }
   }
+  // In a CRLF file (CRLF endings, no bare LF) new lines get CRLF too, whatever old_text held: no mixed endings.
+  if (text.includes('\r\n') && !/(?<!\r)\n/.test(text)) newText = toCrlf(newText);
   if (count === 0) {
     throw new ToolError(
       `${where}: old_text was not found. It must match the file exactly, including whitespace and ` +
@@ -96,7 +91,8 @@ export const editFile = defineTool({
     'Edit a text file by exact-text replacements, applied in order. Each old_text must occur exactly once in ' +
     'the file (as it is after the previous edits); if one does not match, nothing is written. Returns ' +
     '{path, applied, diff (unified diff), size_bytes, line_count, modified}. With dry_run: true the file is ' +
-    'left untouched and the diff shows what would change.',
+    'left untouched and the diff shows what would change. In a file with CRLF line endings, newlines in ' +
+    'new_text are written as CRLF.',
   input: z.object({
     path: z.string().describe('File to edit: absolute, or relative to the first allowed directory'),
     edits: z
@@ -115,8 +111,9 @@ export const editFile = defineTool({
   }),
   annotations: { title: 'Edit file', readOnlyHint: false, destructiveHint: true, idempotentHint: false },
   async execute(args, ctx) {
+    assertFilePath(args.path, 'edit_file');
     const real = await ctx.paths.resolveForWrite(args.path);
-    const { text, modified } = await readWholeText(real);
+    const { text, modified, mode } = await readWholeText(real);
     let next = text;
     args.edits.forEach((edit, i) => {
       next = applyEdit(next, edit, `Edit ${i + 1} of ${args.edits.length} in ${real}`);
@@ -135,7 +132,7 @@ export const editFile = defineTool({
         modified,
       };
     }
-    if (next !== text) await writeNoFollow(real, next);
+    if (next !== text) await writeReplacing(real, next, mode);
     const after = await onPath(real, () => stat(real));
     return {
       path: real,

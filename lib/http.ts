@@ -102,13 +102,14 @@ export function installBase(app: Hono, log: Logger): void {
   );
 }
 
-function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+/** A zod schema as plain JSON Schema (no `$schema` key), for OpenAPI documents and tool parameters. */
+export function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
   const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' });
   return rest;
 }
 
 /** Builds an OpenAPI 3.1 document from a service's contract routes. */
-export function openApiDocument(title: string, specs: readonly RouteSpec[]): Record<string, unknown> {
+function openApiDocument(title: string, specs: readonly RouteSpec[]): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const spec of specs) {
     const parameters = [...paramList(spec.params, 'path'), ...paramList(spec.query, 'query')];

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { describeIssues } from '../lib/http.ts';
 import type { ToolDefinition } from '../tool-server/contract.ts';
 import type { Backend } from './backends/backend.ts';
 
@@ -70,10 +71,7 @@ export function loadToolsetFiles(dir: string): Toolset[] {
     }
     const parsed = ToolsetFile.safeParse(raw);
     if (!parsed.success) {
-      const issues = parsed.error.issues
-        .map((i) => `${i.path.join('.') || '(file)'}: ${i.message}`)
-        .join('; ');
-      throw new CatalogError(`${file}: ${issues}`);
+      throw new CatalogError(`${file}: ${describeIssues(parsed.error)}`);
     }
     const ts = parsed.data;
     const clash = seenIds.get(ts.id);

@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 // The service boundary, checked: a service imports nothing of another service but its contract.ts;
 // a contract.ts imports only zod and other contracts; lib/ imports no service at all.
 
-export const SERVICES = ['agent-server', 'mcp-gateway', 'tool-server'] as const;
+const SERVICES = ['agent-server', 'mcp-gateway', 'tool-server'] as const;
 
 const IMPORT =
   /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|import\s+['"]([^'"]+)['"]/g;

@@ -1,4 +1,5 @@
-import { z } from 'zod';
+import type { z } from 'zod';
+import { describeIssues, jsonSchema } from '../../lib/http.ts';
 import type { ToolAnnotations } from '../contract.ts';
 import type { PathGuard } from '../path-guard.ts';
 
@@ -51,10 +52,7 @@ export function defineTool<S extends z.ZodType>(spec: ToolSpec<S>): Tool {
     async run(args, ctx) {
       const parsed = spec.input.safeParse(args ?? {});
       if (!parsed.success) {
-        const issues = parsed.error.issues
-          .map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message))
-          .join('; ');
-        throw new ToolInputError(`Invalid arguments for ${spec.name}: ${issues}`);
+        throw new ToolInputError(`Invalid arguments for ${spec.name}: ${describeIssues(parsed.error)}`);
       }
       return spec.execute(parsed.data, ctx);
     },
@@ -63,6 +61,5 @@ export function defineTool<S extends z.ZodType>(spec: ToolSpec<S>): Tool {
 
 /** The JSON Schema of a tool's arguments, as sent to models. */
 export function parametersOf(tool: Tool): Record<string, unknown> {
-  const { $schema: _drop, ...schema } = z.toJSONSchema(tool.input, { io: 'input', unrepresentable: 'any' });
-  return schema;
+  return jsonSchema(tool.input, 'input');
 }

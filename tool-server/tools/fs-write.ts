@@ -120,29 +120,12 @@ export const editFile = defineTool({
     });
     const diff = createTwoFilesPatch(real, real, text, next, 'original', 'modified');
     const dryRun = args.dry_run ?? false;
-    if (dryRun) {
-      return {
-        path: real,
-        applied: false,
-        dry_run: true,
-        changed: next !== text,
-        diff,
-        size_bytes: Buffer.byteLength(text),
-        line_count: countLines(text),
-        modified,
-      };
-    }
-    if (next !== text) await writeReplacing(real, next, mode);
+    const changed = next !== text;
+    const outcome = { path: real, applied: !dryRun, dry_run: dryRun, changed, diff };
+    if (dryRun)
+      return { ...outcome, size_bytes: Buffer.byteLength(text), line_count: countLines(text), modified };
+    if (changed) await writeReplacing(real, next, mode);
     const after = await onPath(real, () => stat(real));
-    return {
-      path: real,
-      applied: true,
-      dry_run: false,
-      changed: next !== text,
-      diff,
-      size_bytes: after.size,
-      line_count: countLines(next),
-      modified: iso(after.mtime),
-    };
+    return { ...outcome, size_bytes: after.size, line_count: countLines(next), modified: iso(after.mtime) };
   },
 });

@@ -2,6 +2,7 @@ import { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
+import type { Security } from '../lib/security.ts';
 import type { Agent } from './agent.ts';
 import { agentRoutes as routes } from './contract.ts';
 import { ModelNotConfiguredError } from './errors.ts';
@@ -12,13 +13,14 @@ export interface AgentAppDeps {
   agent: Agent;
   store: TaskStore;
   log: Logger;
+  security: Security;
 }
 
 /** The agent-server's HTTP API; only main.ts listens. */
 export function createAgentApp(deps: AgentAppDeps): Hono {
   const { agent, store } = deps;
   const app = new Hono();
-  installBase(app, deps.log);
+  installBase(app, deps.log, deps.security);
 
   route(app, routes.executeTask, async (c, { body }) => {
     if (!agent.modelConfigured) throw new HttpError(503, new ModelNotConfiguredError().message);

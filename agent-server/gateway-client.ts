@@ -10,6 +10,8 @@ export function createGatewayClient(endpoint: ServiceEndpoint) {
     listToolsets: (sessionId: string, query?: string) =>
       callRoute(endpoint, routes.listToolsets, { query: { session_id: sessionId, query } }),
     changeToolsets: (body: ChangeToolsetsRequest) => callRoute(endpoint, routes.changeToolsets, { body }),
+    manageToolsets: (sessionId: string, args: Record<string, unknown>) =>
+      callRoute(endpoint, routes.manageToolsets, { body: { session_id: sessionId, arguments: args } }),
     tools: async (sessionId: string) =>
       (await callRoute(endpoint, routes.listTools, { query: { session_id: sessionId } })).tools,
     callTool: (sessionId: string, name: string, args: Record<string, unknown>) =>

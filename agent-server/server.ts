@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type { Config } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
+import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase } from '../lib/sqlite.ts';
 import { createAgent } from './agent.ts';
@@ -12,6 +13,14 @@ import { createTaskStore } from './store.ts';
 /** Builds the agent-server from config and listens; used by main.ts and by start.ts. */
 export async function startAgentServer(config: Config): Promise<Listening> {
   const log = createLogger('agent-server', config.logLevel);
+  const security = securityFor(config, 'agent-server');
+  if (config.gateway.adminToken && !config.gateway.agentToken) {
+    // The agent never holds the operator's token: with the gateway locked, it needs its own.
+    throw new Error(
+      'GATEWAY_ADMIN_TOKEN is set, so the gateway needs a token on every route: set GATEWAY_AGENT_TOKEN too ' +
+        '(the agent-server’s own credential, a different value)',
+    );
+  }
   const store = createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')));
   const interrupted = store.failInterrupted();
   if (interrupted > 0) log.warn({ interrupted }, 'marked tasks left running by a previous process as failed');
@@ -28,7 +37,7 @@ export async function startAgentServer(config: Config): Promise<Listening> {
   if (!model) log.warn('no model configured: set OPENAI_API_KEY or OPENAI_BASE_URL to run tasks');
   const gateway = createGatewayClient({
     baseUrl: config.gateway.url,
-    headers: config.gateway.adminToken ? { authorization: `Bearer ${config.gateway.adminToken}` } : undefined,
+    headers: config.gateway.agentToken ? { authorization: `Bearer ${config.gateway.agentToken}` } : undefined,
   });
   const agent = createAgent({
     store,
@@ -38,7 +47,11 @@ export async function startAgentServer(config: Config): Promise<Listening> {
     defaultMaxSteps: config.agent.maxSteps,
     log,
   });
-  const listening = await listen(createAgentApp({ agent, store, log }), config.agent.port, config.host);
+  const listening = await listen(
+    createAgentApp({ agent, store, log, security }),
+    config.agent.port,
+    config.host,
+  );
   log.info(
     { url: listening.url, model: model ? m.name : null, gateway: config.gateway.url },
     'agent-server listening',

@@ -10,6 +10,16 @@ const list = z
   .string()
   .optional()
   .transform((v) => (v ?? '').split(':').filter((s) => s.trim() !== ''));
+/** Comma-separated (host names and origins contain ':'). */
+const commaList = z
+  .string()
+  .optional()
+  .transform((v) =>
+    (v ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== ''),
+  );
 const optionalString = z
   .string()
   .optional()
@@ -39,6 +49,15 @@ const EnvSchema = z.object({
     .min(1024)
     .default(256 * 1024),
   GATEWAY_ADMIN_TOKEN: optionalString,
+  GATEWAY_AGENT_TOKEN: optionalString,
+  TOOL_SERVER_TOKEN: optionalString,
+  AGENT_API_TOKEN: optionalString,
+  ALLOWED_HOSTS: commaList,
+  ALLOWED_ORIGINS: commaList,
+  TOOLSHIFT_INSECURE: z
+    .enum(['', '0', '1', 'true', 'false'], { message: 'must be 1 or 0' })
+    .optional()
+    .transform((v) => v === '1' || v === 'true'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -56,6 +75,12 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
   const local = (p: number) => `http://${reachableHost(e.HOST)}:${p}`;
   return {
     host: e.HOST,
+    /** The browser-door settings every service shares (lib/security.ts). */
+    http: {
+      allowedHosts: e.ALLOWED_HOSTS,
+      allowedOrigins: e.ALLOWED_ORIGINS,
+      insecure: e.TOOLSHIFT_INSECURE,
+    },
     agent: {
       port: e.AGENT_PORT,
       url: e.AGENT_URL ?? local(e.AGENT_PORT),
@@ -67,16 +92,19 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         maxAttempts: e.AGENT_MODEL_MAX_ATTEMPTS,
       },
       maxSteps: e.AGENT_MAX_STEPS,
+      apiToken: e.AGENT_API_TOKEN,
     },
     gateway: {
       port: e.GATEWAY_PORT,
       url: e.GATEWAY_URL ?? local(e.GATEWAY_PORT),
       adminToken: e.GATEWAY_ADMIN_TOKEN,
+      agentToken: e.GATEWAY_AGENT_TOKEN,
       toolsetsDir: path.resolve(e.TOOLSETS_DIR),
     },
     tools: {
       port: e.TOOL_SERVER_PORT,
       url: e.TOOL_SERVER_URL ?? local(e.TOOL_SERVER_PORT),
+      token: e.TOOL_SERVER_TOKEN,
       roots: (e.FS_ROOTS.length > 0 ? e.FS_ROOTS : ['./workspace']).map((r) => path.resolve(r)),
       readOnlyRoots: e.FS_READONLY_ROOTS.map((r) => path.resolve(r)),
       maxReadBytes: e.FS_MAX_READ_BYTES,

@@ -42,39 +42,42 @@ export async function callRoute<S extends RouteSpec>(
   const timeoutMs = endpoint.timeoutMs ?? 120_000;
   const deadline = AbortSignal.timeout(timeoutMs);
   const signal = init.signal ? AbortSignal.any([init.signal, deadline]) : deadline;
+  // Serialised before the call: a local failure here is ours to report, never "cannot reach".
+  const body = input.body === undefined ? undefined : JSON.stringify(input.body);
   let res: Response;
   let text: string;
   try {
     res = await doFetch(url, {
       method: spec.method.toUpperCase(),
       headers: { 'content-type': 'application/json', ...endpoint.headers },
-      body: input.body === undefined ? undefined : JSON.stringify(input.body),
+      body,
       signal,
     });
     text = await res.text();
   } catch (err) {
     if (deadline.aborted)
       throw new ServiceError(504, `${url} did not answer within ${timeoutMs} ms`, undefined);
+    if (init.signal?.aborted) throw err;
     throw new ServiceError(502, `Cannot reach ${url}: ${(err as Error).message}`, undefined);
   }
-  let body: unknown;
+  let answer: unknown;
   try {
-    body = text === '' ? undefined : JSON.parse(text);
+    answer = text === '' ? undefined : JSON.parse(text);
   } catch {
-    body = text;
+    answer = text;
   }
   if (!res.ok) {
     const message =
-      typeof body === 'object' && body !== null && 'error' in body
-        ? String(body.error)
+      typeof answer === 'object' && answer !== null && 'error' in answer
+        ? String(answer.error)
         : `HTTP ${res.status}: ${text}`;
-    throw new ServiceError(res.status, message, body);
+    throw new ServiceError(res.status, message, answer);
   }
   const schema = spec.responses[200];
-  if (!schema) return body as Ok<S>;
-  const parsed = schema.safeParse(body);
+  if (!schema) return answer as Ok<S>;
+  const parsed = schema.safeParse(answer);
   if (!parsed.success) {
-    throw new ServiceError(502, `Unexpected response from ${url}: ${parsed.error.message}`, body);
+    throw new ServiceError(502, `Unexpected response from ${url}: ${parsed.error.message}`, answer);
   }
   return parsed.data as Ok<S>;
 }

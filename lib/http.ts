@@ -1,8 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import type { Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
+import { HttpError } from './http-error.ts';
+import { JsonInputError, parseJson } from './json.ts';
 import type { Logger } from './log.ts';
+import { type Role, requireRole, type Security, securityMiddleware } from './security.ts';
+
+export { HttpError };
 
 /** A route as a service's contract.ts declares it: the single source for validation and /openapi.json. */
 export interface RouteSpec {
@@ -14,6 +19,8 @@ export interface RouteSpec {
   query?: z.ZodType;
   body?: z.ZodType;
   responses: Record<number, z.ZodType>;
+  /** Who may call it when the service has tokens; absent: any holder of one of the service's tokens. */
+  roles?: readonly Role[];
 }
 
 type Part<S, K extends string> = S extends Record<K, infer T extends z.ZodType> ? z.output<T> : undefined;
@@ -23,18 +30,6 @@ export interface RouteInput<S extends RouteSpec> {
   params: Part<S, 'params'>;
   query: Part<S, 'query'>;
   body: Part<S, 'body'>;
-}
-
-/** An error with an HTTP status; `details` are merged into the JSON body next to `error`. */
-export class HttpError extends Error {
-  constructor(
-    readonly status: ContentfulStatusCode,
-    message: string,
-    readonly details: Record<string, unknown> = {},
-  ) {
-    super(message);
-    this.name = new.target.name;
-  }
 }
 
 /** Turns zod issues into one line naming each bad field, e.g. `action: Invalid option: expected one of …`. */
@@ -54,9 +49,10 @@ async function readJsonBody(c: Context): Promise<unknown> {
   const text = await c.req.text();
   if (text.trim() === '') return undefined;
   try {
-    return JSON.parse(text);
+    return parseJson(text, 'Request body');
   } catch (err) {
-    throw new HttpError(400, `Request body is not valid JSON: ${(err as Error).message}`);
+    if (err instanceof JsonInputError) throw new HttpError(400, err.message);
+    throw err;
   }
 }
 
@@ -68,6 +64,7 @@ export function route<S extends RouteSpec>(
 ): void {
   const honoPath = spec.path.replace(/\{(\w+)\}/g, ':$1');
   app.on(spec.method.toUpperCase(), honoPath, async (c) => {
+    if (spec.roles) requireRole(c, spec.roles, `${spec.method.toUpperCase()} ${spec.path}`);
     const input = {
       params: spec.params ? parseWith(spec.params, c.req.param(), 'path parameters') : undefined,
       query: spec.query ? parseWith(spec.query, c.req.query(), 'query parameters') : undefined,
@@ -81,10 +78,18 @@ export function route<S extends RouteSpec>(
 export const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
 /**
- * What every service's app starts with: a body size limit, and JSON error bodies for thrown errors and
- * unknown routes, so no request ever gets a stack trace.
+ * What every service's app starts with, on every route: the request checks of lib/security.ts (Host,
+ * Origin, Content-Type, tokens), a body size limit, and JSON error bodies for thrown errors and unknown
+ * routes, so no request ever gets a stack trace or an internal message.
  */
-export function installBase(app: Hono, log: Logger): void {
+export function installBase(app: Hono, log: Logger, security: Security): void {
+  app.onError((err, c) => {
+    if (err instanceof HttpError) return c.json({ error: err.message, ...err.details }, err.status);
+    const id = randomUUID();
+    log.error({ err, path: c.req.path, error_id: id }, 'unhandled error');
+    return c.json({ error: `Internal error (logged on the server as ${id})` }, 500);
+  });
+  for (const middleware of securityMiddleware(security)) app.use('*', middleware);
   app.use(
     '*',
     bodyLimit({
@@ -92,11 +97,6 @@ export function installBase(app: Hono, log: Logger): void {
       onError: (c) => c.json({ error: `Request body is larger than ${MAX_BODY_BYTES} bytes` }, 413),
     }),
   );
-  app.onError((err, c) => {
-    if (err instanceof HttpError) return c.json({ error: err.message, ...err.details }, err.status);
-    log.error({ err, path: c.req.path }, 'unhandled error');
-    return c.json({ error: `Internal error: ${err.message}` }, 500);
-  });
   app.notFound((c) =>
     c.json({ error: `No route for ${c.req.method} ${c.req.path}; GET /openapi.json lists the routes.` }, 404),
   );

@@ -1,6 +1,7 @@
 import { Hono } from 'hono';
-import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
+import { installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
+import { requireRole, type Security } from '../lib/security.ts';
 import type { Backend } from './backends/backend.ts';
 import { DEFAULT_SESSION, gatewayRoutes as routes } from './contract.ts';
 import type { Gateway } from './gateway.ts';
@@ -9,25 +10,23 @@ import type { Gateway } from './gateway.ts';
 export interface GatewayDeps {
   gateway: Gateway;
   backends: Record<string, Backend>;
-  adminToken?: string;
   log: Logger;
+  security: Security;
 }
 
 /** The gateway's HTTP API; only main.ts listens. */
 export function createGatewayApp(deps: GatewayDeps): Hono {
   const { gateway } = deps;
   const app = new Hono();
-  installBase(app, deps.log);
-  if (deps.adminToken) {
-    const expected = `Bearer ${deps.adminToken}`;
-    app.use('/mcp/admin/*', async (c, next) => {
-      if (c.req.header('authorization') !== expected) {
-        throw new HttpError(401, 'Admin routes need the header Authorization: Bearer <GATEWAY_ADMIN_TOKEN>');
-      }
-      await next();
-    });
-  }
-  route(app, routes.changeToolsets, (c, { body }) => c.json(gateway.changeToolsets(body)));
+  installBase(app, deps.log, deps.security);
+  route(app, routes.changeToolsets, (c, { body }) => {
+    // One route serves both: a session's toolsets (agent or operator) and the global ceiling (operator only).
+    if (body.action === 'ENABLE' || body.action === 'DISABLE') requireRole(c, ['admin'], body.action);
+    return c.json(gateway.changeToolsets(body));
+  });
+  route(app, routes.manageToolsets, (c, { body }) =>
+    c.json(gateway.manageToolsets(body.session_id, body.arguments)),
+  );
   route(app, routes.listToolsets, (c, { query }) =>
     c.json(gateway.listToolsets(query.session_id, query.query)),
   );

@@ -14,7 +14,7 @@ export const ToolsetId = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z
 /** ACTIVATE/DEACTIVATE act on one session; ENABLE/DISABLE set the operator's global ceiling. */
 export const ToolsetAction = z.enum(['ACTIVATE', 'DEACTIVATE', 'ENABLE', 'DISABLE']);
 
-export const ChangeToolsetsRequest = z.object({
+export const ChangeToolsetsRequest = z.strictObject({
   action: ToolsetAction,
   toolset_ids: z.array(z.string()).min(1, 'give at least one toolset id'),
   session_id: SessionId.optional(),
@@ -70,6 +70,63 @@ export const CallToolRequest = z.object({
   arguments: z.record(z.string(), z.unknown()).default({}),
 });
 
+/** The meta-tool's name: the one tool every model (the agent's, an MCP client's) starts with. */
+export const MANAGE_TOOLSETS = 'manage_toolsets';
+
+/**
+ * The meta-tool's definition, served as-is to the agent's model and (later) on the MCP face, so both
+ * see the same tool. Unknown fields are refused (additionalProperties: false), here and by the gateway.
+ */
+export const manageToolsetsDefinition = {
+  name: MANAGE_TOOLSETS,
+  description:
+    'Activates or deactivates sets of tools to manage context and capabilities. Use this to acquire new tools ' +
+    'for a task or to dismiss tools that are no longer needed. LIST shows the toolsets (optionally only those ' +
+    'matching a query) with their tools and whether each is active.',
+  parameters: {
+    type: 'object',
+    properties: {
+      action: {
+        type: 'string',
+        enum: ['ACTIVATE', 'DEACTIVATE', 'LIST'],
+        description: 'The action to perform.',
+      },
+      toolset_ids: {
+        type: 'array',
+        items: { type: 'string' },
+        description: "A list of toolset identifiers to act upon (e.g., 'web_tools'). Use [] with LIST.",
+      },
+      query: {
+        type: 'string',
+        description: 'LIST only: words describing what you need; the best-matching toolsets come first.',
+      },
+    },
+    required: ['action', 'toolset_ids'],
+    additionalProperties: false,
+  },
+} as const;
+
+/** A meta-tool call as the agent forwards it: the model's arguments, unparsed, so the gateway judges (and audits) them. */
+export const ManageToolsetsRequest = z.object({
+  session_id: SessionId,
+  arguments: z.record(z.string(), z.unknown()),
+});
+
+/** What the meta-tool did: `result` is what the model reads; `change` is set when toolsets changed. */
+export const ManageToolsetsResponse = z.object({
+  result: z.record(z.string(), z.unknown()),
+  change: z
+    .object({
+      action: z.enum(['ACTIVATE', 'DEACTIVATE']),
+      toolset_ids: z.array(z.string()),
+      active_toolsets: z.array(z.string()),
+      added_tools: z.array(z.string()),
+      removed_tools: z.array(z.string()),
+    })
+    .optional(),
+});
+export type ManageToolsetsResponse = z.infer<typeof ManageToolsetsResponse>;
+
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const gatewayRoutes = {
   changeToolsets: {
@@ -86,6 +143,13 @@ export const gatewayRoutes = {
     summary: 'The toolset catalog with each toolset’s state in a session',
     query: ListToolsetsQuery,
     responses: { 200: ListToolsetsResponse, 400: ErrorBody, 401: ErrorBody },
+  },
+  manageToolsets: {
+    method: 'post',
+    path: '/mcp/manage_toolsets',
+    summary: 'Run the manage_toolsets meta-tool for a session with a model’s raw arguments',
+    body: ManageToolsetsRequest,
+    responses: { 200: ManageToolsetsResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
   },
   listTools: {
     method: 'get',

@@ -11,6 +11,7 @@ import type {
 } from './contract.ts';
 import { DEFAULT_SESSION } from './contract.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
+import { manageToolsets } from './manage-toolsets.ts';
 import type { GatewayStore } from './store.ts';
 
 /** The gateway's rules in one place, shared by the REST routes and (later) the MCP face. */
@@ -37,9 +38,16 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
     return toolsetIds.flatMap((id) => catalog.toolset(id)?.tools ?? []);
   }
 
-  function requireKnown(ids: readonly string[]) {
+  function requireKnown(sessionId: string, action: ChangeToolsetsRequest['action'], ids: readonly string[]) {
     const unknown = ids.filter((id) => !catalog.toolset(id));
     if (unknown.length > 0) {
+      store.audit({
+        session_id: sessionId,
+        kind: lower(action),
+        subject: ids.join(','),
+        ok: false,
+        detail: `unknown: ${unknown.join(',')}`,
+      });
       throw new HttpError(400, `Unknown toolset id(s): ${unknown.join(', ')}. Valid ids: ${validIds()}`, {
         valid_ids: catalog.toolsets.map((t) => t.id),
       });
@@ -59,7 +67,7 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
     return words.filter((w) => hay.includes(w)).length;
   }
 
-  return {
+  const api = {
     listToolsets(sessionId = DEFAULT_SESSION, query?: string): ListToolsetsResponse {
       const on = new Set(active(sessionId));
       const disabled = store.disabledToolsets();
@@ -84,7 +92,7 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
     changeToolsets(req: ChangeToolsetsRequest): ChangeToolsetsResponse {
       const sessionId = req.session_id ?? DEFAULT_SESSION;
       const ids = [...new Set(req.toolset_ids)];
-      requireKnown(ids);
+      requireKnown(sessionId, req.action, ids);
       const before = active(sessionId);
       if (req.action === 'ACTIVATE' || req.action === 'DEACTIVATE') store.ensureSession(sessionId, before);
       let changed: string[];
@@ -174,6 +182,12 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
         throw refuse(502, `Backend ${tool.backend.name} failed for ${name}: ${(err as Error).message}`);
       }
     },
+  };
+  return {
+    ...api,
+    /** The manage_toolsets meta-tool with a model's raw arguments, for the agent's loop and the MCP face. */
+    manageToolsets: (sessionId: string, args: Record<string, unknown>) =>
+      manageToolsets({ ...api, audit: (entry) => store.audit(entry) }, sessionId, args),
   };
 }
 

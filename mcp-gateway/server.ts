@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type { Config } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
+import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase } from '../lib/sqlite.ts';
 import { createGatewayApp } from './app.ts';
@@ -16,15 +17,19 @@ export async function startGateway(
   opts: { backendWaitMs?: number } = {},
 ): Promise<Listening> {
   const log = createLogger('mcp-gateway', config.logLevel);
+  const security = securityFor(config, 'mcp-gateway');
   const backends: Record<string, Backend> = {
-    'tool-server': toolServerBackend({ baseUrl: config.tools.url }),
+    'tool-server': toolServerBackend({
+      baseUrl: config.tools.url,
+      headers: config.tools.token ? { authorization: `Bearer ${config.tools.token}` } : undefined,
+    }),
   };
   const catalog = await buildCatalog(loadToolsetFiles(config.gateway.toolsetsDir), backends, {
     waitMs: opts.backendWaitMs ?? 15_000,
   });
   const store = createGatewayStore(openDatabase(path.join(config.dataDir, 'gateway.db')));
   const gateway = createGateway({ catalog, store, log });
-  const app = createGatewayApp({ gateway, backends, adminToken: config.gateway.adminToken, log });
+  const app = createGatewayApp({ gateway, backends, log, security });
   const listening = await listen(app, config.gateway.port, config.host);
   log.info({ url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) }, 'mcp-gateway listening');
   return {

@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS audit (
 /** One audit line: an admin change or a tool call, allowed or refused. */
 export interface AuditEntry {
   session_id: string | null;
-  kind: 'activate' | 'deactivate' | 'enable' | 'disable' | 'call';
+  kind: 'activate' | 'deactivate' | 'enable' | 'disable' | 'call' | 'manage';
   subject: string;
   ok: boolean;
   detail?: string;

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../client.ts';
 import { answer, call, calls, ScriptedModel } from './helpers/scripted-model.ts';
-import { makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
+import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
 
 let stack: Stack | undefined;
 afterEach(async () => {
@@ -24,7 +24,7 @@ async function cli(s: Stack | undefined, ...argv: string[]) {
     fetch: async (url, init) => {
       if (!s) throw new Error('connect ECONNREFUSED 127.0.0.1:8000');
       const app = url.startsWith('http://agent') ? s.agentApp : s.gatewayApp;
-      return app.request(url, init);
+      return app.request(asLoopback(url), init);
     },
   });
   return { code, stdout, stderr };

@@ -9,7 +9,15 @@ import { createToolServerApp } from '../tool-server/app.ts';
 import { PathGuard } from '../tool-server/path-guard.ts';
 import { createRegistry } from '../tool-server/registry.ts';
 import { fileSystemTools } from '../tool-server/tools/file-system.ts';
-import { fetchOf, log, makeStack, retain, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
+import {
+  fetchOf,
+  log,
+  makeStack,
+  openSecurity,
+  retain,
+  SPLIT_TOOLSETS,
+  type Stack,
+} from './helpers/stack.ts';
 
 let stack: Stack | undefined;
 afterEach(async () => {
@@ -29,6 +37,7 @@ async function backends() {
     registry: createRegistry(fileSystemTools),
     context: { paths: await PathGuard.create({ roots: [root], readOnlyRoots: [] }), maxReadBytes: 1024 },
     log,
+    security: openSecurity,
   });
   return { 'tool-server': toolServerBackend({ baseUrl: 'http://t', fetch: fetchOf(app) }) };
 }
@@ -149,7 +158,7 @@ describe('admin API', () => {
   });
 
   it('requires the bearer token on admin routes when one is configured', async () => {
-    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, adminToken: 's3cret' });
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, tokens: { admin: 's3cret' } });
     const body = { action: 'ACTIVATE', toolset_ids: ['fs_read'] };
     const denied = await stack.post(stack.gatewayApp, '/mcp/admin/toolsets', body);
     expect(denied.status).toBe(401);

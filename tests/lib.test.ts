@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { loadConfig, reachableHost } from '../lib/config.ts';
 import { installBase, MAX_BODY_BYTES, route } from '../lib/http.ts';
 import { callRoute, ServiceError } from '../lib/http-client.ts';
-import { log } from './helpers/stack.ts';
+import { asLoopback, log, openSecurity } from './helpers/stack.ts';
 
 describe('configuration', () => {
   it('derives the URLs from host and ports, with brackets for IPv6 and loopback for wildcards', () => {
@@ -37,7 +37,7 @@ describe('HTTP plumbing', () => {
     responses: { 200: z.object({ text: z.string() }) },
   } as const;
   const app = new Hono();
-  installBase(app, log);
+  installBase(app, log, openSecurity);
   route(app, spec, (c, { body }) => c.json(body));
 
   it('refuses a body over the size limit with 413 before parsing it', async () => {
@@ -64,7 +64,7 @@ describe('HTTP plumbing', () => {
 
   it('round-trips through the contract on both sides', async () => {
     const res = await callRoute(
-      { baseUrl: 'http://x', fetch: (u, i) => Promise.resolve(app.request(u, i)) },
+      { baseUrl: 'http://x', fetch: (u, i) => Promise.resolve(app.request(asLoopback(u), i)) },
       spec,
       {
         body: { text: 'hi' },

@@ -1,6 +1,7 @@
 import { Hono } from 'hono';
 import { installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
+import type { Security } from '../lib/security.ts';
 import { toolServerRoutes as routes } from './contract.ts';
 import type { ToolRegistry } from './registry.ts';
 import type { ToolContext } from './tools/define.ts';
@@ -10,12 +11,13 @@ export interface ToolServerDeps {
   registry: ToolRegistry;
   context: ToolContext;
   log: Logger;
+  security: Security;
 }
 
 /** The tool-server's HTTP API; only main.ts listens. */
 export function createToolServerApp(deps: ToolServerDeps): Hono {
   const app = new Hono();
-  installBase(app, deps.log);
+  installBase(app, deps.log, deps.security);
   route(app, routes.listTools, (c) => c.json(deps.registry.definitions()));
   route(app, routes.callTool, async (c, { params, body }) =>
     c.json(await deps.registry.call(params.name, body ?? {}, deps.context)),

@@ -1,5 +1,6 @@
 import type { Config } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
+import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { createToolServerApp } from './app.ts';
 import { PathGuard } from './path-guard.ts';
@@ -9,6 +10,7 @@ import { fileSystemTools } from './tools/file-system.ts';
 /** Builds the tool-server from config and listens; used by main.ts and by start.ts. */
 export async function startToolServer(config: Config): Promise<Listening> {
   const log = createLogger('tool-server', config.logLevel);
+  const security = securityFor(config, 'tool-server');
   const paths = await PathGuard.create({
     roots: config.tools.roots,
     readOnlyRoots: config.tools.readOnlyRoots,
@@ -17,6 +19,7 @@ export async function startToolServer(config: Config): Promise<Listening> {
     registry: createRegistry(fileSystemTools),
     context: { paths, maxReadBytes: config.tools.maxReadBytes },
     log,
+    security,
   });
   const listening = await listen(app, config.tools.port, config.host);
   log.info({ url: listening.url, roots: paths.allowed() }, 'tool-server listening');

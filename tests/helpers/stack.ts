@@ -8,6 +8,7 @@ import { createGatewayClient } from '../../agent-server/gateway-client.ts';
 import type { Model } from '../../agent-server/model.ts';
 import { createTaskStore } from '../../agent-server/store.ts';
 import { createLogger } from '../../lib/log.ts';
+import type { Role, Security } from '../../lib/security.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
 import { toolServerBackend } from '../../mcp-gateway/backends/tool-server-backend.ts';
@@ -20,6 +21,32 @@ import { createRegistry } from '../../tool-server/registry.ts';
 import { fileSystemTools } from '../../tool-server/tools/file-system.ts';
 
 export const log = createLogger('test', 'silent');
+
+/** The request policy of a loopback-only service without tokens (the default setup). */
+export const openSecurity: Security = {
+  tokens: [],
+  allowedHosts: [],
+  allowedOrigins: [],
+  listenHost: '127.0.0.1',
+};
+
+/** A policy accepting the given tokens, as securityFor() builds from config. */
+export function tokenSecurity(tokens: Partial<Record<Role, string>>): Security {
+  const variables: Record<Role, string> = {
+    admin: 'GATEWAY_ADMIN_TOKEN',
+    agent: 'GATEWAY_AGENT_TOKEN',
+    gateway: 'TOOL_SERVER_TOKEN',
+    user: 'AGENT_API_TOKEN',
+  };
+  return {
+    ...openSecurity,
+    tokens: Object.entries(tokens).flatMap(([role, token]) =>
+      token ? [{ role: role as Role, token, variable: variables[role as Role] }] : [],
+    ),
+  };
+}
+
+const bearer = (token: string | undefined) => (token ? { authorization: `Bearer ${token}` } : undefined);
 
 // better-sqlite3 12 built against Node 24's headers aborts the process when V8 garbage-collects a
 // prepared statement outside a JS context ("Assertion failed: (env) != nullptr"). A running service
@@ -34,7 +61,14 @@ export function retain(...objects: unknown[]): void {
 
 /** A fetch that serves `app` in-process, for clients that take {baseUrl, fetch}. */
 export function fetchOf(app: Hono) {
-  return async (input: string, init?: RequestInit) => app.request(input, init);
+  return async (input: string, init?: RequestInit) => app.request(asLoopback(input), init);
+}
+
+/** The same URL on 127.0.0.1: in-process services get a loopback Host, as they would over a real socket. */
+export function asLoopback(url: string): string {
+  const u = new URL(url);
+  u.hostname = '127.0.0.1';
+  return u.toString();
 }
 
 /** Two toolsets splitting the file tools, for tests that need more than one. */
@@ -56,7 +90,8 @@ export interface StackOptions {
   /** Toolset files to write into a temp toolsets dir; default: the repo's own toolsets/. */
   toolsets?: Record<string, string>;
   dataDir?: string;
-  adminToken?: string;
+  /** Tokens of the services: admin/agent (gateway), gateway (tool-server, presented by the gateway), user (agent API). */
+  tokens?: Partial<Record<Role, string>>;
   maxSteps?: number;
 }
 
@@ -76,28 +111,39 @@ export async function makeStack(opts: StackOptions = {}) {
     registry: createRegistry(fileSystemTools),
     context: { paths, maxReadBytes: 64 * 1024 },
     log,
+    security: tokenSecurity({ gateway: opts.tokens?.gateway }),
   });
   const backends = {
-    'tool-server': toolServerBackend({ baseUrl: 'http://tool-server', fetch: fetchOf(toolApp) }),
+    'tool-server': toolServerBackend({
+      baseUrl: 'http://tool-server',
+      fetch: fetchOf(toolApp),
+      headers: bearer(opts.tokens?.gateway),
+    }),
   };
   const catalog = await buildCatalog(loadToolsetFiles(toolsetsDir), backends);
   const gatewayStore = createGatewayStore(openDatabase(path.join(dataDir, 'gateway.db')));
   const gateway = createGateway({ catalog, store: gatewayStore, log });
-  const gatewayApp = createGatewayApp({ gateway, backends, adminToken: opts.adminToken, log });
+  const gatewaySecurity = tokenSecurity({ admin: opts.tokens?.admin, agent: opts.tokens?.agent });
+  const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity });
   const taskStore = createTaskStore(openDatabase(path.join(dataDir, 'agent.db')));
   const agent = createAgent({
     store: taskStore,
     gateway: createGatewayClient({
       baseUrl: 'http://gateway',
       fetch: fetchOf(gatewayApp),
-      headers: opts.adminToken ? { authorization: `Bearer ${opts.adminToken}` } : undefined,
+      headers: bearer(opts.tokens?.agent),
     }),
     model: opts.model,
     modelName: 'test-model',
     defaultMaxSteps: opts.maxSteps ?? 20,
     log,
   });
-  const agentApp = createAgentApp({ agent, store: taskStore, log });
+  const agentApp = createAgentApp({
+    agent,
+    store: taskStore,
+    log,
+    security: tokenSecurity({ user: opts.tokens?.user }),
+  });
   retained.push(gatewayStore, taskStore);
   return {
     tmp,

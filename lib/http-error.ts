@@ -1,0 +1,13 @@
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+
+/** An error with an HTTP status; `details` are merged into the JSON body next to `error`. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: ContentfulStatusCode,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}

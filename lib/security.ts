@@ -1,0 +1,261 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { isIP } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import type { Context, MiddlewareHandler } from 'hono';
+import { cors } from 'hono/cors';
+import type { Config } from './config.ts';
+import { HttpError } from './http-error.ts';
+
+// The request checks every route of every service goes through, installed once by installBase(): the
+// browser door (Content-Type, Host, Origin) and bearer tokens. A route cannot opt out: the middleware is
+// on '*', and the only route without a token is GET /health.
+
+/** Who may call a route: the operator, the agent-server, the gateway (as the tool-server's client), a user. */
+export type Role = 'admin' | 'agent' | 'gateway' | 'user';
+
+/** A credential a service accepts: its role, its value, and the variable that holds it (for messages). */
+export interface TokenSpec {
+  role: Role;
+  token: string;
+  variable: string;
+}
+
+/** A service's request policy; build it with securityFor() in each service's server.ts. */
+export interface Security {
+  /** The tokens this service accepts; when empty, routes need none (a loopback-only setup). */
+  tokens: TokenSpec[];
+  /** Host names (or addresses) a request's Host may carry besides loopback and the listen address. */
+  allowedHosts: string[];
+  /** Origins (scheme://host[:port]) a browser request may come from besides loopback origins. */
+  allowedOrigins: string[];
+  /** The address the service listens on (HOST). */
+  listenHost: string;
+}
+
+/** Who a request was authenticated as; `local` when the service has no tokens. */
+export type Principal = { role: Role; variable: string } | { role: 'local' };
+
+declare module 'hono' {
+  interface ContextVariableMap {
+    principal: Principal;
+  }
+}
+
+const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** True for loopback names and addresses: localhost, 127.0.0.0/8, ::1 and its IPv4-mapped form. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, '');
+  if (h === 'localhost') return true;
+  if (isIP(h) === 4) return h.startsWith('127.');
+  if (isIP(h) === 6) return h === '::1' || /^(0:){5}ffff:127\./.test(h) || h.startsWith('::ffff:127.');
+  return false;
+}
+
+/** True for a wildcard bind (every interface). */
+function isWildcard(host: string): boolean {
+  return ['', '0.0.0.0', '::', '[::]'].includes(host);
+}
+
+/** The host part of a Host header: `[::1]:8080` → `::1`, `Example.org:80` → `example.org`. */
+function hostName(header: string): string {
+  const h = header.trim().toLowerCase();
+  if (h.startsWith('[')) return h.slice(1, h.indexOf(']') === -1 ? undefined : h.indexOf(']'));
+  const colon = h.indexOf(':');
+  return colon === -1 ? h : h.slice(0, colon);
+}
+
+/** The addresses of this machine's interfaces, for a service bound to every interface. */
+function localAddresses(): string[] {
+  return Object.values(networkInterfaces())
+    .flat()
+    .flatMap((i) => (i ? [i.address.toLowerCase()] : []));
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+/** Constant-time comparison of a presented token with the expected one (lengths hidden by hashing). */
+export function tokenMatches(presented: string, expected: string): boolean {
+  return timingSafeEqual(digest(presented), digest(expected));
+}
+
+/** A refusal of the browser door: 403 with a reason, nothing executed. */
+function refuse(status: 403 | 415, message: string): never {
+  throw new HttpError(status, message);
+}
+
+/** The Host/Origin/Content-Type checks. */
+function browserDoor(security: Security): MiddlewareHandler {
+  const extraHosts = new Set(security.allowedHosts.map((h) => hostName(h)));
+  const listen = security.listenHost.toLowerCase().replace(/^\[|\]$/g, '');
+  const listenAddresses = new Set(isWildcard(listen) ? localAddresses() : [listen]);
+  const extraOrigins = originSet(security);
+  return async (c, next) => {
+    const hostHeader = c.req.header('host') ?? new URL(c.req.url).host;
+    const host = hostName(hostHeader);
+    if (!isLoopbackHost(host) && !listenAddresses.has(host) && !extraHosts.has(host)) {
+      refuse(
+        403,
+        `Host ${JSON.stringify(hostHeader)} is not allowed: this service answers loopback names and addresses, ` +
+          'the address it listens on, and the names in ALLOWED_HOSTS',
+      );
+    }
+    const origin = c.req.header('origin');
+    if (origin !== undefined && !originAllowed(origin, extraOrigins)) {
+      refuse(
+        403,
+        `Origin ${JSON.stringify(origin)} is not allowed: only loopback origins and those in ALLOWED_ORIGINS may call this service`,
+      );
+    }
+    // A browser marks cross-site requests even when it leaves Origin out (some GETs): refuse those too.
+    if (origin === undefined && c.req.header('sec-fetch-site') === 'cross-site') {
+      refuse(403, 'Cross-site requests are not allowed');
+    }
+    if (UNSAFE_METHODS.has(c.req.method) && hasBody(c)) {
+      const type = (c.req.header('content-type') ?? '').split(';')[0].trim().toLowerCase();
+      if (type !== 'application/json') {
+        refuse(
+          415,
+          `A request body must be sent as Content-Type: application/json (got ${type === '' ? 'none' : JSON.stringify(type)})`,
+        );
+      }
+    }
+    await next();
+  };
+}
+
+function hasBody(c: Context): boolean {
+  const length = c.req.header('content-length');
+  if (length !== undefined) return Number(length) > 0;
+  return c.req.header('transfer-encoding') !== undefined || c.req.raw.body !== null;
+}
+
+function originSet(security: Security): Set<string> {
+  return new Set(security.allowedOrigins.map((o) => o.toLowerCase().replace(/\/$/, '')));
+}
+
+function originAllowed(origin: string, extra: Set<string>): boolean {
+  const o = origin.toLowerCase().replace(/\/$/, '');
+  if (extra.has(o)) return true;
+  let url: URL;
+  try {
+    url = new URL(o);
+  } catch {
+    return false; // "null" (sandboxed frames, file://) and anything unparsable
+  }
+  return (url.protocol === 'http:' || url.protocol === 'https:') && isLoopbackHost(url.hostname);
+}
+
+/** Bearer-token authentication on every route but GET /health; sets `principal` for route role checks. */
+function authenticate(security: Security): MiddlewareHandler {
+  const variables = [...new Set(security.tokens.map((t) => t.variable))].join(' or ');
+  return async (c, next) => {
+    if (security.tokens.length === 0) {
+      c.set('principal', { role: 'local' });
+      return next();
+    }
+    if (c.req.method === 'GET' && c.req.path === '/health') return next();
+    const header = c.req.header('authorization') ?? '';
+    const presented = /^Bearer\s+(.+)$/i.exec(header)?.[1]?.trim();
+    // Compare against every token so the time taken does not say which role exists.
+    const matches = security.tokens.filter(
+      (t) => presented !== undefined && tokenMatches(presented, t.token),
+    );
+    if (matches.length === 0) {
+      throw new HttpError(
+        401,
+        `${presented === undefined ? 'Missing' : 'Invalid'} credentials: send Authorization: Bearer <token> with the value of ${variables}`,
+      );
+    }
+    c.set('principal', { role: matches[0].role, variable: matches[0].variable });
+    await next();
+  };
+}
+
+/** Refuses the request unless it was authenticated as one of `roles` (a service without tokens allows all). */
+export function requireRole(c: Context, roles: readonly Role[], what: string): void {
+  const principal = c.get('principal');
+  if (!principal || principal.role === 'local' || roles.includes(principal.role)) return;
+  throw new HttpError(
+    403,
+    `${what} is not allowed with ${principal.variable}; it needs ${roles.join(' or ')} credentials`,
+  );
+}
+
+/** The middleware chain installBase() puts in front of every route. */
+export function securityMiddleware(security: Security): MiddlewareHandler[] {
+  const extraOrigins = originSet(security);
+  return [
+    browserDoor(security),
+    // CORS headers only for allowed origins (loopback pages on another port, ALLOWED_ORIGINS).
+    cors({
+      origin: (origin) => (originAllowed(origin, extraOrigins) ? origin : null),
+      allowHeaders: [
+        'content-type',
+        'authorization',
+        'last-event-id',
+        'mcp-session-id',
+        'mcp-protocol-version',
+      ],
+      exposeHeaders: ['mcp-session-id'],
+      maxAge: 600,
+    }),
+    authenticate(security),
+  ];
+}
+
+/**
+ * Refuses to listen on a non-loopback address when the service's tokens are not all set, unless
+ * TOOLSHIFT_INSECURE=1: on a public interface, anyone who can reach the port could otherwise use it.
+ */
+export function assertSafeBind(
+  service: string,
+  host: string,
+  required: { variable: string; value: string | undefined }[],
+  insecure: boolean,
+): void {
+  if (isLoopbackHost(host) || insecure) return;
+  const missing = required.filter((r) => !r.value).map((r) => r.variable);
+  if (missing.length === 0) return;
+  throw new Error(
+    `${service} refuses to listen on ${host}, which is not a loopback address, without ${missing.join(' and ')}: ` +
+      'anyone who can reach the port could use it. Set the token(s) (and ALLOWED_HOSTS for the names clients use), ' +
+      'bind HOST=127.0.0.1, or set TOOLSHIFT_INSECURE=1 to accept the risk.',
+  );
+}
+
+/** Which service a policy is for. */
+export type ServiceName = 'agent-server' | 'mcp-gateway' | 'tool-server';
+
+/**
+ * A service's request policy from config: the tokens it accepts by role, and the allowed hosts and
+ * origins. Refuses (throws) a public bind without the service's tokens, and two roles sharing a token.
+ */
+export function securityFor(config: Config, service: ServiceName): Security {
+  const candidates: { role: Role; variable: string; value: string | undefined }[] =
+    service === 'agent-server'
+      ? [{ role: 'user', variable: 'AGENT_API_TOKEN', value: config.agent.apiToken }]
+      : service === 'mcp-gateway'
+        ? [
+            { role: 'admin', variable: 'GATEWAY_ADMIN_TOKEN', value: config.gateway.adminToken },
+            { role: 'agent', variable: 'GATEWAY_AGENT_TOKEN', value: config.gateway.agentToken },
+          ]
+        : [{ role: 'gateway', variable: 'TOOL_SERVER_TOKEN', value: config.tools.token }];
+  assertSafeBind(service, config.host, candidates, config.http.insecure);
+  const tokens = candidates.flatMap((c) =>
+    c.value ? [{ role: c.role, token: c.value, variable: c.variable }] : [],
+  );
+  if (new Set(tokens.map((t) => t.token)).size !== tokens.length) {
+    throw new Error(
+      `${tokens.map((t) => t.variable).join(' and ')} must differ: each role needs its own token`,
+    );
+  }
+  return {
+    tokens,
+    allowedHosts: config.http.allowedHosts,
+    allowedOrigins: config.http.allowedOrigins,
+    listenHost: config.host,
+  };
+}

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { agentRoutes, type ExecuteTaskResponse, type TaskEvent } from './agent-server/contract.ts';
 import { type Config, loadConfig, readEnv } from './lib/config.ts';
-import { callRoute, type ServiceEndpoint } from './lib/http-client.ts';
+import { callRoute, type ServiceEndpoint, ServiceError } from './lib/http-client.ts';
 import { gatewayRoutes } from './mcp-gateway/contract.ts';
 
 // The toolshift CLI: a thin client of the agent-server and the gateway's admin API. No business logic here.
@@ -22,7 +22,8 @@ Usage:
 Environment (also read from .env):
   AGENT_URL            agent-server (default http://127.0.0.1:$AGENT_PORT, port 8000)
   GATEWAY_URL          mcp-gateway (default http://127.0.0.1:$GATEWAY_PORT, port 8080)
-  GATEWAY_ADMIN_TOKEN  sent as a Bearer token to the admin API when set
+  AGENT_API_TOKEN      sent to the agent-server when set (it needs it when it has one)
+  GATEWAY_ADMIN_TOKEN  sent to the gateway when set (the operator's token)
 `;
 
 /** Where the CLI writes and what it reaches; tests pass their own. */
@@ -56,12 +57,16 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stderr(`error: ${(err as Error).message}\n`);
     return 2;
   }
-  const agent: ServiceEndpoint = { baseUrl: config.agent.url, fetch: io.fetch };
-  const token = config.gateway.adminToken;
+  const bearer = (token: string | undefined) => (token ? { authorization: `Bearer ${token}` } : undefined);
+  const agent: ServiceEndpoint = {
+    baseUrl: config.agent.url,
+    fetch: io.fetch,
+    headers: bearer(config.agent.apiToken),
+  };
   const gateway: ServiceEndpoint = {
     baseUrl: config.gateway.url,
     fetch: io.fetch,
-    headers: token ? { authorization: `Bearer ${token}` } : undefined,
+    headers: bearer(config.gateway.adminToken),
   };
   const [command, ...rest] = positionals;
   try {
@@ -76,11 +81,23 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
         throw new UsageError(`unknown command "${command}"; commands: run, toolsets, tasks`);
     }
   } catch (err) {
-    io.stderr(
-      `error: ${(err as Error).message}${err instanceof UsageError ? '\nRun with --help for usage.' : ''}\n`,
-    );
+    const hint =
+      err instanceof UsageError
+        ? '\nRun with --help for usage.'
+        : err instanceof ServiceError && (err.status === 401 || err.status === 403)
+          ? `\n${credentialHint(command, err.status)}`
+          : '';
+    io.stderr(`error: ${(err as Error).message}${hint}\n`);
     return err instanceof UsageError ? 2 : 1;
   }
+}
+
+/** Which variable a refused request needs, by the service the command talks to. */
+function credentialHint(command: string, status: number): string {
+  const variable = command === 'toolsets' ? 'GATEWAY_ADMIN_TOKEN' : 'AGENT_API_TOKEN';
+  return status === 401
+    ? `Set ${variable} (in the environment or .env) to the value the server was started with.`
+    : `The credential in ${variable} is not allowed to do this.`;
 }
 
 function parse(argv: string[]) {
@@ -144,7 +161,7 @@ async function runTask(args: string[], values: Values, agent: ServiceEndpoint, i
   try {
     res = await doFetch(`${agent.baseUrl.replace(/\/$/, '')}${agentRoutes.executeTask.path}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...agent.headers },
       body: JSON.stringify(body),
     });
   } catch (err) {
@@ -156,7 +173,7 @@ async function runTask(args: string[], values: Values, agent: ServiceEndpoint, i
     try {
       message = JSON.parse(text).error ?? text;
     } catch {}
-    throw new Error(`agent-server answered ${res.status}: ${message}`);
+    throw new ServiceError(res.status, `agent-server answered ${res.status}: ${message}`, text);
   }
   let result: ExecuteTaskResponse | undefined;
   const events = res.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());

@@ -30,6 +30,11 @@ export interface LoopOutcome {
 
 const since = (start: number) => Math.round((performance.now() - start) * 100) / 100;
 
+/** What the model is told when its reply was cut off: none of the reply's tool calls ran. */
+export const CUT_OFF_NOTE =
+  'Your previous reply was cut off at the output token limit (finish_reason: length), so none of its tool ' +
+  'calls were run. Send them again, shorter: for example write a large file in several smaller edits.';
+
 /** The tool-calling loop: model ⇄ tools until the model answers without tool calls or max_steps runs out. */
 export async function runLoop(
   input: { sessionId: string; goal: string; maxSteps: number },
@@ -39,6 +44,7 @@ export async function runLoop(
   const usage: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
   const used = new Set<string>();
   let steps = 0;
+  let cutOffs = 0;
   const end = (
     status: LoopOutcome['status'],
     final_answer: string | null,
@@ -75,9 +81,26 @@ export async function runLoop(
           content: reply.content,
           tool_calls: reply.tool_calls.map((c) => ({ id: c.id, name: c.function.name })),
           usage: reply.usage,
+          finish_reason: reply.finish_reason ?? null,
         },
         since(started),
       );
+      if (reply.finish_reason === 'length') {
+        // A cut-off reply's tool calls may be truncated mid-argument: never run them.
+        if (reply.tool_calls.length > 0 || reply.content === null) {
+          if (++cutOffs >= 2) {
+            return end(
+              'failed',
+              null,
+              'The model’s replies were cut off at its output token limit twice in a row (finish_reason: length); ' +
+                'their tool calls were not run. Raise the model’s output limit or split the task.',
+            );
+          }
+          messages.push({ role: 'user', content: CUT_OFF_NOTE });
+          continue;
+        }
+      }
+      cutOffs = 0;
       if (reply.tool_calls.length === 0) return end('completed', reply.content ?? '', null);
 
       messages.push({ role: 'assistant', content: reply.content, tool_calls: reply.tool_calls });

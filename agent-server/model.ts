@@ -19,6 +19,8 @@ export interface ModelReply {
   content: string | null;
   tool_calls: ChatCompletionMessageFunctionToolCall[];
   usage: Usage;
+  /** Why the model stopped; `length` means the reply was cut off at the output limit. */
+  finish_reason?: string | null;
 }
 
 /** What the loop talks to; the OpenAI client below in production, a scripted model in unit tests. */
@@ -57,7 +59,9 @@ export function retryAfterMs(headers: Headers | undefined): number | undefined {
 
 function describe(err: unknown, timeoutMs: number): { retry: boolean; message: string; delay?: number } {
   if (err instanceof APIError && err.status !== undefined) {
-    const retry = RETRYABLE.has(err.status) || err.status >= 500;
+    // An exhausted quota is a 429 that waiting does not fix: fail at once with the provider's message.
+    const quota = err.code === 'insufficient_quota' || (err.type ?? '') === 'insufficient_quota';
+    const retry = !quota && (RETRYABLE.has(err.status) || err.status >= 500);
     return {
       retry,
       message: `model endpoint answered ${err.status}: ${err.message}`,
@@ -104,6 +108,7 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
             tool_calls: (message.tool_calls ?? []).filter(
               (c): c is ChatCompletionMessageFunctionToolCall => c.type === 'function',
             ),
+            finish_reason: res.choices[0]?.finish_reason ?? null,
             usage: {
               prompt_tokens: res.usage?.prompt_tokens ?? 0,
               completion_tokens: res.usage?.completion_tokens ?? 0,

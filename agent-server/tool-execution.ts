@@ -1,4 +1,5 @@
 import type { ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions';
+import { type JsonInputError, nestsDeeperThan, parseJson } from '../lib/json.ts';
 import type { GatewayClient } from './gateway-client.ts';
 import { MANAGE_TOOLSETS, type ManageToolsetsOutcome, runManageToolsets } from './manage-toolsets.ts';
 
@@ -20,12 +21,16 @@ function parseArguments(
   if (typeof given === 'string' || given === undefined || given === null) {
     const raw = typeof given === 'string' && given.trim() !== '' ? given : '{}';
     try {
-      value = JSON.parse(raw);
+      value = parseJson(raw);
     } catch (err) {
+      const e = err as JsonInputError;
+      const why = e.kind === 'depth' ? `nest too deeply (${e.detail})` : `are not valid JSON (${e.detail})`;
       return {
-        error: `the arguments of ${call.function.name} are not valid JSON (${(err as Error).message}); send one JSON object with the tool's parameters`,
+        error: `the arguments of ${call.function.name} ${why}; send one JSON object with the tool's parameters`,
       };
     }
+  } else if (nestsDeeperThan(given)) {
+    return { error: `the arguments of ${call.function.name} nest too deeply; send a flatter JSON object` };
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return {

@@ -49,9 +49,12 @@ async function readJsonBody(c: Context): Promise<unknown> {
   const text = await c.req.text();
   if (text.trim() === '') return undefined;
   try {
-    return parseJson(text, 'Request body');
+    return parseJson(text);
   } catch (err) {
-    if (err instanceof JsonInputError) throw new HttpError(400, err.message);
+    if (err instanceof JsonInputError) {
+      const why = err.kind === 'syntax' ? `is not valid JSON: ${err.detail}` : err.detail;
+      throw new HttpError(400, `Request body ${why}`);
+    }
     throw err;
   }
 }

@@ -4,10 +4,13 @@
 /** How deep accepted JSON may nest: far beyond any real tool arguments, far below any recursion limit. */
 export const MAX_JSON_DEPTH = 64;
 
-/** A JSON text that is malformed or nests too deeply; the message says which. */
+/** A JSON text that is malformed (`syntax`) or nests too deeply (`depth`); `detail` says where or how deep. */
 export class JsonInputError extends Error {
-  constructor(message: string) {
-    super(message);
+  constructor(
+    readonly kind: 'syntax' | 'depth',
+    readonly detail: string,
+  ) {
+    super(kind === 'syntax' ? `not valid JSON (${detail})` : detail);
     this.name = new.target.name;
   }
 }
@@ -34,14 +37,14 @@ function nesting(text: string, limit: number): number {
 }
 
 /** JSON.parse with a nesting bound; throws JsonInputError naming the problem. */
-export function parseJson(text: string, what = 'JSON', maxDepth = MAX_JSON_DEPTH): unknown {
+export function parseJson(text: string, maxDepth = MAX_JSON_DEPTH): unknown {
   if (nesting(text, maxDepth) > maxDepth) {
-    throw new JsonInputError(`${what} nests deeper than ${maxDepth} levels of arrays/objects`);
+    throw new JsonInputError('depth', `nests deeper than ${maxDepth} levels of arrays/objects`);
   }
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new JsonInputError(`${what} is not valid JSON: ${(err as Error).message}`);
+    throw new JsonInputError('syntax', (err as Error).message);
   }
 }
 

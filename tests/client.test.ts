@@ -11,6 +11,11 @@ afterEach(async () => {
 
 /** Runs the CLI against the in-process stack and captures what it prints. */
 async function cli(s: Stack | undefined, ...argv: string[]) {
+  return cliWith({}, s, ...argv);
+}
+
+/** The CLI with extra environment (tokens). */
+async function cliWith(env: Record<string, string>, s: Stack | undefined, ...argv: string[]) {
   let stdout = '';
   let stderr = '';
   const code = await main(argv, {
@@ -20,7 +25,7 @@ async function cli(s: Stack | undefined, ...argv: string[]) {
     stderr: (t) => {
       stderr += t;
     },
-    env: { AGENT_URL: 'http://agent', GATEWAY_URL: 'http://gateway' },
+    env: { AGENT_URL: 'http://agent', GATEWAY_URL: 'http://gateway', ...env },
     fetch: async (url, init) => {
       if (!s) throw new Error('connect ECONNREFUSED 127.0.0.1:8000');
       const app = url.startsWith('http://agent') ? s.agentApp : s.gatewayApp;
@@ -99,6 +104,27 @@ describe('the CLI', () => {
     const badFlag = await cli(stack, 'run', 'x', '--max-steps', 'lots');
     expect(badFlag.code).toBe(2);
     expect(badFlag.stderr).toMatch(/--max-steps must be a positive whole number/);
+  });
+
+  it('sends the tokens it has, and names the variable to set when a service answers 401', async () => {
+    const tokens = { admin: 'op-secret-1', agent: 'agent-secret-2', user: 'user-secret-3' };
+    const model = new ScriptedModel([answer('hello')]);
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, tokens, model });
+    const run = await cli(stack, 'run', 'say hello');
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(
+      /agent-server answered 401: Missing credentials.*AGENT_API_TOKEN\nSet AGENT_API_TOKEN \(in the environment or \.env\)/,
+    );
+    const list = await cli(stack, 'toolsets');
+    expect(list.code).toBe(1);
+    expect(list.stderr).toMatch(/\nSet GATEWAY_ADMIN_TOKEN \(in the environment or \.env\)/);
+    expect(model.requests).toHaveLength(0);
+    const env = { AGENT_API_TOKEN: tokens.user, GATEWAY_ADMIN_TOKEN: tokens.admin };
+    const ok = await cliWith(env, stack, 'run', 'say hello');
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toMatch(/^hello\n/);
+    expect((await cliWith(env, stack, 'tasks')).stdout).toMatch(/completed/);
+    expect((await cliWith(env, stack, 'toolsets', 'disable', 'fs_read')).code).toBe(0);
   });
 
   it('says when the agent-server cannot be reached', async () => {

@@ -1,7 +1,11 @@
 import { readFileSync } from 'node:fs';
+import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../lib/config.ts';
+import { installBase } from '../lib/http.ts';
+import { type ServiceName, securityFor } from '../lib/security.ts';
+import { log } from './helpers/stack.ts';
 
 interface Service {
   command?: string[];
@@ -83,5 +87,67 @@ describe('docker-compose.yml', () => {
   it('keeps the model server optional, behind a profile', () => {
     expect(compose.services.ollama.profiles).toEqual(['ollama']);
     expect(compose.services.ollama.healthcheck).toBeDefined();
+  });
+
+  /** A service's environment as compose would fill it from a .env holding `dotenv`. */
+  function environment(name: string, dotenv: Record<string, string>): Record<string, string> {
+    const env: Record<string, string> = {};
+    for (const [key, value] of Object.entries(compose.services[name].environment ?? {})) {
+      env[key] = value.replace(/\$\{(\w+)(:[?-][^}]*)?\}/g, (_m, v: string, rest?: string) => {
+        if (dotenv[v]) return dotenv[v];
+        if (rest?.startsWith(':?')) throw new Error(`compose refuses: ${rest.slice(2)}`);
+        return rest?.startsWith(':-') ? rest.slice(2) : '';
+      });
+    }
+    return env;
+  }
+  const dotenv = {
+    AGENT_API_TOKEN: 'a'.repeat(32),
+    GATEWAY_ADMIN_TOKEN: 'b'.repeat(32),
+    GATEWAY_AGENT_TOKEN: 'c'.repeat(32),
+    TOOL_SERVER_TOKEN: 'd'.repeat(32),
+  };
+
+  it('takes every token from .env and refuses to start without them', () => {
+    for (const [name, variables] of [
+      ['tool-server', ['TOOL_SERVER_TOKEN']],
+      ['mcp-gateway', ['GATEWAY_ADMIN_TOKEN', 'GATEWAY_AGENT_TOKEN', 'TOOL_SERVER_TOKEN']],
+      ['agent-server', ['AGENT_API_TOKEN', 'GATEWAY_AGENT_TOKEN']],
+    ] as const) {
+      for (const v of variables) {
+        expect(compose.services[name].environment?.[v]).toMatch(new RegExp(`^\\$\\{${v}:\\?`));
+        expect(() => environment(name, { ...dotenv, [v]: '' })).toThrow(`set ${v} in .env`);
+      }
+    }
+  });
+
+  it('lets each service start on 0.0.0.0 with its tokens and answer the service name it is reached by', async () => {
+    const reachedAs: Record<ServiceName, string> = {
+      'tool-server': new URL(compose.services['mcp-gateway'].environment?.TOOL_SERVER_URL ?? '').host,
+      'mcp-gateway': new URL(compose.services['agent-server'].environment?.GATEWAY_URL ?? '').host,
+      'agent-server': 'agent-server:8000',
+    };
+    for (const [name, host] of Object.entries(reachedAs) as [ServiceName, string][]) {
+      const config = loadConfig(environment(name, dotenv));
+      const security = securityFor(config, name);
+      const app = new Hono();
+      installBase(app, log, security);
+      app.get('/probe', (c) => c.json({ ok: true }));
+      const token = security.tokens[0].token;
+      const asNeighbour = await app.request('/probe', {
+        headers: { host, authorization: `Bearer ${token}` },
+      });
+      expect(asNeighbour.status).toBe(200);
+      const rebound = await app.request('/probe', {
+        headers: { host: 'evil.example:8080', authorization: `Bearer ${token}` },
+      });
+      expect(rebound.status).toBe(403);
+      // The same container without its tokens refuses to listen on 0.0.0.0.
+      const bare = loadConfig({
+        ...environment(name, dotenv),
+        ...Object.fromEntries(Object.keys(dotenv).map((k) => [k, ''])),
+      });
+      expect(() => securityFor(bare, name)).toThrow(/refuses to listen on 0\.0\.0\.0/);
+    }
   });
 });

@@ -65,6 +65,25 @@ describe('the OpenAI-compatible model client', () => {
     expect(sleeps).toEqual([2000]);
   });
 
+  it('fails at once on a 429 whose code is insufficient_quota, with the provider’s message', async () => {
+    let n = 0;
+    const message = 'You exceeded your current quota, please check your plan and billing details.';
+    server.use(
+      http.post(URL, () => {
+        n++;
+        return HttpResponse.json(
+          { error: { message, type: 'insufficient_quota', code: 'insufficient_quota', param: null } },
+          { status: 429, headers: { 'x-should-retry': 'false', 'retry-after': '1' } },
+        );
+      }),
+    );
+    const { m, sleeps } = model();
+    const err = await m.complete(request).catch((e) => e);
+    expect(err.message).toBe(`Model call failed: model endpoint answered 429: 429 ${message}`);
+    expect(n).toBe(1);
+    expect(sleeps).toEqual([]);
+  });
+
   it('retries 408, 409 and 5xx with growing backoff, then succeeds', async () => {
     const statuses = [408, 409, 503];
     let n = 0;

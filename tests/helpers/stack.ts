@@ -7,7 +7,7 @@ import { createAgentApp } from '../../agent-server/app.ts';
 import { createGatewayClient } from '../../agent-server/gateway-client.ts';
 import type { Model } from '../../agent-server/model.ts';
 import { createTaskStore } from '../../agent-server/store.ts';
-import { createLogger } from '../../lib/log.ts';
+import { createLogger, type Logger } from '../../lib/log.ts';
 import type { Role, Security } from '../../lib/security.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
@@ -21,6 +21,7 @@ import { createRegistry } from '../../tool-server/registry.ts';
 import { fileSystemTools } from '../../tool-server/tools/file-system.ts';
 
 export const log = createLogger('test', 'silent');
+const silent = log;
 
 /** The request policy of a loopback-only service without tokens (the default setup). */
 export const openSecurity: Security = {
@@ -93,10 +94,13 @@ export interface StackOptions {
   /** Tokens of the services: admin/agent (gateway), gateway (tool-server, presented by the gateway), user (agent API). */
   tokens?: Partial<Record<Role, string>>;
   maxSteps?: number;
+  /** The services' logger (default: silent). */
+  log?: Logger;
 }
 
 /** The three apps wired in-process through app.request (no ports), on a temp workspace and data dir. */
 export async function makeStack(opts: StackOptions = {}) {
+  const log = opts.log ?? silent;
   const tmp = await mkdtemp(path.join(tmpdir(), 'toolshift-'));
   const root = path.join(tmp, 'workspace');
   const dataDir = opts.dataDir ?? path.join(tmp, 'data');

@@ -1,0 +1,265 @@
+import { type ExecFileException, execFile } from 'node:child_process';
+import { ToolError } from './define.ts';
+
+// The one place git is started. Everything a repository (or the caller) could use to run a program is
+// switched off here: no shell (execFile), an allow-list of subcommands and flags, user-derived values
+// only after --end-of-options (revisions) or -- (literal pathspecs), config that runs programs or opens
+// transports overridden on every call, and a child environment built from an allow-list, so no GIT_*
+// variable, pager, editor or askpass of the service's own environment reaches git.
+
+/** What git_tools need from the service; absent fields take DEFAULT_GIT_SETTINGS. */
+export interface GitSettings {
+  /** Per git invocation; the child is killed when it runs longer. */
+  timeoutMs?: number;
+  /** Cap on one invocation's output; more is cut with a truncation marker. */
+  maxOutputBytes?: number;
+  /** The environment the child's is picked from (only CHILD_ENV_KEYS); defaults to process.env. */
+  env?: Record<string, string | undefined>;
+}
+
+/** The limits used when the service does not configure them. */
+export const DEFAULT_GIT_SETTINGS = { timeoutMs: 15_000, maxOutputBytes: 256 * 1024 } as const;
+
+/** The variables a git child inherits; everything else (every GIT_*, PAGER, EDITOR, SSH_ASKPASS …) is dropped. */
+export const CHILD_ENV_KEYS: readonly string[] = [
+  'PATH',
+  'HOME',
+  'XDG_CONFIG_HOME',
+  'USER',
+  'LOGNAME',
+  'TMPDIR',
+];
+
+/**
+ * Config that would start a program, passed as `-c` on every call (command-line config beats the repo's).
+ * Filter drivers and per-protocol allows are named by the repository itself; git-repo.ts finds those and
+ * overrides them through GIT_CONFIG_KEY_n, which unlike `-c` cannot be split by an `=` in a driver name.
+ */
+export const NEUTRALISING_CONFIG: readonly (readonly [string, string])[] = [
+  ['core.fsmonitor', 'false'], // a hook program run by status/diff
+  ['core.hooksPath', '/dev/null'], // post-index-change and every other hook
+  ['core.pager', 'cat'], // also --no-pager below
+  ['diff.external', ''], // also --no-ext-diff on every diff
+  ['log.showSignature', 'false'], // would run gpg.program / gpg.ssh.program
+  ['protocol.allow', 'never'], // a lazy fetch (partial clone) would run ssh, upload-pack or ext:: commands
+  ['color.ui', 'never'],
+  ['core.quotePath', 'false'],
+];
+
+/** The subcommands git_tools run and the flags each may carry (as `--flag` or `--flag=value`). */
+const ALLOWED_FLAGS = {
+  'rev-parse': [
+    '--verify',
+    '--quiet',
+    '--path-format',
+    '--absolute-git-dir',
+    '--git-common-dir',
+    '--is-bare-repository',
+    '--is-inside-work-tree',
+    '--show-toplevel',
+  ],
+  status: ['--porcelain', '--branch', '-z', '--untracked-files', '--no-renames', '--find-renames'],
+  diff: [
+    '--raw',
+    '--numstat',
+    '--patch',
+    '-z',
+    '-M',
+    '--cached',
+    '--no-color',
+    '--no-ext-diff',
+    '--no-textconv',
+    '--unified',
+  ],
+  'diff-tree': ['-r', '--root', '--no-commit-id', '--raw', '--numstat', '--patch', '-z', '-M', '--no-color'],
+  log: [
+    '--format',
+    '-z',
+    '--max-count',
+    '--skip',
+    '--author',
+    '--grep',
+    '--since',
+    '--until',
+    '--regexp-ignore-case',
+    '--no-decorate',
+    '--no-color',
+    '--no-ext-diff',
+    '--no-textconv',
+    '--no-patch',
+  ],
+  'for-each-ref': ['--format', '--sort', '--count'],
+  'symbolic-ref': ['--quiet', '--short'],
+  config: ['--null', '--name-only', '--get-regexp'],
+} as const satisfies Record<string, readonly string[]>;
+
+/** A subcommand on the allow-list. */
+export type GitSubcommand = keyof typeof ALLOWED_FLAGS;
+
+/** One git invocation as the tools build it: allow-listed flags, then revisions, then pathspecs. */
+export interface GitCommand {
+  sub: GitSubcommand;
+  flags?: readonly string[];
+  /** Placed after --end-of-options, so none of them can be read as an option. */
+  revs?: readonly string[];
+  /** Placed after --; literal (no pathspec magic), relative to the work tree. */
+  paths?: readonly string[];
+}
+
+/** Where git runs and which repository it is pinned to. */
+export interface GitTarget {
+  cwd: string;
+  /** --git-dir / --work-tree: set once a repository is opened, so repo config cannot move them. */
+  gitDir?: string;
+  workTree?: string;
+  /** GIT_CEILING_DIRECTORIES for discovery: repositories above the allowed directories are not found. */
+  ceiling?: string;
+  /** Overrides of config keys the repository names (filter drivers, protocols). */
+  config?: readonly (readonly [string, string])[];
+}
+
+/** Output of a successful (or capped) run; `truncated` means the cap cut `stdout` and git was stopped. */
+export interface GitOutput {
+  stdout: string;
+  truncated: boolean;
+}
+
+/** git ran and failed; callers that expect a failure (an unknown ref) read `exitCode` and `stderr`. */
+export class GitFailure extends ToolError {
+  constructor(
+    message: string,
+    readonly exitCode: number | null,
+    readonly stderr: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The effective limits of a call. */
+export function gitLimits(settings: GitSettings | undefined): { timeoutMs: number; maxOutputBytes: number } {
+  return {
+    timeoutMs: settings?.timeoutMs ?? DEFAULT_GIT_SETTINGS.timeoutMs,
+    maxOutputBytes: settings?.maxOutputBytes ?? DEFAULT_GIT_SETTINGS.maxOutputBytes,
+  };
+}
+
+/** The argv after `git`; throws (a programming error, not a tool failure) on a flag not on the allow-list. */
+export function gitArgv(target: GitTarget, cmd: GitCommand): string[] {
+  const allowed: readonly string[] = ALLOWED_FLAGS[cmd.sub];
+  if (!allowed) throw new Error(`git ${String(cmd.sub)} is not an allowed subcommand`);
+  for (const flag of cmd.flags ?? []) {
+    const name = flag.includes('=') ? flag.slice(0, flag.indexOf('=')) : flag;
+    if (!allowed.includes(name)) throw new Error(`git ${cmd.sub}: flag ${flag} is not on the allow-list`);
+  }
+  const argv = ['--no-pager', '--no-optional-locks', '--literal-pathspecs'];
+  for (const [key, value] of NEUTRALISING_CONFIG) argv.push('-c', `${key}=${value}`);
+  if (target.gitDir) argv.push(`--git-dir=${target.gitDir}`);
+  if (target.workTree) argv.push(`--work-tree=${target.workTree}`);
+  argv.push(cmd.sub, ...(cmd.flags ?? []));
+  if (cmd.revs) argv.push('--end-of-options', ...cmd.revs);
+  if (cmd.paths) argv.push('--', ...cmd.paths);
+  return argv;
+}
+
+/** The child's environment: allow-listed variables plus the settings that keep git quiet and offline. */
+export function gitEnv(settings: GitSettings | undefined, target: GitTarget): Record<string, string> {
+  const base = settings?.env ?? process.env;
+  const env: Record<string, string> = {
+    LC_ALL: 'C',
+    LANG: 'C',
+    GIT_TERMINAL_PROMPT: '0',
+    GIT_OPTIONAL_LOCKS: '0',
+    GIT_NO_LAZY_FETCH: '1',
+    GIT_PROTOCOL_FROM_USER: '0',
+  };
+  for (const key of CHILD_ENV_KEYS) {
+    const value = base[key];
+    if (value !== undefined) env[key] = value;
+  }
+  if (target.ceiling) env.GIT_CEILING_DIRECTORIES = target.ceiling;
+  const config = target.config ?? [];
+  if (config.length > 0) {
+    env.GIT_CONFIG_COUNT = String(config.length);
+    config.forEach(([key, value], i) => {
+      env[`GIT_CONFIG_KEY_${i}`] = key;
+      env[`GIT_CONFIG_VALUE_${i}`] = value;
+    });
+  }
+  return env;
+}
+
+const decoder = new TextDecoder('utf-8');
+
+/** The first lines of git's stderr, enough to say what went wrong. */
+function firstLines(text: string): string {
+  const lines = text.trim().split('\n').slice(0, 4).join(' ').trim();
+  return lines.length > 600 ? `${lines.slice(0, 600)}…` : lines || 'no message';
+}
+
+/** Turns git's own failure into a message the model (or the operator) can act on. */
+function describeFailure(sub: string, stderr: string): string {
+  const dubious = /detected dubious ownership in repository at '([^']*)'/.exec(stderr);
+  if (dubious) {
+    return (
+      `git refuses the repository at ${dubious[1]}: it is owned by another user (git's safe.directory check, ` +
+      'which toolshift keeps). An operator who trusts it can run `git config --global --add safe.directory ' +
+      `${dubious[1]}\` as the user the tool-server runs as.`
+    );
+  }
+  return `git ${sub} failed: ${firstLines(stderr)}`;
+}
+
+/** Runs one allow-listed git command under the timeout and output cap. */
+export function runGit(
+  target: GitTarget,
+  cmd: GitCommand,
+  settings: GitSettings | undefined,
+  opts: { maxBytes?: number } = {},
+): Promise<GitOutput> {
+  const limits = gitLimits(settings);
+  const maxBytes = opts.maxBytes ?? limits.maxOutputBytes;
+  const argv = gitArgv(target, cmd);
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      'git',
+      argv,
+      {
+        cwd: target.cwd,
+        env: gitEnv(settings, target),
+        encoding: 'buffer',
+        maxBuffer: maxBytes,
+        timeout: limits.timeoutMs,
+        killSignal: 'SIGKILL',
+        windowsHide: true,
+        shell: false,
+      },
+      (error: ExecFileException | null, stdout: Buffer, stderr: Buffer) => {
+        if (!error) return resolve({ stdout: decoder.decode(stdout), truncated: false });
+        const err = error as ExecFileException & { code?: string | number };
+        if (err.code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER') {
+          if (stdout.length >= maxBytes) return resolve({ stdout: decoder.decode(stdout), truncated: true });
+          return reject(
+            new GitFailure(`git ${cmd.sub} wrote more than ${maxBytes} bytes of errors`, null, ''),
+          );
+        }
+        if (err.code === 'ENOENT') {
+          return reject(new ToolError('git is not installed on the tool-server (not found on PATH)'));
+        }
+        if (err.killed || err.signal) {
+          return reject(
+            new GitFailure(
+              `git ${cmd.sub} did not finish within ${limits.timeoutMs} ms and was stopped; ` +
+                'narrow the request (a path filter, a smaller limit) or raise GIT_TOOLS_TIMEOUT_MS',
+              null,
+              decoder.decode(stderr),
+            ),
+          );
+        }
+        const text = decoder.decode(stderr);
+        const exitCode = typeof err.code === 'number' ? err.code : null;
+        reject(new GitFailure(describeFailure(cmd.sub, text), exitCode, text));
+      },
+    );
+    child.stdin?.end();
+  });
+}

@@ -58,6 +58,17 @@ const EnvSchema = z.object({
     .enum(['', '0', '1', 'true', 'false'], { message: 'must be 1 or 0' })
     .optional()
     .transform((v) => v === '1' || v === 'true'),
+  GITHUB_TOKEN: optionalString,
+  GITHUB_API_URL: optionalString.refine(
+    (v) => v === undefined || (URL.canParse(v) && /^https?:$/.test(new URL(v).protocol)),
+    'must be an http(s) URL',
+  ),
+  GIT_TOOLS_TIMEOUT_MS: z.coerce.number().int().min(100).default(15_000),
+  GIT_TOOLS_MAX_OUTPUT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(256 * 1024),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -108,6 +119,14 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       roots: (e.FS_ROOTS.length > 0 ? e.FS_ROOTS : ['./workspace']).map((r) => path.resolve(r)),
       readOnlyRoots: e.FS_READONLY_ROOTS.map((r) => path.resolve(r)),
       maxReadBytes: e.FS_MAX_READ_BYTES,
+      /** git_tools: per-call timeout and output cap of every git command. */
+      git: { timeoutMs: e.GIT_TOOLS_TIMEOUT_MS, maxOutputBytes: e.GIT_TOOLS_MAX_OUTPUT_BYTES },
+      /** get_github_pull_request_info: the REST API base and the optional token (never logged or returned). */
+      github: {
+        apiUrl: e.GITHUB_API_URL ?? 'https://api.github.com',
+        token: e.GITHUB_TOKEN,
+        timeoutMs: e.GIT_TOOLS_TIMEOUT_MS,
+      },
     },
     dataDir: path.resolve(e.TOOLSHIFT_DATA_DIR),
     logLevel: e.LOG_LEVEL,

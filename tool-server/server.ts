@@ -6,6 +6,7 @@ import { createToolServerApp } from './app.ts';
 import { PathGuard } from './path-guard.ts';
 import { createRegistry } from './registry.ts';
 import { fileSystemTools } from './tools/file-system.ts';
+import { gitTools } from './tools/git-tools.ts';
 
 /** Builds the tool-server from config and listens; used by main.ts and by start.ts. */
 export async function startToolServer(config: Config): Promise<Listening> {
@@ -16,8 +17,13 @@ export async function startToolServer(config: Config): Promise<Listening> {
     readOnlyRoots: config.tools.readOnlyRoots,
   });
   const app = createToolServerApp({
-    registry: createRegistry(fileSystemTools),
-    context: { paths, maxReadBytes: config.tools.maxReadBytes },
+    registry: createRegistry([...fileSystemTools, ...gitTools]),
+    context: {
+      paths,
+      maxReadBytes: config.tools.maxReadBytes,
+      git: config.tools.git,
+      github: config.tools.github,
+    },
     log,
     security,
   });

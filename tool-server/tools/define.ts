@@ -2,11 +2,17 @@ import type { z } from 'zod';
 import { describeIssues, jsonSchema } from '../../lib/http.ts';
 import type { ToolAnnotations } from '../contract.ts';
 import type { PathGuard } from '../path-guard.ts';
+import type { GitSettings } from './git-run.ts';
+import type { GitHubSettings } from './github-api.ts';
 
 /** What every tool may use: the path guard and the service's limits. No sessions, no toolsets. */
 export interface ToolContext {
   paths: PathGuard;
   maxReadBytes: number;
+  /** git_tools' timeout, output cap and the environment git starts from; defaults when absent. */
+  git?: GitSettings;
+  /** get_github_pull_request_info's API URL, optional token and timeout; api.github.com, no token when absent. */
+  github?: GitHubSettings;
 }
 
 /** A tool's failure that the model can act on; its message becomes `ToolResult.error`. */

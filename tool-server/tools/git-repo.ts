@@ -147,8 +147,8 @@ export async function openRepo(ctx: ToolContext, dir: string): Promise<Repo> {
   if (!info.isDirectory()) throw new ToolError(`${real} is a file; give the repository's directory`);
   const settings = ctx.git;
   const discovery: GitTarget = { cwd: real, ceiling: ceilingFor(ctx, real) };
-  const [gitDirRaw, commonDirRaw, bare, inWorkTree, top] = await discover(discovery, settings, real);
-  if (bare !== 'true' && inWorkTree !== 'true') {
+  const [gitDirRaw, commonDirRaw, bare, , top] = await discover(discovery, settings, real);
+  if (bare !== 'true' && !top) {
     throw new ToolError(`${real} is inside a .git directory; give the repository's working directory`);
   }
   const workTree = bare === 'true' ? null : await insideRoots(ctx, top, 'work tree');

@@ -66,6 +66,7 @@ describe('the tool set', () => {
     expect(fileSystemTools.map((t) => t.name)).toEqual([
       'read_text_file',
       'read_multiple_files',
+      'read_media_file',
       'write_file',
       'edit_file',
       'create_directory',
@@ -79,7 +80,13 @@ describe('the tool set', () => {
       'delete_directory',
       'list_allowed_directories',
     ]);
-    for (const name of ['read_text_file', 'list_directory', 'search_files', 'get_file_info']) {
+    for (const name of [
+      'read_text_file',
+      'read_media_file',
+      'list_directory',
+      'search_files',
+      'get_file_info',
+    ]) {
       expect(tool(name).annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false });
     }
     for (const name of ['write_file', 'edit_file', 'move_file', 'delete_file', 'delete_directory']) {
@@ -647,7 +654,9 @@ describe('writes replace the file', () => {
   it('remove the temp file when the replacement fails', async () => {
     await mkdir(at('d/target'), { recursive: true });
     await writeFile(at('d/target/inside'), '');
-    await expect(writeReplacing(at('d/target'), 'x')).rejects.toThrow(ToolError);
+    const dir = await ctx.paths.openDirectory(at('d'));
+    await expect(writeReplacing(dir, 'target', 'x')).rejects.toThrow(ToolError);
+    await dir.close();
     expect(await readdir(at('d'))).toEqual(['target']);
   });
 });

@@ -88,15 +88,40 @@ describe('containment', () => {
     expect(await guard.resolveForWrite('sub/..bar/x')).toBe(path.join(root, 'sub/..bar/x'));
   });
 
-  it('resolves relative paths against the first read-write root and does not expand ~', async () => {
+  it('resolves relative paths against the first read-write root', async () => {
     const ro = path.join(base, 'ro');
     await mkdir(ro);
     const g = await PathGuard.create({ roots: [root], readOnlyRoots: [ro] });
     expect(await g.resolveForRead('a/b.txt')).toBe(path.join(root, 'a/b.txt'));
-    expect(await g.resolveForRead('~/x')).toBe(path.join(root, '~/x'));
     expect(await g.resolveForRead('.')).toBe(root);
     const readOnly = await PathGuard.create({ roots: [], readOnlyRoots: [ro] });
     expect(await readOnly.resolveForRead('b.txt')).toBe(path.join(ro, 'b.txt'));
+  });
+
+  it('expands ~ and ~/ to the home directory, then checks it like any path', async () => {
+    const home = path.join(root, 'home');
+    const g = await PathGuard.create({ roots: [root], readOnlyRoots: [], homeDir: home });
+    expect(await g.resolveForWrite('~/notes.txt')).toBe(path.join(home, 'notes.txt'));
+    expect(await g.resolveForRead('~')).toBe(home);
+    // ~user and a ~ inside a name are names, as on the shell.
+    expect(await g.resolveForWrite('~other/x')).toBe(path.join(root, '~other/x'));
+    expect(await g.resolveForWrite('a/~/x')).toBe(path.join(root, 'a/~/x'));
+    const outsideHome = await PathGuard.create({ roots: [root], readOnlyRoots: [], homeDir: outside });
+    await denied(
+      outsideHome.resolveForRead('~/secret.txt'),
+      `Access denied: ${path.join(outside, 'secret.txt')} is outside the allowed directories (read-write: ${root}; read-only: none)`,
+    );
+    await denied(outsideHome.resolveForWrite('~/new.txt'), /is outside the allowed directories/);
+  });
+
+  it('refuses Windows-style paths with a message saying which paths work', async () => {
+    for (const p of ['C:\\Users\\me\\a.txt', 'c:/Users/me', 'D:', '\\\\server\\share\\x']) {
+      await denied(guard.resolveForRead(p), /is a Windows path; this server takes POSIX paths/);
+      await denied(guard.resolveForWrite(p), /is a Windows path/);
+    }
+    // A colon or a backslash inside a POSIX name is still a name.
+    expect(await guard.resolveForWrite('notes:v2.txt')).toBe(path.join(root, 'notes:v2.txt'));
+    expect(await guard.resolveForWrite('a\\b.txt')).toBe(path.join(root, 'a\\b.txt'));
   });
 
   it('refuses empty strings, non-strings and NUL bytes', async () => {
@@ -108,11 +133,11 @@ describe('containment', () => {
 });
 
 describe('symlinks', () => {
-  it('refuses to read through a symlink that points outside', async () => {
+  it('refuses to read through a symlink that points outside, without saying where it points', async () => {
     await symlink(path.join(outside, 'secret.txt'), path.join(root, 'link'));
     await denied(
       guard.resolveForRead('link'),
-      /link \(which resolves to .*outside\/secret\.txt\) is outside/,
+      `Access denied: ${path.join(root, 'link')} is outside the allowed directories (read-write: ${root}; read-only: none)`,
     );
   });
 
@@ -128,13 +153,23 @@ describe('symlinks', () => {
     await denied(guard.resolveForRead('linkdir/secret.txt'), /is outside/);
   });
 
-  it('refuses a dangling symlink, even one that points inside, and paths beneath it', async () => {
-    await symlink(path.join(outside, 'missing.txt'), path.join(root, 'dangling'));
+  it('refuses a dangling symlink inside, and paths beneath it; an outward one is simply outside', async () => {
     await symlink(path.join(root, 'not-yet'), path.join(root, 'dangling-in'));
-    await denied(guard.resolveForWrite('dangling'), /symbolic link whose target does not exist/);
-    await denied(guard.resolveForRead('dangling'), /symbolic link whose target does not exist/);
-    await denied(guard.resolveForWrite('dangling-in'), /symbolic link whose target does not exist/);
-    await denied(guard.resolveForWrite('dangling/x.txt'), /symbolic link whose target does not exist/);
+    await symlink('not-yet/deeper', path.join(root, 'dangling-rel'));
+    const dangling = `Access denied: ${path.join(root, 'dangling-in')} is a symbolic link whose target does not exist; it cannot be used`;
+    await denied(guard.resolveForWrite('dangling-in'), dangling);
+    await denied(guard.resolveForRead('dangling-in'), dangling);
+    await denied(guard.resolveForWrite('dangling-in/x.txt'), dangling);
+    await denied(
+      guard.resolveForWrite('dangling-rel'),
+      /dangling-rel is a symbolic link whose target does not/,
+    );
+    await symlink(path.join(outside, 'missing.txt'), path.join(root, 'dangling'));
+    await denied(guard.resolveForWrite('dangling'), /dangling is outside the allowed directories/);
+    await denied(
+      guard.resolveForRead('dangling/x.txt'),
+      /dangling\/x\.txt is outside the allowed directories/,
+    );
   });
 
   it('refuses a symlink loop instead of falling back (only ENOENT gets the fallback)', async () => {
@@ -269,5 +304,75 @@ describe('relativeInside', () => {
     expect(relativeInside('/a/project', '/a/project2')).toBeNull();
     expect(relativeInside('/a/project', '/a')).toBeNull();
     expect(relativeInside('/a/project', '/a/project/..foo')).toBe('..foo');
+  });
+});
+
+describe('links resolved one step at a time', () => {
+  it('follows a relative link from one root into a sibling root, and an absolute one in either spelling', async () => {
+    const other = path.join(base, 'other');
+    await mkdir(other);
+    await writeFile(path.join(other, 'shared.txt'), 's');
+    const alias = path.join(base, 'alias');
+    await symlink(other, alias);
+    const g = await PathGuard.create({ roots: [root, alias], readOnlyRoots: [] });
+    await symlink('../other/shared.txt', path.join(root, 'rel'));
+    await symlink(path.join(alias, 'shared.txt'), path.join(root, 'abs'));
+    await symlink(path.join(base, '.', 'other', 'shared.txt'), path.join(root, 'dotted'));
+    for (const name of ['rel', 'abs', 'dotted']) {
+      expect(await g.resolveForRead(name)).toBe(path.join(other, 'shared.txt'));
+    }
+    // The same relative link with only one root leads outside.
+    await denied(guard.resolveForRead('rel'), /rel is outside the allowed directories/);
+  });
+
+  it('resolves .. after a link physically, as the kernel does', async () => {
+    await mkdir(path.join(root, 'a/b'), { recursive: true });
+    await writeFile(path.join(root, 'a/x.txt'), 'x');
+    await symlink('a/b', path.join(root, 'to-b'));
+    await symlink('to-b/../x.txt', path.join(root, 'via'));
+    expect(await guard.resolveForRead('via')).toBe(path.join(root, 'a/x.txt'));
+  });
+
+  it('keeps the missing tail of a new path under a link that stays inside', async () => {
+    await mkdir(path.join(root, 'real'));
+    await symlink('real', path.join(root, 'alias'));
+    expect(await guard.resolveForWrite('alias/new/deep.txt')).toBe(path.join(root, 'real/new/deep.txt'));
+  });
+});
+
+describe('Unicode normalisation', () => {
+  const nfc = 'caf\u00e9.txt';
+  const nfd = 'cafe\u0301.txt';
+
+  it('finds an existing file or directory whose name differs only in normalisation', async () => {
+    await writeFile(path.join(root, nfc), 'x');
+    expect(await guard.resolveForRead(nfd)).toBe(path.join(root, nfc));
+    expect(await guard.resolveForWrite(nfd)).toBe(path.join(root, nfc));
+    expect(await guard.resolveEntryForWrite(nfd)).toBe(path.join(root, nfc));
+    await mkdir(path.join(root, 'r\u00e9sum\u00e9'));
+    expect(await guard.resolveForWrite('re\u0301sume\u0301/new.txt')).toBe(
+      path.join(root, 'r\u00e9sum\u00e9', 'new.txt'),
+    );
+  });
+
+  it('prefers the exact name, keeps a new name as given, and refuses an ambiguous one', async () => {
+    expect(await guard.resolveForWrite(nfd)).toBe(path.join(root, nfd));
+    await writeFile(path.join(root, nfc), 'composed');
+    await writeFile(path.join(root, nfd), 'decomposed');
+    expect(await guard.resolveForRead(nfc)).toBe(path.join(root, nfc));
+    expect(await guard.resolveForRead(nfd)).toBe(path.join(root, nfd));
+    // A third spelling (é composed, "e" + accent elsewhere) matching both existing ones is ambiguous.
+    await mkdir(path.join(root, 'd'));
+    await writeFile(path.join(root, 'd', '\u00e9\u00e9'), '1');
+    await writeFile(path.join(root, 'd', 'e\u0301e\u0301'), '2');
+    await denied(guard.resolveForRead('d/\u00e9e\u0301'), /differ only in Unicode normalisation/);
+  });
+});
+
+describe('descriptors', () => {
+  it('uses verified descriptors where /proc/self/fd works, and plain paths when told not to', async () => {
+    expect(guard.raceFree).toBe(process.platform === 'linux');
+    const plain = await PathGuard.create({ roots: [root], readOnlyRoots: [], verifyDescriptors: false });
+    expect(plain.raceFree).toBe(false);
   });
 });

@@ -1,47 +1,33 @@
-import { lstat, mkdir, realpath, stat } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { lstat } from 'node:fs/promises';
+import { homedir } from 'node:os';
 import path from 'node:path';
-import picomatch from 'picomatch';
+import { procFdWorks, using, VerifiedDir } from './fd-path.ts';
+import { BlockedPatterns, DEFAULT_BLOCKED_PATTERNS } from './path-blocked.ts';
+import { normalisationTwin, ResolveError, type RootLayout, resolveInside } from './path-resolve.ts';
+import { type Found, loadRoots, mostSpecific, type Root, relativeInside, rootLayout } from './path-roots.ts';
+import { RwLock } from './rw-lock.ts';
 import { ToolError } from './tools/define.ts';
 
-// Every filesystem tool goes through this guard: a path is checked as written, then again after
-// realpath(), against roots that were themselves realpath'ed at startup. The two CVEs of the reference
-// MCP filesystem server came from a string-prefix containment test and from a swallowed realpath error,
-// so containment here is component-wise and only ENOENT gets the walk-up fallback.
+// Every filesystem tool goes through this guard: a path is checked as written, then resolved symlink by
+// symlink (path-resolve.ts) against roots that were themselves realpath'ed at startup. The two CVEs of the
+// reference MCP filesystem server came from a string-prefix containment test and from a swallowed realpath
+// error, so containment here is component-wise and only ENOENT ends a walk with a new path. Tools then act
+// through directories opened and verified here (fd-path.ts), so what they touch is what was checked.
 
 /** The roots a tool-server may touch, from config (`FS_ROOTS`, `FS_READONLY_ROOTS`). */
 export interface PathGuardOptions {
   roots: string[];
   readOnlyRoots: string[];
   blockedPatterns?: string[];
+  /** What `~` expands to; the user's home directory by default. */
+  homeDir?: string;
+  /** Act through verified descriptors (/proc/self/fd); detected by default, false forces plain paths. */
+  verifyDescriptors?: boolean;
 }
 
-/** Globs (relative to a root) that no tool may write, so a model cannot touch VCS data, deps or secrets. */
-export const DEFAULT_BLOCKED_PATTERNS: readonly string[] = [
-  '**/.git/**',
-  '**/node_modules/**',
-  '**/.ssh/**',
-  '**/.aws/**',
-  '**/.gnupg/**',
-  '**/.env*',
-  '**/.git-credentials',
-  '**/.pgpass',
-  '**/.docker/config.json',
-  '**/.kube/**',
-  '**/*.pem',
-  '**/*.key',
-  '**/*.p12',
-  '**/*.pfx',
-  '**/id_rsa*',
-  '**/id_dsa*',
-  '**/id_ecdsa*',
-  '**/id_ed25519*',
-  '**/credentials*.json',
-  '**/.npmrc',
-  '**/.netrc',
-  '**/.pypirc',
-  '**/secrets.yaml',
-  '**/secrets.yml',
-];
+/** Re-exported: tests and other tools (git) use them from here. */
+export { DEFAULT_BLOCKED_PATTERNS, relativeInside };
 
 type Mode = 'read' | 'write';
 
@@ -52,74 +38,41 @@ const UNRESOLVABLE: Record<string, string> = {
   ENAMETOOLONG: 'the path is too long',
 };
 
-interface Root {
-  /** As configured, path.resolve'd: what the model may have typed. */
-  lexical: string;
-  /** After realpath(): what containment of real paths is checked against. */
-  real: string;
-  writable: boolean;
-}
-
-/** Component-wise containment, the one test every tool uses: `p` relative to `root` ('' for the root
- * itself), or null when `p` is not inside it. A string-prefix test would admit `/a/project2` for `/a/project`. */
-export function relativeInside(root: string, p: string): string | null {
-  const rel = path.relative(root, p);
-  if (rel === '') return '';
-  if (path.isAbsolute(rel)) return null;
-  if (rel === '..' || rel.startsWith(`..${path.sep}`)) return null;
-  return rel;
-}
-
-function errnoCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | null)?.code;
-}
+/** C:\x, C:/x, C: and \\server\share: paths of another platform, which POSIX would take as odd file names. */
+const WINDOWS_PATH = /^(?:[A-Za-z]:(?:[\\/]|$)|\\\\)/;
 
 /** Decides which paths the filesystem tools may read and write, and hands back the real path to use. */
 export class PathGuard {
   private readonly roots: Root[];
-  private readonly matchers: { pattern: string; test: (p: string) => boolean }[];
+  private readonly blockedPatterns: BlockedPatterns;
+  private readonly home: string;
+  /** Serialises the file tools' writes (and, without /proc, their reads too); see runFileTool. */
+  private readonly lock = new RwLock();
+  private readonly layout: RootLayout;
 
-  private constructor(roots: Root[], patterns: readonly string[]) {
+  private constructor(
+    roots: Root[],
+    patterns: readonly string[],
+    home: string,
+    /** True when tools act through verified descriptors (Linux /proc): the race-free mode. */
+    readonly raceFree: boolean,
+  ) {
     this.roots = roots;
-    this.matchers = patterns.map((pattern) => ({
-      pattern,
-      test: picomatch(pattern, { dot: true, nocase: true }),
-    }));
+    this.layout = rootLayout(roots);
+    this.home = home;
+    this.blockedPatterns = new BlockedPatterns(patterns);
   }
 
   /** Realpaths every root (creating missing read-write ones) so later checks compare real paths. */
   static async create(opts: PathGuardOptions): Promise<PathGuard> {
-    if (opts.roots.length === 0 && opts.readOnlyRoots.length === 0) {
-      throw new Error('PathGuard needs at least one root directory (FS_ROOTS or FS_READONLY_ROOTS)');
+    const roots = await loadRoots(opts.roots, opts.readOnlyRoots);
+    const available = await procFdWorks(roots[0].real);
+    if (opts.verifyDescriptors === true && !available) {
+      throw new Error('verifyDescriptors needs /proc/self/fd (Linux); this system does not provide it');
     }
-    const roots: Root[] = [];
-    for (const [list, writable] of [
-      [opts.roots, true],
-      [opts.readOnlyRoots, false],
-    ] as const) {
-      for (const configured of list) {
-        if (typeof configured !== 'string' || configured === '' || configured.includes('\0')) {
-          throw new Error(`Invalid root directory: ${JSON.stringify(configured)}`);
-        }
-        const lexical = path.resolve(configured);
-        if (writable) await mkdir(lexical, { recursive: true });
-        let real: string;
-        try {
-          real = await realpath(lexical);
-        } catch (err) {
-          const why =
-            errnoCode(err) === 'ENOENT' ? 'does not exist' : `cannot be resolved (${errnoCode(err)})`;
-          throw new Error(`${writable ? 'Root' : 'Read-only root'} ${lexical} ${why}`);
-        }
-        if (!(await stat(real)).isDirectory()) throw new Error(`Root ${lexical} is not a directory`);
-        roots.push({ lexical, real, writable });
-      }
-    }
-    // A directory listed in both FS_ROOTS and FS_READONLY_ROOTS is read-only, whichever way it is spelt:
-    // the safer reading wins. Its read-write entry stays (as read-only) so its configured spelling still works.
-    const readOnly = new Set(roots.filter((r) => !r.writable).map((r) => r.real));
-    for (const r of roots) if (readOnly.has(r.real)) r.writable = false;
-    return new PathGuard(roots, opts.blockedPatterns ?? DEFAULT_BLOCKED_PATTERNS);
+    const raceFree = opts.verifyDescriptors ?? available;
+    const patterns = opts.blockedPatterns ?? DEFAULT_BLOCKED_PATTERNS;
+    return new PathGuard(roots, patterns, opts.homeDir ?? homedir(), raceFree);
   }
 
   /** The real absolute path to read, or a ToolError naming the allowed directories. */
@@ -137,12 +90,15 @@ export class PathGuard {
    * delete_file and move_file act on, so removing a link removes the link and never its target.
    */
   async resolveEntryForWrite(p: string): Promise<string> {
-    const abs = this.absolute(p);
-    if (this.isRoot(abs)) return abs;
-    const entry = path.join(await this.resolveForWrite(path.dirname(abs)), path.basename(abs));
-    const pattern = this.blockedPatternFor(entry);
-    if (pattern) throw this.protectedPath(abs, pattern);
+    const entry = await this.resolveEntry(p, 'write');
+    const pattern = this.isRoot(entry) ? undefined : this.blockedPatternFor(entry);
+    if (pattern) throw this.protectedPath(this.absolute(p), pattern);
     return entry;
+  }
+
+  /** The entry `p` names itself (a final symlink not followed), for telling a link from its target. */
+  resolveEntryForRead(p: string): Promise<string> {
+    return this.resolveEntry(p, 'read');
   }
 
   /** True for a root itself, which tools refuse to delete or move. */
@@ -166,12 +122,81 @@ export class PathGuard {
     return this.blocked(relativeInside(root.root.real, realPath) ?? '');
   }
 
-  /** The absolute path `p` names before symlinks are resolved (relative to the first root). */
+  /** The absolute path `p` names before symlinks are resolved (relative to the first root; `~` is home). */
   absolute(p: unknown): string {
     if (typeof p !== 'string' || p.trim() === '') throw new ToolError('A path must be a non-empty string');
     if (p.includes('\0')) throw new ToolError('Access denied: the path contains a NUL byte');
+    if (path.sep === '/' && WINDOWS_PATH.test(p)) {
+      throw new ToolError(
+        `${JSON.stringify(p)} is a Windows path; this server takes POSIX paths: absolute ` +
+          '("/home/me/project/notes.txt"), relative to the first allowed directory ("notes.txt"), or "~/…"',
+      );
+    }
+    const expanded = p === '~' || p.startsWith('~/') ? path.join(this.home, p.slice(1)) : p;
     const base = (this.roots.find((r) => r.writable) ?? this.roots[0]).real;
-    return path.resolve(base, p);
+    return path.resolve(base, expanded);
+  }
+
+  /** Opens the directory at a real path from resolveFor*, verified to be that directory (see fd-path.ts). */
+  openDirectory(real: string): Promise<VerifiedDir> {
+    this.assertInside(real);
+    return VerifiedDir.open(real, this.raceFree);
+  }
+
+  /**
+   * mkdir -p for a real path from resolveForWrite: from its root down, each component opened (and made if
+   * missing) from its parent's descriptor without following symlinks. `created` tells whether the last was new.
+   */
+  async makeDirectory(real: string): Promise<{ dir: VerifiedDir; created: boolean }> {
+    const found = this.assertInside(real);
+    let dir = await this.openDirectory(found.root.real);
+    let created = false;
+    for (const name of found.rel === '' ? [] : found.rel.split(path.sep)) {
+      const parent = dir;
+      try {
+        ({ dir, created } = await parent.child(name, true));
+      } finally {
+        await parent.close();
+      }
+    }
+    return { dir, created };
+  }
+
+  /** Runs `fn` with the verified parent directory of a real path and the entry's name in it. */
+  withParent<T>(real: string, fn: (dir: VerifiedDir, name: string) => Promise<T>): Promise<T> {
+    if (this.isRoot(real)) {
+      throw new ToolError(`${real} is one of the allowed directories itself, not an entry inside one`);
+    }
+    return using(this.openDirectory(path.dirname(real)), (dir) => fn(dir, path.basename(real)));
+  }
+
+  /** lstat() of a real path through its verified parent (a root through its own descriptor). */
+  async lstatEntry(real: string): Promise<Stats> {
+    if (this.isRoot(real)) return using(this.openDirectory(real), (dir) => dir.stat());
+    return this.withParent(real, (dir, name) => lstat(dir.entry(name)));
+  }
+
+  /**
+   * Runs a file tool's call. Writes take the lock one at a time, so two edits of one file never lose one of
+   * them; reads take no lock where descriptors are verified (they cannot be misled), and share it otherwise,
+   * so without /proc a move cannot swap a checked directory under a read or write. Other tools never wait.
+   */
+  runFileTool<T>(changes: boolean, fn: () => Promise<T>): Promise<T> {
+    if (changes) return this.lock.write(fn);
+    return this.raceFree ? fn() : this.lock.read(fn);
+  }
+
+  private async resolveEntry(p: string, mode: Mode): Promise<string> {
+    const abs = this.absolute(p);
+    if (this.isRoot(abs)) return this.resolve(p, mode);
+    const parent = await this.resolve(path.dirname(abs), mode);
+    const name = path.basename(abs);
+    if ((await lstat(path.join(parent, name)).catch(() => null)) !== null) return path.join(parent, name);
+    try {
+      return path.join(parent, (await normalisationTwin(parent, name)) ?? name);
+    } catch (err) {
+      throw err instanceof ResolveError ? this.unresolvable(abs, err) : err;
+    }
   }
 
   private async resolve(p: string, mode: Mode): Promise<string> {
@@ -179,10 +204,14 @@ export class PathGuard {
     // 1. As written: the longest root that contains the path, by its configured or its real spelling.
     const lexical = this.mostSpecific(abs, (r) => [r.lexical, r.real]);
     if (!lexical) throw this.outside(abs);
-    // 2. As it really is: every symlink resolved, the missing tail of a new path re-appended.
-    const real = await this.realpathAllowingMissing(abs);
-    const actual = this.mostSpecific(real, (r) => [r.real]);
-    if (!actual) throw this.outside(abs, real);
+    // 2. As it really is: every symlink followed from that root's real path, nothing outside looked at.
+    let real: string;
+    try {
+      real = await resolveInside(lexical.root.real, lexical.rel.split(path.sep), this.layout);
+    } catch (err) {
+      throw err instanceof ResolveError ? this.unresolvable(abs, err) : err;
+    }
+    const actual = this.assertInside(real, abs);
     if (mode === 'write') {
       for (const found of [lexical, actual]) {
         if (!found.root.writable) {
@@ -199,54 +228,19 @@ export class PathGuard {
     return real;
   }
 
-  /** realpath(); on ENOENT only, the nearest existing ancestor's realpath plus the missing components. */
-  private async realpathAllowingMissing(abs: string): Promise<string> {
-    try {
-      return await realpath(abs);
-    } catch (err) {
-      if (errnoCode(err) !== 'ENOENT') throw this.unresolvable(abs, err);
-    }
-    const missing: string[] = [];
-    let current = abs;
-    for (;;) {
-      try {
-        await lstat(current);
-        // It exists, yet realpath() said ENOENT: a dangling symlink, which could later point anywhere.
-        throw new ToolError(
-          `Access denied: ${current} is a symbolic link whose target does not exist; it cannot be used`,
-        );
-      } catch (err) {
-        if (err instanceof ToolError) throw err;
-        if (errnoCode(err) !== 'ENOENT') throw this.unresolvable(abs, err);
-      }
-      missing.unshift(path.basename(current));
-      const parent = path.dirname(current);
-      if (parent === current) throw this.unresolvable(abs, new Error('no existing ancestor'));
-      current = parent;
-      try {
-        return path.join(await realpath(current), ...missing);
-      } catch (err) {
-        if (errnoCode(err) !== 'ENOENT') throw this.unresolvable(abs, err);
-      }
-    }
+  /** The most specific root holding a real path; anything else is refused as outside. */
+  private assertInside(real: string, shown = real): Found {
+    const found = this.mostSpecific(real, (r) => [r.real]);
+    if (!found) throw this.outside(shown);
+    return found;
   }
 
-  private mostSpecific(p: string, spellings: (r: Root) => string[]): { root: Root; rel: string } | undefined {
-    let best: { root: Root; rel: string; length: number } | undefined;
-    for (const root of this.roots) {
-      for (const spelling of spellings(root)) {
-        const rel = relativeInside(spelling, p);
-        if (rel !== null && (!best || spelling.length > best.length))
-          best = { root, rel, length: spelling.length };
-      }
-    }
-    return best && { root: best.root, rel: best.rel };
+  private mostSpecific(p: string, spellings: (r: Root) => string[]): Found | undefined {
+    return mostSpecific(this.roots, p, spellings);
   }
 
   private blocked(rel: string): string | undefined {
-    if (rel === '') return undefined;
-    const posix = rel.split(path.sep).join('/');
-    return this.matchers.find((m) => m.test(posix))?.pattern;
+    return this.blockedPatterns.match(rel);
   }
 
   /** The one wording of "this path is protected", for resolve() and resolveEntryForWrite(). */
@@ -264,14 +258,28 @@ export class PathGuard {
     return `read-write: ${rw}; read-only: ${read_only.length > 0 ? read_only.join(', ') : 'none'}`;
   }
 
-  private outside(abs: string, real?: string): ToolError {
-    const shown = real && real !== abs ? `${abs} (which resolves to ${real})` : abs;
-    return new ToolError(`Access denied: ${shown} is outside the allowed directories (${this.list(false)})`);
+  /** The one answer for every path that is, or leads, outside the roots: it says nothing about what is there. */
+  private outside(abs: string): ToolError {
+    return new ToolError(`Access denied: ${abs} is outside the allowed directories (${this.list(false)})`);
   }
 
-  private unresolvable(abs: string, err: unknown): ToolError {
-    const code = errnoCode(err);
-    const why = (code && UNRESOLVABLE[code]) ?? code ?? (err as Error).message;
-    return new ToolError(`Access denied: ${abs} cannot be resolved safely: ${why}`);
+  /** Why a path inside the roots cannot be used; an outward path gets outside() and nothing more. */
+  private unresolvable(abs: string, err: ResolveError): ToolError {
+    const reason = err.reason;
+    if (reason.kind === 'outside') return this.outside(abs);
+    if (reason.kind === 'dangling') {
+      return new ToolError(
+        `Access denied: ${reason.link} is a symbolic link whose target does not exist; it cannot be used`,
+      );
+    }
+    if (reason.kind === 'ambiguous') {
+      return new ToolError(
+        `${abs} matches several entries of ${reason.dir} that differ only in Unicode normalisation ` +
+          `(${reason.matches.map((m) => JSON.stringify(m)).join(', ')}); give the exact name`,
+      );
+    }
+    return new ToolError(
+      `Access denied: ${abs} cannot be resolved safely: ${UNRESOLVABLE[reason.code] ?? reason.code}`,
+    );
   }
 }

@@ -1,6 +1,5 @@
 import { HttpError } from '../lib/http.ts';
 import type { ToolDefinition, ToolResult } from './contract.ts';
-import { RwLock } from './rw-lock.ts';
 import { parametersOf, type Tool, type ToolContext, ToolError, ToolInputError } from './tools/define.ts';
 
 /** The tool-server's set of tools: their definitions, and one place that runs a call and times it. */
@@ -22,7 +21,6 @@ export function createRegistry(tools: readonly Tool[]): ToolRegistry {
     if (byName.has(tool.name)) throw new Error(`Two tools are named ${tool.name}`);
     byName.set(tool.name, tool);
   }
-  const lock = new RwLock();
   const definitions = tools.map((t) => ({
     name: t.name,
     description: t.description,
@@ -38,8 +36,9 @@ export function createRegistry(tools: readonly Tool[]): ToolRegistry {
       const started = performance.now();
       const elapsed = () => Math.round((performance.now() - started) * 100) / 100;
       try {
-        const run = () => tool.run(args, ctx);
-        const result = await (tool.annotations.readOnlyHint ? lock.read(run) : lock.write(run));
+        // No lock here: tools of other kinds (web, git, database) never wait for one another. The file tools
+        // take the path guard's own lock (see file-system.ts).
+        const result = await tool.run(args, ctx);
         return { success: true, result, execution_time_ms: elapsed() };
       } catch (err) {
         if (err instanceof ToolInputError) throw new HttpError(400, err.message);

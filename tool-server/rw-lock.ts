@@ -1,7 +1,7 @@
 /**
- * A readers-writer lock for tool calls. The path guard checks a path and the tool then uses it; a move
- * running in between could swap a checked directory for a symlink that leads outside the roots. So
- * read-only tools run side by side, and a tool that changes the filesystem runs alone.
+ * A readers-writer lock for the file tools (PathGuard.runFileTool). Writers run one at a time, so two edits of
+ * one file never lose one of them. Where descriptors cannot be verified (no /proc), readers take it too: a
+ * move running between a check and its use could otherwise swap a checked directory for an outward symlink.
  */
 export class RwLock {
   private readers = 0;

@@ -4,11 +4,13 @@ import { constants } from 'node:fs';
 import { lstat, open, readdir, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import picomatch from 'picomatch';
+import type { VerifiedDir } from '../fd-path.ts';
 import { ToolError } from './define.ts';
 
 // Helpers shared by the filesystem tools: error translation, entry types, directory reads that never
 // follow symlinks, glob matching with the basename rule, and writes that replace a file rather than
-// write through whatever link its name is.
+// write through whatever link its name is. Entries are reached through a VerifiedDir (fd-path.ts), so an
+// operation acts inside the directory that was checked even if its path is swapped meanwhile.
 
 /** O_NOFOLLOW where the platform has it: a symlink swapped in after the guard's check fails with ELOOP. */
 export const NO_FOLLOW: number = constants.O_NOFOLLOW ?? 0;
@@ -22,6 +24,8 @@ export const LIMITS = {
   treeNodes: 2000,
   searchVisits: 100_000,
   editBytes: 16 * 1024 * 1024,
+  /** 5 MiB: about 6.7 MB of base64, within what model APIs take for one image. */
+  mediaBytes: 5 * 1024 * 1024,
 };
 
 const FS_MESSAGES: Record<string, (p: string) => string> = {
@@ -63,13 +67,13 @@ export async function onPath<T>(p: string, op: () => Promise<T>): Promise<T> {
   }
 }
 
-/** lstat() that answers null for a path that does not exist yet, so tools can tell "new" from "there". */
-export async function existing(real: string): Promise<Stats | null> {
+/** lstat() of `name` in `dir` that answers null when it does not exist yet, to tell "new" from "there". */
+export async function existing(dir: VerifiedDir, name: string): Promise<Stats | null> {
   try {
-    return await lstat(real);
+    return await lstat(dir.entry(name));
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw fsError(err, real);
+    throw fsError(err, path.join(dir.real, name));
   }
 }
 
@@ -98,8 +102,8 @@ export function entryType(e: Dirent | Stats): EntryType {
 }
 
 /** A directory's entries sorted by name; readdir never follows the entries' symlinks. */
-export async function readDirSorted(dir: string): Promise<Dirent[]> {
-  const entries = await onPath(dir, () => readdir(dir, { withFileTypes: true }));
+export async function readDirSorted(dir: VerifiedDir): Promise<Dirent[]> {
+  const entries = await onPath(dir.real, () => readdir(dir.self, { withFileTypes: true }));
   return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
@@ -123,25 +127,31 @@ export function iso(date: Date): string | null {
 }
 
 /**
- * Writes a whole file through a temp file in the same directory renamed over `real`. rename() replaces the
+ * Writes a whole file `name` in `dir` through a temp file there renamed over it. rename() replaces the
  * directory entry, so a symlink swapped in after the guard's check, or a hard link to an inode outside the
  * roots, is replaced and never written through; readers see the old or the new content, never half of it.
  * `mode` keeps an existing file's permission bits (not setuid/setgid/sticky, and the owner becomes ours).
  */
-export async function writeReplacing(real: string, content: string, mode?: number): Promise<void> {
-  const temp = path.join(path.dirname(real), `.toolshift-${randomBytes(8).toString('hex')}.tmp`);
+export async function writeReplacing(
+  dir: VerifiedDir,
+  name: string,
+  content: string | Uint8Array,
+  mode?: number,
+): Promise<void> {
+  const real = path.join(dir.real, name);
+  const temp = dir.entry(`.toolshift-${randomBytes(8).toString('hex')}.tmp`);
   let created = false;
   try {
     const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | NO_FOLLOW;
     const handle = await open(temp, flags, 0o666);
     created = true;
     try {
-      await handle.writeFile(content, 'utf8');
+      await handle.writeFile(content);
       if (mode !== undefined) await handle.chmod(mode & 0o777);
     } finally {
       await handle.close();
     }
-    await rename(temp, real);
+    await rename(temp, dir.entry(name));
   } catch (err) {
     if (created) await unlink(temp).catch(() => undefined);
     throw fsError(err, real);

@@ -1,27 +1,26 @@
-import { lstat, mkdir, stat } from 'node:fs/promises';
+import type { Dirent } from 'node:fs';
+import { lstat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { using, type VerifiedDir } from '../fd-path.ts';
 import { defineTool, type ToolContext, ToolError } from './define.ts';
-import {
-  entryType,
-  existing,
-  fsMessage,
-  iso,
-  LIMITS,
-  onPath,
-  READ_ONLY,
-  readDirSorted,
-} from './fs-common.ts';
+import { entryType, fsMessage, iso, LIMITS, onPath, READ_ONLY, readDirSorted } from './fs-common.ts';
 
-// The tools that create and list directories, and the one that tells the model where it may work.
+// The tools that create and list directories, and the one that tells the model where it may work. Listings
+// show an entry's name and type (a symlink as "symlink"), never where a link points.
 
 /** Resolves `p` for reading and insists it is a directory, pointing the model at the right tool if not. */
 export async function readableDirectory(ctx: ToolContext, p: string): Promise<string> {
   const real = await ctx.paths.resolveForRead(p);
-  const info = await onPath(real, () => stat(real));
+  const info = await onPath(real, () => ctx.paths.lstatEntry(real));
   if (!info.isDirectory())
     throw new ToolError(`${real} is a file, not a directory; use read_text_file or get_file_info`);
   return real;
+}
+
+/** The sorted entries of the checked directory at `real`, read through its verified descriptor. */
+export function listChecked(ctx: ToolContext, real: string): Promise<Dirent[]> {
+  return onPath(real, () => using(ctx.paths.openDirectory(real), readDirSorted));
 }
 
 /** mkdir -p inside a read-write root; says whether it was already there. */
@@ -41,11 +40,10 @@ export const createDirectory = defineTool({
   },
   async execute(args, ctx) {
     const real = await ctx.paths.resolveForWrite(args.path);
-    const before = await existing(real);
-    if (before?.isDirectory()) return { path: real, action: 'already_existed' };
-    if (before) throw new ToolError(`${real} already exists and is not a directory`);
-    await onPath(real, () => mkdir(real, { recursive: true }));
-    return { path: real, action: 'created' };
+    // From the root down, one verified directory at a time: a component swapped for a symlink is refused.
+    const { dir, created } = await onPath(real, () => ctx.paths.makeDirectory(real));
+    await dir.close();
+    return { path: real, action: created ? 'created' : 'already_existed' };
   },
 });
 
@@ -61,7 +59,7 @@ export const listDirectory = defineTool({
   annotations: { title: 'List directory', ...READ_ONLY },
   async execute(args, ctx) {
     const real = await readableDirectory(ctx, args.path);
-    const entries = await readDirSorted(real);
+    const entries = await listChecked(ctx, real);
     return {
       path: real,
       entries: entries.slice(0, LIMITS.listEntries).map((e) => ({ name: e.name, type: entryType(e) })),
@@ -79,6 +77,31 @@ interface SizedEntry {
   error?: string;
 }
 
+/** Every entry of `dir` with its size and time, lstat'ed through the directory's descriptor. */
+async function sizedEntries(dir: VerifiedDir): Promise<SizedEntry[]> {
+  const dirents = await readDirSorted(dir);
+  const entries: SizedEntry[] = [];
+  for (let i = 0; i < dirents.length; i += 64) {
+    const batch = dirents.slice(i, i + 64).map(async (e): Promise<SizedEntry> => {
+      try {
+        const info = await lstat(dir.entry(e.name));
+        const type = entryType(info);
+        return {
+          name: e.name,
+          type,
+          size_bytes: type === 'file' ? info.size : null,
+          modified: iso(info.mtime),
+        };
+      } catch (err) {
+        const error = fsMessage(err, path.join(dir.real, e.name));
+        return { name: e.name, type: entryType(e), size_bytes: null, modified: null, error };
+      }
+    });
+    entries.push(...(await Promise.all(batch)));
+  }
+  return entries;
+}
+
 /** One directory's entries with sizes and times, sortable by size, with totals: for finding what is big. */
 export const listDirectoryWithSizes = defineTool({
   name: 'list_directory_with_sizes',
@@ -94,26 +117,9 @@ export const listDirectoryWithSizes = defineTool({
   annotations: { title: 'List directory with sizes', ...READ_ONLY },
   async execute(args, ctx) {
     const real = await readableDirectory(ctx, args.path);
-    const dirents = await readDirSorted(real);
-    const entries: SizedEntry[] = [];
-    for (let i = 0; i < dirents.length; i += 64) {
-      const batch = dirents.slice(i, i + 64).map(async (e): Promise<SizedEntry> => {
-        try {
-          const info = await lstat(path.join(real, e.name));
-          const type = entryType(info);
-          return {
-            name: e.name,
-            type,
-            size_bytes: type === 'file' ? info.size : null,
-            modified: iso(info.mtime),
-          };
-        } catch (err) {
-          const error = fsMessage(err, path.join(real, e.name));
-          return { name: e.name, type: entryType(e), size_bytes: null, modified: null, error };
-        }
-      });
-      entries.push(...(await Promise.all(batch)));
-    }
+    const entries = await onPath(real, () =>
+      using(ctx.paths.openDirectory(real), (dir) => sizedEntries(dir)),
+    );
     if (args.sort_by === 'size') {
       entries.sort((a, b) => (b.size_bytes ?? -1) - (a.size_bytes ?? -1) || (a.name < b.name ? -1 : 1));
     }

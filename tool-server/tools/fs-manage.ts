@@ -1,13 +1,16 @@
-import { cp, lstat, rename, rm, rmdir, unlink } from 'node:fs/promises';
+import { lstat, readdir, rename, rmdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { relativeInside } from '../path-guard.ts';
+import { using, type VerifiedDir } from '../fd-path.ts';
 import { defineTool, type ToolContext, ToolError } from './define.ts';
-import { assertFilePath, entryType, existing, fsError, onPath, readDirSorted } from './fs-common.ts';
+import { assertFilePath, entryType, existing, fsError, onPath } from './fs-common.ts';
+import { checkSubtree, moveAcross, removeTree } from './fs-tree.ts';
 
 // The tools that move and delete. They act on an entry itself, never on a final symlink's target. They
 // refuse to touch a root, and before a directory is moved or deleted as a whole they check that nothing
 // inside it is protected (a .git, a key, another root), and for a move, that nothing lands on a protected path.
+// Every rename, unlink and rmdir goes through the verified parent directories (fd-path.ts), and subtrees are
+// walked through descriptors (fs-tree.ts): a directory swapped for an outward symlink is never followed.
 
 function refuseRoot(ctx: ToolContext, real: string, verb: string): void {
   if (ctx.paths.isRoot(real)) {
@@ -15,48 +18,53 @@ function refuseRoot(ctx: ToolContext, real: string, verb: string): void {
   }
 }
 
-/**
- * Walks a directory (without following symlinks) and refuses if anything in it is protected, or, given the
- * `destination` of a move, if anything would land on a protected path there; counts the entries.
- */
-async function checkSubtree(
+/** Refuses, during a removal, an entry that is protected (it appeared after the subtree check). */
+function protectedGuard(ctx: ToolContext, verb: string): (real: string) => void {
+  return (real) => {
+    const pattern = ctx.paths.blockedPatternFor(real);
+    if (pattern) {
+      throw new ToolError(`${real} matches the protected pattern "${pattern}"; it cannot be ${verb}`);
+    }
+  };
+}
+
+/** Opens the destination's parent; a missing one gets the message that says to create it. */
+async function destinationParent(ctx: ToolContext, destination: string): Promise<VerifiedDir> {
+  const parent = path.dirname(destination);
+  try {
+    return await ctx.paths.openDirectory(parent);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw fsError(err, parent);
+    throw new ToolError(`The destination's parent ${parent} is not an existing directory; create it first`);
+  }
+}
+
+/** The move itself, between two verified directories. */
+async function moveEntry(
   ctx: ToolContext,
-  dir: string,
-  verb: string,
-  destination?: string,
-): Promise<number> {
-  const { read_write, read_only } = ctx.paths.allowed();
-  for (const root of [...read_write, ...read_only]) {
-    const rel = relativeInside(dir, root);
-    if (rel !== null && rel !== '') {
-      throw new ToolError(`${dir} contains the allowed directory ${root}; it cannot be ${verb}`);
-    }
+  move: { from: VerifiedDir; name: string; to: VerifiedDir; toName: string },
+): Promise<{ source: string; destination: string; type: ReturnType<typeof entryType> }> {
+  const { from, name, to, toName } = move;
+  const source = path.join(from.real, name);
+  const destination = path.join(to.real, toName);
+  const info = await onPath(source, () => lstat(from.entry(name)));
+  if (await existing(to, toName)) {
+    throw new ToolError(`${destination} already exists; delete it first or choose another destination`);
   }
-  let count = 0;
-  const pending = [dir];
-  while (pending.length > 0) {
-    const current = pending.pop() as string;
-    for (const entry of await readDirSorted(current)) {
-      const full = path.join(current, entry.name);
-      const pattern = ctx.paths.blockedPatternFor(full);
-      if (pattern) {
-        throw new ToolError(
-          `${dir} contains ${full}, which matches the protected pattern "${pattern}"; it cannot be ${verb}`,
-        );
-      }
-      const landing = destination ? path.join(destination, path.relative(dir, full)) : undefined;
-      const landingPattern = landing ? ctx.paths.blockedPatternFor(landing) : undefined;
-      if (landingPattern) {
-        throw new ToolError(
-          `${dir} contains ${full}, which would become ${landing}, matching the protected pattern ` +
-            `"${landingPattern}"; it cannot be ${verb} there`,
-        );
-      }
-      count++;
-      if (entry.isDirectory()) pending.push(full);
-    }
+  // resolveForWrite has checked the destination itself; a directory's entries are checked where they land.
+  if (info.isDirectory()) {
+    const { dir } = await onPath(source, () => from.child(name));
+    await using(dir, (d) => checkSubtree(ctx, d, 'moved', destination));
   }
-  return count;
+  try {
+    await rename(from.entry(name), to.entry(toName));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw fsError(err, source);
+    // Across file systems: copy through descriptors (symlinks as they are, never over anything), then remove.
+    await onPath(destination, () => moveAcross(from, name, to, toName, protectedGuard(ctx, 'moved')));
+  }
+  return { source, destination, type: entryType(info) };
 }
 
 /** Renames or moves a file or directory within the allowed directories, never over an existing path. */
@@ -75,33 +83,16 @@ export const moveFile = defineTool({
     const source = await ctx.paths.resolveEntryForWrite(args.source);
     const destination = await ctx.paths.resolveForWrite(args.destination);
     refuseRoot(ctx, source, 'moved');
-    const info = await onPath(source, () => lstat(source));
-    if (await existing(destination)) {
+    if (ctx.paths.isRoot(destination)) {
       throw new ToolError(`${destination} already exists; delete it first or choose another destination`);
     }
-    const parent = path.dirname(destination);
-    const parentInfo = await existing(parent);
-    if (!parentInfo?.isDirectory()) {
-      throw new ToolError(`The destination's parent ${parent} is not an existing directory; create it first`);
-    }
-    // resolveForWrite has checked the destination itself; a directory's entries are checked where they land.
-    if (info.isDirectory()) await checkSubtree(ctx, source, 'moved', destination);
-    try {
-      await rename(source, destination);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw fsError(err, source);
-      // Across file systems: copy (symlinks as they are, never over anything), then remove the original.
-      await onPath(destination, () =>
-        cp(source, destination, {
-          recursive: true,
-          errorOnExist: true,
-          force: false,
-          verbatimSymlinks: true,
-        }),
-      );
-      await onPath(source, () => rm(source, { recursive: true }));
-    }
-    return { source, destination, type: entryType(info) };
+    return onPath(source, () =>
+      ctx.paths.withParent(source, (from, name) =>
+        using(destinationParent(ctx, destination), (to) =>
+          moveEntry(ctx, { from, name, to, toName: path.basename(destination) }),
+        ),
+      ),
+    );
   },
 });
 
@@ -119,12 +110,45 @@ export const deleteFile = defineTool({
     assertFilePath(args.path, 'delete_file');
     const real = await ctx.paths.resolveEntryForWrite(args.path);
     refuseRoot(ctx, real, 'deleted');
-    const info = await onPath(real, () => lstat(real));
-    if (info.isDirectory()) throw new ToolError(`${real} is a directory; use delete_directory to delete it`);
-    await onPath(real, () => unlink(real));
-    return { path: real, deleted: true, type: entryType(info), size_bytes: info.size };
+    return onPath(real, () =>
+      ctx.paths.withParent(real, async (dir, name) => {
+        const info = await lstat(dir.entry(name));
+        if (info.isDirectory())
+          throw new ToolError(`${real} is a directory; use delete_directory to delete it`);
+        await unlink(dir.entry(name));
+        return { path: real, deleted: true, type: entryType(info), size_bytes: info.size };
+      }),
+    );
   },
 });
+
+/** delete_directory inside the verified parent: rmdir, or the subtree check and then rm -r. */
+async function deleteIn(ctx: ToolContext, parent: VerifiedDir, name: string, args: { recursive?: boolean }) {
+  const real = path.join(parent.real, name);
+  const info = await lstat(parent.entry(name));
+  if (info.isSymbolicLink()) {
+    throw new ToolError(`${real} is a symbolic link; use delete_file to remove the link`);
+  }
+  if (!info.isDirectory()) throw new ToolError(`${real} is not a directory; use delete_file to delete it`);
+  if (!args.recursive) {
+    try {
+      await rmdir(parent.entry(name));
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw err;
+      const { dir } = await parent.child(name);
+      const entries = await using(dir, (d) => readdir(d.self));
+      throw new ToolError(
+        `${real} is not empty (${entries.length} entries); pass recursive: true to delete it and everything in it`,
+      );
+    }
+    return { path: real, deleted: true, recursive: false, removed_entries: 0 };
+  }
+  const { dir } = await parent.child(name);
+  const removed = await using(dir, (d) => checkSubtree(ctx, d, 'deleted'));
+  await removeTree(parent, name, protectedGuard(ctx, 'deleted'));
+  return { path: real, deleted: true, recursive: true, removed_entries: removed };
+}
 
 /** Deletes a directory; a non-empty one only when the model says recursive: true. */
 export const deleteDirectory = defineTool({
@@ -147,26 +171,8 @@ export const deleteDirectory = defineTool({
     // The entry itself: a symlink to a directory must not get its target deleted.
     const real = await ctx.paths.resolveEntryForWrite(args.path);
     refuseRoot(ctx, real, 'deleted');
-    const info = await onPath(real, () => lstat(real));
-    if (info.isSymbolicLink()) {
-      throw new ToolError(`${real} is a symbolic link; use delete_file to remove the link`);
-    }
-    if (!info.isDirectory()) throw new ToolError(`${real} is not a directory; use delete_file to delete it`);
-    if (!args.recursive) {
-      try {
-        await rmdir(real);
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw fsError(err, real);
-        const entries = (await readDirSorted(real)).length;
-        throw new ToolError(
-          `${real} is not empty (${entries} entries); pass recursive: true to delete it and everything in it`,
-        );
-      }
-      return { path: real, deleted: true, recursive: false, removed_entries: 0 };
-    }
-    const removed = await checkSubtree(ctx, real, 'deleted');
-    await onPath(real, () => rm(real, { recursive: true }));
-    return { path: real, deleted: true, recursive: true, removed_entries: removed };
+    return onPath(real, () =>
+      ctx.paths.withParent(real, (parent, name) => deleteIn(ctx, parent, name, args)),
+    );
   },
 });

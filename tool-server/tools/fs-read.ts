@@ -1,8 +1,7 @@
-import { lstat, stat } from 'node:fs/promises';
 import { z } from 'zod';
-import { defineTool, ToolError } from './define.ts';
+import { defineTool, type ToolContext, ToolError } from './define.ts';
 import { assertFilePath, entryType, fsMessage, iso, onPath, READ_ONLY } from './fs-common.ts';
-import { readText } from './fs-text.ts';
+import { type ReadOptions, readText, type TextRead } from './fs-text.ts';
 
 // The tools that read files: whole, head or tail of one file, several at once, and one file's metadata.
 
@@ -14,6 +13,11 @@ const RESULT_RULES =
   'for tail at the top ("[truncated: first K of S bytes not shown]", the partial first line dropped). ' +
   'A file with a NUL byte is binary: {binary: true, content: null}. Invalid UTF-8 is shown with replacement ' +
   'characters and `encoding` "utf-8 (invalid bytes replaced)"; otherwise `encoding` is "utf-8".';
+
+/** Reads the checked file at `real` through its verified directory. */
+function readChecked(ctx: ToolContext, real: string, opts: ReadOptions): Promise<TextRead> {
+  return onPath(real, () => ctx.paths.withParent(real, (dir, name) => readText(dir, name, opts)));
+}
 
 /** Reads one text file within the byte cap; head/tail pick lines without loading a huge file. */
 export const readTextFile = defineTool({
@@ -36,7 +40,7 @@ export const readTextFile = defineTool({
     }
     assertFilePath(args.path, 'read_text_file');
     const real = await ctx.paths.resolveForRead(args.path);
-    return readText(real, { head: args.head, tail: args.tail, maxBytes: ctx.maxReadBytes });
+    return readChecked(ctx, real, { head: args.head, tail: args.tail, maxBytes: ctx.maxReadBytes });
   },
 });
 
@@ -62,7 +66,7 @@ export const readMultipleFiles = defineTool({
         try {
           assertFilePath(p, 'read_multiple_files');
           const real = await ctx.paths.resolveForRead(p);
-          return { ok: true as const, ...(await readText(real, { maxBytes: ctx.maxReadBytes })) };
+          return { ok: true as const, ...(await readChecked(ctx, real, { maxBytes: ctx.maxReadBytes })) };
         } catch (err) {
           const error = fsMessage(err, p);
           let shownPath = p;
@@ -93,9 +97,12 @@ export const getFileInfo = defineTool({
   annotations: { title: 'Get file info', ...READ_ONLY },
   async execute(args, ctx) {
     const real = await ctx.paths.resolveForRead(args.path);
-    const info = await onPath(real, () => stat(real));
-    const asWritten = ctx.paths.absolute(args.path);
-    const link = await lstat(asWritten).catch(() => null);
+    const info = await onPath(real, () => ctx.paths.lstatEntry(real));
+    if (info.isSymbolicLink()) {
+      throw new ToolError(`${real} is a symbolic link (it changed after it was checked); try again`);
+    }
+    const entry = await ctx.paths.resolveEntryForRead(args.path);
+    const link = entry === real ? null : await ctx.paths.lstatEntry(entry).catch(() => null);
     const isSymlink = link?.isSymbolicLink() ?? false;
     return {
       path: real,
@@ -106,7 +113,7 @@ export const getFileInfo = defineTool({
       accessed: iso(info.atime),
       permissions: (info.mode & 0o7777).toString(8).padStart(3, '0'),
       is_symlink: isSymlink,
-      ...(isSymlink ? { symlink_path: asWritten } : {}),
+      ...(isSymlink ? { symlink_path: entry } : {}),
     };
   },
 });

@@ -1,5 +1,7 @@
 import { constants } from 'node:fs';
-import { type FileHandle, open, stat } from 'node:fs/promises';
+import { type FileHandle, lstat, open } from 'node:fs/promises';
+import path from 'node:path';
+import type { VerifiedDir } from '../fd-path.ts';
 import { ToolError } from './define.ts';
 import { countLines, iso, LIMITS, NO_FOLLOW, onPath } from './fs-common.ts';
 
@@ -90,14 +92,34 @@ async function readAt(handle: FileHandle, position: number, length: number): Pro
   return buffer.subarray(0, filled);
 }
 
-/** Opens a regular file for reading; refuses directories and devices before open() could block on them. */
-async function openRegular(
-  real: string,
-): Promise<{ handle: FileHandle; size: number; modified: string | null; mode: number }> {
-  const info = await onPath(real, () => stat(real));
-  if (info.isDirectory()) throw new ToolError(`${real} is a directory, not a file; use list_directory`);
-  if (!info.isFile()) throw new ToolError(`${real} is not a regular file (device, socket or pipe)`);
-  const handle = await onPath(real, () => open(real, constants.O_RDONLY | constants.O_NONBLOCK | NO_FOLLOW));
+/** An open regular file and what the read results report about it. */
+export interface OpenFile {
+  handle: FileHandle;
+  size: number;
+  modified: string | null;
+  mode: number;
+}
+
+const READ_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK | (constants.O_NOCTTY ?? 0) | NO_FOLLOW;
+
+/**
+ * Opens the regular file `name` in `dir` (never through a symlink: the guard has resolved those, so one here
+ * was swapped in since); refuses directories and devices, checking the opened descriptor itself.
+ */
+export async function openRegular(dir: VerifiedDir, name: string): Promise<OpenFile> {
+  const real = path.join(dir.real, name);
+  const before = await onPath(real, () => lstat(dir.entry(name)));
+  if (before.isDirectory()) throw new ToolError(`${real} is a directory, not a file; use list_directory`);
+  if (before.isSymbolicLink()) {
+    throw new ToolError(`${real} is a symbolic link (it changed after it was checked); try again`);
+  }
+  if (!before.isFile()) throw new ToolError(`${real} is not a regular file (device, socket or pipe)`);
+  const handle = await onPath(real, () => open(dir.entry(name), READ_FLAGS));
+  const info = await handle.stat();
+  if (!info.isFile()) {
+    await handle.close();
+    throw new ToolError(`${real} is not a regular file (it changed after it was checked); try again`);
+  }
   return { handle, size: info.size, modified: iso(info.mtime), mode: info.mode };
 }
 
@@ -187,9 +209,10 @@ async function tailPart(handle: FileHandle, size: number, max: number, lines: nu
   return { shown: read.subarray(cut), start: readStart + cut, capped: true, read, readStart };
 }
 
-/** Reads a file as text within the byte cap, or reports it as binary. */
-export async function readText(real: string, opts: ReadOptions): Promise<TextRead> {
-  const { handle, size, modified } = await openRegular(real);
+/** Reads the file `name` in `dir` as text within the byte cap, or reports it as binary. */
+export async function readText(dir: VerifiedDir, name: string, opts: ReadOptions): Promise<TextRead> {
+  const real = path.join(dir.real, name);
+  const { handle, size, modified } = await openRegular(dir, name);
   try {
     const max = Math.max(1, opts.maxBytes);
     const part =
@@ -228,9 +251,11 @@ export async function readText(real: string, opts: ReadOptions): Promise<TextRea
 
 /** A whole text file for editing, with its mode; refuses binary, invalid UTF-8 and files too big to edit. */
 export async function readWholeText(
-  real: string,
+  dir: VerifiedDir,
+  name: string,
 ): Promise<{ text: string; modified: string | null; mode: number }> {
-  const { handle, size, modified, mode } = await openRegular(real);
+  const real = path.join(dir.real, name);
+  const { handle, size, modified, mode } = await openRegular(dir, name);
   try {
     if (size > LIMITS.editBytes) {
       throw new ToolError(

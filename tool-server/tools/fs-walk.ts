@@ -1,3 +1,4 @@
+import type { Dirent } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { defineTool, ToolError } from './define.ts';
@@ -8,13 +9,14 @@ import {
   globMatcher,
   LIMITS,
   READ_ONLY,
-  readDirSorted,
   relJoin,
 } from './fs-common.ts';
-import { readableDirectory } from './fs-dirs.ts';
+import { listChecked, readableDirectory } from './fs-dirs.ts';
 
 // The tools that walk a directory tree. Walks never follow symlinks (a link is reported as type
 // "symlink" and not entered), are capped, and say so with `truncated` rather than dropping entries silently.
+// Each directory is read through a descriptor verified to be the directory the walk reached (fd-path.ts),
+// so one swapped for an outward symlink meanwhile is reported as an error, not listed.
 
 /**
  * Globs match paths relative to the walk's start, so an absolute one would silently match nothing: one that
@@ -84,9 +86,9 @@ export const directoryTree = defineTool({
         node.depth_limited = true;
         continue;
       }
-      let entries: Awaited<ReturnType<typeof readDirSorted>>;
+      let entries: Dirent[];
       try {
-        entries = await readDirSorted(dir);
+        entries = await listChecked(ctx, dir);
       } catch (err) {
         delete node.children;
         node.error = fsMessage(err, dir);
@@ -159,9 +161,9 @@ export const searchFiles = defineTool({
 
     // Depth-first with sorted entries, so results come out in path order.
     const visit = async (dir: string, rel: string): Promise<void> => {
-      let entries: Awaited<ReturnType<typeof readDirSorted>>;
+      let entries: Dirent[];
       try {
-        entries = await readDirSorted(dir);
+        entries = await listChecked(ctx, dir);
       } catch (err) {
         if (errors.length < 50) errors.push({ path: rel === '' ? '.' : rel, error: fsMessage(err, dir) });
         return;

@@ -1,14 +1,17 @@
-import { mkdir, stat } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
 import path from 'node:path';
 import { createTwoFilesPatch } from 'diff';
 import { z } from 'zod';
+import type { VerifiedDir } from '../fd-path.ts';
 import { defineTool, ToolError } from './define.ts';
 import { assertFilePath, countLines, existing, iso, onPath, writeReplacing } from './fs-common.ts';
 import { readWholeText } from './fs-text.ts';
 
 // The tools that change a file's content: write it whole, or apply exact-text edits and show the diff.
-// Both replace the file (temp file + rename) rather than write into it, so a hard or symbolic link at the
-// path is replaced, never written through, and the file keeps its permission bits.
+// Both replace the file (temp file + rename) rather than write into it, so a hard link at the path is
+// replaced, never written through, and the file keeps its permission bits. A symlink inside the roots was
+// resolved by the guard: the write replaces its target and the link stays. Everything happens through the
+// verified parent directory (fd-path.ts), so a directory swapped for a symlink meanwhile is not followed.
 
 /** Creates or replaces a text file, making its parent directories inside the root. */
 export const writeFile = defineTool({
@@ -25,22 +28,29 @@ export const writeFile = defineTool({
   async execute(args, ctx) {
     assertFilePath(args.path, 'write_file');
     const real = await ctx.paths.resolveForWrite(args.path);
-    const before = await existing(real);
-    if (before?.isDirectory())
+    if (ctx.paths.isRoot(real))
       throw new ToolError(`${real} is a directory; give the path of a file to write`);
-    if (before && !before.isFile())
-      throw new ToolError(`${real} is not a regular file; it cannot be written`);
     const parent = path.dirname(real);
-    await onPath(parent, () => mkdir(parent, { recursive: true }));
-    await writeReplacing(real, args.content, before?.mode);
-    const after = await onPath(real, () => stat(real));
-    return {
-      path: real,
-      action: before ? 'overwritten' : 'created',
-      size_bytes: after.size,
-      line_count: countLines(args.content),
-      modified: iso(after.mtime),
-    };
+    const name = path.basename(real);
+    const { dir } = await onPath(parent, () => ctx.paths.makeDirectory(parent));
+    try {
+      const before = await existing(dir, name);
+      if (before?.isDirectory())
+        throw new ToolError(`${real} is a directory; give the path of a file to write`);
+      if (before && !before.isFile())
+        throw new ToolError(`${real} is not a regular file; it cannot be written`);
+      await writeReplacing(dir, name, args.content, before?.mode);
+      const after = await onPath(real, () => lstat(dir.entry(name)));
+      return {
+        path: real,
+        action: before ? 'overwritten' : 'created',
+        size_bytes: after.size,
+        line_count: countLines(args.content),
+        modified: iso(after.mtime),
+      };
+    } finally {
+      await dir.close();
+    }
   },
 });
 
@@ -52,22 +62,38 @@ function occurrences(hay: string, needle: string): number {
 }
 
 const toCrlf = (s: string) => s.replace(/\r?\n/g, '\r\n');
+const toLf = (s: string) => s.replace(/\r\n/g, '\n');
+
+/** A file's line endings when it uses one kind only; null for mixed endings or a single line. */
+function lineEndings(text: string): 'crlf' | 'lf' | null {
+  const crlf = text.includes('\r\n');
+  const bareLf = /(?<!\r)\n/.test(text);
+  if (crlf && !bareLf) return 'crlf';
+  if (bareLf && !crlf) return 'lf';
+  return null;
+}
 
 /** Applies one edit to `text`, or explains why it does not match exactly once. */
 function applyEdit(text: string, edit: { old_text: string; new_text: string }, where: string): string {
   let { old_text: oldText, new_text: newText } = edit;
   let count = occurrences(text, oldText);
-  // The model usually sends '\n'; a CRLF file would never match, so retry with the file's line endings.
-  if (count === 0 && oldText.includes('\n') && !oldText.includes('\r') && text.includes('\r\n')) {
-    const crlfCount = occurrences(text, toCrlf(oldText));
-    if (crlfCount > 0) {
-      count = crlfCount;
-      oldText = toCrlf(oldText);
-      newText = toCrlf(newText);
+  // old_text may carry the other line endings (LF typed against a CRLF file, or CRLF pasted against an LF
+  // file): retry with each kind converted, and convert new_text the same way.
+  for (const convert of [toCrlf, toLf]) {
+    if (count > 0) break;
+    const converted = convert(oldText);
+    if (converted === oldText) continue;
+    const convertedCount = occurrences(text, converted);
+    if (convertedCount > 0) {
+      count = convertedCount;
+      oldText = converted;
+      newText = convert(newText);
     }
   }
-  // In a CRLF file (CRLF endings, no bare LF) new lines get CRLF too, whatever old_text held: no mixed endings.
-  if (text.includes('\r\n') && !/(?<!\r)\n/.test(text)) newText = toCrlf(newText);
+  // A file with one kind of line ending keeps it: new lines get that kind, whatever the edit held.
+  const endings = lineEndings(text);
+  if (endings === 'crlf') newText = toCrlf(newText);
+  if (endings === 'lf') newText = toLf(newText);
   if (count === 0) {
     throw new ToolError(
       `${where}: old_text was not found. It must match the file exactly, including whitespace and ` +
@@ -91,8 +117,8 @@ export const editFile = defineTool({
     'Edit a text file by exact-text replacements, applied in order. Each old_text must occur exactly once in ' +
     'the file (as it is after the previous edits); if one does not match, nothing is written. Returns ' +
     '{path, applied, diff (unified diff), size_bytes, line_count, modified}. With dry_run: true the file is ' +
-    'left untouched and the diff shows what would change. In a file with CRLF line endings, newlines in ' +
-    'new_text are written as CRLF.',
+    'left untouched and the diff shows what would change. old_text matches whatever its line endings (LF or ' +
+    'CRLF); the file keeps its own: in a CRLF file new lines are written as CRLF, in an LF file as LF.',
   input: z.object({
     path: z.string().describe('File to edit: absolute, or relative to the first allowed directory'),
     edits: z
@@ -113,19 +139,23 @@ export const editFile = defineTool({
   async execute(args, ctx) {
     assertFilePath(args.path, 'edit_file');
     const real = await ctx.paths.resolveForWrite(args.path);
-    const { text, modified, mode } = await readWholeText(real);
-    let next = text;
-    args.edits.forEach((edit, i) => {
-      next = applyEdit(next, edit, `Edit ${i + 1} of ${args.edits.length} in ${real}`);
-    });
-    const diff = createTwoFilesPatch(real, real, text, next, 'original', 'modified');
-    const dryRun = args.dry_run ?? false;
-    const changed = next !== text;
-    const outcome = { path: real, applied: !dryRun, dry_run: dryRun, changed, diff };
-    if (dryRun)
-      return { ...outcome, size_bytes: Buffer.byteLength(text), line_count: countLines(text), modified };
-    if (changed) await writeReplacing(real, next, mode);
-    const after = await onPath(real, () => stat(real));
-    return { ...outcome, size_bytes: after.size, line_count: countLines(next), modified: iso(after.mtime) };
+    // Read and replace through one verified directory: the edit lands in the file it was computed from.
+    const edit = async (dir: VerifiedDir, name: string) => {
+      const { text, modified, mode } = await readWholeText(dir, name);
+      let next = text;
+      args.edits.forEach((e, i) => {
+        next = applyEdit(next, e, `Edit ${i + 1} of ${args.edits.length} in ${real}`);
+      });
+      const diff = createTwoFilesPatch(real, real, text, next, 'original', 'modified');
+      const dryRun = args.dry_run ?? false;
+      const changed = next !== text;
+      const outcome = { path: real, applied: !dryRun, dry_run: dryRun, changed, diff };
+      if (dryRun)
+        return { ...outcome, size_bytes: Buffer.byteLength(text), line_count: countLines(text), modified };
+      if (changed) await writeReplacing(dir, name, next, mode);
+      const after = await onPath(real, () => lstat(dir.entry(name)));
+      return { ...outcome, size_bytes: after.size, line_count: countLines(next), modified: iso(after.mtime) };
+    };
+    return onPath(real, () => ctx.paths.withParent(real, edit));
   },
 });

@@ -9,6 +9,8 @@ import type { GitHubSettings } from './github-api.ts';
 export interface ToolContext {
   paths: PathGuard;
   maxReadBytes: number;
+  /** The largest file read_media_file returns (it refuses larger ones); LIMITS.mediaBytes when absent. */
+  maxMediaBytes?: number;
   /** git_tools' timeout, output cap and the environment git starts from; defaults when absent. */
   git?: GitSettings;
   /** get_github_pull_request_info's API URL, optional token and timeout; api.github.com, no token when absent. */

@@ -50,6 +50,12 @@ const EnvSchema = z.object({
     .default(256 * 1024),
   GATEWAY_ADMIN_TOKEN: optionalString,
   GATEWAY_AGENT_TOKEN: optionalString,
+  GATEWAY_MCP_TOKEN: optionalString,
+  MCP_ALLOWED_HOSTS: commaList,
+  MCP_ALLOWED_ORIGINS: commaList,
+  MCP_HANDLE_IDLE_S: z.coerce.number().int().min(60).default(86_400),
+  MCP_SESSION_IDLE_S: z.coerce.number().int().min(60).default(3_600),
+  PROMPTS_DIR: z.string().default('./prompts'),
   TOOL_SERVER_TOKEN: optionalString,
   AGENT_API_TOKEN: optionalString,
   ALLOWED_HOSTS: commaList,
@@ -58,6 +64,24 @@ const EnvSchema = z.object({
     .enum(['', '0', '1', 'true', 'false'], { message: 'must be 1 or 0' })
     .optional()
     .transform((v) => v === '1' || v === 'true'),
+  BRAVE_API_KEY: optionalString,
+  FETCH_ALLOW_HOSTS: commaList,
+  FETCH_TIMEOUT_MS: z.coerce.number().int().min(100).default(20_000),
+  FETCH_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(5 * 1024 * 1024),
+  FETCH_USE_PROXY: z
+    .enum(['', '0', '1', 'true', 'false'], { message: 'must be 1 or 0' })
+    .optional()
+    .transform((v) => v === '1' || v === 'true'),
+  HTTP_PROXY: optionalString,
+  http_proxy: optionalString,
+  HTTPS_PROXY: optionalString,
+  https_proxy: optionalString,
+  NO_PROXY: optionalString,
+  no_proxy: optionalString,
   GITHUB_TOKEN: optionalString,
   GITHUB_API_URL: optionalString.refine(
     (v) => v === undefined || (URL.canParse(v) && /^https?:$/.test(new URL(v).protocol)),
@@ -110,6 +134,15 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       url: e.GATEWAY_URL ?? local(e.GATEWAY_PORT),
       adminToken: e.GATEWAY_ADMIN_TOKEN,
       agentToken: e.GATEWAY_AGENT_TOKEN,
+      /** The MCP face (`/mcp`): its token, extra hosts/origins, and idle lifetimes of handles and sessions. */
+      mcp: {
+        token: e.GATEWAY_MCP_TOKEN,
+        allowedHosts: e.MCP_ALLOWED_HOSTS,
+        allowedOrigins: e.MCP_ALLOWED_ORIGINS,
+        handleIdleMs: e.MCP_HANDLE_IDLE_S * 1000,
+        sessionIdleMs: e.MCP_SESSION_IDLE_S * 1000,
+      },
+      promptsDir: path.resolve(e.PROMPTS_DIR),
       toolsetsDir: path.resolve(e.TOOLSETS_DIR),
     },
     tools: {
@@ -126,6 +159,20 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         apiUrl: e.GITHUB_API_URL ?? 'https://api.github.com',
         token: e.GITHUB_TOKEN,
         timeoutMs: e.GIT_TOOLS_TIMEOUT_MS,
+      },
+      /** web_tools: the search key, the hosts exempt from the SSRF guard, limits, and a proxy only if asked. */
+      web: {
+        braveApiKey: e.BRAVE_API_KEY,
+        allowHosts: e.FETCH_ALLOW_HOSTS,
+        fetchTimeoutMs: e.FETCH_TIMEOUT_MS,
+        fetchMaxBytes: e.FETCH_MAX_BYTES,
+        proxy: e.FETCH_USE_PROXY
+          ? {
+              httpProxy: e.HTTP_PROXY ?? e.http_proxy,
+              httpsProxy: e.HTTPS_PROXY ?? e.https_proxy,
+              noProxy: e.NO_PROXY ?? e.no_proxy,
+            }
+          : undefined,
       },
     },
     dataDir: path.resolve(e.TOOLSHIFT_DATA_DIR),

@@ -7,6 +7,8 @@ import { PathGuard } from './path-guard.ts';
 import { createRegistry } from './registry.ts';
 import { fileSystemTools } from './tools/file-system.ts';
 import { gitTools } from './tools/git-tools.ts';
+import { webContextFrom } from './tools/web-context.ts';
+import { webTools } from './tools/web-tools.ts';
 
 /** Builds the tool-server from config and listens; used by main.ts and by start.ts. */
 export async function startToolServer(config: Config): Promise<Listening> {
@@ -17,10 +19,11 @@ export async function startToolServer(config: Config): Promise<Listening> {
     readOnlyRoots: config.tools.readOnlyRoots,
   });
   const app = createToolServerApp({
-    registry: createRegistry([...fileSystemTools, ...gitTools]),
+    registry: createRegistry([...fileSystemTools, ...webTools, ...gitTools]),
     context: {
       paths,
       maxReadBytes: config.tools.maxReadBytes,
+      web: webContextFrom(config.tools.web),
       git: config.tools.git,
       github: config.tools.github,
     },

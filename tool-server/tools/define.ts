@@ -4,6 +4,7 @@ import type { ToolAnnotations } from '../contract.ts';
 import type { PathGuard } from '../path-guard.ts';
 import type { GitSettings } from './git-run.ts';
 import type { GitHubSettings } from './github-api.ts';
+import type { WebContext } from './web-context.ts';
 
 /** What every tool may use: the path guard and the service's limits. No sessions, no toolsets. */
 export interface ToolContext {
@@ -11,6 +12,8 @@ export interface ToolContext {
   maxReadBytes: number;
   /** The largest file read_media_file returns (it refuses larger ones); LIMITS.mediaBytes when absent. */
   maxMediaBytes?: number;
+  /** The web tools' settings and seams (search API key, resolver, allowed hosts, limits); defaults when absent. */
+  web?: WebContext;
   /** git_tools' timeout, output cap and the environment git starts from; defaults when absent. */
   git?: GitSettings;
   /** get_github_pull_request_info's API URL, optional token and timeout; api.github.com, no token when absent. */

@@ -109,6 +109,28 @@ describe('what comes back', () => {
     expect(await run({ url: `${s.origin}/latin1` }, ctx)).toMatchObject({ text: 'café\n', bytes: 5 });
   });
 
+  it('a byte-order mark wins over the header, and HTML without a header charset uses its <meta charset>', async () => {
+    const s = await site((req, res) => {
+      if (req.url === '/bom') {
+        res.writeHead(200, { 'content-type': 'text/plain; charset=iso-8859-1' });
+        return res.end(Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('thé vert', 'utf16le')]));
+      }
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(
+        Buffer.concat([
+          Buffer.from('<html><head><meta charset="windows-1252"><title>Caf'),
+          Buffer.from([0xe9]),
+          Buffer.from('</title></head><body><p>na'),
+          Buffer.from([0xef]),
+          Buffer.from('ve</p></body></html>'),
+        ]),
+      );
+    });
+    const ctx = await ctxFor(s);
+    expect(await run({ url: `${s.origin}/bom` }, ctx)).toMatchObject({ text: 'thé vert' });
+    expect(await run({ url: `${s.origin}/meta` }, ctx)).toMatchObject({ title: 'Café', markdown: 'naïve' });
+  });
+
   it('an error page is a result with its status, not a failure', async () => {
     const s = await site((_req, res) =>
       html(res, '<html><head><title>Not here</title></head><body><p>No such kettle.</p></body></html>', 404),

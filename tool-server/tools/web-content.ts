@@ -50,7 +50,7 @@ export function refuseBinary(contentType: string): void {
 
 /** Decodes a body: BOM, then the header's charset, then (HTML) a <meta charset>; UTF-8 when none is usable. */
 export function decodeBody(body: Uint8Array, contentType: string, kind: BodyKind): string {
-  const label = charsetParam(contentType) ?? (kind !== 'text' ? metaCharset(body) : undefined);
+  const label = bomCharset(body) ?? charsetParam(contentType) ?? (kind !== 'text' ? metaCharset(body) : undefined);
   let decoder: TextDecoder;
   try {
     decoder = new TextDecoder(label ?? 'utf-8');
@@ -58,6 +58,14 @@ export function decodeBody(body: Uint8Array, contentType: string, kind: BodyKind
     decoder = new TextDecoder('utf-8');
   }
   return decoder.decode(body);
+}
+
+/** A byte-order mark decides the encoding before any label does (as browsers do). */
+function bomCharset(body: Uint8Array): string | undefined {
+  if (body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf) return 'utf-8';
+  if (body[0] === 0xfe && body[1] === 0xff) return 'utf-16be';
+  if (body[0] === 0xff && body[1] === 0xfe) return 'utf-16le';
+  return undefined;
 }
 
 function charsetParam(contentType: string): string | undefined {

@@ -19,14 +19,22 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   const { gateway } = deps;
   const app = new Hono();
   installBase(app, deps.log, deps.security);
-  route(app, routes.changeToolsets, (c, { body }) => {
+  route(app, routes.changeToolsets, async (c, { body }) => {
     // One route serves both: a session's toolsets (agent or operator) and the global ceiling (operator only).
     if (body.action === 'ENABLE' || body.action === 'DISABLE') requireRole(c, ['admin'], body.action);
-    return c.json(gateway.changeToolsets(body));
+    return c.json(await gateway.changeToolsets(body));
   });
-  route(app, routes.manageToolsets, (c, { body }) =>
-    c.json(gateway.manageToolsets(body.session_id, body.arguments)),
+  route(app, routes.manageToolsets, async (c, { body }) =>
+    c.json(await gateway.manageToolsets(body.session_id, body.arguments)),
   );
+  route(app, routes.approveToolset, (c, { params, body }) => {
+    requireRole(c, ['admin'], 'Approving upstream tools');
+    return c.json(gateway.approveToolset(params.id, body?.tools));
+  });
+  route(app, routes.reloadToolsets, async (c) => {
+    requireRole(c, ['admin'], 'Reloading the toolsets');
+    return c.json(await gateway.reloadToolsets());
+  });
   route(app, routes.listToolsets, (c, { query }) =>
     c.json(gateway.listToolsets(query.session_id, query.query)),
   );
@@ -42,9 +50,11 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       await Promise.all(Object.values(deps.backends).map(async (b) => [b.name, await b.health()] as const)),
     );
     const ok = Object.values(backends).every((b) => b.ok);
+    // Upstream MCP servers are reported, not required: one that is down is restarted on next use.
+    const upstreams = gateway.upstreams();
     return ok
-      ? c.json({ status: 'ok' as const, backends })
-      : c.json({ error: 'a backend is unhealthy', backends }, 503);
+      ? c.json({ status: 'ok' as const, backends, upstreams })
+      : c.json({ error: 'a backend is unhealthy', backends, upstreams }, 503);
   });
   serveOpenApi(app, 'toolshift mcp-gateway', Object.values(routes));
   return app;

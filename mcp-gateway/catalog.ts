@@ -1,97 +1,57 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import path from 'node:path';
-import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
-import { parse as parseYaml } from 'yaml';
-import { z } from 'zod';
-import { describeIssues } from '../lib/http.ts';
+import type { Tool } from '@modelcontextprotocol/client';
+import type { Logger } from '../lib/log.ts';
+import { createLogger } from '../lib/log.ts';
 import type { ToolDefinition } from '../tool-server/contract.ts';
 import type { Backend } from './backends/backend.ts';
+import { mcpToolsetBackend } from './backends/mcp-backend.ts';
+import { McpConnection, type UpstreamStatus } from './backends/mcp-connection.ts';
+import {
+  type CatalogTool,
+  mcpRuntime,
+  nativeRuntime,
+  resolveCollisions,
+  schemaCompiler,
+  type ToolsetRuntime,
+  type WithheldTool,
+} from './catalog-build.ts';
+import { definitionHash, memoryPinStore, type PinStore, pinnedShape } from './pins.ts';
+import { diffSpecs, type ReloadResult } from './reload.ts';
+import { type ToolsetHit, ToolsetIndex } from './search.ts';
+import { CatalogError, loadToolsetFiles, type McpBackendSpec, type ToolsetSpec } from './toolset-files.ts';
 
-// The toolset catalog: toolset files from TOOLSETS_DIR, checked against what the backends really serve.
+// The live toolset catalog: toolset files joined with what their backends serve. Native toolsets are
+// checked at start; upstream MCP servers connect on first activation (or at start when a toolset is
+// `default`), and their listings pass through the pins before any tool is offered. Reload swaps the whole
+// catalog at once, or not at all.
 
-const Name = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z0-9_]{1,64}$');
+export type { CatalogTool, GatewayToolDefinition } from './catalog-build.ts';
+export { CatalogError, loadToolsetFiles, type ToolsetSpec } from './toolset-files.ts';
 
-const ToolsetFile = z.object({
-  id: Name,
-  description: z.string().trim().min(1, 'must not be empty'),
-  default: z.boolean().default(false),
-  backend: z.string().default('tool-server'),
-  tools: z.array(Name).min(1, 'list at least one tool'),
-});
+/** A toolset as declared, with the names of the tools it offers right now. */
+export type Toolset = ToolsetSpec & { tools: string[] };
 
-/** The agent's meta-tool; no backend tool may take its name. */
-const RESERVED_TOOL = 'manage_toolsets';
-
-/** A toolset as declared in its file. */
-export type Toolset = z.infer<typeof ToolsetFile> & { file: string };
-
-/** A tool the catalog can route: its definition, the toolset that offers it, and a compiled argument validator. */
-export interface CatalogTool {
-  definition: ToolDefinition;
-  toolset: string;
-  backend: Backend;
-  validate: ValidateFunction;
+/** What the admin listing shows about a toolset beyond its id and tools. */
+export interface ToolsetStatus {
+  backend: string | { mcp: Record<string, unknown> };
+  health?: 'idle' | 'connecting' | 'up' | 'down' | 'error';
+  health_reason?: string;
+  withheld: { name: string; status: 'changed' | 'new'; diff?: string }[];
 }
 
-/** The loaded catalog: toolsets in file order and every tool by name. */
-export interface Catalog {
-  toolsets: Toolset[];
-  toolset(id: string): Toolset | undefined;
-  tools: Map<string, CatalogTool>;
+/** Options for buildCatalog; everything has a default so tests can pass only what they need. */
+export interface CatalogOptions {
+  /** How long to wait for native backends to come up at start. */
+  waitMs?: number;
+  /** Where listings and pins persist (the gateway store); default: in memory. */
+  store?: PinStore;
+  log?: Logger;
+  /** Where reload reads from. */
+  source?: { dir: string; vars?: Record<string, string | undefined> };
+  connection?: { connectTimeoutMs?: number; livenessTimeoutMs?: number };
 }
 
-/** A toolset file or backend that does not fit; the message names the file and the tool. */
-export class CatalogError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = new.target.name;
-  }
-}
-
-/** Reads and validates every `*.yaml`/`*.yml` in `dir`, sorted by file name. */
-export function loadToolsetFiles(dir: string): Toolset[] {
-  let names: string[];
-  try {
-    names = readdirSync(dir)
-      .filter((f) => /\.ya?ml$/.test(f))
-      .sort();
-  } catch (err) {
-    throw new CatalogError(`Cannot read the toolsets directory ${dir}: ${(err as Error).message}`);
-  }
-  const toolsets: Toolset[] = [];
-  const seenIds = new Map<string, string>();
-  const seenTools = new Map<string, string>();
-  for (const name of names) {
-    const file = path.join(dir, name);
-    let raw: unknown;
-    try {
-      raw = parseYaml(readFileSync(file, 'utf8'));
-    } catch (err) {
-      throw new CatalogError(`${file}: not valid YAML: ${(err as Error).message}`);
-    }
-    const parsed = ToolsetFile.safeParse(raw);
-    if (!parsed.success) {
-      throw new CatalogError(`${file}: ${describeIssues(parsed.error)}`);
-    }
-    const ts = parsed.data;
-    const clash = seenIds.get(ts.id);
-    if (clash) throw new CatalogError(`${file}: toolset id ${ts.id} is already used by ${clash}`);
-    seenIds.set(ts.id, file);
-    for (const tool of ts.tools) {
-      if (tool === RESERVED_TOOL) {
-        throw new CatalogError(
-          `${file}: ${RESERVED_TOOL} is the agent's own meta-tool; a toolset cannot list it`,
-        );
-      }
-      const other = seenTools.get(tool);
-      if (other) throw new CatalogError(`${file}: tool ${tool} is already listed by toolset ${other}`);
-      seenTools.set(tool, ts.id);
-    }
-    toolsets.push({ ...ts, file });
-  }
-  if (toolsets.length === 0) throw new CatalogError(`No toolset files (*.yaml) in ${dir}`);
-  return toolsets;
-}
+/** The loaded catalog the gateway's rules read from. */
+export type Catalog = Awaited<ReturnType<typeof buildCatalog>>;
 
 /** Lists a backend's tools, waiting up to `waitMs` for it to come up (services may start in any order). */
 async function listWithWait(backend: Backend, waitMs: number): Promise<ToolDefinition[]> {
@@ -108,38 +68,318 @@ async function listWithWait(backend: Backend, waitMs: number): Promise<ToolDefin
   }
 }
 
-/** Joins toolset files with the backends' tool lists; refuses a tool or backend that does not exist. */
+const isMcp = (spec: ToolsetSpec): spec is ToolsetSpec & { backend: McpBackendSpec } =>
+  typeof spec.backend !== 'string';
+
+/** Joins toolset files with the backends' tool lists; refuses a native tool or backend that does not exist. */
 export async function buildCatalog(
-  toolsets: Toolset[],
+  initial: ToolsetSpec[],
   backends: Record<string, Backend>,
-  opts: { waitMs?: number } = {},
-): Promise<Catalog> {
-  const ajv = new Ajv2020({ strict: false, allErrors: true });
-  const served = new Map<string, Map<string, ToolDefinition>>();
-  const tools = new Map<string, CatalogTool>();
-  for (const ts of toolsets) {
-    const backend = backends[ts.backend];
-    if (!backend) {
-      throw new CatalogError(
-        `${ts.file}: backend ${ts.backend} is not configured; valid backends: ${Object.keys(backends).join(', ')}`,
-      );
-    }
-    if (!served.has(ts.backend)) {
-      const defs = await listWithWait(backend, opts.waitMs ?? 0);
-      served.set(ts.backend, new Map(defs.map((d) => [d.name, d])));
-    }
-    const available = served.get(ts.backend) as Map<string, ToolDefinition>;
-    for (const name of ts.tools) {
-      const definition = available.get(name);
-      if (!definition) {
+  opts: CatalogOptions = {},
+) {
+  const log = opts.log ?? createLogger('mcp-gateway', 'silent');
+  const store = opts.store ?? memoryPinStore();
+  const compile = schemaCompiler((message) => log.warn({ message }, 'a tool schema does not compile'));
+  const connections = new Map<string, McpConnection>();
+  const applied = new WeakMap<McpConnection, Tool[]>();
+  const listeners = new Set<(ids: string[]) => void>();
+  let specs: ToolsetSpec[] = [];
+  let runtimes = new Map<string, ToolsetRuntime>();
+  let toolsets: Toolset[] = [];
+  let byId = new Map<string, Toolset>();
+  let tools = new Map<string, CatalogTool>();
+  let withheldByName = new Map<string, WithheldTool & { toolset: string }>();
+  let index: ToolsetIndex | undefined;
+  let reloading = false;
+
+  async function nativeRuntimes(next: ToolsetSpec[], waitMs: number) {
+    const served = new Map<string, Map<string, ToolDefinition>>();
+    const out = new Map<string, ToolsetRuntime>();
+    for (const spec of next) {
+      if (isMcp(spec)) continue;
+      const backend = backends[spec.backend as string];
+      if (!backend) {
         throw new CatalogError(
-          `${ts.file}: tool ${name} is not served by backend ${ts.backend}; it serves: ${[...available.keys()].join(', ')}`,
+          `${spec.file}: backend ${spec.backend} is not configured; valid backends: ${Object.keys(backends).join(', ')}, or {mcp: …}`,
         );
       }
-      const { $schema: _drop, ...schema } = definition.parameters;
-      tools.set(name, { definition, toolset: ts.id, backend, validate: ajv.compile(schema) });
+      if (!served.has(backend.name)) {
+        const defs = await listWithWait(backend, waitMs);
+        served.set(backend.name, new Map(defs.map((d) => [d.name, d])));
+      }
+      out.set(
+        spec.id,
+        nativeRuntime(spec, served.get(backend.name) as Map<string, ToolDefinition>, backend, compile),
+      );
+    }
+    return out;
+  }
+
+  function connectionFor(spec: McpBackendSpec, pool = connections): McpConnection {
+    let conn = pool.get(spec.key);
+    if (!conn) {
+      conn = new McpConnection(spec.label, spec.server, { log, redactor: spec.redactor, ...opts.connection });
+      const c = conn;
+      conn.onToolsChanged((listing) => {
+        if (connections.get(spec.key) !== c) return;
+        applyListing(spec.key, c, listing);
+        log.info({ upstream: spec.label }, 'upstream tools changed');
+      });
+      pool.set(spec.key, conn);
+    }
+    return conn;
+  }
+
+  /** An MCP toolset's runtime from a listing (null: none known yet), writing first-sight pins if `persist`. */
+  function mcpToolsetRuntime(
+    spec: ToolsetSpec & { backend: McpBackendSpec },
+    listing: Tool[] | null,
+    persist: boolean,
+    pool = connections,
+  ) {
+    const conn = connectionFor(spec.backend, pool);
+    const definitions =
+      listing?.map((t) => spec.backend.redactor.deep(pinnedShape(t))) ?? store.lastListing(spec.id);
+    const known = listing !== null || definitions.length > 0;
+    let pins = spec.pin ? store.pins(spec.id) : null;
+    if (persist && listing !== null) {
+      if (spec.pin && pins === null) {
+        store.pin(
+          spec.id,
+          definitions.map((definition) => ({ hash: definitionHash(definition), definition })),
+        );
+        pins = null;
+      }
+      store.saveListing(spec.id, definitions);
+    }
+    return mcpRuntime(
+      spec,
+      known ? definitions : null,
+      pins,
+      (names) =>
+        mcpToolsetBackend({
+          connection: conn,
+          redactor: spec.backend.redactor,
+          timeoutMs: spec.timeoutMs,
+          upstreamName: (exposed) => names.get(exposed),
+        }),
+      compile,
+    );
+  }
+
+  function install(nextSpecs: ToolsetSpec[], nextRuntimes: Map<string, ToolsetRuntime>, changed: string[]) {
+    const resolved = resolveCollisions(nextSpecs.map((s) => nextRuntimes.get(s.id) as ToolsetRuntime));
+    specs = nextSpecs;
+    runtimes = new Map(resolved.map((rt) => [rt.spec.id, rt]));
+    toolsets = resolved.map((rt) => ({ ...rt.spec, tools: rt.offered.map((t) => t.definition.name) }));
+    byId = new Map(toolsets.map((t) => [t.id, t]));
+    tools = new Map(resolved.flatMap((rt) => rt.offered.map((t) => [t.definition.name, t] as const)));
+    withheldByName = new Map(
+      resolved.flatMap((rt) => rt.withheld.map((w) => [w.exposed, { ...w, toolset: rt.spec.id }] as const)),
+    );
+    index = undefined;
+    if (changed.length > 0) for (const listener of listeners) listener(changed);
+  }
+
+  function applyListing(key: string, conn: McpConnection, listing: Tool[]) {
+    applied.set(conn, listing);
+    const next = new Map(runtimes);
+    const changed: string[] = [];
+    for (const spec of specs) {
+      if (!isMcp(spec) || spec.backend.key !== key) continue;
+      next.set(spec.id, mcpToolsetRuntime(spec, listing, true));
+      changed.push(spec.id);
+    }
+    install(specs, next, changed);
+  }
+
+  async function prepare(ids: readonly string[]): Promise<void> {
+    for (const id of ids) {
+      const spec = specs.find((s) => s.id === id);
+      if (!spec || !isMcp(spec)) continue;
+      const conn = connectionFor(spec.backend);
+      const listing = await conn.listTools();
+      if (applied.get(conn) !== listing) applyListing(spec.backend.key, conn, listing);
+      const error = runtimes.get(id)?.error;
+      if (error) throw new CatalogError(error);
     }
   }
-  const byId = new Map(toolsets.map((t) => [t.id, t]));
-  return { toolsets, toolset: (id) => byId.get(id), tools };
+
+  // Start: native toolsets checked against their backends; MCP toolsets from their stored listings.
+  const startRuntimes = await nativeRuntimes(initial, opts.waitMs ?? 0);
+  for (const spec of initial)
+    if (isMcp(spec)) startRuntimes.set(spec.id, mcpToolsetRuntime(spec, null, false));
+  install(initial, startRuntimes, []);
+  for (const spec of initial.filter((s) => s.default && isMcp(s))) {
+    await prepare([spec.id]).catch((err) =>
+      log.warn({ toolset: spec.id, err: err.message }, 'default toolset not ready'),
+    );
+  }
+
+  return {
+    get toolsets(): Toolset[] {
+      return toolsets;
+    },
+    toolset: (id: string): Toolset | undefined => byId.get(id),
+    get tools(): Map<string, CatalogTool> {
+      return tools;
+    },
+    /** Connects the upstreams of these toolsets and refreshes their tools; throws when one cannot offer any. */
+    prepare,
+    /** Before a call: reconnects the tool's upstream if it is not up, so pins are current. Never throws. */
+    async refreshFor(toolName: string): Promise<void> {
+      const owner = tools.get(toolName)?.toolset ?? withheldByName.get(toolName)?.toolset;
+      const spec = owner ? specs.find((s) => s.id === owner) : undefined;
+      if (!spec || !isMcp(spec) || connectionFor(spec.backend).status().state === 'up') return;
+      await prepare([spec.id]).catch(() => {});
+    },
+    /** Why a tool is withheld, for the refusal message; undefined when it is not. */
+    withheld(toolName: string): string | undefined {
+      const w = withheldByName.get(toolName);
+      if (!w) return undefined;
+      const why =
+        w.status === 'changed'
+          ? 'its definition changed since an operator approved it'
+          : 'it appeared after the toolset was first seen';
+      return `Tool ${toolName} of toolset ${w.toolset} is withheld: ${why} (rug-pull protection). An operator can review it in GET /mcp/admin/toolsets and approve it with POST /mcp/admin/toolsets/${w.toolset}/approve`;
+    },
+    status(id: string): ToolsetStatus | undefined {
+      const rt = runtimes.get(id);
+      if (!rt) return undefined;
+      const withheld = rt.withheld.map((w) => ({
+        name: w.exposed,
+        status: w.status,
+        ...(w.status === 'changed' ? { diff: w.diff } : {}),
+      }));
+      if (!isMcp(rt.spec)) return { backend: rt.spec.backend as string, withheld };
+      const up = connectionFor(rt.spec.backend).status();
+      const health = rt.error ? 'error' : up.state;
+      const reason = rt.error ?? up.reason;
+      return {
+        backend: { mcp: rt.spec.backend.display },
+        health,
+        ...(reason ? { health_reason: reason } : {}),
+        withheld,
+      };
+    },
+    /** Every upstream server: its state and the toolsets it serves. */
+    upstreams(): Record<string, UpstreamStatus & { toolsets: string[] }> {
+      const out: Record<string, UpstreamStatus & { toolsets: string[] }> = {};
+      for (const spec of specs) {
+        if (!isMcp(spec)) continue;
+        const entry = out[spec.backend.label] ?? { ...connectionFor(spec.backend).status(), toolsets: [] };
+        entry.toolsets.push(spec.id);
+        out[spec.backend.label] = entry;
+      }
+      return out;
+    },
+    /** Ranks toolsets and their tools for a plain-language query. */
+    search(query: string, limit?: number): ToolsetHit[] {
+      index ??= new ToolsetIndex(
+        toolsets.map((t) => ({
+          id: t.id,
+          description: t.description,
+          tools:
+            t.tools.length > 0 || !isMcp(t)
+              ? t.tools.map((name) => ({ name, description: tools.get(name)?.definition.description ?? '' }))
+              : (t.include ?? []).map((name) => ({ name, description: '' })),
+        })),
+      );
+      return index.search(query, limit);
+    },
+    /** Approves a toolset's withheld tools (all, or the named ones); returns the names approved. */
+    approve(id: string, names?: readonly string[]): string[] {
+      const rt = runtimes.get(id);
+      if (!rt) throw new CatalogError(`Unknown toolset ${id}`);
+      const pending = rt.withheld.filter(
+        (w) => !names || names.includes(w.exposed) || names.includes(w.name),
+      );
+      const unknown = names?.filter((n) => !rt.withheld.some((w) => w.exposed === n || w.name === n)) ?? [];
+      if (unknown.length > 0) {
+        const held = rt.withheld.map((w) => w.exposed).join(', ') || 'none';
+        throw new CatalogError(`Not withheld in toolset ${id}: ${unknown.join(', ')}; withheld: ${held}`);
+      }
+      if (pending.length === 0) return [];
+      store.pin(
+        id,
+        pending.map((w) => ({ hash: definitionHash(w.definition), definition: w.definition })),
+      );
+      const next = new Map(runtimes);
+      if (isMcp(rt.spec)) next.set(id, mcpToolsetRuntime(rt.spec, null, false));
+      install(specs, next, [id]);
+      return pending.map((w) => w.exposed);
+    },
+    /** Re-reads the toolsets directory and swaps the catalog, or throws (CatalogError) and changes nothing. */
+    async reload(): Promise<ReloadResult> {
+      if (!opts.source)
+        throw new CatalogError('This gateway was started without a toolsets directory to reload');
+      if (reloading) throw new CatalogError('A reload is already running; try again when it ends');
+      reloading = true;
+      const fresh = new Map<string, McpConnection>();
+      try {
+        const next = loadToolsetFiles(opts.source.dir, opts.source.vars);
+        const plan = diffSpecs(specs, next);
+        const nextRuntimes = await nativeRuntimes(next, 0);
+        const warnings: string[] = [];
+        const pool = new Map(
+          [...connections].filter(([key]) => next.some((s) => isMcp(s) && s.backend.key === key)),
+        );
+        for (const spec of next) {
+          if (!isMcp(spec)) continue;
+          const existing = pool.get(spec.backend.key);
+          let listing: Tool[] | null = existing ? (applied.get(existing) ?? null) : null;
+          if (!existing) {
+            const conn = connectionFor(spec.backend, fresh);
+            pool.set(spec.backend.key, conn);
+            listing = await conn.listTools().catch((err: Error) => {
+              warnings.push(`${spec.file}: ${err.message}`);
+              return null;
+            });
+          }
+          nextRuntimes.set(spec.id, mcpToolsetRuntime(spec, listing, false, pool));
+        }
+        const problems = resolveCollisions(next.map((s) => nextRuntimes.get(s.id) as ToolsetRuntime))
+          .map((rt) => rt.error)
+          .filter((e): e is string => e !== undefined);
+        if (problems.length > 0) throw new CatalogError(problems.join('\n'));
+        // Valid: commit. New connections join the pool, gone ones stop, removed toolsets leave every session.
+        for (const [key, conn] of fresh) {
+          connections.set(key, conn);
+          const listing = conn.knownTools();
+          if (conn.status().state === 'up') applied.set(conn, listing);
+        }
+        for (const [key, conn] of connections) {
+          if (!pool.has(key)) {
+            connections.delete(key);
+            await conn.close();
+          }
+        }
+        fresh.clear();
+        for (const id of plan.removed) store.dropToolset(id);
+        const committed = new Map<string, ToolsetRuntime>();
+        for (const spec of next) {
+          if (!isMcp(spec)) committed.set(spec.id, nextRuntimes.get(spec.id) as ToolsetRuntime);
+          else {
+            const conn = connectionFor(spec.backend);
+            const listing = conn.status().state === 'up' ? conn.knownTools() : null;
+            committed.set(spec.id, mcpToolsetRuntime(spec, listing, true));
+          }
+        }
+        install(next, committed, [...plan.added, ...plan.changed, ...plan.removed]);
+        return { ...plan, warnings };
+      } finally {
+        reloading = false;
+        for (const conn of fresh.values()) await conn.close();
+      }
+    },
+    /** Called with the ids of toolsets whose tools changed (listings, approvals, reloads). */
+    onChange(listener: (ids: string[]) => void): () => void {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    /** Stops every upstream server. */
+    async close(): Promise<void> {
+      await Promise.all([...connections.values()].map((c) => c.close()));
+    },
+  };
 }

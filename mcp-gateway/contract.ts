@@ -40,12 +40,23 @@ export const ToolsetInfo = z.object({
   enabled: z.boolean(),
   active: z.boolean(),
   default: z.boolean(),
+  /** `tool-server`, or the upstream MCP server as its file says (with `${VAR}`, never the values). */
+  backend: z.union([z.string(), z.object({ mcp: z.record(z.string(), z.unknown()) })]).optional(),
+  /** Upstream toolsets: `idle` until first use, `down` after a crash or failed connect (with the reason). */
+  health: z.enum(['idle', 'connecting', 'up', 'down', 'error']).optional(),
+  health_reason: z.string().optional(),
+  /** Upstream tools held back until an operator approves them (rug-pull protection). */
+  withheld: z
+    .array(z.object({ name: z.string(), status: z.enum(['changed', 'new']), diff: z.string().optional() }))
+    .optional(),
+  /** With a query: this toolset's tools that matched, best first. */
+  matched_tools: z.array(z.string()).optional(),
 });
 export type ToolsetInfo = z.infer<typeof ToolsetInfo>;
 
 export const ListToolsetsQuery = z.object({
   session_id: SessionId.optional(),
-  /** Words matched against toolset ids, descriptions, and their tools' names and descriptions. */
+  /** A plain-language need; toolsets come back ranked (ids, descriptions, tool names and descriptions). */
   query: z.string().max(200).optional(),
 });
 
@@ -57,7 +68,8 @@ export const GatewayTool = z.object({
   name: z.string(),
   description: z.string(),
   parameters: z.record(z.string(), z.unknown()),
-  annotations: ToolAnnotations,
+  /** Native tools declare all hints; an upstream MCP tool's annotations are passed on as the server gave them. */
+  annotations: ToolAnnotations.partial().loose(),
   toolset: z.string(),
 });
 export type GatewayTool = z.infer<typeof GatewayTool>;
@@ -127,6 +139,24 @@ export const ManageToolsetsResponse = z.object({
 });
 export type ManageToolsetsResponse = z.infer<typeof ManageToolsetsResponse>;
 
+export const ApproveToolsetRequest = z
+  .strictObject({ tools: z.array(z.string().min(1)).min(1).optional() })
+  .optional();
+
+export const ApproveToolsetResponse = z.object({
+  toolset_id: z.string(),
+  approved: z.array(z.string()),
+  toolset: ToolsetInfo.optional(),
+});
+
+export const ReloadResponse = z.object({
+  added: z.array(z.string()),
+  removed: z.array(z.string()),
+  changed: z.array(z.string()),
+  unchanged: z.array(z.string()),
+  warnings: z.array(z.string()),
+});
+
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const gatewayRoutes = {
   changeToolsets: {
@@ -135,7 +165,29 @@ export const gatewayRoutes = {
     summary:
       "Activate/deactivate toolsets in a session (default: 'default'), or enable/disable them globally",
     body: ChangeToolsetsRequest,
-    responses: { 200: ChangeToolsetsResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
+    responses: {
+      200: ChangeToolsetsResponse,
+      400: ErrorBody,
+      401: ErrorBody,
+      403: ErrorBody,
+      409: ErrorBody,
+      502: ErrorBody,
+    },
+  },
+  approveToolset: {
+    method: 'post',
+    path: '/mcp/admin/toolsets/{id}/approve',
+    summary: "Approve an upstream toolset's withheld tools (changed or new definitions); all, or those named",
+    params: z.object({ id: ToolsetId }),
+    body: ApproveToolsetRequest,
+    responses: { 200: ApproveToolsetResponse, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody },
+  },
+  reloadToolsets: {
+    method: 'post',
+    path: '/mcp/admin/reload',
+    summary:
+      'Re-read TOOLSETS_DIR: connect what is new, drop what is gone; an invalid directory changes nothing',
+    responses: { 200: ReloadResponse, 400: ErrorBody, 401: ErrorBody },
   },
   listToolsets: {
     method: 'get',
@@ -149,7 +201,14 @@ export const gatewayRoutes = {
     path: '/mcp/manage_toolsets',
     summary: 'Run the manage_toolsets meta-tool for a session with a model’s raw arguments',
     body: ManageToolsetsRequest,
-    responses: { 200: ManageToolsetsResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
+    responses: {
+      200: ManageToolsetsResponse,
+      400: ErrorBody,
+      401: ErrorBody,
+      403: ErrorBody,
+      409: ErrorBody,
+      502: ErrorBody,
+    },
   },
   listTools: {
     method: 'get',

@@ -1,7 +1,8 @@
 import { HttpError } from '../lib/http.ts';
 import { ServiceError } from '../lib/http-client.ts';
 import type { Logger } from '../lib/log.ts';
-import type { Catalog } from './catalog.ts';
+import { UpstreamError } from './backends/mcp-connection.ts';
+import { type Catalog, CatalogError } from './catalog.ts';
 import type {
   ChangeToolsetsRequest,
   ChangeToolsetsResponse,
@@ -54,42 +55,49 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
     }
   }
 
-  function matches(id: string, words: string[]): number {
-    const ts = catalog.toolset(id);
-    if (!ts) return 0;
-    const hay = [
-      ts.id,
-      ts.description,
-      ...ts.tools.flatMap((name) => [name, catalog.tools.get(name)?.definition.description ?? '']),
-    ]
-      .join(' ')
-      .toLowerCase();
-    return words.filter((w) => hay.includes(w)).length;
+  /** Connects the upstream servers of toolsets about to be activated; a server that cannot serve refuses the activation. */
+  async function prepare(sessionId: string, ids: readonly string[]) {
+    try {
+      await catalog.prepare(ids);
+    } catch (err) {
+      if (!(err instanceof UpstreamError || err instanceof CatalogError)) throw err;
+      const message = `Cannot activate ${ids.join(', ')}: ${err.message}`;
+      store.audit({
+        session_id: sessionId,
+        kind: 'activate',
+        subject: ids.join(','),
+        ok: false,
+        detail: message,
+      });
+      throw new HttpError(err instanceof UpstreamError ? 502 : 409, message);
+    }
   }
 
   const api = {
     listToolsets(sessionId = DEFAULT_SESSION, query?: string): ListToolsetsResponse {
       const on = new Set(active(sessionId));
       const disabled = store.disabledToolsets();
-      let toolsets = catalog.toolsets.map((t) => ({
+      const info = (t: (typeof catalog.toolsets)[number], matched?: string[]) => ({
         id: t.id,
         description: t.description,
         tools: t.tools,
         enabled: !disabled.has(t.id),
         active: on.has(t.id),
         default: t.default,
-      }));
-      const words = (query ?? '').toLowerCase().match(/[a-z0-9]{2,}/g) ?? [];
-      if (words.length > 0) {
-        const score = new Map(toolsets.map((t) => [t.id, matches(t.id, words)]));
-        toolsets = toolsets
-          .filter((t) => (score.get(t.id) ?? 0) > 0)
-          .sort((a, b) => (score.get(b.id) ?? 0) - (score.get(a.id) ?? 0));
-      }
+        ...catalog.status(t.id),
+        ...(matched ? { matched_tools: matched } : {}),
+      });
+      // With a query: ranked by the search index (search.ts), best first, each with the tools that matched.
+      const toolsets = query?.trim()
+        ? catalog.search(query).flatMap((hit) => {
+            const t = catalog.toolset(hit.id);
+            return t ? [info(t, hit.matched_tools)] : [];
+          })
+        : catalog.toolsets.map((t) => info(t));
       return { session_id: sessionId, toolsets };
     },
 
-    changeToolsets(req: ChangeToolsetsRequest): ChangeToolsetsResponse {
+    async changeToolsets(req: ChangeToolsetsRequest): Promise<ChangeToolsetsResponse> {
       const sessionId = req.session_id ?? DEFAULT_SESSION;
       const ids = [...new Set(req.toolset_ids)];
       requireKnown(sessionId, req.action, ids);
@@ -111,6 +119,10 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
             `Toolset(s) disabled by the operator: ${disabled.join(', ')}; they cannot be activated`,
           );
         }
+        await prepare(
+          sessionId,
+          ids.filter((id) => !before.includes(id)),
+        );
         changed = store.activate(sessionId, ids);
       } else if (req.action === 'DEACTIVATE') {
         changed = store.deactivate(sessionId, ids);
@@ -151,8 +163,11 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
         audit(false, message);
         return new HttpError(status, message);
       };
+      await catalog.refreshFor(name);
       const tool = catalog.tools.get(name);
       const on = active(sessionId);
+      const withheld = catalog.withheld(name);
+      if (withheld) throw refuse(403, withheld);
       if (!tool) {
         const names = toolNames(on);
         const listed = names.length > 0 ? names.join(', ') : 'none (activate a toolset first)';
@@ -185,6 +200,53 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
   };
   return {
     ...api,
+    /** Upstream MCP servers and their state, for /health. */
+    upstreams: () => catalog.upstreams(),
+    /** Approves a toolset's withheld upstream tools (all, or the named ones), audited. */
+    approveToolset(id: string, tools?: string[]) {
+      if (!catalog.toolset(id)) throw new HttpError(404, `Unknown toolset ${id}. Valid ids: ${validIds()}`);
+      let approved: string[];
+      try {
+        approved = catalog.approve(id, tools);
+      } catch (err) {
+        if (err instanceof CatalogError) throw new HttpError(400, err.message);
+        throw err;
+      }
+      store.audit({
+        session_id: null,
+        kind: 'approve',
+        subject: id,
+        ok: true,
+        detail: approved.join(',') || 'none',
+      });
+      log.info({ toolset: id, approved }, 'upstream tools approved');
+      return { toolset_id: id, approved, toolset: api.listToolsets().toolsets.find((t) => t.id === id) };
+    },
+    /** Re-reads the toolsets directory; an invalid directory is a 400 and changes nothing. */
+    async reloadToolsets() {
+      try {
+        const result = await catalog.reload();
+        store.audit({
+          session_id: null,
+          kind: 'reload',
+          subject: 'toolsets',
+          ok: true,
+          detail: JSON.stringify(result),
+        });
+        log.info(result, 'toolsets reloaded');
+        return result;
+      } catch (err) {
+        if (!(err instanceof CatalogError)) throw err;
+        store.audit({
+          session_id: null,
+          kind: 'reload',
+          subject: 'toolsets',
+          ok: false,
+          detail: err.message,
+        });
+        throw new HttpError(400, `Reload refused, the running catalog is unchanged: ${err.message}`);
+      }
+    },
     /** The manage_toolsets meta-tool with a model's raw arguments, for the agent's loop and the MCP face. */
     manageToolsets: (sessionId: string, args: Record<string, unknown>) =>
       manageToolsets({ ...api, audit: (entry) => store.audit(entry) }, sessionId, args),

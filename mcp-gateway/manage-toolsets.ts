@@ -30,16 +30,16 @@ const EXPECTED = 'Expected {action: "ACTIVATE"|"DEACTIVATE"|"LIST", toolset_ids:
 /** What the meta-tool needs of the gateway. */
 export interface ManageToolsetsDeps {
   listToolsets(sessionId: string, query?: string): ListToolsetsResponse;
-  changeToolsets(req: ChangeToolsetsRequest): ChangeToolsetsResponse;
+  changeToolsets(req: ChangeToolsetsRequest): Promise<ChangeToolsetsResponse>;
   audit(entry: AuditEntry): void;
 }
 
 /** Validates a model's raw arguments strictly and runs the action for `sessionId` only. */
-export function manageToolsets(
+export async function manageToolsets(
   deps: ManageToolsetsDeps,
   sessionId: string,
   args: Record<string, unknown>,
-): ManageToolsetsResponse {
+): Promise<ManageToolsetsResponse> {
   const parsed = Args.safeParse(args);
   if (!parsed.success) {
     const message = `Invalid arguments for manage_toolsets: ${describeIssues(parsed.error)}. ${EXPECTED}`;
@@ -58,14 +58,20 @@ export function manageToolsets(
     const shown = toolsets.filter((t) => t.enabled);
     return {
       result: {
-        toolsets: shown.map(({ id, description, active, tools }) => ({ id, description, active, tools })),
+        toolsets: shown.map(({ id, description, active, tools, matched_tools }) => ({
+          id,
+          description,
+          active,
+          tools,
+          ...(matched_tools ? { matched_tools } : {}),
+        })),
         ...(shown.length === 0
           ? { message: `No toolset matches "${query ?? ''}"; LIST without a query shows all.` }
           : {}),
       },
     };
   }
-  const res = deps.changeToolsets({ action, toolset_ids, session_id: sessionId });
+  const res = await deps.changeToolsets({ action, toolset_ids, session_id: sessionId });
   const verb = action === 'ACTIVATE' ? 'Activated' : 'Deactivated';
   const changed = toolset_ids.filter((id) => !res.unchanged.includes(id));
   const parts = [

@@ -7,9 +7,10 @@ import { openDatabase } from '../lib/sqlite.ts';
 import { createGatewayApp } from './app.ts';
 import type { Backend } from './backends/backend.ts';
 import { toolServerBackend } from './backends/tool-server-backend.ts';
-import { buildCatalog, loadToolsetFiles } from './catalog.ts';
+import { buildCatalog, type Catalog, loadToolsetFiles } from './catalog.ts';
 import { createGateway } from './gateway.ts';
 import { createGatewayStore } from './store.ts';
+import { toolsetVariables } from './toolset-files.ts';
 
 /** Loads and checks the catalog against the backends, opens the state store, and listens. */
 export async function startGateway(
@@ -24,10 +25,22 @@ export async function startGateway(
       headers: config.tools.token ? { authorization: `Bearer ${config.tools.token}` } : undefined,
     }),
   };
-  const catalog = await buildCatalog(loadToolsetFiles(config.gateway.toolsetsDir), backends, {
-    waitMs: opts.backendWaitMs ?? 15_000,
-  });
   const store = createGatewayStore(openDatabase(path.join(config.dataDir, 'gateway.db')));
+  // ${TOOLSHIFT_DATA_DIR} and ${TOOLSETS_DIR} in toolset files are the resolved config values, set or not.
+  const vars = toolsetVariables({ dataDir: config.dataDir, toolsetsDir: config.gateway.toolsetsDir });
+  const dir = config.gateway.toolsetsDir;
+  let catalog: Catalog;
+  try {
+    catalog = await buildCatalog(loadToolsetFiles(dir, vars), backends, {
+      waitMs: opts.backendWaitMs ?? 15_000,
+      store,
+      log,
+      source: { dir, vars },
+    });
+  } catch (err) {
+    store.close();
+    throw err;
+  }
   const gateway = createGateway({ catalog, store, log });
   const app = createGatewayApp({ gateway, backends, log, security });
   const listening = await listen(app, config.gateway.port, config.host);
@@ -36,6 +49,7 @@ export async function startGateway(
     ...listening,
     close: async () => {
       await listening.close();
+      await catalog.close();
       store.close();
     },
   };

@@ -1,7 +1,9 @@
 import type { Db } from '../lib/sqlite.ts';
+import type { Pin, PinnedDefinition } from './pins.ts';
 
 // The gateway's state in SQLite: sessions, their active toolsets in activation order, the operator's
-// enabled/disabled ceiling, and an audit trail. The only module that speaks SQL for the gateway.
+// enabled/disabled ceiling, an audit trail, and the upstream MCP tool definitions: the last listing of
+// each upstream toolset and the pinned (approved) definitions. The only module that speaks SQL for the gateway.
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
@@ -21,12 +23,28 @@ CREATE TABLE IF NOT EXISTS audit (
   ok INTEGER NOT NULL,
   detail TEXT
 );
+CREATE TABLE IF NOT EXISTS upstream_tools (
+  toolset_id TEXT NOT NULL,
+  tool TEXT NOT NULL,
+  position INTEGER NOT NULL,
+  definition TEXT NOT NULL,
+  PRIMARY KEY (toolset_id, tool)
+);
+CREATE TABLE IF NOT EXISTS pinned_toolsets (toolset_id TEXT PRIMARY KEY, first_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tool_pins (
+  toolset_id TEXT NOT NULL,
+  tool TEXT NOT NULL,
+  hash TEXT NOT NULL,
+  definition TEXT NOT NULL,
+  approved_at TEXT NOT NULL,
+  PRIMARY KEY (toolset_id, tool)
+);
 `;
 
 /** One audit line: an admin change or a tool call, allowed or refused. */
 export interface AuditEntry {
   session_id: string | null;
-  kind: 'activate' | 'deactivate' | 'enable' | 'disable' | 'call' | 'manage';
+  kind: 'activate' | 'deactivate' | 'enable' | 'disable' | 'call' | 'manage' | 'approve' | 'reload';
   subject: string;
   ok: boolean;
   detail?: string;
@@ -59,6 +77,25 @@ export function createGatewayStore(db: Db) {
     audit: db.prepare(
       'INSERT INTO audit (at, session_id, kind, subject, ok, detail) VALUES (?, ?, ?, ?, ?, ?)',
     ),
+    listing: db.prepare<[string], { definition: string }>(
+      'SELECT definition FROM upstream_tools WHERE toolset_id = ? ORDER BY position',
+    ),
+    clearListing: db.prepare('DELETE FROM upstream_tools WHERE toolset_id = ?'),
+    addListing: db.prepare(
+      'INSERT INTO upstream_tools (toolset_id, tool, position, definition) VALUES (?, ?, ?, ?)',
+    ),
+    pinned: db.prepare<[string], { toolset_id: string }>(
+      'SELECT toolset_id FROM pinned_toolsets WHERE toolset_id = ?',
+    ),
+    markPinned: db.prepare('INSERT OR IGNORE INTO pinned_toolsets (toolset_id, first_at) VALUES (?, ?)'),
+    pins: db.prepare<[string], { tool: string; hash: string; definition: string }>(
+      'SELECT tool, hash, definition FROM tool_pins WHERE toolset_id = ?',
+    ),
+    pin: db.prepare(
+      `INSERT INTO tool_pins (toolset_id, tool, hash, definition, approved_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT(toolset_id, tool) DO UPDATE SET hash = excluded.hash, definition = excluded.definition,
+       approved_at = excluded.approved_at`,
+    ),
   };
 
   /** The session's active toolsets in activation order, or null for a session never stored. */
@@ -87,6 +124,33 @@ export function createGatewayStore(db: Db) {
     setEnabled: db.transaction((toolsetId: string, enabled: boolean) => {
       q.setEnabled.run(toolsetId, enabled ? 1 : 0);
       if (!enabled) q.removeEverywhere.run(toolsetId);
+    }),
+    /** Removes a toolset that no longer exists from every session. */
+    dropToolset: (toolsetId: string) => {
+      q.removeEverywhere.run(toolsetId);
+    },
+    /** The last tool listing seen from an upstream toolset, in the server's order. */
+    lastListing: (toolsetId: string): PinnedDefinition[] =>
+      q.listing.all(toolsetId).map((r) => JSON.parse(r.definition) as PinnedDefinition),
+    saveListing: db.transaction((toolsetId: string, definitions: readonly PinnedDefinition[]) => {
+      q.clearListing.run(toolsetId);
+      definitions.forEach((d, i) => {
+        q.addListing.run(toolsetId, d.name, i, JSON.stringify(d));
+      });
+    }),
+    /** The approved definitions of a toolset, or null when it has never been pinned. */
+    pins(toolsetId: string): Map<string, Pin> | null {
+      if (!q.pinned.get(toolsetId)) return null;
+      return new Map(
+        q.pins.all(toolsetId).map((r) => [r.tool, { hash: r.hash, definition: JSON.parse(r.definition) }]),
+      );
+    },
+    /** Approves definitions (and marks the toolset pinned: from now on, changes are held). */
+    pin: db.transaction((toolsetId: string, pins: readonly Pin[]) => {
+      const now = new Date().toISOString();
+      q.markPinned.run(toolsetId, now);
+      for (const p of pins)
+        q.pin.run(toolsetId, p.definition.name, p.hash, JSON.stringify(p.definition), now);
     }),
     audit(entry: AuditEntry) {
       q.audit.run(

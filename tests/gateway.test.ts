@@ -54,14 +54,14 @@ describe('toolset catalog', () => {
 
   it('reports bad ids, bad YAML, unknown backends and duplicate tools with the file name', async () => {
     const badId = await toolsetDir({ 'a.yaml': 'id: Bad-Id\ndescription: x\ntools: [write_file]\n' });
-    expect(() => loadToolsetFiles(badId)).toThrow(/a\.yaml: id: must match/);
+    expect(() => loadToolsetFiles(badId)).toThrow(/a\.yaml:1: id: must match/);
     const badYaml = await toolsetDir({ 'b.yaml': 'id: [unclosed\n' });
-    expect(() => loadToolsetFiles(badYaml)).toThrow(/b\.yaml: not valid YAML/);
+    expect(() => loadToolsetFiles(badYaml)).toThrow(/b\.yaml:1: not valid YAML/);
     const dup = await toolsetDir({
       'a.yaml': 'id: one\ndescription: x\ntools: [write_file]\n',
       'b.yaml': 'id: two\ndescription: y\ntools: [write_file]\n',
     });
-    expect(() => loadToolsetFiles(dup)).toThrow(/b\.yaml: tool write_file is already listed by toolset one/);
+    expect(() => loadToolsetFiles(dup)).toThrow(/b\.yaml: tool write_file is already offered by toolset one \(.*a\.yaml\); set a prefix/);
     const reserved = await toolsetDir({ 'r.yaml': 'id: r\ndescription: x\ntools: [manage_toolsets]\n' });
     expect(() => loadToolsetFiles(reserved)).toThrow(/r\.yaml: manage_toolsets is the agent's own meta-tool/);
     const backendless = await toolsetDir({

@@ -1,0 +1,286 @@
+import {
+  type CallToolResult,
+  Client,
+  type ClientOptions,
+  ProtocolError,
+  SdkError,
+  SdkErrorCode,
+  StreamableHTTPClientTransport,
+  type Tool,
+} from '@modelcontextprotocol/client';
+import type { Logger } from '../../lib/log.ts';
+import type { Redactor } from '../env-expand.ts';
+import { StdioTransport } from './stdio-transport.ts';
+
+// One connection to one upstream MCP server, shared by every toolset that names the same server. It
+// connects on first use, lists the tools (all pages), follows `notifications/tools/list_changed`, and
+// turns a crashed or hung server into an error for the call at hand plus a restart, with backoff, on
+// the next use.
+
+/** Which protocol handshake to use: the 2025 `initialize`, probe and pick, or the 2026-07-28 revision only. */
+export type ProtocolChoice = 'legacy' | 'auto' | '2026-07-28';
+
+/** An upstream server, with `${VAR}` references already filled in. */
+export type McpServerSpec =
+  | {
+      transport: 'stdio';
+      command: string;
+      args: string[];
+      env: Record<string, string>;
+      cwd?: string;
+      protocol: ProtocolChoice;
+    }
+  | { transport: 'http'; url: string; headers: Record<string, string>; protocol: ProtocolChoice };
+
+/** `idle`: not connected yet (connections are made on first use); `down`: failed, restarted on next use. */
+export type UpstreamState = 'idle' | 'connecting' | 'up' | 'down';
+
+/** What the admin listing and /health show about an upstream. */
+export interface UpstreamStatus {
+  state: UpstreamState;
+  reason?: string;
+  pid?: number;
+  protocol?: string;
+  restarts: number;
+}
+
+/** An upstream failure the call at hand cannot recover from; its message is safe to show (secrets redacted). */
+export class UpstreamError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** What a connection needs from the gateway. */
+export interface ConnectionDeps {
+  log: Logger;
+  redactor: Redactor;
+  /** How long connecting and listing may take (default 30 s). */
+  connectTimeoutMs?: number;
+  /** Liveness check after a timed-out call (default: min(5 s, the call's timeout)). */
+  livenessTimeoutMs?: number;
+}
+
+const MAX_BACKOFF_MS = 30_000;
+
+/** 0 for the first failure (restart on the very next use), then 1 s, 2 s, 4 s … up to 30 s. */
+export function backoffMs(failures: number): number {
+  return failures <= 1 ? 0 : Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (failures - 2));
+}
+
+/** A lazily connected, self-restarting client of one upstream MCP server. */
+export class McpConnection {
+  private client?: Client;
+  private transport?: StdioTransport | StreamableHTTPClientTransport;
+  private connecting?: Promise<void>;
+  private tools: Tool[] = [];
+  private failures = 0;
+  private restarts = 0;
+  private nextAttemptAt = 0;
+  private state: UpstreamState = 'idle';
+  private reason?: string;
+  private closed = false;
+  private readonly listeners = new Set<(tools: Tool[]) => void>();
+
+  constructor(
+    /** How the server is named in messages: the file's command or URL, with `${VAR}` unexpanded. */
+    readonly label: string,
+    private readonly spec: McpServerSpec,
+    private readonly deps: ConnectionDeps,
+  ) {}
+
+  status(): UpstreamStatus {
+    const pid = this.transport instanceof StdioTransport ? this.transport.pid : undefined;
+    return {
+      state: this.state,
+      ...(this.reason ? { reason: this.reason } : {}),
+      ...(pid && this.state === 'up' ? { pid } : {}),
+      ...(this.client?.getNegotiatedProtocolVersion()
+        ? { protocol: this.client.getNegotiatedProtocolVersion() }
+        : {}),
+      restarts: this.restarts,
+    };
+  }
+
+  /** What the server said about itself at connect time (for `toolsets import`). */
+  identity(): { name?: string; title?: string; instructions?: string } {
+    const info = this.client?.getServerVersion();
+    return { name: info?.name, title: info?.title, instructions: this.client?.getInstructions() };
+  }
+
+  /** Called with the new tool list whenever the server announces a change. */
+  onToolsChanged(listener: (tools: Tool[]) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The server's tools, connecting (or restarting) first if needed. */
+  async listTools(): Promise<Tool[]> {
+    await this.ensureUp();
+    return this.tools;
+  }
+
+  /** The last tool list seen, without connecting. */
+  knownTools(): Tool[] {
+    return this.tools;
+  }
+
+  /** Connects unless connected; a server that failed recently waits out its backoff. */
+  ensureUp(): Promise<void> {
+    if (this.closed) return Promise.reject(new UpstreamError(`${this.label}: the connection is closed`));
+    if (this.state === 'up' && this.client) return Promise.resolve();
+    if (this.connecting) return this.connecting;
+    const wait = this.nextAttemptAt - Date.now();
+    if (this.state === 'down' && wait > 0) {
+      return Promise.reject(
+        new UpstreamError(
+          `${this.label} is down (${this.reason}); the next restart attempt is in ${Math.ceil(wait / 1000)} s`,
+        ),
+      );
+    }
+    this.connecting = this.connect().finally(() => {
+      this.connecting = undefined;
+    });
+    return this.connecting;
+  }
+
+  /** Calls a tool; a timeout sends `notifications/cancelled` upstream and checks the server still answers. */
+  async callTool(name: string, args: Record<string, unknown>, timeoutMs: number): Promise<CallToolResult> {
+    await this.ensureUp();
+    const client = this.client as Client;
+    try {
+      const result = await client.callTool({ name, arguments: args }, { timeout: timeoutMs });
+      this.failures = 0;
+      return result;
+    } catch (err) {
+      if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
+        const alive = await this.answers(client, Math.min(this.deps.livenessTimeoutMs ?? 5000, timeoutMs));
+        if (!alive) await this.drop(client, `it stopped answering (a call to ${name} timed out)`, true);
+        throw new UpstreamError(
+          `${this.label}: ${name} did not finish within ${timeoutMs} ms and was cancelled` +
+            (alive ? '' : '; the server no longer answers and will be restarted on next use'),
+        );
+      }
+      if (err instanceof ProtocolError) {
+        throw new UpstreamError(this.deps.redactor.text(`${this.label} refused ${name}: ${err.message}`));
+      }
+      if (this.client !== client || (err instanceof SdkError && err.code === SdkErrorCode.ConnectionClosed)) {
+        await this.drop(client, this.exitReason(), false);
+        throw new UpstreamError(
+          this.deps.redactor.text(
+            `${this.label} stopped during the call to ${name} (${this.reason}); it will be restarted on next use`,
+          ),
+        );
+      }
+      throw new UpstreamError(
+        this.deps.redactor.text(`${this.label}: ${name} failed: ${(err as Error).message}`),
+      );
+    }
+  }
+
+  /** Stops the server (stdio: closes stdin, then signals its process group). */
+  async close(): Promise<void> {
+    this.closed = true;
+    const client = this.client;
+    this.client = undefined;
+    this.state = 'idle';
+    await this.shutdown(client, this.transport);
+  }
+
+  private async connect(): Promise<void> {
+    this.state = 'connecting';
+    const timeout = this.deps.connectTimeoutMs ?? 30_000;
+    const options: ClientOptions = {
+      listChanged: {
+        tools: {
+          onChanged: (error, tools) => {
+            if (error || !tools || this.client !== client) return;
+            this.tools = tools;
+            for (const listener of this.listeners) listener(tools);
+          },
+        },
+      },
+    };
+    if (this.spec.protocol === 'auto') options.versionNegotiation = { mode: 'auto' };
+    if (this.spec.protocol === '2026-07-28') options.versionNegotiation = { mode: { pin: '2026-07-28' } };
+    const client = new Client({ name: 'toolshift-gateway', version: '0.1.0' }, options);
+    const transport =
+      this.spec.transport === 'stdio'
+        ? new StdioTransport({
+            command: this.spec.command,
+            args: this.spec.args,
+            env: this.spec.env,
+            cwd: this.spec.cwd,
+          })
+        : new StreamableHTTPClientTransport(new URL(this.spec.url), {
+            requestInit: { headers: this.spec.headers },
+          });
+    this.transport = transport;
+    client.onclose = () => {
+      if (this.client === client && !this.closed) void this.drop(client, this.exitReason(), false);
+    };
+    try {
+      await client.connect(transport, { timeout });
+      const { tools } = await client.listTools(undefined, { timeout });
+      if (this.closed) throw new Error('the connection was closed while connecting');
+      this.client = client;
+      this.tools = tools;
+      if (this.state === 'connecting' && this.reason) this.restarts++;
+      this.state = 'up';
+      this.reason = undefined;
+      this.deps.log.info({ upstream: this.label, tools: tools.length }, 'upstream MCP server connected');
+    } catch (err) {
+      const detail = transport instanceof StdioTransport ? transport.describeExit() : '';
+      await this.shutdown(client, transport);
+      this.fail(`cannot connect: ${(err as Error).message}${detail ? ` (${detail})` : ''}`);
+      throw new UpstreamError(`${this.label} is not available: ${this.reason}`);
+    }
+  }
+
+  private exitReason(): string {
+    const t = this.transport;
+    const detail = t instanceof StdioTransport ? t.describeExit() : '';
+    return `the connection closed${detail ? `: ${detail}` : ''}`;
+  }
+
+  private fail(reason: string) {
+    this.state = 'down';
+    this.reason = this.deps.redactor.text(reason);
+    this.failures++;
+    this.nextAttemptAt = Date.now() + backoffMs(this.failures);
+    this.deps.log.warn({ upstream: this.label, reason: this.reason }, 'upstream MCP server down');
+  }
+
+  /** Marks the server down and stops it; `kill` for a hung server that would not read its stdin. */
+  private async drop(client: Client, reason: string, kill: boolean) {
+    if (this.client !== client) return;
+    this.client = undefined;
+    this.fail(reason);
+    const transport = this.transport;
+    if (kill && transport instanceof StdioTransport) transport.kill();
+    await this.shutdown(client, transport);
+  }
+
+  private async answers(client: Client, timeout: number): Promise<boolean> {
+    try {
+      if (client.getProtocolEra() === 'modern') await client.discover({ timeout });
+      else await client.ping({ timeout });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private async shutdown(client: Client | undefined, transport: McpConnection['transport']) {
+    try {
+      if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
+        await transport.terminateSession().catch(() => {});
+      }
+      if (client) await client.close();
+      else await transport?.close();
+    } catch (err) {
+      this.deps.log.debug({ upstream: this.label, err }, 'closing an upstream failed');
+    }
+  }
+}

@@ -1,0 +1,160 @@
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import type { ToolDefinition } from '../tool-server/contract.ts';
+import type { Backend } from './backends/backend.ts';
+import type { GatewayTool } from './contract.ts';
+import { judgeListing, type Pin, type PinnedDefinition, type Withheld } from './pins.ts';
+import { CatalogError, exposedName, RESERVED_TOOL, type ToolsetSpec } from './toolset-files.ts';
+
+// The pure half of the catalog: from toolset files, backend listings and pins to the tools each toolset
+// offers, what it withholds, and name collisions between toolsets. No I/O here; catalog.ts drives it.
+
+/** A tool definition as the gateway offers it. */
+export type GatewayToolDefinition = Omit<GatewayTool, 'toolset'>;
+
+/** A tool the catalog can route: its definition, the toolset that offers it, and a compiled argument validator. */
+export interface CatalogTool {
+  definition: GatewayToolDefinition;
+  toolset: string;
+  backend: Backend;
+  validate: ValidateFunction;
+}
+
+/** A withheld upstream tool, under the name the gateway would offer it by. */
+export type WithheldTool = Withheld & { exposed: string };
+
+/** One toolset's current state. */
+export interface ToolsetRuntime {
+  spec: ToolsetSpec;
+  offered: CatalogTool[];
+  withheld: WithheldTool[];
+  /** Why the toolset offers nothing (an include-list tool the server lacks, a name collision …). */
+  error?: string;
+  /** MCP: whether a tool listing is known (from a connection, or stored from an earlier run). */
+  listed: boolean;
+  /** MCP: gateway name → the server's own name. */
+  upstreamNames: Map<string, string>;
+}
+
+/** Compiles JSON Schemas once per distinct schema; a schema ajv cannot compile is left to the backend to check. */
+export function schemaCompiler(onError: (message: string) => void) {
+  const ajv = new Ajv2020({ strict: false, allErrors: true, logger: false });
+  const cache = new Map<string, ValidateFunction>();
+  return (schema: Record<string, unknown>): ValidateFunction => {
+    const { $schema: _drop, ...rest } = schema;
+    const key = JSON.stringify(rest);
+    let fn = cache.get(key);
+    if (!fn) {
+      try {
+        fn = ajv.compile(rest);
+      } catch (err) {
+        onError((err as Error).message);
+        fn = ajv.compile({ type: 'object' });
+      }
+      cache.set(key, fn);
+    }
+    return fn;
+  };
+}
+
+type Compile = ReturnType<typeof schemaCompiler>;
+
+/** A native toolset: every listed tool must be served by its backend. */
+export function nativeRuntime(
+  spec: ToolsetSpec,
+  served: ReadonlyMap<string, ToolDefinition>,
+  backend: Backend,
+  compile: Compile,
+): ToolsetRuntime {
+  const offered = (spec.include ?? []).map((name) => {
+    const definition = served.get(name);
+    if (!definition) {
+      throw new CatalogError(
+        `${spec.file}: tool ${name} is not served by backend ${spec.backend as string}; it serves: ${[...served.keys()].join(', ')}`,
+      );
+    }
+    return { definition, toolset: spec.id, backend, validate: compile(definition.parameters) };
+  });
+  return { spec, offered, withheld: [], listed: true, upstreamNames: new Map() };
+}
+
+/**
+ * An MCP toolset from the server's listing: pinned definitions are offered, changed or new ones withheld,
+ * the include list applied, and names prefixed. `pins` null means trust the listing (first sight, or `pin: false`).
+ */
+export function mcpRuntime(
+  spec: ToolsetSpec,
+  listing: readonly PinnedDefinition[] | null,
+  pins: ReadonlyMap<string, Pin> | null,
+  makeBackend: (upstreamNames: ReadonlyMap<string, string>) => Backend,
+  compile: Compile,
+): ToolsetRuntime {
+  const upstreamNames = new Map<string, string>();
+  if (!listing) return { spec, offered: [], withheld: [], listed: false, upstreamNames };
+  const label = typeof spec.backend === 'string' ? spec.backend : spec.backend.label;
+  const include = spec.include ? new Set(spec.include) : null;
+  const served = new Set(listing.map((d) => d.name));
+  const missing = spec.include?.filter((name) => !served.has(name)) ?? [];
+  if (missing.length > 0) {
+    const error = `${spec.file}: tool ${missing.join(', ')} is not served by ${label}; it serves: ${[...served].join(', ')}`;
+    return { spec, offered: [], withheld: [], listed: true, upstreamNames, error };
+  }
+  const judged = judgeListing(listing, spec.pin ? pins : null);
+  const kept = (d: { name: string }) => !include || include.has(d.name);
+  const backend = makeBackend(upstreamNames);
+  const offered: CatalogTool[] = [];
+  for (const d of judged.offered.filter(kept)) {
+    const name = exposedName(spec.prefix, d.name);
+    if (name.length > 64 || upstreamNames.has(name)) {
+      const why =
+        name.length > 64 ? 'is longer than 64 characters' : `is also the name of ${upstreamNames.get(name)}`;
+      const error = `${spec.file}: the server's tool ${d.name} would be offered as ${name}, which ${why}; use an include list or a shorter prefix`;
+      return { spec, offered: [], withheld: [], listed: true, upstreamNames: new Map(), error };
+    }
+    upstreamNames.set(name, d.name);
+    const definition: GatewayToolDefinition = {
+      name,
+      description: d.description ?? d.title ?? '',
+      parameters: (d.inputSchema ?? { type: 'object' }) as Record<string, unknown>,
+      annotations: (d.annotations ?? {}) as GatewayToolDefinition['annotations'],
+    };
+    offered.push({ definition, toolset: spec.id, backend, validate: compile(definition.parameters) });
+  }
+  const withheld = judged.withheld
+    .filter(kept)
+    .map((w) => ({ ...w, exposed: exposedName(spec.prefix, w.name) }));
+  return { spec, offered, withheld, listed: true, upstreamNames };
+}
+
+/**
+ * Gives each tool name to one toolset, in file order: a later toolset offering a name already taken (or
+ * the meta-tool's) is marked in error with a message naming both files, and offers nothing.
+ */
+export function resolveCollisions(runtimes: readonly ToolsetRuntime[]): ToolsetRuntime[] {
+  const taken = new Map<string, ToolsetSpec>();
+  return runtimes.map((rt) => {
+    if (rt.error) return rt;
+    for (const tool of rt.offered) {
+      const name = tool.definition.name;
+      const label = typeof rt.spec.backend === 'string' ? rt.spec.backend : rt.spec.backend.label;
+      if (name === RESERVED_TOOL) {
+        return failed(
+          rt,
+          `${rt.spec.file}: ${label} offers ${RESERVED_TOOL}, the agent's own meta-tool; set a prefix`,
+        );
+      }
+      const owner = taken.get(name);
+      if (owner) {
+        return failed(
+          rt,
+          `${rt.spec.file}: tool ${name} of ${label} collides with tool ${name} of toolset ${owner.id} (${owner.file}); set a prefix in one of them`,
+        );
+      }
+    }
+    for (const tool of rt.offered) taken.set(tool.definition.name, rt.spec);
+    return rt;
+  });
+}
+
+function failed(rt: ToolsetRuntime, error: string): ToolsetRuntime {
+  return { ...rt, offered: [], withheld: [], upstreamNames: new Map(), error };
+}

@@ -1,0 +1,121 @@
+import MiniSearch from 'minisearch';
+import { stemmer } from 'stemmer';
+
+// Discovery: rank toolsets, and the tools inside them, for a plain-language need ("open an issue on a
+// repository"). BM25 (minisearch) over toolset ids and descriptions and tool names and descriptions,
+// with snake_case/camelCase names split into words and every word stemmed (stemmer), so "issues",
+// "issue_write" and "Issue" meet.
+
+/** What the index is built from: each toolset with the tools it offers (or will offer). */
+export interface SearchableToolset {
+  id: string;
+  description: string;
+  tools: { name: string; description: string }[];
+}
+
+/** One ranked toolset and the tools in it that matched, best first. */
+export interface ToolsetHit {
+  id: string;
+  score: number;
+  matched_tools: string[];
+}
+
+const STOP_WORDS = new Set(
+  `a an the to of in on at for from by with and or but not no is are was were be been being it its this
+  that these those i me my we our you your he she they them their his her there here what which who whom
+  how when where why can could would should will shall may might must do does did done please want need
+  some any all each every into onto about as so than then just also very get got let lets make via using
+  use one two new`.split(/\s+/),
+);
+
+/** Splits `issue_write`, `getFileContents`, `get-env` and prose into lower-case words. */
+export function tokenize(text: string): string[] {
+  return text
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter((w) => w.length > 0);
+}
+
+/** A word as it is indexed and queried: stop words dropped, the rest stemmed. */
+export function normalizeTerm(word: string): string | null {
+  if (STOP_WORDS.has(word) || (word.length < 2 && !/\d/.test(word))) return null;
+  return stemmer(word);
+}
+
+interface Doc {
+  id: string;
+  toolset: string;
+  tool: string | null;
+  name: string;
+  text: string;
+}
+
+/** Weights, tuned on the discovery test set (tests/fixtures/discovery): names count more than prose. */
+const BOOST = { name: 2.5, text: 1 };
+/** How much the toolset's own id and description add to the score of its best tool. */
+const TOOLSET_DOC_WEIGHT = 0.8;
+/** How much a toolset's second and third matching tools add (breadth of the match). */
+const RUNNER_UP_WEIGHT = 0.25;
+/** Toolsets scoring below this share of the best one are left out of a ranked listing. */
+const RELATIVE_CUTOFF = 0.2;
+/** Tools listed per toolset as "matched". */
+const MATCHED_TOOLS = 5;
+
+/** A search index over a catalog; rebuild it when the catalog changes (it is cheap: 200 tools in a few ms). */
+export class ToolsetIndex {
+  private readonly index = new MiniSearch<Doc>({
+    fields: ['name', 'text'],
+    storeFields: ['toolset', 'tool'],
+    tokenize,
+    processTerm: normalizeTerm,
+  });
+
+  constructor(toolsets: readonly SearchableToolset[]) {
+    const docs: Doc[] = [];
+    for (const ts of toolsets) {
+      docs.push({ id: `toolset:${ts.id}`, toolset: ts.id, tool: null, name: ts.id, text: ts.description });
+      for (const tool of ts.tools) {
+        docs.push({
+          id: `tool:${ts.id}:${tool.name}`,
+          toolset: ts.id,
+          tool: tool.name,
+          name: tool.name,
+          text: tool.description,
+        });
+      }
+    }
+    this.index.addAll(docs);
+  }
+
+  /** Toolsets that match `query`, best first, each with its matching tools; [] when nothing matches. */
+  search(query: string, limit = 10): ToolsetHit[] {
+    const results = this.index.search(query, { boost: BOOST, combineWith: 'OR' });
+    const byToolset = new Map<string, { own: number; tools: { name: string; score: number }[] }>();
+    for (const r of results) {
+      const entry = byToolset.get(r.toolset) ?? { own: 0, tools: [] };
+      if (r.tool === null) entry.own = r.score;
+      else entry.tools.push({ name: r.tool, score: r.score });
+      byToolset.set(r.toolset, entry);
+    }
+    const hits: ToolsetHit[] = [];
+    for (const [id, { own, tools }] of byToolset) {
+      tools.sort((a, b) => b.score - a.score);
+      const [best = 0, second = 0, third = 0] = tools.map((t) => t.score);
+      const score = best + TOOLSET_DOC_WEIGHT * own + RUNNER_UP_WEIGHT * (second + third);
+      const floor = best * 0.5;
+      hits.push({
+        id,
+        score: Math.round(score * 1000) / 1000,
+        matched_tools: tools
+          .filter((t) => t.score >= floor)
+          .slice(0, MATCHED_TOOLS)
+          .map((t) => t.name),
+      });
+    }
+    hits.sort((a, b) => b.score - a.score || a.id.localeCompare(b.id));
+    const top = hits[0]?.score ?? 0;
+    return hits.filter((h) => h.score >= top * RELATIVE_CUTOFF).slice(0, limit);
+  }
+}

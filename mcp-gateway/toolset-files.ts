@@ -1,0 +1,275 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { LineCounter, parseDocument } from 'yaml';
+import { z } from 'zod';
+import type { McpServerSpec } from './backends/mcp-connection.ts';
+import { expandVariables, Redactor, referencedVariables } from './env-expand.ts';
+
+// Toolset files: one YAML file per toolset in TOOLSETS_DIR, read and checked with file-and-line errors.
+// A file names a native backend (`backend: tool-server`) or an upstream MCP server (`backend: {mcp: …}`),
+// whose `${VAR}` references are filled here, from the environment, and never shown again.
+
+const Name = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z0-9_]{1,64}$');
+const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a variable name like MEMORY_FILE_PATH');
+const Scalar = z.union([z.string(), z.number(), z.boolean()]).transform(String);
+
+const McpBlock = z
+  .strictObject({
+    command: z.string().min(1).optional(),
+    args: z.array(Scalar).optional(),
+    env: z.record(EnvName, Scalar).optional(),
+    cwd: z.string().min(1).optional(),
+    url: z.string().min(1).optional(),
+    headers: z.record(z.string().min(1), Scalar).optional(),
+    protocol: z.enum(['legacy', 'auto', '2026-07-28']).optional(),
+  })
+  .superRefine((m, ctx) => {
+    if ((m.command === undefined) === (m.url === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'give either command (a stdio server) or url (Streamable HTTP)',
+      });
+    }
+    for (const key of ['args', 'env', 'cwd'] as const) {
+      if (m.url !== undefined && m[key] !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message: `${key} is for stdio servers (command), not url`,
+        });
+    }
+    if (m.command !== undefined && m.headers !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['headers'],
+        message: 'headers are for url servers, not command',
+      });
+  });
+
+// Unknown top-level keys are ignored (a later version may add some); the mcp block is strict.
+const ToolsetFile = z.object({
+  id: Name,
+  description: z.string().trim().min(1, 'must not be empty'),
+  default: z.boolean().default(false),
+  backend: z.union([z.string().min(1), z.strictObject({ mcp: McpBlock })]).default('tool-server'),
+  tools: z.array(z.string().min(1).max(128)).min(1, 'list at least one tool, or leave tools out').optional(),
+  prefix: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,32}$/, 'must be 1-32 letters, digits, _ or -')
+    .optional(),
+  pin: z.boolean().default(true),
+  timeout_seconds: z.number().positive().max(3600).default(60),
+});
+
+/** The meta-tool's name; no toolset may offer a tool by that name. */
+export const RESERVED_TOOL = 'manage_toolsets';
+
+/** An upstream MCP server as one or more toolset files name it. */
+export interface McpBackendSpec {
+  /** Filled in: what the gateway runs or reaches. Held in memory only. */
+  server: McpServerSpec;
+  /** As written in the file, `${VAR}` unexpanded: what the admin API shows. */
+  display: Record<string, unknown>;
+  /** Files with the same server share one connection. */
+  key: string;
+  /** The command or URL as written, for messages. */
+  label: string;
+  redactor: Redactor;
+}
+
+/** A toolset as declared in its file. */
+export interface ToolsetSpec {
+  id: string;
+  description: string;
+  default: boolean;
+  file: string;
+  /** A native backend's name, or an upstream MCP server. */
+  backend: string | McpBackendSpec;
+  /** Native: the tools. MCP: an optional include list of the server's own tool names. */
+  include?: string[];
+  prefix: string;
+  pin: boolean;
+  timeoutMs: number;
+}
+
+/** A toolset file that does not fit; the message names the file (and line) and what to change. */
+export class CatalogError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** The name an upstream tool gets in the gateway: the prefix, then the name with characters a model API refuses replaced by `_`. */
+export function exposedName(prefix: string, upstreamName: string): string {
+  return prefix + upstreamName.replace(/[^A-Za-z0-9_-]/g, '_');
+}
+
+/** The variables `${…}` may use: the environment, plus the gateway's resolved data and toolsets dirs. */
+export function toolsetVariables(
+  dirs: { dataDir: string; toolsetsDir: string },
+  env: Record<string, string | undefined> = process.env,
+): Record<string, string | undefined> {
+  return { ...env, TOOLSHIFT_DATA_DIR: dirs.dataDir, TOOLSETS_DIR: dirs.toolsetsDir };
+}
+
+/** Reads and validates every `*.yaml`/`*.yml` in `dir`, sorted by file name. */
+export function loadToolsetFiles(
+  dir: string,
+  vars: Record<string, string | undefined> = toolsetVariables({
+    dataDir: path.resolve(process.env.TOOLSHIFT_DATA_DIR ?? './data'),
+    toolsetsDir: dir,
+  }),
+): ToolsetSpec[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir)
+      .filter((f) => /\.ya?ml$/.test(f))
+      .sort();
+  } catch (err) {
+    throw new CatalogError(`Cannot read the toolsets directory ${dir}: ${(err as Error).message}`);
+  }
+  const specs = names.map((name) => readToolsetFile(path.join(dir, name), vars));
+  if (specs.length === 0) throw new CatalogError(`No toolset files (*.yaml) in ${dir}`);
+  checkNames(specs);
+  return specs;
+}
+
+function readToolsetFile(file: string, vars: Record<string, string | undefined>): ToolsetSpec {
+  const text = readFileSync(file, 'utf8');
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
+  if (doc.errors.length > 0) {
+    const e = doc.errors[0];
+    const hint = /\{[^}\n]*\$\{/.test(text) ? ` (inside { } put a value with \${VAR} in quotes)` : '';
+    throw new CatalogError(`${file}:${e.linePos?.[0].line ?? 1}: not valid YAML: ${e.message}${hint}`);
+  }
+  const at = (where: readonly PropertyKey[]) => {
+    for (let n = where.length; n >= 0; n--) {
+      const node = doc.getIn(where.slice(0, n), true) as { range?: [number, number] } | undefined;
+      if (node?.range) return `${file}:${lines.linePos(node.range[0]).line}`;
+    }
+    return file;
+  };
+  const parsed = ToolsetFile.safeParse(doc.toJS());
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue.path.length > 0 ? `${issue.path.join('.')}: ` : '';
+    throw new CatalogError(`${at(issue.path)}: ${where}${issue.message}`);
+  }
+  const f = parsed.data;
+  const fail = (where: readonly PropertyKey[], message: string): never => {
+    throw new CatalogError(`${at(where)}: ${message}`);
+  };
+  let backend: ToolsetSpec['backend'];
+  if (typeof f.backend === 'string') {
+    if (!f.tools) fail(['backend'], `a ${f.backend} toolset must list its tools`);
+    for (const [i, tool] of (f.tools ?? []).entries()) {
+      if (!/^[a-z0-9_]{1,64}$/.test(tool)) fail(['tools', i], `tools.${i}: must match ^[a-z0-9_]{1,64}$`);
+    }
+    if (f.prefix) fail(['prefix'], 'prefix is for MCP backends; native tools keep their names');
+    backend = f.backend;
+  } else {
+    backend = mcpBackend(file, f.backend.mcp, vars, fail);
+  }
+  return {
+    id: f.id,
+    description: f.description,
+    default: f.default,
+    file,
+    backend,
+    include: f.tools,
+    prefix: f.prefix ?? '',
+    pin: f.pin,
+    timeoutMs: Math.round(f.timeout_seconds * 1000),
+  };
+}
+
+function mcpBackend(
+  file: string,
+  raw: z.infer<typeof McpBlock>,
+  vars: Record<string, string | undefined>,
+  fail: (where: readonly PropertyKey[], message: string) => never,
+): McpBackendSpec {
+  const secrets: Record<string, string> = {};
+  const fill = (value: string, where: PropertyKey[]) =>
+    expandVariables(value, vars, (name) =>
+      fail(where, `variable ${name} is not set (used in ${where.join('.')}); export it or add it to .env`),
+    );
+  const base = ['backend', 'mcp'];
+  for (const name of referencedVariables(JSON.stringify(raw))) {
+    const value = vars[name];
+    if (value !== undefined) secrets[name] = value;
+  }
+  const protocol = raw.protocol ?? (raw.command ? 'legacy' : 'auto');
+  let server: McpServerSpec;
+  if (raw.command) {
+    const env: Record<string, string> = {};
+    for (const key of ['PATH', 'HOME']) if (vars[key] !== undefined) env[key] = vars[key] as string;
+    for (const [k, v] of Object.entries(raw.env ?? {})) env[k] = fill(v, [...base, 'env', k]);
+    const cwd = raw.cwd ? path.resolve(path.dirname(file), fill(raw.cwd, [...base, 'cwd'])) : undefined;
+    server = {
+      transport: 'stdio',
+      command: resolveCommand(fill(raw.command, [...base, 'command']), path.dirname(file)),
+      args: (raw.args ?? []).map((a, i) => fill(a, [...base, 'args', i])),
+      env,
+      cwd,
+      protocol,
+    };
+  } else {
+    const url = fill(raw.url as string, [...base, 'url']);
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(url);
+    } catch {}
+    if (!parsed || !/^https?:$/.test(parsed.protocol)) fail([...base, 'url'], 'url must be an http(s) URL');
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(raw.headers ?? {})) headers[k] = fill(v, [...base, 'headers', k]);
+    server = { transport: 'http', url, headers, protocol };
+  }
+  const label = raw.command
+    ? [path.basename(raw.command), ...(raw.args ?? [])].join(' ')
+    : (raw.url as string);
+  return { server, display: raw, key: JSON.stringify(server), label, redactor: new Redactor(secrets) };
+}
+
+/** Where the toolshift checkout keeps its npm binaries (servers installed as dependencies). */
+const PACKAGE_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'node_modules', '.bin');
+
+/** A bare command from node_modules/.bin (the working directory's, then toolshift's own), else from PATH. */
+function resolveCommand(command: string, fileDir: string): string {
+  if (command.includes('/')) return path.resolve(fileDir, command);
+  for (const bin of [path.resolve('node_modules', '.bin'), PACKAGE_BIN]) {
+    const candidate = path.join(bin, command);
+    if (existsSync(candidate)) return candidate;
+  }
+  return command;
+}
+
+/** Ids must be unique; declared tool names (with their prefix) must not collide or take the meta-tool's name. */
+function checkNames(specs: ToolsetSpec[]) {
+  const ids = new Map<string, string>();
+  const tools = new Map<string, ToolsetSpec>();
+  for (const spec of specs) {
+    const other = ids.get(spec.id);
+    if (other) throw new CatalogError(`${spec.file}: toolset id ${spec.id} is already used by ${other}`);
+    ids.set(spec.id, spec.file);
+    const mcp = typeof spec.backend !== 'string';
+    for (const declared of spec.include ?? []) {
+      const name = mcp ? exposedName(spec.prefix, declared) : declared;
+      if (name === RESERVED_TOOL) {
+        throw new CatalogError(
+          `${spec.file}: ${RESERVED_TOOL} is the agent's own meta-tool; a toolset cannot offer it${mcp ? ' (set a prefix)' : ''}`,
+        );
+      }
+      const owner = tools.get(name);
+      if (owner && owner.id !== spec.id) {
+        throw new CatalogError(
+          `${spec.file}: tool ${name} is already offered by toolset ${owner.id} (${owner.file}); set a prefix in one of them`,
+        );
+      }
+      tools.set(name, spec);
+    }
+  }
+}

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { TOKENIZERS } from './tokens.ts';
 
 // Every setting of every service, read once from the environment (and `.env` if present) and validated,
 // so a typo in a port or a root fails at start with the variable's name, not later with a stack trace.
@@ -33,12 +34,20 @@ const EnvSchema = z.object({
   AGENT_URL: optionalString,
   GATEWAY_URL: optionalString,
   TOOL_SERVER_URL: optionalString,
-  OPENAI_BASE_URL: optionalString,
+  OPENAI_BASE_URL: optionalString.refine(
+    (v) => v === undefined || (URL.canParse(v) && /^https?:$/.test(new URL(v).protocol)),
+    'must be an http(s) URL of an OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1',
+  ),
   OPENAI_API_KEY: optionalString,
   AGENT_MODEL: z.string().default('gpt-4o-mini'),
   AGENT_MAX_STEPS: z.coerce.number().int().min(1).max(500).default(20),
   AGENT_MODEL_TIMEOUT_MS: z.coerce.number().int().min(100).default(120_000),
   AGENT_MODEL_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(4),
+  AGENT_MAX_DURATION_S: z.coerce.number().int().min(1).max(604_800).default(1800),
+  AGENT_SSE_HEARTBEAT_S: z.coerce.number().min(0.01).max(3600).default(15),
+  TOKENIZER: z.enum(TOKENIZERS).default('o200k_base'),
+  TOOL_TOKEN_BUDGET: z.coerce.number().int().min(1).optional(),
+  LOG_FORMAT: z.enum(['json', 'pretty', 'auto']).default('auto'),
   TOOLSHIFT_DATA_DIR: z.string().default('./data'),
   TOOLSETS_DIR: z.string().default('./toolsets'),
   FS_ROOTS: list,
@@ -127,6 +136,10 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         maxAttempts: e.AGENT_MODEL_MAX_ATTEMPTS,
       },
       maxSteps: e.AGENT_MAX_STEPS,
+      /** A task's wall-clock limit unless its request sets `max_duration_s`. */
+      maxDurationS: e.AGENT_MAX_DURATION_S,
+      /** How often an idle event stream sends a keep-alive comment. */
+      heartbeatMs: Math.round(e.AGENT_SSE_HEARTBEAT_S * 1000),
       apiToken: e.AGENT_API_TOKEN,
     },
     gateway: {
@@ -143,6 +156,8 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         sessionIdleMs: e.MCP_SESSION_IDLE_S * 1000,
       },
       promptsDir: path.resolve(e.PROMPTS_DIR),
+      /** The most tool-definition tokens manage_toolsets may bring a session to (unset: no limit). */
+      toolTokenBudget: e.TOOL_TOKEN_BUDGET,
       toolsetsDir: path.resolve(e.TOOLSETS_DIR),
     },
     tools: {
@@ -150,6 +165,8 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       url: e.TOOL_SERVER_URL ?? local(e.TOOL_SERVER_PORT),
       token: e.TOOL_SERVER_TOKEN,
       roots: (e.FS_ROOTS.length > 0 ? e.FS_ROOTS : ['./workspace']).map((r) => path.resolve(r)),
+      /** True when FS_ROOTS was set: its entries must then exist (only the default ./workspace is created). */
+      rootsGiven: e.FS_ROOTS.length > 0,
       readOnlyRoots: e.FS_READONLY_ROOTS.map((r) => path.resolve(r)),
       maxReadBytes: e.FS_MAX_READ_BYTES,
       /** git_tools: per-call timeout and output cap of every git command. */
@@ -177,6 +194,9 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
     },
     dataDir: path.resolve(e.TOOLSHIFT_DATA_DIR),
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
+    /** The encoding tool-definition and message tokens are counted in (lib/tokens.ts). */
+    tokenizer: e.TOKENIZER,
   };
 }
 
@@ -185,6 +205,27 @@ export function reachableHost(host: string): string {
   if (host === '0.0.0.0' || host === '') return '127.0.0.1';
   if (host === '::' || host === '[::]') return '[::1]';
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
+/**
+ * Refuses FS_ROOTS / FS_READONLY_ROOTS entries that do not exist (a typo must not become a new empty root);
+ * only the default ./workspace, used when FS_ROOTS is unset, is created by the tool-server.
+ */
+export function checkRootsExist(tools: {
+  roots: string[];
+  readOnlyRoots: string[];
+  rootsGiven: boolean;
+}): void {
+  const missing = [
+    ...(tools.rootsGiven ? tools.roots.map((r) => ['FS_ROOTS', r]) : []),
+    ...tools.readOnlyRoots.map((r) => ['FS_READONLY_ROOTS', r]),
+  ].filter(([, dir]) => !existsSync(dir));
+  if (missing.length > 0) {
+    throw new Error(
+      missing.map(([variable, dir]) => `${variable} entry ${dir} does not exist`).join('; ') +
+        ': create the directory or correct the variable (roots are never created for you).',
+    );
+  }
 }
 
 /** process.env, with `.env` from the working directory loaded first (real env wins). */

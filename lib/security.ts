@@ -10,8 +10,11 @@ import { HttpError } from './http-error.ts';
 // browser door (Content-Type, Host, Origin) and bearer tokens. A route cannot opt out: the middleware is
 // on '*', and the only route without a token is GET /health.
 
-/** Who may call a route: the operator, the agent-server, the gateway (as the tool-server's client), a user. */
-export type Role = 'admin' | 'agent' | 'gateway' | 'user';
+/**
+ * Who may call a route: the operator, the agent-server, the gateway (as the tool-server's client), a user of
+ * the agent-server's API, an MCP client of the gateway's MCP face.
+ */
+export type Role = 'admin' | 'agent' | 'gateway' | 'user' | 'mcp';
 
 /** A credential a service accepts: its role, its value, and the variable that holds it (for messages). */
 export interface TokenSpec {
@@ -32,8 +35,11 @@ export interface Security {
   listenHost: string;
 }
 
-/** Who a request was authenticated as; `local` when the service has no tokens. */
-export type Principal = { role: Role; variable: string } | { role: 'local' };
+/**
+ * Who a request was authenticated as; `local` when the service has no tokens. `credential` is a digest of
+ * the token (never the token), for binding state such as an MCP session handle to the credential.
+ */
+export type Principal = { role: Role; variable: string; credential: string } | { role: 'local' };
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -169,7 +175,8 @@ function authenticate(security: Security): MiddlewareHandler {
         `${presented === undefined ? 'Missing' : 'Invalid'} credentials: send Authorization: Bearer <token> with the value of ${variables}`,
       );
     }
-    c.set('principal', { role: matches[0].role, variable: matches[0].variable });
+    const credential = digest(matches[0].token).toString('base64url');
+    c.set('principal', { role: matches[0].role, variable: matches[0].variable, credential });
     await next();
   };
 }
@@ -241,9 +248,16 @@ export function securityFor(config: Config, service: ServiceName): Security {
         ? [
             { role: 'admin', variable: 'GATEWAY_ADMIN_TOKEN', value: config.gateway.adminToken },
             { role: 'agent', variable: 'GATEWAY_AGENT_TOKEN', value: config.gateway.agentToken },
+            { role: 'mcp', variable: 'GATEWAY_MCP_TOKEN', value: config.gateway.mcp.token },
           ]
         : [{ role: 'gateway', variable: 'TOOL_SERVER_TOKEN', value: config.tools.token }];
-  assertSafeBind(service, config.host, candidates, config.http.insecure);
+  // GATEWAY_MCP_TOKEN is optional on a public bind: without it the MCP face is the operator's (admin token).
+  assertSafeBind(
+    service,
+    config.host,
+    candidates.filter((c) => c.role !== 'mcp'),
+    config.http.insecure,
+  );
   const tokens = candidates.flatMap((c) =>
     c.value ? [{ role: c.role, token: c.value, variable: c.variable }] : [],
   );
@@ -252,10 +266,11 @@ export function securityFor(config: Config, service: ServiceName): Security {
       `${tokens.map((t) => t.variable).join(' and ')} must differ: each role needs its own token`,
     );
   }
+  const mcp = service === 'mcp-gateway' ? config.gateway.mcp : { allowedHosts: [], allowedOrigins: [] };
   return {
     tokens,
-    allowedHosts: config.http.allowedHosts,
-    allowedOrigins: config.http.allowedOrigins,
+    allowedHosts: [...config.http.allowedHosts, ...mcp.allowedHosts],
+    allowedOrigins: [...config.http.allowedOrigins, ...mcp.allowedOrigins],
     listenHost: config.host,
   };
 }

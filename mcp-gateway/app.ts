@@ -5,6 +5,7 @@ import { requireRole, type Security } from '../lib/security.ts';
 import type { Backend } from './backends/backend.ts';
 import { DEFAULT_SESSION, gatewayRoutes as routes } from './contract.ts';
 import type { Gateway } from './gateway.ts';
+import type { McpFace } from './mcp/face.ts';
 
 /** What the gateway's app needs; tests pass their own. */
 export interface GatewayDeps {
@@ -12,6 +13,8 @@ export interface GatewayDeps {
   backends: Record<string, Backend>;
   log: Logger;
   security: Security;
+  /** The MCP face served at /mcp (mcp/face.ts). */
+  face: McpFace;
 }
 
 /** The gateway's HTTP API; only main.ts listens. */
@@ -21,19 +24,26 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   installBase(app, deps.log, deps.security);
   route(app, routes.changeToolsets, async (c, { body }) => {
     // One route serves both: a session's toolsets (agent or operator) and the global ceiling (operator only).
-    if (body.action === 'ENABLE' || body.action === 'DISABLE') requireRole(c, ['admin'], body.action);
-    return c.json(await gateway.changeToolsets(body));
+    const operator = body.action === 'ENABLE' || body.action === 'DISABLE';
+    if (operator) requireRole(c, ['admin'], body.action);
+    const result = await gateway.changeToolsets(body);
+    if (operator) await deps.face.announce();
+    return c.json(result);
   });
   route(app, routes.manageToolsets, async (c, { body }) =>
     c.json(await gateway.manageToolsets(body.session_id, body.arguments)),
   );
-  route(app, routes.approveToolset, (c, { params, body }) => {
+  route(app, routes.approveToolset, async (c, { params, body }) => {
     requireRole(c, ['admin'], 'Approving upstream tools');
-    return c.json(gateway.approveToolset(params.id, body?.tools));
+    const result = gateway.approveToolset(params.id, body?.tools);
+    await deps.face.announce();
+    return c.json(result);
   });
   route(app, routes.reloadToolsets, async (c) => {
     requireRole(c, ['admin'], 'Reloading the toolsets');
-    return c.json(await gateway.reloadToolsets());
+    const result = await gateway.reloadToolsets();
+    await deps.face.announce();
+    return c.json(result);
   });
   route(app, routes.listToolsets, (c, { query }) =>
     c.json(gateway.listToolsets(query.session_id, query.query)),
@@ -56,6 +66,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       ? c.json({ status: 'ok' as const, backends, upstreams })
       : c.json({ error: 'a backend is unhealthy', backends, upstreams }, 503);
   });
+  deps.face.mount(app);
   serveOpenApi(app, 'toolshift mcp-gateway', Object.values(routes));
   return app;
 }

@@ -162,6 +162,7 @@ export const gatewayRoutes = {
   changeToolsets: {
     method: 'post',
     path: '/mcp/admin/toolsets',
+    roles: ['admin', 'agent'],
     summary:
       "Activate/deactivate toolsets in a session (default: 'default'), or enable/disable them globally",
     body: ChangeToolsetsRequest,
@@ -177,6 +178,7 @@ export const gatewayRoutes = {
   approveToolset: {
     method: 'post',
     path: '/mcp/admin/toolsets/{id}/approve',
+    roles: ['admin'],
     summary: "Approve an upstream toolset's withheld tools (changed or new definitions); all, or those named",
     params: z.object({ id: ToolsetId }),
     body: ApproveToolsetRequest,
@@ -185,6 +187,7 @@ export const gatewayRoutes = {
   reloadToolsets: {
     method: 'post',
     path: '/mcp/admin/reload',
+    roles: ['admin'],
     summary:
       'Re-read TOOLSETS_DIR: connect what is new, drop what is gone; an invalid directory changes nothing',
     responses: { 200: ReloadResponse, 400: ErrorBody, 401: ErrorBody },
@@ -192,6 +195,7 @@ export const gatewayRoutes = {
   listToolsets: {
     method: 'get',
     path: '/mcp/admin/toolsets',
+    roles: ['admin', 'agent'],
     summary: 'The toolset catalog with each toolset’s state in a session',
     query: ListToolsetsQuery,
     responses: { 200: ListToolsetsResponse, 400: ErrorBody, 401: ErrorBody },
@@ -199,6 +203,7 @@ export const gatewayRoutes = {
   manageToolsets: {
     method: 'post',
     path: '/mcp/manage_toolsets',
+    roles: ['admin', 'agent'],
     summary: 'Run the manage_toolsets meta-tool for a session with a model’s raw arguments',
     body: ManageToolsetsRequest,
     responses: {
@@ -213,6 +218,7 @@ export const gatewayRoutes = {
   listTools: {
     method: 'get',
     path: '/mcp/tools',
+    roles: ['admin', 'agent'],
     summary: 'The definitions of the tools active in a session, in a stable order',
     query: ListToolsQuery,
     responses: { 200: ListToolsResponse, 400: ErrorBody },
@@ -220,6 +226,7 @@ export const gatewayRoutes = {
   callTool: {
     method: 'post',
     path: '/mcp/tools/{name}/call',
+    roles: ['admin', 'agent'],
     summary: 'Call a tool of a toolset active in the session',
     // Any name is accepted here, so a model's misspelt tool gets "unknown tool, these are active" (404).
     params: z.object({ name: z.string().min(1).max(256) }),

@@ -9,6 +9,8 @@ import type { Backend } from './backends/backend.ts';
 import { toolServerBackend } from './backends/tool-server-backend.ts';
 import { buildCatalog, type Catalog, loadToolsetFiles } from './catalog.ts';
 import { createGateway } from './gateway.ts';
+import { createMcpFace } from './mcp/face.ts';
+import { createHandleStore } from './mcp/handles.ts';
 import { createGatewayStore } from './store.ts';
 import { toolsetVariables } from './toolset-files.ts';
 
@@ -25,7 +27,8 @@ export async function startGateway(
       headers: config.tools.token ? { authorization: `Bearer ${config.tools.token}` } : undefined,
     }),
   };
-  const store = createGatewayStore(openDatabase(path.join(config.dataDir, 'gateway.db')));
+  const db = openDatabase(path.join(config.dataDir, 'gateway.db'));
+  const store = createGatewayStore(db);
   // ${TOOLSHIFT_DATA_DIR} and ${TOOLSETS_DIR} in toolset files are the resolved config values, set or not.
   const vars = toolsetVariables({ dataDir: config.dataDir, toolsetsDir: config.gateway.toolsetsDir });
   const dir = config.gateway.toolsetsDir;
@@ -42,13 +45,20 @@ export async function startGateway(
     throw err;
   }
   const gateway = createGateway({ catalog, store, log });
-  const app = createGatewayApp({ gateway, backends, log, security });
+  const face = createMcpFace({
+    gateway,
+    handles: createHandleStore(db, { idleMs: config.gateway.mcp.handleIdleMs }),
+    sessionIdleMs: config.gateway.mcp.sessionIdleMs,
+    onError: (err) => log.warn({ err: err.message }, 'MCP face'),
+  });
+  const app = createGatewayApp({ gateway, backends, log, security, face });
   const listening = await listen(app, config.gateway.port, config.host);
   log.info({ url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) }, 'mcp-gateway listening');
   return {
     ...listening,
     close: async () => {
       await listening.close();
+      await face.close();
       await catalog.close();
       store.close();
     },

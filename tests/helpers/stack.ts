@@ -14,7 +14,10 @@ import { createGatewayApp } from '../../mcp-gateway/app.ts';
 import { toolServerBackend } from '../../mcp-gateway/backends/tool-server-backend.ts';
 import { buildCatalog, loadToolsetFiles } from '../../mcp-gateway/catalog.ts';
 import { createGateway } from '../../mcp-gateway/gateway.ts';
+import { createMcpFace } from '../../mcp-gateway/mcp/face.ts';
+import { createHandleStore } from '../../mcp-gateway/mcp/handles.ts';
 import { createGatewayStore } from '../../mcp-gateway/store.ts';
+import { toolsetVariables } from '../../mcp-gateway/toolset-files.ts';
 import { createToolServerApp } from '../../tool-server/app.ts';
 import { PathGuard } from '../../tool-server/path-guard.ts';
 import { createRegistry } from '../../tool-server/registry.ts';
@@ -38,6 +41,7 @@ export function tokenSecurity(tokens: Partial<Record<Role, string>>): Security {
     agent: 'GATEWAY_AGENT_TOKEN',
     gateway: 'TOOL_SERVER_TOKEN',
     user: 'AGENT_API_TOKEN',
+    mcp: 'GATEWAY_MCP_TOKEN',
   };
   return {
     ...openSecurity,
@@ -96,6 +100,13 @@ export interface StackOptions {
   maxSteps?: number;
   /** The services' logger (default: silent). */
   log?: Logger;
+  /** Extra variables for `${VAR}` in toolset files (on top of the process environment). */
+  vars?: Record<string, string>;
+  /** Upstream MCP connection timeouts. */
+  connection?: { connectTimeoutMs?: number; livenessTimeoutMs?: number };
+  /** Idle lifetime of MCP handles, and the clock they are judged by. */
+  handleIdleMs?: number;
+  now?: () => number;
 }
 
 /** The three apps wired in-process through app.request (no ports), on a temp workspace and data dir. */
@@ -124,11 +135,25 @@ export async function makeStack(opts: StackOptions = {}) {
       headers: bearer(opts.tokens?.gateway),
     }),
   };
-  const catalog = await buildCatalog(loadToolsetFiles(toolsetsDir), backends);
-  const gatewayStore = createGatewayStore(openDatabase(path.join(dataDir, 'gateway.db')));
+  const gatewayDb = openDatabase(path.join(dataDir, 'gateway.db'));
+  const gatewayStore = createGatewayStore(gatewayDb);
+  // ${VAR} in toolset files: the process environment plus the test's own, and this stack's data dir.
+  const vars = toolsetVariables({ dataDir, toolsetsDir }, { ...process.env, ...opts.vars });
+  const catalog = await buildCatalog(loadToolsetFiles(toolsetsDir, vars), backends, {
+    store: gatewayStore,
+    log,
+    source: { dir: toolsetsDir, vars },
+    connection: opts.connection,
+  });
   const gateway = createGateway({ catalog, store: gatewayStore, log });
-  const gatewaySecurity = tokenSecurity({ admin: opts.tokens?.admin, agent: opts.tokens?.agent });
-  const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity });
+  const gatewaySecurity = tokenSecurity({
+    admin: opts.tokens?.admin,
+    agent: opts.tokens?.agent,
+    mcp: opts.tokens?.mcp,
+  });
+  const handles = createHandleStore(gatewayDb, { idleMs: opts.handleIdleMs ?? 3_600_000, now: opts.now });
+  const face = createMcpFace({ gateway, handles, sessionIdleMs: 3_600_000 });
+  const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity, face });
   const taskStore = createTaskStore(openDatabase(path.join(dataDir, 'agent.db')));
   const agent = createAgent({
     store: taskStore,
@@ -148,11 +173,15 @@ export async function makeStack(opts: StackOptions = {}) {
     log,
     security: tokenSecurity({ user: opts.tokens?.user }),
   });
-  retained.push(gatewayStore, taskStore);
+  retained.push(gatewayStore, taskStore, handles);
   return {
+    face,
     tmp,
     root,
     dataDir,
+    toolsetsDir,
+    catalog,
+    gateway,
     toolApp,
     gatewayApp,
     agentApp,
@@ -171,6 +200,8 @@ export async function makeStack(opts: StackOptions = {}) {
     },
     /** Closes the stores; `keepFiles` leaves the temp dirs for a restart test. */
     async close(keepFiles = false) {
+      await face.close();
+      await catalog.close();
       gatewayStore.close();
       taskStore.close();
       if (!keepFiles) await rm(tmp, { recursive: true, force: true });

@@ -1,0 +1,83 @@
+import { randomBytes } from 'node:crypto';
+import type { Db } from '../../lib/sqlite.ts';
+
+// Session handles of the MCP face's modern leg (MCP 2026-07-28 has no protocol sessions: per-conversation
+// state is a handle passed as a tool argument). A handle *is* a gateway session id, minted here with 128
+// random bits, bound to the credential that minted it, and forgotten after an idle lifetime.
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS mcp_handles (
+  handle TEXT PRIMARY KEY,
+  credential TEXT,
+  created_at INTEGER NOT NULL,
+  last_used_at INTEGER NOT NULL
+);
+`;
+
+/** Why a handle cannot be used, in words the model (and its user) can act on. */
+export class HandleError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** The handle table; `now` is injectable so expiry can be tested without waiting. */
+export type HandleStore = ReturnType<typeof createHandleStore>;
+
+/** Creates the table if needed and returns mint/resolve over it. */
+export function createHandleStore(db: Db, opts: { idleMs: number; now?: () => number }) {
+  db.exec(SCHEMA);
+  const now = opts.now ?? Date.now;
+  const q = {
+    insert: db.prepare(
+      'INSERT INTO mcp_handles (handle, credential, created_at, last_used_at) VALUES (?, ?, ?, ?)',
+    ),
+    get: db.prepare<[string], { credential: string | null; last_used_at: number }>(
+      'SELECT credential, last_used_at FROM mcp_handles WHERE handle = ?',
+    ),
+    touch: db.prepare('UPDATE mcp_handles SET last_used_at = ? WHERE handle = ?'),
+    drop: db.prepare('DELETE FROM mcp_handles WHERE handle = ?'),
+    sweep: db.prepare('DELETE FROM mcp_handles WHERE last_used_at < ?'),
+  };
+  const idleText = describeDuration(opts.idleMs);
+  return {
+    /** How long an unused handle lives, for the tool's description. */
+    idleText,
+    /** A new handle bound to `credential` (null when the gateway has no tokens). */
+    mint(credential: string | null): string {
+      q.sweep.run(now() - opts.idleMs);
+      const handle = `mcp_${randomBytes(16).toString('base64url')}`;
+      q.insert.run(handle, credential, now(), now());
+      return handle;
+    },
+    /** Checks that `handle` exists, is not idle-expired and belongs to `credential`; refreshes its lifetime. */
+    use(handle: string, credential: string | null): string {
+      const row = q.get.get(handle);
+      if (!row) {
+        throw new HandleError(
+          `Unknown session handle ${JSON.stringify(handle)}. Call manage_toolsets with action ACTIVATE and no session to start a new one.`,
+        );
+      }
+      if (now() - row.last_used_at > opts.idleMs) {
+        q.drop.run(handle);
+        throw new HandleError(
+          `The session handle expired after ${idleText} without use. Call manage_toolsets with action ACTIVATE and no session to start a new one.`,
+        );
+      }
+      if (row.credential !== credential) {
+        // Said the same way as an unknown handle would be, minus the hint: another credential's handle is not ours to confirm.
+        throw new HandleError(`Unknown session handle ${JSON.stringify(handle)} for this credential.`);
+      }
+      q.touch.run(now(), handle);
+      return handle;
+    },
+  };
+}
+
+/** "24 hours", "90 minutes": a lifetime as a model should read it. */
+function describeDuration(ms: number): string {
+  const minutes = Math.round(ms / 60_000);
+  if (minutes % 60 === 0) return `${minutes / 60} hour${minutes === 60 ? '' : 's'}`;
+  return `${minutes} minute${minutes === 1 ? '' : 's'}`;
+}

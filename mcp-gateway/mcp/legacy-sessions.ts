@@ -1,0 +1,101 @@
+import { randomBytes } from 'node:crypto';
+import {
+  isInitializeRequest,
+  type Server,
+  WebStandardStreamableHTTPServerTransport,
+} from '@modelcontextprotocol/server';
+
+// The legacy leg (MCP 2025-11-25 and earlier): one protocol session per client, each its own gateway
+// session, with list_changed sent to that session alone when its toolsets change. Sessions are bound to the
+// credential that opened them and closed after an idle lifetime.
+
+interface LegacySession {
+  transport: WebStandardStreamableHTTPServerTransport;
+  server: Server;
+  credential: string | null;
+  lastSeen: number;
+}
+
+const jsonRpcError = (status: number, code: number, message: string) =>
+  new Response(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }), {
+    status,
+    headers: { 'content-type': 'application/json' },
+  });
+
+/** The open legacy sessions of the MCP face. */
+export class LegacySessions {
+  private readonly sessions = new Map<string, LegacySession>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    /** Builds the server of a new session (its id is known once initialize is answered); `changed` sends it list_changed. */
+    private readonly build: (sessionId: () => string, changed: () => void) => Server,
+    private readonly idleMs: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.sweeper = setInterval(() => void this.sweep(), Math.min(60_000, idleMs)).unref();
+  }
+
+  /** Serves one request of the legacy leg. */
+  async handle(request: Request, credential: string | null, parsedBody: unknown): Promise<Response> {
+    const sid = request.headers.get('mcp-session-id');
+    const authInfo = { token: '', clientId: credential ?? 'local', scopes: [] };
+    if (sid) {
+      const session = this.sessions.get(sid);
+      // A foreign credential's session is answered like an unknown one: nothing about it is confirmed.
+      if (!session || session.credential !== credential) {
+        return jsonRpcError(404, -32001, 'Session not found: it expired or was closed; initialize a new one');
+      }
+      session.lastSeen = this.now();
+      return session.transport.handleRequest(request, { parsedBody, authInfo });
+    }
+    if (request.method !== 'POST' || !isInitializeRequest(parsedBody)) {
+      return jsonRpcError(400, -32000, 'Bad Request: send Mcp-Session-Id, or initialize a session first');
+    }
+    let server: Server | undefined;
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: () => `mcp_${randomBytes(16).toString('base64url')}`,
+      onsessioninitialized: (id) => {
+        if (server) this.sessions.set(id, { transport, server, credential, lastSeen: this.now() });
+      },
+      onsessionclosed: (id) => {
+        this.sessions.delete(id);
+      },
+    });
+    const sessionId = () => transport.sessionId ?? '';
+    server = this.build(sessionId, () => void server?.sendToolListChanged().catch(() => undefined));
+    await server.connect(transport);
+    return transport.handleRequest(request, { parsedBody, authInfo });
+  }
+
+  /** Tells every open session that its tool list may have changed (an operator's change, a reload). */
+  async broadcastToolsChanged(): Promise<void> {
+    await Promise.all(
+      [...this.sessions.values()].map((s) => s.server.sendToolListChanged().catch(() => undefined)),
+    );
+  }
+
+  /** Open sessions (for health and tests). */
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  /** Closes sessions idle longer than the lifetime. */
+  async sweep(): Promise<void> {
+    const cutoff = this.now() - this.idleMs;
+    for (const [id, session] of this.sessions) {
+      if (session.lastSeen < cutoff) {
+        this.sessions.delete(id);
+        await session.transport.close().catch(() => undefined);
+      }
+    }
+  }
+
+  /** Closes every session (gateway shutdown). */
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    const all = [...this.sessions.values()];
+    this.sessions.clear();
+    await Promise.all(all.map((s) => s.transport.close().catch(() => undefined)));
+  }
+}

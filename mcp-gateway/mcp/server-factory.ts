@@ -1,0 +1,262 @@
+import { randomBytes } from 'node:crypto';
+import {
+  type CallToolResult,
+  type Prompt,
+  ProtocolError,
+  ResourceNotFoundError,
+  Server,
+  type Tool,
+} from '@modelcontextprotocol/server';
+import { HttpError } from '../../lib/http.ts';
+import { MANAGE_TOOLSETS, manageToolsetsDefinition } from '../contract.ts';
+import type { Gateway } from '../gateway.ts';
+import { HandleError, type HandleStore } from './handles.ts';
+import { errorResult, jsonResult, toCallToolResult, toMcpTool } from './results.ts';
+
+// One factory for every leg of the MCP face. Each leg is a low-level Server whose tools/list and tools/call
+// are answered from the gateway's rules (gateway.ts), so the MCP face and the REST routes share one set of
+// checks: only active tools run, arguments are validated against the real schema, refusals are audited.
+
+/** The dispatcher every MCP client can rely on, whatever is active. */
+export const CALL_TOOL = 'call_tool';
+
+/** The catalog as an MCP resource, for clients that want context without a tool call. */
+export const CATALOG_URI = 'toolshift://toolsets';
+
+/** Playbook prompts as the face serves them (prompts.ts implements it). */
+export interface PromptSource {
+  list(): Prompt[];
+  render(name: string, args: Record<string, string>): { description?: string; text: string };
+}
+
+/** Which leg a server instance serves. */
+export type FaceMode =
+  /** 2026-07-28: no protocol session; state is a handle bound to `credential`. */
+  | { kind: 'modern'; credential: string | null }
+  /** 2025-era: one gateway session per MCP session; `changed` sends list_changed to it. */
+  | { kind: 'legacy'; session: () => string; changed: () => void }
+  /** A fixed view: exactly these toolsets' tools, no meta-tool. */
+  | { kind: 'view'; toolsets: string[]; sessionId: string };
+
+/** What the factory needs. */
+export interface FaceDeps {
+  gateway: Gateway;
+  handles: HandleStore;
+  prompts?: PromptSource;
+}
+
+const SERVER_INFO = { name: 'toolshift', version: '0.1.0' };
+
+/** JSON-RPC's Invalid Params code. */
+const INVALID_PARAMS = -32602;
+
+/** Cache hints of the modern leg: its tool list never changes, the catalog and prompts change on reload. */
+const CACHE_HINTS = {
+  'tools/list': { ttlMs: 3_600_000, cacheScope: 'public' as const },
+  'prompts/list': { ttlMs: 60_000, cacheScope: 'public' as const },
+  'resources/list': { ttlMs: 60_000, cacheScope: 'public' as const },
+  'resources/read': { ttlMs: 0, cacheScope: 'private' as const },
+};
+
+const objectSchema = (properties: Record<string, unknown>, required: string[]): Tool['inputSchema'] =>
+  ({
+    type: 'object',
+    properties,
+    required,
+    additionalProperties: false,
+  }) as Tool['inputSchema'];
+
+/** The meta-tool as the modern leg serves it: the agent's definition plus the session handle. */
+function modernManageTool(idleText: string): Tool {
+  const base = manageToolsetsDefinition.parameters;
+  return {
+    name: MANAGE_TOOLSETS,
+    description:
+      `${manageToolsetsDefinition.description} ACTIVATE without \`session\` starts a new session and returns its ` +
+      'handle; pass that handle as `session` to every later manage_toolsets and call_tool of the conversation. ' +
+      `The result lists the full definitions of the tools now usable through call_tool. A handle expires after ${idleText} without use.`,
+    inputSchema: objectSchema(
+      {
+        ...base.properties,
+        session: {
+          type: 'string',
+          description: 'The session handle from an earlier ACTIVATE (omit to start one).',
+        },
+      },
+      [...base.required],
+    ),
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  };
+}
+
+function callTool(modern: boolean): Tool {
+  const properties: Record<string, unknown> = {
+    name: { type: 'string', description: 'The tool to run, as named in manage_toolsets results.' },
+    arguments: { type: 'object', description: 'The tool’s arguments, matching its input schema.' },
+  };
+  if (modern)
+    properties.session = { type: 'string', description: 'The session handle from manage_toolsets.' };
+  return {
+    name: CALL_TOOL,
+    description:
+      'Runs one tool of a toolset that is active in the session, with its arguments. Activate toolsets with ' +
+      'manage_toolsets first; its result lists the tools and their input schemas.',
+    inputSchema: objectSchema(properties, modern ? ['session', 'name'] : ['name']),
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  };
+}
+
+const legacyManageTool: Tool = {
+  name: MANAGE_TOOLSETS,
+  description: `${manageToolsetsDefinition.description} Tools of activated toolsets are added to this connection's tool list.`,
+  inputSchema: manageToolsetsDefinition.parameters as unknown as Tool['inputSchema'],
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+};
+
+/** Runs `fn`, turning the gateway's refusals and handle errors into tool errors the model reads. */
+async function refusalsAsErrors(fn: () => Promise<CallToolResult>): Promise<CallToolResult> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof HttpError || err instanceof HandleError) return errorResult(err.message);
+    throw err;
+  }
+}
+
+function callArgs(args: Record<string, unknown>): { name: string; arguments: Record<string, unknown> } {
+  const { name, arguments: toolArgs } = args;
+  if (typeof name !== 'string' || name === '') {
+    throw new HandleError('call_tool needs `name`: the tool to run (manage_toolsets lists them)');
+  }
+  if (
+    toolArgs !== undefined &&
+    (typeof toolArgs !== 'object' || toolArgs === null || Array.isArray(toolArgs))
+  ) {
+    throw new HandleError('call_tool’s `arguments` must be a JSON object with the tool’s parameters');
+  }
+  return { name, arguments: (toolArgs ?? {}) as Record<string, unknown> };
+}
+
+/** Builds the Server instance for one request (modern, view) or one session (legacy). */
+export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
+  const { gateway } = deps;
+  const server = new Server(SERVER_INFO, {
+    capabilities: {
+      tools: { listChanged: true },
+      resources: { listChanged: true },
+      prompts: { listChanged: true },
+      logging: {},
+    },
+    cacheHints: CACHE_HINTS,
+    instructions:
+      mode.kind === 'view'
+        ? `The tools of the toolshift toolsets ${mode.toolsets.join(', ')}.`
+        : 'toolshift: call manage_toolsets (LIST, then ACTIVATE) to get the tools a task needs; run them with call_tool.',
+  });
+
+  /** The gateway session of a legacy or view server. */
+  const session = (): string =>
+    mode.kind === 'legacy' ? mode.session() : mode.kind === 'view' ? mode.sessionId : '';
+
+  const tools = async (): Promise<Tool[]> => {
+    if (mode.kind === 'modern') return [modernManageTool(deps.handles.idleText), callTool(true)];
+    const active = (await gateway.tools(session())).map(toMcpTool);
+    if (mode.kind === 'view') return active;
+    return [legacyManageTool, callTool(false), ...active];
+  };
+
+  /** The modern meta-tool: mints or checks the handle, runs the action, returns the usable tools in full. */
+  const manageModern = async (args: Record<string, unknown>, credential: string | null) => {
+    const { session, ...rest } = args;
+    if (session !== undefined && typeof session !== 'string')
+      throw new HandleError('`session` must be a string handle');
+    const action = String(rest.action ?? '').toUpperCase();
+    let handle: string | undefined;
+    if (session) handle = deps.handles.use(session, credential);
+    else if (action === 'ACTIVATE') handle = deps.handles.mint(credential);
+    else if (action !== 'LIST') {
+      throw new HandleError(
+        `${action || 'This action'} needs \`session\`: the handle an earlier ACTIVATE returned`,
+      );
+    }
+    // LIST without a session reads a fresh, never-stored session: the catalog with the default toolsets.
+    const sessionId = handle ?? `mcp_list_${randomBytes(8).toString('hex')}`;
+    const res = await gateway.manageToolsets(sessionId, rest);
+    if (!handle) return jsonResult(res.result);
+    const usable = (await gateway.tools(handle)).map(toMcpTool);
+    return jsonResult({ session: handle, ...res.result, tools: usable });
+  };
+
+  server.setRequestHandler('tools/list', async () => ({ tools: await tools() }));
+  server.setRequestHandler('tools/call', async (request) => {
+    const name = request.params.name;
+    const args = (request.params.arguments ?? {}) as Record<string, unknown>;
+    return refusalsAsErrors(async () => {
+      if (mode.kind === 'modern') {
+        if (name === MANAGE_TOOLSETS) return manageModern(args, mode.credential);
+        if (name !== CALL_TOOL) {
+          throw new HandleError(`Unknown tool ${name}: this endpoint serves manage_toolsets and call_tool`);
+        }
+        if (typeof args.session !== 'string')
+          throw new HandleError('call_tool needs `session`: the handle from manage_toolsets');
+        const sessionId = deps.handles.use(args.session, mode.credential);
+        const call = callArgs(args);
+        return toCallToolResult(await gateway.callTool(sessionId, call.name, call.arguments));
+      }
+      if (mode.kind === 'legacy' && name === MANAGE_TOOLSETS) {
+        const res = await gateway.manageToolsets(session(), args);
+        if (res.change) mode.changed();
+        return jsonResult(res.result);
+      }
+      if (mode.kind === 'legacy' && name === CALL_TOOL) {
+        const call = callArgs(args);
+        return toCallToolResult(await gateway.callTool(session(), call.name, call.arguments));
+      }
+      return toCallToolResult(await gateway.callTool(session(), name, args));
+    });
+  });
+
+  server.setRequestHandler('resources/list', async () => ({
+    resources: [
+      {
+        uri: CATALOG_URI,
+        name: 'toolsets',
+        title: 'toolshift toolset catalog',
+        description: 'Every toolset with its description, tools, and whether it is enabled.',
+        mimeType: 'application/json',
+      },
+    ],
+  }));
+  server.setRequestHandler('resources/read', async (request) => {
+    if (request.params.uri !== CATALOG_URI) {
+      throw new ResourceNotFoundError(request.params.uri, `Unknown resource; this server has ${CATALOG_URI}`);
+    }
+    const sessionId = mode.kind === 'modern' ? `mcp_list_${randomBytes(8).toString('hex')}` : session();
+    const { toolsets } = await gateway.listToolsets(sessionId);
+    const text = JSON.stringify({
+      toolsets: toolsets.map(({ id, description, tools, enabled }) => ({ id, description, tools, enabled })),
+    });
+    return { contents: [{ uri: CATALOG_URI, mimeType: 'application/json', text }] };
+  });
+
+  server.setRequestHandler('prompts/list', async () => ({ prompts: deps.prompts?.list() ?? [] }));
+  server.setRequestHandler('prompts/get', async (request) => {
+    const source = deps.prompts;
+    if (!source) throw new ProtocolError(INVALID_PARAMS, `Unknown prompt ${request.params.name}`);
+    let rendered: ReturnType<PromptSource['render']>;
+    try {
+      rendered = source.render(
+        request.params.name,
+        (request.params.arguments ?? {}) as Record<string, string>,
+      );
+    } catch (err) {
+      throw new ProtocolError(INVALID_PARAMS, (err as Error).message);
+    }
+    return {
+      description: rendered.description,
+      messages: [{ role: 'user', content: { type: 'text', text: rendered.text } }],
+    };
+  });
+  server.setRequestHandler('logging/setLevel', async () => ({}));
+  return server;
+}

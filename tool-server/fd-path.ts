@@ -67,7 +67,18 @@ export class VerifiedDir {
       if (!info.isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
       return new VerifiedDir(real, null);
     }
-    const handle = await open(real, DIR_FLAGS);
+    let handle: FileHandle;
+    try {
+      handle = await open(real, DIR_FLAGS);
+    } catch (err) {
+      // O_NOFOLLOW|O_DIRECTORY on a symlink fails with ENOTDIR (or ELOOP): one was swapped in since the check
+      // (and may be gone again by now). Only a file that is there now is reported as "not a directory".
+      const code = errnoOf(err);
+      if (code !== 'ENOTDIR' && code !== 'ELOOP') throw err;
+      const now = await lstat(real).catch(() => null);
+      if (now && !now.isDirectory() && !now.isSymbolicLink()) throw err;
+      throw changed(real);
+    }
     let actual: string;
     try {
       actual = await readlink(`/proc/self/fd/${handle.fd}`);

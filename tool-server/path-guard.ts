@@ -36,6 +36,9 @@ const UNRESOLVABLE: Record<string, string> = {
   EACCES: 'permission denied on a parent directory',
   ENOTDIR: 'a component of the path is a file, not a directory',
   ENAMETOOLONG: 'the path is too long',
+  // A link read as it was being replaced, an entry gone between two steps: something else is changing it.
+  EINVAL: 'it changed while it was being checked; try again',
+  ENOENT: 'it changed while it was being checked; try again',
 };
 
 /** C:\x, C:/x, C: and \\server\share: paths of another platform, which POSIX would take as odd file names. */

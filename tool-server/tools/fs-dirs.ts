@@ -13,6 +13,9 @@ import { entryType, fsMessage, iso, LIMITS, onPath, READ_ONLY, readDirSorted } f
 export async function readableDirectory(ctx: ToolContext, p: string): Promise<string> {
   const real = await ctx.paths.resolveForRead(p);
   const info = await onPath(real, () => ctx.paths.lstatEntry(real));
+  if (info.isSymbolicLink()) {
+    throw new ToolError(`${real} is a symbolic link (it changed after it was checked); try again`);
+  }
   if (!info.isDirectory())
     throw new ToolError(`${real} is a file, not a directory; use read_text_file or get_file_info`);
   return real;

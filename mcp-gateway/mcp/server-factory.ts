@@ -55,6 +55,7 @@ const CACHE_HINTS = {
   'tools/list': { ttlMs: 3_600_000, cacheScope: 'public' as const },
   'prompts/list': { ttlMs: 60_000, cacheScope: 'public' as const },
   'resources/list': { ttlMs: 60_000, cacheScope: 'public' as const },
+  'resources/templates/list': { ttlMs: 3_600_000, cacheScope: 'public' as const },
   'resources/read': { ttlMs: 0, cacheScope: 'private' as const },
 };
 
@@ -227,6 +228,7 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
       },
     ],
   }));
+  server.setRequestHandler('resources/templates/list', async () => ({ resourceTemplates: [] }));
   server.setRequestHandler('resources/read', async (request) => {
     if (request.params.uri !== CATALOG_URI) {
       throw new ResourceNotFoundError(request.params.uri, `Unknown resource; this server has ${CATALOG_URI}`);

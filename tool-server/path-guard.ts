@@ -141,7 +141,7 @@ export class PathGuard {
   }
 
   /** Opens the directory at a real path from resolveFor*, verified to be that directory (see fd-path.ts). */
-  openDirectory(real: string): Promise<VerifiedDir> {
+  async openDirectory(real: string): Promise<VerifiedDir> {
     this.assertInside(real);
     return VerifiedDir.open(real, this.raceFree);
   }
@@ -166,7 +166,7 @@ export class PathGuard {
   }
 
   /** Runs `fn` with the verified parent directory of a real path and the entry's name in it. */
-  withParent<T>(real: string, fn: (dir: VerifiedDir, name: string) => Promise<T>): Promise<T> {
+  async withParent<T>(real: string, fn: (dir: VerifiedDir, name: string) => Promise<T>): Promise<T> {
     if (this.isRoot(real)) {
       throw new ToolError(`${real} is one of the allowed directories itself, not an entry inside one`);
     }
@@ -192,7 +192,7 @@ export class PathGuard {
   private async resolveEntry(p: string, mode: Mode): Promise<string> {
     const abs = this.absolute(p);
     if (this.isRoot(abs)) return this.resolve(p, mode);
-    const parent = await this.resolve(path.dirname(abs), mode);
+    const parent = await this.resolveAbsolute(path.dirname(abs), mode, abs);
     const name = path.basename(abs);
     if ((await lstat(path.join(parent, name)).catch(() => null)) !== null) return path.join(parent, name);
     try {
@@ -203,29 +203,33 @@ export class PathGuard {
   }
 
   private async resolve(p: string, mode: Mode): Promise<string> {
-    const abs = this.absolute(p);
+    return this.resolveAbsolute(this.absolute(p), mode);
+  }
+
+  /** resolve() of an absolute path; refusals name `shown` (the entry, when its parent is resolved). */
+  private async resolveAbsolute(abs: string, mode: Mode, shown = abs): Promise<string> {
     // 1. As written: the longest root that contains the path, by its configured or its real spelling.
     const lexical = this.mostSpecific(abs, (r) => [r.lexical, r.real]);
-    if (!lexical) throw this.outside(abs);
+    if (!lexical) throw this.outside(shown);
     // 2. As it really is: every symlink followed from that root's real path, nothing outside looked at.
     let real: string;
     try {
       real = await resolveInside(lexical.root.real, lexical.rel.split(path.sep), this.layout);
     } catch (err) {
-      throw err instanceof ResolveError ? this.unresolvable(abs, err) : err;
+      throw err instanceof ResolveError ? this.unresolvable(shown, err) : err;
     }
-    const actual = this.assertInside(real, abs);
+    const actual = this.assertInside(real, shown);
     if (mode === 'write') {
       for (const found of [lexical, actual]) {
         if (!found.root.writable) {
-          const shown = real === abs ? abs : `${abs} (really ${real})`;
+          const really = real === abs ? shown : `${shown} (really ${real})`;
           throw new ToolError(
-            `Access denied: ${shown} is in the read-only directory ${found.root.real}; ` +
+            `Access denied: ${really} is in the read-only directory ${found.root.real}; ` +
               `writes are allowed only under: ${this.list(true)}`,
           );
         }
         const pattern = this.blocked(found.rel);
-        if (pattern) throw this.protectedPath(abs, pattern);
+        if (pattern) throw this.protectedPath(shown, pattern);
       }
     }
     return real;

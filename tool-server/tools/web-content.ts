@@ -50,7 +50,8 @@ export function refuseBinary(contentType: string): void {
 
 /** Decodes a body: BOM, then the header's charset, then (HTML) a <meta charset>; UTF-8 when none is usable. */
 export function decodeBody(body: Uint8Array, contentType: string, kind: BodyKind): string {
-  const label = bomCharset(body) ?? charsetParam(contentType) ?? (kind !== 'text' ? metaCharset(body) : undefined);
+  const label =
+    bomCharset(body) ?? charsetParam(contentType) ?? (kind !== 'text' ? metaCharset(body) : undefined);
   let decoder: TextDecoder;
   try {
     decoder = new TextDecoder(label ?? 'utf-8');
@@ -116,9 +117,11 @@ export function htmlToMarkdown(html: string, pageUrl: string): { title: string |
   return { title: docTitle, markdown: tidy(turndown.turndown(body)) };
 }
 
-/** The <title> of an HTML page, or null. */
+/** The <title> of an HTML page, or null; only the head is parsed (a whole large page takes seconds). */
 export function htmlTitle(html: string): string | null {
-  return parseHTML(html).document.title?.trim() || null;
+  const end = html.search(/<\/head\s*>|<body[\s>]/i);
+  const head = html.slice(0, end === -1 ? 64 * 1024 : Math.min(end, 256 * 1024));
+  return parseHTML(`${head}</head><body></body></html>`).document.title?.trim() || null;
 }
 
 function tidy(markdown: string): string {

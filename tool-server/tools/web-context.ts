@@ -2,6 +2,7 @@ import type { Config } from '../../lib/config.ts';
 import { type AllowList, parseAllowList } from '../net/allow-list.ts';
 import type { ProxyOptions } from '../net/guarded-agent.ts';
 import { type Resolver, systemResolver } from '../net/resolve.ts';
+import { createHtmlConverter, type HtmlConverter, inlineConverter } from './web-html.ts';
 
 // What the web tools take from the tool context. Every field is optional so a context built by hand (tests of
 // other tools) still compiles; `webSettings` fills the defaults in one place.
@@ -24,6 +25,8 @@ export interface WebContext {
   searchTimeoutMs?: number;
   /** Set only when FETCH_USE_PROXY=1: the proxy fetch_url goes through. */
   proxy?: ProxyOptions;
+  /** Where HTML becomes markdown: the tool-server's worker pool; on the calling thread when absent. */
+  converter?: HtmlConverter;
 }
 
 /** The defaults every deployment starts from (README, "Configuration"). */
@@ -53,6 +56,7 @@ export interface WebSettings {
   fetchMaxBytes: number;
   searchTimeoutMs: number;
   proxy?: ProxyOptions;
+  converter: HtmlConverter;
 }
 
 /** Resolves a context's web settings: what is not given takes its default (no allowed hosts, no proxy). */
@@ -66,6 +70,7 @@ export function webSettings(web: WebContext | undefined): WebSettings {
     fetchMaxBytes: web?.fetchMaxBytes ?? WEB_DEFAULTS.fetchMaxBytes,
     searchTimeoutMs: web?.searchTimeoutMs ?? WEB_DEFAULTS.searchTimeoutMs,
     proxy: web?.proxy,
+    converter: web?.converter ?? inlineConverter,
   };
 }
 
@@ -77,5 +82,6 @@ export function webContextFrom(cfg: Config['tools']['web']): WebContext {
     fetchTimeoutMs: cfg.fetchTimeoutMs,
     fetchMaxBytes: cfg.fetchMaxBytes,
     proxy: cfg.proxy,
+    converter: createHtmlConverter(),
   };
 }

@@ -4,7 +4,6 @@ import { defineTool } from './define.ts';
 import {
   decodeBody,
   htmlTitle,
-  htmlToMarkdown,
   kindOf,
   mediaType,
   refuseBinary,
@@ -54,6 +53,7 @@ export const fetchUrl = defineTool({
   annotations: { title: 'Fetch URL', ...READ_ONLY_OPEN_WORLD },
   async execute(args, ctx) {
     const web = webSettings(ctx.web);
+    const started = Date.now();
     const page = await guardedFetch(args.url, {
       resolve: web.resolve,
       allow: web.allow,
@@ -69,7 +69,10 @@ export const fetchUrl = defineTool({
     if (kind === 'binary') refuseBinary('application/octet-stream');
     const decoded = decodeBody(page.body, page.contentType, kind);
     const asMarkdown = kind === 'html' && !args.raw;
-    const converted = asMarkdown ? htmlToMarkdown(decoded, page.finalUrl) : undefined;
+    // Conversion gets what is left of the deadline, but at least a quarter of it (a body cut by the deadline
+    // still deserves its markdown).
+    const budget = Math.max(web.fetchTimeoutMs - (Date.now() - started), web.fetchTimeoutMs / 4);
+    const converted = asMarkdown ? await web.converter.toMarkdown(decoded, page.finalUrl, budget) : undefined;
     const title = converted ? converted.title : kind === 'html' ? htmlTitle(decoded) : null;
     const content = converted?.markdown ?? decoded;
 

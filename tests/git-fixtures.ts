@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'vitest';
@@ -83,8 +83,9 @@ export function gitLoose(world: GitWorld, cwd: string, args: string[]): void {
 export async function initRepo(world: GitWorld, dir: string, opts: { bare?: boolean } = {}): Promise<string> {
   await mkdir(dir, { recursive: true });
   git(world, dir, ['init', '-q', '-b', 'main', ...(opts.bare ? ['--bare'] : [])]);
-  git(world, dir, ['config', 'user.name', 'Test Author']);
-  git(world, dir, ['config', 'user.email', 'author@example.com']);
+  // user.name/user.email in the repository's own config (what `git config user.name …` writes), in one write.
+  const config = path.join(dir, ...(opts.bare ? [] : ['.git']), 'config');
+  await appendFile(config, '[user]\n\tname = Test Author\n\temail = author@example.com\n');
   return dir;
 }
 

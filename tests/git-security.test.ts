@@ -326,6 +326,31 @@ describe('a hostile repository config runs nothing', () => {
     expect(await exists(mark)).toBe(false);
   });
 
+  it("a submodule's own config (a filter the superproject does not name)", async () => {
+    const mark = marker('submodule');
+    const sub = await initRepo(w, path.join(repo, 'sub'));
+    const subHead = await commit(w, sub, { 'f.txt': 'one\n' }, 'sub');
+    git(w, sub, ['config', 'filter.subevil.clean', `${await hostileScript('submodule', mark)} %f`]);
+    await writeFile(path.join(sub, '.git', 'info', 'attributes'), '* filter=subevil\n');
+    git(w, repo, ['add', 'sub']); // a gitlink: sub is a submodule of the superproject
+    git(w, repo, ['commit', '-q', '-m', 'add sub']);
+    await writeFile(path.join(sub, 'f.txt'), 'two\n');
+    await armed(mark, () => gitLoose(w, repo, ['status']));
+    await armed(mark, () => gitLoose(w, repo, ['diff']));
+    expect((await runTool(w, 'git_status', { repository: repo })).clean).toBe(true);
+    await runTool(w, 'git_diff', { repository: repo });
+    await runTool(w, 'git_diff', { repository: repo, from: head });
+    expect(await exists(mark)).toBe(false);
+    // A new commit in the submodule is still reported: only its work tree is not looked into.
+    const moved = await commit(w, sub, { 'g.txt': 'g\n' }, 'sub 2');
+    await rm(mark, { force: true }); // plain git add in the fixture ran the filter; the tools must not
+    const status = await runTool(w, 'git_status', { repository: repo });
+    expect(status.unstaged).toEqual([{ path: 'sub', status: 'modified' }]);
+    const diff = await runTool(w, 'git_diff', { repository: repo });
+    expect(diff.patch).toContain(`-Subproject commit ${subHead}\n+Subproject commit ${moved}`);
+    expect(await exists(mark)).toBe(false);
+  });
+
   it('log.showSignature with a hostile gpg.program', async () => {
     const mark = marker('gpg');
     git(w, repo, ['config', 'gpg.program', await hostileScript('gpg', mark)]);

@@ -30,7 +30,11 @@ export const contextArg = z
   .default(3)
   .describe('Lines of context around each change in the patch (default 3)');
 
-const DIFF_SAFETY = ['--no-color', '--no-ext-diff', '--no-textconv'];
+/**
+ * On every diff: git's own diff only, and submodules judged by their recorded commit. Looking into a
+ * submodule's work tree would run git there under the submodule's own config (its filters, unnamed here).
+ */
+const DIFF_SAFETY = ['--no-color', '--no-ext-diff', '--no-textconv', '--ignore-submodules=dirty'];
 
 /** A patch cut at the last whole line within the cap, with a marker saying it was cut. */
 function cappedPatch(stdout: string, truncated: boolean, cap: number): string {
@@ -115,7 +119,13 @@ export const gitStatus = defineTool({
     const repo = await workingRepo(ctx, args.repository, 'git_status');
     const out = await repo.run({
       sub: 'status',
-      flags: ['--porcelain=v2', '--branch', '-z', `--untracked-files=${args.untracked}`],
+      flags: [
+        '--porcelain=v2',
+        '--branch',
+        '-z',
+        `--untracked-files=${args.untracked}`,
+        '--ignore-submodules=dirty',
+      ],
     });
     const status = parseStatus(out.stdout, out.truncated);
     const clean =

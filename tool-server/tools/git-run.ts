@@ -58,7 +58,7 @@ const ALLOWED_FLAGS = {
     '--is-inside-work-tree',
     '--show-toplevel',
   ],
-  status: ['--porcelain', '--branch', '-z', '--untracked-files', '--no-renames', '--find-renames'],
+  status: ['--porcelain', '--branch', '-z', '--untracked-files', '--ignore-submodules'],
   diff: [
     '--raw',
     '--numstat',
@@ -69,9 +69,9 @@ const ALLOWED_FLAGS = {
     '--no-color',
     '--no-ext-diff',
     '--no-textconv',
+    '--ignore-submodules',
     '--unified',
   ],
-  'diff-tree': ['-r', '--root', '--no-commit-id', '--raw', '--numstat', '--patch', '-z', '-M', '--no-color'],
   log: [
     '--format',
     '-z',

@@ -1,12 +1,13 @@
 import { Hono } from 'hono';
-import { streamSSE } from 'hono/streaming';
 import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
+import type { Metrics } from '../lib/metrics.ts';
 import type { Security } from '../lib/security.ts';
 import type { Agent } from './agent.ts';
 import { agentRoutes as routes } from './contract.ts';
 import { ModelNotConfiguredError } from './errors.ts';
 import type { TaskStore } from './store.ts';
+import { resumeAfter, streamTask } from './task-stream.ts';
 
 /** What the agent-server's app needs; tests pass their own. */
 export interface AgentAppDeps {
@@ -14,36 +15,73 @@ export interface AgentAppDeps {
   store: TaskStore;
   log: Logger;
   security: Security;
+  /** The service's metrics (its own series included); default: a fresh registry with the HTTP series. */
+  metrics?: Metrics;
+  /** How often an idle event stream gets a keep-alive comment (default 15 s). */
+  heartbeatMs?: number;
+}
+
+/** True when the client asked not to wait (RFC 7240 `Prefer: respond-async`). */
+function prefersAsync(header: string | undefined): boolean {
+  return (header ?? '').split(',').some(
+    (p) =>
+      p
+        .trim()
+        .toLowerCase()
+        .split(/[;=\s]/)[0] === 'respond-async',
+  );
 }
 
 /** The agent-server's HTTP API; only main.ts listens. */
 export function createAgentApp(deps: AgentAppDeps): Hono {
   const { agent, store } = deps;
+  const streams = { agent, store, heartbeatMs: deps.heartbeatMs ?? 15_000 };
   const app = new Hono();
-  installBase(app, deps.log, deps.security);
+  installBase(app, deps.log, deps.security, { metrics: deps.metrics });
+
+  const taskOrThrow = (id: string) => {
+    const task = store.getTask(id);
+    if (!task) throw new HttpError(404, `No task ${id}; GET /agent/tasks lists recent tasks`);
+    return task;
+  };
 
   route(app, routes.executeTask, async (c, { body }) => {
     if (!agent.modelConfigured) throw new HttpError(503, new ModelNotConfiguredError().message);
-    if (!(c.req.header('accept') ?? '').includes('text/event-stream'))
-      return c.json(await agent.execute(body));
-    return streamSSE(c, async (stream) => {
-      // Events are written in order: each write waits for the previous one.
-      let chain = Promise.resolve();
-      const result = await agent.execute(body, (event) => {
-        chain = chain.then(() =>
-          stream.writeSSE({ event: event.type, id: String(event.seq), data: JSON.stringify(event) }),
-        );
-      });
-      await chain;
-      await stream.writeSSE({ event: 'result', data: JSON.stringify(result) });
-    });
+    // The task runs apart from this request: a client that goes away does not stop it.
+    const started = agent.start(body);
+    if (body.wait === false || prefersAsync(c.req.header('prefer'))) {
+      c.header('preference-applied', 'respond-async');
+      c.header('location', `/agent/tasks/${started.task_id}`);
+      return c.json(
+        { task_id: started.task_id, session_id: started.session_id, status: 'running' as const },
+        202,
+      );
+    }
+    if ((c.req.header('accept') ?? '').includes('text/event-stream')) {
+      return streamTask(c, streams, started.task_id, 0);
+    }
+    return c.json(await started.done);
   });
 
-  route(app, routes.getTask, (c, { params }) => {
-    const task = store.getTask(params.id);
-    if (!task) throw new HttpError(404, `No task ${params.id}; GET /agent/tasks lists recent tasks`);
-    return c.json({ ...task, events: store.events(params.id) });
+  route(app, routes.taskEvents, (c, { params, query }) => {
+    taskOrThrow(params.id);
+    return streamTask(c, streams, params.id, resumeAfter(c, query.after));
   });
+
+  route(app, routes.cancelTask, async (c, { params }) => {
+    const task = taskOrThrow(params.id);
+    if (!(await agent.cancel(params.id))) {
+      throw new HttpError(
+        409,
+        `Task ${params.id} is not running (status: ${task.status}); only a running task can be cancelled`,
+      );
+    }
+    return c.json(taskOrThrow(params.id));
+  });
+
+  route(app, routes.getTask, (c, { params }) =>
+    c.json({ ...taskOrThrow(params.id), events: store.events(params.id) }),
+  );
 
   route(app, routes.listTasks, (c, { query }) => c.json({ tasks: store.recentTasks(query.limit) }));
 

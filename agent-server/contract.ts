@@ -8,6 +8,10 @@ export const ExecuteTaskRequest = z.object({
   goal: z.string().trim().min(1, 'must not be empty').max(100_000),
   session_id: SessionId.optional(),
   max_steps: z.number().int().min(1).max(500).optional(),
+  /** Wall-clock limit of the task; it ends `timed_out` when reached (default AGENT_MAX_DURATION_S). */
+  max_duration_s: z.number().int().min(1).max(604_800).optional(),
+  /** false: answer 202 at once with the task id (like `Prefer: respond-async`); follow it at /events. */
+  wait: z.boolean().optional(),
 });
 export type ExecuteTaskRequest = z.infer<typeof ExecuteTaskRequest>;
 
@@ -18,11 +22,28 @@ export const Usage = z.object({
 });
 export type Usage = z.infer<typeof Usage>;
 
-export const TaskStatus = z.enum(['running', 'completed', 'failed', 'max_steps']);
+export const TaskStatus = z.enum(['running', 'completed', 'failed', 'max_steps', 'cancelled', 'timed_out']);
 export type TaskStatus = z.infer<typeof TaskStatus>;
 
+/** Tokens counted by toolshift's tokenizer (beside the provider's `usage`), summed over a task's model requests. */
+export const TokenTotals = z.object({
+  tokenizer: z.string(),
+  /** Model requests made. */
+  requests: z.number(),
+  /** Tool-definition tokens sent, summed over the requests. */
+  tool_definition_tokens: z.number(),
+  /** What the requests' tool definitions would have cost with every toolset loaded (for the saving). */
+  all_toolsets_tool_tokens: z.number(),
+  /** Message tokens sent, summed over the requests (an estimate of the prompt without the tools). */
+  message_tokens: z.number(),
+});
+export type TokenTotals = z.infer<typeof TokenTotals>;
+
+export const FinalStatus = z.enum(['completed', 'failed', 'max_steps', 'cancelled', 'timed_out']);
+export type FinalStatus = z.infer<typeof FinalStatus>;
+
 export const ExecuteTaskResponse = z.object({
-  status: z.enum(['completed', 'failed', 'max_steps']),
+  status: FinalStatus,
   final_answer: z.string().nullable(),
   task_id: z.string(),
   session_id: z.string(),
@@ -31,17 +52,31 @@ export const ExecuteTaskResponse = z.object({
   usage: Usage,
   /** Toolsets the task activated, in order. */
   toolsets_used: z.array(z.string()),
+  tokens: TokenTotals.optional(),
+  /** Wall-clock time of the task. */
+  duration_ms: z.number().optional(),
   error: z.string().optional(),
 });
 export type ExecuteTaskResponse = z.infer<typeof ExecuteTaskResponse>;
 
+/** A task submitted with `Prefer: respond-async` or `wait: false`: it runs on; follow it at /events. */
+export const TaskAccepted = z.object({
+  task_id: z.string(),
+  session_id: z.string(),
+  status: z.literal('running'),
+});
+
 export const EventType = z.enum([
   'task_started',
+  'model_request',
+  'model_retry',
   'model_call',
+  'tool_call_started',
   'tool_call',
   'toolset_change',
   'task_finished',
 ]);
+export type EventType = z.infer<typeof EventType>;
 
 /** One recorded step of a task; also what the SSE stream sends (event name = `type`). */
 export const TaskEvent = z.object({
@@ -63,6 +98,7 @@ export const Task = z.object({
   steps: z.number(),
   usage: Usage,
   toolsets_used: z.array(z.string()),
+  tokens: TokenTotals.nullable(),
   created_at: z.string(),
   finished_at: z.string().nullable(),
 });
@@ -75,9 +111,31 @@ export const agentRoutes = {
   executeTask: {
     method: 'post',
     path: '/agent/execute_task',
-    summary: 'Run a task to its end; with Accept: text/event-stream, stream its events and then the result',
+    summary:
+      'Run a task to its end; with Accept: text/event-stream, stream its events and then the result; with ' +
+      'Prefer: respond-async or {"wait": false}, answer 202 at once',
     body: ExecuteTaskRequest,
-    responses: { 200: ExecuteTaskResponse, 400: ErrorBody, 503: ErrorBody },
+    responses: { 200: ExecuteTaskResponse, 202: TaskAccepted, 400: ErrorBody, 503: ErrorBody },
+  },
+  taskEvents: {
+    method: 'get',
+    path: '/agent/tasks/{id}/events',
+    summary:
+      'The task’s events as SSE: replayed from the start (or after Last-Event-ID / ?after=), followed live ' +
+      'while it runs, then a `result` event; comments keep an idle stream alive',
+    params: z.object({ id: z.string().min(1) }),
+    query: z.object({ after: z.coerce.number().int().min(0).optional() }),
+    produces: 'text/event-stream',
+    responses: { 200: z.string(), 404: ErrorBody },
+  },
+  cancelTask: {
+    method: 'post',
+    path: '/agent/tasks/{id}/cancel',
+    summary:
+      'Cancel a running task: it stops between steps and any model or tool call in flight is abandoned; ' +
+      'answers once it has stopped',
+    params: z.object({ id: z.string().min(1) }),
+    responses: { 200: Task, 404: ErrorBody, 409: ErrorBody },
   },
   getTask: {
     method: 'get',
@@ -98,5 +156,13 @@ export const agentRoutes = {
     path: '/health',
     summary: 'Liveness, and whether a model is configured',
     responses: { 200: z.looseObject({ status: z.literal('ok'), model_configured: z.boolean() }) },
+  },
+  metrics: {
+    method: 'get',
+    path: '/metrics',
+    summary:
+      'Prometheus metrics (text exposition format); needs AGENT_API_TOKEN when it is set, like every route',
+    produces: 'text/plain',
+    responses: { 200: z.string() },
   },
 } as const;

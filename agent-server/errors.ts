@@ -20,3 +20,16 @@ export class ModelNotConfiguredError extends AgentError {
     );
   }
 }
+
+/** Why a task was stopped from outside its loop: a client cancelled it, or its wall-clock limit passed. */
+export type StopReason = 'cancelled' | 'timed_out';
+
+/** Thrown into a task's in-flight work when it is stopped; the loop ends the task with `reason` as its status. */
+export class TaskStoppedError extends AgentError {
+  constructor(
+    readonly reason: StopReason,
+    message = reason === 'cancelled' ? 'The task was cancelled' : 'The task reached its time limit',
+  ) {
+    super(message);
+  }
+}

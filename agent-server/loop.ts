@@ -1,14 +1,15 @@
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import type { TaskEvent, Usage } from './contract.ts';
-import { ModelError } from './errors.ts';
+import type { TokenCounter } from '../lib/tokens.ts';
+import { manageToolsetsDefinition, type ToolsetInfo } from '../mcp-gateway/contract.ts';
+import type { FinalStatus, TokenTotals, Usage } from './contract.ts';
+import { ModelError, TaskStoppedError } from './errors.ts';
 import type { GatewayClient } from './gateway-client.ts';
 import type { Model } from './model.ts';
 import { buildSystemPrompt } from './prompt.ts';
 import { buildModelRequest } from './request.ts';
-import { executeToolCall } from './tool-execution.ts';
+import { type Emit, runToolCalls, throwIfStopped } from './tool-step.ts';
 
-/** Records a step; the one call through which every event of a task leaves the loop. */
-export type Emit = (type: TaskEvent['type'], data: Record<string, unknown>, durationMs?: number) => void;
+export type { Emit };
 
 /** What the loop needs. */
 export interface LoopDeps {
@@ -16,16 +17,20 @@ export interface LoopDeps {
   modelName: string;
   gateway: GatewayClient;
   emit: Emit;
+  tokens: TokenCounter;
+  /** Aborted (with a TaskStoppedError) when the task is cancelled or runs out of time. */
+  signal?: AbortSignal;
 }
 
 /** How a task's loop ended. */
 export interface LoopOutcome {
-  status: 'completed' | 'failed' | 'max_steps';
+  status: FinalStatus;
   final_answer: string | null;
   error: string | null;
   steps: number;
   usage: Usage;
   toolsets_used: string[];
+  tokens: TokenTotals;
 }
 
 const since = (start: number) => Math.round((performance.now() - start) * 100) / 100;
@@ -35,56 +40,101 @@ export const CUT_OFF_NOTE =
   'Your previous reply was cut off at the output token limit (finish_reason: length), so none of its tool ' +
   'calls were run. Send them again, shorter: for example write a large file in several smaller edits.';
 
+/** The tool-definition tokens of a request carrying every enabled toolset (null when the gateway does not say). */
+function allToolsetsTokens(toolsets: readonly ToolsetInfo[], meta: number): number | null {
+  let sum = meta;
+  for (const t of toolsets.filter((ts) => ts.enabled)) {
+    const n = (t as { definition_tokens?: number }).definition_tokens;
+    if (typeof n !== 'number') return null;
+    sum += n;
+  }
+  return sum;
+}
+
 /** The tool-calling loop: model ⇄ tools until the model answers without tool calls or max_steps runs out. */
 export async function runLoop(
   input: { sessionId: string; goal: string; maxSteps: number },
   deps: LoopDeps,
 ): Promise<LoopOutcome> {
   const { sessionId, maxSteps } = input;
+  const { signal, emit, gateway } = deps;
   const usage: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  const tokens: TokenTotals = {
+    tokenizer: deps.tokens.name,
+    requests: 0,
+    tool_definition_tokens: 0,
+    all_toolsets_tool_tokens: 0,
+    message_tokens: 0,
+  };
   const used = new Set<string>();
   let steps = 0;
   let cutOffs = 0;
-  const end = (
-    status: LoopOutcome['status'],
-    final_answer: string | null,
-    error: string | null,
-  ): LoopOutcome => ({
+  const end = (status: FinalStatus, final_answer: string | null, error: string | null): LoopOutcome => ({
     status,
     final_answer,
     error,
     steps,
     usage,
     toolsets_used: [...used],
+    tokens,
   });
 
   try {
-    const { toolsets } = await deps.gateway.listToolsets(sessionId);
+    const { toolsets } = await gateway.listToolsets(sessionId, undefined, signal);
+    const allTools = allToolsetsTokens(toolsets, deps.tokens.tool(manageToolsetsDefinition));
     const messages: ChatCompletionMessageParam[] = [
       { role: 'system', content: buildSystemPrompt(toolsets) },
       { role: 'user', content: input.goal },
     ];
     while (steps < maxSteps) {
-      const tools = await deps.gateway.tools(sessionId);
+      throwIfStopped(signal);
+      const tools = await gateway.tools(sessionId, signal);
       const request = buildModelRequest(deps.modelName, messages, tools);
+      const step = steps + 1;
+      const toolTokens = deps.tokens.tools(
+        request.tools.flatMap((t) => (t.type === 'function' ? [t.function] : [])),
+      );
+      const messageTokens = deps.tokens.messages(request.messages);
+      tokens.requests++;
+      tokens.tool_definition_tokens += toolTokens;
+      tokens.message_tokens += messageTokens;
+      tokens.all_toolsets_tool_tokens += allTools ?? toolTokens;
+      emit('model_request', {
+        step,
+        tools: request.tools.map((t) => (t.type === 'function' ? t.function.name : t.type)),
+        tool_tokens: toolTokens,
+        message_tokens: messageTokens,
+        messages: request.messages.length,
+        all_toolsets_tool_tokens: allTools,
+        tokenizer: deps.tokens.name,
+      });
       const started = performance.now();
-      const reply = await deps.model.complete(request);
-      steps++;
+      const reply = await deps.model.complete(request, {
+        signal,
+        onRetry: (retry) => emit('model_retry', { step, ...retry }),
+      });
+      steps = step;
       usage.prompt_tokens += reply.usage.prompt_tokens;
       usage.completion_tokens += reply.usage.completion_tokens;
       usage.total_tokens += reply.usage.total_tokens;
-      deps.emit(
+      const latency = since(started);
+      emit(
         'model_call',
         {
-          step: steps,
+          step,
           tools: request.tools.map((t) => (t.type === 'function' ? t.function.name : t.type)),
           content: reply.content,
           tool_calls: reply.tool_calls.map((c) => ({ id: c.id, name: c.function.name })),
           usage: reply.usage,
           finish_reason: reply.finish_reason ?? null,
+          latency_ms: latency,
+          attempts: reply.attempts ?? 1,
+          tool_tokens: toolTokens,
+          message_tokens: messageTokens,
         },
-        since(started),
+        latency,
       );
+      throwIfStopped(signal);
       if (reply.finish_reason === 'length') {
         // A cut-off reply's tool calls may be truncated mid-argument: never run them.
         if (reply.tool_calls.length > 0 || reply.content === null) {
@@ -104,34 +154,26 @@ export async function runLoop(
       if (reply.tool_calls.length === 0) return end('completed', reply.content ?? '', null);
 
       messages.push({ role: 'assistant', content: reply.content, tool_calls: reply.tool_calls });
-      const toolsetOf = new Map(tools.map((t) => [t.name, t.toolset]));
-      for (const call of reply.tool_calls) {
-        const callStarted = performance.now();
-        const outcome = await executeToolCall(call, sessionId, deps.gateway);
-        messages.push({ role: 'tool', tool_call_id: call.id, content: outcome.content });
-        const toolset = toolsetOf.get(call.function.name);
-        if (outcome.ok && toolset) used.add(toolset);
-        if (outcome.change) {
-          if (outcome.change.action === 'ACTIVATE') for (const id of outcome.change.toolset_ids) used.add(id);
-          deps.emit('toolset_change', { step: steps, ...outcome.change }, since(callStarted));
-        } else {
-          deps.emit(
-            'tool_call',
-            {
-              step: steps,
-              tool_call_id: call.id,
-              name: call.function.name,
-              arguments: outcome.arguments,
-              ok: outcome.ok,
-              output: outcome.content.length > 2000 ? `${outcome.content.slice(0, 2000)}…` : outcome.content,
-            },
-            since(callStarted),
-          );
-        }
-      }
+      const toolMessages = await runToolCalls(reply.tool_calls, {
+        sessionId,
+        step,
+        gateway,
+        emit,
+        signal,
+        tools,
+        used,
+      });
+      messages.push(...toolMessages);
     }
     return end('max_steps', null, `The task reached max_steps (${maxSteps}) without a final answer`);
   } catch (err) {
+    const stop =
+      err instanceof TaskStoppedError
+        ? err
+        : signal?.aborted && signal.reason instanceof TaskStoppedError
+          ? signal.reason
+          : undefined;
+    if (stop) return end(stop.reason, null, stop.message);
     const message = err instanceof ModelError ? err.message : `Task failed: ${(err as Error).message}`;
     return end('failed', null, message);
   }

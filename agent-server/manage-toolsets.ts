@@ -23,6 +23,8 @@ export const manageToolsetsTool: ChatCompletionTool = {
 export interface ManageToolsetsOutcome {
   content: string;
   change?: ManageToolsetsResponse['change'];
+  /** The gateway's count of the change in tool-definition tokens, when it reports one. */
+  toolTokens?: Record<string, unknown>;
 }
 
 /**
@@ -33,7 +35,13 @@ export async function runManageToolsets(
   args: Record<string, unknown>,
   sessionId: string,
   gateway: GatewayClient,
+  signal?: AbortSignal,
 ): Promise<ManageToolsetsOutcome> {
-  const res = await gateway.manageToolsets(sessionId, args);
-  return { content: JSON.stringify(res.result), change: res.change };
+  const res = await gateway.manageToolsets(sessionId, args, signal);
+  const tokens = res.result.tool_definition_tokens;
+  return {
+    content: JSON.stringify(res.result),
+    change: res.change,
+    ...(tokens && typeof tokens === 'object' ? { toolTokens: tokens as Record<string, unknown> } : {}),
+  };
 }

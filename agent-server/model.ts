@@ -1,11 +1,11 @@
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type {
   ChatCompletionMessageFunctionToolCall,
   ChatCompletionMessageParam,
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import type { Usage } from './contract.ts';
-import { ModelError } from './errors.ts';
+import { ModelError, TaskStoppedError } from './errors.ts';
 
 /** One chat request as the loop builds it. */
 export interface ModelRequest {
@@ -21,11 +21,27 @@ export interface ModelReply {
   usage: Usage;
   /** Why the model stopped; `length` means the reply was cut off at the output limit. */
   finish_reason?: string | null;
+  /** Attempts the call took (1 when it was not retried). */
+  attempts?: number;
+}
+
+/** A retry about to happen: the attempt that failed, why, and how long the client waits before the next. */
+export interface RetryInfo {
+  attempt: number;
+  status: number | null;
+  reason: string;
+  delay_ms: number;
+}
+
+/** Per-call options: `signal` aborts the call (and any wait between attempts); `onRetry` hears each retry. */
+export interface CompleteOptions {
+  signal?: AbortSignal;
+  onRetry?: (retry: RetryInfo) => void;
 }
 
 /** What the loop talks to; the OpenAI client below in production, a scripted model in unit tests. */
 export interface Model {
-  complete(request: ModelRequest): Promise<ModelReply>;
+  complete(request: ModelRequest, options?: CompleteOptions): Promise<ModelReply>;
 }
 
 /** Settings of the OpenAI-compatible client and of toolshift's own retry policy. */
@@ -57,7 +73,10 @@ export function retryAfterMs(headers: Headers | undefined): number | undefined {
   return Number.isNaN(date) ? undefined : Math.min(Math.max(0, date - Date.now()), MAX_DELAY_MS);
 }
 
-function describe(err: unknown, timeoutMs: number): { retry: boolean; message: string; delay?: number } {
+function describe(
+  err: unknown,
+  timeoutMs: number,
+): { retry: boolean; message: string; delay?: number; status?: number } {
   if (err instanceof APIError && err.status !== undefined) {
     // An exhausted quota is a 429 that waiting does not fix: fail at once with the provider's message.
     const quota = err.code === 'insufficient_quota' || (err.type ?? '') === 'insufficient_quota';
@@ -66,6 +85,7 @@ function describe(err: unknown, timeoutMs: number): { retry: boolean; message: s
       retry,
       message: `model endpoint answered ${err.status}: ${err.message}`,
       delay: retryAfterMs(err.headers),
+      status: err.status,
     };
   }
   if (err instanceof APIConnectionError) {
@@ -78,6 +98,30 @@ function describe(err: unknown, timeoutMs: number): { retry: boolean; message: s
     };
   }
   return { retry: false, message: (err as Error).message };
+}
+
+/** Waits for `wait` unless `signal` aborts first, then throws what `stopped` makes. */
+function abortable(
+  wait: Promise<void>,
+  signal: AbortSignal | undefined,
+  stopped: () => Error,
+): Promise<void> {
+  if (!signal) return wait;
+  if (signal.aborted) return Promise.reject(stopped());
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => reject(stopped());
+    signal.addEventListener('abort', onAbort, { once: true });
+    wait.then(
+      () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
 }
 
 /** A Model over any OpenAI-compatible endpoint, retrying 408/409/429/5xx and network errors with backoff. */
@@ -93,14 +137,17 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
   const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const baseDelay = opts.baseDelayMs ?? 500;
   return {
-    async complete(request) {
+    async complete(request, options = {}) {
+      const { signal } = options;
+      const stopped = () =>
+        signal?.reason instanceof TaskStoppedError ? signal.reason : new TaskStoppedError('cancelled');
       for (let attempt = 1; ; attempt++) {
+        if (signal?.aborted) throw stopped();
         try {
-          const res = await client.chat.completions.create({
-            model: request.model,
-            messages: request.messages,
-            tools: request.tools,
-          });
+          const res = await client.chat.completions.create(
+            { model: request.model, messages: request.messages, tools: request.tools },
+            { signal },
+          );
           const message = res.choices[0]?.message;
           if (!message) throw new ModelError('the model endpoint returned no choices');
           return {
@@ -114,16 +161,25 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
               completion_tokens: res.usage?.completion_tokens ?? 0,
               total_tokens: res.usage?.total_tokens ?? 0,
             },
+            attempts: attempt,
           };
         } catch (err) {
           if (err instanceof ModelError) throw err;
+          if (signal?.aborted || err instanceof APIUserAbortError) throw stopped();
           const failure = describe(err, opts.timeoutMs);
           if (!failure.retry) throw new ModelError(`Model call failed: ${failure.message}`);
           if (attempt >= opts.maxAttempts) {
             throw new ModelError(`Model call failed after ${attempt} attempts: ${failure.message}`);
           }
           const backoff = Math.min(baseDelay * 2 ** (attempt - 1) * (0.75 + Math.random() / 2), MAX_DELAY_MS);
-          await sleep(failure.delay ?? backoff);
+          const delay = Math.round(failure.delay ?? backoff);
+          options.onRetry?.({
+            attempt,
+            status: failure.status ?? null,
+            reason: failure.message,
+            delay_ms: delay,
+          });
+          await abortable(sleep(delay), signal, stopped);
         }
       }
     },

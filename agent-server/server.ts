@@ -1,18 +1,21 @@
 import path from 'node:path';
 import type { Config } from '../lib/config.ts';
-import { createLogger } from '../lib/log.ts';
+import { createLogger, type Logger } from '../lib/log.ts';
+import { createMetrics } from '../lib/metrics.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase } from '../lib/sqlite.ts';
+import { createTokenCounter } from '../lib/tokens.ts';
 import { createAgent } from './agent.ts';
 import { createAgentApp } from './app.ts';
 import { createGatewayClient } from './gateway-client.ts';
+import { createAgentMetrics } from './metrics.ts';
 import { openAIModel } from './model.ts';
 import { createTaskStore } from './store.ts';
 
 /** Builds the agent-server from config and listens; used by main.ts and by start.ts. */
-export async function startAgentServer(config: Config): Promise<Listening> {
-  const log = createLogger('agent-server', config.logLevel);
+export async function startAgentServer(config: Config, opts: { log?: Logger } = {}): Promise<Listening> {
+  const log = opts.log ?? createLogger('agent-server', config.logLevel, undefined, config.logFormat);
   const security = securityFor(config, 'agent-server');
   if (config.gateway.adminToken && !config.gateway.agentToken) {
     // The agent never holds the operator's token: with the gateway locked, it needs its own.
@@ -35,6 +38,10 @@ export async function startAgentServer(config: Config): Promise<Listening> {
         })
       : undefined;
   if (!model) log.warn('no model configured: set OPENAI_API_KEY or OPENAI_BASE_URL to run tasks');
+  // Loaded now (about a second) so the first task does not wait for it.
+  const tokens = createTokenCounter(config.tokenizer);
+  tokens.text('warm');
+  const metrics = createMetrics({ processMetrics: true });
   const gateway = createGatewayClient({
     baseUrl: config.gateway.url,
     headers: config.gateway.agentToken ? { authorization: `Bearer ${config.gateway.agentToken}` } : undefined,
@@ -45,15 +52,26 @@ export async function startAgentServer(config: Config): Promise<Listening> {
     model,
     modelName: m.name,
     defaultMaxSteps: config.agent.maxSteps,
+    defaultMaxDurationS: config.agent.maxDurationS,
+    tokens,
+    metrics: createAgentMetrics(metrics),
     log,
   });
   const listening = await listen(
-    createAgentApp({ agent, store, log, security }),
+    createAgentApp({ agent, store, log, security, metrics, heartbeatMs: config.agent.heartbeatMs }),
     config.agent.port,
     config.host,
+    'AGENT_PORT',
   );
+  // The endpoint and model, never the key: enough to tell which provider a failing task was talking to.
   log.info(
-    { url: listening.url, model: model ? m.name : null, gateway: config.gateway.url },
+    {
+      url: listening.url,
+      model: model ? m.name : null,
+      model_base_url: model ? (m.baseURL ?? 'https://api.openai.com/v1') : null,
+      gateway: config.gateway.url,
+      tokenizer: tokens.name,
+    },
     'agent-server listening',
   );
   return {

@@ -1,5 +1,5 @@
 import type { Db } from '../lib/sqlite.ts';
-import type { Task, TaskEvent, TaskStatus, Usage } from './contract.ts';
+import type { EventType, Task, TaskEvent, TaskStatus, TokenTotals, Usage } from './contract.ts';
 
 // Tasks and their events in SQLite: the only module that speaks SQL for the agent-server.
 
@@ -14,6 +14,7 @@ CREATE TABLE IF NOT EXISTS tasks (
   steps INTEGER NOT NULL DEFAULT 0,
   usage TEXT NOT NULL DEFAULT '{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}',
   toolsets_used TEXT NOT NULL DEFAULT '[]',
+  tokens TEXT,
   created_at TEXT NOT NULL,
   finished_at TEXT
 );
@@ -39,13 +40,22 @@ interface TaskRow {
   steps: number;
   usage: string;
   toolsets_used: string;
+  tokens: string | null;
   created_at: string;
   finished_at: string | null;
 }
 
 function toTask(row: TaskRow): Task {
-  return { ...row, usage: JSON.parse(row.usage), toolsets_used: JSON.parse(row.toolsets_used) };
+  return {
+    ...row,
+    usage: JSON.parse(row.usage),
+    toolsets_used: JSON.parse(row.toolsets_used),
+    tokens: row.tokens ? JSON.parse(row.tokens) : null,
+  };
 }
+
+/** Columns added after the first release; a database made before them gains them at start. */
+const ADDED_COLUMNS = ['ALTER TABLE tasks ADD COLUMN tokens TEXT'];
 
 /** How a task ended, as stored. */
 export interface TaskOutcome {
@@ -55,6 +65,7 @@ export interface TaskOutcome {
   steps: number;
   usage: Usage;
   toolsets_used: string[];
+  tokens: TokenTotals;
 }
 
 /** The agent-server's persistence; swap this module to move to another database. */
@@ -63,6 +74,13 @@ export type TaskStore = ReturnType<typeof createTaskStore>;
 /** Creates the tables if needed and returns the task queries. */
 export function createTaskStore(db: Db) {
   db.exec(SCHEMA);
+  for (const sql of ADDED_COLUMNS) {
+    try {
+      db.exec(sql);
+    } catch (err) {
+      if (!/duplicate column/i.test((err as Error).message)) throw err;
+    }
+  }
   const q = {
     insert: db.prepare(
       "INSERT INTO tasks (task_id, session_id, goal, status, created_at) VALUES (?, ?, ?, 'running', ?)",
@@ -75,11 +93,11 @@ export function createTaskStore(db: Db) {
     ),
     finish: db.prepare(
       `UPDATE tasks SET status = ?, final_answer = ?, error = ?, steps = ?, usage = ?, toolsets_used = ?,
-       finished_at = ? WHERE task_id = ?`,
+       tokens = ?, finished_at = ? WHERE task_id = ?`,
     ),
     get: db.prepare<[string], TaskRow>('SELECT * FROM tasks WHERE task_id = ?'),
-    events: db.prepare<[string], Omit<TaskEvent, 'data'> & { data: string }>(
-      'SELECT seq, type, at, duration_ms, data FROM task_events WHERE task_id = ? ORDER BY seq',
+    events: db.prepare<[string, number], Omit<TaskEvent, 'data'> & { data: string }>(
+      'SELECT seq, type, at, duration_ms, data FROM task_events WHERE task_id = ? AND seq > ? ORDER BY seq',
     ),
     recent: db.prepare<[number], TaskRow>('SELECT * FROM tasks ORDER BY created_at DESC, rowid DESC LIMIT ?'),
     interrupt: db.prepare(
@@ -91,7 +109,7 @@ export function createTaskStore(db: Db) {
       q.insert.run(taskId, sessionId, goal, new Date().toISOString());
     },
     appendEvent: db.transaction(
-      (taskId: string, type: TaskEvent['type'], durationMs: number | null, data: Record<string, unknown>) => {
+      (taskId: string, type: EventType, durationMs: number | null, data: Record<string, unknown>) => {
         const seq = (q.nextSeq.get(taskId) as { seq: number }).seq;
         const event: TaskEvent = { seq, type, at: new Date().toISOString(), duration_ms: durationMs, data };
         q.addEvent.run(taskId, seq, type, event.at, durationMs, JSON.stringify(data));
@@ -106,6 +124,7 @@ export function createTaskStore(db: Db) {
         o.steps,
         JSON.stringify(o.usage),
         JSON.stringify(o.toolsets_used),
+        JSON.stringify(o.tokens),
         new Date().toISOString(),
         taskId,
       );
@@ -114,8 +133,9 @@ export function createTaskStore(db: Db) {
       const row = q.get.get(taskId);
       return row ? toTask(row) : undefined;
     },
-    events(taskId: string): TaskEvent[] {
-      return q.events.all(taskId).map((e) => ({ ...e, data: JSON.parse(e.data) }));
+    /** The task's events in order; with `after`, only those whose seq is greater (for resuming a stream). */
+    events(taskId: string, after = 0): TaskEvent[] {
+      return q.events.all(taskId, after).map((e) => ({ ...e, data: JSON.parse(e.data) }));
     },
     recentTasks: (limit: number) => q.recent.all(limit).map(toTask),
     /** Tasks a previous process left running cannot resume yet: mark them failed, saying why. */

@@ -9,6 +9,8 @@ export interface ToolCallOutcome {
   ok: boolean;
   arguments: unknown;
   change?: ManageToolsetsOutcome['change'];
+  /** For a change of toolsets: what it did to the tool-definition tokens, as the gateway counted them. */
+  toolTokens?: ManageToolsetsOutcome['toolTokens'];
 }
 
 /** Parses a tool call's JSON arguments; returns an error text instead of throwing. */
@@ -48,16 +50,23 @@ export async function executeToolCall(
   call: ChatCompletionMessageFunctionToolCall,
   sessionId: string,
   gateway: GatewayClient,
+  signal?: AbortSignal,
 ): Promise<ToolCallOutcome> {
   const parsed = parseArguments(call);
   if ('error' in parsed)
     return { content: `Error: ${parsed.error}`, ok: false, arguments: call.function.arguments };
   try {
     if (call.function.name === MANAGE_TOOLSETS) {
-      const outcome = await runManageToolsets(parsed.args, sessionId, gateway);
-      return { content: outcome.content, ok: true, arguments: parsed.args, change: outcome.change };
+      const outcome = await runManageToolsets(parsed.args, sessionId, gateway, signal);
+      return {
+        content: outcome.content,
+        ok: true,
+        arguments: parsed.args,
+        change: outcome.change,
+        toolTokens: outcome.toolTokens,
+      };
     }
-    const result = await gateway.callTool(sessionId, call.function.name, parsed.args);
+    const result = await gateway.callTool(sessionId, call.function.name, parsed.args, signal);
     return result.success
       ? { content: JSON.stringify(result.result), ok: true, arguments: parsed.args }
       : {
@@ -66,6 +75,8 @@ export async function executeToolCall(
           arguments: parsed.args,
         };
   } catch (err) {
+    // A stopped task abandons the call: the loop ends the task instead of telling the model.
+    if (signal?.aborted) throw signal.reason;
     return { content: `Error: ${(err as Error).message}`, ok: false, arguments: parsed.args };
   }
 }

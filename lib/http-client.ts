@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { RouteSpec } from './http.ts';
+import { currentRequestId, REQUEST_ID_HEADER } from './request-id.ts';
 
 /** How one service reaches another: a base URL and a fetch (tests pass `app.request`). */
 export interface ServiceEndpoint {
@@ -20,6 +21,12 @@ export class ServiceError extends Error {
     super(message);
     this.name = new.target.name;
   }
+}
+
+/** The current request's id, so the next service logs the same one (lib/request-id.ts). */
+export function requestIdHeader(): Record<string, string> {
+  const id = currentRequestId();
+  return id ? { [REQUEST_ID_HEADER]: id } : {};
 }
 
 type Ok<S extends RouteSpec> =
@@ -49,7 +56,7 @@ export async function callRoute<S extends RouteSpec>(
   try {
     res = await doFetch(url, {
       method: spec.method.toUpperCase(),
-      headers: { 'content-type': 'application/json', ...endpoint.headers },
+      headers: { 'content-type': 'application/json', ...requestIdHeader(), ...endpoint.headers },
       body,
       signal,
     });

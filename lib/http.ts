@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { routePath } from 'hono/route';
 import { z } from 'zod';
 import { HttpError } from './http-error.ts';
 import { JsonInputError, parseJson } from './json.ts';
 import type { Logger } from './log.ts';
+import { createMetrics, type Metrics, metricsRoute } from './metrics.ts';
+import { REQUEST_ID_HEADER, requestIdFrom, withRequestId } from './request-id.ts';
 import { type Role, requireRole, type Security, securityMiddleware } from './security.ts';
 
 export { HttpError };
@@ -21,6 +24,8 @@ export interface RouteSpec {
   responses: Record<number, z.ZodType>;
   /** Who may call it when the service has tokens; absent: any holder of one of the service's tokens. */
   roles?: readonly Role[];
+  /** The media type of the 200 answer when it is not JSON (e.g. `text/plain` for /metrics). */
+  produces?: string;
 }
 
 type Part<S, K extends string> = S extends Record<K, infer T extends z.ZodType> ? z.output<T> : undefined;
@@ -80,17 +85,42 @@ export function route<S extends RouteSpec>(
 /** The largest request body any service reads (a whole file for write_file fits). */
 export const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
+/** What installBase() may be given; a service passes its own metrics to add its series to the same registry. */
+export interface BaseOptions {
+  metrics?: Metrics;
+}
+
 /**
- * What every service's app starts with, on every route: the request checks of lib/security.ts (Host,
- * Origin, Content-Type, tokens), a body size limit, and JSON error bodies for thrown errors and unknown
- * routes, so no request ever gets a stack trace or an internal message.
+ * What every service's app starts with, on every route: a request id (taken from `x-request-id` or made,
+ * echoed back, carried on every log line and to the next service), an access line at debug and HTTP metrics,
+ * the request checks of lib/security.ts (Host, Origin, Content-Type, tokens), a body size limit, JSON error
+ * bodies for thrown errors and unknown routes (never a stack trace or an internal message), and GET /metrics.
  */
-export function installBase(app: Hono, log: Logger, security: Security): void {
+export function installBase(app: Hono, log: Logger, security: Security, opts: BaseOptions = {}): void {
+  const metrics = opts.metrics ?? createMetrics();
   app.onError((err, c) => {
     if (err instanceof HttpError) return c.json({ error: err.message, ...err.details }, err.status);
     const id = randomUUID();
     log.error({ err, path: c.req.path, error_id: id }, 'unhandled error');
     return c.json({ error: `Internal error (logged on the server as ${id})` }, 500);
+  });
+  app.use('*', async (c, next) => {
+    const requestId = requestIdFrom(c.req.header(REQUEST_ID_HEADER));
+    c.header(REQUEST_ID_HEADER, requestId);
+    const started = performance.now();
+    await withRequestId(requestId, next);
+    if (!c.res.headers.has(REQUEST_ID_HEADER)) c.res.headers.set(REQUEST_ID_HEADER, requestId);
+    const matched = routePath(c, -1);
+    const routeLabel = matched === '*' || matched === '/*' ? 'unmatched' : matched;
+    const seconds = (performance.now() - started) / 1000;
+    metrics.httpRequests.inc({ method: c.req.method, route: routeLabel, status: String(c.res.status) });
+    metrics.httpDuration.observe({ method: c.req.method, route: routeLabel }, seconds);
+    withRequestId(requestId, () =>
+      log.debug(
+        { method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) },
+        'request',
+      ),
+    );
   });
   for (const middleware of securityMiddleware(security)) app.use('*', middleware);
   app.use(
@@ -102,6 +132,9 @@ export function installBase(app: Hono, log: Logger, security: Security): void {
   );
   app.notFound((c) =>
     c.json({ error: `No route for ${c.req.method} ${c.req.path}; GET /openapi.json lists the routes.` }, 404),
+  );
+  route(app, metricsRoute, async (c) =>
+    c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType }),
   );
 }
 
@@ -121,7 +154,11 @@ function openApiDocument(title: string, specs: readonly RouteSpec[]): Record<str
         status,
         {
           description: status.startsWith('2') ? 'OK' : 'Error',
-          content: { 'application/json': { schema: jsonSchema(schema, 'output') } },
+          content: {
+            [status === '200' && spec.produces ? spec.produces : 'application/json']: {
+              schema: jsonSchema(schema, 'output'),
+            },
+          },
         },
       ]),
     );
@@ -154,7 +191,10 @@ function paramList(schema: z.ZodType | undefined, where: 'path' | 'query') {
   }));
 }
 
-/** Serves `GET /openapi.json` for the given routes. */
+/**
+ * Serves `GET /openapi.json` for the given routes. A service's contract lists GET /metrics too (as
+ * lib/metrics.ts's `metricsRoute` does), though installBase() is what serves it.
+ */
 export function serveOpenApi(app: Hono, title: string, specs: readonly RouteSpec[]): void {
   const doc = openApiDocument(title, specs);
   app.get('/openapi.json', (c) => c.json(doc));

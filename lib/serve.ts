@@ -10,8 +10,29 @@ export interface Listening {
   close(): Promise<void>;
 }
 
-/** Listens on host:port (port 0 picks a free one) and resolves once the socket is bound. */
-export function listen(app: Hono, port: number, host: string): Promise<Listening> {
+/** A listen failure in words that say what to change: a port in use names its variable. */
+function listenError(err: NodeJS.ErrnoException, port: number, host: string, variable?: string): Error {
+  const which = variable ? `${variable}=${port}` : `port ${port}`;
+  if (err.code === 'EADDRINUSE') {
+    return new Error(
+      `Port ${port} on ${host} is already in use (${which}). Is toolshift already running? Stop it, or set ` +
+        `${variable ?? 'the port variable'} to a free port.`,
+    );
+  }
+  if (err.code === 'EACCES') {
+    return new Error(`Not allowed to listen on ${host}:${port} (${which}); choose a port above 1023.`);
+  }
+  if (err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND') {
+    return new Error(`Cannot listen on ${host}: no such local address (HOST=${host}).`);
+  }
+  return err;
+}
+
+/**
+ * Listens on host:port (port 0 picks a free one) and resolves once the socket is bound; `variable` names the
+ * setting of the port (AGENT_PORT …) for the error when it is taken.
+ */
+export function listen(app: Hono, port: number, host: string, variable?: string): Promise<Listening> {
   return new Promise((resolve, reject) => {
     const server = serve({ fetch: app.fetch, port, hostname: host }, (info: AddressInfo) => {
       resolve({
@@ -24,6 +45,6 @@ export function listen(app: Hono, port: number, host: string): Promise<Listening
           }),
       });
     });
-    server.once('error', reject);
+    server.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, port, host, variable)));
   });
 }

@@ -33,6 +33,19 @@ const FS_TOOLS = [
   'delete_directory',
 ];
 
+/** The file tools as one toolset, written here so these tests do not follow edits to the repo's toolsets/. */
+const FS_TOOLSET = {
+  'file_system_tools.yaml': `id: file_system_tools
+description: Read, write, edit, search and organise files under the allowed directories.
+tools: [${FS_TOOLS.join(', ')}]
+`,
+};
+
+/** The stack with the file tools as one toolset, unless other toolsets are given. */
+function stackWith(opts: Parameters<typeof makeStack>[0] = {}) {
+  return makeStack({ toolsets: FS_TOOLSET, ...opts });
+}
+
 async function execute(s: Stack, body: Record<string, unknown>) {
   return s.post(s.agentApp, '/agent/execute_task', body);
 }
@@ -45,7 +58,7 @@ describe('the agent loop', () => {
       calls(call('manage_toolsets', { action: 'DEACTIVATE', toolset_ids: ['file_system_tools'] }, 'c3')),
       answer('Wrote notes/hello.txt.'),
     ]);
-    stack = await makeStack({ model });
+    stack = await stackWith({ model });
     const res = await execute(stack, { goal: 'write hello' });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({
@@ -77,7 +90,7 @@ describe('the agent loop', () => {
       calls(call('read_text_file', { path: 'a.txt' })),
       answer('done'),
     ]);
-    stack = await makeStack({ model });
+    stack = await stackWith({ model });
     await execute(stack, { goal: 'go' });
     const [r0, r1, r2, r3] = model.requests;
     const system = r0.messages[0];
@@ -102,7 +115,7 @@ describe('the agent loop', () => {
       ),
       answer('ok'),
     ]);
-    stack = await makeStack({ model });
+    stack = await stackWith({ model });
     await execute(stack, { goal: 'parallel' });
     const msgs = model.toolMessages(2);
     expect(Object.keys(msgs)).toEqual(['p0', 'p1', 'p2', 'p3']);
@@ -195,7 +208,7 @@ describe('the agent loop', () => {
   it('stops a looping task at max_steps', async () => {
     const loop = () => calls(call('manage_toolsets', { action: 'LIST', toolset_ids: [] }));
     const model = new ScriptedModel([loop, loop, loop, loop]);
-    stack = await makeStack({ model });
+    stack = await stackWith({ model });
     const res = await execute(stack, { goal: 'loop forever', max_steps: 3 });
     expect(res.body).toMatchObject({ status: 'max_steps', steps: 3, final_answer: null });
     expect(res.body.error).toMatch(/max_steps \(3\)/);
@@ -241,7 +254,7 @@ describe('the agent loop', () => {
         return script[who][requests[who].length - 1](request);
       },
     };
-    stack = await makeStack({ model });
+    stack = await stackWith({ model });
     const [a, b] = await Promise.all([
       execute(stack, { goal: 'task A' }),
       execute(stack, { goal: 'task B' }),
@@ -279,7 +292,7 @@ describe('the agent loop', () => {
 
 describe('the agent API', () => {
   it('answers 503 naming the variables to set when no model is configured; the rest still works', async () => {
-    stack = await makeStack();
+    stack = await stackWith();
     const res = await execute(stack, { goal: 'anything' });
     expect(res.status).toBe(503);
     expect(res.body.error).toMatch(/set OPENAI_API_KEY .* or OPENAI_BASE_URL/);
@@ -291,7 +304,7 @@ describe('the agent API', () => {
   });
 
   it('validates the task request', async () => {
-    stack = await makeStack({ model: new ScriptedModel([]) });
+    stack = await stackWith({ model: new ScriptedModel([]) });
     const empty = await execute(stack, { goal: '  ' });
     expect(empty.status).toBe(400);
     expect(empty.body.error).toMatch(/goal: must not be empty/);
@@ -305,14 +318,14 @@ describe('the agent API', () => {
         throw new ModelError('Model call failed: model endpoint answered 400: 400 context length exceeded');
       },
     };
-    stack = await makeStack({ model });
+    stack = await stackWith({ model });
     const res = await execute(stack, { goal: 'x' });
     expect(res.body).toMatchObject({ status: 'failed', final_answer: null });
     expect(res.body.error).toMatch(/context length exceeded/);
   });
 
   it('fails the task with a clear message when the gateway cannot be reached', async () => {
-    stack = await makeStack();
+    stack = await stackWith();
     const store = createTaskStore(openDatabase(path.join(stack.tmp, 'lonely.db')));
     retain(store);
     const agent = createAgent({
@@ -348,7 +361,7 @@ describe('the agent API', () => {
         return answer('finished alone');
       },
     ]);
-    stack = await makeStack({ model });
+    stack = await stackWith({ model });
     const res = await stack.agentApp.request('/agent/execute_task', {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
@@ -374,11 +387,11 @@ describe('the agent API', () => {
       calls(call('write_file', { path: 'kept.txt', content: 'k' })),
       answer('kept'),
     ]);
-    stack = await makeStack({ model });
+    stack = await stackWith({ model });
     const done = await execute(stack, { goal: 'remember me' });
     const dataDir = stack.dataDir;
     await stack.close(true);
-    stack = await makeStack({ dataDir });
+    stack = await stackWith({ dataDir });
     const task = await stack.get(stack.agentApp, `/agent/tasks/${done.body.task_id}`);
     expect(task.status).toBe(200);
     expect(task.body).toMatchObject({
@@ -389,14 +402,20 @@ describe('the agent API', () => {
     });
     expect(task.body.events.map((e: { type: string }) => e.type)).toEqual([
       'task_started',
+      'model_request',
       'model_call',
+      'tool_call_started',
       'toolset_change',
+      'model_request',
       'model_call',
+      'tool_call_started',
       'tool_call',
+      'model_request',
       'model_call',
       'task_finished',
     ]);
-    expect(task.body.events[4].data).toMatchObject({ name: 'write_file', ok: true });
+    expect(task.body.events[8].data).toMatchObject({ name: 'write_file', ok: true });
+    expect(task.body.tokens).toMatchObject({ tokenizer: 'o200k_base', requests: 3 });
     const list = await stack.get(stack.agentApp, '/agent/tasks');
     expect(list.body.tasks[0].task_id).toBe(done.body.task_id);
     const missing = await stack.get(stack.agentApp, '/agent/tasks/task_nope');
@@ -408,7 +427,7 @@ describe('the agent API', () => {
       calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['file_system_tools'] })),
       answer('streamed'),
     ]);
-    stack = await makeStack({ model });
+    stack = await stackWith({ model });
     const res = await stack.agentApp.request('/agent/execute_task', {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
@@ -419,8 +438,11 @@ describe('the agent API', () => {
     const names = [...text.matchAll(/^event: (\w+)$/gm)].map((m) => m[1]);
     expect(names).toEqual([
       'task_started',
+      'model_request',
       'model_call',
+      'tool_call_started',
       'toolset_change',
+      'model_request',
       'model_call',
       'task_finished',
       'result',

@@ -1,0 +1,77 @@
+import type { Context } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import { type Agent, resultOf } from './agent.ts';
+import type { ExecuteTaskResponse, TaskEvent } from './contract.ts';
+import type { TaskStore } from './store.ts';
+
+// A task's events as Server-Sent Events: what is stored (after the client's Last-Event-ID), then what happens
+// live while the task runs, then one `result` event. Each event's SSE id is its seq, so a client that lost
+// the connection resumes where it left off. Comments keep an idle stream open through proxies.
+
+/** What a stream needs. */
+export interface TaskStreamDeps {
+  agent: Agent;
+  store: TaskStore;
+  /** How often an idle stream gets a keep-alive comment. */
+  heartbeatMs: number;
+}
+
+/** The seq a client has already seen: `Last-Event-ID` (set by EventSource on reconnect), else `?after=`. */
+export function resumeAfter(c: Context, after: number | undefined): number {
+  const header = Number(c.req.header('last-event-id'));
+  if (Number.isInteger(header) && header > 0) return header;
+  return after ?? 0;
+}
+
+/** Streams `taskId`'s events after seq `after`, following the task while it runs; the task must exist. */
+export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, after: number): Response {
+  return streamSSE(c, async (stream) => {
+    const queue: TaskEvent[] = [];
+    let result: ExecuteTaskResponse | undefined;
+    let wake: (() => void) | undefined;
+    const poke = () => {
+      wake?.();
+      wake = undefined;
+    };
+    // Subscribe before reading what is stored, so nothing falls between the two (duplicates go by seq).
+    const unsubscribe = deps.agent.follow(taskId, {
+      event: (e) => {
+        queue.push(e);
+        poke();
+      },
+      end: (r) => {
+        result = r;
+        poke();
+      },
+    });
+    stream.onAbort(poke);
+    const heartbeat = setInterval(() => void stream.write(': keep-alive\n\n'), deps.heartbeatMs);
+    let last = after;
+    const send = async (e: TaskEvent) => {
+      if (e.seq <= last) return;
+      last = e.seq;
+      await stream.writeSSE({ event: e.type, id: String(e.seq), data: JSON.stringify(e) });
+    };
+    try {
+      for (const e of deps.store.events(taskId, after)) await send(e);
+      if (unsubscribe) {
+        while (!stream.aborted && result === undefined) {
+          if (queue.length === 0) await new Promise<void>((r) => (wake = r));
+          while (queue.length > 0 && !stream.aborted) await send(queue.shift() as TaskEvent);
+        }
+        while (queue.length > 0 && !stream.aborted) await send(queue.shift() as TaskEvent);
+      }
+      if (stream.aborted) return;
+      const final = result ?? storedResult(deps.store, taskId);
+      if (final) await stream.writeSSE({ event: 'result', data: JSON.stringify(final) });
+    } finally {
+      clearInterval(heartbeat);
+      unsubscribe?.();
+    }
+  });
+}
+
+function storedResult(store: TaskStore, taskId: string): ExecuteTaskResponse | undefined {
+  const task = store.getTask(taskId);
+  return task ? resultOf(task) : undefined;
+}

@@ -1,0 +1,95 @@
+import { createRequire } from 'node:module';
+import type { Tiktoken } from 'js-tiktoken/lite';
+
+// Token counting shared by the agent (what each model request costs) and the gateway (what a toolset
+// change adds to or removes from the model's tools array), so both report the same numbers. A maintained
+// tokenizer (js-tiktoken, OpenAI's BPE ranks); o200k_base by default, TOKENIZER to choose another.
+
+/** The encodings that can be chosen with TOKENIZER. */
+export const TOKENIZERS = ['o200k_base', 'cl100k_base', 'p50k_base', 'r50k_base', 'gpt2'] as const;
+export type TokenizerName = (typeof TOKENIZERS)[number];
+
+const require = createRequire(import.meta.url);
+/** Loaded encoders, by name: a rank table takes about a second to load and never changes, so it loads once. */
+const loaded = new Map<TokenizerName, Tiktoken>();
+
+function encoder(name: TokenizerName): Tiktoken {
+  let enc = loaded.get(name);
+  if (!enc) {
+    const { Tiktoken: Encoder } = require('js-tiktoken/lite') as typeof import('js-tiktoken/lite');
+    const ranks = require(`js-tiktoken/ranks/${name}`);
+    enc = new Encoder(ranks.default ?? ranks);
+    loaded.set(name, enc);
+  }
+  return enc;
+}
+
+/** Text longer than this is counted on its first part and extrapolated: BPE on megabytes of text costs seconds. */
+const EXACT_CHARS = 64 * 1024;
+
+/** A tool definition as a model receives it. */
+export interface ToolDefinitionLike {
+  name: string;
+  description?: string;
+  parameters?: unknown;
+}
+
+/** Counts tokens of text, of tool definitions and of chat messages, with caches for what repeats each step. */
+export interface TokenCounter {
+  readonly name: TokenizerName;
+  text(text: string): number;
+  /** One tool as an OpenAI function tool (`{type: "function", function: {name, description, parameters}}`). */
+  tool(def: ToolDefinitionLike): number;
+  /** A tools array: the sum of its tools. */
+  tools(defs: readonly ToolDefinitionLike[]): number;
+  /** A chat message list, with the per-message framing OpenAI documents (an estimate of the prompt). */
+  messages(messages: readonly object[]): number;
+}
+
+/** Builds a counter; the encoder loads on first use (call `text('')` at start to load it early). */
+export function createTokenCounter(name: TokenizerName = 'o200k_base'): TokenCounter {
+  const toolCache = new Map<string, number>();
+  // Message objects stay the same across a task's steps, so each is counted once.
+  const messageCache = new WeakMap<object, number>();
+  const text = (s: string): number => {
+    if (s.length === 0) return 0;
+    const enc = encoder(name);
+    if (s.length <= EXACT_CHARS) return enc.encode(s, 'all').length;
+    const head = enc.encode(s.slice(0, EXACT_CHARS), 'all').length;
+    return Math.round((head * s.length) / EXACT_CHARS);
+  };
+  const tool = (def: ToolDefinitionLike): number => {
+    const json = JSON.stringify({
+      type: 'function',
+      function: { name: def.name, description: def.description, parameters: def.parameters },
+    });
+    let n = toolCache.get(json);
+    if (n === undefined) {
+      n = text(json);
+      if (toolCache.size > 5000) toolCache.clear();
+      toolCache.set(json, n);
+    }
+    return n;
+  };
+  const message = (m: object): number => {
+    let n = messageCache.get(m);
+    if (n === undefined) {
+      const { role, content, ...rest } = m as { role?: string; content?: unknown };
+      n = 3 + text(role ?? '');
+      n += typeof content === 'string' ? text(content) : content == null ? 0 : text(JSON.stringify(content));
+      for (const [key, value] of Object.entries(rest)) {
+        if (value !== undefined)
+          n += text(key) + text(typeof value === 'string' ? value : JSON.stringify(value));
+      }
+      messageCache.set(m, n);
+    }
+    return n;
+  };
+  return {
+    name,
+    text,
+    tool,
+    tools: (defs) => defs.reduce((sum, d) => sum + tool(d), 0),
+    messages: (list) => (list.length === 0 ? 0 : 3 + list.reduce((sum: number, m) => sum + message(m), 0)),
+  };
+}

@@ -5,6 +5,7 @@ import { agentRoutes, type ExecuteTaskResponse, type TaskEvent } from './agent-s
 import { type Config, loadConfig, readEnv } from './lib/config.ts';
 import { callRoute, type ServiceEndpoint, ServiceError } from './lib/http-client.ts';
 import { gatewayRoutes } from './mcp-gateway/contract.ts';
+import { importServers } from './mcp-gateway/import-servers.ts';
 
 // The toolshift CLI: a thin client of the agent-server and the gateway's admin API. No business logic here.
 
@@ -15,6 +16,9 @@ Usage:
   toolshift toolsets [list] [--session ID] [--query WORDS]
   toolshift toolsets activate|deactivate <toolset_id>... [--session ID]
   toolshift toolsets enable|disable <toolset_id>...
+  toolshift toolsets import <mcpServers.json> [--force] [--no-connect]
+  toolshift toolsets reload
+  toolshift toolsets approve <toolset_id> [tool...]
   toolshift tasks [--limit N]
   toolshift tasks show <task_id>
   toolshift --help
@@ -74,7 +78,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
       case 'run':
         return await runTask(rest, values, agent, io);
       case 'toolsets':
-        return await toolsets(rest, values, gateway, io);
+        return await toolsets(rest, values, gateway, io, config);
       case 'tasks':
         return await tasks(rest, values, agent, io);
       default:
@@ -111,6 +115,8 @@ function parse(argv: string[]) {
       query: { type: 'string', short: 'q' },
       limit: { type: 'string' },
       quiet: { type: 'boolean' },
+      force: { type: 'boolean' },
+      'no-connect': { type: 'boolean' },
     },
   });
 }
@@ -201,8 +207,12 @@ async function toolsets(
   values: Values,
   gateway: ServiceEndpoint,
   io: CliIo,
+  config: Config,
 ): Promise<number> {
   const [sub = 'list', ...ids] = args;
+  if (sub === 'import' || sub === 'reload' || sub === 'approve') {
+    return upstreamCommand(sub, ids, values, gateway, io, config);
+  }
   if (sub === 'list') {
     const res = await callRoute(gateway, gatewayRoutes.listToolsets, {
       query: { session_id: values.session, query: values.query },
@@ -216,7 +226,11 @@ async function toolsets(
       ]
         .filter(Boolean)
         .join(', ');
-      io.stdout(`${t.id.padEnd(24)} ${state.padEnd(26)} ${t.tools.length} tools  ${t.description}\n`);
+      const health = t.health === 'down' || t.health === 'error' ? ` [${t.health}: ${t.health_reason}]` : '';
+      const held = t.withheld?.length ? ` [${t.withheld.length} withheld until approved]` : '';
+      io.stdout(
+        `${t.id.padEnd(24)} ${state.padEnd(26)} ${t.tools.length} tools  ${t.description}${health}${held}\n`,
+      );
     }
     return 0;
   }
@@ -240,6 +254,60 @@ async function toolsets(
   if (res.removed_tools.length > 0) io.stdout(`removed tools: ${res.removed_tools.join(', ')}\n`);
   if (res.unchanged.length > 0) io.stdout(`unchanged: ${res.unchanged.join(', ')}\n`);
   return 0;
+}
+
+/** import (local: writes toolset files), reload and approve (the gateway's admin API). */
+async function upstreamCommand(
+  sub: 'import' | 'reload' | 'approve',
+  args: string[],
+  values: Values,
+  gateway: ServiceEndpoint,
+  io: CliIo,
+  config: Config,
+): Promise<number> {
+  if (sub === 'reload') {
+    const res = await callRoute(gateway, gatewayRoutes.reloadToolsets);
+    for (const key of ['added', 'removed', 'changed'] as const) {
+      if (res[key].length > 0) io.stdout(`${key}: ${res[key].join(', ')}\n`);
+    }
+    io.stdout(`unchanged: ${res.unchanged.length} toolset(s)\n`);
+    for (const w of res.warnings) io.stderr(`warning: ${w}\n`);
+    return 0;
+  }
+  if (sub === 'approve') {
+    const [id, ...tools] = args;
+    if (!id) throw new UsageError('toolsets approve needs a toolset id (and optionally tool names)');
+    const res = await callRoute(gateway, gatewayRoutes.approveToolset, {
+      params: { id },
+      body: tools.length > 0 ? { tools } : undefined,
+    });
+    io.stdout(
+      res.approved.length > 0
+        ? `approved in ${id}: ${res.approved.join(', ')}\n`
+        : `nothing withheld in ${id}\n`,
+    );
+    return 0;
+  }
+  const [file] = args;
+  if (!file) throw new UsageError('toolsets import needs a file, e.g. claude_desktop_config.json');
+  const outcomes = await importServers({
+    file,
+    toolsetsDir: config.gateway.toolsetsDir,
+    force: values.force,
+    connect: !values['no-connect'],
+    env: io.env,
+  });
+  for (const o of outcomes) {
+    if (o.status === 'skipped') {
+      io.stderr(`skipped ${o.name}: ${o.note}\n`);
+      continue;
+    }
+    io.stdout(`wrote ${o.file} (toolset ${o.id}${o.described ? ', described by the server' : ''})\n`);
+    if (o.variables.length > 0) io.stdout(`  set in the gateway's environment: ${o.variables.join(', ')}\n`);
+    if (o.note) io.stderr(`  improve the description: ${o.note}\n`);
+  }
+  if (outcomes.some((o) => o.status === 'written')) io.stdout('Load them with: toolshift toolsets reload\n');
+  return outcomes.every((o) => o.status === 'written') ? 0 : 1;
 }
 
 async function tasks(args: string[], values: Values, agent: ServiceEndpoint, io: CliIo): Promise<number> {

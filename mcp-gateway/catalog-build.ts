@@ -125,6 +125,50 @@ export function mcpRuntime(
   return { spec, offered, withheld, listed: true, upstreamNames };
 }
 
+/** Lists a backend's tools, waiting up to `waitMs` for it to come up (services may start in any order). */
+async function listWithWait(backend: Backend, waitMs: number): Promise<ToolDefinition[]> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      return await backend.listTools();
+    } catch (err) {
+      if (Date.now() >= deadline) {
+        throw new CatalogError(`Backend ${backend.name} is not reachable: ${(err as Error).message}`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
+/** The native toolsets of `next`, each checked against what its backend serves (listed once per backend). */
+export async function nativeRuntimes(
+  next: readonly ToolsetSpec[],
+  backends: Record<string, Backend>,
+  waitMs: number,
+  compile: Compile,
+): Promise<Map<string, ToolsetRuntime>> {
+  const served = new Map<string, Map<string, ToolDefinition>>();
+  const out = new Map<string, ToolsetRuntime>();
+  for (const spec of next) {
+    if (typeof spec.backend !== 'string') continue;
+    const backend = backends[spec.backend as string];
+    if (!backend) {
+      throw new CatalogError(
+        `${spec.file}: backend ${spec.backend} is not configured; valid backends: ${Object.keys(backends).join(', ')}, or {mcp: …}`,
+      );
+    }
+    if (!served.has(backend.name)) {
+      const defs = await listWithWait(backend, waitMs);
+      served.set(backend.name, new Map(defs.map((d) => [d.name, d])));
+    }
+    out.set(
+      spec.id,
+      nativeRuntime(spec, served.get(backend.name) as Map<string, ToolDefinition>, backend, compile),
+    );
+  }
+  return out;
+}
+
 /**
  * Gives each tool name to one toolset, in file order: a later toolset offering a name already taken (or
  * the meta-tool's) is marked in error with a message naming both files, and offers nothing.

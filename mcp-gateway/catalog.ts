@@ -1,21 +1,20 @@
 import type { Tool } from '@modelcontextprotocol/client';
 import type { Logger } from '../lib/log.ts';
 import { createLogger } from '../lib/log.ts';
-import type { ToolDefinition } from '../tool-server/contract.ts';
 import type { Backend } from './backends/backend.ts';
 import { mcpToolsetBackend } from './backends/mcp-backend.ts';
 import { McpConnection, type UpstreamStatus } from './backends/mcp-connection.ts';
 import {
   type CatalogTool,
   mcpRuntime,
-  nativeRuntime,
+  nativeRuntimes,
   resolveCollisions,
   schemaCompiler,
   type ToolsetRuntime,
   type WithheldTool,
 } from './catalog-build.ts';
 import { definitionHash, memoryPinStore, type PinStore, pinnedShape } from './pins.ts';
-import { diffSpecs, type ReloadResult } from './reload.ts';
+import { type ReloadResult, reloadCatalog } from './reload.ts';
 import { type ToolsetHit, ToolsetIndex } from './search.ts';
 import { CatalogError, loadToolsetFiles, type McpBackendSpec, type ToolsetSpec } from './toolset-files.ts';
 
@@ -53,21 +52,6 @@ export interface CatalogOptions {
 /** The loaded catalog the gateway's rules read from. */
 export type Catalog = Awaited<ReturnType<typeof buildCatalog>>;
 
-/** Lists a backend's tools, waiting up to `waitMs` for it to come up (services may start in any order). */
-async function listWithWait(backend: Backend, waitMs: number): Promise<ToolDefinition[]> {
-  const deadline = Date.now() + waitMs;
-  for (;;) {
-    try {
-      return await backend.listTools();
-    } catch (err) {
-      if (Date.now() >= deadline) {
-        throw new CatalogError(`Backend ${backend.name} is not reachable: ${(err as Error).message}`);
-      }
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
-}
-
 const isMcp = (spec: ToolsetSpec): spec is ToolsetSpec & { backend: McpBackendSpec } =>
   typeof spec.backend !== 'string';
 
@@ -91,29 +75,6 @@ export async function buildCatalog(
   let withheldByName = new Map<string, WithheldTool & { toolset: string }>();
   let index: ToolsetIndex | undefined;
   let reloading = false;
-
-  async function nativeRuntimes(next: ToolsetSpec[], waitMs: number) {
-    const served = new Map<string, Map<string, ToolDefinition>>();
-    const out = new Map<string, ToolsetRuntime>();
-    for (const spec of next) {
-      if (isMcp(spec)) continue;
-      const backend = backends[spec.backend as string];
-      if (!backend) {
-        throw new CatalogError(
-          `${spec.file}: backend ${spec.backend} is not configured; valid backends: ${Object.keys(backends).join(', ')}, or {mcp: …}`,
-        );
-      }
-      if (!served.has(backend.name)) {
-        const defs = await listWithWait(backend, waitMs);
-        served.set(backend.name, new Map(defs.map((d) => [d.name, d])));
-      }
-      out.set(
-        spec.id,
-        nativeRuntime(spec, served.get(backend.name) as Map<string, ToolDefinition>, backend, compile),
-      );
-    }
-    return out;
-  }
 
   function connectionFor(spec: McpBackendSpec, pool = connections): McpConnection {
     let conn = pool.get(spec.key);
@@ -206,7 +167,7 @@ export async function buildCatalog(
   }
 
   // Start: native toolsets checked against their backends; MCP toolsets from their stored listings.
-  const startRuntimes = await nativeRuntimes(initial, opts.waitMs ?? 0);
+  const startRuntimes = await nativeRuntimes(initial, backends, opts.waitMs ?? 0, compile);
   for (const spec of initial)
     if (isMcp(spec)) startRuntimes.set(spec.id, mcpToolsetRuntime(spec, null, false));
   install(initial, startRuntimes, []);
@@ -311,65 +272,24 @@ export async function buildCatalog(
     },
     /** Re-reads the toolsets directory and swaps the catalog, or throws (CatalogError) and changes nothing. */
     async reload(): Promise<ReloadResult> {
-      if (!opts.source)
-        throw new CatalogError('This gateway was started without a toolsets directory to reload');
+      const source = opts.source;
+      if (!source) throw new CatalogError('This gateway was started without a toolsets directory to reload');
       if (reloading) throw new CatalogError('A reload is already running; try again when it ends');
       reloading = true;
-      const fresh = new Map<string, McpConnection>();
       try {
-        const next = loadToolsetFiles(opts.source.dir, opts.source.vars);
-        const plan = diffSpecs(specs, next);
-        const nextRuntimes = await nativeRuntimes(next, 0);
-        const warnings: string[] = [];
-        const pool = new Map(
-          [...connections].filter(([key]) => next.some((s) => isMcp(s) && s.backend.key === key)),
-        );
-        for (const spec of next) {
-          if (!isMcp(spec)) continue;
-          const existing = pool.get(spec.backend.key);
-          let listing: Tool[] | null = existing ? (applied.get(existing) ?? null) : null;
-          if (!existing) {
-            const conn = connectionFor(spec.backend, fresh);
-            pool.set(spec.backend.key, conn);
-            listing = await conn.listTools().catch((err: Error) => {
-              warnings.push(`${spec.file}: ${err.message}`);
-              return null;
-            });
-          }
-          nextRuntimes.set(spec.id, mcpToolsetRuntime(spec, listing, false, pool));
-        }
-        const problems = resolveCollisions(next.map((s) => nextRuntimes.get(s.id) as ToolsetRuntime))
-          .map((rt) => rt.error)
-          .filter((e): e is string => e !== undefined);
-        if (problems.length > 0) throw new CatalogError(problems.join('\n'));
-        // Valid: commit. New connections join the pool, gone ones stop, removed toolsets leave every session.
-        for (const [key, conn] of fresh) {
-          connections.set(key, conn);
-          const listing = conn.knownTools();
-          if (conn.status().state === 'up') applied.set(conn, listing);
-        }
-        for (const [key, conn] of connections) {
-          if (!pool.has(key)) {
-            connections.delete(key);
-            await conn.close();
-          }
-        }
-        fresh.clear();
-        for (const id of plan.removed) store.dropToolset(id);
-        const committed = new Map<string, ToolsetRuntime>();
-        for (const spec of next) {
-          if (!isMcp(spec)) committed.set(spec.id, nextRuntimes.get(spec.id) as ToolsetRuntime);
-          else {
-            const conn = connectionFor(spec.backend);
-            const listing = conn.status().state === 'up' ? conn.knownTools() : null;
-            committed.set(spec.id, mcpToolsetRuntime(spec, listing, true));
-          }
-        }
-        install(next, committed, [...plan.added, ...plan.changed, ...plan.removed]);
-        return { ...plan, warnings };
+        return await reloadCatalog({
+          current: specs,
+          load: () => loadToolsetFiles(source.dir, source.vars),
+          connections,
+          applied,
+          nativeRuntimes: (next) => nativeRuntimes(next, backends, 0, compile),
+          connectionFor,
+          mcpRuntime: mcpToolsetRuntime,
+          dropToolset: (id) => store.dropToolset(id),
+          install,
+        });
       } finally {
         reloading = false;
-        for (const conn of fresh.values()) await conn.close();
       }
     },
     /** Called with the ids of toolsets whose tools changed (listings, approvals, reloads). */

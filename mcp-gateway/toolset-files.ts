@@ -238,7 +238,7 @@ function mcpBackend(
 const PACKAGE_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'node_modules', '.bin');
 
 /** A bare command from node_modules/.bin (the working directory's, then toolshift's own), else from PATH. */
-function resolveCommand(command: string, fileDir: string): string {
+export function resolveCommand(command: string, fileDir: string): string {
   if (command.includes('/')) return path.resolve(fileDir, command);
   for (const bin of [path.resolve('node_modules', '.bin'), PACKAGE_BIN]) {
     const candidate = path.join(bin, command);

@@ -1,0 +1,102 @@
+import { Redactor } from './env-expand.ts';
+
+// Which values of an imported MCP server configuration are secrets, and the `${VAR}` references that
+// replace them: an environment variable keeps its own name, a header credential or a secret-looking
+// argument or query parameter gets `<TOOLSET_ID>_<WHAT>`.
+
+const SECRET_NAME =
+  /token|secret|passw|api[_-]?key|access[_-]?key|private[_-]?key|credential|auth|cookie|session|pat\b/i;
+const SECRET_SHAPE = /^(sk-|ghp_|gho_|ghs_|github_pat_|xox[abprs]-|glpat-|AKIA|AIza|ya29\.|eyJ)/;
+
+/** True for values that look like credentials: known token prefixes, or long random-looking strings. */
+export function looksSecret(value: string): boolean {
+  if (SECRET_SHAPE.test(value)) return true;
+  if (value.length < 24 || /[\s/:]/.test(value) || value.startsWith('.')) return false;
+  return /[a-z]/.test(value) && /[A-Z0-9]/.test(value) && /^[A-Za-z0-9_\-.=+]+$/.test(value);
+}
+
+const upper = (s: string) =>
+  s
+    .toUpperCase()
+    .replace(/[^A-Z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '');
+
+/** A server's block with secrets replaced, the variables it now needs, and a redactor for messages. */
+export interface SecretReferences {
+  block: Record<string, unknown>;
+  variables: string[];
+  redact(text: string): string;
+}
+
+/**
+ * Replaces the secret values of one server. `claimed` maps variable names to values across the whole
+ * import, so two servers with different values for the same name get different variables.
+ */
+export function secretReferences(
+  id: string,
+  server: {
+    command?: string;
+    args?: string[];
+    env?: Record<string, string>;
+    cwd?: string;
+    url?: string;
+    headers?: Record<string, string>;
+  },
+  claimed: Map<string, string>,
+): SecretReferences {
+  const found: Record<string, string> = {};
+  const reference = (wanted: string, value: string) => {
+    let name = upper(wanted) || `${upper(id)}_SECRET`;
+    if (claimed.has(name) && claimed.get(name) !== value) name = `${upper(id)}_${name}`;
+    for (let n = 2; claimed.has(name) && claimed.get(name) !== value; n++)
+      name = `${upper(id)}_${upper(wanted)}_${n}`;
+    claimed.set(name, value);
+    found[name] = value;
+    return `\${${name}}`;
+  };
+  const keep = (value: string) => /\$\{[A-Za-z_][A-Za-z0-9_]*\}/.test(value);
+  const block: Record<string, unknown> = {};
+  if (server.command !== undefined) {
+    block.command = server.command;
+    const args = server.args ?? [];
+    const mapped = args.map((arg, i) => {
+      if (keep(arg)) return arg;
+      const flag = /^(--?[A-Za-z0-9_-]+)=(.+)$/.exec(arg);
+      if (flag && (SECRET_NAME.test(flag[1]) || looksSecret(flag[2]))) {
+        return `${flag[1]}=${reference(`${id}_${flag[1].replace(/^-+/, '')}`, flag[2])}`;
+      }
+      const previous = args[i - 1] ?? '';
+      if ((previous.startsWith('-') && SECRET_NAME.test(previous)) || looksSecret(arg)) {
+        return reference(`${id}_${previous.replace(/^-+/, '') || 'arg'}`, arg);
+      }
+      return arg;
+    });
+    if (mapped.length > 0) block.args = mapped;
+    const env: Record<string, string> = {};
+    for (const [key, value] of Object.entries(server.env ?? {})) {
+      env[key] =
+        keep(value) || !(SECRET_NAME.test(key) || looksSecret(value)) ? value : reference(key, value);
+    }
+    if (Object.keys(env).length > 0) block.env = env;
+    if (server.cwd) block.cwd = server.cwd;
+  } else {
+    const url = new URL(server.url as string);
+    for (const [key, value] of [...url.searchParams]) {
+      if (!keep(value) && (SECRET_NAME.test(key) || looksSecret(value))) {
+        url.searchParams.set(key, reference(`${id}_${key}`, value));
+      }
+    }
+    block.url = decodeURI(url.toString());
+    const headers: Record<string, string> = {};
+    for (const [key, value] of Object.entries(server.headers ?? {})) {
+      const scheme = /^(Bearer|Basic|Token)\s+(.+)$/i.exec(value);
+      if (keep(value)) headers[key] = value;
+      else if (scheme) headers[key] = `${scheme[1]} ${reference(`${id}_token`, scheme[2])}`;
+      else if (SECRET_NAME.test(key) || looksSecret(value)) headers[key] = reference(`${id}_${key}`, value);
+      else headers[key] = value;
+    }
+    if (Object.keys(headers).length > 0) block.headers = headers;
+  }
+  const redactor = new Redactor(found);
+  return { block, variables: Object.keys(found), redact: (text) => redactor.text(text) };
+}

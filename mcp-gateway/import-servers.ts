@@ -1,0 +1,200 @@
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Document, parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { describeIssues } from '../lib/http.ts';
+import { createLogger } from '../lib/log.ts';
+import { McpConnection, type McpServerSpec } from './backends/mcp-connection.ts';
+import { Redactor } from './env-expand.ts';
+import { secretReferences } from './import-secrets.ts';
+import { resolveCommand } from './toolset-files.ts';
+
+// `toolshift toolsets import <file>`: the `mcpServers` JSON of desktop and IDE MCP clients becomes one
+// toolset file per server. Each server is started (or reached) once to describe it from its own
+// instructions and tool list; secret values become `${VAR}` references and are never written or printed.
+
+const Stdio = z
+  .looseObject({
+    command: z.string().min(1),
+    args: z.array(z.string()).default([]),
+    env: z.record(z.string(), z.string()).default({}),
+    cwd: z.string().optional(),
+  })
+  .transform(({ command, args, env, cwd }) => ({ kind: 'stdio' as const, command, args, env, cwd }));
+const Http = z
+  .looseObject({
+    url: z.string().min(1),
+    headers: z.record(z.string(), z.string()).default({}),
+    type: z.string().optional(),
+  })
+  .transform(({ url, headers, type }) => ({ kind: 'http' as const, url, headers, type }));
+const Server = z.union([Stdio, Http]);
+const Config = z.looseObject({ mcpServers: z.record(z.string(), Server) });
+
+/** What happened to one server of the file. */
+export interface ImportOutcome {
+  name: string;
+  id: string;
+  file: string;
+  status: 'written' | 'skipped';
+  /** Why a server was skipped, or what to improve in a written file. */
+  note?: string;
+  /** True when the description came from the server itself, false when it had to be made from the config. */
+  described: boolean;
+  /** Variables the gateway's environment must provide (values never shown). */
+  variables: string[];
+}
+
+/** What an import needs: the file, where toolsets live, and whether to overwrite or connect. */
+export interface ImportOptions {
+  file: string;
+  toolsetsDir: string;
+  force?: boolean;
+  connect?: boolean;
+  connectTimeoutMs?: number;
+  /** The environment the servers are started with for describing them (PATH, HOME). */
+  env?: Record<string, string | undefined>;
+}
+
+/** A toolset id from a server's name: lower case, `_` for anything else, at most 64 characters. */
+export function toolsetId(name: string): string {
+  const id = name
+    .toLowerCase()
+    .replace(/[^a-z0-9_]+/g, '_')
+    .replace(/^_+|_+$/g, '')
+    .slice(0, 64);
+  return id || 'server';
+}
+
+/** The ids already declared in the toolsets directory, by file. */
+function existingIds(dir: string): Map<string, string> {
+  const ids = new Map<string, string>();
+  if (!existsSync(dir)) return ids;
+  for (const name of readdirSync(dir).filter((f) => /\.ya?ml$/.test(f))) {
+    try {
+      const id = (parseYaml(readFileSync(path.join(dir, name), 'utf8')) as { id?: unknown })?.id;
+      if (typeof id === 'string') ids.set(id, name);
+    } catch {}
+  }
+  return ids;
+}
+
+/** A description from what the server says about itself, or undefined when it could not be reached. */
+async function describe(
+  spec: McpServerSpec,
+  label: string,
+  timeoutMs: number,
+): Promise<string | { error: string }> {
+  const conn = new McpConnection(label, spec, {
+    log: createLogger('import', 'silent'),
+    redactor: new Redactor({}),
+    connectTimeoutMs: timeoutMs,
+  });
+  try {
+    const tools = await conn.listTools();
+    const who = conn.identity();
+    const intro = (who.instructions ?? '')
+      .split(/\n\s*\n/)[0]
+      .replace(/\s+/g, ' ')
+      .trim();
+    const head = intro && !intro.startsWith('#') ? intro : (who.title ?? who.name ?? label);
+    const names = tools.map((t) => t.name);
+    const listed =
+      names.slice(0, 12).join(', ') + (names.length > 12 ? `, and ${names.length - 12} more` : '');
+    const sentence = head.length > 300 ? `${head.slice(0, 297)}...` : head;
+    return `${sentence.replace(/[.\s]*$/, '')}. Tools: ${listed || 'none listed'}.`;
+  } catch (err) {
+    return { error: (err as Error).message };
+  } finally {
+    await conn.close();
+  }
+}
+
+/** Reads an `mcpServers` file and writes one toolset file per server; never overwrites without `force`. */
+export async function importServers(opts: ImportOptions): Promise<ImportOutcome[]> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(opts.file, 'utf8'));
+  } catch (err) {
+    throw new Error(`${opts.file}: not a readable JSON file: ${(err as Error).message}`);
+  }
+  const parsed = Config.safeParse(raw);
+  if (!parsed.success) {
+    throw new Error(
+      `${opts.file}: expected {"mcpServers": {"name": {"command", "args", "env"} | {"url", "headers"}}}: ${describeIssues(parsed.error)}`,
+    );
+  }
+  const env = opts.env ?? process.env;
+  const taken = existingIds(opts.toolsetsDir);
+  const used = new Set<string>();
+  const claimed = new Map<string, string>();
+  const outcomes: ImportOutcome[] = [];
+  for (const [name, server] of Object.entries(parsed.data.mcpServers)) {
+    let id = toolsetId(name);
+    for (let n = 2; used.has(id); n++) id = `${toolsetId(name).slice(0, 60)}_${n}`;
+    used.add(id);
+    const file = path.join(opts.toolsetsDir, `${id}.yaml`);
+    const base = { name, id, file, described: false, variables: [] as string[] };
+    const owner = taken.get(id);
+    if (owner && owner !== `${id}.yaml` && !opts.force) {
+      outcomes.push({ ...base, status: 'skipped', note: `toolset id ${id} is already used by ${owner}` });
+      continue;
+    }
+    if (existsSync(file) && !opts.force) {
+      outcomes.push({ ...base, status: 'skipped', note: `${file} exists; use --force to overwrite it` });
+      continue;
+    }
+    if (server.kind === 'http' && server.type === 'sse') {
+      outcomes.push({
+        ...base,
+        status: 'skipped',
+        note: 'it uses the older HTTP+SSE transport; toolshift speaks Streamable HTTP (give its Streamable HTTP URL)',
+      });
+      continue;
+    }
+    const refs = secretReferences(id, server, claimed);
+    const literal: McpServerSpec =
+      server.kind === 'stdio'
+        ? {
+            transport: 'stdio',
+            command: resolveCommand(server.command, path.dirname(opts.file)),
+            args: server.args,
+            env: { PATH: env.PATH ?? '', HOME: env.HOME ?? '', ...server.env },
+            cwd: server.cwd,
+            protocol: 'legacy',
+          }
+        : { transport: 'http', url: server.url, headers: server.headers, protocol: 'auto' };
+    const label =
+      server.kind === 'stdio' ? [server.command, ...server.args].join(' ') : String(refs.block.url);
+    const described =
+      opts.connect === false
+        ? { error: 'not contacted (--no-connect)' }
+        : await describe(literal, String(label), opts.connectTimeoutMs ?? 15_000);
+    const description =
+      typeof described === 'string'
+        ? refs.redact(described)
+        : `The MCP server "${name}" (${refs.redact(String(label))}). Replace this with what it is for, so discovery can find it.`;
+    const doc = new Document({ id, description, default: false, backend: { mcp: refs.block } });
+    doc.commentBefore = [
+      ` Imported from ${path.basename(opts.file)} (server "${name}") by toolshift toolsets import.`,
+      ...(refs.variables.length > 0
+        ? [
+            ` Set ${refs.variables.join(', ')} in the gateway's environment or .env; values are never stored here.`,
+          ]
+        : []),
+    ].join('\n');
+    writeFileSync(file, doc.toString({ lineWidth: 110 }));
+    outcomes.push({
+      ...base,
+      status: 'written',
+      described: typeof described === 'string',
+      variables: refs.variables,
+      ...(typeof described === 'string'
+        ? {}
+        : {
+            note: `could not describe it (${refs.redact(described.error)}); improve the description in ${file}`,
+          }),
+    });
+  }
+  return outcomes;
+}

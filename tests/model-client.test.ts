@@ -1,5 +1,6 @@
 import { delay, HttpResponse, http } from 'msw';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { TaskStoppedError } from '../agent-server/errors.ts';
 import { openAIModel, retryAfterMs } from '../agent-server/model.ts';
 import { completion, MODEL_BASE_URL, modelEdge } from './helpers/msw.ts';
 
@@ -144,6 +145,67 @@ describe('the OpenAI-compatible model client', () => {
       /failed after 2 attempts: model call timed out after 150 ms/,
     );
     expect(n).toBe(2);
+  });
+
+  it('tells the caller about each retry (status, reason, delay) and how many attempts the call took', async () => {
+    let n = 0;
+    server.use(
+      http.post(URL, () =>
+        ++n < 3
+          ? failing(503, { 'retry-after-ms': '40' }, 'overloaded')
+          : HttpResponse.json(completion({ content: 'ok' })),
+      ),
+    );
+    const retries: unknown[] = [];
+    const reply = await model().m.complete(request, { onRetry: (r) => retries.push(r) });
+    expect(reply.attempts).toBe(3);
+    expect(retries).toEqual([
+      { attempt: 1, status: 503, reason: 'model endpoint answered 503: 503 overloaded', delay_ms: 40 },
+      { attempt: 2, status: 503, reason: 'model endpoint answered 503: 503 overloaded', delay_ms: 40 },
+    ]);
+  });
+
+  it('aborts a call in flight when the task is stopped, without retrying it', async () => {
+    let n = 0;
+    let arrived: () => void = () => {};
+    const inFlight = new Promise<void>((r) => {
+      arrived = r;
+    });
+    server.use(
+      http.post(URL, async () => {
+        n++;
+        arrived();
+        await delay('infinite');
+        return HttpResponse.json(completion({ content: 'never' }));
+      }),
+    );
+    const controller = new AbortController();
+    const call = model().m.complete(request, { signal: controller.signal });
+    await inFlight;
+    controller.abort(new TaskStoppedError('cancelled', 'The task was cancelled by a client'));
+    const err = await call.catch((e) => e);
+    expect(err).toBeInstanceOf(TaskStoppedError);
+    expect(err.reason).toBe('cancelled');
+    expect(n).toBe(1);
+  });
+
+  it('stops waiting between attempts when the task is stopped', async () => {
+    server.use(http.post(URL, () => failing(503)));
+    const controller = new AbortController();
+    const m = openAIModel({
+      baseURL: MODEL_BASE_URL,
+      apiKey: 'test',
+      timeoutMs: 5000,
+      maxAttempts: 4,
+      sleep: () => new Promise(() => {}),
+    });
+    const call = m.complete(request, {
+      signal: controller.signal,
+      onRetry: () => controller.abort(new TaskStoppedError('timed_out')),
+    });
+    const err = await call.catch((e) => e);
+    expect(err).toBeInstanceOf(TaskStoppedError);
+    expect(err.reason).toBe('timed_out');
   });
 
   it('reads retry-after in seconds, milliseconds and as an HTTP date', () => {

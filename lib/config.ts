@@ -102,6 +102,13 @@ const EnvSchema = z.object({
     .int()
     .min(1024)
     .default(256 * 1024),
+  DB_QUERY_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
+  DB_MAX_ROWS: z.coerce.number().int().min(1).max(10_000).default(1000),
+  DB_MAX_RESULT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(256 * 1024),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -176,6 +183,12 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         apiUrl: e.GITHUB_API_URL ?? 'https://api.github.com',
         token: e.GITHUB_TOKEN,
         timeoutMs: e.GIT_TOOLS_TIMEOUT_MS,
+      },
+      /** database_tools: deadline of one call (the query process is killed past it) and the result caps. */
+      databases: {
+        timeoutMs: e.DB_QUERY_TIMEOUT_MS,
+        maxRows: e.DB_MAX_ROWS,
+        maxResultBytes: e.DB_MAX_RESULT_BYTES,
       },
       /** web_tools: the search key, the hosts exempt from the SSRF guard, limits, and a proxy only if asked. */
       web: {

@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { describeIssues, jsonSchema } from '../../lib/http.ts';
 import type { ToolAnnotations } from '../contract.ts';
 import type { PathGuard } from '../path-guard.ts';
+import type { DatabaseContext } from './db-tools.ts';
 import type { GitSettings } from './git-run.ts';
 import type { GitHubSettings } from './github-api.ts';
 import type { WebContext } from './web-context.ts';
@@ -18,6 +19,8 @@ export interface ToolContext {
   git?: GitSettings;
   /** get_github_pull_request_info's API URL, optional token and timeout; api.github.com, no token when absent. */
   github?: GitHubSettings;
+  /** database_tools' query processes, deadline and result caps; one process per call and defaults when absent. */
+  databases?: DatabaseContext;
 }
 
 /** A tool's failure that the model can act on; its message becomes `ToolResult.error`. */

@@ -1,0 +1,20 @@
+import { type DbJob, runJob } from './db-ops.ts';
+
+// The entry of a query process (started by db-runner.ts with tsx's loader). It answers one job per message,
+// each on a fresh read-only connection. It is a process, not a worker thread: a statement running inside
+// sqlite3_step() never returns to JavaScript, so Worker.terminate() cannot stop it (the thread keeps running,
+// and even process.exit() waits for it); SIGKILL can.
+
+if (typeof process.send !== 'function') {
+  console.error('db-worker.ts is started by the tool-server (db-runner.ts) with an IPC channel');
+  process.exit(2);
+}
+
+process.on('message', (job: DbJob) => {
+  process.send?.(runJob(job));
+});
+
+// The tool-server went away (or closed its pool): nothing more will come.
+process.on('disconnect', () => process.exit(0));
+
+process.send({ ready: true });

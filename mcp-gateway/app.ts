@@ -1,11 +1,12 @@
 import { Hono } from 'hono';
-import { installBase, route, serveOpenApi } from '../lib/http.ts';
+import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import { requireRole, type Security } from '../lib/security.ts';
 import type { Backend } from './backends/backend.ts';
 import { DEFAULT_SESSION, gatewayRoutes as routes } from './contract.ts';
 import type { Gateway } from './gateway.ts';
 import type { McpFace } from './mcp/face.ts';
+import { type PromptCatalog, PromptError, UnknownPromptError } from './prompts.ts';
 
 /** What the gateway's app needs; tests pass their own. */
 export interface GatewayDeps {
@@ -15,6 +16,8 @@ export interface GatewayDeps {
   security: Security;
   /** The MCP face served at /mcp (mcp/face.ts). */
   face: McpFace;
+  /** The playbook prompts (prompts.ts), also served by the face. */
+  prompts: PromptCatalog;
 }
 
 /** The gateway's HTTP API; only main.ts listens. */
@@ -42,6 +45,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   route(app, routes.reloadToolsets, async (c) => {
     requireRole(c, ['admin'], 'Reloading the toolsets');
     const result = await gateway.reloadToolsets();
+    deps.prompts.reload();
     await deps.face.announce();
     return c.json(result);
   });
@@ -65,6 +69,16 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     return ok
       ? c.json({ status: 'ok' as const, backends, upstreams })
       : c.json({ error: 'a backend is unhealthy', backends, upstreams }, 503);
+  });
+  route(app, routes.listPrompts, (c) => c.json({ prompts: deps.prompts.list() }));
+  route(app, routes.renderPrompt, (c, { params, body }) => {
+    try {
+      return c.json(deps.prompts.render(params.name, body.arguments));
+    } catch (err) {
+      if (err instanceof PromptError)
+        throw new HttpError(err instanceof UnknownPromptError ? 404 : 400, err.message);
+      throw err;
+    }
   });
   deps.face.mount(app);
   serveOpenApi(app, 'toolshift mcp-gateway', Object.values(routes));

@@ -157,8 +157,39 @@ export const ReloadResponse = z.object({
   warnings: z.array(z.string()),
 });
 
+/** A playbook prompt as listed: its arguments say which are required. */
+export const PromptInfo = z.object({
+  name: z.string(),
+  description: z.string(),
+  arguments: z.array(z.object({ name: z.string(), description: z.string(), required: z.boolean() })),
+});
+
+export const RenderPromptRequest = z.strictObject({
+  arguments: z.record(z.string(), z.string()).default({}),
+});
+export type RenderPromptRequest = z.infer<typeof RenderPromptRequest>;
+
+export const RenderedPrompt = z.object({ name: z.string(), description: z.string(), text: z.string() });
+export type RenderedPrompt = z.infer<typeof RenderedPrompt>;
+
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const gatewayRoutes = {
+  listPrompts: {
+    method: 'get',
+    path: '/mcp/prompts',
+    roles: ['admin', 'agent', 'mcp'],
+    summary: 'The playbook prompts (PROMPTS_DIR) with their arguments',
+    responses: { 200: z.object({ prompts: z.array(PromptInfo) }) },
+  },
+  renderPrompt: {
+    method: 'post',
+    path: '/mcp/prompts/{name}/render',
+    roles: ['admin', 'agent', 'mcp'],
+    summary: 'Render a playbook with its arguments (unknown or missing ones are refused)',
+    params: z.object({ name: z.string().min(1).max(64) }),
+    body: RenderPromptRequest,
+    responses: { 200: RenderedPrompt, 400: ErrorBody, 404: ErrorBody },
+  },
   changeToolsets: {
     method: 'post',
     path: '/mcp/admin/toolsets',

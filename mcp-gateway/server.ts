@@ -11,6 +11,7 @@ import { buildCatalog, type Catalog, loadToolsetFiles } from './catalog.ts';
 import { createGateway } from './gateway.ts';
 import { createMcpFace } from './mcp/face.ts';
 import { createHandleStore } from './mcp/handles.ts';
+import { createPromptCatalog } from './prompts.ts';
 import { createGatewayStore } from './store.ts';
 import { toolsetVariables } from './toolset-files.ts';
 
@@ -45,13 +46,15 @@ export async function startGateway(
     throw err;
   }
   const gateway = createGateway({ catalog, store, log });
+  const prompts = createPromptCatalog(config.gateway.promptsDir);
   const face = createMcpFace({
     gateway,
+    prompts,
     handles: createHandleStore(db, { idleMs: config.gateway.mcp.handleIdleMs }),
     sessionIdleMs: config.gateway.mcp.sessionIdleMs,
     onError: (err) => log.warn({ err: err.message }, 'MCP face'),
   });
-  const app = createGatewayApp({ gateway, backends, log, security, face });
+  const app = createGatewayApp({ gateway, backends, log, security, face, prompts });
   const listening = await listen(app, config.gateway.port, config.host);
   log.info({ url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) }, 'mcp-gateway listening');
   return {

@@ -1,8 +1,10 @@
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { HttpResponse, http } from 'msw';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { loadConfig } from '../lib/config.ts';
 import type { Listening } from '../lib/serve.ts';
 import { startStack } from '../start-stack.ts';
@@ -86,7 +88,9 @@ describe('end to end over HTTP', () => {
     const names = seen.map((r) => r.tools.map((t) => t.function.name));
     expect(names[0]).toEqual(['manage_toolsets']);
     expect(names[1][0]).toBe('manage_toolsets');
-    expect(names[1]).toHaveLength(15);
+    const fsTools = (parse(readFileSync('toolsets/file_system_tools.yaml', 'utf8')) as { tools: string[] })
+      .tools;
+    expect(names[1]).toEqual(['manage_toolsets', ...fsTools]);
     expect(names[1]).toContain('write_file');
     expect(names[2]).toEqual(names[1]);
     expect(names[3]).toEqual(['manage_toolsets']);

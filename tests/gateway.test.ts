@@ -8,7 +8,7 @@ import { buildCatalog, loadToolsetFiles } from '../mcp-gateway/catalog.ts';
 import { createToolServerApp } from '../tool-server/app.ts';
 import { PathGuard } from '../tool-server/path-guard.ts';
 import { createRegistry } from '../tool-server/registry.ts';
-import { fileSystemTools } from '../tool-server/tools/file-system.ts';
+import { nativeTools } from '../tool-server/tools/native.ts';
 import {
   fetchOf,
   log,
@@ -34,7 +34,7 @@ async function toolsetDir(files: Record<string, string>) {
 async function backends() {
   const root = await mkdtemp(path.join(tmpdir(), 'ws-'));
   const app = createToolServerApp({
-    registry: createRegistry(fileSystemTools),
+    registry: createRegistry(nativeTools),
     context: { paths: await PathGuard.create({ roots: [root], readOnlyRoots: [] }), maxReadBytes: 1024 },
     log,
     security: openSecurity,
@@ -61,7 +61,9 @@ describe('toolset catalog', () => {
       'a.yaml': 'id: one\ndescription: x\ntools: [write_file]\n',
       'b.yaml': 'id: two\ndescription: y\ntools: [write_file]\n',
     });
-    expect(() => loadToolsetFiles(dup)).toThrow(/b\.yaml: tool write_file is already offered by toolset one \(.*a\.yaml\); set a prefix/);
+    expect(() => loadToolsetFiles(dup)).toThrow(
+      /b\.yaml: tool write_file is already offered by toolset one \(.*a\.yaml\); set a prefix/,
+    );
     const reserved = await toolsetDir({ 'r.yaml': 'id: r\ndescription: x\ntools: [manage_toolsets]\n' });
     expect(() => loadToolsetFiles(reserved)).toThrow(/r\.yaml: manage_toolsets is the agent's own meta-tool/);
     const backendless = await toolsetDir({

@@ -24,7 +24,7 @@ async function connect(s: Stack, era: Era, opts: { path?: string; token?: string
       : { supportedProtocolVersions: ['2025-11-25'] },
   );
   const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1${opts.path ?? '/mcp'}`), {
-    fetch: (url, init) => s.gatewayApp.request(String(url), init),
+    fetch: async (url, init) => s.gatewayApp.request(String(url), init),
     requestInit: opts.token ? { headers: { authorization: `Bearer ${opts.token}` } } : undefined,
   });
   await client.connect(transport);

@@ -5,10 +5,9 @@ import { type Listening, listen } from '../lib/serve.ts';
 import { createToolServerApp } from './app.ts';
 import { PathGuard } from './path-guard.ts';
 import { createRegistry } from './registry.ts';
-import { fileSystemTools } from './tools/file-system.ts';
-import { gitTools } from './tools/git-tools.ts';
+import { createDbRunner } from './tools/db-runner.ts';
+import { nativeTools } from './tools/native.ts';
 import { webContextFrom } from './tools/web-context.ts';
-import { webTools } from './tools/web-tools.ts';
 
 /** Builds the tool-server from config and listens; used by main.ts and by start.ts. */
 export async function startToolServer(config: Config): Promise<Listening> {
@@ -18,19 +17,28 @@ export async function startToolServer(config: Config): Promise<Listening> {
     roots: config.tools.roots,
     readOnlyRoots: config.tools.readOnlyRoots,
   });
+  // Query processes start on the first database call; close() below kills them.
+  const databases = createDbRunner();
   const app = createToolServerApp({
-    registry: createRegistry([...fileSystemTools, ...webTools, ...gitTools]),
+    registry: createRegistry(nativeTools),
     context: {
       paths,
       maxReadBytes: config.tools.maxReadBytes,
       web: webContextFrom(config.tools.web),
       git: config.tools.git,
       github: config.tools.github,
+      databases: { ...config.tools.databases, runner: databases },
     },
     log,
     security,
   });
   const listening = await listen(app, config.tools.port, config.host);
   log.info({ url: listening.url, roots: paths.allowed() }, 'tool-server listening');
-  return listening;
+  return {
+    ...listening,
+    close: async () => {
+      databases.close();
+      await listening.close();
+    },
+  };
 }

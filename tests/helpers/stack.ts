@@ -16,12 +16,13 @@ import { buildCatalog, loadToolsetFiles } from '../../mcp-gateway/catalog.ts';
 import { createGateway } from '../../mcp-gateway/gateway.ts';
 import { createMcpFace } from '../../mcp-gateway/mcp/face.ts';
 import { createHandleStore } from '../../mcp-gateway/mcp/handles.ts';
+import { createPromptCatalog } from '../../mcp-gateway/prompts.ts';
 import { createGatewayStore } from '../../mcp-gateway/store.ts';
 import { toolsetVariables } from '../../mcp-gateway/toolset-files.ts';
 import { createToolServerApp } from '../../tool-server/app.ts';
 import { PathGuard } from '../../tool-server/path-guard.ts';
 import { createRegistry } from '../../tool-server/registry.ts';
-import { fileSystemTools } from '../../tool-server/tools/file-system.ts';
+import { nativeTools } from '../../tool-server/tools/native.ts';
 
 export const log = createLogger('test', 'silent');
 const silent = log;
@@ -104,6 +105,8 @@ export interface StackOptions {
   vars?: Record<string, string>;
   /** Upstream MCP connection timeouts. */
   connection?: { connectTimeoutMs?: number; livenessTimeoutMs?: number };
+  /** Playbook prompts; default: the repo's own prompts/. */
+  promptsDir?: string;
   /** Idle lifetime of MCP handles, and the clock they are judged by. */
   handleIdleMs?: number;
   now?: () => number;
@@ -123,7 +126,7 @@ export async function makeStack(opts: StackOptions = {}) {
   }
   const paths = await PathGuard.create({ roots: [root], readOnlyRoots: [] });
   const toolApp = createToolServerApp({
-    registry: createRegistry(fileSystemTools),
+    registry: createRegistry(nativeTools),
     context: { paths, maxReadBytes: 64 * 1024 },
     log,
     security: tokenSecurity({ gateway: opts.tokens?.gateway }),
@@ -152,8 +155,9 @@ export async function makeStack(opts: StackOptions = {}) {
     mcp: opts.tokens?.mcp,
   });
   const handles = createHandleStore(gatewayDb, { idleMs: opts.handleIdleMs ?? 3_600_000, now: opts.now });
-  const face = createMcpFace({ gateway, handles, sessionIdleMs: 3_600_000 });
-  const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity, face });
+  const prompts = createPromptCatalog(opts.promptsDir ?? path.resolve('prompts'));
+  const face = createMcpFace({ gateway, handles, prompts, sessionIdleMs: 3_600_000 });
+  const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity, face, prompts });
   const taskStore = createTaskStore(openDatabase(path.join(dataDir, 'agent.db')));
   const agent = createAgent({
     store: taskStore,

@@ -1,0 +1,125 @@
+import { existsSync, readFileSync } from 'node:fs';
+import picomatch from 'picomatch';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { describeIssues } from '../lib/http.ts';
+
+// The operator's policy: allow / ask / deny rules by tool name or glob, by toolset, and by annotation, for
+// calls and for activations, first match wins. Read from POLICY_FILE; enforced in the gateway, so every
+// path (the agent's REST calls and the MCP face) obeys it.
+
+/** What a rule decides. */
+export const Decision = z.enum(['allow', 'ask', 'deny']);
+export type Decision = z.infer<typeof Decision>;
+
+/** The annotations a rule may test (a tool matches when its annotation is true). */
+const Annotation = z.enum(['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint']);
+
+const Rule = z
+  .strictObject({
+    tool: z.string().min(1).optional(),
+    toolset: z.string().min(1).optional(),
+    annotation: Annotation.optional(),
+    on: z.enum(['call', 'activate']).default('call'),
+    decision: Decision,
+    reason: z.string().max(500).optional(),
+  })
+  .refine((r) => r.tool !== undefined || r.toolset !== undefined || r.annotation !== undefined, {
+    message: 'a rule needs at least one of tool, toolset, annotation',
+  })
+  .refine((r) => r.on === 'call' || (r.tool === undefined && r.annotation === undefined), {
+    message: 'an "on: activate" rule matches toolsets only: use toolset, not tool or annotation',
+  });
+
+const PolicyFile = z.strictObject({ default: Decision.default('allow'), rules: z.array(Rule).default([]) });
+
+/** A policy file that cannot be used; the message names the file, the rule and what is valid. */
+export class PolicyError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** What is being decided: a call of a tool, or the activation of a toolset. */
+export type PolicySubject =
+  | { on: 'call'; tool: string; toolset: string; annotations: Record<string, unknown> }
+  | { on: 'activate'; toolset: string };
+
+/** The verdict, with the rule that gave it (`rule` is null for the default). */
+export interface Verdict {
+  decision: Decision;
+  rule: number | null;
+  reason: string;
+}
+
+/** A loaded policy. */
+export interface Policy {
+  decide(subject: PolicySubject): Verdict;
+  /** The policy as loaded, for the admin API. */
+  describe(): { file: string | null; default: Decision; rules: z.infer<typeof Rule>[] };
+}
+
+/** Parses policy text; `file` names it in errors. */
+export function parsePolicy(text: string, file: string): Policy {
+  let raw: unknown;
+  try {
+    raw = parseYaml(text) ?? {};
+  } catch (err) {
+    throw new PolicyError(`${file}: not valid YAML: ${(err as Error).message}`);
+  }
+  const parsed = PolicyFile.safeParse(raw);
+  if (!parsed.success) {
+    // "rule 2: decision: …" rather than zod's "rules.1.decision: …".
+    const problems = parsed.error.issues.map((i) => {
+      const [top, index, ...rest] = i.path;
+      if (top !== 'rules' || typeof index !== 'number') return describeIssues(new z.ZodError([i]));
+      return `rule ${index + 1}: ${rest.length > 0 ? `${rest.join('.')}: ` : ''}${i.message}`;
+    });
+    throw new PolicyError(
+      `${file}: ${problems.join('; ')}. A rule is {tool?: glob, toolset?: glob, annotation?: ` +
+        'readOnlyHint|destructiveHint|idempotentHint|openWorldHint, on?: call|activate, decision: allow|ask|deny, reason?}',
+    );
+  }
+  const { default: fallback, rules } = parsed.data;
+  const matchers = rules.map((r) => ({
+    rule: r,
+    tool: r.tool ? picomatch(r.tool) : undefined,
+    toolset: r.toolset ? picomatch(r.toolset) : undefined,
+  }));
+  return {
+    decide(subject) {
+      for (const [i, m] of matchers.entries()) {
+        if (m.rule.on !== subject.on) continue;
+        if (m.toolset && !m.toolset(subject.toolset)) continue;
+        if (subject.on === 'call') {
+          if (m.tool && !m.tool(subject.tool)) continue;
+          if (m.rule.annotation && subject.annotations[m.rule.annotation] !== true) continue;
+        }
+        const what = [
+          m.rule.tool && `tool ${m.rule.tool}`,
+          m.rule.toolset && `toolset ${m.rule.toolset}`,
+          m.rule.annotation,
+        ]
+          .filter(Boolean)
+          .join(', ');
+        return {
+          decision: m.rule.decision,
+          rule: i + 1,
+          reason: m.rule.reason ?? `policy rule ${i + 1} (${what})`,
+        };
+      }
+      return { decision: fallback, rule: null, reason: 'the policy default' };
+    },
+    describe: () => ({ file, default: fallback, rules }),
+  };
+}
+
+/** Loads POLICY_FILE; a missing file is the permissive default (allow everything), said in describe(). */
+export function loadPolicy(file: string): Policy {
+  if (!existsSync(file)) {
+    const policy = parsePolicy('default: allow\n', file);
+    return { decide: policy.decide, describe: () => ({ ...policy.describe(), file: null }) };
+  }
+  return parsePolicy(readFileSync(file, 'utf8'), file);
+}

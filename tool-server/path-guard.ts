@@ -69,7 +69,8 @@ export class PathGuard {
   /** Realpaths every root (creating missing read-write ones) so later checks compare real paths. */
   static async create(opts: PathGuardOptions): Promise<PathGuard> {
     const roots = await loadRoots(opts.roots, opts.readOnlyRoots);
-    const available = await procFdWorks(roots[0].real);
+    // Every root must read back through /proc/self/fd as its real path (a chroot or an odd mount may not).
+    const available = (await Promise.all(roots.map((r) => procFdWorks(r.real)))).every(Boolean);
     if (opts.verifyDescriptors === true && !available) {
       throw new Error('verifyDescriptors needs /proc/self/fd (Linux); this system does not provide it');
     }

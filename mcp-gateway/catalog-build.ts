@@ -170,33 +170,45 @@ export async function nativeRuntimes(
 }
 
 /**
- * Gives each tool name to one toolset, in file order: a later toolset offering a name already taken (or
- * the meta-tool's) is marked in error with a message naming both files, and offers nothing.
+ * Gives each tool name to one toolset: toolsets that already offered tools keep them (`incumbents`), then
+ * the rest in file order. A toolset offering a name already taken (or the meta-tool's) is marked in error
+ * with a message naming both files, and offers nothing; the result keeps the input order.
  */
-export function resolveCollisions(runtimes: readonly ToolsetRuntime[]): ToolsetRuntime[] {
+export function resolveCollisions(
+  runtimes: readonly ToolsetRuntime[],
+  incumbents: ReadonlySet<string> = new Set(),
+): ToolsetRuntime[] {
   const taken = new Map<string, ToolsetSpec>();
-  return runtimes.map((rt) => {
-    if (rt.error) return rt;
-    for (const tool of rt.offered) {
-      const name = tool.definition.name;
-      const label = typeof rt.spec.backend === 'string' ? rt.spec.backend : rt.spec.backend.label;
-      if (name === RESERVED_TOOL) {
-        return failed(
-          rt,
-          `${rt.spec.file}: ${label} offers ${RESERVED_TOOL}, the agent's own meta-tool; set a prefix`,
-        );
-      }
-      const owner = taken.get(name);
-      if (owner) {
-        return failed(
-          rt,
-          `${rt.spec.file}: tool ${name} of ${label} collides with tool ${name} of toolset ${owner.id} (${owner.file}); set a prefix in one of them`,
-        );
-      }
+  const resolved = new Map<string, ToolsetRuntime>();
+  const order = [
+    ...runtimes.filter((rt) => incumbents.has(rt.spec.id)),
+    ...runtimes.filter((rt) => !incumbents.has(rt.spec.id)),
+  ];
+  for (const rt of order) resolved.set(rt.spec.id, claim(rt, taken));
+  return runtimes.map((rt) => resolved.get(rt.spec.id) as ToolsetRuntime);
+}
+
+function claim(rt: ToolsetRuntime, taken: Map<string, ToolsetSpec>): ToolsetRuntime {
+  if (rt.error) return rt;
+  const label = typeof rt.spec.backend === 'string' ? rt.spec.backend : rt.spec.backend.label;
+  for (const tool of rt.offered) {
+    const name = tool.definition.name;
+    if (name === RESERVED_TOOL) {
+      return failed(
+        rt,
+        `${rt.spec.file}: ${label} offers ${RESERVED_TOOL}, the agent's own meta-tool; set a prefix`,
+      );
     }
-    for (const tool of rt.offered) taken.set(tool.definition.name, rt.spec);
-    return rt;
-  });
+    const owner = taken.get(name);
+    if (owner) {
+      return failed(
+        rt,
+        `${rt.spec.file}: tool ${name} of ${label} collides with tool ${name} of toolset ${owner.id} (${owner.file}); set a prefix in one of them`,
+      );
+    }
+  }
+  for (const tool of rt.offered) taken.set(tool.definition.name, rt.spec);
+  return rt;
 }
 
 function failed(rt: ToolsetRuntime, error: string): ToolsetRuntime {

@@ -129,7 +129,13 @@ export async function buildCatalog(
   }
 
   function install(nextSpecs: ToolsetSpec[], nextRuntimes: Map<string, ToolsetRuntime>, changed: string[]) {
-    const resolved = resolveCollisions(nextSpecs.map((s) => nextRuntimes.get(s.id) as ToolsetRuntime));
+    const offering = new Set(
+      [...runtimes.values()].filter((rt) => rt.offered.length > 0).map((rt) => rt.spec.id),
+    );
+    const resolved = resolveCollisions(
+      nextSpecs.map((s) => nextRuntimes.get(s.id) as ToolsetRuntime),
+      offering,
+    );
     specs = nextSpecs;
     runtimes = new Map(resolved.map((rt) => [rt.spec.id, rt]));
     toolsets = resolved.map((rt) => ({ ...rt.spec, tools: rt.offered.map((t) => t.definition.name) }));
@@ -287,6 +293,7 @@ export async function buildCatalog(
           mcpRuntime: mcpToolsetRuntime,
           dropToolset: (id) => store.dropToolset(id),
           install,
+          offering: () => new Set(toolsets.filter((t) => t.tools.length > 0).map((t) => t.id)),
         });
       } finally {
         reloading = false;

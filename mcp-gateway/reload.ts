@@ -68,6 +68,8 @@ export interface ReloadContext {
   ): ToolsetRuntime;
   dropToolset(id: string): void;
   install(next: ToolsetSpec[], runtimes: Map<string, ToolsetRuntime>, changed: string[]): void;
+  /** Ids of the running toolsets that offer tools: they keep their names against new files. */
+  offering(): Set<string>;
 }
 
 /** Builds the next catalog beside the running one and swaps it in only when it is valid. */
@@ -93,9 +95,10 @@ export async function reloadCatalog(ctx: ReloadContext): Promise<ReloadResult> {
       }
       runtimes.set(spec.id, ctx.mcpRuntime(spec, listing, false, pool));
     }
-    const problems = resolveCollisions(next.map((s) => runtimes.get(s.id) as ToolsetRuntime)).flatMap((rt) =>
-      rt.error ? [rt.error] : [],
-    );
+    const problems = resolveCollisions(
+      next.map((s) => runtimes.get(s.id) as ToolsetRuntime),
+      ctx.offering(),
+    ).flatMap((rt) => (rt.error ? [rt.error] : []));
     if (problems.length > 0) throw new CatalogError(problems.join('\n'));
     // Valid: commit. New connections join, gone ones stop, removed toolsets leave every session.
     for (const [key, conn] of fresh) {

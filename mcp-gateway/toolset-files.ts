@@ -143,7 +143,7 @@ function readToolsetFile(file: string, vars: Record<string, string | undefined>)
   if (doc.errors.length > 0) {
     const e = doc.errors[0];
     const hint = /\{[^}\n]*\$\{/.test(text) ? ` (inside { } put a value with \${VAR} in quotes)` : '';
-    throw new CatalogError(`${file}:${e.linePos?.[0].line ?? 1}: not valid YAML: ${e.message}${hint}`);
+    throw new CatalogError(`${file}:${lines.linePos(e.pos[0]).line}: not valid YAML: ${e.message}${hint}`);
   }
   const at = (where: readonly PropertyKey[]) => {
     for (let n = where.length; n >= 0; n--) {

@@ -56,7 +56,7 @@ describe('toolset catalog', () => {
     const badId = await toolsetDir({ 'a.yaml': 'id: Bad-Id\ndescription: x\ntools: [write_file]\n' });
     expect(() => loadToolsetFiles(badId)).toThrow(/a\.yaml:1: id: must match/);
     const badYaml = await toolsetDir({ 'b.yaml': 'id: [unclosed\n' });
-    expect(() => loadToolsetFiles(badYaml)).toThrow(/b\.yaml:1: not valid YAML/);
+    expect(() => loadToolsetFiles(badYaml)).toThrow(/b\.yaml:2: not valid YAML/);
     const dup = await toolsetDir({
       'a.yaml': 'id: one\ndescription: x\ntools: [write_file]\n',
       'b.yaml': 'id: two\ndescription: y\ntools: [write_file]\n',

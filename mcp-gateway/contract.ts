@@ -51,6 +51,8 @@ export const ToolsetInfo = z.object({
     .optional(),
   /** With a query: this toolset's tools that matched, best first. */
   matched_tools: z.array(z.string()).optional(),
+  /** What this toolset's tool definitions cost a model request, in tokens (TOKENIZER); absent until listed. */
+  definition_tokens: z.number().optional(),
 });
 export type ToolsetInfo = z.infer<typeof ToolsetInfo>;
 

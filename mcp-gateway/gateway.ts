@@ -1,6 +1,7 @@
 import { HttpError } from '../lib/http.ts';
 import { ServiceError } from '../lib/http-client.ts';
 import type { Logger } from '../lib/log.ts';
+import { createTokenCounter, type TokenCounter } from '../lib/tokens.ts';
 import { UpstreamError } from './backends/mcp-connection.ts';
 import { type Catalog, CatalogError } from './catalog.ts';
 import type {
@@ -10,7 +11,7 @@ import type {
   ListToolsetsResponse,
   ToolResult,
 } from './contract.ts';
-import { DEFAULT_SESSION } from './contract.ts';
+import { DEFAULT_SESSION, manageToolsetsDefinition } from './contract.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
 import { manageToolsets } from './manage-toolsets.ts';
 import type { GatewayStore } from './store.ts';
@@ -19,8 +20,27 @@ import type { GatewayStore } from './store.ts';
 export type Gateway = ReturnType<typeof createGateway>;
 
 /** Session state, the operator ceiling, and enforcement of "only active tools may be called". */
-export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log: Logger }) {
+export function createGateway(deps: {
+  catalog: Catalog;
+  store: GatewayStore;
+  log: Logger;
+  /** Counts tool-definition tokens for manage_toolsets results and the budget (default o200k_base). */
+  tokens?: TokenCounter;
+  /** TOOL_TOKEN_BUDGET: the most tool-definition tokens manage_toolsets may bring a session to. */
+  toolTokenBudget?: number;
+}) {
   const { catalog, store, log } = deps;
+  const counter = deps.tokens ?? createTokenCounter();
+  /** Tokens of the toolsets' tool definitions known so far (an upstream toolset not yet listed counts 0). */
+  const definitionTokens = (ids: readonly string[]) =>
+    counter.tools(
+      ids.flatMap((id) =>
+        (catalog.toolset(id)?.tools ?? []).flatMap((name) => {
+          const tool = catalog.tools.get(name);
+          return tool ? [tool.definition] : [];
+        }),
+      ),
+    );
   const validIds = () => catalog.toolsets.map((t) => t.id).join(', ');
 
   const defaults = () => catalog.toolsets.filter((t) => t.default).map((t) => t.id);
@@ -85,6 +105,7 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
         active: on.has(t.id),
         default: t.default,
         ...catalog.status(t.id),
+        ...(t.tools.length > 0 ? { definition_tokens: definitionTokens([t.id]) } : {}),
         ...(matched ? { matched_tools: matched } : {}),
       });
       // With a query: ranked by the search index (search.ts), best first, each with the tools that matched.
@@ -249,7 +270,21 @@ export function createGateway(deps: { catalog: Catalog; store: GatewayStore; log
     },
     /** The manage_toolsets meta-tool with a model's raw arguments, for the agent's loop and the MCP face. */
     manageToolsets: (sessionId: string, args: Record<string, unknown>) =>
-      manageToolsets({ ...api, audit: (entry) => store.audit(entry) }, sessionId, args),
+      manageToolsets(
+        {
+          ...api,
+          audit: (entry) => store.audit(entry),
+          toolTokens: {
+            of: definitionTokens,
+            prepare: (sid, ids) => prepare(sid, ids.filter((id) => catalog.toolset(id))),
+            base: counter.tool(manageToolsetsDefinition),
+            budget: deps.toolTokenBudget,
+            tokenizer: counter.name,
+          },
+        },
+        sessionId,
+        args,
+      ),
   };
 }
 

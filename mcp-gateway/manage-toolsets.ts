@@ -27,11 +27,73 @@ const Args = z
 
 const EXPECTED = 'Expected {action: "ACTIVATE"|"DEACTIVATE"|"LIST", toolset_ids: string[], query?: string}';
 
+/** What the model's tools array costs in tokens, and the most a session may carry (TOOL_TOKEN_BUDGET). */
+export interface ToolTokens {
+  /** Tokens of the named toolsets' tool definitions as the model receives them (those listed so far). */
+  of(toolsetIds: readonly string[]): number;
+  /** Connects upstream toolsets not listed yet, so their definitions can be counted before activating them. */
+  prepare?(sessionId: string, toolsetIds: readonly string[]): Promise<void>;
+  /** The meta-tool's own definition, part of every request. */
+  base: number;
+  budget?: number;
+  tokenizer: string;
+}
+
 /** What the meta-tool needs of the gateway. */
 export interface ManageToolsetsDeps {
   listToolsets(sessionId: string, query?: string): ListToolsetsResponse;
   changeToolsets(req: ChangeToolsetsRequest): Promise<ChangeToolsetsResponse>;
   audit(entry: AuditEntry): void;
+  toolTokens?: ToolTokens;
+}
+
+const fmt = (n: number) => n.toLocaleString('en-US');
+
+/**
+ * Refuses an activation that would take the session's tool definitions over the budget, naming the active
+ * toolsets to deactivate first (largest first, as few as fit).
+ */
+async function checkBudget(
+  deps: ManageToolsetsDeps & { toolTokens: ToolTokens & { budget: number } },
+  sessionId: string,
+  active: readonly string[],
+  ids: readonly string[],
+): Promise<void> {
+  const { toolTokens: t } = deps;
+  const adding = ids.filter((id) => !active.includes(id));
+  if (adding.length === 0) return;
+  await t.prepare?.(sessionId, adding);
+  const total = t.base + t.of([...active, ...adding]);
+  if (total <= t.budget) return;
+  const needed = t.base + t.of(adding);
+  let message: string;
+  if (needed > t.budget) {
+    message =
+      `${adding.join(', ')} alone would bring the tool definitions to ${fmt(needed)} tokens, over ` +
+      `TOOL_TOKEN_BUDGET (${fmt(t.budget)}): ${adding.length > 1 ? 'activate fewer at once' : 'it cannot be activated'}.`;
+  } else {
+    const others = active.filter((id) => !ids.includes(id)).map((id) => ({ id, tokens: t.of([id]) }));
+    others.sort((a, b) => b.tokens - a.tokens);
+    const drop: typeof others = [];
+    let left = total;
+    for (const o of others) {
+      if (left <= t.budget) break;
+      drop.push(o);
+      left -= o.tokens;
+    }
+    message =
+      `Activating ${adding.join(', ')} would bring the tool definitions to ${fmt(total)} tokens, over ` +
+      `TOOL_TOKEN_BUDGET (${fmt(t.budget)}). Deactivate ${drop.map((o) => `${o.id} (${fmt(o.tokens)} tokens)`).join(', ')} ` +
+      `first, then activate ${adding.join(', ')}.`;
+  }
+  deps.audit({
+    session_id: sessionId,
+    kind: 'activate',
+    subject: ids.join(','),
+    ok: false,
+    detail: `over budget: ${message}`.slice(0, 500),
+  });
+  throw new HttpError(409, message);
 }
 
 /** Validates a model's raw arguments strictly and runs the action for `sessionId` only. */
@@ -71,7 +133,23 @@ export async function manageToolsets(
       },
     };
   }
+  const tokens = deps.toolTokens;
+  const listing = deps.listToolsets(sessionId).toolsets;
+  const activeBefore = listing.filter((t) => t.active).map((t) => t.id);
+  // Unknown or disabled ids are refused by changeToolsets with their own message; the budget judges the rest.
+  const allowed = toolset_ids.every((id) => listing.some((t) => t.id === id && t.enabled));
+  if (action === 'ACTIVATE' && tokens?.budget !== undefined && allowed) {
+    await checkBudget(
+      { ...deps, toolTokens: { ...tokens, budget: tokens.budget } },
+      sessionId,
+      activeBefore,
+      toolset_ids,
+    );
+  }
+  const before = tokens ? tokens.base + tokens.of(activeBefore) : 0;
   const res = await deps.changeToolsets({ action, toolset_ids, session_id: sessionId });
+  const after = tokens ? tokens.base + tokens.of(res.active_toolsets) : 0;
+  const delta = after - before;
   const verb = action === 'ACTIVATE' ? 'Activated' : 'Deactivated';
   const changed = toolset_ids.filter((id) => !res.unchanged.includes(id));
   const parts = [
@@ -81,6 +159,10 @@ export async function manageToolsets(
       : '',
     res.added_tools.length > 0 ? `New tools: ${res.added_tools.join(', ')}.` : '',
     res.removed_tools.length > 0 ? `Tools no longer available: ${res.removed_tools.join(', ')}.` : '',
+    tokens
+      ? `Tool definitions: ${delta >= 0 ? '+' : '−'}${fmt(Math.abs(delta))} tokens, ${fmt(after)} in all` +
+        (tokens.budget !== undefined ? ` (budget ${fmt(tokens.budget)}).` : '.')
+      : '',
   ];
   return {
     result: {
@@ -88,6 +170,16 @@ export async function manageToolsets(
       active_toolsets: res.active_toolsets,
       added_tools: res.added_tools,
       removed_tools: res.removed_tools,
+      ...(tokens
+        ? {
+            tool_definition_tokens: {
+              change: delta,
+              total: after,
+              ...(tokens.budget !== undefined ? { budget: tokens.budget } : {}),
+              tokenizer: tokens.tokenizer,
+            },
+          }
+        : {}),
     },
     change: {
       action,

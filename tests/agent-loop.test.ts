@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAgent } from '../agent-server/agent.ts';
 import { ModelError } from '../agent-server/errors.ts';
@@ -7,6 +8,10 @@ import { createGatewayClient } from '../agent-server/gateway-client.ts';
 import type { ModelReply, ModelRequest } from '../agent-server/model.ts';
 import { createTaskStore } from '../agent-server/store.ts';
 import { openDatabase } from '../lib/sqlite.ts';
+import { createTokenCounter } from '../lib/tokens.ts';
+import { manageToolsetsDefinition } from '../mcp-gateway/contract.ts';
+import { createGateway } from '../mcp-gateway/gateway.ts';
+import { createGatewayStore } from '../mcp-gateway/store.ts';
 import { answer, call, calls, ScriptedModel } from './helpers/scripted-model.ts';
 import { log, makeStack, retain, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
 
@@ -287,6 +292,114 @@ describe('the agent loop', () => {
       'list_directory',
       'search_files',
     ]);
+  });
+});
+
+describe('tool-definition tokens', () => {
+  it('tells the model what a toolset change did to the tool-definition tokens, counted as the agent counts requests', async () => {
+    const model = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read'] }, 't1')),
+      calls(call('manage_toolsets', { action: 'DEACTIVATE', toolset_ids: ['fs_read'] }, 't2')),
+      answer('done'),
+    ]);
+    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
+    const res = await execute(stack, { goal: 'tokens' });
+    const counter = createTokenCounter();
+    const meta = counter.tool(manageToolsetsDefinition);
+    const activated = JSON.parse(model.toolMessages(1).t1);
+    const deactivated = JSON.parse(model.toolMessages(2).t2);
+    const fsRead = activated.tool_definition_tokens.change;
+    expect(fsRead).toBeGreaterThan(100);
+    expect(activated.tool_definition_tokens).toEqual({
+      change: fsRead,
+      total: meta + fsRead,
+      tokenizer: 'o200k_base',
+    });
+    expect(activated.message).toMatch(
+      new RegExp(
+        `Tool definitions: \\+${fsRead.toLocaleString('en-US')} tokens, ${(meta + fsRead).toLocaleString('en-US')} in all\\.$`,
+      ),
+    );
+    expect(deactivated.tool_definition_tokens).toMatchObject({ change: -fsRead, total: meta });
+    expect(deactivated.message).toMatch(/Tool definitions: −\d[\d,]* tokens/);
+    // The agent counts the request it sends with the same tokenizer: the gateway's total is what it sent.
+    const task = await stack.get(stack.agentApp, `/agent/tasks/${res.body.task_id}`);
+    const requests = task.body.events.filter((e: { type: string }) => e.type === 'model_request');
+    expect(requests.map((e: { data: { tool_tokens: number } }) => e.data.tool_tokens)).toEqual([
+      meta,
+      meta + fsRead,
+      meta,
+    ]);
+    const change = task.body.events.find((e: { type: string }) => e.type === 'toolset_change');
+    expect(change.data.tool_definition_tokens).toMatchObject({ change: fsRead });
+    // With every toolset loaded each of the three requests would have carried fs_read and fs_write too.
+    const listing = await stack.get(stack.gatewayApp, '/mcp/admin/toolsets');
+    const all =
+      meta +
+      listing.body.toolsets.reduce(
+        (n: number, t: { definition_tokens: number }) => n + t.definition_tokens,
+        0,
+      );
+    expect(listing.body.toolsets[0].definition_tokens).toBe(fsRead);
+    expect(res.body.tokens).toMatchObject({
+      requests: 3,
+      tool_definition_tokens: 3 * meta + fsRead,
+      all_toolsets_tool_tokens: 3 * all,
+    });
+  });
+
+  it('refuses an activation over TOOL_TOKEN_BUDGET, naming what to deactivate to fit, and audits it', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
+    const store = createGatewayStore(openDatabase(path.join(stack.tmp, 'budget.db')));
+    retain(store);
+    const counter = createTokenCounter();
+    const meta = counter.tool(manageToolsetsDefinition);
+    const tokensOf = async (id: string) =>
+      (await stack?.get(stack.gatewayApp, '/mcp/admin/toolsets'))?.body.toolsets.find(
+        (t: { id: string }) => t.id === id,
+      ).definition_tokens as number;
+    const [fsRead, fsWrite] = [await tokensOf('fs_read'), await tokensOf('fs_write')];
+    // Room for the meta-tool and either toolset, not both.
+    const budget = meta + Math.max(fsRead, fsWrite) + 10;
+    const gateway = createGateway({ catalog: stack.catalog, store, log, toolTokenBudget: budget });
+    const first = await gateway.manageToolsets('b1', { action: 'ACTIVATE', toolset_ids: ['fs_read'] });
+    expect(first.result.tool_definition_tokens).toEqual({
+      change: fsRead,
+      total: meta + fsRead,
+      budget,
+      tokenizer: 'o200k_base',
+    });
+    const refused = await gateway
+      .manageToolsets('b1', { action: 'ACTIVATE', toolset_ids: ['fs_write'] })
+      .catch((e) => e);
+    expect(refused.status).toBe(409);
+    const n = (x: number) => x.toLocaleString('en-US');
+    expect(refused.message).toBe(
+      `Activating fs_write would bring the tool definitions to ${n(meta + fsRead + fsWrite)} tokens, over ` +
+        `TOOL_TOKEN_BUDGET (${n(budget)}). Deactivate fs_read (${n(fsRead)} tokens) first, then activate fs_write.`,
+    );
+    expect(gateway.tools('b1').map((t) => t.toolset)).toEqual(['fs_read', 'fs_read', 'fs_read']);
+    await gateway.manageToolsets('b1', { action: 'DEACTIVATE', toolset_ids: ['fs_read'] });
+    const fits = await gateway.manageToolsets('b1', { action: 'ACTIVATE', toolset_ids: ['fs_write'] });
+    expect(fits.change?.active_toolsets).toEqual(['fs_write']);
+    const tiny = createGateway({ catalog: stack.catalog, store, log, toolTokenBudget: meta + 1 });
+    const alone = await tiny
+      .manageToolsets('b2', { action: 'ACTIVATE', toolset_ids: ['fs_read'] })
+      .catch((e) => e);
+    expect(alone.message).toBe(
+      `fs_read alone would bring the tool definitions to ${n(meta + fsRead)} tokens, over TOOL_TOKEN_BUDGET ` +
+        `(${n(meta + 1)}): it cannot be activated.`,
+    );
+    const db = new Database(path.join(stack.tmp, 'budget.db'), { readonly: true });
+    retain(db);
+    const audit = db
+      .prepare<[], { subject: string; detail: string }>(
+        'SELECT subject, detail FROM audit WHERE ok = 0 ORDER BY id',
+      )
+      .all();
+    db.close();
+    expect(audit.map((a) => a.subject)).toEqual(['fs_write', 'fs_read']);
+    expect(audit[0].detail).toMatch(/^over budget: Activating fs_write/);
   });
 });
 

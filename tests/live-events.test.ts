@@ -253,7 +253,7 @@ describe('task events', () => {
       signal: abort.signal,
     });
     abort.abort();
-    await blocking.catch(() => undefined);
+    await Promise.resolve(blocking).catch(() => undefined);
     release.open();
     const followed = await allSse(await a.events(body.task_id));
     expect(JSON.parse(followed.at(-1)?.data ?? '{}')).toMatchObject({

@@ -1,29 +1,27 @@
-import { readdirSync, readlinkSync, statSync } from 'node:fs';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 
-// The read-only rules of the database tools, applied in the query process (db-worker.ts). better-sqlite3 has
-// no authorizer callback, so the rules are layered, each layer decided by SQLite rather than by patterns:
+// The read-only rules of the database tools, applied in the query process (db-worker.ts). better-sqlite3 has no
+// authorizer callback, so the rules are layered, and every layer but the first is SQLite's own decision:
 //
-// 1. Before compiling: only statements that start with SELECT, WITH, VALUES or EXPLAIN (of one of those) are
-//    compiled at all. Some statements act while being compiled, not run: `PRAGMA temp_store_directory=…`
-//    sets a process-wide path and `PRAGMA writable_schema=ON` flips a connection flag inside prepare(), so
-//    "prepare, then inspect" cannot be the first check. This is the one check that reads the SQL text, and it
-//    only ever refuses (anything it does not recognise is refused).
+// 1. Before compiling (assertReadStatement): only statements that start with SELECT, WITH, VALUES or EXPLAIN
+//    [QUERY PLAN] of one of those are compiled at all. Some statements act while being compiled, not run:
+//    preparing `PRAGMA cache_size=…` changes the connection, `PRAGMA temp_store_directory=…` a process-wide
+//    path, `PRAGMA writable_schema=ON` a connection flag (where defensive mode is off). So "prepare, then
+//    inspect" cannot be the first check. This is the one check that reads the SQL text, and it only refuses:
+//    whatever it does not recognise is refused. It stops ATTACH, DETACH, VACUUM, PRAGMA and every write.
 // 2. Compiling: better-sqlite3's prepare() refuses a string with more than one statement.
-// 3. After compiling, SQLite's own verdict on the compiled program: `stmt.readonly` (sqlite3_stmt_readonly)
-//    must be true, which refuses INSERT/UPDATE/DELETE (also inside WITH) and VACUUM INTO (which SQLite runs
-//    even on a read-only connection, writing a new file); `stmt.reader` must be true (ATTACH, DETACH, BEGIN
-//    … return no rows, and ATTACH counts as read-only to SQLite); and the program (`EXPLAIN <sql>`) must not
-//    contain the Vacuum opcode or call sqlite_attach, sqlite_detach or load_extension.
-// 4. The connection: opened with SQLITE_OPEN_READONLY (any write fails with SQLITE_READONLY), `query_only`
-//    on, SQLITE_DBCONFIG_DEFENSIVE on (better-sqlite3's default; unsafe mode is never enabled), and
-//    `trusted_schema` off, so a view or trigger in a hostile file cannot call functions that are not
-//    innocuous. The SQL function load_extension() is disabled by SQLite unless enabled explicitly, which
-//    toolshift never does (nor calls db.loadExtension()). One connection per call, closed afterwards.
-//
-// The file itself: the tool-server checks the path (path guard, header) and sends the file's device and inode;
-// SQLite then opens it by name, so on Linux the process confirms through /proc/self/fd that the file SQLite
-// opened is that very inode, and a directory swapped for a symlink in between cannot redirect the open.
+// 3. After compiling (assertReadOnlyProgram), SQLite's verdict on the compiled program: it must not contain the
+//    Vacuum opcode nor call sqlite_attach, sqlite_detach or load_extension (`EXPLAIN <sql>`, opcode by opcode);
+//    `stmt.readonly` (sqlite3_stmt_readonly) must be true, which refuses writes such as WITH … DELETE and
+//    VACUUM INTO (which SQLite runs even on a read-only connection, writing a new file); `stmt.reader` must be
+//    true (ATTACH, DETACH, BEGIN … return no rows, and SQLite counts ATTACH as read-only).
+// 4. The connection (db-open.ts): SQLITE_OPEN_READONLY (a write fails with SQLITE_READONLY), `query_only` on
+//    (VACUUM INTO then fails too, but only after creating its empty target file, which is why layers 1 and 3
+//    must stop it first), SQLITE_DBCONFIG_DEFENSIVE on (better-sqlite3's default, re-asserted; it
+//    keeps writable_schema off), and `trusted_schema` off, so a view in a hostile file cannot call functions
+//    that are not innocuous. The SQL function load_extension() stays disabled ("not authorized"): SQLite
+//    enables it only on request, which toolshift never makes (nor calls db.loadExtension()). One connection
+//    per call, closed afterwards, in a process that is killed at the deadline (db-runner.ts).
 
 /** A statement the database tools will not run; its message says why and what is allowed instead. */
 export class SqlRefused extends Error {
@@ -155,67 +153,4 @@ export function prepareReadOnly(
   assertReadOnlyProgram(db, stmt, sql, kind, bind);
   if (bind.length > 0) stmt.bind(...bind);
   return stmt;
-}
-
-/** A file as the path guard saw it; the query process checks that SQLite opened this one. */
-export interface FileIdentity {
-  dev: number;
-  ino: number;
-}
-
-/** Each open descriptor with what it points at, or null where /proc/self/fd does not exist. */
-function openDescriptors(): Set<string> | null {
-  try {
-    return new Set(readdirSync('/proc/self/fd').map((fd) => `${fd} ${target(fd)}`));
-  } catch {
-    return null;
-  }
-}
-
-function target(fd: string): string {
-  try {
-    return readlinkSync(`/proc/self/fd/${fd}`);
-  } catch {
-    return '';
-  }
-}
-
-/**
- * Refuses unless a descriptor opened since `before` is the expected file (a descriptor number may be reused,
- * e.g. the one readdir itself used, so "new" means a new number or a new target).
- */
-function assertOpened(before: Set<string>, expect: FileIdentity): void {
-  for (const fd of readdirSync('/proc/self/fd')) {
-    if (before.has(`${fd} ${target(fd)}`)) continue;
-    try {
-      const info = statSync(`/proc/self/fd/${fd}`);
-      if (info.dev === expect.dev && info.ino === expect.ino) return;
-    } catch {
-      // a descriptor closed in the meantime (readdir's own)
-    }
-  }
-  throw new SqlRefused(
-    'The database file changed while it was being opened (it, or a directory on its path, was moved or ' +
-      'replaced); nothing was read, try again',
-  );
-}
-
-/** Layer 4: opens an existing database file read-only, hardened as described above; the caller closes it. */
-export function openReadOnly(file: string, busyTimeoutMs: number, expect?: FileIdentity): Database.Database {
-  const before = expect ? openDescriptors() : null;
-  const db = new Database(file, { readonly: true, fileMustExist: true, timeout: busyTimeoutMs });
-  try {
-    db.unsafeMode(false);
-    db.exec('PRAGMA trusted_schema = OFF');
-    db.exec('PRAGMA query_only = ON');
-    if (before && expect) {
-      // SQLite opens the file on first use: read the schema cookie (a header field) to make it do so now.
-      db.pragma('schema_version');
-      assertOpened(before, expect);
-    }
-    return db;
-  } catch (err) {
-    db.close();
-    throw err;
-  }
 }

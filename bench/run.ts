@@ -9,6 +9,7 @@ import o200k from 'js-tiktoken/ranks/o200k_base';
 import { manageToolsetsTool } from '../agent-server/manage-toolsets.ts';
 import { loadConfig } from '../lib/config.ts';
 import { startStack } from '../start-stack.ts';
+import { benchDiscovery } from './discovery.ts';
 
 // `npm run bench`: what a request's tool definitions cost in tokens, and what the loop adds per step
 // on top of the model, over real HTTP between the three services. Prints figures and ratios only.
@@ -160,3 +161,4 @@ async function main() {
 }
 
 await main();
+await benchDiscovery();

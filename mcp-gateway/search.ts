@@ -52,14 +52,19 @@ interface Doc {
   text: string;
 }
 
-/** Weights, tuned on the discovery test set (tests/fixtures/discovery): names count more than prose. */
-const BOOST = { name: 2.5, text: 1 };
-/** How much the toolset's own id and description add to the score of its best tool. */
-const TOOLSET_DOC_WEIGHT = 0.8;
-/** How much a toolset's second and third matching tools add (breadth of the match). */
-const RUNNER_UP_WEIGHT = 0.25;
-/** Toolsets scoring below this share of the best one are left out of a ranked listing. */
-const RELATIVE_CUTOFF = 0.2;
+/** How the scores of a toolset's documents combine; the defaults were chosen on the discovery test set. */
+export interface RankWeights {
+  /** Field boosts: a tool's or toolset's name, and its description. */
+  name: number;
+  text: number;
+  /** How much the toolset's own id and description add to the score of its best tool. */
+  toolset: number;
+  /** Toolsets scoring below this share of the best one are left out of a ranked listing. */
+  cutoff: number;
+}
+
+/** The weights used unless a caller passes its own. */
+export const DEFAULT_WEIGHTS: RankWeights = { name: 2.5, text: 1, toolset: 0.8, cutoff: 0.2 };
 /** Tools listed per toolset as "matched". */
 const MATCHED_TOOLS = 5;
 
@@ -72,7 +77,10 @@ export class ToolsetIndex {
     processTerm: normalizeTerm,
   });
 
-  constructor(toolsets: readonly SearchableToolset[]) {
+  constructor(
+    toolsets: readonly SearchableToolset[],
+    private readonly weights: RankWeights = DEFAULT_WEIGHTS,
+  ) {
     const docs: Doc[] = [];
     for (const ts of toolsets) {
       docs.push({ id: `toolset:${ts.id}`, toolset: ts.id, tool: null, name: ts.id, text: ts.description });
@@ -91,7 +99,8 @@ export class ToolsetIndex {
 
   /** Toolsets that match `query`, best first, each with its matching tools; [] when nothing matches. */
   search(query: string, limit = 10): ToolsetHit[] {
-    const results = this.index.search(query, { boost: BOOST, combineWith: 'OR' });
+    const w = this.weights;
+    const results = this.index.search(query, { boost: { name: w.name, text: w.text }, combineWith: 'OR' });
     const byToolset = new Map<string, { own: number; tools: { name: string; score: number }[] }>();
     for (const r of results) {
       const entry = byToolset.get(r.toolset) ?? { own: 0, tools: [] };
@@ -102,8 +111,10 @@ export class ToolsetIndex {
     const hits: ToolsetHit[] = [];
     for (const [id, { own, tools }] of byToolset) {
       tools.sort((a, b) => b.score - a.score);
-      const [best = 0, second = 0, third = 0] = tools.map((t) => t.score);
-      const score = best + TOOLSET_DOC_WEIGHT * own + RUNNER_UP_WEIGHT * (second + third);
+      // The best tool decides, plus the toolset's own description; counting more matching tools favoured
+      // big toolsets over the right one on the test set.
+      const best = tools[0]?.score ?? 0;
+      const score = best + w.toolset * own;
       const floor = best * 0.5;
       hits.push({
         id,
@@ -116,6 +127,6 @@ export class ToolsetIndex {
     }
     hits.sort((a, b) => b.score - a.score || a.id.localeCompare(b.id));
     const top = hits[0]?.score ?? 0;
-    return hits.filter((h) => h.score >= top * RELATIVE_CUTOFF).slice(0, limit);
+    return hits.filter((h) => h.score >= top * w.cutoff).slice(0, limit);
   }
 }

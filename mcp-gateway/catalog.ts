@@ -44,8 +44,8 @@ export interface CatalogOptions {
   /** Where listings and pins persist (the gateway store); default: in memory. */
   store?: PinStore;
   log?: Logger;
-  /** Where reload reads from. */
-  source?: { dir: string; vars?: Record<string, string | undefined> };
+  /** Where reload reads from; `vars` is called at each reload, so variables added to .env are seen. */
+  source?: { dir: string; vars?: () => Record<string, string | undefined> };
   connection?: { connectTimeoutMs?: number; livenessTimeoutMs?: number };
 }
 
@@ -285,7 +285,7 @@ export async function buildCatalog(
       try {
         return await reloadCatalog({
           current: specs,
-          load: () => loadToolsetFiles(source.dir, source.vars),
+          load: () => loadToolsetFiles(source.dir, source.vars?.()),
           connections,
           applied,
           nativeRuntimes: (next) => nativeRuntimes(next, backends, 0, compile),

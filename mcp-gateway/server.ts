@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { Config } from '../lib/config.ts';
+import { type Config, readEnv } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
@@ -39,7 +39,8 @@ export async function startGateway(
       waitMs: opts.backendWaitMs ?? 15_000,
       store,
       log,
-      source: { dir, vars },
+      // A reload sees variables added to .env since the start (a changed value needs a restart).
+      source: { dir, vars: () => toolsetVariables({ dataDir: config.dataDir, toolsetsDir: dir }, readEnv()) },
     });
   } catch (err) {
     store.close();

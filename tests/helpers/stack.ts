@@ -145,7 +145,7 @@ export async function makeStack(opts: StackOptions = {}) {
   const catalog = await buildCatalog(loadToolsetFiles(toolsetsDir, vars), backends, {
     store: gatewayStore,
     log,
-    source: { dir: toolsetsDir, vars },
+    source: { dir: toolsetsDir, vars: () => vars },
     connection: opts.connection,
   });
   const gateway = createGateway({ catalog, store: gatewayStore, log });

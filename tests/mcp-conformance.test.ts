@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -30,6 +30,7 @@ let url: string;
 beforeAll(async () => {
   if (!installed) return;
   tmp = await mkdtemp(path.join(tmpdir(), 'toolshift-conformance-'));
+  await mkdir(path.join(tmp, 'workspace'));
   const config = loadConfig({
     AGENT_PORT: '0',
     GATEWAY_PORT: '0',

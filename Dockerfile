@@ -11,5 +11,7 @@ COPY tool-server ./tool-server
 COPY toolsets ./toolsets
 COPY start.ts start-stack.ts client.ts ./
 ENV HOST=0.0.0.0 TOOLSHIFT_DATA_DIR=/data FS_ROOTS=/workspace TOOLSETS_DIR=/app/toolsets
+# FS_ROOTS entries must exist (a mounted volume replaces this empty one).
+RUN mkdir -p /workspace /data
 EXPOSE 8000 8080 8001
 CMD ["npm", "start"]

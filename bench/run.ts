@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -73,6 +73,7 @@ const fmt = (n: number) => n.toFixed(2);
 async function main() {
   // 1. Tool-definition tokens per request.
   const tmp = await mkdtemp(path.join(tmpdir(), 'toolshift-bench-'));
+  await mkdir(path.join(tmp, 'ws'));
   const model = await fakeModel();
   const config = loadConfig({
     AGENT_PORT: '0',

@@ -1,6 +1,7 @@
 import { Hono } from 'hono';
 import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
+import type { Metrics } from '../lib/metrics.ts';
 import { requireRole, type Security } from '../lib/security.ts';
 import type { Backend } from './backends/backend.ts';
 import { DEFAULT_SESSION, gatewayRoutes as routes } from './contract.ts';
@@ -11,6 +12,8 @@ import { type PromptCatalog, PromptError, UnknownPromptError } from './prompts.t
 /** What the gateway's app needs; tests pass their own. */
 export interface GatewayDeps {
   gateway: Gateway;
+  /** The service's metrics (gateway-metrics.ts adds its series); default: a fresh registry. */
+  metrics?: Metrics;
   backends: Record<string, Backend>;
   log: Logger;
   security: Security;
@@ -24,7 +27,7 @@ export interface GatewayDeps {
 export function createGatewayApp(deps: GatewayDeps): Hono {
   const { gateway } = deps;
   const app = new Hono();
-  installBase(app, deps.log, deps.security);
+  installBase(app, deps.log, deps.security, { metrics: deps.metrics });
   route(app, routes.changeToolsets, async (c, { body }) => {
     // One route serves both: a session's toolsets (agent or operator) and the global ceiling (operator only).
     const operator = body.action === 'ENABLE' || body.action === 'DISABLE';

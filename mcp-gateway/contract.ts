@@ -272,6 +272,14 @@ export const gatewayRoutes = {
     summary: 'Liveness and backend health',
     responses: { 200: Health, 503: ErrorBody },
   },
+  metrics: {
+    method: 'get',
+    path: '/metrics',
+    summary:
+      'Prometheus metrics (text exposition format); needs a gateway token when they are set, like every route',
+    produces: 'text/plain',
+    responses: { 200: z.string() },
+  },
 } as const;
 
 /** The session the admin API acts on when a request names none. */

@@ -1,14 +1,17 @@
 import path from 'node:path';
 import { type Config, readEnv } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
+import { createMetrics } from '../lib/metrics.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase } from '../lib/sqlite.ts';
+import { createTokenCounter } from '../lib/tokens.ts';
 import { createGatewayApp } from './app.ts';
 import type { Backend } from './backends/backend.ts';
 import { toolServerBackend } from './backends/tool-server-backend.ts';
 import { buildCatalog, type Catalog, loadToolsetFiles } from './catalog.ts';
 import { createGateway } from './gateway.ts';
+import { instrumentGateway } from './gateway-metrics.ts';
 import { createMcpFace } from './mcp/face.ts';
 import { createHandleStore } from './mcp/handles.ts';
 import { createPromptCatalog } from './prompts.ts';
@@ -20,7 +23,7 @@ export async function startGateway(
   config: Config,
   opts: { backendWaitMs?: number } = {},
 ): Promise<Listening> {
-  const log = createLogger('mcp-gateway', config.logLevel);
+  const log = createLogger('mcp-gateway', config.logLevel, undefined, config.logFormat);
   const security = securityFor(config, 'mcp-gateway');
   const backends: Record<string, Backend> = {
     'tool-server': toolServerBackend({
@@ -46,7 +49,17 @@ export async function startGateway(
     store.close();
     throw err;
   }
-  const gateway = createGateway({ catalog, store, log });
+  const metrics = createMetrics({ processMetrics: true });
+  const gateway = instrumentGateway(
+    createGateway({
+      catalog,
+      store,
+      log,
+      tokens: createTokenCounter(config.tokenizer),
+      toolTokenBudget: config.gateway.toolTokenBudget,
+    }),
+    metrics,
+  );
   const prompts = createPromptCatalog(config.gateway.promptsDir);
   const face = createMcpFace({
     gateway,
@@ -55,8 +68,8 @@ export async function startGateway(
     sessionIdleMs: config.gateway.mcp.sessionIdleMs,
     onError: (err) => log.warn({ err: err.message }, 'MCP face'),
   });
-  const app = createGatewayApp({ gateway, backends, log, security, face, prompts });
-  const listening = await listen(app, config.gateway.port, config.host);
+  const app = createGatewayApp({ gateway, backends, log, security, face, prompts, metrics });
+  const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT');
   log.info({ url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) }, 'mcp-gateway listening');
   return {
     ...listening,

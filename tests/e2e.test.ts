@@ -1,14 +1,15 @@
 import { readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { HttpResponse, http } from 'msw';
+import { delay, HttpResponse, http } from 'msw';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../lib/config.ts';
 import type { Listening } from '../lib/serve.ts';
 import { startStack } from '../start-stack.ts';
 import { completion, MODEL_BASE_URL, modelEdge } from './helpers/msw.ts';
+import { readSse } from './helpers/sse.ts';
 
 // The three services on loopback with real HTTP between them; only the model is mocked, at its HTTP edge.
 
@@ -20,6 +21,7 @@ let gatewayUrl: string;
 
 beforeAll(async () => {
   tmp = await mkdtemp(path.join(tmpdir(), 'toolshift-e2e-'));
+  await mkdir(path.join(tmp, 'workspace'));
   const config = loadConfig({
     AGENT_PORT: '0',
     GATEWAY_PORT: '0',
@@ -108,6 +110,36 @@ describe('end to end over HTTP', () => {
     expect(toolsets.toolsets.every((t: { active: boolean }) => !t.active)).toBe(true);
     const task = await (await fetch(`${agentUrl}/agent/tasks/${body.task_id}`)).json();
     expect(task.status).toBe('completed');
+  });
+
+  it('submits a task asynchronously, follows its events, and cancels it during a slow model call', async () => {
+    let calls = 0;
+    let aborted = false;
+    server.use(
+      http.post(`${MODEL_BASE_URL}/chat/completions`, async ({ request }) => {
+        calls++;
+        request.signal.addEventListener('abort', () => {
+          aborted = true;
+        });
+        await delay('infinite');
+        return HttpResponse.json(completion({ content: 'never' }));
+      }),
+    );
+    const submitted = await fetch(`${agentUrl}/agent/execute_task`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', prefer: 'respond-async' },
+      body: JSON.stringify({ goal: 'think slowly' }),
+    });
+    expect(submitted.status).toBe(202);
+    const { task_id: id } = await submitted.json();
+    const events = readSse(await fetch(`${agentUrl}/agent/tasks/${id}/events`));
+    await events.until('model_request');
+    const cancelled = await fetch(`${agentUrl}/agent/tasks/${id}/cancel`, { method: 'POST' });
+    expect(await cancelled.json()).toMatchObject({ status: 'cancelled' });
+    const result = await events.until('result');
+    expect(JSON.parse(result?.data ?? '{}')).toMatchObject({ status: 'cancelled', steps: 0 });
+    expect(calls).toBe(1);
+    expect(aborted).toBe(true);
   });
 
   it('serves /health and /openapi.json on every service', async () => {

@@ -1,6 +1,7 @@
 import { Hono } from 'hono';
 import { installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
+import type { Metrics } from '../lib/metrics.ts';
 import type { Security } from '../lib/security.ts';
 import { toolServerRoutes as routes } from './contract.ts';
 import type { ToolRegistry } from './registry.ts';
@@ -9,6 +10,8 @@ import type { ToolContext } from './tools/define.ts';
 /** What the tool-server's app needs; tests pass their own. */
 export interface ToolServerDeps {
   registry: ToolRegistry;
+  /** The service's metrics; default: a fresh registry. */
+  metrics?: Metrics;
   context: ToolContext;
   log: Logger;
   security: Security;
@@ -17,7 +20,7 @@ export interface ToolServerDeps {
 /** The tool-server's HTTP API; only main.ts listens. */
 export function createToolServerApp(deps: ToolServerDeps): Hono {
   const app = new Hono();
-  installBase(app, deps.log, deps.security);
+  installBase(app, deps.log, deps.security, { metrics: deps.metrics });
   route(app, routes.listTools, (c) => c.json(deps.registry.definitions()));
   route(app, routes.callTool, async (c, { params, body }) =>
     c.json(await deps.registry.call(params.name, body ?? {}, deps.context)),

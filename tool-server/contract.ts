@@ -59,4 +59,12 @@ export const toolServerRoutes = {
     summary: 'Liveness',
     responses: { 200: Health },
   },
+  metrics: {
+    method: 'get',
+    path: '/metrics',
+    summary:
+      'Prometheus metrics (text exposition format); needs TOOL_SERVER_TOKEN when it is set, like every route',
+    produces: 'text/plain',
+    responses: { 200: z.string() },
+  },
 } as const;

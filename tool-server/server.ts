@@ -1,5 +1,6 @@
-import type { Config } from '../lib/config.ts';
+import { type Config, checkRootsExist } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
+import { createMetrics, observeToolCall } from '../lib/metrics.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { createToolServerApp } from './app.ts';
@@ -11,16 +12,23 @@ import { webContextFrom } from './tools/web-context.ts';
 
 /** Builds the tool-server from config and listens; used by main.ts and by start.ts. */
 export async function startToolServer(config: Config): Promise<Listening> {
-  const log = createLogger('tool-server', config.logLevel);
+  const log = createLogger('tool-server', config.logLevel, undefined, config.logFormat);
   const security = securityFor(config, 'tool-server');
+  checkRootsExist(config.tools);
   const paths = await PathGuard.create({
     roots: config.tools.roots,
     readOnlyRoots: config.tools.readOnlyRoots,
   });
   // Query processes start on the first database call; close() below kills them.
   const databases = createDbRunner();
+  const metrics = createMetrics({ processMetrics: true });
+  const registry = createRegistry(nativeTools);
   const app = createToolServerApp({
-    registry: createRegistry(nativeTools),
+    registry: {
+      ...registry,
+      call: (name, args, ctx) => observeToolCall(metrics, name, () => registry.call(name, args, ctx)),
+    },
+    metrics,
     context: {
       paths,
       maxReadBytes: config.tools.maxReadBytes,
@@ -32,7 +40,7 @@ export async function startToolServer(config: Config): Promise<Listening> {
     log,
     security,
   });
-  const listening = await listen(app, config.tools.port, config.host);
+  const listening = await listen(app, config.tools.port, config.host, 'TOOL_SERVER_PORT');
   log.info({ url: listening.url, roots: paths.allowed() }, 'tool-server listening');
   return {
     ...listening,

@@ -223,6 +223,8 @@ export function createGateway(deps: {
     ...api,
     /** Upstream MCP servers and their state, for /health. */
     upstreams: () => catalog.upstreams(),
+    /** Calls `listener` with the ids of toolsets whose tools changed (upstream list_changed, approvals, reloads). */
+    onCatalogChange: (listener: (ids: string[]) => void) => catalog.onChange(listener),
     /** Approves a toolset's withheld upstream tools (all, or the named ones), audited. */
     approveToolset(id: string, tools?: string[]) {
       if (!catalog.toolset(id)) throw new HttpError(404, `Unknown toolset ${id}. Valid ids: ${validIds()}`);

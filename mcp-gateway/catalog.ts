@@ -232,11 +232,20 @@ export async function buildCatalog(
     /** Every upstream server: its state and the toolsets it serves. */
     upstreams(): Record<string, UpstreamStatus & { toolsets: string[] }> {
       const out: Record<string, UpstreamStatus & { toolsets: string[] }> = {};
+      const names = new Map<string, string>();
       for (const spec of specs) {
         if (!isMcp(spec)) continue;
-        const entry = out[spec.backend.label] ?? { ...connectionFor(spec.backend).status(), toolsets: [] };
+        // Two servers can share a label (same command, other env): the second is "label (2)".
+        let name = names.get(spec.backend.key);
+        if (!name) {
+          const used = new Set(names.values());
+          name = spec.backend.label;
+          for (let n = 2; used.has(name); n++) name = `${spec.backend.label} (${n})`;
+          names.set(spec.backend.key, name);
+        }
+        const entry = out[name] ?? { ...connectionFor(spec.backend).status(), toolsets: [] };
         entry.toolsets.push(spec.id);
-        out[spec.backend.label] = entry;
+        out[name] = entry;
       }
       return out;
     },

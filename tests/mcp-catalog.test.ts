@@ -156,6 +156,10 @@ describe('tool names', () => {
     const a = await s.post(s.gatewayApp, '/mcp/tools/read_graph/call', { session_id: 's', arguments: {} });
     expect(b.body.result.entities.map((e: { name: string }) => e.name)).toEqual(['Bo']);
     expect(a.body.result.entities).toEqual([]);
+    // Two servers with the same command are told apart in /health.
+    const health = (await s.get(s.gatewayApp, '/health')).body.upstreams;
+    expect(Object.keys(health)).toEqual(['mcp-server-memory', 'mcp-server-memory (2)']);
+    expect(health['mcp-server-memory (2)']).toMatchObject({ state: 'up', toolsets: ['graph_b'] });
   });
 
   it('refuses a server that offers manage_toolsets unless the file sets a prefix', async () => {

@@ -233,7 +233,7 @@ export class McpConnection {
     } catch (err) {
       const detail = transport instanceof StdioTransport ? transport.describeExit() : '';
       await this.shutdown(client, transport);
-      this.fail(`cannot connect: ${(err as Error).message}${detail ? ` (${detail})` : ''}`);
+      this.fail(`cannot connect: ${(err as Error).message}${detail ? ` (${detail})` : ''}`, 1000);
       throw new UpstreamError(`${this.label} is not available: ${this.reason}`);
     }
   }
@@ -244,11 +244,12 @@ export class McpConnection {
     return `the connection closed${detail ? `: ${detail}` : ''}`;
   }
 
-  private fail(reason: string) {
+  /** `minDelayMs`: a server that could not be reached is not tried again by the very next call (one attempt per call). */
+  private fail(reason: string, minDelayMs = 0) {
     this.state = 'down';
     this.reason = this.deps.redactor.text(reason);
     this.failures++;
-    this.nextAttemptAt = Date.now() + backoffMs(this.failures);
+    this.nextAttemptAt = Date.now() + Math.max(minDelayMs, backoffMs(this.failures));
     this.deps.log.warn({ upstream: this.label, reason: this.reason }, 'upstream MCP server down');
   }
 

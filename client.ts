@@ -13,12 +13,13 @@ import { importServers } from './mcp-gateway/import-servers.ts';
 
 // The toolshift CLI: a thin client of the agent-server and the gateway's admin API. No business logic here.
 
-
 export type { CliIo };
 
 /** The version in package.json, for --version. */
 function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('./package.json', import.meta.url), 'utf8')) as { version: string };
+  const pkg = JSON.parse(readFileSync(new URL('./package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
   return pkg.version;
 }
 
@@ -82,7 +83,12 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
       case 'toolsets':
         return await toolsets(rest, values, gateway, io, config);
       case 'tasks':
-        return await tasksCommand(rest, { ...watch, limit: positiveInt(values.limit, '--limit') ?? 20 }, agent, io);
+        return await tasksCommand(
+          rest,
+          { ...watch, limit: positiveInt(values.limit, '--limit') ?? 20 },
+          agent,
+          io,
+        );
       default:
         throw new UsageError(`unknown command "${command}"; commands: run, tasks, toolsets, help`);
     }
@@ -161,6 +167,10 @@ async function toolsets(
     const res = await callRoute(gateway, gatewayRoutes.listToolsets, {
       query: { session_id: values.session, query: values.query },
     });
+    if (values.json) {
+      io.stdout(`${JSON.stringify(res)}\n`);
+      return 0;
+    }
     io.stdout(`session ${res.session_id}\n`);
     for (const t of res.toolsets) {
       const state = [
@@ -193,6 +203,10 @@ async function toolsets(
   const res = await callRoute(gateway, gatewayRoutes.changeToolsets, {
     body: { action, toolset_ids: ids, session_id: values.session },
   });
+  if (values.json) {
+    io.stdout(`${JSON.stringify(res)}\n`);
+    return 0;
+  }
   io.stdout(`session ${res.session_id}: active toolsets: ${res.active_toolsets.join(', ') || 'none'}\n`);
   if (res.added_tools.length > 0) io.stdout(`added tools: ${res.added_tools.join(', ')}\n`);
   if (res.removed_tools.length > 0) io.stdout(`removed tools: ${res.removed_tools.join(', ')}\n`);

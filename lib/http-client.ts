@@ -17,8 +17,9 @@ export class ServiceError extends Error {
     readonly status: number,
     message: string,
     readonly body: unknown,
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
     this.name = new.target.name;
   }
 }
@@ -65,7 +66,7 @@ export async function callRoute<S extends RouteSpec>(
     if (deadline.aborted)
       throw new ServiceError(504, `${url} did not answer within ${timeoutMs} ms`, undefined);
     if (init.signal?.aborted) throw err;
-    throw new ServiceError(502, `Cannot reach ${url}: ${(err as Error).message}`, undefined);
+    throw new ServiceError(502, `Cannot reach ${url}: ${(err as Error).message}`, undefined, { cause: err });
   }
   let answer: unknown;
   try {

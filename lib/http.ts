@@ -85,6 +85,9 @@ export function route<S extends RouteSpec>(
 /** The largest request body any service reads (a whole file for write_file fits). */
 export const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
+/** The response header naming the service that answered (agent-server, mcp-gateway, tool-server). */
+export const SERVICE_HEADER = 'x-toolshift-service';
+
 /** What installBase() may be given; a service passes its own metrics to add its series to the same registry. */
 export interface BaseOptions {
   metrics?: Metrics;
@@ -98,6 +101,8 @@ export interface BaseOptions {
  */
 export function installBase(app: Hono, log: Logger, security: Security, opts: BaseOptions = {}): void {
   const metrics = opts.metrics ?? createMetrics();
+  // Which service answered (the logger's name), so a client pointed at the wrong port can say so.
+  const service = (log.bindings() as { name?: unknown }).name;
   app.onError((err, c) => {
     if (err instanceof HttpError) return c.json({ error: err.message, ...err.details }, err.status);
     const id = randomUUID();
@@ -107,9 +112,12 @@ export function installBase(app: Hono, log: Logger, security: Security, opts: Ba
   app.use('*', async (c, next) => {
     const requestId = requestIdFrom(c.req.header(REQUEST_ID_HEADER));
     c.header(REQUEST_ID_HEADER, requestId);
+    if (typeof service === 'string') c.header(SERVICE_HEADER, service);
     const started = performance.now();
     await withRequestId(requestId, next);
     if (!c.res.headers.has(REQUEST_ID_HEADER)) c.res.headers.set(REQUEST_ID_HEADER, requestId);
+    if (typeof service === 'string' && !c.res.headers.has(SERVICE_HEADER))
+      c.res.headers.set(SERVICE_HEADER, service);
     const matched = routePath(c, -1);
     const routeLabel = matched === '*' || matched === '/*' ? 'unmatched' : matched;
     const seconds = (performance.now() - started) / 1000;

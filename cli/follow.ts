@@ -1,0 +1,83 @@
+import { createParser } from 'eventsource-parser';
+import type { ExecuteTaskResponse, TaskEvent } from '../agent-server/contract.ts';
+import type { ServiceEndpoint } from '../lib/http-client.ts';
+import { ServiceError } from '../lib/http-client.ts';
+
+// Following a task's event stream (GET /agent/tasks/:id/events) to its `result`, resuming with Last-Event-ID
+// when the connection drops, so a restart of a proxy or a flaky link costs no events.
+
+/** How a follow is steered: events go to `onEvent`; aborting `signal` detaches (the task runs on). */
+export interface FollowOptions {
+  onEvent: (event: TaskEvent) => void;
+  signal?: AbortSignal;
+  /** Reconnections allowed in a row without a new event before giving up. */
+  retries?: number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+/** Follows `taskId` until its result; throws when the stream cannot be (re)opened. */
+export async function followTask(
+  agent: ServiceEndpoint,
+  taskId: string,
+  opts: FollowOptions,
+): Promise<ExecuteTaskResponse> {
+  const doFetch = agent.fetch ?? fetch;
+  const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const url = `${agent.baseUrl.replace(/\/$/, '')}/agent/tasks/${encodeURIComponent(taskId)}/events`;
+  let last = 0;
+  let failures = 0;
+  for (;;) {
+    const res = await doFetch(url, {
+      headers: {
+        accept: 'text/event-stream',
+        ...agent.headers,
+        ...(last > 0 ? { 'last-event-id': String(last) } : {}),
+      },
+      signal: opts.signal,
+    });
+    if (!res.ok || !res.body) {
+      const text = await res.text();
+      let message = text;
+      try {
+        message = JSON.parse(text).error ?? text;
+      } catch {}
+      throw new ServiceError(res.status, message, text);
+    }
+    let result: ExecuteTaskResponse | undefined;
+    const parser = createParser({
+      onEvent: (m) => {
+        if (m.event === 'result') {
+          result = JSON.parse(m.data);
+          return;
+        }
+        const event = JSON.parse(m.data) as TaskEvent;
+        if (event.seq <= last) return;
+        last = event.seq;
+        failures = 0;
+        opts.onEvent(event);
+      },
+    });
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        parser.feed(decoder.decode(value, { stream: true }));
+        if (result) return result;
+      }
+    } catch (err) {
+      if (opts.signal?.aborted) throw err;
+    } finally {
+      reader.releaseLock();
+    }
+    if (result) return result;
+    // The stream ended without a result: reconnect after the last event seen.
+    if (++failures > (opts.retries ?? 5)) {
+      throw new Error(
+        `the event stream of ${taskId} kept closing before the task ended; see toolshift tasks show ${taskId}`,
+      );
+    }
+    await sleep(Math.min(250 * 2 ** failures, 4000));
+  }
+}

@@ -1,0 +1,83 @@
+// The CLI's help: one page for all, and one per command (`toolshift help run`, `toolshift run --help`).
+
+const ENVIRONMENT = `Environment (also read from .env in the current directory):
+  AGENT_URL            the agent-server (default http://127.0.0.1:$AGENT_PORT, port 8000)
+  GATEWAY_URL          the mcp-gateway (default http://127.0.0.1:$GATEWAY_PORT, port 8080)
+  AGENT_API_TOKEN      sent to the agent-server when set (it needs it when it has one)
+  GATEWAY_ADMIN_TOKEN  sent to the gateway when set (the operator's token)
+  NO_COLOR             any value: no colour, even on a terminal
+`;
+
+const EXIT_CODES = `Exit codes:
+  0    completed (for other commands: done)
+  1    the task failed, hit max_steps, timed out or was cancelled; or the server refused the request
+  2    usage: an unknown command or flag, or a missing argument
+  3    a service could not be reached, answered as another service, or refused the credentials
+  130  interrupted and detached: the task keeps running on the server
+`;
+
+/** Help for each command. */
+export const COMMAND_HELP: Record<string, string> = {
+  run: `toolshift run — run a task and show what the agent does while it does it
+
+Usage:
+  toolshift run "<goal>" [options]
+  toolshift run - [options]          read the goal from stdin
+
+Options:
+  -s, --session ID          continue a session (its active toolsets carry over)
+  --max-steps N             stop after N model calls (status max_steps)
+  --max-duration S          stop after S seconds (status timed_out)
+  --json                    print every event as a JSON line on stdout, then the result
+  --quiet                   print only the answer (errors still go to stderr)
+  --detach                  submit the task, print its id and leave it running
+  --cancel-on-interrupt     Ctrl-C cancels the task on the server without asking
+
+Progress and the summary go to stderr; stdout carries only the answer, so
+  toolshift run "summarise notes.md" > summary.txt
+keeps the summary clean. The first Ctrl-C asks whether to cancel the task or
+detach from it (it keeps running on the server); a second Ctrl-C cancels it.
+
+${EXIT_CODES}`,
+  tasks: `toolshift tasks — recent tasks, one task, follow or cancel one
+
+Usage:
+  toolshift tasks [list] [--limit N] [--json]
+  toolshift tasks show <task_id> [--json]
+  toolshift tasks watch <task_id> [--json] [--quiet] [--cancel-on-interrupt]
+  toolshift tasks cancel <task_id>
+
+watch follows a running task's events as run does (a finished one is replayed),
+and exits with the task's exit code.
+
+${EXIT_CODES}`,
+  toolsets: `toolshift toolsets — the toolset catalog and a session's active toolsets
+
+Usage:
+  toolshift toolsets [list] [--session ID] [--query WORDS] [--json]
+  toolshift toolsets activate|deactivate <toolset_id>... [--session ID]
+  toolshift toolsets enable|disable <toolset_id>...
+  toolshift toolsets import <mcpServers.json> [--force] [--no-connect]
+  toolshift toolsets reload
+  toolshift toolsets approve <toolset_id> [tool...]
+
+Without --session, activate/deactivate act on the session named "default".
+These commands talk to the gateway and send GATEWAY_ADMIN_TOKEN when it is set.
+
+${EXIT_CODES}`,
+};
+
+/** The overview printed by `toolshift --help`. */
+export const HELP = `toolshift — run tasks and manage toolsets
+
+Usage:
+  toolshift run "<goal>" | -          run a task with live progress; the answer goes to stdout
+  toolshift tasks [list|show|watch|cancel] [<task_id>]
+  toolshift toolsets [list|activate|deactivate|enable|disable|import|reload|approve] ...
+  toolshift help <command>            options of one command (or: toolshift <command> --help)
+  toolshift --version
+
+Common options: --json (machine-readable output), --quiet, -h/--help.
+
+${EXIT_CODES}
+${ENVIRONMENT}`;

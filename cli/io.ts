@@ -1,0 +1,123 @@
+import type { ServiceEndpoint } from '../lib/http-client.ts';
+import { ServiceError } from '../lib/http-client.ts';
+
+// What the CLI reads and writes, its exit codes, and the errors that choose them. Tests pass their own CliIo.
+
+/** Where the CLI writes and what it reaches; the real entry fills it from the process, tests pass their own. */
+export interface CliIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  env: Record<string, string | undefined>;
+  fetch?: (input: string, init?: RequestInit) => Promise<Response>;
+  /** All of stdin, for `run -`. */
+  readStdin?: () => Promise<string>;
+  /** stderr is a terminal: live progress with a spinner (and colour unless NO_COLOR). */
+  stderrIsTTY?: boolean;
+  /** stdin is a terminal: the Ctrl-C question can be answered by typing. */
+  stdinIsTTY?: boolean;
+  /** Subscribes to Ctrl-C (SIGINT); returns the unsubscribe function. */
+  onInterrupt?: (handler: () => void) => () => void;
+  /** One line typed on the terminal (the answer to the Ctrl-C question); undefined at end of input. */
+  readLine?: (signal: AbortSignal) => Promise<string | undefined>;
+  /** The clock and timer for the spinner and elapsed times. */
+  now?: () => number;
+  setInterval?: (fn: () => void, ms: number) => unknown;
+  clearInterval?: (handle: unknown) => void;
+  /** How long a non-interactive Ctrl-C waits for a second one before detaching. */
+  detachAfterMs?: number;
+}
+
+/** The exit codes, documented in the README and in `toolshift --help`. */
+export const EXIT = {
+  /** The command did what was asked; for run/watch: the task completed. */
+  ok: 0,
+  /** The task failed, hit max_steps, timed out or was cancelled; or the server refused the request as invalid. */
+  failed: 1,
+  /** The command line was wrong (unknown command or flag, missing argument). */
+  usage: 2,
+  /** A service could not be reached, answered as another service, or refused the credentials (401/403). */
+  unreachable: 3,
+  /** Interrupted and detached: the task keeps running on the server. */
+  detached: 130,
+} as const;
+
+/** A wrong command line; exit 2 with a pointer to --help. */
+export class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly command?: string,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** A service that could not be reached, or answered as something else; exit 3. */
+export class UnreachableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** The services the CLI talks to: which variable points at each, and what it answers as. */
+export type ServiceName = 'agent-server' | 'mcp-gateway';
+const VARIABLE: Record<ServiceName, string> = { 'agent-server': 'AGENT_URL', 'mcp-gateway': 'GATEWAY_URL' };
+
+/**
+ * An endpoint for `service` whose fetch turns a failed connection into "cannot reach the <service> at <url>
+ * … start it with npm start", and an answer from another service (or something that is not toolshift) into
+ * "<url> is the …, not the <service>".
+ */
+export function serviceEndpoint(
+  service: ServiceName,
+  baseUrl: string,
+  token: string | undefined,
+  io: CliIo,
+): ServiceEndpoint {
+  const doFetch = io.fetch ?? fetch;
+  const variable = VARIABLE[service];
+  return {
+    baseUrl,
+    headers: token ? { authorization: `Bearer ${token}` } : undefined,
+    // Tasks and their event streams are long; the CLI waits as long as they run.
+    timeoutMs: 24 * 3600 * 1000,
+    fetch: async (url, init) => {
+      let res: Response;
+      try {
+        res = await doFetch(url, init);
+      } catch (err) {
+        if (init?.signal?.aborted) throw err;
+        const why = (err as Error & { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
+        throw new UnreachableError(
+          `cannot reach the ${service} at ${baseUrl} (${why}). Is toolshift running? Start it with \`npm start\`, ` +
+            `or set ${variable} to where the ${service} listens.`,
+        );
+      }
+      const answeredAs = res.headers.get('x-toolshift-service');
+      if (
+        answeredAs &&
+        answeredAs !== service &&
+        ['agent-server', 'mcp-gateway', 'tool-server'].includes(answeredAs)
+      ) {
+        throw new UnreachableError(
+          `${baseUrl} is the toolshift ${answeredAs}, not the ${service}: set ${variable} to the ${service}'s address.`,
+        );
+      }
+      if (!answeredAs && !res.ok) {
+        const type = res.headers.get('content-type') ?? 'no content type';
+        throw new UnreachableError(
+          `${baseUrl} answered ${res.status} (${type}) and does not look like the toolshift ${service}: ` +
+            `check ${variable}.`,
+        );
+      }
+      return res;
+    },
+  };
+}
+
+/** The error a failed call comes to: its own, or the one our fetch threw underneath lib's ServiceError. */
+export function rootCause(err: unknown): unknown {
+  if (err instanceof ServiceError && err.cause instanceof UnreachableError) return err.cause;
+  return err;
+}

@@ -1,0 +1,178 @@
+import type { ExecuteTaskResponse, TaskEvent } from '../agent-server/contract.ts';
+import type { Style } from './style.ts';
+
+// How a task's events look on a terminal: a spinner with elapsed time while the model thinks or a tool runs,
+// a line per retry, per tool call start and end, toolset changes highlighted, and a summary. Piped, the same
+// lines without the spinner and colour.
+
+const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+const CLEAR_LINE = '\r\x1b[K';
+
+/** What the progress display needs. */
+export interface ProgressOptions {
+  write: (text: string) => void;
+  style: Style;
+  /** A terminal: draw a spinner line that is redrawn in place. */
+  live: boolean;
+  now: () => number;
+  setInterval: (fn: () => void, ms: number) => unknown;
+  clearInterval: (handle: unknown) => void;
+}
+
+/** Formats a number with thousands separators. */
+export const num = (n: number) => Math.round(n).toLocaleString('en-US');
+
+/** Seconds with one decimal, or milliseconds below a second. */
+export function duration(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)}s`;
+}
+
+function bytes(n: number): string {
+  return n < 1024
+    ? `${n} B`
+    : n < 1024 * 1024
+      ? `${(n / 1024).toFixed(1)} KB`
+      : `${(n / 1048576).toFixed(1)} MB`;
+}
+
+type Data = Record<string, unknown>;
+
+/** The progress display of one task: feed it events; `pause` while asking the user something. */
+export function createProgress(opts: ProgressOptions) {
+  const { style: s, write } = opts;
+  let activity: { label: string; since: number } | undefined;
+  let timer: unknown;
+  let frame = 0;
+  let paused = false;
+  let drawn = false;
+
+  const clear = () => {
+    if (drawn) write(CLEAR_LINE);
+    drawn = false;
+  };
+  const draw = () => {
+    if (!opts.live || paused || !activity) return;
+    const elapsed = duration(opts.now() - activity.since);
+    write(`${CLEAR_LINE}${s.cyan(FRAMES[frame++ % FRAMES.length])} ${activity.label} ${s.dim(elapsed)}`);
+    drawn = true;
+  };
+  const startActivity = (label: string) => {
+    activity = { label, since: opts.now() };
+    if (!opts.live) return;
+    if (timer === undefined) timer = opts.setInterval(draw, 100);
+    draw();
+  };
+  const endActivity = () => {
+    activity = undefined;
+    clear();
+    if (timer !== undefined) opts.clearInterval(timer);
+    timer = undefined;
+  };
+  /** Prints a line above the spinner, which is redrawn under it. */
+  const line = (text: string) => {
+    clear();
+    write(`${text}\n`);
+    draw();
+  };
+
+  const onEvent = (e: TaskEvent) => {
+    const d = e.data as Data;
+    switch (e.type) {
+      case 'task_started':
+        line(s.dim(`task ${d.task_id} · session ${d.session_id} · model ${d.model ?? '?'}`));
+        break;
+      case 'model_request': {
+        const tools = (d.tools as string[]).length;
+        const what = `${tools} tool${tools === 1 ? '' : 's'} (${num(d.tool_tokens as number)} tokens) · ${num(d.message_tokens as number)} message tokens`;
+        if (opts.live) startActivity(`step ${d.step} · thinking… ${s.dim(what)}`);
+        else line(`step ${d.step} · asking the model · ${what}`);
+        break;
+      }
+      case 'model_retry': {
+        const status = d.status === null ? 'no answer' : `HTTP ${d.status}`;
+        line(
+          s.yellow(
+            `↻ step ${d.step} · model call failed (${status}): ${d.reason}; retrying in ${duration(d.delay_ms as number)} (attempt ${(d.attempt as number) + 1})`,
+          ),
+        );
+        break;
+      }
+      case 'model_call': {
+        endActivity();
+        const calls = (d.tool_calls as { name: string }[]).map((c) => c.name);
+        const retried = (d.attempts as number) > 1 ? s.yellow(` after ${d.attempts} attempts`) : '';
+        const answer = calls.length > 0 ? calls.join(', ') : 'answer';
+        line(`step ${d.step} · model ${duration(e.duration_ms ?? 0)}${retried} → ${s.bold(answer)}`);
+        break;
+      }
+      case 'tool_call_started':
+        line(s.dim(`  ▸ ${d.name}`));
+        if (opts.live) startActivity(`running ${d.name}…`);
+        break;
+      case 'tool_call': {
+        endActivity();
+        const took = duration(e.duration_ms ?? 0);
+        if (d.ok)
+          line(`  ${s.green('✓')} ${d.name} ${s.dim(`${took} · ${bytes(d.result_bytes as number)}`)}`);
+        else line(`  ${s.red('✗')} ${d.name} ${s.dim(took)}: ${s.red(String(d.output).slice(0, 200))}`);
+        break;
+      }
+      case 'toolset_change': {
+        endActivity();
+        const added = (d.added_tools as string[]).length;
+        const removed = (d.removed_tools as string[]).length;
+        const t = d.tool_definition_tokens as { change: number; total: number } | undefined;
+        const tokens = t
+          ? `, ${t.change >= 0 ? '+' : '−'}${num(Math.abs(t.change))} tokens (${num(t.total)} in all)`
+          : '';
+        const verb = d.action === 'ACTIVATE' ? '✚ activated' : '✖ deactivated';
+        line(
+          `  ${s.magenta(s.bold(`${verb} ${(d.toolset_ids as string[]).join(', ')}`))}${s.magenta(`: +${added} −${removed} tools${tokens}`)}`,
+        );
+        break;
+      }
+      case 'task_finished':
+        endActivity();
+        break;
+      default:
+        break;
+    }
+  };
+
+  return {
+    onEvent,
+    /** Stops drawing (for a question to the user); `resume` draws again. */
+    pause() {
+      paused = true;
+      clear();
+    },
+    resume() {
+      paused = false;
+      draw();
+    },
+    /** Writes a line as the display does (above the spinner). */
+    line,
+    stop: endActivity,
+  };
+}
+
+/** The closing summary: outcome, steps, time, tokens, tool-definition tokens saved, toolsets, ids. */
+export function summary(r: ExecuteTaskResponse, s: Style): string {
+  const ok = r.status === 'completed';
+  const mark = ok ? s.green('✔') : s.red('✘');
+  const parts = [
+    `${mark} ${s.bold(r.status)} in ${r.steps} step${r.steps === 1 ? '' : 's'}`,
+    ...(r.duration_ms !== undefined ? [duration(r.duration_ms)] : []),
+    `${num(r.usage.total_tokens)} tokens (prompt ${num(r.usage.prompt_tokens)}, completion ${num(r.usage.completion_tokens)})`,
+  ];
+  if (r.tokens) {
+    const saved = r.tokens.all_toolsets_tool_tokens - r.tokens.tool_definition_tokens;
+    parts.push(
+      `tool definitions ${num(r.tokens.tool_definition_tokens)} tokens, ${num(saved)} saved vs all toolsets loaded`,
+    );
+  }
+  parts.push(`toolsets: ${r.toolsets_used.length > 0 ? r.toolsets_used.join(', ') : 'none'}`);
+  const lines = [parts.join(' · '), s.dim(`  task ${r.task_id} · session ${r.session_id}`)];
+  if (r.error) lines.push(s.red(`  error: ${r.error}`));
+  return `${lines.join('\n')}\n`;
+}

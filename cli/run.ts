@@ -1,0 +1,70 @@
+import { agentRoutes, TaskAccepted } from '../agent-server/contract.ts';
+import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
+import { type CliIo, EXIT, UsageError } from './io.ts';
+import { watchTask } from './watch.ts';
+
+// `toolshift run`: submit the task without waiting (it runs apart from this process), then follow its
+// events; `--detach` prints the id and leaves it running.
+
+/** The flags `run` reads. */
+export interface RunFlags {
+  session?: string;
+  maxSteps?: number;
+  maxDurationS?: number;
+  json: boolean;
+  quiet: boolean;
+  cancelOnInterrupt: boolean;
+  detach: boolean;
+}
+
+/** execute_task as `run` uses it: `wait: false`, answered 202 with the task's id. */
+const submitRoute = { ...agentRoutes.executeTask, responses: { 200: TaskAccepted } };
+
+/** The goal from the arguments, or all of stdin for `run -`. */
+async function goalOf(args: string[], io: CliIo): Promise<string> {
+  if (args.length === 1 && args[0] === '-') {
+    if (!io.readStdin)
+      throw new UsageError('run - reads the goal from stdin, which is not available here', 'run');
+    return (await io.readStdin()).trim();
+  }
+  return args.join(' ').trim();
+}
+
+/** Runs `toolshift run`; resolves to the exit code. */
+export async function runTask(
+  args: string[],
+  flags: RunFlags,
+  agent: ServiceEndpoint,
+  io: CliIo,
+): Promise<number> {
+  const goal = await goalOf(args, io);
+  if (!goal) {
+    throw new UsageError(
+      'run needs a goal, e.g. toolshift run "list the files in the workspace" (or run - for stdin)',
+      'run',
+    );
+  }
+  const accepted = await callRoute(agent, submitRoute, {
+    body: {
+      goal,
+      session_id: flags.session,
+      max_steps: flags.maxSteps,
+      max_duration_s: flags.maxDurationS,
+      wait: false,
+    },
+  });
+  if (flags.detach) {
+    if (flags.json) io.stdout(`${JSON.stringify(accepted)}\n`);
+    else {
+      io.stdout(`${accepted.task_id}\n`);
+      if (!flags.quiet) {
+        io.stderr(
+          `task ${accepted.task_id} is running (session ${accepted.session_id}).\n` +
+            `  follow it: toolshift tasks watch ${accepted.task_id}\n`,
+        );
+      }
+    }
+    return EXIT.ok;
+  }
+  return watchTask(agent, accepted.task_id, flags, io);
+}

@@ -1,0 +1,95 @@
+import { agentRoutes } from '../agent-server/contract.ts';
+import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
+import { type CliIo, EXIT, UsageError } from './io.ts';
+import { createProgress, summary } from './render.ts';
+import { createStyle } from './style.ts';
+import { type WatchOptions, watchTask } from './watch.ts';
+
+// `toolshift tasks`: list, show, watch (follow a running task) and cancel.
+
+/** The flags `tasks` reads. */
+export interface TasksFlags extends WatchOptions {
+  limit: number;
+}
+
+/** Runs `toolshift tasks …`; resolves to the exit code. */
+export async function tasksCommand(
+  args: string[],
+  flags: TasksFlags,
+  agent: ServiceEndpoint,
+  io: CliIo,
+): Promise<number> {
+  const [sub = 'list', id, ...extra] = args;
+  if (extra.length > 0) throw new UsageError(`tasks ${sub} takes one task id`, 'tasks');
+  const needId = () => {
+    if (!id) throw new UsageError(`tasks ${sub} needs a task id (toolshift tasks lists them)`, 'tasks');
+    return id;
+  };
+  switch (sub) {
+    case 'list': {
+      const { tasks } = await callRoute(agent, agentRoutes.listTasks, {
+        query: { limit: String(flags.limit) },
+      });
+      if (flags.json) {
+        io.stdout(`${JSON.stringify(tasks)}\n`);
+        return EXIT.ok;
+      }
+      if (tasks.length === 0) io.stdout('no tasks yet\n');
+      for (const t of tasks) {
+        io.stdout(
+          `${t.task_id}  ${t.status.padEnd(9)} ${String(t.steps).padStart(3)} steps  ${t.goal.slice(0, 60)}\n`,
+        );
+      }
+      return EXIT.ok;
+    }
+    case 'show': {
+      const task = await callRoute(agent, agentRoutes.getTask, { params: { id: needId() } });
+      if (flags.json) {
+        io.stdout(`${JSON.stringify(task)}\n`);
+        return EXIT.ok;
+      }
+      const style = createStyle(false);
+      io.stdout(`${task.task_id}  ${task.status}  session ${task.session_id}  ${task.created_at}\n`);
+      io.stdout(`goal: ${task.goal}\n`);
+      const progress = createProgress({
+        write: io.stdout,
+        style,
+        live: false,
+        now: Date.now,
+        setInterval: () => undefined,
+        clearInterval: () => {},
+      });
+      for (const e of task.events) progress.onEvent(e);
+      if (task.final_answer) io.stdout(`answer: ${task.final_answer}\n`);
+      if (task.status !== 'running') {
+        const { events: _events, ...rest } = task;
+        const durationMs = task.finished_at
+          ? Date.parse(task.finished_at) - Date.parse(task.created_at)
+          : undefined;
+        io.stdout(
+          summary(
+            {
+              ...rest,
+              status: task.status,
+              tokens: task.tokens ?? undefined,
+              error: task.error ?? undefined,
+              duration_ms: durationMs,
+            },
+            style,
+          ),
+        );
+      }
+      return EXIT.ok;
+    }
+    case 'watch':
+      return watchTask(agent, needId(), flags, io);
+    case 'cancel': {
+      const task = await callRoute(agent, agentRoutes.cancelTask, { params: { id: needId() } });
+      if (flags.json) io.stdout(`${JSON.stringify(task)}\n`);
+      else io.stdout(`task ${task.task_id} ${task.status}\n`);
+      return task.status === 'cancelled' ? EXIT.ok : EXIT.failed;
+    }
+    default:
+      throw new UsageError(`unknown tasks command "${sub}"; use list, show, watch or cancel`, 'tasks');
+  }
+}

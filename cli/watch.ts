@@ -1,0 +1,105 @@
+import type { ExecuteTaskResponse, TaskEvent } from '../agent-server/contract.ts';
+import { agentRoutes } from '../agent-server/contract.ts';
+import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
+import { followTask } from './follow.ts';
+import { type CliIo, EXIT } from './io.ts';
+import { createProgress, summary } from './render.ts';
+import { colourWanted, createStyle } from './style.ts';
+
+// Watching a task to its end, for `run` and `tasks watch`: progress on stderr (or JSON lines on stdout), the
+// answer alone on stdout, and Ctrl-C handled the way the README promises: the first asks, the second cancels.
+
+/** How the output looks. */
+export interface WatchOptions {
+  json: boolean;
+  quiet: boolean;
+  /** Ctrl-C cancels the task on the server at once instead of asking. */
+  cancelOnInterrupt: boolean;
+}
+
+/** The question the first Ctrl-C asks. */
+export const CANCEL_QUESTION = 'cancel the task? (the server keeps running it if you detach)';
+
+/** Follows `taskId` to its result and returns the exit code. */
+export async function watchTask(
+  agent: ServiceEndpoint,
+  taskId: string,
+  opts: WatchOptions,
+  io: CliIo,
+): Promise<number> {
+  const style = createStyle(colourWanted(io.stderrIsTTY, io.env));
+  const progress = createProgress({
+    write: io.stderr,
+    style,
+    live: io.stderrIsTTY === true,
+    now: io.now ?? Date.now,
+    setInterval: io.setInterval ?? ((fn, ms) => setInterval(fn, ms)),
+    clearInterval: io.clearInterval ?? ((h) => clearInterval(h as NodeJS.Timeout)),
+  });
+  const show = (e: TaskEvent) => {
+    if (opts.json) io.stdout(`${JSON.stringify(e)}\n`);
+    else if (!opts.quiet) progress.onEvent(e);
+  };
+  const detach = new AbortController();
+  const asking = new AbortController();
+  let interrupts = 0;
+  let cancelling = false;
+  let detachTimer: NodeJS.Timeout | undefined;
+
+  const cancel = () => {
+    if (cancelling) return;
+    cancelling = true;
+    asking.abort();
+    clearTimeout(detachTimer);
+    progress.resume();
+    progress.line(style.yellow(`cancelling task ${taskId} on the server…`));
+    callRoute(agent, agentRoutes.cancelTask, { params: { id: taskId } }).catch((err: Error) =>
+      progress.line(style.red(`could not cancel: ${err.message}`)),
+    );
+  };
+  const ask = async () => {
+    progress.pause();
+    if (io.stdinIsTTY && io.readLine) {
+      io.stderr(`\n${style.bold(CANCEL_QUESTION)} [y = cancel, N = detach, Ctrl-C = cancel] `);
+      const answer = await io.readLine(asking.signal).catch(() => undefined);
+      if (asking.signal.aborted || cancelling) return;
+      if (/^\s*y(es)?\s*$/i.test(answer ?? '')) cancel();
+      else detach.abort();
+      return;
+    }
+    const wait = io.detachAfterMs ?? 3000;
+    io.stderr(
+      `\n${style.bold(CANCEL_QUESTION)}\nCtrl-C again cancels it on the server; detaching in ${Math.round(wait / 1000)}s otherwise.\n`,
+    );
+    detachTimer = setTimeout(() => detach.abort(), wait);
+  };
+  const unsubscribe = io.onInterrupt?.(() => {
+    interrupts++;
+    if (opts.cancelOnInterrupt || interrupts >= 2) cancel();
+    else void ask();
+  });
+
+  let result: ExecuteTaskResponse;
+  try {
+    result = await followTask(agent, taskId, { onEvent: show, signal: detach.signal });
+  } catch (err) {
+    if (!detach.signal.aborted) throw err;
+    progress.stop();
+    io.stderr(
+      `\ndetached: task ${taskId} keeps running on the server.\n` +
+        `  follow it again: toolshift tasks watch ${taskId}\n` +
+        `  cancel it:       toolshift tasks cancel ${taskId}\n`,
+    );
+    return EXIT.detached;
+  } finally {
+    unsubscribe?.();
+    asking.abort();
+    clearTimeout(detachTimer);
+  }
+  progress.stop();
+  if (opts.json) io.stdout(`${JSON.stringify({ type: 'result', ...result })}\n`);
+  else if (result.final_answer) io.stdout(`${result.final_answer}\n`);
+  if (!opts.json && !opts.quiet) io.stderr(summary(result, style));
+  else if (result.error && !opts.json) io.stderr(`error: ${result.error}\n`);
+  return result.status === 'completed' ? EXIT.ok : EXIT.failed;
+}

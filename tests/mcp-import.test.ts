@@ -79,7 +79,7 @@ describe('toolsets import', () => {
       }),
     );
     stack = await makeStack({
-      toolsets: { 'placeholder.yaml': 'id: placeholder\ndescription: x\ntools: [read_text_file]\n' },
+      toolsets: { 'files.yaml': 'id: files\ndescription: Read files.\ntools: [read_text_file]\n' },
       vars: { WEATHER_TOKEN, NOTES_TOKEN, NOTES_SERVER_API_KEY: NOTES_KEY },
     });
     const s = stack;
@@ -140,7 +140,7 @@ describe('toolsets import', () => {
 
   it('says what is wrong with a file that is not an mcpServers config', async () => {
     stack = await makeStack({
-      toolsets: { 'placeholder.yaml': 'id: placeholder\ndescription: x\ntools: [read_text_file]\n' },
+      toolsets: { 'files.yaml': 'id: files\ndescription: Read files.\ntools: [read_text_file]\n' },
     });
     const tmp = await mkdtemp(path.join(tmpdir(), 'import-'));
     await writeFile(path.join(tmp, 'bad.json'), JSON.stringify({ servers: {} }));

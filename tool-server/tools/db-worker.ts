@@ -1,3 +1,4 @@
+import { Worker } from 'node:worker_threads';
 import { type DbJob, runJob } from './db-ops.ts';
 
 // The entry of a query process (started by db-runner.ts with tsx's loader). It answers one job per message,
@@ -16,5 +17,13 @@ process.on('message', (job: DbJob) => {
 
 // The tool-server went away (or closed its pool): nothing more will come.
 process.on('disconnect', () => process.exit(0));
+
+// 'disconnect' is not seen while a statement runs on this thread, so a thread of its own watches for the
+// tool-server dying mid-query (killed, crashed) and ends this process, which would otherwise run on, orphaned.
+new Worker(
+  `const parent = process.ppid;
+   setInterval(() => { if (process.ppid !== parent) process.kill(process.pid, 'SIGKILL'); }, 500);`,
+  { eval: true },
+).unref();
 
 process.send({ ready: true });

@@ -49,6 +49,9 @@ afterAll(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
+/** Colour codes, in case the suite prints them despite NO_COLOR. */
+const ANSI = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');
+
 /** Runs one scenario in a child process (the gateway lives in this one); returns its checks and summary. */
 async function run(line: '2025' | '2026', scenario: string) {
   const args = [SUITE[line], 'server', '--url', url, '--scenario', scenario];
@@ -62,7 +65,7 @@ async function run(line: '2025' | '2026', scenario: string) {
     out += d;
   });
   const code = await new Promise<number>((resolve) => child.on('close', (c) => resolve(c ?? 1)));
-  const plain = out.replace(/\x1b\[[0-9;]*m/g, '');
+  const plain = out.replace(ANSI, '');
   const checks = new Map<string, string>();
   for (const m of plain.matchAll(/\[([a-z0-9-]+)\s*\]\s+(SUCCESS|FAILURE|WARNING|SKIPPED|INFO)/g))
     checks.set(m[1], m[2]);

@@ -9,7 +9,6 @@ import { tasksCommand } from './cli/tasks.ts';
 import { type Config, loadConfig } from './lib/config.ts';
 import { callRoute, type ServiceEndpoint, ServiceError } from './lib/http-client.ts';
 import { gatewayRoutes } from './mcp-gateway/contract.ts';
-import { importServers } from './mcp-gateway/import-servers.ts';
 
 // The toolshift CLI: a thin client of the agent-server and the gateway's admin API. No business logic here.
 
@@ -248,6 +247,8 @@ async function upstreamCommand(
   }
   const [file] = args;
   if (!file) throw new UsageError('toolsets import needs a file, e.g. claude_desktop_config.json');
+  // Loaded on use: it brings the MCP client, which the other commands do not need.
+  const { importServers } = await import('./mcp-gateway/import-servers.ts');
   const outcomes = await importServers({
     file,
     toolsetsDir: config.gateway.toolsetsDir,

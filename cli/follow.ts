@@ -59,6 +59,9 @@ export async function followTask(
     });
     const reader = res.body.getReader();
     const decoder = new TextDecoder();
+    // Detaching ends the read even where the body is not tied to the request's signal.
+    const hangUp = () => void reader.cancel().catch(() => undefined);
+    opts.signal?.addEventListener('abort', hangUp, { once: true });
     try {
       for (;;) {
         const { done, value } = await reader.read();
@@ -69,9 +72,11 @@ export async function followTask(
     } catch (err) {
       if (opts.signal?.aborted) throw err;
     } finally {
+      opts.signal?.removeEventListener('abort', hangUp);
       reader.releaseLock();
     }
     if (result) return result;
+    if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('detached');
     // The stream ended without a result: reconnect after the last event seen.
     if (++failures > (opts.retries ?? 5)) {
       throw new Error(

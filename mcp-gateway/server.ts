@@ -68,6 +68,8 @@ export async function startGateway(
     sessionIdleMs: config.gateway.mcp.sessionIdleMs,
     onError: (err) => log.warn({ err: err.message }, 'MCP face'),
   });
+  // An upstream server's tools changed (list_changed, a withheld definition): MCP clients hear of it.
+  gateway.onCatalogChange(() => void face.announce());
   const app = createGatewayApp({ gateway, backends, log, security, face, prompts, metrics });
   const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT');
   log.info({ url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) }, 'mcp-gateway listening');

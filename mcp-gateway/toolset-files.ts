@@ -47,20 +47,33 @@ const McpBlock = z
       });
   });
 
-// Unknown top-level keys are ignored (a later version may add some); the mcp block is strict.
-const ToolsetFile = z.object({
-  id: Name,
-  description: z.string().trim().min(1, 'must not be empty'),
-  default: z.boolean().default(false),
-  backend: z.union([z.string().min(1), z.strictObject({ mcp: McpBlock })]).default('tool-server'),
-  tools: z.array(z.string().min(1).max(128)).min(1, 'list at least one tool, or leave tools out').optional(),
-  prefix: z
-    .string()
-    .regex(/^[A-Za-z0-9_-]{1,32}$/, 'must be 1-32 letters, digits, _ or -')
-    .optional(),
-  pin: z.boolean().default(true),
-  timeout_seconds: z.number().positive().max(3600).default(60),
-});
+// Unknown keys are refused, at the top as in the mcp block: a misspelt key (\`tool:\`, \`defualt:\`) must not be
+// silently ignored.
+const ToolsetFile = z.strictObject(
+  {
+    id: Name,
+    description: z.string().trim().min(1, 'must not be empty'),
+    default: z.boolean().default(false),
+    backend: z.union([z.string().min(1), z.strictObject({ mcp: McpBlock })]).default('tool-server'),
+    tools: z
+      .array(z.string().min(1).max(128))
+      .min(1, 'list at least one tool, or leave tools out')
+      .optional(),
+    prefix: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,32}$/, 'must be 1-32 letters, digits, _ or -')
+      .optional(),
+    pin: z.boolean().default(true),
+    timeout_seconds: z.number().positive().max(3600).default(60),
+  },
+  {
+    error: (issue) =>
+      issue.code === 'unrecognized_keys'
+        ? `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')}; a toolset file has ` +
+          'id, description, default, backend, tools, prefix, pin, timeout_seconds'
+        : undefined,
+  },
+);
 
 /** The meta-tool's name; no toolset may offer a tool by that name. */
 export const RESERVED_TOOL = 'manage_toolsets';

@@ -47,7 +47,7 @@ const McpBlock = z
       });
   });
 
-// Unknown keys are refused, at the top as in the mcp block: a misspelt key (\`tool:\`, \`defualt:\`) must not be
+// Unknown keys are refused, at the top as in the mcp block: a misspelt key (`tool:`, `defualt:`) must not be
 // silently ignored.
 const ToolsetFile = z.strictObject(
   {

@@ -57,12 +57,18 @@ export async function startAgentServer(config: Config, opts: { log?: Logger } = 
     metrics: createAgentMetrics(metrics),
     log,
   });
-  const listening = await listen(
-    createAgentApp({ agent, store, log, security, metrics, heartbeatMs: config.agent.heartbeatMs }),
-    config.agent.port,
-    config.host,
-    'AGENT_PORT',
-  );
+  let listening: Listening;
+  try {
+    listening = await listen(
+      createAgentApp({ agent, store, log, security, metrics, heartbeatMs: config.agent.heartbeatMs }),
+      config.agent.port,
+      config.host,
+      'AGENT_PORT',
+    );
+  } catch (err) {
+    store.close();
+    throw err;
+  }
   // The endpoint and model, never the key: enough to tell which provider a failing task was talking to.
   log.info(
     {

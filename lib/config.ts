@@ -65,6 +65,11 @@ const EnvSchema = z.object({
   MCP_HANDLE_IDLE_S: z.coerce.number().int().min(60).default(86_400),
   MCP_SESSION_IDLE_S: z.coerce.number().int().min(60).default(3_600),
   PROMPTS_DIR: z.string().default('./prompts'),
+  POLICY_FILE: optionalString,
+  APPROVAL_TIMEOUT_S: z.coerce.number().int().min(1).default(600),
+  MAX_CALLS_PER_MINUTE: z.coerce.number().int().min(1).default(120),
+  MAX_ACTIVATIONS_PER_TASK: z.coerce.number().int().min(1).default(20),
+  MAX_CONCURRENT_TASKS: z.coerce.number().int().min(1).default(4),
   TOOL_SERVER_TOKEN: optionalString,
   AGENT_API_TOKEN: optionalString,
   ALLOWED_HOSTS: commaList,
@@ -143,6 +148,9 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         maxAttempts: e.AGENT_MODEL_MAX_ATTEMPTS,
       },
       maxSteps: e.AGENT_MAX_STEPS,
+      /** Tasks that may run at once (503 with retry-after beyond); how long a task waits for an approval. */
+      maxConcurrentTasks: e.MAX_CONCURRENT_TASKS,
+      approvalTimeoutMs: e.APPROVAL_TIMEOUT_S * 1000,
       /** A task's wall-clock limit unless its request sets `max_duration_s`. */
       maxDurationS: e.AGENT_MAX_DURATION_S,
       /** How often an idle event stream sends a keep-alive comment. */
@@ -163,6 +171,10 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         sessionIdleMs: e.MCP_SESSION_IDLE_S * 1000,
       },
       promptsDir: path.resolve(e.PROMPTS_DIR),
+      /** The operator's ceiling: policy file, how long an approval may stay pending, per-session limits. */
+      policyFile: path.resolve(e.POLICY_FILE ?? path.join(e.TOOLSETS_DIR, 'policy.yaml')),
+      approvalTimeoutMs: e.APPROVAL_TIMEOUT_S * 1000,
+      limits: { callsPerMinute: e.MAX_CALLS_PER_MINUTE, activationsPerTask: e.MAX_ACTIVATIONS_PER_TASK },
       /** The most tool-definition tokens manage_toolsets may bring a session to (unset: no limit). */
       toolTokenBudget: e.TOOL_TOKEN_BUDGET,
       toolsetsDir: path.resolve(e.TOOLSETS_DIR),

@@ -104,7 +104,8 @@ export function installBase(app: Hono, log: Logger, security: Security, opts: Ba
   // Which service answered (the logger's name), so a client pointed at the wrong port can say so.
   const service = (log.bindings() as { name?: unknown }).name;
   app.onError((err, c) => {
-    if (err instanceof HttpError) return c.json({ error: err.message, ...err.details }, err.status);
+    if (err instanceof HttpError)
+      return c.json({ error: err.message, ...err.details }, err.status, err.headers);
     const id = randomUUID();
     log.error({ err, path: c.req.path, error_id: id }, 'unhandled error');
     return c.json({ error: `Internal error (logged on the server as ${id})` }, 500);

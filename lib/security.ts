@@ -14,7 +14,7 @@ import { HttpError } from './http-error.ts';
  * Who may call a route: the operator, the agent-server, the gateway (as the tool-server's client), a user of
  * the agent-server's API, an MCP client of the gateway's MCP face.
  */
-export type Role = 'admin' | 'agent' | 'gateway' | 'user' | 'mcp';
+export type Role = 'admin' | 'agent' | 'gateway' | 'user' | 'mcp' | 'approver';
 
 /** A credential a service accepts: its role, its value, and the variable that holds it (for messages). */
 export interface TokenSpec {
@@ -249,13 +249,16 @@ export function securityFor(config: Config, service: ServiceName): Security {
             { role: 'admin', variable: 'GATEWAY_ADMIN_TOKEN', value: config.gateway.adminToken },
             { role: 'agent', variable: 'GATEWAY_AGENT_TOKEN', value: config.gateway.agentToken },
             { role: 'mcp', variable: 'GATEWAY_MCP_TOKEN', value: config.gateway.mcp.token },
+            // A user of the agent's API may decide approvals (the agent-server relays the user's own token).
+            { role: 'approver', variable: 'AGENT_API_TOKEN', value: config.agent.apiToken },
           ]
         : [{ role: 'gateway', variable: 'TOOL_SERVER_TOKEN', value: config.tools.token }];
-  // GATEWAY_MCP_TOKEN is optional on a public bind: without it the MCP face is the operator's (admin token).
+  // GATEWAY_MCP_TOKEN and the approver's token are optional on a public bind: without them the MCP face and
+  // approvals are the operator's alone.
   assertSafeBind(
     service,
     config.host,
-    candidates.filter((c) => c.role !== 'mcp'),
+    candidates.filter((c) => c.role !== 'mcp' && c.role !== 'approver'),
     config.http.insecure,
   );
   const tokens = candidates.flatMap((c) =>

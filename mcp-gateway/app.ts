@@ -1,13 +1,30 @@
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { requireRole, type Security } from '../lib/security.ts';
+import { type AuditActor, withActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
 import { DEFAULT_SESSION, gatewayRoutes as routes } from './contract.ts';
 import type { Gateway } from './gateway.ts';
 import type { McpFace } from './mcp/face.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './prompts.ts';
+
+/** The task a request acts for, as the agent-server names it (x-toolshift-task); trusted only from the agent. */
+const TASK_HEADER = 'x-toolshift-task';
+
+/** Who a request is, for the audit trail: the operator, the model in a task, an MCP client, a user. */
+function actorOf(c: Context): AuditActor {
+  const principal = c.get('principal');
+  const role = principal?.role ?? 'local';
+  const task = c.req.header(TASK_HEADER);
+  if ((role === 'agent' || role === 'local') && task && /^[A-Za-z0-9_.:-]{1,128}$/.test(task)) {
+    return { actor: `model in task ${task}`, task_id: task };
+  }
+  if (c.req.path === '/mcp' || c.req.path.startsWith('/mcp/toolsets/'))
+    return { actor: `mcp client (${role})` };
+  return { actor: role === 'approver' ? 'user (AGENT_API_TOKEN)' : role };
+}
 
 /** What the gateway's app needs; tests pass their own. */
 export interface GatewayDeps {
@@ -28,6 +45,8 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   const { gateway } = deps;
   const app = new Hono();
   installBase(app, deps.log, deps.security, { metrics: deps.metrics });
+  // Every audit row of the request records who acted (audit-context.ts).
+  app.use('*', (c, next) => withActor(actorOf(c), next));
   route(app, routes.changeToolsets, async (c, { body }) => {
     // One route serves both: a session's toolsets (agent or operator) and the global ceiling (operator only).
     const operator = body.action === 'ENABLE' || body.action === 'DISABLE';
@@ -47,8 +66,15 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   });
   route(app, routes.reloadToolsets, async (c) => {
     requireRole(c, ['admin'], 'Reloading the toolsets');
+    // The policy and the playbooks first: a malformed one is a 400 before anything has changed.
+    gateway.ceiling.reloadPolicy();
+    try {
+      deps.prompts.reload();
+    } catch (err) {
+      if (err instanceof PromptError) throw new HttpError(400, err.message);
+      throw err;
+    }
     const result = await gateway.reloadToolsets();
-    deps.prompts.reload();
     await deps.face.announce();
     return c.json(result);
   });
@@ -73,6 +99,15 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       ? c.json({ status: 'ok' as const, backends, upstreams })
       : c.json({ error: 'a backend is unhealthy', backends, upstreams }, 503);
   });
+  route(app, routes.getPolicy, (c) => c.json(gateway.ceiling.policy()));
+  route(app, routes.reloadPolicy, (c) => c.json(gateway.ceiling.reloadPolicy()));
+  route(app, routes.listApprovals, (c, { query }) =>
+    c.json({ approvals: gateway.ceiling.approvals.list(query) }),
+  );
+  route(app, routes.decideApproval, (c, { params, body }) =>
+    c.json(gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason)),
+  );
+  route(app, routes.listAudit, (c, { query }) => c.json({ audit: gateway.listAudit(query) }));
   route(app, routes.listPrompts, (c) => c.json({ prompts: deps.prompts.list() }));
   route(app, routes.renderPrompt, (c, { params, body }) => {
     try {

@@ -174,8 +174,95 @@ export type RenderPromptRequest = z.infer<typeof RenderPromptRequest>;
 export const RenderedPrompt = z.object({ name: z.string(), description: z.string(), text: z.string() });
 export type RenderedPrompt = z.infer<typeof RenderedPrompt>;
 
+export const PolicyInfo = z.object({
+  file: z.string().nullable(),
+  default: z.enum(['allow', 'ask', 'deny']),
+  rules: z.array(z.record(z.string(), z.unknown())),
+});
+
+export const Approval = z.object({
+  id: z.string(),
+  session_id: z.string(),
+  task_id: z.string().nullable(),
+  kind: z.enum(['call', 'activate']),
+  subject: z.string(),
+  arguments: z.record(z.string(), z.unknown()).nullable(),
+  reason: z.string(),
+  status: z.enum(['pending', 'approved', 'denied', 'expired', 'used']),
+  created_at: z.string(),
+  expires_at: z.string(),
+  decided_by: z.string().nullable(),
+  decision_reason: z.string().nullable(),
+});
+export type Approval = z.infer<typeof Approval>;
+
+export const DecideApprovalRequest = z.strictObject({
+  approve: z.boolean(),
+  reason: z.string().max(1000).optional(),
+});
+
+export const AuditRow = z.object({
+  id: z.number(),
+  at: z.string(),
+  session_id: z.string().nullable(),
+  task_id: z.string().nullable(),
+  actor: z.string(),
+  kind: z.string(),
+  subject: z.string(),
+  ok: z.boolean(),
+  detail: z.string().nullable(),
+});
+
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const gatewayRoutes = {
+  getPolicy: {
+    method: 'get',
+    path: '/mcp/admin/policy',
+    roles: ['admin'],
+    summary: 'The operator policy in force (POLICY_FILE)',
+    responses: { 200: PolicyInfo },
+  },
+  reloadPolicy: {
+    method: 'post',
+    path: '/mcp/admin/policy/reload',
+    roles: ['admin'],
+    summary: 'Re-read POLICY_FILE; a malformed file is refused and the running policy stays',
+    responses: { 200: PolicyInfo, 400: ErrorBody },
+  },
+  listApprovals: {
+    method: 'get',
+    path: '/mcp/admin/approvals',
+    roles: ['admin', 'approver'],
+    summary: 'Approvals, newest first (status=pending for the open ones)',
+    query: z.object({
+      status: z.enum(['pending', 'approved', 'denied', 'expired', 'used']).optional(),
+      session_id: SessionId.optional(),
+      limit: z.coerce.number().int().min(1).max(500).default(50),
+    }),
+    responses: { 200: z.object({ approvals: z.array(Approval) }) },
+  },
+  decideApproval: {
+    method: 'post',
+    path: '/mcp/admin/approvals/{id}',
+    roles: ['admin', 'approver'],
+    summary: 'Approve or deny a pending approval',
+    params: z.object({ id: z.string().min(1).max(64) }),
+    body: DecideApprovalRequest,
+    responses: { 200: Approval, 404: ErrorBody, 409: ErrorBody },
+  },
+  listAudit: {
+    method: 'get',
+    path: '/mcp/admin/audit',
+    roles: ['admin'],
+    summary: 'The audit trail, newest first: toolset changes, refused and approved calls, operator changes',
+    query: z.object({
+      session_id: SessionId.optional(),
+      task_id: z.string().max(128).optional(),
+      since: z.string().datetime({ offset: true }).optional(),
+      limit: z.coerce.number().int().min(1).max(1000).default(100),
+    }),
+    responses: { 200: z.object({ audit: z.array(AuditRow) }) },
+  },
   listPrompts: {
     method: 'get',
     path: '/mcp/prompts',

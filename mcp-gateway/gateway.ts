@@ -4,6 +4,7 @@ import type { Logger } from '../lib/log.ts';
 import { createTokenCounter, type TokenCounter } from '../lib/tokens.ts';
 import { UpstreamError } from './backends/mcp-connection.ts';
 import { type Catalog, CatalogError } from './catalog.ts';
+import type { Ceiling } from './ceiling.ts';
 import type {
   ChangeToolsetsRequest,
   ChangeToolsetsResponse,
@@ -14,7 +15,7 @@ import type {
 import { DEFAULT_SESSION, manageToolsetsDefinition } from './contract.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
 import { manageToolsets } from './manage-toolsets.ts';
-import type { GatewayStore } from './store.ts';
+import type { AuditFilter, GatewayStore } from './store.ts';
 
 /** The gateway's rules in one place, shared by the REST routes and (later) the MCP face. */
 export type Gateway = ReturnType<typeof createGateway>;
@@ -28,6 +29,8 @@ export function createGateway(deps: {
   tokens?: TokenCounter;
   /** TOOL_TOKEN_BUDGET: the most tool-definition tokens manage_toolsets may bring a session to. */
   toolTokenBudget?: number;
+  /** The operator's policy, approvals and rate limits (ceiling.ts), checked on every path. */
+  ceiling: Ceiling;
 }) {
   const { catalog, store, log } = deps;
   const counter = deps.tokens ?? createTokenCounter();
@@ -140,10 +143,9 @@ export function createGateway(deps: {
             `Toolset(s) disabled by the operator: ${disabled.join(', ')}; they cannot be activated`,
           );
         }
-        await prepare(
-          sessionId,
-          ids.filter((id) => !before.includes(id)),
-        );
+        const fresh = ids.filter((id) => !before.includes(id));
+        if (fresh.length > 0) deps.ceiling.checkActivation(sessionId, fresh);
+        await prepare(sessionId, fresh);
         changed = store.activate(sessionId, ids);
       } else if (req.action === 'DEACTIVATE') {
         changed = store.deactivate(sessionId, ids);
@@ -208,6 +210,11 @@ export function createGateway(deps: {
         const expected = describeParameters(tool.definition.parameters);
         throw refuse(400, `Invalid arguments for ${name}: ${problems}. Expected: ${expected}`);
       }
+      deps.ceiling.checkCall(
+        sessionId,
+        { name, toolset: tool.toolset, annotations: tool.definition.annotations },
+        args,
+      );
       try {
         const result = await tool.backend.callTool(name, args);
         audit(result.success, result.error);
@@ -223,6 +230,31 @@ export function createGateway(deps: {
     ...api,
     /** Upstream MCP servers and their state, for /health. */
     upstreams: () => catalog.upstreams(),
+    /** The operator's ceiling: policy, approvals, limits (ceiling.ts). */
+    ceiling: deps.ceiling,
+    /** Approves or denies a pending approval, audited with who decided. */
+    decideApproval(id: string, approve: boolean, by: string, reason?: string) {
+      const decided = deps.ceiling.approvals.decide(id, approve, by, reason);
+      if (!decided) throw new HttpError(404, `No approval ${id}; GET /mcp/admin/approvals lists them`);
+      if (!decided.changed) {
+        throw new HttpError(
+          409,
+          `Approval ${id} is already ${decided.approval.status}; only a pending one can be decided`,
+        );
+      }
+      const a = decided.approval;
+      store.audit({
+        session_id: a.session_id,
+        kind: 'approval',
+        subject: a.subject,
+        ok: approve,
+        detail: `${a.id} ${approve ? 'approved' : 'denied'} by ${by}${reason ? `: ${reason}` : ''}`,
+      });
+      log.info({ approval: a.id, approve, by }, 'approval decided');
+      return a;
+    },
+    /** Audit rows, newest first. */
+    listAudit: (filter: AuditFilter) => store.listAudit(filter),
     /** Calls `listener` with the ids of toolsets whose tools changed (upstream list_changed, approvals, reloads). */
     onCatalogChange: (listener: (ids: string[]) => void) => catalog.onChange(listener),
     /** Approves a toolset's withheld upstream tools (all, or the named ones), audited. */
@@ -278,7 +310,11 @@ export function createGateway(deps: {
           audit: (entry) => store.audit(entry),
           toolTokens: {
             of: definitionTokens,
-            prepare: (sid, ids) => prepare(sid, ids.filter((id) => catalog.toolset(id))),
+            prepare: (sid, ids) =>
+              prepare(
+                sid,
+                ids.filter((id) => catalog.toolset(id)),
+              ),
             base: counter.tool(manageToolsetsDefinition),
             budget: deps.toolTokenBudget,
             tokenizer: counter.name,

@@ -7,9 +7,11 @@ import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase } from '../lib/sqlite.ts';
 import { createTokenCounter } from '../lib/tokens.ts';
 import { createGatewayApp } from './app.ts';
+import { createApprovalStore } from './approvals.ts';
 import type { Backend } from './backends/backend.ts';
 import { toolServerBackend } from './backends/tool-server-backend.ts';
 import { buildCatalog, type Catalog, loadToolsetFiles } from './catalog.ts';
+import { type Ceiling, createCeiling } from './ceiling.ts';
 import { createGateway } from './gateway.ts';
 import { instrumentGateway } from './gateway-metrics.ts';
 import { createMcpFace } from './mcp/face.ts';
@@ -50,8 +52,22 @@ export async function startGateway(
     throw err;
   }
   const metrics = createMetrics({ processMetrics: true });
+  let ceiling: Ceiling;
+  try {
+    ceiling = createCeiling({
+      policyFile: config.gateway.policyFile,
+      approvals: createApprovalStore(db, { timeoutMs: config.gateway.approvalTimeoutMs }),
+      limits: config.gateway.limits,
+      audit: (entry) => store.audit(entry),
+    });
+  } catch (err) {
+    await catalog.close();
+    store.close();
+    throw err;
+  }
   const gateway = instrumentGateway(
     createGateway({
+      ceiling,
       catalog,
       store,
       log,

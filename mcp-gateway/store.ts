@@ -1,4 +1,5 @@
 import type { Db } from '../lib/sqlite.ts';
+import { currentActor } from './audit-context.ts';
 import type { Pin, PinnedDefinition } from './pins.ts';
 
 // The gateway's state in SQLite: sessions, their active toolsets in activation order, the operator's
@@ -44,10 +45,42 @@ CREATE TABLE IF NOT EXISTS tool_pins (
 /** One audit line: an admin change or a tool call, allowed or refused. */
 export interface AuditEntry {
   session_id: string | null;
-  kind: 'activate' | 'deactivate' | 'enable' | 'disable' | 'call' | 'manage' | 'approve' | 'reload';
+  kind:
+    | 'activate'
+    | 'deactivate'
+    | 'enable'
+    | 'disable'
+    | 'call'
+    | 'manage'
+    | 'approve'
+    | 'reload'
+    | 'policy'
+    | 'approval'
+    | 'limit';
   subject: string;
   ok: boolean;
   detail?: string;
+}
+
+/** An audit row as listed: the entry, when, and who acted (the operator, the model in a task, an MCP client). */
+export interface AuditRow {
+  id: number;
+  at: string;
+  session_id: string | null;
+  task_id: string | null;
+  actor: string;
+  kind: string;
+  subject: string;
+  ok: boolean;
+  detail: string | null;
+}
+
+/** What the audit listing filters on. */
+export interface AuditFilter {
+  session_id?: string;
+  task_id?: string;
+  since?: string;
+  limit: number;
 }
 
 /** The gateway's persistence; swap this module to move to another database. */
@@ -56,7 +89,14 @@ export type GatewayStore = ReturnType<typeof createGatewayStore>;
 /** Creates the tables if needed and returns the gateway's queries. */
 export function createGatewayStore(db: Db) {
   db.exec(SCHEMA);
+  // Kept with the store, never thrown away: on Node 24 a collected statement can abort the process (sqlite.ts).
+  const auditColumns = db.prepare<[string], { name: string }>('SELECT name FROM pragma_table_info(?)');
+  // Databases from before actors were recorded get the columns (NULL for their old rows).
+  const columns = new Set(auditColumns.all('audit').map((c) => c.name));
+  if (!columns.has('actor')) db.exec('ALTER TABLE audit ADD COLUMN actor TEXT');
+  if (!columns.has('task_id')) db.exec('ALTER TABLE audit ADD COLUMN task_id TEXT');
   const q = {
+    auditColumns,
     hasSession: db.prepare<[string], { id: string }>('SELECT id FROM sessions WHERE id = ?'),
     addSession: db.prepare('INSERT OR IGNORE INTO sessions (id, created_at) VALUES (?, ?)'),
     active: db.prepare<[string], { toolset_id: string }>(
@@ -75,7 +115,16 @@ export function createGatewayStore(db: Db) {
       'INSERT INTO toolset_settings (toolset_id, enabled) VALUES (?, ?) ON CONFLICT(toolset_id) DO UPDATE SET enabled = excluded.enabled',
     ),
     audit: db.prepare(
-      'INSERT INTO audit (at, session_id, kind, subject, ok, detail) VALUES (?, ?, ?, ?, ?, ?)',
+      'INSERT INTO audit (at, session_id, kind, subject, ok, detail, actor, task_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    ),
+    listAudit: db.prepare<
+      { session_id: string | null; task_id: string | null; since: string | null; limit: number },
+      Omit<AuditRow, 'ok' | 'actor'> & { ok: number; actor: string | null }
+    >(
+      `SELECT id, at, session_id, task_id, actor, kind, subject, ok, detail FROM audit
+       WHERE (@session_id IS NULL OR session_id = @session_id) AND (@task_id IS NULL OR task_id = @task_id)
+         AND (@since IS NULL OR at >= @since)
+       ORDER BY id DESC LIMIT @limit`,
     ),
     listing: db.prepare<[string], { definition: string }>(
       'SELECT definition FROM upstream_tools WHERE toolset_id = ? ORDER BY position',
@@ -152,7 +201,9 @@ export function createGatewayStore(db: Db) {
       for (const p of pins)
         q.pin.run(toolsetId, p.definition.name, p.hash, JSON.stringify(p.definition), now);
     }),
+    /** Records an entry with the current actor (audit-context.ts). */
     audit(entry: AuditEntry) {
+      const { actor, task_id } = currentActor();
       q.audit.run(
         new Date().toISOString(),
         entry.session_id,
@@ -160,7 +211,20 @@ export function createGatewayStore(db: Db) {
         entry.subject,
         entry.ok ? 1 : 0,
         entry.detail ?? null,
+        actor,
+        task_id ?? null,
       );
+    },
+    /** Audit rows, newest first. */
+    listAudit(filter: AuditFilter): AuditRow[] {
+      return q.listAudit
+        .all({
+          session_id: filter.session_id ?? null,
+          task_id: filter.task_id ?? null,
+          since: filter.since ?? null,
+          limit: filter.limit,
+        })
+        .map((r) => ({ ...r, ok: r.ok === 1, actor: r.actor ?? 'unknown' }));
     },
     close: () => db.close(),
   };

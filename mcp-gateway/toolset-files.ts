@@ -127,7 +127,10 @@ export function toolsetVariables(
   return { ...env, TOOLSHIFT_DATA_DIR: dirs.dataDir, TOOLSETS_DIR: dirs.toolsetsDir };
 }
 
-/** Reads and validates every `*.yaml`/`*.yml` in `dir`, sorted by file name. */
+/** The operator's policy may live beside the toolsets (the default POLICY_FILE); it is not a toolset. */
+const POLICY_FILE_NAME = /^policy\.ya?ml$/;
+
+/** Reads and validates every `*.yaml`/`*.yml` in `dir` but policy.yaml, sorted by file name. */
 export function loadToolsetFiles(
   dir: string,
   vars: Record<string, string | undefined> = toolsetVariables({
@@ -138,7 +141,7 @@ export function loadToolsetFiles(
   let names: string[];
   try {
     names = readdirSync(dir)
-      .filter((f) => /\.ya?ml$/.test(f))
+      .filter((f) => /\.ya?ml$/.test(f) && !POLICY_FILE_NAME.test(f))
       .sort();
   } catch (err) {
     throw new CatalogError(`Cannot read the toolsets directory ${dir}: ${(err as Error).message}`);

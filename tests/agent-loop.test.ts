@@ -361,7 +361,13 @@ describe('tool-definition tokens', () => {
     const [fsRead, fsWrite] = [await tokensOf('fs_read'), await tokensOf('fs_write')];
     // Room for the meta-tool and either toolset, not both.
     const budget = meta + Math.max(fsRead, fsWrite) + 10;
-    const gateway = createGateway({ catalog: stack.catalog, store, log, toolTokenBudget: budget });
+    const gateway = createGateway({
+      catalog: stack.catalog,
+      store,
+      log,
+      toolTokenBudget: budget,
+      ceiling: stack.ceiling,
+    });
     const first = await gateway.manageToolsets('b1', { action: 'ACTIVATE', toolset_ids: ['fs_read'] });
     expect(first.result.tool_definition_tokens).toEqual({
       change: fsRead,
@@ -382,7 +388,13 @@ describe('tool-definition tokens', () => {
     await gateway.manageToolsets('b1', { action: 'DEACTIVATE', toolset_ids: ['fs_read'] });
     const fits = await gateway.manageToolsets('b1', { action: 'ACTIVATE', toolset_ids: ['fs_write'] });
     expect(fits.change?.active_toolsets).toEqual(['fs_write']);
-    const tiny = createGateway({ catalog: stack.catalog, store, log, toolTokenBudget: meta + 1 });
+    const tiny = createGateway({
+      catalog: stack.catalog,
+      store,
+      log,
+      toolTokenBudget: meta + 1,
+      ceiling: stack.ceiling,
+    });
     const alone = await tiny
       .manageToolsets('b2', { action: 'ACTIVATE', toolset_ids: ['fs_read'] })
       .catch((e) => e);

@@ -11,8 +11,10 @@ import { createLogger, type Logger } from '../../lib/log.ts';
 import type { Role, Security } from '../../lib/security.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
+import { createApprovalStore } from '../../mcp-gateway/approvals.ts';
 import { toolServerBackend } from '../../mcp-gateway/backends/tool-server-backend.ts';
 import { buildCatalog, loadToolsetFiles } from '../../mcp-gateway/catalog.ts';
+import { createCeiling, type Limits } from '../../mcp-gateway/ceiling.ts';
 import { createGateway } from '../../mcp-gateway/gateway.ts';
 import { createMcpFace } from '../../mcp-gateway/mcp/face.ts';
 import { createHandleStore } from '../../mcp-gateway/mcp/handles.ts';
@@ -43,6 +45,7 @@ export function tokenSecurity(tokens: Partial<Record<Role, string>>): Security {
     gateway: 'TOOL_SERVER_TOKEN',
     user: 'AGENT_API_TOKEN',
     mcp: 'GATEWAY_MCP_TOKEN',
+    approver: 'AGENT_API_TOKEN',
   };
   return {
     ...openSecurity,
@@ -105,6 +108,10 @@ export interface StackOptions {
   vars?: Record<string, string>;
   /** Upstream MCP connection timeouts. */
   connection?: { connectTimeoutMs?: number; livenessTimeoutMs?: number };
+  /** The operator's policy (POLICY_FILE's YAML); default: none, everything allowed. */
+  policy?: string;
+  approvalTimeoutMs?: number;
+  limits?: Partial<Limits>;
   /** Playbook prompts; default: the repo's own prompts/. */
   promptsDir?: string;
   /** Idle lifetime of MCP handles, and the clock they are judged by. */
@@ -148,11 +155,25 @@ export async function makeStack(opts: StackOptions = {}) {
     source: { dir: toolsetsDir, vars: () => vars },
     connection: opts.connection,
   });
-  const gateway = createGateway({ catalog, store: gatewayStore, log });
+  const policyFile = path.join(tmp, 'policy.yaml');
+  if (opts.policy) await writeFile(policyFile, opts.policy);
+  const approvals = createApprovalStore(gatewayDb, {
+    timeoutMs: opts.approvalTimeoutMs ?? 600_000,
+    now: opts.now,
+  });
+  const ceiling = createCeiling({
+    policyFile,
+    approvals,
+    limits: { callsPerMinute: 1000, activationsPerTask: 100, ...opts.limits },
+    audit: (entry) => gatewayStore.audit(entry),
+    now: opts.now,
+  });
+  const gateway = createGateway({ catalog, store: gatewayStore, log, ceiling });
   const gatewaySecurity = tokenSecurity({
     admin: opts.tokens?.admin,
     agent: opts.tokens?.agent,
     mcp: opts.tokens?.mcp,
+    approver: opts.tokens?.user,
   });
   const handles = createHandleStore(gatewayDb, { idleMs: opts.handleIdleMs ?? 3_600_000, now: opts.now });
   const prompts = createPromptCatalog(opts.promptsDir ?? path.resolve('prompts'));
@@ -185,6 +206,8 @@ export async function makeStack(opts: StackOptions = {}) {
     dataDir,
     toolsetsDir,
     catalog,
+    ceiling,
+    policyFile,
     gateway,
     toolApp,
     gatewayApp,

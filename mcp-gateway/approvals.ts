@@ -1,0 +1,180 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Db } from '../lib/sqlite.ts';
+
+// Human approvals of what the policy says to `ask` about: a call (tool + exact arguments) or a toolset's
+// activation, in one session. A pending approval is decided once (approve or deny) by the operator or a user
+// of the agent's API; an approved one is used by the next identical request and then spent; one left
+// pending past the timeout expires.
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS approvals (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  task_id TEXT,
+  kind TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  arguments TEXT,
+  args_hash TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  decided_at INTEGER,
+  decided_by TEXT,
+  decision_reason TEXT
+);
+CREATE INDEX IF NOT EXISTS approvals_key ON approvals (session_id, kind, subject, args_hash, status);
+`;
+
+/** What needs a yes: a call of a tool with its arguments, or a toolset's activation. */
+export interface ApprovalSubject {
+  session_id: string;
+  task_id?: string;
+  kind: 'call' | 'activate';
+  subject: string;
+  arguments?: Record<string, unknown>;
+  reason: string;
+}
+
+/** An approval as listed and as sent to the agent. */
+export interface Approval {
+  id: string;
+  session_id: string;
+  task_id: string | null;
+  kind: 'call' | 'activate';
+  subject: string;
+  arguments: Record<string, unknown> | null;
+  reason: string;
+  status: 'pending' | 'approved' | 'denied' | 'expired' | 'used';
+  created_at: string;
+  expires_at: string;
+  decided_by: string | null;
+  decision_reason: string | null;
+}
+
+interface Row {
+  id: string;
+  session_id: string;
+  task_id: string | null;
+  kind: 'call' | 'activate';
+  subject: string;
+  arguments: string | null;
+  reason: string;
+  status: Approval['status'];
+  created_at: number;
+  decided_by: string | null;
+  decision_reason: string | null;
+}
+
+/** JSON with sorted keys, so the same arguments in another key order are the same call. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+const hashOf = (args: Record<string, unknown> | undefined) =>
+  createHash('sha256')
+    .update(canonical(args ?? {}))
+    .digest('hex');
+
+/** The approvals table. */
+export type ApprovalStore = ReturnType<typeof createApprovalStore>;
+
+/** Creates the table if needed; `timeoutMs` is how long a request may stay pending. */
+export function createApprovalStore(db: Db, opts: { timeoutMs: number; now?: () => number }) {
+  db.exec(SCHEMA);
+  const now = opts.now ?? Date.now;
+  const q = {
+    expire: db.prepare(
+      "UPDATE approvals SET status = 'expired', decided_at = ? WHERE status = 'pending' AND created_at < ?",
+    ),
+    find: db.prepare<[string, string, string, string, string], Row>(
+      `SELECT * FROM approvals WHERE session_id = ? AND kind = ? AND subject = ? AND args_hash = ? AND status = ?
+       ORDER BY created_at LIMIT 1`,
+    ),
+    insert: db.prepare(
+      `INSERT INTO approvals (id, session_id, task_id, kind, subject, arguments, args_hash, reason, status, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
+    ),
+    spend: db.prepare("UPDATE approvals SET status = 'used' WHERE id = ? AND status = 'approved'"),
+    get: db.prepare<[string], Row>('SELECT * FROM approvals WHERE id = ?'),
+    decide: db.prepare(
+      "UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, decision_reason = ? WHERE id = ? AND status = 'pending'",
+    ),
+    list: db.prepare<{ status: string | null; session_id: string | null; limit: number }, Row>(
+      `SELECT * FROM approvals WHERE (@status IS NULL OR status = @status)
+       AND (@session_id IS NULL OR session_id = @session_id) ORDER BY created_at DESC LIMIT @limit`,
+    ),
+  };
+  const show = (r: Row): Approval => ({
+    ...r,
+    arguments: r.arguments === null ? null : JSON.parse(r.arguments),
+    created_at: new Date(r.created_at).toISOString(),
+    expires_at: new Date(r.created_at + opts.timeoutMs).toISOString(),
+  });
+  const expire = () => q.expire.run(now(), now() - opts.timeoutMs);
+  return {
+    /** Whether an approved, unused approval of exactly this request exists (without spending it). */
+    approved: (s: ApprovalSubject): boolean => {
+      expire();
+      return q.find.get(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved') !== undefined;
+    },
+    /** Spends an approved, unused approval of exactly this request; the approval, or null when there was none. */
+    spend: db.transaction((s: ApprovalSubject): Approval | null => {
+      expire();
+      const row = q.find.get(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved');
+      if (!row) return null;
+      q.spend.run(row.id);
+      return show(row);
+    }),
+    /** The pending approval of exactly this request, created if there is none. */
+    request: db.transaction((s: ApprovalSubject): Approval => {
+      expire();
+      const hash = hashOf(s.arguments);
+      const existing = q.find.get(s.session_id, s.kind, s.subject, hash, 'pending');
+      if (existing) return show(existing);
+      const id = `apr_${randomBytes(12).toString('base64url')}`;
+      q.insert.run(
+        id,
+        s.session_id,
+        s.task_id ?? null,
+        s.kind,
+        s.subject,
+        s.arguments ? JSON.stringify(s.arguments) : null,
+        hash,
+        s.reason,
+        now(),
+      );
+      return show(q.get.get(id) as Row);
+    }),
+    /** Decides a pending approval; null when it does not exist, or the current row when it was not pending. */
+    decide: db.transaction(
+      (
+        id: string,
+        approve: boolean,
+        by: string,
+        reason?: string,
+      ): { approval: Approval; changed: boolean } | null => {
+        expire();
+        const changed =
+          q.decide.run(approve ? 'approved' : 'denied', now(), by, reason ?? null, id).changes > 0;
+        const row = q.get.get(id);
+        return row ? { approval: show(row), changed } : null;
+      },
+    ),
+    get: (id: string): Approval | null => {
+      expire();
+      const row = q.get.get(id);
+      return row ? show(row) : null;
+    },
+    list(filter: { status?: string; session_id?: string; limit: number }): Approval[] {
+      expire();
+      return q.list
+        .all({ status: filter.status ?? null, session_id: filter.session_id ?? null, limit: filter.limit })
+        .map(show);
+    },
+  };
+}

@@ -1,0 +1,211 @@
+import { HttpError } from '../lib/http.ts';
+import type { ApprovalStore, ApprovalSubject } from './approvals.ts';
+import { currentActor } from './audit-context.ts';
+import { loadPolicy, type Policy, PolicyError } from './policy.ts';
+import type { AuditEntry } from './store.ts';
+
+// The operator's ceiling on what the model may do, beyond which toolsets are enabled: the policy (deny / ask
+// / allow), human approvals for `ask`, and rate limits. The gateway calls it on every path (REST and MCP)
+// before a tool runs or a toolset is activated; every refusal is audited.
+
+/** Limits per session. */
+export interface Limits {
+  /** Tool calls per session per rolling minute (429 with retry-after beyond). */
+  callsPerMinute: number;
+  /** Toolset activations per task (per session when no task is known). */
+  activationsPerTask: number;
+}
+
+/** What the ceiling needs. */
+export interface CeilingOptions {
+  policyFile: string;
+  approvals: ApprovalStore;
+  limits: Limits;
+  audit: (entry: AuditEntry) => void;
+  now?: () => number;
+}
+
+/** The ceiling of one gateway. */
+export type Ceiling = ReturnType<typeof createCeiling>;
+
+/** Loads the policy (a malformed file throws PolicyError) and returns the checks. */
+export function createCeiling(opts: CeilingOptions) {
+  const now = opts.now ?? Date.now;
+  let policy: Policy = loadPolicy(opts.policyFile);
+  const calls = new Map<string, number[]>();
+  const activations = new Map<string, number>();
+
+  /**
+   * Spends the approvals of `subjects` when every one is approved; otherwise records each missing one as
+   * pending and refuses with 409 (spending none, so a retry after the approvals finds them all).
+   */
+  function requireApprovals(subjects: ApprovalSubject[], what: (s: ApprovalSubject) => string): void {
+    const missing = subjects.filter((s) => !opts.approvals.approved(s));
+    if (missing.length === 0) {
+      for (const s of subjects) {
+        const spent = opts.approvals.spend(s);
+        opts.audit({
+          session_id: s.session_id,
+          kind: 'approval',
+          subject: s.subject,
+          ok: true,
+          detail: `used ${spent?.id} (approved by ${spent?.decided_by})`,
+        });
+      }
+      return;
+    }
+    const pending = missing.map((s) => opts.approvals.request(s));
+    for (const p of pending) {
+      opts.audit({
+        session_id: p.session_id,
+        kind: p.kind,
+        subject: p.subject,
+        ok: false,
+        detail: `awaiting approval ${p.id}`,
+      });
+    }
+    const listed = pending
+      .map((p, i) => `${what(missing[i])} (approval ${p.id}: ${missing[i].reason})`)
+      .join('; ');
+    throw new HttpError(
+      409,
+      `Approval needed under the operator's policy: ${listed}. Pending until ${pending[0].expires_at}; once approved, ` +
+        'make the same request again.',
+      { approval: pending[0], approvals: pending },
+    );
+  }
+
+  function rateLimit(sessionId: string): void {
+    const windowStart = now() - 60_000;
+    const recent = (calls.get(sessionId) ?? []).filter((t) => t > windowStart);
+    if (recent.length >= opts.limits.callsPerMinute) {
+      const retryAfter = Math.max(1, Math.ceil((recent[0] - windowStart) / 1000));
+      opts.audit({
+        session_id: sessionId,
+        kind: 'limit',
+        subject: 'calls_per_minute',
+        ok: false,
+        detail: `${recent.length} calls`,
+      });
+      throw new HttpError(
+        429,
+        `Rate limit: this session made ${recent.length} tool calls in the last minute (the limit is ` +
+          `${opts.limits.callsPerMinute}); retry after ${retryAfter} s`,
+        { retry_after_s: retryAfter },
+        { 'retry-after': String(retryAfter) },
+      );
+    }
+    recent.push(now());
+    calls.set(sessionId, recent);
+  }
+
+  return {
+    /** The approvals table (listing, deciding). */
+    approvals: opts.approvals,
+    /** The policy as loaded. */
+    policy: () => policy.describe(),
+    /** Re-reads POLICY_FILE; a malformed file is a 400 naming the rule, and the running policy stays. */
+    reloadPolicy() {
+      try {
+        policy = loadPolicy(opts.policyFile);
+      } catch (err) {
+        if (err instanceof PolicyError) {
+          opts.audit({
+            session_id: null,
+            kind: 'policy',
+            subject: opts.policyFile,
+            ok: false,
+            detail: err.message,
+          });
+          throw new HttpError(400, err.message);
+        }
+        throw err;
+      }
+      const described = policy.describe();
+      opts.audit({
+        session_id: null,
+        kind: 'policy',
+        subject: opts.policyFile,
+        ok: true,
+        detail: `${described.rules.length} rules, default ${described.default}`,
+      });
+      return described;
+    },
+
+    /** Before a call runs: the rate limit, then the policy (deny → 403, ask → an approval or 409). */
+    checkCall(
+      sessionId: string,
+      tool: { name: string; toolset: string; annotations: Record<string, unknown> },
+      args: Record<string, unknown>,
+    ): void {
+      rateLimit(sessionId);
+      const verdict = policy.decide({
+        on: 'call',
+        tool: tool.name,
+        toolset: tool.toolset,
+        annotations: tool.annotations,
+      });
+      if (verdict.decision === 'deny') {
+        const message = `Denied by the operator's policy: ${tool.name} may not be called (${verdict.reason})`;
+        opts.audit({ session_id: sessionId, kind: 'call', subject: tool.name, ok: false, detail: message });
+        throw new HttpError(403, message);
+      }
+      if (verdict.decision === 'ask') {
+        requireApprovals(
+          [
+            {
+              session_id: sessionId,
+              task_id: currentActor().task_id,
+              kind: 'call',
+              subject: tool.name,
+              arguments: args,
+              reason: verdict.reason,
+            },
+          ],
+          (s) => `calling ${s.subject} with these arguments`,
+        );
+      }
+    },
+
+    /** Before toolsets are activated: the per-task cap, then the policy for each one. */
+    checkActivation(sessionId: string, ids: readonly string[]): void {
+      const taskId = currentActor().task_id;
+      const key = taskId ? `task:${taskId}` : `session:${sessionId}`;
+      const count = activations.get(key) ?? 0;
+      if (count + ids.length > opts.limits.activationsPerTask) {
+        opts.audit({
+          session_id: sessionId,
+          kind: 'limit',
+          subject: 'activations_per_task',
+          ok: false,
+          detail: ids.join(','),
+        });
+        throw new HttpError(
+          429,
+          `Activation limit: ${taskId ? 'this task' : 'this session'} has activated toolsets ${count} times (the limit is ` +
+            `${opts.limits.activationsPerTask}); work with the toolsets already active`,
+        );
+      }
+      const asks: ApprovalSubject[] = [];
+      for (const id of ids) {
+        const verdict = policy.decide({ on: 'activate', toolset: id });
+        if (verdict.decision === 'deny') {
+          const message = `Denied by the operator's policy: toolset ${id} may not be activated (${verdict.reason})`;
+          opts.audit({ session_id: sessionId, kind: 'activate', subject: id, ok: false, detail: message });
+          throw new HttpError(403, message);
+        }
+        if (verdict.decision === 'ask') {
+          asks.push({
+            session_id: sessionId,
+            task_id: taskId,
+            kind: 'activate',
+            subject: id,
+            reason: verdict.reason,
+          });
+        }
+      }
+      if (asks.length > 0) requireApprovals(asks, (s) => `activating toolset ${s.subject}`);
+      activations.set(key, count + ids.length);
+    },
+  };
+}

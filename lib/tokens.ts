@@ -25,7 +25,31 @@ function encoder(name: TokenizerName): Tiktoken {
 }
 
 /** Text longer than this is counted on its first part and extrapolated: BPE on megabytes of text costs seconds. */
-const EXACT_CHARS = 64 * 1024;
+const EXACT_CHARS = 16 * 1024;
+
+/**
+ * BPE merges within one pre-token cost the square of its length, so a long unbroken run (base64, minified
+ * code, `xxxx…`) takes seconds. Runs longer than this are counted in slices of this size: each cut can be off
+ * by a token, and ordinary text (words, JSON, code) never has such runs, so its count stays exact.
+ */
+const LONGEST_RUN = 64;
+const LONG_RUN = new RegExp(`\\S{${LONGEST_RUN + 1},}`, 'g');
+
+/** Counts `s` with `enc`, slicing runs of more than LONGEST_RUN non-space characters. */
+function encodeBounded(enc: Tiktoken, s: string): number {
+  let n = 0;
+  let from = 0;
+  for (const m of s.matchAll(LONG_RUN)) {
+    const start = m.index ?? 0;
+    if (start > from) n += enc.encode(s.slice(from, start), 'all').length;
+    for (let i = start; i < start + m[0].length; i += LONGEST_RUN) {
+      n += enc.encode(s.slice(i, Math.min(i + LONGEST_RUN, start + m[0].length)), 'all').length;
+    }
+    from = start + m[0].length;
+  }
+  if (from < s.length) n += enc.encode(s.slice(from), 'all').length;
+  return n;
+}
 
 /** A tool definition as a model receives it. */
 export interface ToolDefinitionLike {
@@ -54,8 +78,8 @@ export function createTokenCounter(name: TokenizerName = 'o200k_base'): TokenCou
   const text = (s: string): number => {
     if (s.length === 0) return 0;
     const enc = encoder(name);
-    if (s.length <= EXACT_CHARS) return enc.encode(s, 'all').length;
-    const head = enc.encode(s.slice(0, EXACT_CHARS), 'all').length;
+    if (s.length <= EXACT_CHARS) return encodeBounded(enc, s);
+    const head = encodeBounded(enc, s.slice(0, EXACT_CHARS));
     return Math.round((head * s.length) / EXACT_CHARS);
   };
   const tool = (def: ToolDefinitionLike): number => {

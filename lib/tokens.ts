@@ -28,12 +28,16 @@ function encoder(name: TokenizerName): Tiktoken {
 const EXACT_CHARS = 16 * 1024;
 
 /**
- * BPE merges within one pre-token cost the square of its length, so a long unbroken run (base64, minified
- * code, `xxxx…`) takes seconds. Runs longer than this are counted in slices of this size: each cut can be off
- * by a token, and ordinary text (words, JSON, code) never has such runs, so its count stays exact.
+ * BPE merges within one pre-token cost the square of its length, so one long run of letters or of symbols
+ * (`xxxx…`, `=====…`) takes seconds. Such runs are counted in slices of this size: each cut can be off by a
+ * token, and ordinary text, JSON and code have no such runs, so their counts stay exact.
  */
 const LONGEST_RUN = 64;
-const LONG_RUN = new RegExp(`\\S{${LONGEST_RUN + 1},}`, 'g');
+/** One pre-token of o200k/cl100k longer than LONGEST_RUN: a run of letters, or of symbols (digits come in threes). */
+const LONG_RUN = new RegExp(
+  `[\\p{L}\\p{M}]{${LONGEST_RUN + 1},}|[^\\s\\p{L}\\p{N}]{${LONGEST_RUN + 1},}`,
+  'gu',
+);
 
 /** Counts `s` with `enc`, slicing runs of more than LONGEST_RUN non-space characters. */
 function encodeBounded(enc: Tiktoken, s: string): number {

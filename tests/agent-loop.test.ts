@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -296,6 +297,26 @@ describe('the agent loop', () => {
 });
 
 describe('tool-definition tokens', () => {
+  it('counts as o200k_base does: text exactly, a tool as its JSON, a long unbroken run within a token per cut', () => {
+    const counter = createTokenCounter();
+    const require = createRequire(import.meta.url);
+    const { Tiktoken } = require('js-tiktoken/lite') as typeof import('js-tiktoken/lite');
+    const enc = new Tiktoken(require('js-tiktoken/ranks/o200k_base'));
+    const prose = 'Read, write, edit, search and organise files under the allowed directories. '.repeat(20);
+    expect(counter.text(prose)).toBe(enc.encode(prose).length);
+    const tool = {
+      name: 'write_file',
+      description: 'Write a file.',
+      parameters: { type: 'object', properties: {} },
+    };
+    expect(counter.tool(tool)).toBe(enc.encode(JSON.stringify({ type: 'function', function: tool })).length);
+    expect(counter.tools([tool, tool])).toBe(2 * counter.tool(tool));
+    const run = 'x'.repeat(2000);
+    const exact = enc.encode(run).length;
+    expect(Math.abs(counter.text(run) - exact)).toBeLessThanOrEqual(Math.ceil(2000 / 64));
+    expect(counter.text('<|endoftext|> is text here')).toBeGreaterThan(0);
+  });
+
   it('tells the model what a toolset change did to the tool-definition tokens, counted as the agent counts requests', async () => {
     const model = new ScriptedModel([
       calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read'] }, 't1')),

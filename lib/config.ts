@@ -64,6 +64,7 @@ const EnvSchema = z.object({
   MCP_ALLOWED_ORIGINS: commaList,
   MCP_HANDLE_IDLE_S: z.coerce.number().int().min(60).default(86_400),
   MCP_SESSION_IDLE_S: z.coerce.number().int().min(60).default(3_600),
+  MCP_MAX_SESSIONS: z.coerce.number().int().min(1).default(256),
   PROMPTS_DIR: z.string().default('./prompts'),
   POLICY_FILE: optionalString,
   APPROVAL_TIMEOUT_S: z.coerce.number().int().min(1).default(600),
@@ -169,6 +170,7 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         allowedOrigins: e.MCP_ALLOWED_ORIGINS,
         handleIdleMs: e.MCP_HANDLE_IDLE_S * 1000,
         sessionIdleMs: e.MCP_SESSION_IDLE_S * 1000,
+        maxSessions: e.MCP_MAX_SESSIONS,
       },
       promptsDir: path.resolve(e.PROMPTS_DIR),
       /** The operator's ceiling: policy file, how long an approval may stay pending, per-session limits. */

@@ -82,6 +82,7 @@ export async function startGateway(
     prompts,
     handles: createHandleStore(db, { idleMs: config.gateway.mcp.handleIdleMs }),
     sessionIdleMs: config.gateway.mcp.sessionIdleMs,
+    maxSessions: config.gateway.mcp.maxSessions,
     onError: (err) => log.warn({ err: err.message }, 'MCP face'),
   });
   // An upstream server's tools changed (list_changed, a withheld definition): MCP clients hear of it.

@@ -263,6 +263,43 @@ describe('fixed views', () => {
   });
 });
 
+describe('bounds', () => {
+  it('keeps a view to its own toolsets even when its session has others active', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
+    const client = await connect(stack, 'legacy', { path: '/mcp/toolsets/fs_write' });
+    await client.listTools();
+    // Someone activates fs_read in the view's gateway session over REST.
+    await stack.post(stack.gatewayApp, '/mcp/admin/toolsets', {
+      action: 'ACTIVATE',
+      toolset_ids: ['fs_read'],
+      session_id: 'view:fs_write',
+    });
+    await stack.post(stack.toolApp, '/tools/write_file', { path: 'secret.txt', content: 'not for the view' });
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual([
+      'write_file',
+      'edit_file',
+      'delete_file',
+    ]);
+    const read = await client.callTool({ name: 'read_text_file', arguments: { path: 'secret.txt' } });
+    expect(read.isError).toBe(true);
+    expect(text(read)).toBe('Unknown tool read_text_file in this view of fs_write');
+  });
+
+  it('caps open legacy sessions, closing the least recently used idle one to admit a new one', async () => {
+    let clock = 5_000_000;
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, mcpMaxSessions: 2, now: () => clock });
+    const first = await connect(stack, 'legacy');
+    await connect(stack, 'legacy');
+    await expect(connect(stack, 'legacy')).rejects.toThrow(/503|Too many open MCP sessions/);
+    clock += 61_000;
+    const third = await connect(stack, 'legacy');
+    expect((await third.listTools()).tools).toHaveLength(2);
+    // The first, least recently used, was closed.
+    await expect(first.listTools()).rejects.toThrow();
+    expect(stack.face.legacySessions()).toBe(2);
+  });
+});
+
 describe('transport security of /mcp', () => {
   it('refuses a foreign Origin or Host, an oversized body, and a missing or wrong token', async () => {
     stack = await makeStack({
@@ -296,5 +333,22 @@ describe('transport security of /mcp', () => {
     const big = JSON.stringify({ ...init, params: { ...init.params, pad: 'x'.repeat(5 * 1024 * 1024) } });
     expect((await send(auth, big)).status).toBe(413);
     expect((await send(auth)).status).toBe(200);
+  });
+});
+
+describe('session handles', () => {
+  it('keeps at most a bounded number per credential, dropping the least recently used', async () => {
+    const { openDatabase } = await import('../lib/sqlite.ts');
+    const { createHandleStore } = await import('../mcp-gateway/mcp/handles.ts');
+    const { retain } = await import('./helpers/stack.ts');
+    const db = openDatabase(':memory:');
+    let clock = 0;
+    const handles = createHandleStore(db, { idleMs: 3_600_000, maxPerCredential: 3, now: () => clock++ });
+    retain(db, handles);
+    const minted = [1, 2, 3, 4].map(() => handles.mint('cred-a'));
+    const other = handles.mint('cred-b');
+    expect(() => handles.use(minted[0], 'cred-a')).toThrow(/Unknown session handle/);
+    for (const h of minted.slice(1)) expect(handles.use(h, 'cred-a')).toBe(h);
+    expect(handles.use(other, 'cred-b')).toBe(other);
   });
 });

@@ -21,6 +21,9 @@ export interface McpFaceOptions {
   gateway: Gateway;
   handles: HandleStore;
   sessionIdleMs: number;
+  /** The most legacy sessions open at once (MCP_MAX_SESSIONS). */
+  maxSessions?: number;
+  now?: () => number;
   prompts?: PromptSource;
   onError?: (err: Error) => void;
 }
@@ -65,6 +68,8 @@ export function createMcpFace(opts: McpFaceOptions) {
   const legacy = new LegacySessions(
     (session, changed) => buildFaceServer(deps, { kind: 'legacy', session, changed }),
     opts.sessionIdleMs,
+    opts.maxSessions,
+    opts.now,
   );
   const views = new Map<string, McpHttpHandler>();
 

@@ -26,7 +26,11 @@ export class HandleError extends Error {
 export type HandleStore = ReturnType<typeof createHandleStore>;
 
 /** Creates the table if needed and returns mint/resolve over it. */
-export function createHandleStore(db: Db, opts: { idleMs: number; now?: () => number }) {
+export function createHandleStore(
+  db: Db,
+  opts: { idleMs: number; now?: () => number; maxPerCredential?: number },
+) {
+  const max = opts.maxPerCredential ?? 10_000;
   db.exec(SCHEMA);
   const now = opts.now ?? Date.now;
   const q = {
@@ -39,6 +43,13 @@ export function createHandleStore(db: Db, opts: { idleMs: number; now?: () => nu
     touch: db.prepare('UPDATE mcp_handles SET last_used_at = ? WHERE handle = ?'),
     drop: db.prepare('DELETE FROM mcp_handles WHERE handle = ?'),
     sweep: db.prepare('DELETE FROM mcp_handles WHERE last_used_at < ?'),
+    count: db.prepare<[string | null], { n: number }>(
+      'SELECT COUNT(*) AS n FROM mcp_handles WHERE credential IS ?',
+    ),
+    dropOldest: db.prepare(
+      `DELETE FROM mcp_handles WHERE handle IN (SELECT handle FROM mcp_handles WHERE credential IS ?
+       ORDER BY last_used_at LIMIT ?)`,
+    ),
   };
   const idleText = describeDuration(opts.idleMs);
   return {
@@ -47,6 +58,9 @@ export function createHandleStore(db: Db, opts: { idleMs: number; now?: () => nu
     /** A new handle bound to `credential` (null when the gateway has no tokens). */
     mint(credential: string | null): string {
       q.sweep.run(now() - opts.idleMs);
+      // A bounded table per credential: the least recently used handles go first.
+      const over = (q.count.get(credential) as { n: number }).n - max + 1;
+      if (over > 0) q.dropOldest.run(credential, over);
       const handle = `mcp_${randomBytes(16).toString('base64url')}`;
       q.insert.run(handle, credential, now(), now());
       return handle;

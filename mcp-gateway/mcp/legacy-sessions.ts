@@ -31,6 +31,8 @@ export class LegacySessions {
     /** Builds the server of a new session (its id is known once initialize is answered); `changed` sends it list_changed. */
     private readonly build: (sessionId: () => string, changed: () => void) => Server,
     private readonly idleMs: number,
+    /** The most sessions open at once; beyond it the least recently used one idle for a minute is closed. */
+    private readonly maxSessions = 256,
     private readonly now: () => number = Date.now,
   ) {
     this.sweeper = setInterval(() => void this.sweep(), Math.min(60_000, idleMs)).unref();
@@ -51,6 +53,16 @@ export class LegacySessions {
     }
     if (request.method !== 'POST' || !isInitializeRequest(parsedBody)) {
       return jsonRpcError(400, -32000, 'Bad Request: send Mcp-Session-Id, or initialize a session first');
+    }
+    if (this.sessions.size >= this.maxSessions && !(await this.evictOne())) {
+      return new Response(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          error: { code: -32000, message: `Too many open MCP sessions (${this.maxSessions}); retry later` },
+          id: null,
+        }),
+        { status: 503, headers: { 'content-type': 'application/json', 'retry-after': '60' } },
+      );
     }
     let server: Server | undefined;
     const transport = new WebStandardStreamableHTTPServerTransport({
@@ -78,6 +90,16 @@ export class LegacySessions {
   /** Open sessions (for health and tests). */
   get size(): number {
     return this.sessions.size;
+  }
+
+  /** Closes the least recently used session idle for at least a minute; false when every session is busy. */
+  private async evictOne(): Promise<boolean> {
+    let oldest: [string, LegacySession] | undefined;
+    for (const entry of this.sessions) if (!oldest || entry[1].lastSeen < oldest[1].lastSeen) oldest = entry;
+    if (!oldest || this.now() - oldest[1].lastSeen < 60_000) return false;
+    this.sessions.delete(oldest[0]);
+    await oldest[1].transport.close().catch(() => undefined);
+    return true;
   }
 
   /** Closes sessions idle longer than the lifetime. */

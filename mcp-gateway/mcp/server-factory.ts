@@ -159,9 +159,18 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
   const session = (): string =>
     mode.kind === 'legacy' ? mode.session() : mode.kind === 'view' ? mode.sessionId : '';
 
+  /**
+   * The session's usable tools. A view shows only its own toolsets' tools, whatever else its gateway session
+   * has active (that session is reachable by name over REST).
+   */
+  const usable = async () => {
+    const all = await gateway.tools(session());
+    return mode.kind === 'view' ? all.filter((t) => mode.toolsets.includes(t.toolset)) : all;
+  };
+
   const tools = async (): Promise<Tool[]> => {
     if (mode.kind === 'modern') return [modernManageTool(deps.handles.idleText), callTool(true)];
-    const active = (await gateway.tools(session())).map(toMcpTool);
+    const active = (await usable()).map(toMcpTool);
     if (mode.kind === 'view') return active;
     return [legacyManageTool, callTool(false), ...active];
   };
@@ -212,6 +221,9 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
       if (mode.kind === 'legacy' && name === CALL_TOOL) {
         const call = callArgs(args);
         return toCallToolResult(await gateway.callTool(session(), call.name, call.arguments));
+      }
+      if (mode.kind === 'view' && !(await usable()).some((t) => t.name === name)) {
+        throw new HandleError(`Unknown tool ${name} in this view of ${mode.toolsets.join(', ')}`);
       }
       return toCallToolResult(await gateway.callTool(session(), name, args));
     });

@@ -108,6 +108,8 @@ export interface StackOptions {
   vars?: Record<string, string>;
   /** Upstream MCP connection timeouts. */
   connection?: { connectTimeoutMs?: number; livenessTimeoutMs?: number };
+  /** The most legacy MCP sessions open at once (default 256). */
+  mcpMaxSessions?: number;
   /** The operator's policy (POLICY_FILE's YAML); default: none, everything allowed. */
   policy?: string;
   approvalTimeoutMs?: number;
@@ -177,7 +179,14 @@ export async function makeStack(opts: StackOptions = {}) {
   });
   const handles = createHandleStore(gatewayDb, { idleMs: opts.handleIdleMs ?? 3_600_000, now: opts.now });
   const prompts = createPromptCatalog(opts.promptsDir ?? path.resolve('prompts'));
-  const face = createMcpFace({ gateway, handles, prompts, sessionIdleMs: 3_600_000 });
+  const face = createMcpFace({
+    gateway,
+    handles,
+    prompts,
+    sessionIdleMs: 3_600_000,
+    maxSessions: opts.mcpMaxSessions,
+    now: opts.now,
+  });
   const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity, face, prompts });
   const taskStore = createTaskStore(openDatabase(path.join(dataDir, 'agent.db')));
   const agent = createAgent({

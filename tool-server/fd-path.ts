@@ -114,6 +114,19 @@ export class VerifiedDir {
     return this.handle ? this.handle.stat() : lstat(this.real);
   }
 
+  /** The open descriptor (null without /proc): handed to a child process, which sees the same directory. */
+  get descriptor(): number | null {
+    return this.handle ? this.handle.fd : null;
+  }
+
+  /** Its change time in nanoseconds: any entry created, removed or renamed in it moves this (see git-pin.ts). */
+  async changeTime(): Promise<bigint> {
+    const info = this.handle
+      ? await this.handle.stat({ bigint: true })
+      : await lstat(this.real, { bigint: true });
+    return info.ctimeNs;
+  }
+
   /**
    * Opens the subdirectory `name` without following a symlink there; with `create`, makes it first when it is
    * missing (mkdir -p, one component at a time). A symlink in its place means the tree changed: refused.
@@ -152,6 +165,23 @@ export class VerifiedDir {
   async close(): Promise<void> {
     await this.handle?.close();
   }
+}
+
+/**
+ * The directories from `root` (a root's real path) down through `rel`, each opened from its parent's descriptor
+ * without following symlinks, so every one is the entry of that name in the one above it when it was opened.
+ */
+export async function openChain(root: string, rel: string, verify: boolean): Promise<VerifiedDir[]> {
+  const dirs = [await VerifiedDir.open(root, verify)];
+  try {
+    for (const name of rel === '' ? [] : rel.split(path.sep)) {
+      dirs.push((await dirs[dirs.length - 1].child(name)).dir);
+    }
+  } catch (err) {
+    await Promise.all(dirs.map((d) => d.close()));
+    throw err;
+  }
+  return dirs;
 }
 
 /** Runs `fn` with `dir` and closes it afterwards, whatever happens. */

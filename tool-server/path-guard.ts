@@ -2,7 +2,7 @@ import type { Stats } from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
-import { procFdWorks, using, VerifiedDir } from './fd-path.ts';
+import { openChain, procFdWorks, using, VerifiedDir } from './fd-path.ts';
 import { BlockedPatterns, DEFAULT_BLOCKED_PATTERNS } from './path-blocked.ts';
 import { normalisationTwin, ResolveError, type RootLayout, resolveInside } from './path-resolve.ts';
 import { type Found, loadRoots, mostSpecific, type Root, relativeInside, rootLayout } from './path-roots.ts';
@@ -40,6 +40,9 @@ const UNRESOLVABLE: Record<string, string> = {
   EINVAL: 'it changed while it was being checked; try again',
   ENOENT: 'it changed while it was being checked; try again',
 };
+
+/** The one refusal for a path that is, or leads, outside the roots; callers may tell it from other refusals. */
+export class OutsideRootsError extends ToolError {}
 
 /** C:\x, C:/x, C: and \\server\share: paths of another platform, which POSIX would take as odd file names. */
 const WINDOWS_PATH = /^(?:[A-Za-z]:(?:[\\/]|$)|\\\\)/;
@@ -145,6 +148,12 @@ export class PathGuard {
   async openDirectory(real: string): Promise<VerifiedDir> {
     this.assertInside(real);
     return VerifiedDir.open(real, this.raceFree);
+  }
+
+  /** The directories from the root holding a real path down to it, each opened from its parent (fd-path.ts). */
+  openChain(real: string): Promise<VerifiedDir[]> {
+    const found = this.assertInside(real);
+    return openChain(found.root.real, found.rel, this.raceFree);
   }
 
   /**
@@ -267,8 +276,10 @@ export class PathGuard {
   }
 
   /** The one answer for every path that is, or leads, outside the roots: it says nothing about what is there. */
-  private outside(abs: string): ToolError {
-    return new ToolError(`Access denied: ${abs} is outside the allowed directories (${this.list(false)})`);
+  outside(abs: string): OutsideRootsError {
+    return new OutsideRootsError(
+      `Access denied: ${abs} is outside the allowed directories (${this.list(false)})`,
+    );
   }
 
   /** Why a path inside the roots cannot be used; an outward path gets outside() and nothing more. */

@@ -1,8 +1,8 @@
-import { type ExecFileException, execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { ToolError } from './define.ts';
 
 // The one place git is started. Everything a repository (or the caller) could use to run a program is
-// switched off here: no shell (execFile), an allow-list of subcommands and flags, user-derived values
+// switched off here: no shell (spawn with an argv), an allow-list of subcommands and flags, user-derived values
 // only after --end-of-options (revisions) or -- (literal pathspecs), config that runs programs or opens
 // transports overridden on every call, and a child environment built from an allow-list, so no GIT_*
 // variable, pager, editor or askpass of the service's own environment reaches git.
@@ -112,6 +112,12 @@ export interface GitTarget {
   /** --git-dir / --work-tree: set once a repository is opened, so repo config cannot move them. */
   gitDir?: string;
   workTree?: string;
+  /** GIT_COMMON_DIR: the common directory of a linked worktree, pinned like the git directory. */
+  commonDir?: string;
+  /** GIT_IMPLICIT_WORK_TREE=0: no work tree unless given, for commands that read only the repository. */
+  noWorkTree?: boolean;
+  /** Open directories the child gets as descriptors 3, 4, …, so it can name them /proc/self/fd/3 … */
+  fds?: readonly number[];
   /** GIT_CEILING_DIRECTORIES for discovery: repositories above the allowed directories are not found. */
   ceiling?: string;
   /** Overrides of config keys the repository names (filter drivers, protocols). */
@@ -177,6 +183,8 @@ export function gitEnv(settings: GitSettings | undefined, target: GitTarget): Re
     if (value !== undefined) env[key] = value;
   }
   if (target.ceiling) env.GIT_CEILING_DIRECTORIES = target.ceiling;
+  if (target.commonDir) env.GIT_COMMON_DIR = target.commonDir;
+  if (target.noWorkTree) env.GIT_IMPLICIT_WORK_TREE = '0';
   const config = target.config ?? [];
   if (config.length > 0) {
     env.GIT_CONFIG_COUNT = String(config.length);
@@ -209,7 +217,37 @@ function describeFailure(sub: string, stderr: string): string {
   return `git ${sub} failed: ${firstLines(stderr)}`;
 }
 
-/** Runs one allow-listed git command under the timeout and output cap. */
+/** Bytes of one output stream up to a cap; `over` once more arrived than the cap holds. */
+class Capped {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  over = false;
+
+  constructor(private readonly cap: number) {}
+
+  /** Keeps what fits; false once the cap is exceeded. */
+  push(chunk: Buffer): boolean {
+    const room = this.cap - this.size;
+    if (chunk.length > room) {
+      this.over = true;
+      if (room > 0) this.chunks.push(chunk.subarray(0, room));
+      this.size = this.cap;
+      return false;
+    }
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    return true;
+  }
+
+  text(): string {
+    return decoder.decode(Buffer.concat(this.chunks));
+  }
+}
+
+/**
+ * Runs one allow-listed git command under the timeout and output cap. spawn, not execFile: only spawn hands
+ * the child extra descriptors (target.fds), which is how git gets the directories that were checked.
+ */
 export function runGit(
   target: GitTarget,
   cmd: GitCommand,
@@ -220,46 +258,64 @@ export function runGit(
   const maxBytes = opts.maxBytes ?? limits.maxOutputBytes;
   const argv = gitArgv(target, cmd);
   return new Promise((resolve, reject) => {
-    const child = execFile(
-      'git',
-      argv,
-      {
-        cwd: target.cwd,
-        env: gitEnv(settings, target),
-        encoding: 'buffer',
-        maxBuffer: maxBytes,
-        timeout: limits.timeoutMs,
-        killSignal: 'SIGKILL',
-        windowsHide: true,
-        shell: false,
-      },
-      (error: ExecFileException | null, stdout: Buffer, stderr: Buffer) => {
-        if (!error) return resolve({ stdout: decoder.decode(stdout), truncated: false });
-        const err = error as ExecFileException & { code?: string | number };
-        if (err.code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER') {
-          if (stdout.length >= maxBytes) return resolve({ stdout: decoder.decode(stdout), truncated: true });
+    const stdout = new Capped(maxBytes);
+    const stderr = new Capped(maxBytes);
+    let timedOut = false;
+    let settled = false;
+    const settle = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      fn();
+    };
+    const child = spawn('git', argv, {
+      cwd: target.cwd,
+      env: gitEnv(settings, target),
+      stdio: ['ignore', 'pipe', 'pipe', ...(target.fds ?? [])],
+      windowsHide: true,
+      shell: false,
+    });
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, limits.timeoutMs);
+    child.stdout?.on('data', (chunk: Buffer) => {
+      if (!stdout.push(chunk)) child.kill('SIGKILL');
+    });
+    child.stderr?.on('data', (chunk: Buffer) => {
+      if (!stderr.push(chunk)) child.kill('SIGKILL');
+    });
+    child.on('error', (err: NodeJS.ErrnoException) =>
+      settle(() =>
+        reject(
+          err.code === 'ENOENT'
+            ? new ToolError('git is not installed on the tool-server (not found on PATH)')
+            : new GitFailure(`git ${cmd.sub} could not be started: ${err.message}`, null, ''),
+        ),
+      ),
+    );
+    child.on('close', (code, signal) =>
+      settle(() => {
+        if (stdout.over) return resolve({ stdout: stdout.text(), truncated: true });
+        if (stderr.over) {
           return reject(
             new GitFailure(`git ${cmd.sub} wrote more than ${maxBytes} bytes of errors`, null, ''),
           );
         }
-        if (err.code === 'ENOENT') {
-          return reject(new ToolError('git is not installed on the tool-server (not found on PATH)'));
-        }
-        if (err.killed || err.signal) {
+        if (timedOut || signal) {
           return reject(
             new GitFailure(
               `git ${cmd.sub} did not finish within ${limits.timeoutMs} ms and was stopped; ` +
                 'narrow the request (a path filter, a smaller limit) or raise GIT_TOOLS_TIMEOUT_MS',
               null,
-              decoder.decode(stderr),
+              stderr.text(),
             ),
           );
         }
-        const text = decoder.decode(stderr);
-        const exitCode = typeof err.code === 'number' ? err.code : null;
-        reject(new GitFailure(describeFailure(cmd.sub, text), exitCode, text));
-      },
+        if (code === 0) return resolve({ stdout: stdout.text(), truncated: false });
+        const text = stderr.text();
+        reject(new GitFailure(describeFailure(cmd.sub, text), code, text));
+      }),
     );
-    child.stdin?.end();
   });
 }

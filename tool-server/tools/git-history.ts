@@ -1,16 +1,10 @@
 import { z } from 'zod';
 import { defineTool, ToolError } from './define.ts';
 import { READ_ONLY } from './fs-common.ts';
+import { hasCommits, hasControlCharacter, pathspecs, resolveCommit } from './git-args.ts';
 import { type CommitInfo, capText, LOG_FORMAT, parseLog, parseRefs, REF_FORMAT } from './git-parse.ts';
 import { contextArg, diffBody, pathsArg, repositoryArg } from './git-read.ts';
-import {
-  hasCommits,
-  hasControlCharacter,
-  openRepo,
-  pathspecs,
-  type Repo,
-  resolveCommit,
-} from './git-repo.ts';
+import { type Repo, withRepo } from './git-repo.ts';
 import { GitFailure, gitLimits } from './git-run.ts';
 
 // The git tools that read history: git_log, git_show (one commit with its patch) and git_branches.
@@ -78,36 +72,36 @@ export const gitLog = defineTool({
     ignore_case: z.boolean().default(false).describe('Match author and grep case-insensitively'),
   }),
   annotations: { title: 'Git log', ...READ_ONLY },
-  async execute(args, ctx) {
-    const repo = await openRepo(ctx, args.repository);
-    const sha = await resolveCommit(repo, args.ref, 'ref');
-    const paths = await pathspecs(ctx, repo, args.paths ?? []);
-    const flags = [LOG_FORMAT, '-z', '--no-patch', `--max-count=${args.limit + 1}`, `--skip=${args.skip}`];
-    if (args.author !== undefined) flags.push(`--author=${args.author}`);
-    if (args.grep !== undefined) flags.push(`--grep=${args.grep}`);
-    if (args.since !== undefined) flags.push(`--since=${args.since}`);
-    if (args.until !== undefined) flags.push(`--until=${args.until}`);
-    if (args.ignore_case) flags.push('--regexp-ignore-case');
-    const out = await repo.run({
-      sub: 'log',
-      flags,
-      revs: [sha],
-      paths: paths.length > 0 ? paths : undefined,
-    });
-    const all = parseLog(out.stdout, out.truncated);
-    const commits = all
-      .slice(0, args.limit)
-      .map((c) => ({ ...c, body: capText(c.body, LOG_BODY_CHARS).text }));
-    return {
-      repository: repo.workTree ?? repo.gitDir,
-      ref: args.ref,
-      sha,
-      commits,
-      count: commits.length,
-      more_available: all.length > args.limit || out.truncated,
-      truncated: out.truncated,
-    };
-  },
+  execute: (args, ctx) =>
+    withRepo(ctx, args.repository, async (repo) => {
+      const sha = await resolveCommit(repo, args.ref, 'ref');
+      const paths = await pathspecs(ctx, repo, args.paths ?? []);
+      const flags = [LOG_FORMAT, '-z', '--no-patch', `--max-count=${args.limit + 1}`, `--skip=${args.skip}`];
+      if (args.author !== undefined) flags.push(`--author=${args.author}`);
+      if (args.grep !== undefined) flags.push(`--grep=${args.grep}`);
+      if (args.since !== undefined) flags.push(`--since=${args.since}`);
+      if (args.until !== undefined) flags.push(`--until=${args.until}`);
+      if (args.ignore_case) flags.push('--regexp-ignore-case');
+      const out = await repo.run({
+        sub: 'log',
+        flags,
+        revs: [sha],
+        paths: paths.length > 0 ? paths : undefined,
+      });
+      const all = parseLog(out.stdout, out.truncated);
+      const commits = all
+        .slice(0, args.limit)
+        .map((c) => ({ ...c, body: capText(c.body, LOG_BODY_CHARS).text }));
+      return {
+        repository: repo.workTree ?? repo.gitDir,
+        ref: args.ref,
+        sha,
+        commits,
+        count: commits.length,
+        more_available: all.length > args.limit || out.truncated,
+        truncated: out.truncated,
+      };
+    }),
 });
 
 /** One commit: metadata, changed files, and its patch against the first parent. */
@@ -127,30 +121,30 @@ export const gitShow = defineTool({
     context_lines: contextArg,
   }),
   annotations: { title: 'Git show', ...READ_ONLY },
-  async execute(args, ctx) {
-    const repo = await openRepo(ctx, args.repository);
-    const sha = await resolveCommit(repo, args.ref, 'ref');
-    const paths = await pathspecs(ctx, repo, args.paths ?? []);
-    const commit = await commitInfo(repo, sha);
-    const parent = commit.parents[0];
-    const base = parent ?? EMPTY_TREE[sha.length];
-    if (!base) throw new ToolError(`Unsupported object id length for ${sha}`);
-    const body = await diffBody(
-      repo,
-      { flags: [], revs: [base, sha], paths },
-      { statOnly: args.stat_only, context: args.context_lines },
-    );
-    const maxBody = gitLimits(repo.settings).maxOutputBytes;
-    return {
-      repository: repo.workTree ?? repo.gitDir,
-      ref: args.ref,
-      commit: { ...commit, body: capText(commit.body, maxBody).text },
-      diff_base: parent
-        ? `first parent ${parent}${commit.parents.length > 1 ? ` (a merge of ${commit.parents.length} parents)` : ''}`
-        : 'empty tree (root commit)',
-      ...body,
-    };
-  },
+  execute: (args, ctx) =>
+    withRepo(ctx, args.repository, async (repo) => {
+      const sha = await resolveCommit(repo, args.ref, 'ref');
+      const paths = await pathspecs(ctx, repo, args.paths ?? []);
+      const commit = await commitInfo(repo, sha);
+      const parent = commit.parents[0];
+      const base = parent ?? EMPTY_TREE[sha.length];
+      if (!base) throw new ToolError(`Unsupported object id length for ${sha}`);
+      const body = await diffBody(
+        repo,
+        { flags: [], revs: [base, sha], paths },
+        { statOnly: args.stat_only, context: args.context_lines },
+      );
+      const maxBody = gitLimits(repo.settings).maxOutputBytes;
+      return {
+        repository: repo.workTree ?? repo.gitDir,
+        ref: args.ref,
+        commit: { ...commit, body: capText(commit.body, maxBody).text },
+        diff_base: parent
+          ? `first parent ${parent}${commit.parents.length > 1 ? ` (a merge of ${commit.parents.length} parents)` : ''}`
+          : 'empty tree (root commit)',
+        ...body,
+      };
+    }),
 });
 
 /** The current branch name, or null when HEAD is detached. */
@@ -178,44 +172,44 @@ export const gitBranches = defineTool({
     limit: z.number().int().min(1).max(1000).default(200).describe('Most branches to return (default 200)'),
   }),
   annotations: { title: 'Git branches', ...READ_ONLY },
-  async execute(args, ctx) {
-    const repo = await openRepo(ctx, args.repository);
-    const out = await repo.run({
-      sub: 'for-each-ref',
-      flags: [REF_FORMAT, '--sort=-committerdate', `--count=${args.limit + 1}`],
-      revs: args.include_remote ? ['refs/heads', 'refs/remotes'] : ['refs/heads'],
-    });
-    const refs = parseRefs(out.stdout, out.truncated).filter((r) => r.symref === null);
-    const shown = refs.slice(0, args.limit);
-    const current = await currentBranch(repo);
-    const headSha = (await hasCommits(repo)) ? await resolveCommit(repo, 'HEAD', 'HEAD') : null;
-    const lastCommit = (r: (typeof refs)[number]) => ({ date: r.date, subject: r.subject });
-    return {
-      repository: repo.workTree ?? repo.gitDir,
-      current,
-      detached: current === null,
-      head_sha: headSha,
-      branches: shown
-        .filter((r) => r.refname.startsWith('refs/heads/'))
-        .map((r) => ({
-          name: r.refname.slice('refs/heads/'.length),
-          sha: r.sha,
-          current: r.current,
-          upstream: r.upstream,
-          ahead: r.ahead,
-          behind: r.behind,
-          upstream_gone: r.upstream_gone,
-          last_commit: lastCommit(r),
-        })),
-      remote_branches: shown
-        .filter((r) => r.refname.startsWith('refs/remotes/'))
-        .map((r) => ({
-          name: r.refname.slice('refs/remotes/'.length),
-          sha: r.sha,
-          last_commit: lastCommit(r),
-        })),
-      count: shown.length,
-      more_available: refs.length > args.limit || out.truncated,
-    };
-  },
+  execute: (args, ctx) =>
+    withRepo(ctx, args.repository, async (repo) => {
+      const out = await repo.run({
+        sub: 'for-each-ref',
+        flags: [REF_FORMAT, '--sort=-committerdate', `--count=${args.limit + 1}`],
+        revs: args.include_remote ? ['refs/heads', 'refs/remotes'] : ['refs/heads'],
+      });
+      const refs = parseRefs(out.stdout, out.truncated).filter((r) => r.symref === null);
+      const shown = refs.slice(0, args.limit);
+      const current = await currentBranch(repo);
+      const headSha = (await hasCommits(repo)) ? await resolveCommit(repo, 'HEAD', 'HEAD') : null;
+      const lastCommit = (r: (typeof refs)[number]) => ({ date: r.date, subject: r.subject });
+      return {
+        repository: repo.workTree ?? repo.gitDir,
+        current,
+        detached: current === null,
+        head_sha: headSha,
+        branches: shown
+          .filter((r) => r.refname.startsWith('refs/heads/'))
+          .map((r) => ({
+            name: r.refname.slice('refs/heads/'.length),
+            sha: r.sha,
+            current: r.current,
+            upstream: r.upstream,
+            ahead: r.ahead,
+            behind: r.behind,
+            upstream_gone: r.upstream_gone,
+            last_commit: lastCommit(r),
+          })),
+        remote_branches: shown
+          .filter((r) => r.refname.startsWith('refs/remotes/'))
+          .map((r) => ({
+            name: r.refname.slice('refs/remotes/'.length),
+            sha: r.sha,
+            last_commit: lastCommit(r),
+          })),
+        count: shown.length,
+        more_available: refs.length > args.limit || out.truncated,
+      };
+    }),
 });

@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import { defineTool, type ToolContext, ToolError } from './define.ts';
+import { defineTool, ToolError } from './define.ts';
 import { READ_ONLY } from './fs-common.ts';
+import { hasCommits, pathspecs, resolveCommit } from './git-args.ts';
 import { type DiffFile, diffTotals, parseDiffFiles, parseStatus } from './git-parse.ts';
-import { hasCommits, openRepo, pathspecs, type Repo, resolveCommit } from './git-repo.ts';
+import { type Repo, withRepo } from './git-repo.ts';
 import { gitLimits } from './git-run.ts';
 
 // The git tools that look at the working state: git_status, and git_diff (also used by git_show).
@@ -83,20 +84,14 @@ export async function diffBody(
   };
 }
 
-/** The open repository, refusing a bare one for tools that need a working tree. */
-async function workingRepo(
-  ctx: ToolContext,
-  dir: string,
-  tool: string,
-): Promise<Repo & { workTree: string }> {
-  const repo = await openRepo(ctx, dir);
+/** Refuses a bare repository for tools that need a working tree. */
+function assertWorkTree(repo: Repo, tool: string): asserts repo is Repo & { workTree: string } {
   if (repo.workTree === null) {
     throw new ToolError(
       `${repo.gitDir} is a bare repository (no working tree); ${tool} needs one` +
         (tool === 'git_diff' ? ' unless both from and to are given' : ''),
     );
   }
-  return repo as Repo & { workTree: string };
 }
 
 /** The state of the working tree and index, grouped the way a person reads `git status`. */
@@ -115,25 +110,26 @@ export const gitStatus = defineTool({
       .describe('Untracked files: no, normal (a new directory shown once) or all (every file)'),
   }),
   annotations: { title: 'Git status', ...READ_ONLY },
-  async execute(args, ctx) {
-    const repo = await workingRepo(ctx, args.repository, 'git_status');
-    const out = await repo.run({
-      sub: 'status',
-      flags: [
-        '--porcelain=v2',
-        '--branch',
-        '-z',
-        `--untracked-files=${args.untracked}`,
-        '--ignore-submodules=dirty',
-      ],
-    });
-    const status = parseStatus(out.stdout, out.truncated);
-    const clean =
-      !out.truncated &&
-      status.staged.length + status.unstaged.length + status.untracked.length + status.conflicted.length ===
-        0;
-    return { repository: repo.workTree, ...status, clean, truncated: out.truncated };
-  },
+  execute: (args, ctx) =>
+    withRepo(ctx, args.repository, async (repo) => {
+      assertWorkTree(repo, 'git_status');
+      const out = await repo.run({
+        sub: 'status',
+        flags: [
+          '--porcelain=v2',
+          '--branch',
+          '-z',
+          `--untracked-files=${args.untracked}`,
+          '--ignore-submodules=dirty',
+        ],
+      });
+      const status = parseStatus(out.stdout, out.truncated);
+      const clean =
+        !out.truncated &&
+        status.staged.length + status.unstaged.length + status.untracked.length + status.conflicted.length ===
+          0;
+      return { repository: repo.workTree, ...status, clean, truncated: out.truncated };
+    }),
 });
 
 /** Changes as a file list with line counts and a capped unified patch. */
@@ -163,41 +159,41 @@ export const gitDiff = defineTool({
     if (args.staged && args.to !== undefined) {
       throw new ToolError('staged compares the index with one commit (`from`, default HEAD); leave out `to`');
     }
-    const repo =
-      args.to !== undefined
-        ? await openRepo(ctx, args.repository)
-        : await workingRepo(ctx, args.repository, 'git_diff');
-    const from = args.from === undefined ? undefined : await resolveCommit(repo, args.from, 'from');
-    const to = args.to === undefined ? undefined : await resolveCommit(repo, args.to, 'to');
-    const paths = await pathspecs(ctx, repo, args.paths ?? []);
-    let compared: string;
-    let flags: string[] = [];
-    let revs: string[] | undefined;
-    if (from && to) {
-      compared = `${args.from} (${from.slice(0, 12)}) → ${args.to} (${to.slice(0, 12)})`;
-      revs = [from, to];
-    } else if (args.staged) {
-      flags = ['--cached'];
-      const base = from ?? ((await hasCommits(repo)) ? await resolveCommit(repo, 'HEAD', 'HEAD') : undefined);
-      revs = base ? [base] : undefined;
-      compared = `index (staged) against ${base ? `${args.from ?? 'HEAD'} (${base.slice(0, 12)})` : 'an empty tree (no commits yet)'}`;
-    } else if (from) {
-      compared = `working tree against ${args.from} (${from.slice(0, 12)})`;
-      revs = [from];
-    } else {
-      compared = 'working tree against the index (unstaged changes)';
-    }
-    const body = await diffBody(
-      repo,
-      { flags, revs, paths },
-      { statOnly: args.stat_only, context: args.context_lines },
-    );
-    return {
-      repository: repo.workTree ?? repo.gitDir,
-      compared,
-      ...(from ? { from: { ref: args.from, sha: from } } : {}),
-      ...(to ? { to: { ref: args.to, sha: to } } : {}),
-      ...body,
-    };
+    return withRepo(ctx, args.repository, async (repo) => {
+      if (args.to === undefined) assertWorkTree(repo, 'git_diff');
+      const from = args.from === undefined ? undefined : await resolveCommit(repo, args.from, 'from');
+      const to = args.to === undefined ? undefined : await resolveCommit(repo, args.to, 'to');
+      const paths = await pathspecs(ctx, repo, args.paths ?? []);
+      let compared: string;
+      let flags: string[] = [];
+      let revs: string[] | undefined;
+      if (from && to) {
+        compared = `${args.from} (${from.slice(0, 12)}) → ${args.to} (${to.slice(0, 12)})`;
+        revs = [from, to];
+      } else if (args.staged) {
+        flags = ['--cached'];
+        const base =
+          from ?? ((await hasCommits(repo)) ? await resolveCommit(repo, 'HEAD', 'HEAD') : undefined);
+        revs = base ? [base] : undefined;
+        compared = `index (staged) against ${base ? `${args.from ?? 'HEAD'} (${base.slice(0, 12)})` : 'an empty tree (no commits yet)'}`;
+      } else if (from) {
+        compared = `working tree against ${args.from} (${from.slice(0, 12)})`;
+        revs = [from];
+      } else {
+        compared = 'working tree against the index (unstaged changes)';
+      }
+      const body = await diffBody(
+        repo,
+        { flags, revs, paths },
+        { statOnly: args.stat_only, context: args.context_lines },
+      );
+      return {
+        repository: repo.workTree ?? repo.gitDir,
+        compared,
+        ...(from ? { from: { ref: args.from, sha: from } } : {}),
+        ...(to ? { to: { ref: args.to, sha: to } } : {}),
+        ...body,
+      };
+    });
   },
 });

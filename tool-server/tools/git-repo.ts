@@ -1,7 +1,9 @@
-import { readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { relativeInside } from '../path-guard.ts';
+import type { VerifiedDir } from '../fd-path.ts';
+import { OutsideRootsError, relativeInside } from '../path-guard.ts';
 import { type ToolContext, ToolError } from './define.ts';
+import { changedWhileReading, GitPins, slotPath } from './git-pin.ts';
 import {
   type GitCommand,
   GitFailure,
@@ -12,10 +14,11 @@ import {
 } from './git-run.ts';
 
 // Opening a repository for the git tools: found from a directory under the roots, never above them, with
-// its work tree, git directory, common directory and object alternates all inside the roots, then pinned
-// (--git-dir/--work-tree) so its config cannot move them. Revisions and pathspecs are checked here.
+// its work tree, git directory, common directory and object alternates all inside the roots; then git is
+// pinned to what was checked. With /proc (git-pin.ts) it gets those directories as open descriptors and
+// their paths are watched where git still looks names up; elsewhere it gets --git-dir/--work-tree paths.
 
-/** A repository that passed the checks; every git call for a tool goes through `run`. */
+/** A repository that passed the checks; every git call for a tool goes through `run`, and `close` ends it. */
 export interface Repo {
   /** The top of the work tree, or null for a bare repository. */
   workTree: string | null;
@@ -23,21 +26,28 @@ export interface Repo {
   run(cmd: GitCommand, opts?: { maxBytes?: number }): Promise<GitOutput>;
   /** The effective git settings of this call (limits, environment). */
   settings: GitSettings | undefined;
+  close(): Promise<void>;
 }
 
-/** Config sections a repository can name itself and that can run programs: neutralised per repository. */
-const NAMED_CONFIG = '^(filter|protocol)\\.';
+/**
+ * Config a repository can name itself: sections that can run programs (neutralised per repository), and
+ * core.worktree, which makes git look the work tree up by name even for commands that do not need one.
+ */
+const NAMED_CONFIG = '^(filter|protocol)\\.|^core\\.worktree$';
 
 /** Git looks at most this many alternates deep; so does the containment check. */
 const MAX_ALTERNATE_DEPTH = 5;
 
-/** The real path of `dir`, or a ToolError saying which part of the repository leaves the roots. */
-async function insideRoots(ctx: ToolContext, dir: string, what: string): Promise<string> {
+/**
+ * The real path of `dir` (a path git reported). Outside the roots it gets the path guard's one answer for
+ * `shown`, the repository as given: where a .git file, core.worktree or alternate points is never named.
+ */
+async function insideRoots(ctx: ToolContext, dir: string, shown: string): Promise<string> {
   try {
     return await ctx.paths.resolveForRead(dir);
   } catch (err) {
-    if (!(err instanceof ToolError)) throw err;
-    throw new ToolError(`Refused: the repository's ${what} ${dir} is not inside the allowed directories`);
+    if (err instanceof OutsideRootsError) throw ctx.paths.outside(shown);
+    throw err;
   }
 }
 
@@ -50,17 +60,37 @@ function ceilingFor(ctx: ToolContext, real: string): string | undefined {
   return holding ? path.dirname(holding) : undefined;
 }
 
-/** Every alternate object directory (and theirs, as deep as git goes) must be inside the roots too. */
-async function checkAlternates(ctx: ToolContext, objectsDir: string, depth = 0): Promise<void> {
-  let text: string;
+/** The alternates file at `file`, or null when there is none. */
+async function readAlternates(file: string): Promise<string | null> {
   try {
-    text = await readFile(path.join(objectsDir, 'info', 'alternates'), 'utf8');
+    return await readFile(file, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw new ToolError(
       `Refused: the repository's object alternates cannot be read (${(err as Error).message})`,
     );
   }
+}
+
+/** An objects directory: its real path (relative alternates resolve against it) and where to read it. */
+interface Objects {
+  real: string;
+  at: string;
+}
+
+/**
+ * Every alternate object directory (and theirs, as deep as git goes) must be inside the roots too. Each is
+ * handed to `hold`, which says where to read it from: a held descriptor's path, or without /proc the path.
+ */
+async function checkAlternates(
+  ctx: ToolContext,
+  shown: string,
+  objects: Objects,
+  hold: (real: string) => Promise<string>,
+  depth = 0,
+): Promise<void> {
+  const text = await readAlternates(path.join(objects.at, 'info', 'alternates'));
+  if (text === null) return;
   for (const line of text.split('\n').map((l) => l.trim())) {
     if (line === '' || line.startsWith('#')) continue;
     if (line.startsWith('"')) {
@@ -68,31 +98,35 @@ async function checkAlternates(ctx: ToolContext, objectsDir: string, depth = 0):
     }
     if (depth >= MAX_ALTERNATE_DEPTH)
       throw new ToolError('Refused: the repository has too many alternates levels');
-    const real = await insideRoots(ctx, path.resolve(objectsDir, line), 'object alternate');
-    await checkAlternates(ctx, real, depth + 1);
+    const real = await insideRoots(ctx, path.resolve(objects.real, line), shown);
+    await checkAlternates(ctx, shown, { real, at: await hold(real) }, hold, depth + 1);
   }
 }
 
+/** Overrides for what the repository names, and whether it sets core.worktree. */
+interface NamedConfig {
+  overrides: [string, string][];
+  coreWorktree: boolean;
+}
+
 /** `-c` cannot neutralise a driver whose name holds an `=`, so these go through GIT_CONFIG_KEY_n. */
-async function namedOverrides(
-  target: GitTarget,
-  settings: GitSettings | undefined,
-): Promise<[string, string][]> {
+async function namedConfig(run: (cmd: GitCommand) => Promise<GitOutput>): Promise<NamedConfig> {
   let listed: string;
   try {
-    const out = await runGit(
-      target,
-      { sub: 'config', flags: ['--null', '--name-only', '--get-regexp'], revs: [NAMED_CONFIG] },
-      settings,
-    );
+    const out = await run({
+      sub: 'config',
+      flags: ['--null', '--name-only', '--get-regexp'],
+      revs: [NAMED_CONFIG],
+    });
     listed = out.stdout;
   } catch (err) {
-    if (err instanceof GitFailure && err.exitCode === 1) return []; // nothing matched
+    if (err instanceof GitFailure && err.exitCode === 1) return { overrides: [], coreWorktree: false };
     throw err;
   }
   const overrides: [string, string][] = [];
   const drivers = new Set<string>();
-  for (const key of listed.split('\0')) {
+  const keys = listed.split('\0');
+  for (const key of keys) {
     const last = key.lastIndexOf('.');
     if (key.startsWith('filter.') && last > 'filter.'.length) drivers.add(key.slice('filter.'.length, last));
     if (key.startsWith('protocol.') && key.endsWith('.allow')) overrides.push([key, 'never']);
@@ -101,27 +135,35 @@ async function namedOverrides(
     for (const field of ['clean', 'smudge', 'process']) overrides.push([`filter.${driver}.${field}`, '']);
     overrides.push([`filter.${driver}.required`, 'false']);
   }
-  return overrides;
+  return { overrides, coreWorktree: keys.includes('core.worktree') };
 }
 
 const LOCATE = ['--path-format=absolute', '--absolute-git-dir', '--git-common-dir', '--is-bare-repository'];
 
+/** Where discovery found the repository, every part checked to be inside the roots. */
+interface Located {
+  workTree: string | null;
+  gitDir: string;
+  commonDir: string;
+}
+
 /**
  * git dir, common dir, bare?, inside the work tree?, and the work tree's top: one rev-parse, or two when
- * there is no work tree (--show-toplevel fails there).
+ * there is no work tree (--show-toplevel fails there). Each path must lie inside the roots.
  */
 async function discover(
-  target: GitTarget,
-  settings: GitSettings | undefined,
+  ctx: ToolContext,
+  run: (cmd: GitCommand) => Promise<GitOutput>,
   real: string,
-): Promise<string[]> {
+  shown: string,
+): Promise<Located> {
+  let lines: string[] | undefined;
   try {
-    const out = await runGit(
-      target,
-      { sub: 'rev-parse', flags: [...LOCATE, '--is-inside-work-tree', '--show-toplevel'] },
-      settings,
-    );
-    return out.stdout.replace(/\n$/, '').split('\n');
+    const out = await run({
+      sub: 'rev-parse',
+      flags: [...LOCATE, '--is-inside-work-tree', '--show-toplevel'],
+    });
+    lines = out.stdout.replace(/\n$/, '').split('\n');
   } catch (err) {
     if (!(err instanceof GitFailure)) throw err;
     if (/not a git repository/i.test(err.stderr)) {
@@ -129,124 +171,147 @@ async function discover(
         `${real} is not inside a git repository (repositories above the allowed directories are not searched)`,
       );
     }
+    // git names the repository it refuses; one outside the roots (a .git file pointing there) is not named.
+    const dubious = /detected dubious ownership in repository at '([^']*)'/.exec(err.stderr);
+    if (dubious) await insideRoots(ctx, dubious[1], shown);
     if (!/must be run in a work tree/.test(err.stderr)) throw err;
   }
-  const out = await runGit(
-    target,
-    { sub: 'rev-parse', flags: [...LOCATE, '--is-inside-work-tree'] },
-    settings,
-  );
-  return out.stdout.replace(/\n$/, '').split('\n');
-}
-
-/** Opens the repository holding `dir` (a path under the roots), or explains why it cannot. */
-export async function openRepo(ctx: ToolContext, dir: string): Promise<Repo> {
-  const real = await ctx.paths.resolveForRead(dir);
-  const info = await stat(real).catch(() => null);
-  if (!info) throw new ToolError(`No such directory: ${real}`);
-  if (!info.isDirectory()) throw new ToolError(`${real} is a file; give the repository's directory`);
-  const settings = ctx.git;
-  const discovery: GitTarget = { cwd: real, ceiling: ceilingFor(ctx, real) };
-  const [gitDirRaw, commonDirRaw, bare, , top] = await discover(discovery, settings, real);
+  lines ??= (await run({ sub: 'rev-parse', flags: [...LOCATE, '--is-inside-work-tree'] })).stdout
+    .replace(/\n$/, '')
+    .split('\n');
+  const [gitDirRaw, commonDirRaw, bare, , top] = lines;
   if (bare !== 'true' && !top) {
     throw new ToolError(`${real} is inside a .git directory; give the repository's working directory`);
   }
-  const workTree = bare === 'true' ? null : await insideRoots(ctx, top, 'work tree');
-  const gitDir = await insideRoots(ctx, gitDirRaw, 'git directory');
-  const commonDir = await insideRoots(ctx, commonDirRaw, 'common git directory');
-  await checkAlternates(ctx, path.join(commonDir, 'objects'));
+  return {
+    workTree: bare === 'true' ? null : await insideRoots(ctx, top, shown),
+    gitDir: await insideRoots(ctx, gitDirRaw, shown),
+    commonDir: await insideRoots(ctx, commonDirRaw, shown),
+  };
+}
+
+/** status, and a diff that involves the working tree: git looks the work tree up by its path for these. */
+function readsWorkTree(cmd: GitCommand): boolean {
+  if (cmd.sub === 'status') return true;
+  return cmd.sub === 'diff' && !(cmd.flags ?? []).includes('--cached') && (cmd.revs?.length ?? 0) < 2;
+}
+
+/** Directories without repeats (chains of one repository share their upper part). */
+function distinct(dirs: VerifiedDir[]): VerifiedDir[] {
+  const seen = new Map<string, VerifiedDir>();
+  for (const d of dirs) if (!seen.has(d.real)) seen.set(d.real, d);
+  return [...seen.values()];
+}
+
+/** The repository through descriptors (Linux): see git-pin.ts. */
+async function openPinned(ctx: ToolContext, real: string, shown: string): Promise<Repo> {
+  const settings = ctx.git;
+  // Discovery looks names up from `real` upwards: `real` and everything above it is watched meanwhile.
+  const start = await GitPins.open(ctx.paths, [real], shown);
+  let located: Located;
+  try {
+    const target: GitTarget = { cwd: slotPath(0), ceiling: ceilingFor(ctx, real), fds: start.fds };
+    const watched = start.above(0, true);
+    located = await discover(
+      ctx,
+      (cmd) => start.run(watched, () => runGit(target, cmd, settings)),
+      real,
+      shown,
+    );
+  } finally {
+    await start.close();
+  }
+  const { workTree, gitDir, commonDir } = located;
+  // Slots: 0 where git runs (the work tree, or the git directory of a bare repository), 1 the git directory,
+  // 2 the common directory, then the alternates.
+  const pins = await GitPins.open(ctx.paths, [workTree ?? gitDir, gitDir, commonDir], shown);
+  try {
+    const alternates: number[] = [];
+    const objects = { real: path.join(commonDir, 'objects'), at: path.join(pins.selfPath(2), 'objects') };
+    await checkAlternates(ctx, shown, objects, async (alternate) => {
+      const slot = await pins.add(ctx.paths, alternate);
+      alternates.push(slot);
+      return pins.selfPath(slot);
+    });
+    // git reads alternates by the names in the file: the directories above them are watched on every run.
+    const byName = alternates.flatMap((slot) => pins.above(slot));
+    const base: GitTarget = {
+      cwd: slotPath(0),
+      gitDir: slotPath(1),
+      commonDir: commonDir === gitDir ? undefined : slotPath(2),
+      fds: pins.fds,
+    };
+    const named = await namedConfig((cmd) =>
+      pins.run(distinct(byName), () => runGit({ ...base, noWorkTree: true }, cmd, settings)),
+    );
+    // core.worktree makes git look the work tree up by name for every command: then it is watched always.
+    const always = distinct([...byName, ...(named.coreWorktree && workTree ? pins.above(0) : [])]);
+    const withWorkTree = distinct([...always, ...(workTree ? pins.above(0) : [])]);
+    return {
+      workTree,
+      gitDir,
+      settings,
+      run: (cmd, opts) => {
+        const reads = workTree !== null && readsWorkTree(cmd);
+        const target: GitTarget = {
+          ...base,
+          config: named.overrides,
+          ...(reads ? { workTree: slotPath(0) } : { noWorkTree: true }),
+        };
+        return pins.run(reads ? withWorkTree : always, () => runGit(target, cmd, settings, opts));
+      },
+      close: () => pins.close(),
+    };
+  } catch (err) {
+    await pins.close();
+    throw err;
+  }
+}
+
+/** The repository by its paths (no /proc): the same checks, with nothing held between them and git's use. */
+async function openByPath(ctx: ToolContext, real: string, shown: string): Promise<Repo> {
+  const settings = ctx.git;
+  const discovery: GitTarget = { cwd: real, ceiling: ceilingFor(ctx, real) };
+  const { workTree, gitDir, commonDir } = await discover(
+    ctx,
+    (cmd) => runGit(discovery, cmd, settings),
+    real,
+    shown,
+  );
+  const objects = path.join(commonDir, 'objects');
+  await checkAlternates(ctx, shown, { real: objects, at: objects }, async (alternate) => alternate);
   const pinned: GitTarget = { cwd: workTree ?? gitDir, gitDir, workTree: workTree ?? undefined };
-  const target: GitTarget = { ...pinned, config: await namedOverrides(pinned, settings) };
+  const named = await namedConfig((cmd) => runGit(pinned, cmd, settings));
+  const target: GitTarget = { ...pinned, config: named.overrides };
   return {
     workTree,
     gitDir,
     settings,
     run: (cmd, opts) => runGit(target, cmd, settings, opts),
+    close: async () => undefined,
   };
 }
 
-/** True when `text` holds a C0 control character or DEL: never part of a ref, a date or a search text. */
-export function hasControlCharacter(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code < 0x20 || code === 0x7f) return true;
-  }
-  return false;
+/** Opens the repository holding `dir` (a path under the roots), or explains why it cannot; close it after. */
+export async function openRepo(ctx: ToolContext, dir: string): Promise<Repo> {
+  const shown = ctx.paths.absolute(dir);
+  const real = await ctx.paths.resolveForRead(dir);
+  const info = await ctx.paths.lstatEntry(real).catch((err: unknown) => {
+    if (err instanceof ToolError) throw err;
+    return null;
+  });
+  if (!info) throw new ToolError(`No such directory: ${real}`);
+  if (info.isSymbolicLink()) throw changedWhileReading(shown); // realpath()'d a moment ago: swapped since
+  if (!info.isDirectory()) throw new ToolError(`${real} is a file; give the repository's directory`);
+  return ctx.paths.raceFree ? openPinned(ctx, real, shown) : openByPath(ctx, real, shown);
 }
 
-/** Refuses what can never be a revision argument, before git sees it. */
-function checkRevisionText(ref: unknown, label: string): string {
-  if (typeof ref !== 'string' || ref.trim() === '')
-    throw new ToolError(`${label} must be a non-empty string`);
-  if (ref.startsWith('-')) {
-    throw new ToolError(
-      `${label} ${JSON.stringify(ref)} starts with "-"; revisions cannot start with a dash ` +
-        '(use the full name, e.g. refs/heads/<name>, for a branch whose name starts with one)',
-    );
-  }
-  if (hasControlCharacter(ref)) throw new ToolError(`${label} contains a control character`);
-  if (ref.length > 256) throw new ToolError(`${label} is longer than 256 characters`);
-  return ref;
-}
-
-/** The commit id `ref` names (branch, tag, id, HEAD~2 …), checked with rev-parse --verify. */
-export async function resolveCommit(repo: Repo, ref: string, label: string): Promise<string> {
-  checkRevisionText(ref, label);
+/** Runs `fn` with the opened repository and lets its descriptors go afterwards, whatever happens. */
+export async function withRepo<T>(ctx: ToolContext, dir: string, fn: (repo: Repo) => Promise<T>): Promise<T> {
+  const repo = await openRepo(ctx, dir);
   try {
-    const out = await repo.run({
-      sub: 'rev-parse',
-      flags: ['--verify', '--quiet'],
-      revs: [`${ref}^{commit}`],
-    });
-    return out.stdout.trim();
-  } catch (err) {
-    if (!(err instanceof GitFailure) || err.exitCode === null) throw err;
-    if (ref === 'HEAD' && !(await hasCommits(repo))) {
-      throw new ToolError('The repository has no commits yet');
-    }
-    throw new ToolError(
-      `${label} ${JSON.stringify(ref)} does not name a commit in this repository; ` +
-        'give a branch, tag, commit id or an expression like HEAD~2 (git_branches lists the branches)',
-    );
+    return await fn(repo);
+  } finally {
+    await repo.close();
   }
-}
-
-/** False for a repository whose current branch has no commit yet. */
-export async function hasCommits(repo: Repo): Promise<boolean> {
-  try {
-    await repo.run({ sub: 'rev-parse', flags: ['--verify', '--quiet'], revs: ['HEAD^{commit}'] });
-    return true;
-  } catch (err) {
-    if (err instanceof GitFailure && err.exitCode !== null) return false;
-    throw err;
-  }
-}
-
-/**
- * Pathspecs relative to the work tree, each checked by the path guard (it must stay inside the roots as
- * it really is, symlinks resolved) and lexically inside the repository. They are passed literally.
- */
-export async function pathspecs(ctx: ToolContext, repo: Repo, paths: readonly string[]): Promise<string[]> {
-  const specs: string[] = [];
-  for (const p of paths) {
-    if (typeof p !== 'string' || p.trim() === '')
-      throw new ToolError('A path filter must be a non-empty string');
-    if (p.includes('\0')) throw new ToolError('A path filter contains a NUL byte');
-    if (repo.workTree === null) {
-      const norm = path.posix.normalize(p);
-      if (path.posix.isAbsolute(norm) || norm === '..' || norm.startsWith('../')) {
-        throw new ToolError(`The path filter ${JSON.stringify(p)} must be relative to the repository's top`);
-      }
-      specs.push(norm);
-      continue;
-    }
-    const abs = path.resolve(repo.workTree, p);
-    const rel = relativeInside(repo.workTree, abs);
-    if (rel === null) {
-      throw new ToolError(`The path filter ${abs} is outside the repository ${repo.workTree}`);
-    }
-    await ctx.paths.resolveForRead(abs);
-    specs.push(rel === '' ? '.' : rel.split(path.sep).join('/'));
-  }
-  return specs;
 }

@@ -1,17 +1,11 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { VerifiedDir } from '../fd-path.ts';
-import { OutsideRootsError, relativeInside } from '../path-guard.ts';
+import { relativeInside } from '../path-guard.ts';
 import { type ToolContext, ToolError } from './define.ts';
+import { checkAlternates, insideRoots, namedConfig } from './git-named.ts';
 import { changedWhileReading, GitPins, slotPath } from './git-pin.ts';
-import {
-  type GitCommand,
-  GitFailure,
-  type GitOutput,
-  type GitSettings,
-  type GitTarget,
-  runGit,
-} from './git-run.ts';
+import { type GitCommand, GitFailure, type GitOutput, type GitSettings, type GitTarget } from './git-run.ts';
+import { runGit } from './git-spawn.ts';
 
 // Opening a repository for the git tools: found from a directory under the roots, never above them, with
 // its work tree, git directory, common directory and object alternates all inside the roots; then git is
@@ -29,28 +23,6 @@ export interface Repo {
   close(): Promise<void>;
 }
 
-/**
- * Config a repository can name itself: sections that can run programs (neutralised per repository), and
- * core.worktree, which makes git look the work tree up by name even for commands that do not need one.
- */
-const NAMED_CONFIG = '^(filter|protocol)\\.|^core\\.worktree$';
-
-/** Git looks at most this many alternates deep; so does the containment check. */
-const MAX_ALTERNATE_DEPTH = 5;
-
-/**
- * The real path of `dir` (a path git reported). Outside the roots it gets the path guard's one answer for
- * `shown`, the repository as given: where a .git file, core.worktree or alternate points is never named.
- */
-async function insideRoots(ctx: ToolContext, dir: string, shown: string): Promise<string> {
-  try {
-    return await ctx.paths.resolveForRead(dir);
-  } catch (err) {
-    if (err instanceof OutsideRootsError) throw ctx.paths.outside(shown);
-    throw err;
-  }
-}
-
 /** The parent of the root holding `real`: discovery may look at the root itself but not above it. */
 function ceilingFor(ctx: ToolContext, real: string): string | undefined {
   const { read_write, read_only } = ctx.paths.allowed();
@@ -58,84 +30,6 @@ function ceilingFor(ctx: ToolContext, real: string): string | undefined {
     .filter((root) => relativeInside(root, real) !== null)
     .sort((a, b) => b.length - a.length)[0];
   return holding ? path.dirname(holding) : undefined;
-}
-
-/** The alternates file at `file`, or null when there is none. */
-async function readAlternates(file: string): Promise<string | null> {
-  try {
-    return await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw new ToolError(
-      `Refused: the repository's object alternates cannot be read (${(err as Error).message})`,
-    );
-  }
-}
-
-/** An objects directory: its real path (relative alternates resolve against it) and where to read it. */
-interface Objects {
-  real: string;
-  at: string;
-}
-
-/**
- * Every alternate object directory (and theirs, as deep as git goes) must be inside the roots too. Each is
- * handed to `hold`, which says where to read it from: a held descriptor's path, or without /proc the path.
- */
-async function checkAlternates(
-  ctx: ToolContext,
-  shown: string,
-  objects: Objects,
-  hold: (real: string) => Promise<string>,
-  depth = 0,
-): Promise<void> {
-  const text = await readAlternates(path.join(objects.at, 'info', 'alternates'));
-  if (text === null) return;
-  for (const line of text.split('\n').map((l) => l.trim())) {
-    if (line === '' || line.startsWith('#')) continue;
-    if (line.startsWith('"')) {
-      throw new ToolError('Refused: the repository borrows objects through a quoted alternates entry');
-    }
-    if (depth >= MAX_ALTERNATE_DEPTH)
-      throw new ToolError('Refused: the repository has too many alternates levels');
-    const real = await insideRoots(ctx, path.resolve(objects.real, line), shown);
-    await checkAlternates(ctx, shown, { real, at: await hold(real) }, hold, depth + 1);
-  }
-}
-
-/** Overrides for what the repository names, and whether it sets core.worktree. */
-interface NamedConfig {
-  overrides: [string, string][];
-  coreWorktree: boolean;
-}
-
-/** `-c` cannot neutralise a driver whose name holds an `=`, so these go through GIT_CONFIG_KEY_n. */
-async function namedConfig(run: (cmd: GitCommand) => Promise<GitOutput>): Promise<NamedConfig> {
-  let listed: string;
-  try {
-    const out = await run({
-      sub: 'config',
-      flags: ['--null', '--name-only', '--get-regexp'],
-      revs: [NAMED_CONFIG],
-    });
-    listed = out.stdout;
-  } catch (err) {
-    if (err instanceof GitFailure && err.exitCode === 1) return { overrides: [], coreWorktree: false };
-    throw err;
-  }
-  const overrides: [string, string][] = [];
-  const drivers = new Set<string>();
-  const keys = listed.split('\0');
-  for (const key of keys) {
-    const last = key.lastIndexOf('.');
-    if (key.startsWith('filter.') && last > 'filter.'.length) drivers.add(key.slice('filter.'.length, last));
-    if (key.startsWith('protocol.') && key.endsWith('.allow')) overrides.push([key, 'never']);
-  }
-  for (const driver of drivers) {
-    for (const field of ['clean', 'smudge', 'process']) overrides.push([`filter.${driver}.${field}`, '']);
-    overrides.push([`filter.${driver}.required`, 'false']);
-  }
-  return { overrides, coreWorktree: keys.includes('core.worktree') };
 }
 
 const LOCATE = ['--path-format=absolute', '--absolute-git-dir', '--git-common-dir', '--is-bare-repository'];

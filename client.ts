@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { approvalsCommand, auditCommand } from './cli/approvals.ts';
 import { COMMAND_HELP, HELP } from './cli/help.ts';
 import { type CliIo, EXIT, rootCause, serviceEndpoint, UnreachableError, UsageError } from './cli/io.ts';
 import { processIo } from './cli/process-io.ts';
@@ -75,12 +76,29 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
             maxSteps: positiveInt(values['max-steps'], '--max-steps'),
             maxDurationS: positiveInt(values['max-duration'], '--max-duration'),
             detach: values.detach === true,
+            approvals: approvalMode(values),
+            prompt: values.prompt,
+            promptArgs: promptArgs(values.arg),
           },
           agent,
           io,
         );
       case 'toolsets':
         return await toolsets(rest, values, gateway, io, config);
+      case 'approvals':
+        return await approvalsCommand(rest, { json: watch.json, reason: values.reason }, agent, io);
+      case 'audit':
+        return await auditCommand(
+          {
+            json: watch.json,
+            session: values.session,
+            task: values.task,
+            since: values.since,
+            limit: positiveInt(values.limit, '--limit') ?? 50,
+          },
+          gateway,
+          io,
+        );
       case 'tasks':
         return await tasksCommand(
           rest,
@@ -89,7 +107,9 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
           io,
         );
       default:
-        throw new UsageError(`unknown command "${command}"; commands: run, tasks, toolsets, help`);
+        throw new UsageError(
+          `unknown command "${command}"; commands: run, tasks, toolsets, approvals, audit, help`,
+        );
     }
   } catch (raw) {
     const err = rootCause(raw);
@@ -137,11 +157,37 @@ function parse(argv: string[]) {
       'cancel-on-interrupt': { type: 'boolean' },
       force: { type: 'boolean' },
       'no-connect': { type: 'boolean' },
+      'approve-all': { type: 'boolean' },
+      'deny-all': { type: 'boolean' },
+      reason: { type: 'string' },
+      task: { type: 'string' },
+      since: { type: 'string' },
+      prompt: { type: 'string' },
+      arg: { type: 'string', multiple: true },
     },
   });
 }
 
 type Values = ReturnType<typeof parse>['values'];
+
+/** How `run` answers approvals: ask on a terminal, or all yes / all no for scripts. */
+function approvalMode(values: Values): 'ask' | 'approve' | 'deny' {
+  if (values['approve-all'] && values['deny-all']) {
+    throw new UsageError('give --approve-all or --deny-all, not both', 'run');
+  }
+  return values['approve-all'] ? 'approve' : values['deny-all'] ? 'deny' : 'ask';
+}
+
+/** `--arg key=value` (repeatable) as a playbook's arguments. */
+function promptArgs(pairs: string[] | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of pairs ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq < 1) throw new UsageError(`--arg takes key=value, got "${pair}"`, 'run');
+    out[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return out;
+}
 
 function positiveInt(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;

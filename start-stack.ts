@@ -3,13 +3,15 @@ import type { Config } from './lib/config.ts';
 import type { Listening } from './lib/serve.ts';
 import { startGateway } from './mcp-gateway/server.ts';
 import { startToolServer } from './tool-server/server.ts';
+import type { Tool } from './tool-server/tools/define.ts';
 
 /** The three services in one process, each told where the one before it really listens (port 0 works). */
 export async function startStack(
   config: Config,
+  opts: { extraTools?: readonly Tool[] } = {},
 ): Promise<{ tools: Listening; gateway: Listening; agent: Listening }> {
   const c = structuredClone(config);
-  const tools = await startToolServer(c);
+  const tools = await startToolServer(c, opts);
   c.tools.url = tools.url;
   const gateway = await startGateway(c);
   c.gateway.url = gateway.url;

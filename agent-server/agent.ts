@@ -1,15 +1,26 @@
 import { randomUUID } from 'node:crypto';
+import { HttpError } from '../lib/http.ts';
+import { ServiceError } from '../lib/http-client.ts';
 import type { Logger } from '../lib/log.ts';
 import { currentRequestId } from '../lib/request-id.ts';
 import { createTokenCounter, type TokenCounter } from '../lib/tokens.ts';
-import type { EventType, ExecuteTaskRequest, ExecuteTaskResponse, Task, TaskEvent } from './contract.ts';
+import type {
+  EventType,
+  ExecuteTaskRequest,
+  ExecuteTaskResponse,
+  PendingApproval,
+  Task,
+  TaskEvent,
+  ToolExposure,
+} from './contract.ts';
 import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
 import type { GatewayClient } from './gateway-client.ts';
-import { type LoopOutcome, runLoop } from './loop.ts';
+import { type LoopOutcome, type LoopSnapshot, runLoop } from './loop.ts';
 import type { AgentMetrics } from './metrics.ts';
 import type { Model } from './model.ts';
 import type { TaskStore } from './store.ts';
 import { observeEvent } from './task-observer.ts';
+import { type ApprovalDecision, throwIfStopped } from './tool-step.ts';
 
 /** What the agent needs; `model` is undefined when no endpoint is configured. */
 export interface AgentDeps {
@@ -24,7 +35,24 @@ export interface AgentDeps {
   /** Counts tool-definition and message tokens (default: o200k_base). */
   tokens?: TokenCounter;
   metrics?: AgentMetrics;
+  /** Tasks that may run at once (MAX_CONCURRENT_TASKS); paused ones do not count. Default 4. */
+  maxConcurrentTasks?: number;
+  /** How tasks show tools to the model unless a request says (TOOL_EXPOSURE; default native). */
+  exposure?: ToolExposure;
+  /** How often a paused task asks the gateway whether its approval was decided (default 1 s). */
+  approvalPollMs?: number;
 }
+
+/** The reason a task's loop is stopped when the agent-server itself stops. */
+class AgentShutdown extends Error {
+  constructor() {
+    super('the agent-server stopped');
+    this.name = new.target.name;
+  }
+}
+
+/** What a paused task waits for, as stored and listed. */
+type PendingRecord = PendingApproval;
 
 /** Hears a running task's events as they are recorded, then its end. */
 export interface TaskListener {
@@ -41,7 +69,7 @@ interface RunningTask {
 /** A task's answer as stored: what the blocking call returns and what an event stream ends with. */
 export function resultOf(task: Task): ExecuteTaskResponse {
   return {
-    status: task.status === 'running' ? 'failed' : task.status,
+    status: task.status === 'running' || task.status === 'awaiting_approval' ? 'failed' : task.status,
     final_answer: task.final_answer,
     task_id: task.task_id,
     session_id: task.session_id,
@@ -81,17 +109,70 @@ export function createAgent(deps: AgentDeps) {
   const tokens = deps.tokens ?? createTokenCounter();
   const defaultMaxDurationS = deps.defaultMaxDurationS ?? 1800;
 
-  /** Starts a task and returns at once; the task runs until it ends, whoever is or is not listening. */
-  function start(req: ExecuteTaskRequest, listener?: TaskListener) {
-    const model = deps.model;
-    if (!model) throw new ModelNotConfiguredError();
-    const taskId = `task_${randomUUID()}`;
-    const sessionId = req.session_id ?? `ses_${randomUUID()}`;
-    const maxSteps = req.max_steps ?? deps.defaultMaxSteps;
-    const maxDurationS = req.max_duration_s ?? defaultMaxDurationS;
-    deps.store.createTask(taskId, sessionId, req.goal);
+  /** Tasks running or paused here, by id; `paused` are those waiting for an approval. */
+  const paused = new Set<string>();
+  /** Wakes a paused task's wait at once (its approval was just decided here). */
+  const pokes = new Map<string, () => void>();
+  const maxConcurrent = deps.maxConcurrentTasks ?? 4;
+  const pollMs = deps.approvalPollMs ?? 1000;
+
+  /** Waits until the gateway says the approval was decided, it expired, or the task is stopped. */
+  async function waitForDecision(
+    taskId: string,
+    gateway: GatewayClient,
+    pending: PendingRecord,
+    signal: AbortSignal,
+  ): Promise<ApprovalDecision> {
+    const deadline = Date.parse(pending.expires_at);
+    for (;;) {
+      throwIfStopped(signal);
+      const approval = await gateway.getApproval(pending.approval_id, signal).catch(() => undefined);
+      throwIfStopped(signal);
+      if (approval?.status === 'approved') return { approved: true };
+      if (approval?.status === 'denied') {
+        const why = approval.decision_reason ? `: ${approval.decision_reason}` : '';
+        return { approved: false, message: `a human denied it (${approval.decided_by ?? 'unknown'})${why}` };
+      }
+      if (approval?.status === 'expired' || approval?.status === 'used' || Date.now() >= deadline) {
+        return {
+          approved: false,
+          message: `no human approved it before ${pending.expires_at}; the operator's policy requires approval (${pending.reason})`,
+        };
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, Math.max(10, Math.min(pollMs, deadline - Date.now())));
+        function done() {
+          clearTimeout(timer);
+          pokes.delete(taskId);
+          signal.removeEventListener('abort', done);
+          resolve();
+        }
+        pokes.set(taskId, done);
+        signal.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
+
+  /**
+   * Runs a task's loop apart from any request: from the start, or (after a restart) from the pause it was
+   * stored in, once its approval is decided.
+   */
+  function launch(
+    task: {
+      taskId: string;
+      sessionId: string;
+      goal: string;
+      maxSteps: number;
+      maxDurationS: number;
+      exposure?: ToolExposure;
+    },
+    opts: { listener?: TaskListener; resume?: { pending: PendingRecord; snapshot: LoopSnapshot } } = {},
+  ) {
+    const { taskId, sessionId, maxSteps, maxDurationS } = task;
+    const model = deps.model as Model;
+    const gateway = deps.gateway.forTask(taskId);
     const controller = new AbortController();
-    const listeners = new Set<TaskListener>(listener ? [listener] : []);
+    const listeners = new Set<TaskListener>(opts.listener ? [opts.listener] : []);
     const emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => {
       const event = deps.store.appendEvent(taskId, type, durationMs ?? null, data);
       observeEvent(event, taskId, deps);
@@ -101,23 +182,90 @@ export function createAgent(deps: AgentDeps) {
       const why = `The task reached its time limit (max_duration_s = ${maxDurationS})`;
       controller.abort(new TaskStoppedError('timed_out', why));
     }, maxDurationS * 1000);
-    emit('task_started', {
-      task_id: taskId,
-      session_id: sessionId,
-      goal: req.goal,
-      max_steps: maxSteps,
-      max_duration_s: maxDurationS,
-      model: deps.modelName,
-      request_id: currentRequestId() ?? null,
-    });
+
+    /** Pauses on record, waits for the human, and says what was decided. */
+    const decide = async (pending: PendingRecord, snapshot?: LoopSnapshot): Promise<ApprovalDecision> => {
+      if (snapshot) {
+        deps.store.pause(taskId, pending, snapshot);
+        emit('approval_needed', { ...pending });
+        deps.log.info(
+          { task: taskId, approval: pending.approval_id, subject: pending.subject },
+          'task awaits approval',
+        );
+      }
+      paused.add(taskId);
+      try {
+        const decision = await waitForDecision(taskId, gateway, pending, controller.signal);
+        deps.store.unpause(taskId);
+        emit('approval_decided', {
+          call_id: pending.call_id,
+          approval_id: pending.approval_id,
+          approved: decision.approved,
+          ...(decision.message ? { message: decision.message } : {}),
+        });
+        return decision;
+      } finally {
+        paused.delete(taskId);
+      }
+    };
+
+    if (!opts.resume) {
+      emit('task_started', {
+        task_id: taskId,
+        session_id: sessionId,
+        goal: task.goal,
+        max_steps: maxSteps,
+        max_duration_s: maxDurationS,
+        exposure: task.exposure ?? 'native',
+        model: deps.modelName,
+        request_id: currentRequestId() ?? null,
+      });
+    }
     const started = performance.now();
     const done = (async (): Promise<ExecuteTaskResponse> => {
-      const outcome = await runLoop(
-        { sessionId, goal: req.goal, maxSteps },
-        { model, modelName: deps.modelName, gateway: deps.gateway, emit, tokens, signal: controller.signal },
-      ).catch((err: unknown) => crashed(err, tokens.name));
+      const outcome = await (async () => {
+        const resume = opts.resume
+          ? { snapshot: opts.resume.snapshot, decision: await decide(opts.resume.pending) }
+          : undefined;
+        return runLoop(
+          { sessionId, goal: task.goal, maxSteps, resume, exposure: task.exposure },
+          {
+            model,
+            modelName: deps.modelName,
+            gateway,
+            emit,
+            tokens,
+            signal: controller.signal,
+            awaitApproval: (p, snapshot) =>
+              decide(
+                {
+                  task_id: taskId,
+                  call_id: p.call.id,
+                  approval_id: p.approval.id,
+                  kind: p.approval.kind,
+                  subject: p.approval.subject,
+                  arguments: p.approval.arguments,
+                  reason: p.approval.reason,
+                  expires_at: p.approval.expires_at,
+                },
+                snapshot,
+              ),
+          },
+        );
+      })().catch((err: unknown) => {
+        const stop = err instanceof TaskStoppedError ? err : undefined;
+        return stop
+          ? { ...crashed(err, tokens.name), status: stop.reason, error: stop.message }
+          : crashed(err, tokens.name);
+      });
       clearTimeout(timer);
       const durationMs = Math.round(performance.now() - started);
+      if (controller.signal.reason instanceof AgentShutdown) {
+        // The process is stopping: the task stays as stored (a paused one resumes at the next start).
+        running.delete(taskId);
+        listeners.clear();
+        return { ...resultOf(deps.store.getTask(taskId) as Task), error: controller.signal.reason.message };
+      }
       deps.store.finishTask(taskId, outcome);
       emit(
         'task_finished',
@@ -152,6 +300,59 @@ export function createAgent(deps: AgentDeps) {
     return { task_id: taskId, session_id: sessionId, done };
   }
 
+  /** Starts a task and returns once it is recorded; the task runs until it ends, whoever is listening. */
+  async function start(req: ExecuteTaskRequest, listener?: TaskListener) {
+    if (!deps.model) throw new ModelNotConfiguredError();
+    const active = running.size - paused.size;
+    if (active >= maxConcurrent) {
+      throw new HttpError(
+        503,
+        `${active} tasks are running, the most this agent-server runs at once (MAX_CONCURRENT_TASKS=${maxConcurrent}); retry shortly`,
+        {},
+        { 'retry-after': '5' },
+      );
+    }
+    const goal = req.prompt ? await renderGoal(req.prompt) : (req.goal as string);
+    const taskId = `task_${randomUUID()}`;
+    const sessionId = req.session_id ?? `ses_${randomUUID()}`;
+    const maxSteps = req.max_steps ?? deps.defaultMaxSteps;
+    const maxDurationS = req.max_duration_s ?? defaultMaxDurationS;
+    deps.store.createTask(taskId, sessionId, goal);
+    const exposure = req.exposure ?? deps.exposure ?? 'native';
+    return launch({ taskId, sessionId, goal, maxSteps, maxDurationS, exposure }, { listener });
+  }
+
+  /** A playbook's rendering as the goal; a bad name or argument is the client's error (400/404). */
+  async function renderGoal(prompt: NonNullable<ExecuteTaskRequest['prompt']>): Promise<string> {
+    try {
+      return (await deps.gateway.renderPrompt(prompt.name, prompt.arguments)).text;
+    } catch (err) {
+      if (err instanceof ServiceError && (err.status === 400 || err.status === 404)) {
+        throw new HttpError(err.status, err.message);
+      }
+      throw err;
+    }
+  }
+
+  /** Resumes a task stored as paused (after a restart); it waits for its decision, then goes on. */
+  function resumePaused(taskId: string): void {
+    const paused = deps.store.awaiting().find((t) => t.task.task_id === taskId);
+    if (!paused?.pending || !paused.state || running.has(taskId) || !deps.model) return;
+    const started = deps.store.events(taskId).find((e) => e.type === 'task_started')?.data ?? {};
+    const maxDurationS = Number(started.max_duration_s ?? defaultMaxDurationS);
+    const elapsedS = (Date.now() - Date.parse(paused.task.created_at)) / 1000;
+    launch(
+      {
+        taskId,
+        sessionId: paused.task.session_id,
+        goal: paused.task.goal,
+        maxSteps: Number(started.max_steps ?? deps.defaultMaxSteps),
+        maxDurationS: Math.max(1, Math.ceil(maxDurationS - elapsedS)),
+      },
+      { resume: { pending: paused.pending as PendingRecord, snapshot: paused.state as LoopSnapshot } },
+    );
+  }
+
   return {
     modelConfigured: deps.model !== undefined,
     start,
@@ -161,7 +362,66 @@ export function createAgent(deps: AgentDeps) {
       req: ExecuteTaskRequest,
       onEvent?: (event: TaskEvent) => void,
     ): Promise<ExecuteTaskResponse> {
-      return start(req, onEvent ? { event: onEvent } : undefined).done;
+      return (await start(req, onEvent ? { event: onEvent } : undefined)).done;
+    },
+
+    /** What paused tasks wait for. */
+    pendingApprovals: (): PendingApproval[] =>
+      deps.store.awaiting().flatMap((t) => (t.pending ? [t.pending as PendingRecord] : [])),
+
+    /**
+     * A human's decision on what task `taskId` waits for: relayed to the gateway with the human's own
+     * credential (`authorization`), then the task goes on — resumed from its stored state when this process
+     * did not start it (a restart came between).
+     */
+    async decideApproval(
+      taskId: string,
+      callId: string,
+      body: { approve: boolean; reason?: string },
+      authorization: string | undefined,
+    ): Promise<{ task_id: string; call_id: string; status: string }> {
+      const paused = deps.store.awaiting().find((t) => t.task.task_id === taskId);
+      const pending = paused?.pending as PendingRecord | undefined;
+      if (!pending || pending.call_id !== callId) {
+        throw new HttpError(
+          404,
+          `Task ${taskId} is not waiting for an approval of call ${callId}; GET /agent/approvals lists what tasks wait for`,
+        );
+      }
+      let decided: { status: string };
+      try {
+        decided = await deps.gateway.decideApproval(pending.approval_id, body, authorization);
+      } catch (err) {
+        if (err instanceof ServiceError && (err.status === 401 || err.status === 403)) {
+          throw new HttpError(
+            403,
+            `The gateway refused the decision (${err.message}). Users of the agent's API decide approvals with ` +
+              'AGENT_API_TOKEN, which the gateway must know too; or the operator decides with GATEWAY_ADMIN_TOKEN at ' +
+              `POST /mcp/admin/approvals/${pending.approval_id}.`,
+          );
+        }
+        if (err instanceof ServiceError && (err.status === 404 || err.status === 409)) {
+          throw new HttpError(409, err.message);
+        }
+        throw err;
+      }
+      pokes.get(taskId)?.();
+      if (!running.has(taskId)) resumePaused(taskId);
+      return { task_id: taskId, call_id: callId, status: decided.status };
+    },
+
+    /** Stops every task here without recording an end: paused ones stay paused for the next process. */
+    async shutdown(): Promise<void> {
+      const all = [...running.values()];
+      for (const t of all) t.controller.abort(new AgentShutdown());
+      await Promise.allSettled(all.map((t) => t.done));
+    },
+
+    /** Picks up the tasks a previous process left paused: each waits for its decision, then goes on. */
+    resumeAll(): number {
+      const all = deps.store.awaiting();
+      for (const t of all) resumePaused(t.task.task_id);
+      return all.length;
     },
 
     /**

@@ -48,7 +48,7 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
   route(app, routes.executeTask, async (c, { body }) => {
     if (!agent.modelConfigured) throw new HttpError(503, new ModelNotConfiguredError().message);
     // The task runs apart from this request: a client that goes away does not stop it.
-    const started = agent.start(body);
+    const started = await agent.start(body);
     if (body.wait === false || prefersAsync(c.req.header('prefer'))) {
       c.header('preference-applied', 'respond-async');
       c.header('location', `/agent/tasks/${started.task_id}`);
@@ -78,6 +78,12 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
     }
     return c.json(taskOrThrow(params.id));
   });
+
+  route(app, routes.listApprovals, (c) => c.json({ approvals: agent.pendingApprovals() }));
+
+  route(app, routes.decideApproval, async (c, { params, body }) =>
+    c.json(await agent.decideApproval(params.id, params.call_id, body, c.req.header('authorization'))),
+  );
 
   route(app, routes.getTask, (c, { params }) =>
     c.json({ ...taskOrThrow(params.id), events: store.events(params.id) }),

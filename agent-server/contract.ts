@@ -4,15 +4,36 @@ import { ErrorBody } from '../tool-server/contract.ts';
 
 // The agent-server's HTTP API. The seed's `{goal}` → `{status, final_answer}` works unchanged.
 
-export const ExecuteTaskRequest = z.object({
-  goal: z.string().trim().min(1, 'must not be empty').max(100_000),
-  session_id: SessionId.optional(),
-  max_steps: z.number().int().min(1).max(500).optional(),
-  /** Wall-clock limit of the task; it ends `timed_out` when reached (default AGENT_MAX_DURATION_S). */
-  max_duration_s: z.number().int().min(1).max(604_800).optional(),
-  /** false: answer 202 at once with the task id (like `Prefer: respond-async`); follow it at /events. */
-  wait: z.boolean().optional(),
-});
+/**
+ * How a task offers tools to the model: `native`, the tools array follows the active toolsets; `dispatch`, the
+ * array stays `[manage_toolsets, call_tool]` (prompt caches hold) and activations return the tools' definitions.
+ */
+export const ToolExposure = z.enum(['native', 'dispatch']);
+export type ToolExposure = z.infer<typeof ToolExposure>;
+
+export const ExecuteTaskRequest = z
+  .object({
+    goal: z.string().trim().min(1, 'must not be empty').max(100_000).optional(),
+    /** A playbook (GET /mcp/prompts at the gateway) whose rendering is the goal; give this or `goal`. */
+    prompt: z
+      .strictObject({
+        name: z.string().min(1).max(64),
+        arguments: z.record(z.string(), z.string()).default({}),
+      })
+      .optional(),
+    session_id: SessionId.optional(),
+    max_steps: z.number().int().min(1).max(500).optional(),
+    /** Wall-clock limit of the task; it ends `timed_out` when reached (default AGENT_MAX_DURATION_S). */
+    max_duration_s: z.number().int().min(1).max(604_800).optional(),
+    /** false: answer 202 at once with the task id (like `Prefer: respond-async`); follow it at /events. */
+    wait: z.boolean().optional(),
+    /** How the model sees tools in this task (default TOOL_EXPOSURE): `native` or cache-preserving `dispatch`. */
+    exposure: ToolExposure.optional(),
+  })
+  .refine((r) => (r.goal === undefined) !== (r.prompt === undefined), {
+    message: 'give exactly one of goal (the task in words) and prompt ({name, arguments} of a playbook)',
+    path: ['goal'],
+  });
 export type ExecuteTaskRequest = z.infer<typeof ExecuteTaskRequest>;
 
 export const Usage = z.object({
@@ -22,7 +43,15 @@ export const Usage = z.object({
 });
 export type Usage = z.infer<typeof Usage>;
 
-export const TaskStatus = z.enum(['running', 'completed', 'failed', 'max_steps', 'cancelled', 'timed_out']);
+export const TaskStatus = z.enum([
+  'running',
+  'awaiting_approval',
+  'completed',
+  'failed',
+  'max_steps',
+  'cancelled',
+  'timed_out',
+]);
 export type TaskStatus = z.infer<typeof TaskStatus>;
 
 /** Tokens counted by toolshift's tokenizer (beside the provider's `usage`), summed over a task's model requests. */
@@ -74,6 +103,8 @@ export const EventType = z.enum([
   'tool_call_started',
   'tool_call',
   'toolset_change',
+  'approval_needed',
+  'approval_decided',
   'task_finished',
 ]);
 export type EventType = z.infer<typeof EventType>;
@@ -106,8 +137,45 @@ export type Task = z.infer<typeof Task>;
 
 export const TaskDetail = Task.extend({ events: z.array(TaskEvent) });
 
+/** A tool call (or activation) of a task that waits for a human yes. */
+export const PendingApproval = z.object({
+  task_id: z.string(),
+  call_id: z.string(),
+  approval_id: z.string(),
+  kind: z.enum(['call', 'activate']),
+  subject: z.string(),
+  arguments: z.record(z.string(), z.unknown()).nullable(),
+  reason: z.string(),
+  expires_at: z.string(),
+});
+export type PendingApproval = z.infer<typeof PendingApproval>;
+
+export const DecideApproval = z.strictObject({
+  approve: z.boolean(),
+  reason: z.string().max(1000).optional(),
+});
+
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const agentRoutes = {
+  listApprovals: {
+    method: 'get',
+    path: '/agent/approvals',
+    summary: 'Tool calls and activations of tasks that wait for a human yes',
+    responses: { 200: z.object({ approvals: z.array(PendingApproval) }) },
+  },
+  decideApproval: {
+    method: 'post',
+    path: '/agent/tasks/{id}/approvals/{call_id}',
+    summary:
+      'Approve or deny what a task waits for; the task resumes (also after a restart of the agent-server)',
+    params: z.object({ id: z.string().min(1), call_id: z.string().min(1) }),
+    body: DecideApproval,
+    responses: {
+      200: z.object({ task_id: z.string(), call_id: z.string(), status: z.string() }),
+      404: ErrorBody,
+      409: ErrorBody,
+    },
+  },
   executeTask: {
     method: 'post',
     path: '/agent/execute_task',

@@ -2,10 +2,24 @@ import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
 import { type ChangeToolsetsRequest, gatewayRoutes as routes } from '../mcp-gateway/contract.ts';
 
 /** The agent-server's view of the gateway: the only way it learns or changes which tools a session has. */
-export type GatewayClient = ReturnType<typeof createGatewayClient>;
+export type GatewayClient = ReturnType<typeof routeClient> & {
+  /** The same client, its requests marked as acting for `taskId`. */
+  forTask(taskId: string): GatewayClient;
+};
+
+/** The header naming the task a request acts for, so the gateway's audit trail says "model in task X". */
+const TASK_HEADER = 'x-toolshift-task';
 
 /** A typed client over the gateway's contract routes; `signal` abandons a call (a task being stopped). */
-export function createGatewayClient(endpoint: ServiceEndpoint) {
+export function createGatewayClient(endpoint: ServiceEndpoint): GatewayClient {
+  return {
+    ...routeClient(endpoint),
+    forTask: (taskId) =>
+      createGatewayClient({ ...endpoint, headers: { ...endpoint.headers, [TASK_HEADER]: taskId } }),
+  };
+}
+
+function routeClient(endpoint: ServiceEndpoint) {
   return {
     listToolsets: (sessionId: string, query?: string, signal?: AbortSignal) =>
       callRoute(endpoint, routes.listToolsets, { query: { session_id: sessionId, query } }, { signal }),
@@ -25,6 +39,30 @@ export function createGatewayClient(endpoint: ServiceEndpoint) {
         routes.callTool,
         { params: { name }, body: { session_id: sessionId, arguments: args } },
         { signal },
+      ),
+    /** Renders a playbook prompt into a goal. */
+    renderPrompt: (name: string, args: Record<string, string>) =>
+      callRoute(endpoint, routes.renderPrompt, { params: { name }, body: { arguments: args } }),
+    /** An approval's current state (the agent's own credential may read, never decide). */
+    getApproval: (id: string, signal?: AbortSignal) =>
+      callRoute(endpoint, routes.getApproval, { params: { id } }, { signal }),
+    /**
+     * Relays a human's decision with the human's own credential (`authorization`, the AGENT_API_TOKEN they
+     * presented), never the agent's: the agent's token cannot decide approvals.
+     */
+    decideApproval: (id: string, body: { approve: boolean; reason?: string }, authorization?: string) =>
+      callRoute(
+        {
+          ...endpoint,
+          headers: {
+            ...Object.fromEntries(
+              Object.entries(endpoint.headers ?? {}).filter(([k]) => k !== 'authorization'),
+            ),
+            ...(authorization ? { authorization } : {}),
+          },
+        },
+        routes.decideApproval,
+        { params: { id }, body },
       ),
   };
 }

@@ -1,15 +1,45 @@
-import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import type {
+  ChatCompletionMessageFunctionToolCall,
+  ChatCompletionMessageParam,
+} from 'openai/resources/chat/completions';
 import type { TokenCounter } from '../lib/tokens.ts';
-import { manageToolsetsDefinition, type ToolsetInfo } from '../mcp-gateway/contract.ts';
-import type { FinalStatus, TokenTotals, Usage } from './contract.ts';
+import { type GatewayTool, manageToolsetsDefinition, type ToolsetInfo } from '../mcp-gateway/contract.ts';
+import type { FinalStatus, TokenTotals, ToolExposure, Usage } from './contract.ts';
 import { ModelError, TaskStoppedError } from './errors.ts';
+import { createExposure, systemPromptFor } from './exposure.ts';
 import type { GatewayClient } from './gateway-client.ts';
 import type { Model } from './model.ts';
-import { buildSystemPrompt } from './prompt.ts';
 import { buildModelRequest } from './request.ts';
-import { type Emit, runToolCalls, throwIfStopped } from './tool-step.ts';
+import { withToolList } from './tool-list.ts';
+import {
+  type ApprovalDecision,
+  type Emit,
+  type PendingCall,
+  runToolCalls,
+  throwIfStopped,
+} from './tool-step.ts';
 
 export type { Emit };
+
+/** A paused loop, as stored while a task waits for an approval: everything needed to go on from there. */
+export interface LoopSnapshot {
+  messages: ChatCompletionMessageParam[];
+  steps: number;
+  usage: Usage;
+  tokens: TokenTotals;
+  used: string[];
+  /** The task's exposure mode, and (dispatch) the tools whose definitions the conversation holds. */
+  exposure?: ToolExposure;
+  shown?: string[];
+  /** The reply being answered: its tool calls, the one waiting, and the tool messages of those before it. */
+  pending: {
+    step: number;
+    calls: ChatCompletionMessageFunctionToolCall[];
+    index: number;
+    done: ChatCompletionMessageParam[];
+    tools: GatewayTool[];
+  };
+}
 
 /** What the loop needs. */
 export interface LoopDeps {
@@ -20,6 +50,8 @@ export interface LoopDeps {
   tokens: TokenCounter;
   /** Aborted (with a TaskStoppedError) when the task is cancelled or runs out of time. */
   signal?: AbortSignal;
+  /** Pauses the task until a human decides on a call the policy asks about; `snapshot` is what to persist. */
+  awaitApproval?: (pending: PendingCall, snapshot: LoopSnapshot) => Promise<ApprovalDecision>;
 }
 
 /** How a task's loop ended. */
@@ -53,21 +85,34 @@ function allToolsetsTokens(toolsets: readonly ToolsetInfo[], meta: number): numb
 
 /** The tool-calling loop: model ⇄ tools until the model answers without tool calls or max_steps runs out. */
 export async function runLoop(
-  input: { sessionId: string; goal: string; maxSteps: number },
+  input: {
+    sessionId: string;
+    goal: string;
+    maxSteps: number;
+    /** How the model sees tools (TOOL_EXPOSURE or the request's `exposure`); native when absent. */
+    exposure?: ToolExposure;
+    /** Going on from a pause, with the human's decision on the call that waited. */
+    resume?: { snapshot: LoopSnapshot; decision: ApprovalDecision };
+  },
   deps: LoopDeps,
 ): Promise<LoopOutcome> {
   const { sessionId, maxSteps } = input;
-  const { signal, emit, gateway } = deps;
-  const usage: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
-  const tokens: TokenTotals = {
+  const { signal, emit } = deps;
+  // The session's tool list is kept between steps and replaced when toolsets change (tool-list.ts).
+  const gateway = withToolList(deps.gateway, sessionId);
+  const saved = input.resume?.snapshot;
+  const exposure = createExposure(saved?.exposure ?? input.exposure);
+  for (const name of saved?.shown ?? []) exposure.shown.add(name);
+  const usage: Usage = saved?.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  const tokens: TokenTotals = saved?.tokens ?? {
     tokenizer: deps.tokens.name,
     requests: 0,
     tool_definition_tokens: 0,
     all_toolsets_tool_tokens: 0,
     message_tokens: 0,
   };
-  const used = new Set<string>();
-  let steps = 0;
+  const used = new Set<string>(saved?.used);
+  let steps = saved?.steps ?? 0;
   let cutOffs = 0;
   const end = (status: FinalStatus, final_answer: string | null, error: string | null): LoopOutcome => ({
     status,
@@ -82,14 +127,59 @@ export async function runLoop(
   try {
     const { toolsets } = await gateway.listToolsets(sessionId, undefined, signal);
     const allTools = allToolsetsTokens(toolsets, deps.tokens.tool(manageToolsetsDefinition));
-    const messages: ChatCompletionMessageParam[] = [
-      { role: 'system', content: buildSystemPrompt(toolsets) },
+    const messages: ChatCompletionMessageParam[] = saved?.messages ?? [
+      {
+        role: 'system',
+        content: systemPromptFor(exposure, toolsets, await gateway.tools(sessionId, signal)),
+      },
       { role: 'user', content: input.goal },
     ];
+    /** Runs a reply's tool calls (or, resuming, the rest of them), pausing for approvals on the way. */
+    const answer = async (
+      calls: ChatCompletionMessageFunctionToolCall[],
+      step: number,
+      tools: GatewayTool[],
+      resume?: { index: number; done: ChatCompletionMessageParam[]; decision: ApprovalDecision },
+    ) => {
+      const awaitApproval = deps.awaitApproval;
+      const toolMessages = await runToolCalls(calls, {
+        sessionId,
+        step,
+        gateway,
+        emit,
+        signal,
+        tools,
+        used,
+        exposure,
+        resume,
+        awaitApproval:
+          awaitApproval &&
+          ((pending) =>
+            awaitApproval(pending, {
+              messages,
+              steps,
+              usage,
+              tokens,
+              used: [...used],
+              exposure: exposure.mode,
+              shown: [...exposure.shown],
+              pending: { step, calls, index: pending.index, done: pending.done, tools },
+            })),
+      });
+      messages.push(...toolMessages);
+    };
+    if (input.resume && saved) {
+      const p = saved.pending;
+      await answer(p.calls, p.step, p.tools, {
+        index: p.index,
+        done: p.done,
+        decision: input.resume.decision,
+      });
+    }
     while (steps < maxSteps) {
       throwIfStopped(signal);
       const tools = await gateway.tools(sessionId, signal);
-      const request = buildModelRequest(deps.modelName, messages, tools);
+      const request = buildModelRequest(deps.modelName, messages, tools, exposure.mode);
       const step = steps + 1;
       const toolTokens = deps.tokens.tools(
         request.tools.flatMap((t) => (t.type === 'function' ? [t.function] : [])),
@@ -107,6 +197,7 @@ export async function runLoop(
         messages: request.messages.length,
         all_toolsets_tool_tokens: allTools,
         tokenizer: deps.tokens.name,
+        exposure: exposure.mode,
       });
       const started = performance.now();
       const reply = await deps.model.complete(request, {
@@ -154,16 +245,7 @@ export async function runLoop(
       if (reply.tool_calls.length === 0) return end('completed', reply.content ?? '', null);
 
       messages.push({ role: 'assistant', content: reply.content, tool_calls: reply.tool_calls });
-      const toolMessages = await runToolCalls(reply.tool_calls, {
-        sessionId,
-        step,
-        gateway,
-        emit,
-        signal,
-        tools,
-        used,
-      });
-      messages.push(...toolMessages);
+      await answer(reply.tool_calls, step, tools);
     }
     return end('max_steps', null, `The task reached max_steps (${maxSteps}) without a final answer`);
   } catch (err) {

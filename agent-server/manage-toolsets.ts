@@ -22,7 +22,11 @@ export const manageToolsetsTool: ChatCompletionTool = {
 /** What a manage_toolsets call did: the text for the model and, for a change, what changed. */
 export interface ManageToolsetsOutcome {
   content: string;
+  /** The gateway's result, of which `content` is the JSON text. */
+  result: Record<string, unknown>;
   change?: ManageToolsetsResponse['change'];
+  /** After a change, the session's tools as the gateway answered them (absent from an older gateway). */
+  tools?: ManageToolsetsResponse['tools'];
   /** The gateway's count of the change in tool-definition tokens, when it reports one. */
   toolTokens?: Record<string, unknown>;
 }
@@ -41,7 +45,9 @@ export async function runManageToolsets(
   const tokens = res.result.tool_definition_tokens;
   return {
     content: JSON.stringify(res.result),
+    result: res.result,
     change: res.change,
+    ...(res.tools ? { tools: res.tools } : {}),
     ...(tokens && typeof tokens === 'object' ? { toolTokens: tokens as Record<string, unknown> } : {}),
   };
 }

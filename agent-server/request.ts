@@ -1,20 +1,43 @@
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import type { GatewayTool } from '../mcp-gateway/contract.ts';
+import type { ToolExposure } from './contract.ts';
+import { callToolTool } from './dispatch.ts';
 import { manageToolsetsTool } from './manage-toolsets.ts';
 import type { ModelRequest } from './model.ts';
 
 /**
- * The one place a model request is built: the meta-tool first, then the session's active tools in the
- * gateway's stable order, so a step without a toolset change extends the previous request byte for byte.
+ * A gateway tool as an OpenAI function tool, made once per definition object: the loop reuses the session's
+ * tool list between changes, so each step gets the same objects (and counting their tokens stays a lookup).
+ */
+const asFunction = new WeakMap<GatewayTool, ChatCompletionTool>();
+
+function functionTool(t: GatewayTool): ChatCompletionTool {
+  let tool = asFunction.get(t);
+  if (!tool) {
+    tool = {
+      type: 'function',
+      function: { name: t.name, description: t.description, parameters: t.parameters },
+    };
+    asFunction.set(t, tool);
+  }
+  return tool;
+}
+
+/** The fixed tools array of a dispatch task: the same two tools, whatever is active. */
+const DISPATCH_TOOLS: readonly ChatCompletionTool[] = [manageToolsetsTool, callToolTool];
+
+/**
+ * The one place a model request is built. `native`: the meta-tool first, then the session's active tools in
+ * the gateway's stable order, so a step without a toolset change extends the previous request byte for byte.
+ * `dispatch`: always `[manage_toolsets, call_tool]`, so every step extends the previous one, toggles included.
  */
 export function buildModelRequest(
   model: string,
   messages: ChatCompletionMessageParam[],
   tools: readonly GatewayTool[],
+  exposure: ToolExposure = 'native',
 ): ModelRequest {
-  const functions: ChatCompletionTool[] = tools.map((t) => ({
-    type: 'function',
-    function: { name: t.name, description: t.description, parameters: t.parameters },
-  }));
-  return { model, messages: [...messages], tools: [manageToolsetsTool, ...functions] };
+  const offered =
+    exposure === 'dispatch' ? [...DISPATCH_TOOLS] : [manageToolsetsTool, ...tools.map(functionTool)];
+  return { model, messages: [...messages], tools: offered };
 }

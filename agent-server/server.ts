@@ -56,6 +56,8 @@ export async function startAgentServer(config: Config, opts: { log?: Logger } = 
     tokens,
     metrics: createAgentMetrics(metrics),
     log,
+    maxConcurrentTasks: config.agent.maxConcurrentTasks,
+    exposure: config.agent.exposure,
   });
   let listening: Listening;
   try {
@@ -80,10 +82,14 @@ export async function startAgentServer(config: Config, opts: { log?: Logger } = 
     },
     'agent-server listening',
   );
+  // Tasks a previous process left waiting for an approval go on waiting, and resume when it is decided.
+  const resumed = agent.resumeAll();
+  if (resumed > 0) log.info({ tasks: resumed }, 'tasks awaiting approval picked up');
   return {
     ...listening,
     close: async () => {
       await listening.close();
+      await agent.shutdown();
       store.close();
     },
   };

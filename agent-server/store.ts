@@ -31,6 +31,8 @@ CREATE TABLE IF NOT EXISTS task_events (
 `;
 
 interface TaskRow {
+  pending_approval?: string | null;
+  resume_state?: string | null;
   task_id: string;
   session_id: string;
   goal: string;
@@ -45,7 +47,7 @@ interface TaskRow {
   finished_at: string | null;
 }
 
-function toTask(row: TaskRow): Task {
+function toTask({ pending_approval: _p, resume_state: _r, ...row }: TaskRow): Task {
   return {
     ...row,
     usage: JSON.parse(row.usage),
@@ -55,11 +57,16 @@ function toTask(row: TaskRow): Task {
 }
 
 /** Columns added after the first release; a database made before them gains them at start. */
-const ADDED_COLUMNS = ['ALTER TABLE tasks ADD COLUMN tokens TEXT'];
+const ADDED_COLUMNS = [
+  'ALTER TABLE tasks ADD COLUMN tokens TEXT',
+  // A task paused for an approval: what it waits for, and the loop's state to resume from (also after a restart).
+  'ALTER TABLE tasks ADD COLUMN pending_approval TEXT',
+  'ALTER TABLE tasks ADD COLUMN resume_state TEXT',
+];
 
 /** How a task ended, as stored. */
 export interface TaskOutcome {
-  status: Exclude<TaskStatus, 'running'>;
+  status: Exclude<TaskStatus, 'running' | 'awaiting_approval'>;
   final_answer: string | null;
   error: string | null;
   steps: number;
@@ -103,6 +110,16 @@ export function createTaskStore(db: Db) {
     interrupt: db.prepare(
       "UPDATE tasks SET status = 'failed', error = ?, finished_at = ? WHERE status = 'running'",
     ),
+    pause: db.prepare(
+      "UPDATE tasks SET status = 'awaiting_approval', pending_approval = ?, resume_state = ? WHERE task_id = ?",
+    ),
+    unpause: db.prepare(
+      "UPDATE tasks SET status = 'running', pending_approval = NULL, resume_state = NULL WHERE task_id = ?",
+    ),
+    awaiting: db.prepare<[], TaskRow>(
+      "SELECT * FROM tasks WHERE status = 'awaiting_approval' ORDER BY created_at",
+    ),
+    clearPause: db.prepare('UPDATE tasks SET pending_approval = NULL, resume_state = NULL WHERE task_id = ?'),
   };
   return {
     createTask(taskId: string, sessionId: string, goal: string) {
@@ -116,7 +133,24 @@ export function createTaskStore(db: Db) {
         return event;
       },
     ),
+    /** Records that the task waits for `pending`, with the loop state to resume from. */
+    pause(taskId: string, pending: unknown, state: unknown) {
+      q.pause.run(JSON.stringify(pending), JSON.stringify(state), taskId);
+    },
+    /** The task runs again (its approval was decided). */
+    unpause(taskId: string) {
+      q.unpause.run(taskId);
+    },
+    /** Tasks paused for an approval, with what they wait for and their saved loop state. */
+    awaiting(): { task: Task; pending: unknown; state: unknown }[] {
+      return q.awaiting.all().map((row) => ({
+        task: toTask(row),
+        pending: row.pending_approval ? JSON.parse(row.pending_approval) : null,
+        state: row.resume_state ? JSON.parse(row.resume_state) : null,
+      }));
+    },
     finishTask(taskId: string, o: TaskOutcome) {
+      q.clearPause.run(taskId);
       q.finish.run(
         o.status,
         o.final_answer,

@@ -1,5 +1,9 @@
 import type { ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions';
+import { ServiceError } from '../lib/http-client.ts';
 import { type JsonInputError, nestsDeeperThan, parseJson } from '../lib/json.ts';
+import { Approval } from '../mcp-gateway/contract.ts';
+import { CALL_TOOL, dispatchTarget, notOffered, withDefinitions } from './dispatch.ts';
+import type { Exposure } from './exposure.ts';
 import type { GatewayClient } from './gateway-client.ts';
 import { MANAGE_TOOLSETS, type ManageToolsetsOutcome, runManageToolsets } from './manage-toolsets.ts';
 
@@ -8,9 +12,20 @@ export interface ToolCallOutcome {
   content: string;
   ok: boolean;
   arguments: unknown;
+  /** The tool that ran when it is not the call's own name: the one a dispatch task named in call_tool. */
+  tool?: string;
   change?: ManageToolsetsOutcome['change'];
   /** For a change of toolsets: what it did to the tool-definition tokens, as the gateway counted them. */
   toolTokens?: ManageToolsetsOutcome['toolTokens'];
+  /** The operator's policy asks a human first: the pending approval the gateway recorded (409). */
+  approval?: Approval;
+}
+
+/** The pending approval a gateway refusal (409) carries, if it is one. */
+function approvalOf(err: unknown): Approval | undefined {
+  if (!(err instanceof ServiceError) || err.status !== 409) return undefined;
+  const parsed = Approval.safeParse((err.body as { approval?: unknown } | undefined)?.approval);
+  return parsed.success ? parsed.data : undefined;
 }
 
 /** Parses a tool call's JSON arguments; returns an error text instead of throwing. */
@@ -42,41 +57,75 @@ function parseArguments(
   return { args: value as Record<string, unknown> };
 }
 
+/** A dispatch task's call: call_tool names the tool to run; other names than the two offered are refused. */
+function dispatched(
+  name: string,
+  args: Record<string, unknown>,
+): { name: string; args: Record<string, unknown>; tool?: string } | { error: string } {
+  if (name === MANAGE_TOOLSETS) return { name, args };
+  if (name !== CALL_TOOL) return { error: notOffered(name) };
+  const target = dispatchTarget(args, [MANAGE_TOOLSETS, CALL_TOOL]);
+  if ('error' in target) return { error: `Error: ${target.error}` };
+  return { name: target.name, args: target.arguments, tool: target.name };
+}
+
 /**
  * Runs one tool call of the model's reply for `sessionId`: manage_toolsets goes to the gateway's admin API,
- * anything else to the gateway's call route. Every failure becomes an error message the model can read.
+ * anything else to the gateway's call route. Every failure becomes an error message the model can read. In a
+ * dispatch task (`exposure`), tools run through call_tool and an activation's result carries the definitions
+ * of the tools it made usable.
  */
 export async function executeToolCall(
   call: ChatCompletionMessageFunctionToolCall,
   sessionId: string,
   gateway: GatewayClient,
   signal?: AbortSignal,
+  exposure?: Exposure,
 ): Promise<ToolCallOutcome> {
   const parsed = parseArguments(call);
   if ('error' in parsed)
     return { content: `Error: ${parsed.error}`, ok: false, arguments: call.function.arguments };
+  const target =
+    exposure?.mode === 'dispatch'
+      ? dispatched(call.function.name, parsed.args)
+      : { name: call.function.name, args: parsed.args };
+  if ('error' in target) return { content: target.error, ok: false, arguments: parsed.args };
+  const tool = 'tool' in target ? { tool: target.tool } : {};
   try {
-    if (call.function.name === MANAGE_TOOLSETS) {
-      const outcome = await runManageToolsets(parsed.args, sessionId, gateway, signal);
+    if (target.name === MANAGE_TOOLSETS) {
+      const outcome = await runManageToolsets(target.args, sessionId, gateway, signal);
+      let content = outcome.content;
+      if (exposure?.mode === 'dispatch' && outcome.change) {
+        const usable = outcome.tools ?? (await gateway.tools(sessionId, signal));
+        content = JSON.stringify(withDefinitions(outcome.result, usable, exposure.shown));
+      }
       return {
-        content: outcome.content,
+        content,
         ok: true,
-        arguments: parsed.args,
+        arguments: target.args,
         change: outcome.change,
         toolTokens: outcome.toolTokens,
       };
     }
-    const result = await gateway.callTool(sessionId, call.function.name, parsed.args, signal);
+    const result = await gateway.callTool(sessionId, target.name, target.args, signal);
     return result.success
-      ? { content: JSON.stringify(result.result), ok: true, arguments: parsed.args }
+      ? { content: JSON.stringify(result.result), ok: true, arguments: target.args, ...tool }
       : {
           content: `Error: ${result.error ?? 'the tool failed without a message'}`,
           ok: false,
-          arguments: parsed.args,
+          arguments: target.args,
+          ...tool,
         };
   } catch (err) {
     // A stopped task abandons the call: the loop ends the task instead of telling the model.
     if (signal?.aborted) throw signal.reason;
-    return { content: `Error: ${(err as Error).message}`, ok: false, arguments: parsed.args };
+    const approval = approvalOf(err);
+    return {
+      content: `Error: ${(err as Error).message}`,
+      ok: false,
+      arguments: target.args,
+      ...tool,
+      ...(approval ? { approval } : {}),
+    };
   }
 }

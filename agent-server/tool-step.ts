@@ -2,11 +2,13 @@ import type {
   ChatCompletionMessageFunctionToolCall,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
-import type { GatewayTool } from '../mcp-gateway/contract.ts';
+import type { Approval, GatewayTool } from '../mcp-gateway/contract.ts';
 import type { EventType } from './contract.ts';
+import { calledName } from './dispatch.ts';
 import { TaskStoppedError } from './errors.ts';
+import type { Exposure } from './exposure.ts';
 import type { GatewayClient } from './gateway-client.ts';
-import { executeToolCall } from './tool-execution.ts';
+import { executeToolCall, type ToolCallOutcome } from './tool-execution.ts';
 
 /** Records a step; the one call through which every event of a task leaves the loop. */
 export type Emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => void;
@@ -22,6 +24,23 @@ export function throwIfStopped(signal: AbortSignal | undefined): void {
   throw signal.reason instanceof TaskStoppedError ? signal.reason : new TaskStoppedError('cancelled');
 }
 
+/** A human's answer to an approval, and what the model is told when it is not a yes. */
+export interface ApprovalDecision {
+  approved: boolean;
+  /** Why not (denied with a reason, or no answer in time), for the model. */
+  message?: string;
+}
+
+/** A tool call that waits for a human yes, with what the reply's earlier calls already answered. */
+export interface PendingCall {
+  call: ChatCompletionMessageFunctionToolCall;
+  approval: Approval;
+  /** The call's position in the reply. */
+  index: number;
+  /** The tool messages of the reply's calls before it. */
+  done: ChatCompletionMessageParam[];
+}
+
 /** What one reply's tool calls need: the session, the gateway, where events go, and the stop signal. */
 export interface ToolStepContext {
   sessionId: string;
@@ -33,7 +52,24 @@ export interface ToolStepContext {
   tools: readonly GatewayTool[];
   /** Toolsets the task has used so far; calls add to it. */
   used: Set<string>;
+  /** How the task shows tools (dispatch: calls come through call_tool); native when absent. */
+  exposure?: Exposure;
+  /** Waits for a human's decision on a call the policy asks about (absent: the refusal goes to the model). */
+  awaitApproval?: (pending: PendingCall) => Promise<ApprovalDecision>;
+  /** Resuming a paused reply: start at this call, after these tool messages, with its decision known. */
+  resume?: { index: number; done: ChatCompletionMessageParam[]; decision: ApprovalDecision };
 }
+
+/** The tool message for a call whose approval was not given. */
+const notApproved = (
+  call: ChatCompletionMessageFunctionToolCall,
+  args: unknown,
+  decision: ApprovalDecision,
+): ToolCallOutcome => ({
+  content: `Error: ${call.function.name} was not run: ${decision.message ?? 'a human denied it'}`,
+  ok: false,
+  arguments: args,
+});
 
 /**
  * Runs a reply's tool calls in order, each announced (`tool_call_started`) and recorded (`tool_call`, or
@@ -44,16 +80,32 @@ export async function runToolCalls(
   calls: readonly ChatCompletionMessageFunctionToolCall[],
   ctx: ToolStepContext,
 ): Promise<ChatCompletionMessageParam[]> {
-  const messages: ChatCompletionMessageParam[] = [];
+  const messages: ChatCompletionMessageParam[] = [...(ctx.resume?.done ?? [])];
   const toolsetOf = new Map(ctx.tools.map((t) => [t.name, t.toolset]));
-  for (const call of calls) {
+  for (const [index, call] of calls.entries()) {
+    if (ctx.resume && index < ctx.resume.index) continue;
     throwIfStopped(ctx.signal);
     const started = performance.now();
-    ctx.emit('tool_call_started', { step: ctx.step, tool_call_id: call.id, name: call.function.name });
-    const outcome = await executeToolCall(call, ctx.sessionId, ctx.gateway, ctx.signal);
+    const name = ctx.exposure?.mode === 'dispatch' ? calledName(call) : call.function.name;
+    ctx.emit('tool_call_started', { step: ctx.step, tool_call_id: call.id, name });
+    const run = () => executeToolCall(call, ctx.sessionId, ctx.gateway, ctx.signal, ctx.exposure);
+    const resumed = ctx.resume && index === ctx.resume.index ? ctx.resume.decision : undefined;
+    let outcome =
+      resumed && !resumed.approved ? notApproved(call, call.function.arguments, resumed) : await run();
+    if (outcome.approval && ctx.awaitApproval && !resumed) {
+      // The operator's policy asks a human: the task waits (paused, on record) and then runs or reports it.
+      const decision = await ctx.awaitApproval({
+        call,
+        approval: outcome.approval,
+        index,
+        done: [...messages],
+      });
+      throwIfStopped(ctx.signal);
+      outcome = decision.approved ? await run() : notApproved(call, outcome.arguments, decision);
+    }
     throwIfStopped(ctx.signal);
     messages.push({ role: 'tool', tool_call_id: call.id, content: outcome.content });
-    const toolset = toolsetOf.get(call.function.name);
+    const toolset = toolsetOf.get(outcome.tool ?? call.function.name);
     if (outcome.ok && toolset) ctx.used.add(toolset);
     const resultBytes = Buffer.byteLength(outcome.content);
     if (outcome.change) {
@@ -74,7 +126,7 @@ export async function runToolCalls(
         {
           step: ctx.step,
           tool_call_id: call.id,
-          name: call.function.name,
+          name: outcome.tool ?? call.function.name,
           toolset: toolset ?? null,
           arguments: outcome.arguments,
           ok: outcome.ok,

@@ -131,6 +131,17 @@ export function createProgress(opts: ProgressOptions) {
         );
         break;
       }
+      case 'approval_needed':
+        endActivity();
+        line(
+          `  ${s.yellow('⏸')} waiting for a human: ${d.kind === 'activate' ? `activate ${d.subject}` : d.subject}`,
+        );
+        break;
+      case 'approval_decided':
+        line(
+          `  ${d.approved ? s.green('✓ approved') : s.red('✗ not approved')}${d.message ? s.dim(`: ${d.message}`) : ''}`,
+        );
+        break;
       case 'task_finished':
         endActivity();
         break;

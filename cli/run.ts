@@ -15,6 +15,11 @@ export interface RunFlags {
   quiet: boolean;
   cancelOnInterrupt: boolean;
   detach: boolean;
+  /** How approvals are answered while following: ask on a terminal, or all yes / all no. */
+  approvals: 'ask' | 'approve' | 'deny';
+  /** A playbook to run instead of a goal, with its arguments. */
+  prompt?: string;
+  promptArgs?: Record<string, string>;
 }
 
 /** execute_task as `run` uses it: `wait: false`, answered 202 with the task's id. */
@@ -37,8 +42,11 @@ export async function runTask(
   agent: ServiceEndpoint,
   io: CliIo,
 ): Promise<number> {
-  const goal = await goalOf(args, io);
-  if (!goal) {
+  const goal = flags.prompt ? '' : await goalOf(args, io);
+  if (flags.prompt && args.length > 0) {
+    throw new UsageError('run takes a goal or --prompt NAME (with --arg key=value), not both', 'run');
+  }
+  if (!goal && !flags.prompt) {
     throw new UsageError(
       'run needs a goal, e.g. toolshift run "list the files in the workspace" (or run - for stdin)',
       'run',
@@ -46,7 +54,7 @@ export async function runTask(
   }
   const accepted = await callRoute(agent, submitRoute, {
     body: {
-      goal,
+      ...(flags.prompt ? { prompt: { name: flags.prompt, arguments: flags.promptArgs ?? {} } } : { goal }),
       session_id: flags.session,
       max_steps: flags.maxSteps,
       max_duration_s: flags.maxDurationS,

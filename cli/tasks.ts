@@ -61,7 +61,7 @@ export async function tasksCommand(
       });
       for (const e of task.events) progress.onEvent(e);
       if (task.final_answer) io.stdout(`answer: ${task.final_answer}\n`);
-      if (task.status !== 'running') {
+      if (task.status !== 'running' && task.status !== 'awaiting_approval') {
         const { events: _events, ...rest } = task;
         const durationMs = task.finished_at
           ? Date.parse(task.finished_at) - Date.parse(task.created_at)

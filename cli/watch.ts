@@ -1,6 +1,7 @@
-import type { ExecuteTaskResponse, TaskEvent } from '../agent-server/contract.ts';
+import type { ExecuteTaskResponse, PendingApproval, TaskEvent } from '../agent-server/contract.ts';
 import { agentRoutes } from '../agent-server/contract.ts';
 import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
+import { decide, describePending } from './approvals.ts';
 import { followTask } from './follow.ts';
 import { type CliIo, EXIT } from './io.ts';
 import { createProgress, summary } from './render.ts';
@@ -15,6 +16,8 @@ export interface WatchOptions {
   quiet: boolean;
   /** Ctrl-C cancels the task on the server at once instead of asking. */
   cancelOnInterrupt: boolean;
+  /** How approvals the task waits for are answered: ask on a terminal (default), or all yes / all no. */
+  approvals?: 'ask' | 'approve' | 'deny';
 }
 
 /** The question the first Ctrl-C asks. */
@@ -36,12 +39,42 @@ export async function watchTask(
     setInterval: io.setInterval ?? ((fn, ms) => setInterval(fn, ms)),
     clearInterval: io.clearInterval ?? ((h) => clearInterval(h as NodeJS.Timeout)),
   });
+  const detach = new AbortController();
+  const asking = new AbortController();
+  const decided = new Set<string>();
+  /** Answers what the task waits for: by flag, by asking on a terminal, or by saying how to decide. */
+  const onApproval = async (p: PendingApproval) => {
+    const send = (approve: boolean) =>
+      decide(agent, taskId, p.call_id, approve).then(
+        () =>
+          !opts.json &&
+          progress.line(style.yellow(`${approve ? 'approved' : 'denied'}: ${describePending(p)}`)),
+        // A replayed request that was decided long ago answers 404/409: nothing to do.
+        () => undefined,
+      );
+    const mode = opts.approvals ?? 'ask';
+    if (mode !== 'ask') return send(mode === 'approve');
+    if (io.stdinIsTTY && io.readLine && !opts.json) {
+      progress.pause();
+      io.stderr(`\n${style.bold('approve?')} ${describePending(p)} [y/N] `);
+      const answer = await io.readLine(asking.signal).catch(() => undefined);
+      progress.resume();
+      if (asking.signal.aborted || decided.has(p.call_id)) return;
+      return send(/^\s*y(es)?\s*$/i.test(answer ?? ''));
+    }
+    if (!opts.json) {
+      progress.line(
+        style.yellow(`task waits for approval: ${describePending(p)}\n`) +
+          `  decide: toolshift approvals approve|deny ${taskId} ${p.call_id}`,
+      );
+    }
+  };
   const show = (e: TaskEvent) => {
     if (opts.json) io.stdout(`${JSON.stringify(e)}\n`);
     else if (!opts.quiet) progress.onEvent(e);
+    if (e.type === 'approval_decided') decided.add(String(e.data.call_id));
+    if (e.type === 'approval_needed') void onApproval(e.data as unknown as PendingApproval);
   };
-  const detach = new AbortController();
-  const asking = new AbortController();
   let interrupts = 0;
   let cancelling = false;
   let detachTimer: NodeJS.Timeout | undefined;

@@ -47,6 +47,7 @@ const EnvSchema = z.object({
   AGENT_SSE_HEARTBEAT_S: z.coerce.number().min(0.01).max(3600).default(15),
   TOKENIZER: z.enum(TOKENIZERS).default('o200k_base'),
   TOOL_TOKEN_BUDGET: z.coerce.number().int().min(1).optional(),
+  TOOL_EXPOSURE: z.enum(['native', 'dispatch'], { message: 'must be native or dispatch' }).default('native'),
   LOG_FORMAT: z.enum(['json', 'pretty', 'auto']).default('auto'),
   TOOLSHIFT_DATA_DIR: z.string().default('./data'),
   TOOLSETS_DIR: z.string().default('./toolsets'),
@@ -149,9 +150,10 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         maxAttempts: e.AGENT_MODEL_MAX_ATTEMPTS,
       },
       maxSteps: e.AGENT_MAX_STEPS,
-      /** Tasks that may run at once (503 with retry-after beyond); how long a task waits for an approval. */
+      /** How tasks offer tools to the model unless a request says: `native` or cache-preserving `dispatch`. */
+      exposure: e.TOOL_EXPOSURE,
+      /** Tasks that may run at once (503 with retry-after beyond; paused ones do not count). */
       maxConcurrentTasks: e.MAX_CONCURRENT_TASKS,
-      approvalTimeoutMs: e.APPROVAL_TIMEOUT_S * 1000,
       /** A task's wall-clock limit unless its request sets `max_duration_s`. */
       maxDurationS: e.AGENT_MAX_DURATION_S,
       /** How often an idle event stream sends a keep-alive comment. */

@@ -55,9 +55,11 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     if (operator) await deps.face.announce();
     return c.json(result);
   });
-  route(app, routes.manageToolsets, async (c, { body }) =>
-    c.json(await gateway.manageToolsets(body.session_id, body.arguments)),
-  );
+  route(app, routes.manageToolsets, async (c, { body }) => {
+    const res = await gateway.manageToolsets(body.session_id, body.arguments);
+    // A change comes back with the session's new tool list: the agent's next request needs it anyway.
+    return c.json(res.change ? { ...res, tools: gateway.tools(body.session_id) } : res);
+  });
   route(app, routes.approveToolset, async (c, { params, body }) => {
     requireRole(c, ['admin'], 'Approving upstream tools');
     const result = gateway.approveToolset(params.id, body?.tools);
@@ -104,6 +106,11 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   route(app, routes.listApprovals, (c, { query }) =>
     c.json({ approvals: gateway.ceiling.approvals.list(query) }),
   );
+  route(app, routes.getApproval, (c, { params }) => {
+    const approval = gateway.ceiling.approvals.get(params.id);
+    if (!approval) throw new HttpError(404, `No approval ${params.id}; GET /mcp/admin/approvals lists them`);
+    return c.json(approval);
+  });
   route(app, routes.decideApproval, (c, { params, body }) =>
     c.json(gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason)),
   );

@@ -138,6 +138,8 @@ export const ManageToolsetsResponse = z.object({
       removed_tools: z.array(z.string()),
     })
     .optional(),
+  /** After a change: the session's tools now, so the caller needs no second request for its new tool list. */
+  tools: z.array(GatewayTool).optional(),
 });
 export type ManageToolsetsResponse = z.infer<typeof ManageToolsetsResponse>;
 
@@ -240,6 +242,14 @@ export const gatewayRoutes = {
       limit: z.coerce.number().int().min(1).max(500).default(50),
     }),
     responses: { 200: z.object({ approvals: z.array(Approval) }) },
+  },
+  getApproval: {
+    method: 'get',
+    path: '/mcp/admin/approvals/{id}',
+    roles: ['admin', 'approver', 'agent'],
+    summary: 'One approval (the agent-server waits on its status)',
+    params: z.object({ id: z.string().min(1).max(64) }),
+    responses: { 200: Approval, 404: ErrorBody },
   },
   decideApproval: {
     method: 'post',

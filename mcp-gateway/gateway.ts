@@ -2,6 +2,7 @@ import { HttpError } from '../lib/http.ts';
 import { ServiceError } from '../lib/http-client.ts';
 import type { Logger } from '../lib/log.ts';
 import { createTokenCounter, type TokenCounter } from '../lib/tokens.ts';
+import { withActor } from './audit-context.ts';
 import { UpstreamError } from './backends/mcp-connection.ts';
 import { type Catalog, CatalogError } from './catalog.ts';
 import type { Ceiling } from './ceiling.ts';
@@ -243,13 +244,16 @@ export function createGateway(deps: {
         );
       }
       const a = decided.approval;
-      store.audit({
-        session_id: a.session_id,
-        kind: 'approval',
-        subject: a.subject,
-        ok: approve,
-        detail: `${a.id} ${approve ? 'approved' : 'denied'} by ${by}${reason ? `: ${reason}` : ''}`,
-      });
+      // Recorded under the task the approval belongs to, so the task's audit shows the decision.
+      withActor({ actor: by, task_id: a.task_id ?? undefined }, () =>
+        store.audit({
+          session_id: a.session_id,
+          kind: 'approval',
+          subject: a.subject,
+          ok: approve,
+          detail: `${a.id} ${approve ? 'approved' : 'denied'} by ${by}${reason ? `: ${reason}` : ''}`,
+        }),
+      );
       log.info({ approval: a.id, approve, by }, 'approval decided');
       return a;
     },

@@ -6,12 +6,19 @@ import { type Listening, listen } from '../lib/serve.ts';
 import { createToolServerApp } from './app.ts';
 import { PathGuard } from './path-guard.ts';
 import { createRegistry } from './registry.ts';
+import type { Tool } from './tools/define.ts';
 import { createDbRunner } from './tools/db-runner.ts';
 import { nativeTools } from './tools/native.ts';
 import { webContextFrom } from './tools/web-context.ts';
 
-/** Builds the tool-server from config and listens; used by main.ts and by start.ts. */
-export async function startToolServer(config: Config): Promise<Listening> {
+/**
+ * Builds the tool-server from config and listens; used by main.ts and by start.ts. `extraTools` are served
+ * beside the native ones (the benchmark's echo and fixed-delay probes).
+ */
+export async function startToolServer(
+  config: Config,
+  opts: { extraTools?: readonly Tool[] } = {},
+): Promise<Listening> {
   const log = createLogger('tool-server', config.logLevel, undefined, config.logFormat);
   const security = securityFor(config, 'tool-server');
   checkRootsExist(config.tools);
@@ -22,7 +29,7 @@ export async function startToolServer(config: Config): Promise<Listening> {
   // Query processes start on the first database call; close() below kills them.
   const databases = createDbRunner();
   const metrics = createMetrics({ processMetrics: true });
-  const registry = createRegistry(nativeTools);
+  const registry = createRegistry([...nativeTools, ...(opts.extraTools ?? [])]);
   const app = createToolServerApp({
     registry: {
       ...registry,

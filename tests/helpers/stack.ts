@@ -108,6 +108,8 @@ export interface StackOptions {
   vars?: Record<string, string>;
   /** Upstream MCP connection timeouts. */
   connection?: { connectTimeoutMs?: number; livenessTimeoutMs?: number };
+  /** Tasks that may run at once (default 4). */
+  maxConcurrentTasks?: number;
   /** The most legacy MCP sessions open at once (default 256). */
   mcpMaxSessions?: number;
   /** The operator's policy (POLICY_FILE's YAML); default: none, everything allowed. */
@@ -200,7 +202,11 @@ export async function makeStack(opts: StackOptions = {}) {
     modelName: 'test-model',
     defaultMaxSteps: opts.maxSteps ?? 20,
     log,
+    maxConcurrentTasks: opts.maxConcurrentTasks,
+    approvalPollMs: 20,
   });
+  // As the agent-server does at start: tasks left paused by a previous stack go on waiting.
+  agent.resumeAll();
   const agentApp = createAgentApp({
     agent,
     store: taskStore,
@@ -221,6 +227,8 @@ export async function makeStack(opts: StackOptions = {}) {
     toolApp,
     gatewayApp,
     agentApp,
+    agent,
+    taskStore,
     /** POST JSON to an app and return status and parsed body. */
     async post(app: Hono, url: string, body: unknown, headers: Record<string, string> = {}) {
       const res = await app.request(url, {
@@ -236,6 +244,7 @@ export async function makeStack(opts: StackOptions = {}) {
     },
     /** Closes the stores; `keepFiles` leaves the temp dirs for a restart test. */
     async close(keepFiles = false) {
+      await agent.shutdown();
       await face.close();
       await catalog.close();
       gatewayStore.close();

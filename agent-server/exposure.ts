@@ -1,0 +1,39 @@
+import type { GatewayTool, ToolsetInfo } from '../mcp-gateway/contract.ts';
+import type { ToolExposure } from './contract.ts';
+import { startingDefinitions } from './dispatch.ts';
+import { buildSystemPrompt } from './prompt.ts';
+
+// How one task shows tools to the model (TOOL_EXPOSURE, or `exposure` in execute_task), and what a dispatch
+// task remembers: which tools' definitions the conversation already holds, so each enters it once.
+
+/** A task's exposure mode and its memory of the definitions shown so far. */
+export interface Exposure {
+  mode: ToolExposure;
+  /** Dispatch: tools whose definitions are in the conversation already (the system prompt or a result). */
+  shown: Set<string>;
+}
+
+/** A fresh exposure for a task. */
+export function createExposure(mode: ToolExposure = 'native'): Exposure {
+  return { mode, shown: new Set() };
+}
+
+/** What a dispatch task is told beside the catalog: how its fixed tools array works. */
+const DISPATCH_NOTE =
+  'In this task the tools array stays fixed at manage_toolsets and call_tool. A toolset you activate makes ' +
+  'its tools usable through call_tool {"name": <tool>, "arguments": {…}}; the activation result gives each new ' +
+  'tool’s description and input schema. Deactivated tools can no longer be called.';
+
+/**
+ * The fixed system prompt of a task: the catalog, and for dispatch how call_tool works plus the definitions
+ * of the tools already active when the task starts (they would otherwise never be shown).
+ */
+export function systemPromptFor(
+  exposure: Exposure,
+  catalog: readonly ToolsetInfo[],
+  usable: readonly GatewayTool[],
+): string {
+  const base = buildSystemPrompt(catalog);
+  if (exposure.mode !== 'dispatch') return base;
+  return `${base}\n\n${DISPATCH_NOTE}${startingDefinitions(usable, exposure.shown)}`;
+}

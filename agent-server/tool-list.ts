@@ -1,0 +1,48 @@
+import { ServiceError } from '../lib/http-client.ts';
+import type { GatewayTool } from '../mcp-gateway/contract.ts';
+import type { GatewayClient } from './gateway-client.ts';
+
+// A task's tool list between steps. The loop needs the session's tools before every model call; asking the
+// gateway each time costs a round trip and a JSON parse of every schema per step. The list only changes when
+// toolsets change, so it is kept and replaced when one does: by the task's own manage_toolsets (whose answer
+// carries the new list), or — for changes made elsewhere (an operator disabling a toolset, a reload) — when
+// the gateway refuses a call as unknown or inactive, which makes the next step list again. The gateway stays
+// the judge of every call whatever this list says.
+
+/** The gateway client of one task's session, with the session's tool list kept until it changes. */
+export function withToolList(gateway: GatewayClient, sessionId: string): GatewayClient {
+  let cached: GatewayTool[] | undefined;
+  const forget = (err: unknown) => {
+    if (err instanceof ServiceError && (err.status === 403 || err.status === 404)) cached = undefined;
+  };
+  return {
+    ...gateway,
+    async tools(sid, signal) {
+      if (sid !== sessionId) return gateway.tools(sid, signal);
+      cached ??= await gateway.tools(sid, signal);
+      return cached;
+    },
+    async manageToolsets(sid, args, signal) {
+      try {
+        const res = await gateway.manageToolsets(sid, args, signal);
+        if (sid === sessionId && res.change) cached = res.tools;
+        return res;
+      } catch (err) {
+        if (sid === sessionId) cached = undefined;
+        throw err;
+      }
+    },
+    async changeToolsets(body) {
+      cached = undefined;
+      return gateway.changeToolsets(body);
+    },
+    async callTool(sid, name, args, signal) {
+      try {
+        return await gateway.callTool(sid, name, args, signal);
+      } catch (err) {
+        if (sid === sessionId) forget(err);
+        throw err;
+      }
+    },
+  };
+}

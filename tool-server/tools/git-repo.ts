@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { VerifiedDir } from '../fd-path.ts';
 import { relativeInside } from '../path-guard.ts';
@@ -42,6 +43,23 @@ interface Located {
 }
 
 /**
+ * Before git's ownership refusal is passed on: the repository it names, and where that one's .git file leads,
+ * must be inside the roots, or the owner of something outside would be told. Anything else gets the one answer.
+ */
+async function assertOwnershipInside(ctx: ToolContext, reported: string, shown: string): Promise<void> {
+  const top = await insideRoots(ctx, reported, shown);
+  let text: string;
+  try {
+    text = await readFile(await insideRoots(ctx, path.join(top, '.git'), shown), 'utf8');
+  } catch (err) {
+    if (err instanceof ToolError) throw err;
+    return; // a .git directory (EISDIR), or none (the repository is bare): nothing leads elsewhere
+  }
+  const target = /^gitdir: (.+)$/m.exec(text)?.[1];
+  if (target) await insideRoots(ctx, path.resolve(top, target.trim()), shown);
+}
+
+/**
  * git dir, common dir, bare?, inside the work tree?, and the work tree's top: one rev-parse, or two when
  * there is no work tree (--show-toplevel fails there). Each path must lie inside the roots.
  */
@@ -65,9 +83,8 @@ async function discover(
         `${real} is not inside a git repository (repositories above the allowed directories are not searched)`,
       );
     }
-    // git names the repository it refuses; one outside the roots (a .git file pointing there) is not named.
     const dubious = /detected dubious ownership in repository at '([^']*)'/.exec(err.stderr);
-    if (dubious) await insideRoots(ctx, dubious[1], shown);
+    if (dubious) await assertOwnershipInside(ctx, dubious[1], shown);
     if (!/must be run in a work tree/.test(err.stderr)) throw err;
   }
   lines ??= (await run({ sub: 'rev-parse', flags: [...LOCATE, '--is-inside-work-tree'] })).stdout

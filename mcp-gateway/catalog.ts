@@ -193,6 +193,11 @@ export async function buildCatalog(
     },
     /** Connects the upstreams of these toolsets and refreshes their tools; throws when one cannot offer any. */
     prepare,
+    /** The upstream connection of an MCP-backed toolset (for a fixed view's prompts and resources). */
+    upstream(id: string): McpConnection | undefined {
+      const spec = specs.find((s) => s.id === id);
+      return spec && isMcp(spec) ? connectionFor(spec.backend) : undefined;
+    },
     /** Before a call: reconnects the tool's upstream if it is not up, so pins are current. Never throws. */
     async refreshFor(toolName: string): Promise<void> {
       const owner = tools.get(toolName)?.toolset ?? withheldByName.get(toolName)?.toolset;

@@ -229,6 +229,8 @@ export function createGateway(deps: {
   };
   return {
     ...api,
+    /** The upstream server behind an MCP-backed toolset, if it is one. */
+    upstream: (toolsetId: string) => catalog.upstream(toolsetId),
     /** Upstream MCP servers and their state, for /health. */
     upstreams: () => catalog.upstreams(),
     /** The operator's ceiling: policy, approvals, limits (ceiling.ts). */

@@ -352,3 +352,36 @@ describe('session handles', () => {
     expect(handles.use(other, 'cred-b')).toBe(other);
   });
 });
+
+describe('a fixed view of an upstream server', () => {
+  it('passes the server’s own prompts and resources through, and its tools', async () => {
+    stack = await makeStack({
+      toolsets: {
+        ...SPLIT_TOOLSETS,
+        'everything.yaml': `id: everything
+description: The MCP reference test server.
+backend:
+  mcp:
+    command: mcp-server-everything
+    args: [stdio]
+`,
+      },
+    });
+    const client = await connect(stack, 'legacy', { path: '/mcp/toolsets/everything' });
+    const tools = (await client.listTools()).tools.map((t) => t.name);
+    expect(tools).toContain('echo');
+    expect(tools).not.toContain('manage_toolsets');
+    const echoed = await client.callTool({ name: 'echo', arguments: { message: 'through the view' } });
+    expect(text(echoed)).toBe('Echo: through the view');
+    const prompts = (await client.listPrompts()).prompts;
+    expect(prompts.length).toBeGreaterThan(0);
+    const simple = prompts.find((p) => (p.arguments ?? []).every((a) => !a.required)) ?? prompts[0];
+    const got = await client.getPrompt({ name: simple.name, arguments: {} });
+    expect(got.messages.length).toBeGreaterThan(0);
+    const resources = (await client.listResources()).resources;
+    expect(resources.length).toBeGreaterThan(0);
+    expect(resources.map((r) => r.uri)).not.toContain('toolshift://toolsets');
+    const read = await client.readResource({ uri: resources[0].uri });
+    expect(read.contents[0].uri).toBe(resources[0].uri);
+  });
+});

@@ -2,9 +2,15 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { HttpResponse, http } from 'msw';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { openAIModel } from '../agent-server/model.ts';
 import { createPromptCatalog, loadPlaybooks } from '../mcp-gateway/prompts.ts';
+import { completion, MODEL_BASE_URL, modelEdge } from './helpers/msw.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
+
+const edge = modelEdge();
+afterAll(() => edge.close());
 
 let stack: Stack | undefined;
 afterEach(async () => {
@@ -104,5 +110,39 @@ describe('playbook prompts', () => {
       );
       await client.close();
     }
+  });
+
+  it('runs a task from a playbook, the model mocked at the OpenAI edge', async () => {
+    const seen: { messages: { role: string; content: string }[] }[] = [];
+    edge.use(
+      http.post(`${MODEL_BASE_URL}/chat/completions`, async ({ request }) => {
+        seen.push((await request.json()) as (typeof seen)[number]);
+        return HttpResponse.json(completion({ content: 'Greeted.' }));
+      }),
+    );
+    const model = openAIModel({ baseURL: MODEL_BASE_URL, apiKey: 'k', timeoutMs: 5000, maxAttempts: 1 });
+    stack = await makeStack({
+      toolsets: SPLIT_TOOLSETS,
+      model,
+      promptsDir: await promptsDir({ 'greet.yaml': GREETING }),
+    });
+    const s = stack;
+    const res = await s.post(s.agentApp, '/agent/execute_task', {
+      prompt: { name: 'greet', arguments: { who: 'Dee' } },
+    });
+    expect(res.body).toMatchObject({ status: 'completed', final_answer: 'Greeted.' });
+    expect(seen[0].messages[1]).toEqual({ role: 'user', content: 'Hello Dee! How are you?' });
+    expect((await s.get(s.agentApp, `/agent/tasks/${res.body.task_id}`)).body.goal).toBe(
+      'Hello Dee! How are you?',
+    );
+    const missing = await s.post(s.agentApp, '/agent/execute_task', {
+      prompt: { name: 'greet', arguments: {} },
+    });
+    expect(missing.status).toBe(400);
+    expect(missing.body.error).toBe('Missing required argument(s) for greet: who');
+    const both = await s.post(s.agentApp, '/agent/execute_task', { goal: 'x', prompt: { name: 'greet' } });
+    expect(both.status).toBe(400);
+    expect(both.body.error).toMatch(/give exactly one of goal .* and prompt/);
+    expect(seen).toHaveLength(1);
   });
 });

@@ -179,6 +179,27 @@ export class McpConnection {
     }
   }
 
+  /**
+   * The server's prompts and resources, for a fixed view of its toolset (the MCP face passes them through).
+   * A server without the capability has none; what comes back is redacted like tool results.
+   */
+  async passthrough<K extends 'listPrompts' | 'getPrompt' | 'listResources' | 'readResource'>(
+    method: K,
+    params?: Parameters<Client[K]>[0],
+  ): Promise<Awaited<ReturnType<Client[K]>>> {
+    await this.ensureUp();
+    const client = this.client as Client;
+    const capability = method.endsWith('Prompts') || method === 'getPrompt' ? 'prompts' : 'resources';
+    if (!client.getServerCapabilities()?.[capability]) {
+      if (method === 'listPrompts') return { prompts: [] } as Awaited<ReturnType<Client[K]>>;
+      if (method === 'listResources') return { resources: [] } as Awaited<ReturnType<Client[K]>>;
+      throw new UpstreamError(`${this.label} serves no ${capability}`);
+    }
+    const call = client[method] as (p: unknown, o: { timeout: number }) => Promise<unknown>;
+    const result = await call.call(client, params, { timeout: this.deps.livenessTimeoutMs ?? 30_000 });
+    return this.deps.redactor.deep(result) as Awaited<ReturnType<Client[K]>>;
+  }
+
   /** Stops the server (stdio: closes stdin, then signals its process group). */
   async close(): Promise<void> {
     this.closed = true;

@@ -229,6 +229,35 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
     });
   });
 
+  // A view of one upstream server's toolset passes that server's own prompts and resources through.
+  const upstream =
+    mode.kind === 'view' && mode.toolsets.length === 1 ? gateway.upstream(mode.toolsets[0]) : undefined;
+  const fromUpstream = async <T>(fn: () => Promise<T>): Promise<T> => {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof ProtocolError) throw err;
+      throw new ProtocolError(-32603, (err as Error).message);
+    }
+  };
+  if (upstream) {
+    server.setRequestHandler('prompts/list', (r) =>
+      fromUpstream(() => upstream.passthrough('listPrompts', r.params)),
+    );
+    server.setRequestHandler('prompts/get', (r) =>
+      fromUpstream(() => upstream.passthrough('getPrompt', r.params)),
+    );
+    server.setRequestHandler('resources/list', (r) =>
+      fromUpstream(() => upstream.passthrough('listResources', r.params)),
+    );
+    server.setRequestHandler('resources/read', (r) =>
+      fromUpstream(() => upstream.passthrough('readResource', r.params)),
+    );
+    server.setRequestHandler('resources/templates/list', async () => ({ resourceTemplates: [] }));
+    server.setRequestHandler('logging/setLevel', async () => ({}));
+    return server;
+  }
+
   server.setRequestHandler('resources/list', async () => ({
     resources: [
       {

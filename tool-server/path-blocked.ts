@@ -1,7 +1,10 @@
+import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import picomatch from 'picomatch';
+import { relativeInside } from './path-roots.ts';
 
-// What no tool may write, whatever root it is in: version-control data, dependencies, keys and secrets.
+// What no tool may write, whatever root it is in: version-control data, dependencies, keys and secrets (by
+// pattern), and toolshift's own configuration and data (by absolute path) where a root covers them.
 
 /** Globs (relative to a root) that no tool may write, so a model cannot touch VCS data, deps or secrets. */
 export const DEFAULT_BLOCKED_PATTERNS: readonly string[] = [
@@ -47,5 +50,54 @@ export class BlockedPatterns {
     if (rel === '') return undefined;
     const posix = rel.split(path.sep).join('/');
     return this.matchers.find((m) => m.test(posix))?.pattern;
+  }
+}
+
+/** The real path of `abs`, its missing tail kept as written (a protected path may not exist yet). */
+async function realTail(abs: string): Promise<string> {
+  const tail: string[] = [];
+  for (let head = abs; ; head = path.dirname(head)) {
+    try {
+      return path.join(await realpath(head), ...tail.reverse());
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if ((code !== 'ENOENT' && code !== 'ENOTDIR') || head === path.dirname(head)) return abs;
+      tail.push(path.basename(head));
+    }
+  }
+}
+
+/**
+ * Absolute paths no tool may write, nor create, move or delete anything inside: the daemon's own toolset
+ * files (an `mcp.command` there runs at the next start), prompts, policy, `.env` and databases. Only those
+ * inside a root are kept; one above a root would otherwise protect the whole root.
+ */
+export class ProtectedPaths {
+  private constructor(private readonly spellings: readonly string[]) {}
+
+  /** Each of `paths` as configured and as it really is; `insideRoot` tells which ones a root covers. */
+  static async resolve(
+    paths: readonly string[],
+    insideRoot: (p: string) => boolean,
+  ): Promise<ProtectedPaths> {
+    const spellings = new Set<string>();
+    for (const configured of paths) {
+      const abs = path.resolve(configured);
+      const real = await realTail(abs);
+      if (!insideRoot(abs) && !insideRoot(real)) continue;
+      spellings.add(abs);
+      spellings.add(real);
+    }
+    return new ProtectedPaths([...spellings]);
+  }
+
+  /** The protected path `p` is (as itself) or lies in (as `<path>/**`), if any. */
+  match(p: string): string | undefined {
+    for (const spelling of this.spellings) {
+      const rel = relativeInside(spelling, p);
+      if (rel === '') return spelling;
+      if (rel !== null) return `${spelling}/**`;
+    }
+    return undefined;
   }
 }

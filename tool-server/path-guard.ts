@@ -3,7 +3,8 @@ import { lstat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { openChain, procFdWorks, using, VerifiedDir } from './fd-path.ts';
-import { BlockedPatterns, DEFAULT_BLOCKED_PATTERNS } from './path-blocked.ts';
+import { BlockedPatterns, DEFAULT_BLOCKED_PATTERNS, ProtectedPaths } from './path-blocked.ts';
+import { OutsideRootsError, protectedRefusal, unresolvableRefusal } from './path-refusals.ts';
 import { normalisationTwin, ResolveError, type RootLayout, resolveInside } from './path-resolve.ts';
 import { type Found, loadRoots, mostSpecific, type Root, relativeInside, rootLayout } from './path-roots.ts';
 import { RwLock } from './rw-lock.ts';
@@ -20,6 +21,8 @@ export interface PathGuardOptions {
   roots: string[];
   readOnlyRoots: string[];
   blockedPatterns?: string[];
+  /** Absolute paths (toolshift's toolsets, prompts, policy, .env, data) no tool may write where a root covers them. */
+  protectedPaths?: string[];
   /** What `~` expands to; the user's home directory by default. */
   homeDir?: string;
   /** Act through verified descriptors (/proc/self/fd); detected by default, false forces plain paths. */
@@ -27,22 +30,9 @@ export interface PathGuardOptions {
 }
 
 /** Re-exported: tests and other tools (git) use them from here. */
-export { DEFAULT_BLOCKED_PATTERNS, relativeInside };
+export { DEFAULT_BLOCKED_PATTERNS, OutsideRootsError, relativeInside };
 
 type Mode = 'read' | 'write';
-
-const UNRESOLVABLE: Record<string, string> = {
-  ELOOP: 'too many levels of symbolic links',
-  EACCES: 'permission denied on a parent directory',
-  ENOTDIR: 'a component of the path is a file, not a directory',
-  ENAMETOOLONG: 'the path is too long',
-  // A link read as it was being replaced, an entry gone between two steps: something else is changing it.
-  EINVAL: 'it changed while it was being checked; try again',
-  ENOENT: 'it changed while it was being checked; try again',
-};
-
-/** The one refusal for a path that is, or leads, outside the roots; callers may tell it from other refusals. */
-export class OutsideRootsError extends ToolError {}
 
 /** C:\x, C:/x, C: and \\server\share: paths of another platform, which POSIX would take as odd file names. */
 const WINDOWS_PATH = /^(?:[A-Za-z]:(?:[\\/]|$)|\\\\)/;
@@ -62,6 +52,7 @@ export class PathGuard {
     home: string,
     /** True when tools act through verified descriptors (Linux /proc): the race-free mode. */
     readonly raceFree: boolean,
+    private readonly protection: ProtectedPaths,
   ) {
     this.roots = roots;
     this.layout = rootLayout(roots);
@@ -79,7 +70,9 @@ export class PathGuard {
     }
     const raceFree = opts.verifyDescriptors ?? available;
     const patterns = opts.blockedPatterns ?? DEFAULT_BLOCKED_PATTERNS;
-    return new PathGuard(roots, patterns, opts.homeDir ?? homedir(), raceFree);
+    const covered = (p: string) => mostSpecific(roots, p, (r) => [r.lexical, r.real]) !== undefined;
+    const protection = await ProtectedPaths.resolve(opts.protectedPaths ?? [], covered);
+    return new PathGuard(roots, patterns, opts.homeDir ?? homedir(), raceFree, protection);
   }
 
   /** The real absolute path to read, or a ToolError naming the allowed directories. */
@@ -99,7 +92,7 @@ export class PathGuard {
   async resolveEntryForWrite(p: string): Promise<string> {
     const entry = await this.resolveEntry(p, 'write');
     const pattern = this.isRoot(entry) ? undefined : this.blockedPatternFor(entry);
-    if (pattern) throw this.protectedPath(this.absolute(p), pattern);
+    if (pattern) throw protectedRefusal(this.absolute(p), pattern);
     return entry;
   }
 
@@ -121,9 +114,11 @@ export class PathGuard {
     return { read_write: reals(true), read_only: reals(false) };
   }
 
-  /** The blocked pattern a real path inside a root matches, if any; lets tools check every entry of a
-   * subtree before a recursive delete or move. */
+  /** The blocked pattern or protected path a real path inside a root matches, if any; lets tools check every
+   * entry of a subtree before a recursive delete or move. */
   blockedPatternFor(realPath: string): string | undefined {
+    const configured = this.protection.match(realPath);
+    if (configured) return configured;
     const root = this.mostSpecific(realPath, (r) => [r.real]);
     if (!root) return undefined;
     return this.blocked(relativeInside(root.root.real, realPath) ?? '');
@@ -239,8 +234,10 @@ export class PathGuard {
           );
         }
         const pattern = this.blocked(found.rel);
-        if (pattern) throw this.protectedPath(shown, pattern);
+        if (pattern) throw protectedRefusal(shown, pattern);
       }
+      const configured = this.protection.match(real) ?? this.protection.match(abs);
+      if (configured) throw protectedRefusal(shown, configured);
     }
     return real;
   }
@@ -260,14 +257,6 @@ export class PathGuard {
     return this.blockedPatterns.match(rel);
   }
 
-  /** The one wording of "this path is protected", for resolve() and resolveEntryForWrite(). */
-  private protectedPath(abs: string, pattern: string): ToolError {
-    return new ToolError(
-      `Access denied: ${abs} matches the protected pattern "${pattern}"; ` +
-        'files like this (version control, dependencies, keys and secrets) cannot be modified',
-    );
-  }
-
   private list(writableOnly: boolean): string {
     const { read_write, read_only } = this.allowed();
     const rw = read_write.length > 0 ? read_write.join(', ') : 'none';
@@ -284,21 +273,6 @@ export class PathGuard {
 
   /** Why a path inside the roots cannot be used; an outward path gets outside() and nothing more. */
   private unresolvable(abs: string, err: ResolveError): ToolError {
-    const reason = err.reason;
-    if (reason.kind === 'outside') return this.outside(abs);
-    if (reason.kind === 'dangling') {
-      return new ToolError(
-        `Access denied: ${reason.link} is a symbolic link whose target does not exist; it cannot be used`,
-      );
-    }
-    if (reason.kind === 'ambiguous') {
-      return new ToolError(
-        `${abs} matches several entries of ${reason.dir} that differ only in Unicode normalisation ` +
-          `(${reason.matches.map((m) => JSON.stringify(m)).join(', ')}); give the exact name`,
-      );
-    }
-    return new ToolError(
-      `Access denied: ${abs} cannot be resolved safely: ${UNRESOLVABLE[reason.code] ?? reason.code}`,
-    );
+    return err.reason.kind === 'outside' ? this.outside(abs) : unresolvableRefusal(abs, err.reason);
   }
 }

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { type Config, checkRootsExist } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
 import { createMetrics, observeToolCall } from '../lib/metrics.ts';
@@ -6,8 +7,8 @@ import { type Listening, listen } from '../lib/serve.ts';
 import { createToolServerApp } from './app.ts';
 import { PathGuard } from './path-guard.ts';
 import { createRegistry } from './registry.ts';
-import type { Tool } from './tools/define.ts';
 import { createDbRunner } from './tools/db-runner.ts';
+import type { Tool } from './tools/define.ts';
 import { nativeTools } from './tools/native.ts';
 import { webContextFrom } from './tools/web-context.ts';
 
@@ -25,6 +26,14 @@ export async function startToolServer(
   const paths = await PathGuard.create({
     roots: config.tools.roots,
     readOnlyRoots: config.tools.readOnlyRoots,
+    // The daemon's own configuration and data: no file tool changes them, even where a root covers them.
+    protectedPaths: [
+      config.gateway.toolsetsDir,
+      config.gateway.promptsDir,
+      config.gateway.policyFile,
+      config.dataDir,
+      path.resolve('.env'),
+    ],
   });
   // Query processes start on the first database call; close() below kills them.
   const databases = createDbRunner();

@@ -236,7 +236,9 @@ export class PathGuard {
         const pattern = this.blocked(found.rel);
         if (pattern) throw protectedRefusal(shown, pattern);
       }
-      const configured = this.protection.match(real) ?? this.protection.match(abs);
+      // For an entry (`shown`) whose parent this is, the entry itself is what must not be protected.
+      const entry = (p: string) => (shown === abs ? p : path.join(p, path.basename(shown)));
+      const configured = this.protection.match(entry(real)) ?? this.protection.match(entry(abs));
       if (configured) throw protectedRefusal(shown, configured);
     }
     return real;

@@ -5,6 +5,7 @@ import {
   lstat,
   mkdir,
   readdir,
+  rename,
   rm,
   symlink,
   unlink,
@@ -451,6 +452,26 @@ describe('a repository must lie inside the roots', () => {
     await expectToolError(w, 'git_show', { repository: repo, ref: secret }, refusal(repo));
     await writeFile(path.join(repo, '.git', 'objects', 'info', 'alternates'), '"/quoted/path"\n');
     await expectToolError(w, 'git_log', { repository: repo }, /quoted alternates entry/);
+  });
+
+  it('refuses a git directory whose objects or refs lead outside, naming neither', async () => {
+    const external = await initRepo(w, path.join(w.outside, 'ext'));
+    const secret = await commit(w, external, { 's.txt': 'secret\n' }, 'secret');
+    for (const entry of ['objects', 'refs']) {
+      const at = path.join(repo, '.git', entry);
+      await rename(at, `${at}-real`);
+      await symlink(path.join(external, '.git', entry), at);
+      const message = await expectToolError(
+        w,
+        'git_show',
+        { repository: repo, ref: secret },
+        new RegExp(`^Access denied: ${repo} is outside the allowed directories`),
+      );
+      expect(message).not.toContain(w.outside);
+      await rm(at);
+      await rename(`${at}-real`, at);
+    }
+    expect((await runTool(w, 'git_log', { repository: repo })).count).toBe(1);
   });
 
   it('refuses a path filter that leaves the roots through a symlink', async () => {

@@ -29,6 +29,33 @@ export async function insideRoots(ctx: ToolContext, dir: string, shown: string):
   }
 }
 
+/** What git reads by name inside a git directory and a common directory (beyond the alternates). */
+const LAYOUT = [
+  'HEAD',
+  'index',
+  'config',
+  'commondir',
+  'shallow',
+  'packed-refs',
+  'refs',
+  'logs',
+  'info',
+  'objects',
+  path.join('objects', 'info'),
+  path.join('objects', 'pack'),
+];
+
+/**
+ * The entries git reads by name in the git and common directories must resolve inside the roots: a `.git`
+ * whose `objects` or `refs` is a symlink to an outside repository would otherwise be read through.
+ * (Links deeper down, a single loose object or ref file, are not looked at.)
+ */
+export async function checkLayout(ctx: ToolContext, shown: string, dirs: readonly string[]): Promise<void> {
+  for (const dir of new Set(dirs)) {
+    for (const entry of LAYOUT) await insideRoots(ctx, path.join(dir, entry), shown);
+  }
+}
+
 /** The alternates file at `file`, or null when there is none. */
 async function readAlternates(file: string): Promise<string | null> {
   try {

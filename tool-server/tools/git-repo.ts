@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { VerifiedDir } from '../fd-path.ts';
 import { relativeInside } from '../path-guard.ts';
 import { type ToolContext, ToolError } from './define.ts';
-import { checkAlternates, insideRoots, namedConfig } from './git-named.ts';
+import { checkAlternates, checkLayout, insideRoots, namedConfig } from './git-named.ts';
 import { changedWhileReading, GitPins, slotPath } from './git-pin.ts';
 import { type GitCommand, GitFailure, type GitOutput, type GitSettings, type GitTarget } from './git-run.ts';
 import { runGit } from './git-spawn.ts';
@@ -137,6 +137,7 @@ async function openPinned(ctx: ToolContext, real: string, shown: string): Promis
   // 2 the common directory, then the alternates.
   const pins = await GitPins.open(ctx.paths, [workTree ?? gitDir, gitDir, commonDir], shown);
   try {
+    await checkLayout(ctx, shown, [gitDir, commonDir]);
     const alternates: number[] = [];
     const objects = { real: path.join(commonDir, 'objects'), at: path.join(pins.selfPath(2), 'objects') };
     await checkAlternates(ctx, shown, objects, async (alternate) => {
@@ -190,6 +191,7 @@ async function openByPath(ctx: ToolContext, real: string, shown: string): Promis
     shown,
   );
   const objects = path.join(commonDir, 'objects');
+  await checkLayout(ctx, shown, [gitDir, commonDir]);
   await checkAlternates(ctx, shown, { real: objects, at: objects }, async (alternate) => alternate);
   const pinned: GitTarget = { cwd: workTree ?? gitDir, gitDir, workTree: workTree ?? undefined };
   const named = await namedConfig((cmd) => runGit(pinned, cmd, settings));

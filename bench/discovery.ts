@@ -1,34 +1,68 @@
-import { discoveryCatalog, loadNeeds, measureRecall } from '../tests/helpers/discovery.ts';
+import { discoveryCatalog, loadNeeds, measureRecall, type Need } from '../tests/helpers/discovery.ts';
+import { postJson } from './arms.ts';
 
-// `npm run bench`, discovery: recall@1 and recall@3 of the right toolset for the plain-language needs of
-// tests/fixtures/discovery/needs.json, through the gateway's ranked LIST, on the repository's toolsets plus
-// the GitHub MCP server's 117 recorded tools split into toolsets; then the same with a second (Enterprise)
-// copy of the GitHub toolsets, for a catalog of over 200 tools. Figures only, never pass/fail.
+// Figure 5, discovery: recall@1 and recall@3 of the right toolset for the plain-language needs of
+// tests/fixtures/discovery/needs.json, asked as a model asks — manage_toolsets LIST with a query, through the
+// gateway's HTTP route — over the whole benchmark catalog. A second figure repeats it in process on a catalog
+// of over 200 tools (the GitHub toolsets twice: github.com and an Enterprise copy).
 
-const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+/** Recall of one catalog. */
+export interface Recall {
+  toolsets: number;
+  tools: number;
+  needs: number;
+  recallAt1: number;
+  recallAt3: number;
+  msPerQuery: number;
+  misses: { need: string; want: string; got: string[] }[];
+}
 
-/** Prints the discovery figures. */
-export async function benchDiscovery(): Promise<void> {
+/** LIST with each need's words over the running gateway; `toolsets`/`tools` describe its catalog. */
+export async function recallOverHttp(gatewayUrl: string, catalogSize: { toolsets: number; tools: number }) {
+  const needs: Need[] = loadNeeds();
+  const misses: Recall['misses'] = [];
+  let at1 = 0;
+  let at3 = 0;
+  const started = performance.now();
+  for (const { need, toolset } of needs) {
+    const { result } = await postJson(`${gatewayUrl}/mcp/manage_toolsets`, {
+      session_id: 'bench-discovery',
+      arguments: { action: 'LIST', toolset_ids: [], query: need },
+    });
+    const got = (result.toolsets as { id: string }[]).slice(0, 3).map((t) => t.id);
+    if (got[0] === toolset) at1++;
+    if (got.includes(toolset)) at3++;
+    else misses.push({ need, want: toolset, got });
+  }
+  return {
+    ...catalogSize,
+    needs: needs.length,
+    recallAt1: at1 / needs.length,
+    recallAt3: at3 / needs.length,
+    msPerQuery: (performance.now() - started) / needs.length,
+    misses,
+  } satisfies Recall;
+}
+
+/** The same needs on a catalog of over 200 tools, in process (the gateway's ranked LIST). */
+export async function recallAtScale(): Promise<Recall> {
   const needs = loadNeeds();
-  console.log(`\ndiscovery: ${needs.length} plain-language needs, manage_toolsets LIST with a query`);
-  for (const enterprise of [false, true]) {
-    const catalog = await discoveryCatalog({ enterprise });
-    try {
-      const same = (got: string, want: string) => got === want || got === want.replace(/^github_/, 'ghe_');
-      catalog.gateway.listToolsets('discovery', 'warm up the index');
-      const started = performance.now();
-      const recall = measureRecall(catalog.gateway, needs, same);
-      const msPerQuery = (performance.now() - started) / needs.length;
-      console.log(
-        `  ${catalog.toolsets} toolsets, ${catalog.tools} tools${enterprise ? ' (GitHub twice: github.com and Enterprise; either copy counts)' : ''}: ` +
-          `recall@1 ${pct(recall.recallAt1)}, recall@3 ${pct(recall.recallAt3)}, ${msPerQuery.toFixed(2)} ms per query`,
-      );
-      if (!enterprise) {
-        for (const m of recall.misses)
-          console.log(`    missed: "${m.need}" → ${m.want}; got ${m.got.join(', ')}`);
-      }
-    } finally {
-      await catalog.close();
-    }
+  const catalog = await discoveryCatalog({ enterprise: true });
+  try {
+    const same = (got: string, want: string) => got === want || got === want.replace(/^github_/, 'ghe_');
+    catalog.gateway.listToolsets('discovery', 'warm up the index');
+    const started = performance.now();
+    const recall = measureRecall(catalog.gateway, needs, same);
+    return {
+      toolsets: catalog.toolsets,
+      tools: catalog.tools,
+      needs: needs.length,
+      recallAt1: recall.recallAt1,
+      recallAt3: recall.recallAt3,
+      msPerQuery: (performance.now() - started) / needs.length,
+      misses: recall.misses,
+    };
+  } finally {
+    await catalog.close();
   }
 }

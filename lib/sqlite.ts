@@ -38,6 +38,11 @@ export function openDatabase(file: string): Db {
   }
   // exec, not db.pragma(): pragma() prepares a throwaway statement, and on Node 24 better-sqlite3 12 aborts
   // the process when V8 collects a statement outside a JS context. Stores prepare theirs once and keep them.
-  db.exec('PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;');
+  // synchronous = NORMAL, SQLite's advice for WAL: a commit no longer waits for an fsync (250 µs each here,
+  // and a step commits five or six rows); a crash of the process loses nothing, the database never corrupts,
+  // and only a power cut can roll back the last commits before the next checkpoint.
+  db.exec(
+    'PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;',
+  );
   return db;
 }

@@ -77,7 +77,11 @@ export function createCeiling(opts: CeilingOptions) {
 
   function rateLimit(sessionId: string): void {
     const windowStart = now() - 60_000;
-    const recent = (calls.get(sessionId) ?? []).filter((t) => t > windowStart);
+    // Times are appended in order: drop the expired ones from the front, in place (no copy per call).
+    const recent = calls.get(sessionId) ?? [];
+    let expired = 0;
+    while (expired < recent.length && recent[expired] <= windowStart) expired++;
+    if (expired > 0) recent.splice(0, expired);
     if (recent.length >= opts.limits.callsPerMinute) {
       const retryAfter = Math.max(1, Math.ceil((recent[0] - windowStart) / 1000));
       opts.audit({

@@ -1,0 +1,81 @@
+import { goalMarker, type ScriptedTurn } from './mock-model.ts';
+import { ARMS, type Arm, type BenchTask, scriptFor } from './tasks.ts';
+
+// Runs every task in every arm against a running stack, one task at a time, and checks that each did its
+// work: the task completed with the scripted answer and every tool call succeeded. A figure measured on
+// tasks that failed would measure nothing.
+
+/** JSON over HTTP, failing loudly on a non-2xx answer. */
+// biome-ignore lint/suspicious/noExplicitAny: the answers are read field by field as each route documents them
+export async function postJson(url: string, body: unknown): Promise<any> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${url} answered ${res.status}: ${text.slice(0, 500)}`);
+  return JSON.parse(text);
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the answers are read field by field as each route documents them
+async function getJson(url: string): Promise<any> {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`${url} answered ${res.status}`);
+  return res.json();
+}
+
+/** The key a task's requests carry in one arm. */
+export const armKey = (arm: Arm, task: BenchTask) => `${arm}:${task.key}`;
+
+/** Every arm's script of every task, by key (for the mock model and for the figures). */
+export function armScripts(tasks: readonly BenchTask[]): Map<string, ScriptedTurn[]> {
+  const scripts = new Map<string, ScriptedTurn[]>();
+  for (const arm of ARMS) for (const task of tasks) scripts.set(armKey(arm, task), scriptFor(task, arm));
+  return scripts;
+}
+
+/** What went wrong in a run, one line per problem (empty when every task did its work). */
+export async function runArms(opts: {
+  agentUrl: string;
+  gatewayUrl: string;
+  tasks: readonly BenchTask[];
+  /** Before each arm: a fresh workspace, so every arm reads the same files. */
+  reset: () => Promise<void>;
+}): Promise<string[]> {
+  const problems: string[] = [];
+  const { toolsets } = await getJson(`${opts.gatewayUrl}/mcp/admin/toolsets`);
+  const everything = (toolsets as { id: string; enabled: boolean }[])
+    .filter((t) => t.enabled)
+    .map((t) => t.id);
+  for (const arm of ARMS) {
+    await opts.reset();
+    for (const task of opts.tasks) {
+      const key = armKey(arm, task);
+      const request: Record<string, unknown> = {
+        goal: `${goalMarker(key)} ${task.goal}`,
+        exposure: arm === 'dispatch' ? 'dispatch' : 'native',
+      };
+      if (arm === 'all-loaded') {
+        // Every toolset active before the task starts: the static tool list of an agent without toolsets.
+        request.session_id = `bench-all-${task.key}`;
+        await postJson(`${opts.gatewayUrl}/mcp/admin/toolsets`, {
+          action: 'ACTIVATE',
+          toolset_ids: everything,
+          session_id: request.session_id,
+        });
+      }
+      const result = await postJson(`${opts.agentUrl}/agent/execute_task`, request);
+      if (result.status !== 'completed' || result.final_answer !== task.answer) {
+        problems.push(`${key}: ended ${result.status}${result.error ? ` (${result.error})` : ''}`);
+        continue;
+      }
+      const { events } = await getJson(`${opts.agentUrl}/agent/tasks/${result.task_id}`);
+      for (const e of events as { type: string; data: { ok?: boolean; name?: string; output?: unknown } }[]) {
+        if (e.type === 'tool_call' && !e.data.ok)
+          problems.push(`${key}: ${e.data.name} failed: ${String(e.data.output).slice(0, 300)}`);
+      }
+    }
+  }
+  return problems;
+}

@@ -1,0 +1,105 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+
+// `npm start` as a user runs it, in a child process of the benchmark: the three services in one process,
+// found among npm's descendants so its resident memory can be read from /proc, and its listening URLs read
+// from its own log lines.
+
+/** A started `npm start`. */
+export interface NpmStart {
+  agentUrl: string;
+  gatewayUrl: string;
+  /** The pid of the process running the three services. */
+  pid: number;
+  rssBytes(): number;
+  /** Its Prometheus metrics (memory parts from Node's own gauges). */
+  metrics(): Promise<Record<string, number>>;
+  stop(): Promise<void>;
+}
+
+const children = (pid: number): number[] => {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((t) =>
+      readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number),
+    );
+  } catch {
+    return [];
+  }
+};
+
+const descendants = (pid: number): number[] => children(pid).flatMap((c) => [c, ...descendants(c)]);
+
+/** Resident memory of a process, from /proc. */
+export function rssOf(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
+}
+
+/** Prometheus text format to {series: value} (labels kept in the key). */
+export function parseMetrics(text: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || line.trim() === '') continue;
+    const at = line.lastIndexOf(' ');
+    out[line.slice(0, at)] = Number(line.slice(at + 1));
+  }
+  return out;
+}
+
+/** Starts `npm start` with `env` on top of this process's environment; resolves once all three listen. */
+export async function startNpm(env: Record<string, string>, cwd = process.cwd()): Promise<NpmStart> {
+  const child: ChildProcess = spawn('npm', ['start'], {
+    cwd,
+    env: { ...process.env, ...env, NO_COLOR: '1', LOG_FORMAT: 'json' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  const urls: Record<string, string> = {};
+  const errors: string[] = [];
+  child.stderr?.on('data', (d: Buffer) => errors.push(String(d)));
+  const ready = new Promise<void>((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+    lines.on('line', (line) => {
+      try {
+        const entry = JSON.parse(line) as { name?: string; msg?: string; url?: string };
+        if (entry.msg?.endsWith('listening') && entry.name && entry.url) urls[entry.name] = entry.url;
+        if (urls['agent-server'] && urls['mcp-gateway']) resolve();
+      } catch {
+        // npm's own banner lines are not JSON.
+      }
+    });
+    child.once('exit', (code) =>
+      reject(new Error(`npm start exited (${code}): ${errors.join('').slice(-2000)}`)),
+    );
+  });
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    ready,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error('npm start did not listen within 60 s')), 60_000);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  const pid = descendants(child.pid as number)
+    .filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('start.ts');
+      } catch {
+        return false;
+      }
+    })
+    .sort((a, b) => rssOf(b) - rssOf(a))[0];
+  if (!pid) throw new Error('could not find the process npm start runs the services in');
+  return {
+    agentUrl: urls['agent-server'],
+    gatewayUrl: urls['mcp-gateway'],
+    pid,
+    rssBytes: () => rssOf(pid),
+    metrics: async () => parseMetrics(await (await fetch(`${urls['agent-server']}/metrics`)).text()),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        process.kill(-(child.pid as number), 'SIGTERM');
+      }),
+  };
+}

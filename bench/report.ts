@@ -1,0 +1,411 @@
+import type { ConcurrencyRun } from './concurrency.ts';
+import type { Recall } from './discovery.ts';
+import { type ArmFigures, PRICE } from './economics.ts';
+import type { EventLogRun } from './event-log.ts';
+import type { LatencyRun } from './latency-run.ts';
+import type { Machine } from './machine.ts';
+import type { MemoryStage } from './memory-parts.ts';
+import type { TokenRun } from './token-run.ts';
+
+// BENCHMARKS.md from one run's measurements: every figure with its goal and whether it was met, then each
+// figure's detail and how it was measured. Pure formatting; bench/run.ts measures.
+
+/** Everything one `npm run bench` measured. */
+export interface BenchResults {
+  machine: Machine;
+  durationS: number;
+  tokens: TokenRun;
+  scale: Recall;
+  latency: LatencyRun;
+  eventLog: EventLogRun;
+  concurrency: ConcurrencyRun;
+  memory: MemoryStage[];
+}
+
+/** One line of the summary. */
+export interface Goal {
+  figure: string;
+  measured: string;
+  goal: string;
+  met: boolean | null;
+}
+
+const pct = (x: number | null) => (x === null ? '–' : `${(x * 100).toFixed(1)}%`);
+const n0 = (x: number) => Math.round(x).toLocaleString('en-US');
+const f2 = (x: number) => x.toFixed(2);
+const f3 = (x: number) => x.toFixed(3);
+const ms = (x: number) => `${x.toFixed(2)} ms`;
+const mib = (x: number) => `${(x / 2 ** 20).toFixed(1)} MiB`;
+const usd = (x: number) => `$${x.toFixed(4)}`;
+
+function arm(r: BenchResults, name: ArmFigures['arm']): ArmFigures {
+  const a = r.tokens.arms.find((x) => x.arm === name);
+  if (!a) throw new Error(`no figures for arm ${name}`);
+  return a;
+}
+
+/** The summary: each figure's ratio, its goal, met or not. */
+export function goals(r: BenchResults): Goal[] {
+  const native = arm(r, 'native');
+  const dispatch = arm(r, 'dispatch');
+  const all = arm(r, 'all-loaded');
+  const l = r.latency;
+  const c = r.concurrency;
+  const hopEcho = l.echo.viaGateway - l.echo.direct;
+  const hopDelay = l.delay.viaGateway / l.delay.direct;
+  const stepRatio = l.step.ownMsPerStep / l.step.bareRtt;
+  const turnRatio = c.turnsPerS / c.idealTurnsPerS;
+  return [
+    {
+      figure: '1. Tool-definition tokens per request, dynamic / all-loaded',
+      measured: `native ${f3(native.toolTokensPerRequest / all.toolTokensPerRequest)}, dispatch ${f3(dispatch.toolTokensPerRequest / all.toolTokensPerRequest)}`,
+      goal: '≤ 0.10',
+      met:
+        native.toolTokensPerRequest / all.toolTokensPerRequest <= 0.1 &&
+        dispatch.toolTokensPerRequest / all.toolTokensPerRequest <= 0.1,
+    },
+    {
+      figure: '2. Input tokens per task (meta-tool turns included), dynamic / all-loaded',
+      measured: `native ${f3(native.inputTokensPerTask / all.inputTokensPerTask)}, dispatch ${f3(dispatch.inputTokensPerTask / all.inputTokensPerTask)}`,
+      goal: '≤ 0.5',
+      met: Math.max(native.inputTokensPerTask, dispatch.inputTokensPerTask) / all.inputTokensPerTask <= 0.5,
+    },
+    {
+      figure: '2. Model calls per task, dynamic / all-loaded',
+      measured: f3(native.modelCallsPerTask / all.modelCallsPerTask),
+      goal: '≤ 1.25',
+      met: native.modelCallsPerTask / all.modelCallsPerTask <= 1.25,
+    },
+    {
+      figure: '3. Prefix kept, requests without a toolset change',
+      measured: `native ${pct(native.prefixSteady)}, dispatch ${pct(dispatch.prefixSteady)}, all-loaded ${pct(all.prefixSteady)}`,
+      goal: '100%',
+      met: [native, dispatch, all].every((a) => a.prefixSteadyMin === 1),
+    },
+    {
+      figure: '3. Prefix kept across toggles, dispatch',
+      measured: `dispatch ${pct(dispatch.prefixToggle)} (native ${pct(native.prefixToggle)})`,
+      goal: '100%',
+      met: dispatch.prefixToggle === 1,
+    },
+    {
+      figure: `4. Cost per task at ${PRICE.model} prices with prompt caching`,
+      measured: `native ${usd(native.costPerTask)}, dispatch ${usd(dispatch.costPerTask)}, all-loaded ${usd(all.costPerTask)}`,
+      goal: '(reported)',
+      met: null,
+    },
+    {
+      figure: '5. Discovery over the benchmark catalog, recall@1 / @3',
+      measured: `${pct(r.tokens.recall.recallAt1)} / ${pct(r.tokens.recall.recallAt3)}`,
+      goal: '(reported; issue 6: @3 ≥ 90%)',
+      met: r.tokens.recall.recallAt3 >= 0.9,
+    },
+    {
+      figure: '6. Gateway hop overhead, echo tool, p50 / bare round trip',
+      measured: `${f2(hopEcho / l.bareRtt)}× (${ms(hopEcho)})`,
+      goal: '≤ 3×',
+      met: hopEcho / l.bareRtt <= 3,
+    },
+    {
+      figure: '6. Gateway hop, 20 ms tool, p50 via gateway / direct',
+      measured: `${f3(hopDelay)} (+${ms(l.delay.viaGateway - l.delay.direct)})`,
+      goal: '≤ 1.05',
+      met: hopDelay <= 1.05,
+    },
+    {
+      figure: '7. toolshift’s own time per model step / bare round trip',
+      measured: `${f2(stepRatio)}× (${ms(l.step.ownMsPerStep)})`,
+      goal: '≤ 10×',
+      met: stepRatio <= 10,
+    },
+    {
+      figure: '8. Toggle round trip / plain tool call (p50)',
+      measured: `${f2(l.toggle.manage / l.toggle.call)} (${ms(l.toggle.manage)} vs ${ms(l.toggle.call)})`,
+      goal: '≤ 1.5',
+      met: l.toggle.manage / l.toggle.call <= 1.5,
+    },
+    {
+      figure: `9. ${n0(c.tasks)} concurrent tasks: model turns/s vs Little's-law ideal`,
+      measured: `${f2(turnRatio)} (${n0(c.turnsPerS)} of ${n0(c.idealTurnsPerS)} turns/s)`,
+      goal: '≥ 0.9',
+      met: turnRatio >= 0.9,
+    },
+    {
+      figure: '9. p99 turn latency',
+      measured: `${(c.turnLatencyP99Ms / 1000).toFixed(2)} s`,
+      goal: '≤ 1.25 s',
+      met: c.turnLatencyP99Ms <= 1250,
+    },
+    {
+      figure: '9. Resident memory per held task',
+      measured: `${(c.rssPerHeldTaskBytes / 1024).toFixed(0)} KiB`,
+      goal: '(reported)',
+      met: null,
+    },
+    {
+      figure: '10. Step records/s through the task store / raw inserts (WAL)',
+      measured: `${f2(r.eventLog.storeRecordsPerS / r.eventLog.rawInsertsPerS)} (${n0(r.eventLog.storeRecordsPerS)} vs ${n0(r.eventLog.rawInsertsPerS)}/s)`,
+      goal: '≥ 0.5',
+      met: r.eventLog.storeRecordsPerS / r.eventLog.rawInsertsPerS >= 0.5,
+    },
+    {
+      figure: '11. Resident memory of npm start: idle / after the concurrency run',
+      measured: `${mib(c.idle.rss)} / ${mib(c.after.rss)}`,
+      goal: '(reported, with its parts)',
+      met: null,
+    },
+  ];
+}
+
+const mark = (met: boolean | null) => (met === null ? '–' : met ? 'met' : '**missed**');
+
+function table(head: string[], rows: (string | number)[][]): string {
+  return [
+    `| ${head.join(' | ')} |`,
+    `|${head.map(() => '---').join('|')}|`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n');
+}
+
+/** BENCHMARKS.md. */
+export function renderReport(r: BenchResults): string {
+  const { machine: m, tokens: t, latency: l, concurrency: c } = r;
+  const arms = t.arms;
+  const all = arm(r, 'all-loaded');
+  const g = goals(r);
+  const out: string[] = [];
+  out.push('# Benchmarks');
+  out.push('');
+  out.push(
+    `Written by \`npm run bench\` (bench/run.ts) on ${m.date.slice(0, 10)}, commit ${m.commit}, in ${Math.round(r.durationS)} s. ` +
+      'Every ratio compares arms measured side by side in this one run; nothing below is copied from an earlier run.',
+  );
+  out.push('');
+  out.push(
+    `Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}, Node ${m.node}. ` +
+      `Load average when the run started: ${m.loadAtStart.toFixed(2)} (the machine is shared; latency figures move with it).`,
+  );
+  out.push('');
+  out.push('## Goals');
+  out.push('');
+  out.push(
+    table(
+      ['figure', 'measured', 'goal', ''],
+      g.map((x) => [x.figure, x.measured, x.goal, mark(x.met)]),
+    ),
+  );
+  out.push('');
+
+  out.push('## Catalog and tasks');
+  out.push('');
+  out.push(
+    `${t.catalog.toolsets} toolsets, ${t.catalog.tools} tools of real definitions: the native file, git, database and ` +
+      'web toolsets; the reference memory, sequential-thinking and "everything" MCP servers from npm (stdio); and the ' +
+      `GitHub MCP server's 117 recorded definitions split into ${t.catalog.recorded} toolsets, served by a recorded-catalog ` +
+      'MCP backend (bench/recorded-server.ts: an SDK v2 server on loopback that answers tools/list only; its server name ' +
+      'and every one of its toolsets\' descriptions say "Recorded definitions: listing only, calls are not served").',
+  );
+  out.push('');
+  out.push(
+    `${t.tasks} scripted multi-step tasks (bench/tasks.ts: read and summarise a project, edit a changelog, inspect ` +
+      'commits and uncommitted changes, query a shop database, save and recall memories, think a plan through, use the ' +
+      'reference server, read two web pages from a loopback server, write a report from a query, carry git history into ' +
+      'memory), each run three ways against the real services over HTTP: **native** (the tools array follows the active ' +
+      'toolsets), **dispatch** (`exposure: "dispatch"`: `[manage_toolsets, call_tool]` fixed) and **all-loaded** (every ' +
+      `toolset active from the start: ${n0(all.toolTokensPerRequest)} tokens of tool definitions in every request). The scripted ` +
+      'model activates what a task needs (after a LIST with a query in 2 of the 12), switches toolsets in the same reply as ' +
+      'its last call to the old one, and deactivates with its last call; all-loaded drops the toolset calls and the turns ' +
+      'that held nothing else. Every task completed with every tool call succeeding' +
+      (t.problems.length > 0 ? ` — except: ${t.problems.join('; ')}` : '') +
+      ". Tokens are counted with toolshift's own counter (o200k_base) on the request bodies the mock model received.",
+  );
+  out.push('');
+
+  out.push('## 1–4. Token economics');
+  out.push('');
+  out.push(
+    table(
+      ['', ...arms.map((a) => a.arm)],
+      [
+        ['model requests (12 tasks)', ...arms.map((a) => a.requests)],
+        ['model calls per task', ...arms.map((a) => f2(a.modelCallsPerTask))],
+        ['tool-definition tokens per request (tools array)', ...arms.map((a) => n0(a.toolTokensPerRequest))],
+        [
+          'tool definitions carried in messages, per task',
+          ...arms.map((a) => n0(a.definitionsInMessagesPerTask)),
+        ],
+        ['input tokens per task', ...arms.map((a) => n0(a.inputTokensPerTask))],
+        ['output tokens per task', ...arms.map((a) => n0(a.outputTokensPerTask))],
+        [
+          'prefix kept, steps without a toggle (mean / min)',
+          ...arms.map((a) => `${pct(a.prefixSteady)} / ${pct(a.prefixSteadyMin)}`),
+        ],
+        ['prefix kept, steps after a toggle', ...arms.map((a) => pct(a.prefixToggle))],
+        ['prefix kept, all steps', ...arms.map((a) => pct(a.prefixAll))],
+        ['input tokens served from the cache', ...arms.map((a) => pct(a.cachedShare))],
+        ['cost per task, with prompt caching', ...arms.map((a) => usd(a.costPerTask))],
+        ['cost per task, without caching', ...arms.map((a) => usd(a.costPerTaskUncached))],
+      ],
+    ),
+  );
+  out.push('');
+  out.push(
+    "- Prefix kept: for each pair of consecutive requests of a task, the share of the earlier request's bytes — serialised " +
+      "in the provider's order, tools then messages, one JSON value each — that is the unchanged prefix of the later one.",
+  );
+  out.push(
+    `- Cost: ${PRICE.model}'s published API prices, $${PRICE.inputPerM.toFixed(2)} per million input tokens, ` +
+      `$${PRICE.cachedInputPerM.toFixed(2)} per million cached input tokens (a 75% discount) and $${PRICE.outputPerM.toFixed(2)} ` +
+      `per million output tokens. A request's cached part is the longest run of whole leading units (tools, then messages) it ` +
+      `shares with an earlier request of the same arm, counted as OpenAI caches: only prompts of ${PRICE.minCachedPrompt}+ tokens, ` +
+      `in steps of ${PRICE.cacheIncrement} tokens (a warm cache: the tasks run one after another within minutes).`,
+  );
+  const native = arm(r, 'native');
+  const dispatch = arm(r, 'dispatch');
+  out.push(
+    "- Dispatch sends the activated tools' definitions once, in the activation's result, and they stay in the " +
+      'conversation; native sends them in every request while the toolset is active and drops them on deactivation, ' +
+      `but each toggle breaks the cached prefix. Here dispatch's cached share is ${pct(dispatch.cachedShare)} against ` +
+      `native's ${pct(native.cachedShare)}, and its cost per task ${usd(dispatch.costPerTask)} against ${usd(native.costPerTask)} ` +
+      `(${f2(dispatch.costPerTask / native.costPerTask)}×), on tasks of about ${f2(native.modelCallsPerTask)} model calls.`,
+  );
+  out.push('');
+
+  const rec = t.recall;
+  out.push('## 5. Discovery');
+  out.push('');
+  out.push(
+    `${rec.needs} plain-language needs (tests/fixtures/discovery/needs.json), each asked as \`manage_toolsets\` LIST with a ` +
+      `query through the gateway's HTTP route, over the benchmark catalog (${rec.toolsets} toolsets, ${rec.tools} tools): ` +
+      `recall@1 ${pct(rec.recallAt1)}, recall@3 ${pct(rec.recallAt3)}, ${f2(rec.msPerQuery)} ms per query. ` +
+      `On a catalog of ${r.scale.tools} tools (${r.scale.toolsets} toolsets: the GitHub toolsets twice, github.com and an ` +
+      `Enterprise copy, either counting), in process: recall@1 ${pct(r.scale.recallAt1)}, recall@3 ${pct(r.scale.recallAt3)}, ` +
+      `${f2(r.scale.msPerQuery)} ms per query.`,
+  );
+  if (rec.misses.length > 0) {
+    out.push('');
+    out.push('Missed at 3 on the benchmark catalog:');
+    out.push('');
+    for (const x of rec.misses) out.push(`- "${x.need}" → ${x.want}; ranked ${x.got.join(', ')}`);
+  }
+  out.push('');
+
+  out.push('## 6–8. Latency on the call path');
+  out.push('');
+  out.push(
+    `Medians of ${l.rounds} interleaved samples each (the probes take turns, so a noisy moment hits all alike). The bare ` +
+      "round trip is the services' own HTTP client (undici's request API, kept-alive) posting a small JSON body to a plain " +
+      `Node server that answers at once: ${ms(l.bareRtt)}. "Direct" calls the tool-server with the gateway's own client; ` +
+      '"via gateway" is the agent-server\'s client of the gateway, which checks the session, the arguments, the policy and ' +
+      'rate limit, writes the audit row and calls the tool-server.',
+  );
+  out.push('');
+  out.push(
+    table(
+      ['probe', 'direct', 'via gateway', 'overhead'],
+      [
+        ['echo tool', ms(l.echo.direct), ms(l.echo.viaGateway), ms(l.echo.viaGateway - l.echo.direct)],
+        ['20 ms tool', ms(l.delay.direct), ms(l.delay.viaGateway), ms(l.delay.viaGateway - l.delay.direct)],
+      ],
+    ),
+  );
+  out.push('');
+  out.push(
+    `- Toggle (fig. 8): a \`manage_toolsets\` ACTIVATE or DEACTIVATE through the agent's client — the gateway judges it, ` +
+      `commits the session change and the audit row to SQLite, and answers with the session's new tool list — ${ms(l.toggle.manage)}, ` +
+      `against a plain echo call on the same path, ${ms(l.toggle.call)}.`,
+  );
+  out.push(
+    `- Own time per model step (fig. 7): ${l.step.tasks} sequential tasks of ${l.step.steps / l.step.tasks} model steps (an ` +
+      'activation, six echo calls, the deactivation with the last, an answer) through the real agent-server, gateway and ' +
+      'tool-server, the model answering at once from a mock endpoint; own time = task time minus the time the mock spent ' +
+      `building replies: ${ms(l.step.ownMsPerStep)} per step, against a bare round trip of ${ms(l.step.bareRtt)} measured ` +
+      'between the tasks.',
+  );
+  out.push('');
+
+  out.push('## 9. Concurrency');
+  out.push('');
+  out.push(
+    `\`npm start\` (the three services in one process) in a child process; ${n0(c.tasks)} tasks submitted at once, each ` +
+      `${c.turnsPerTask} model turns (activate the file tools, four file-tool calls, deactivate, answer) against a mock model ` +
+      `in another process that answers every call after ${c.latencyMs} ms. With ${n0(c.tasks)} turns in flight and one ` +
+      `second each, Little's law allows ${n0(c.idealTurnsPerS)} turns/s.`,
+  );
+  out.push('');
+  out.push(
+    table(
+      ['', ''],
+      [
+        [
+          'tasks completed',
+          `${c.completed} of ${c.tasks}${c.failed.length ? ` (${c.failed.join('; ')})` : ''}`,
+        ],
+        [
+          'wall time',
+          `${c.wallS.toFixed(1)} s (${((c.turnsPerTask * c.latencyMs) / 1000).toFixed(0)} s of model time per task)`,
+        ],
+        ['window: the middle 80% of model requests', `${c.windowS.toFixed(1)} s`],
+        [
+          'model turns per second in that window',
+          `${n0(c.turnsPerS)} (${f2(c.turnsPerS / c.idealTurnsPerS)} of ideal)`,
+        ],
+        [
+          'turn latency p50 / p99',
+          `${(c.turnLatencyP50Ms / 1000).toFixed(3)} s / ${(c.turnLatencyP99Ms / 1000).toFixed(3)} s`,
+        ],
+        [
+          'resident memory idle / peak / after',
+          `${mib(c.idle.rss)} / ${mib(c.peakRss)} / ${mib(c.after.rss)}`,
+        ],
+        ['resident memory per held task', `${(c.rssPerHeldTaskBytes / 1024).toFixed(0)} KiB`],
+      ],
+    ),
+  );
+  out.push('');
+  out.push(
+    "- Turn latency is measured where the model sees it: from a task's request to its next one (one second of model " +
+      'time, then toolshift recording the reply, running the tool calls and sending the next request).',
+  );
+  out.push('');
+
+  out.push('## 10. Event-log persistence');
+  out.push('');
+  out.push(
+    `${n0(r.eventLog.records)} step records (a model_call event, ${r.eventLog.recordBytes} bytes of JSON) through the ` +
+      `agent-server's task store, \`appendEvent\`, as the loop writes them — ${n0(r.eventLog.storeRecordsPerS)} per second — against ` +
+      `raw better-sqlite3 inserts of the same rows, already serialised, one commit each, into the same database (WAL, same ` +
+      `pragmas): ${n0(r.eventLog.rawInsertsPerS)} per second.`,
+  );
+  out.push('');
+
+  out.push('## 11. Memory');
+  out.push('');
+  out.push(
+    `\`npm start\` idle: ${mib(c.idle.rss)} resident, of which V8 heap ${mib(c.idle.heapUsed)} used (${mib(c.idle.heapTotal)} ` +
+      `reserved) and ${mib(c.idle.external)} outside the heap; after the concurrency run ${mib(c.after.rss)} resident, heap ` +
+      `${mib(c.after.heapUsed)} used. Where it goes, measured stage by stage in a process of its own (bench/memory-parts.ts, ` +
+      'a full collection before each reading):',
+  );
+  out.push('');
+  const stages = r.memory.map((s, i) => [
+    s.stage,
+    mib(s.rss),
+    i === 0 ? '' : `+${mib(s.rss - r.memory[i - 1].rss)}`,
+    mib(s.heapUsed),
+    mib(s.external),
+  ]);
+  out.push(table(['stage', 'resident', 'added', 'V8 heap used', 'external'], stages));
+  out.push('');
+  const idleSpaces = Object.entries(c.idle.spaces)
+    .filter(([, v]) => v > 0)
+    .map(([k, v]) => `${k} ${mib(v)}`)
+    .join(', ');
+  out.push(`- V8 heap spaces of the idle service (used): ${idleSpaces}.`);
+  out.push(
+    "- The rest of resident memory is code (Node itself, V8's compiled code, the TypeScript loader's transpiled " +
+      "modules), SQLite's page caches, and allocator slack.",
+  );
+  out.push('');
+  return `${out.join('\n')}\n`;
+}

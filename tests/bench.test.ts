@@ -302,7 +302,14 @@ describe('the report', () => {
         step: { ownMsPerStep: 2.4, steps: 400, tasks: 50, bareRtt: 0.3 },
         rounds: 400,
       },
-      eventLog: { storeRecordsPerS: 30000, rawInsertsPerS: 40000, recordBytes: 330, records: 10000 },
+      eventLog: {
+        storeRecordsPerS: 30000,
+        rawInsertsPerS: 40000,
+        rawRunPerS: 20000,
+        rawReturningPerS: 40000,
+        recordBytes: 330,
+        records: 10000,
+      },
       concurrency: {
         tasks: 1000,
         latencyMs: 1000,

@@ -93,8 +93,7 @@ export function createTaskStore(db: Db) {
       "INSERT INTO tasks (task_id, session_id, goal, status, created_at) VALUES (?, ?, ?, 'running', ?)",
     ),
     // One statement, so one implicit transaction: the next seq and the row, atomically (no BEGIN, SELECT,
-    // INSERT, COMMIT round of four calls into SQLite per event; a step records four events). Read with get():
-    // better-sqlite3's run() takes twice as long for the same insert here.
+    // INSERT, COMMIT round of four calls into SQLite per event; a step records four events).
     addEvent: db.prepare<[string, string, EventType, string, number | null, string], { seq: number }>(
       `INSERT INTO task_events (task_id, seq, type, at, duration_ms, data)
        VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_events WHERE task_id = ?), ?, ?, ?, ?) RETURNING seq`,

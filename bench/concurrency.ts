@@ -5,7 +5,7 @@ import { createInterface } from 'node:readline';
 import { Agent, request } from 'undici';
 import { CONCURRENCY_TURNS } from './concurrency-script.ts';
 import { goalMarker } from './mock-model.ts';
-import { type NpmStart, startNpm } from './npm-start.ts';
+import { type NpmStart, startNpm, startSeparate } from './npm-start.ts';
 import { percentile } from './timing.ts';
 
 // Figures 9 and 11: `npm start` in a child process against a mock model (another process) that answers
@@ -25,8 +25,12 @@ export interface MemorySnapshot {
   spaces: Record<string, number>;
 }
 
+/** How the services run: `npm start` (one process), or one process each (docker compose). */
+export type ServicesLayout = 'npm-start' | 'separate';
+
 /** What the concurrency run measured. */
 export interface ConcurrencyRun {
+  layout: ServicesLayout;
   tasks: number;
   latencyMs: number;
   turnsPerTask: number;
@@ -85,7 +89,12 @@ export async function startModelProcess(latencyMs: number) {
 }
 
 /** Runs N tasks at once in `dir`. */
-export async function concurrencyRun(dir: string, tasks = 1000, latencyMs = 1000): Promise<ConcurrencyRun> {
+export async function concurrencyRun(
+  dir: string,
+  tasks = 1000,
+  latencyMs = 1000,
+  layout: ServicesLayout = 'npm-start',
+): Promise<ConcurrencyRun> {
   const workspace = path.join(dir, 'ws');
   await mkdir(workspace, { recursive: true });
   await writeFile(
@@ -93,7 +102,8 @@ export async function concurrencyRun(dir: string, tasks = 1000, latencyMs = 1000
     'Meeting notes: ship 1.4.0 on Friday; Ann reviews invoices.\n',
   );
   const model = await startModelProcess(latencyMs);
-  const npm = await startNpm({
+  const start = layout === 'npm-start' ? startNpm : startSeparate;
+  const npm = await start({
     AGENT_PORT: '0',
     GATEWAY_PORT: '0',
     TOOL_SERVER_PORT: '0',
@@ -156,6 +166,7 @@ export async function concurrencyRun(dir: string, tasks = 1000, latencyMs = 1000
     await new Promise((r) => setTimeout(r, 2000));
     const after = await snapshot(npm);
     return {
+      layout,
       tasks,
       latencyMs,
       turnsPerTask: CONCURRENCY_TURNS,

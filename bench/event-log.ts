@@ -6,8 +6,8 @@ import { openDatabase } from '../lib/sqlite.ts';
 // Figure 10, event-log persistence: step records per second through the agent-server's task store
 // (appendEvent, as the loop records every step) against raw better-sqlite3 inserts of rows of the same shape
 // and size into a table like it, one commit each, on a database opened the same way (WAL, same pragmas).
-// Raw inserts are timed both ways better-sqlite3 offers — run(), and get() on INSERT … RETURNING, which is
-// about twice as fast here — and the faster is the baseline.
+// Raw inserts are timed both ways better-sqlite3 offers — run(), and get() on INSERT … RETURNING (as the
+// store writes) — and the faster is the baseline.
 
 /** Records per second of both, measured in turns so a noisy moment hits both alike. */
 export interface EventLogRun {

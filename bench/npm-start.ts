@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import net from 'node:net';
 import { createInterface } from 'node:readline';
 
 // `npm start` as a user runs it, in a child process of the benchmark: the three services in one process,
@@ -101,5 +102,78 @@ export async function startNpm(env: Record<string, string>, cwd = process.cwd())
         child.once('exit', () => resolve());
         process.kill(-(child.pid as number), 'SIGTERM');
       }),
+  };
+}
+
+/** A free loopback port (bound and released; the services bind it a moment later). */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * The three services as three processes, as `docker compose` runs them (`npm run start:tools`, `start:gateway`,
+ * `start:agent`, one each), so they can use more than one core. Resident memory is the three summed.
+ */
+export async function startSeparate(env: Record<string, string>, cwd = process.cwd()): Promise<NpmStart> {
+  const [agentPort, gatewayPort, toolsPort] = [await freePort(), await freePort(), await freePort()];
+  const full = {
+    ...process.env,
+    ...env,
+    AGENT_PORT: String(agentPort),
+    GATEWAY_PORT: String(gatewayPort),
+    TOOL_SERVER_PORT: String(toolsPort),
+    NO_COLOR: '1',
+    LOG_FORMAT: 'json',
+  };
+  const started: ChildProcess[] = [];
+  const waitFor = async (url: string) => {
+    for (let i = 0; i < 200; i++) {
+      const ok = await fetch(`${url}/health`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ok) return;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    throw new Error(`${url} did not come up within 50 s`);
+  };
+  for (const [service, url] of [
+    ['tool-server', `http://127.0.0.1:${toolsPort}`],
+    ['mcp-gateway', `http://127.0.0.1:${gatewayPort}`],
+    ['agent-server', `http://127.0.0.1:${agentPort}`],
+  ] as const) {
+    const child = spawn(process.execPath, ['--import', 'tsx', `${service}/main.ts`], {
+      cwd,
+      env: full,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    started.push(child);
+    await waitFor(url);
+  }
+  const agentUrl = `http://127.0.0.1:${agentPort}`;
+  const pids = started.map((c) => c.pid as number);
+  return {
+    agentUrl,
+    gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
+    pid: pids[2],
+    rssBytes: () => pids.reduce((sum, p) => sum + rssOf(p), 0),
+    metrics: async () => parseMetrics(await (await fetch(`${agentUrl}/metrics`)).text()),
+    stop: async () => {
+      await Promise.all(
+        started.map(
+          (c) =>
+            new Promise<void>((resolve) => {
+              c.once('exit', () => resolve());
+              c.kill('SIGTERM');
+            }),
+        ),
+      );
+    },
   };
 }

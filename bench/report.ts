@@ -19,6 +19,8 @@ export interface BenchResults {
   latency: LatencyRun;
   eventLog: EventLogRun;
   concurrency: ConcurrencyRun;
+  /** The same load in other shapes: fewer tasks on npm start, and the services as separate processes. */
+  concurrencyVariants: ConcurrencyRun[];
   memory: MemoryStage[];
 }
 
@@ -367,6 +369,28 @@ export function renderReport(r: BenchResults): string {
     "- Turn latency is measured where the model sees it: from a task's request to its next one (one second of model " +
       'time, then toolshift recording the reply, running the tool calls and sending the next request).',
   );
+  if (r.concurrencyVariants.length > 0) {
+    out.push('');
+    out.push('The same tasks in other shapes, in the same run:');
+    out.push('');
+    const layout = (x: ConcurrencyRun) =>
+      x.layout === 'npm-start'
+        ? '`npm start` (one process)'
+        : 'three processes (as docker compose runs them)';
+    out.push(
+      table(
+        ['services', 'tasks', 'turns/s (of ideal)', 'turn p50 / p99', 'wall', 'resident per held task'],
+        [c, ...r.concurrencyVariants].map((x) => [
+          layout(x),
+          n0(x.tasks),
+          `${n0(x.turnsPerS)} (${f2(x.turnsPerS / x.idealTurnsPerS)})`,
+          `${(x.turnLatencyP50Ms / 1000).toFixed(2)} s / ${(x.turnLatencyP99Ms / 1000).toFixed(2)} s`,
+          `${x.wallS.toFixed(1)} s`,
+          `${(x.rssPerHeldTaskBytes / 1024).toFixed(0)} KiB`,
+        ]),
+      ),
+    );
+  }
   out.push('');
 
   out.push('## 10. Event-log persistence');
@@ -376,8 +400,8 @@ export function renderReport(r: BenchResults): string {
       `agent-server's task store, \`appendEvent\`, as the loop writes them — ${n0(r.eventLog.storeRecordsPerS)} per second — against ` +
       'raw better-sqlite3 inserts of the same rows, already serialised, one commit each, into the same database (WAL, same ' +
       `pragmas), in alternating batches: ${n0(r.eventLog.rawRunPerS)} per second with \`run()\`, ` +
-      `${n0(r.eventLog.rawReturningPerS)} per second with \`get()\` on \`INSERT … RETURNING\`; the faster is the baseline. ` +
-      "(run() taking twice as long for the same insert is why the task store and the gateway's audit insert with RETURNING.)",
+      `${n0(r.eventLog.rawReturningPerS)} per second with \`get()\` on \`INSERT … RETURNING\` (the way the task store ` +
+      'writes: seq and row in one statement); the faster is the baseline.',
   );
   out.push('');
 
@@ -393,7 +417,7 @@ export function renderReport(r: BenchResults): string {
   const stages = r.memory.map((s, i) => [
     s.stage,
     mib(s.rss),
-    i === 0 ? '' : `+${mib(s.rss - r.memory[i - 1].rss)}`,
+    i === 0 ? '' : `${s.rss >= r.memory[i - 1].rss ? '+' : '−'}${mib(Math.abs(s.rss - r.memory[i - 1].rss))}`,
     mib(s.heapUsed),
     mib(s.external),
   ]);

@@ -14,8 +14,9 @@ import { tokenRun } from './token-run.ts';
 
 // `npm run bench`: every figure of the benchmark in one run, offline, then BENCHMARKS.md. Token economics and
 // discovery (1–5) on the benchmark catalog with the twelve tasks in three arms; the call path's latency (6–8);
-// the event log (10); `npm start` under a thousand concurrent tasks and its memory (9, 11). Environment:
-// BENCH_TASKS (concurrent tasks, default 1000), BENCH_ROUNDS (latency samples, default 400), BENCH_OUT
+// the event log (10); `npm start` under a thousand concurrent tasks and its memory (9, 11), and the same load
+// with fewer tasks and with the services as three processes. Environment: BENCH_TASKS (concurrent tasks,
+// default 1000), BENCH_FEWER_TASKS (default 200), BENCH_ROUNDS (latency samples, default 400), BENCH_OUT
 // (the report's path, default BENCHMARKS.md).
 
 function memoryParts(): MemoryStage[] {
@@ -52,6 +53,11 @@ async function main() {
     const tasks = Number(process.env.BENCH_TASKS ?? 1000);
     step(`concurrency: ${tasks} tasks against npm start`);
     const concurrency = await concurrencyRun(await dir('concurrency'), tasks);
+    const fewer = Number(process.env.BENCH_FEWER_TASKS ?? 200);
+    step(`concurrency: ${fewer} tasks against npm start`);
+    const fewerRun = await concurrencyRun(await dir('concurrency'), fewer);
+    step(`concurrency: ${tasks} tasks against the three services as separate processes`);
+    const separateRun = await concurrencyRun(await dir('concurrency'), tasks, 1000, 'separate');
     step('memory, stage by stage');
     const memory = memoryParts();
     const results: BenchResults = {
@@ -62,6 +68,7 @@ async function main() {
       latency,
       eventLog,
       concurrency,
+      concurrencyVariants: [fewerRun, separateRun],
       memory,
     };
     const out = process.env.BENCH_OUT ?? 'BENCHMARKS.md';

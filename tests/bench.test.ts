@@ -311,6 +311,7 @@ describe('the report', () => {
         records: 10000,
       },
       concurrency: {
+        layout: 'npm-start',
         tasks: 1000,
         latencyMs: 1000,
         turnsPerTask: 6,
@@ -327,6 +328,7 @@ describe('the report', () => {
         after: memory,
         rssPerHeldTaskBytes: 400 * 1024,
       },
+      concurrencyVariants: [],
       memory: [
         { stage: 'node', rss: 70e6, heapUsed: 5e6, external: 2e6, arrayBuffers: 0 },
         { stage: 'services', rss: 250e6, heapUsed: 90e6, external: 5e6, arrayBuffers: 0 },

@@ -41,6 +41,8 @@ export interface ConcurrencyRun {
   idealTurnsPerS: number;
   turnLatencyP50Ms: number;
   turnLatencyP99Ms: number;
+  /** CPU time the services used per model turn over the whole run (all their processes, user and system). */
+  cpuMsPerTurn: number;
   wallS: number;
   idle: MemorySnapshot;
   peakRss: number;
@@ -129,6 +131,7 @@ export async function concurrencyRun(
       peakRss = Math.max(peakRss, npm.rssBytes());
     }, 200);
     const failed: string[] = [];
+    const cpuBefore = npm.cpuMs();
     const started = performance.now();
     const results = await Promise.all(
       Array.from({ length: tasks }, async (_, i) => {
@@ -145,6 +148,7 @@ export async function concurrencyRun(
       }),
     );
     const wallS = (performance.now() - started) / 1000;
+    const cpuUsed = npm.cpuMs() - cpuBefore;
     clearInterval(sampler);
     const arrivals = await model.stats();
     const byTask = new Map<string, number[]>();
@@ -177,6 +181,7 @@ export async function concurrencyRun(
       idealTurnsPerS: tasks / (latencyMs / 1000),
       turnLatencyP50Ms: percentile(gaps, 0.5),
       turnLatencyP99Ms: percentile(gaps, 0.99),
+      cpuMsPerTurn: cpuUsed / Math.max(1, arrivals.length),
       wallS,
       idle,
       peakRss,

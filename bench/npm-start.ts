@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { createInterface } from 'node:readline';
@@ -14,6 +14,8 @@ export interface NpmStart {
   /** The pid of the process running the three services. */
   pid: number;
   rssBytes(): number;
+  /** CPU time the services' process(es) have used so far, user and system, in ms. */
+  cpuMs(): number;
   /** Its Prometheus metrics (memory parts from Node's own gauges). */
   metrics(): Promise<Record<string, number>>;
   stop(): Promise<void>;
@@ -35,6 +37,23 @@ const descendants = (pid: number): number[] => children(pid).flatMap((c) => [c, 
 export function rssOf(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
+}
+
+/** Clock ticks per second of /proc/<pid>/stat's times (sysconf CLK_TCK; 100 on Linux). */
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU time a process has used, user and system, from /proc. */
+export function cpuMsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces, so split after its closing parenthesis).
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
 }
 
 /** Prometheus text format to {series: value} (labels kept in the key). */
@@ -96,6 +115,7 @@ export async function startNpm(env: Record<string, string>, cwd = process.cwd())
     gatewayUrl: urls['mcp-gateway'],
     pid,
     rssBytes: () => rssOf(pid),
+    cpuMs: () => cpuMsOf(pid),
     metrics: async () => parseMetrics(await (await fetch(`${urls['agent-server']}/metrics`)).text()),
     stop: () =>
       new Promise<void>((resolve) => {
@@ -163,6 +183,7 @@ export async function startSeparate(env: Record<string, string>, cwd = process.c
     gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
     pid: pids[2],
     rssBytes: () => pids.reduce((sum, p) => sum + rssOf(p), 0),
+    cpuMs: () => pids.reduce((sum, p) => sum + cpuMsOf(p), 0),
     metrics: async () => parseMetrics(await (await fetch(`${agentUrl}/metrics`)).text()),
     stop: async () => {
       await Promise.all(

@@ -357,6 +357,10 @@ export function renderReport(r: BenchResults): string {
           `${(c.turnLatencyP50Ms / 1000).toFixed(3)} s / ${(c.turnLatencyP99Ms / 1000).toFixed(3)} s`,
         ],
         [
+          'CPU time of the services per model turn',
+          `${c.cpuMsPerTurn.toFixed(2)} ms (about ${n0(1000 / c.cpuMsPerTurn)} turns/s for each core's worth of CPU)`,
+        ],
+        [
           'resident memory idle / peak / after',
           `${mib(c.idle.rss)} / ${mib(c.peakRss)} / ${mib(c.after.rss)}`,
         ],
@@ -379,12 +383,21 @@ export function renderReport(r: BenchResults): string {
         : 'three processes (as docker compose runs them)';
     out.push(
       table(
-        ['services', 'tasks', 'turns/s (of ideal)', 'turn p50 / p99', 'wall', 'resident per held task'],
+        [
+          'services',
+          'tasks',
+          'turns/s (of ideal)',
+          'turn p50 / p99',
+          'CPU per turn',
+          'wall',
+          'resident per held task',
+        ],
         [c, ...r.concurrencyVariants].map((x) => [
           layout(x),
           n0(x.tasks),
           `${n0(x.turnsPerS)} (${f2(x.turnsPerS / x.idealTurnsPerS)})`,
           `${(x.turnLatencyP50Ms / 1000).toFixed(2)} s / ${(x.turnLatencyP99Ms / 1000).toFixed(2)} s`,
+          `${x.cpuMsPerTurn.toFixed(2)} ms`,
           `${x.wallS.toFixed(1)} s`,
           `${(x.rssPerHeldTaskBytes / 1024).toFixed(0)} KiB`,
         ]),

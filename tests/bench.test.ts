@@ -322,6 +322,7 @@ describe('the report', () => {
         idealTurnsPerS: 1000,
         turnLatencyP50Ms: 2000,
         turnLatencyP99Ms: 4000,
+        cpuMsPerTurn: 3.5,
         wallS: 25,
         idle: memory,
         peakRss: 700 * 2 ** 20,

@@ -4,6 +4,7 @@ import { ServiceError } from '../lib/http-client.ts';
 import type { Logger } from '../lib/log.ts';
 import { currentRequestId } from '../lib/request-id.ts';
 import { createTokenCounter, type TokenCounter } from '../lib/tokens.ts';
+import { createApprovalWaiter } from './approval-wait.ts';
 import type {
   EventType,
   ExecuteTaskRequest,
@@ -15,12 +16,13 @@ import type {
 } from './contract.ts';
 import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
 import type { GatewayClient } from './gateway-client.ts';
-import { type LoopOutcome, type LoopSnapshot, runLoop } from './loop.ts';
+import { type LoopSnapshot, runLoop } from './loop.ts';
 import type { AgentMetrics } from './metrics.ts';
 import type { Model } from './model.ts';
 import type { TaskStore } from './store.ts';
 import { observeEvent } from './task-observer.ts';
-import { type ApprovalDecision, throwIfStopped } from './tool-step.ts';
+import { AgentShutdown, crashed, resultOf } from './task-outcome.ts';
+import type { ApprovalDecision } from './tool-step.ts';
 
 /** What the agent needs; `model` is undefined when no endpoint is configured. */
 export interface AgentDeps {
@@ -43,14 +45,6 @@ export interface AgentDeps {
   approvalPollMs?: number;
 }
 
-/** The reason a task's loop is stopped when the agent-server itself stops. */
-class AgentShutdown extends Error {
-  constructor() {
-    super('the agent-server stopped');
-    this.name = new.target.name;
-  }
-}
-
 /** What a paused task waits for, as stored and listed. */
 type PendingRecord = PendingApproval;
 
@@ -66,40 +60,7 @@ interface RunningTask {
   done: Promise<ExecuteTaskResponse>;
 }
 
-/** A task's answer as stored: what the blocking call returns and what an event stream ends with. */
-export function resultOf(task: Task): ExecuteTaskResponse {
-  return {
-    status: task.status === 'running' || task.status === 'awaiting_approval' ? 'failed' : task.status,
-    final_answer: task.final_answer,
-    task_id: task.task_id,
-    session_id: task.session_id,
-    steps: task.steps,
-    usage: task.usage,
-    toolsets_used: task.toolsets_used,
-    ...(task.tokens ? { tokens: task.tokens } : {}),
-    ...(task.finished_at ? { duration_ms: Date.parse(task.finished_at) - Date.parse(task.created_at) } : {}),
-    ...(task.error ? { error: task.error } : {}),
-  };
-}
-
-/** The outcome of a loop that threw instead of ending (a bug): the task fails saying so. */
-function crashed(err: unknown, tokenizer: string): LoopOutcome {
-  return {
-    status: 'failed',
-    final_answer: null,
-    error: `Task failed: ${(err as Error).message}`,
-    steps: 0,
-    usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
-    toolsets_used: [],
-    tokens: {
-      tokenizer,
-      requests: 0,
-      tool_definition_tokens: 0,
-      all_toolsets_tool_tokens: 0,
-      message_tokens: 0,
-    },
-  };
-}
+export { resultOf };
 
 /** A task's lifecycle: record it, run the loop apart from any request, store and publish every event. */
 export type Agent = ReturnType<typeof createAgent>;
@@ -111,47 +72,8 @@ export function createAgent(deps: AgentDeps) {
 
   /** Tasks running or paused here, by id; `paused` are those waiting for an approval. */
   const paused = new Set<string>();
-  /** Wakes a paused task's wait at once (its approval was just decided here). */
-  const pokes = new Map<string, () => void>();
   const maxConcurrent = deps.maxConcurrentTasks ?? 4;
-  const pollMs = deps.approvalPollMs ?? 1000;
-
-  /** Waits until the gateway says the approval was decided, it expired, or the task is stopped. */
-  async function waitForDecision(
-    taskId: string,
-    gateway: GatewayClient,
-    pending: PendingRecord,
-    signal: AbortSignal,
-  ): Promise<ApprovalDecision> {
-    const deadline = Date.parse(pending.expires_at);
-    for (;;) {
-      throwIfStopped(signal);
-      const approval = await gateway.getApproval(pending.approval_id, signal).catch(() => undefined);
-      throwIfStopped(signal);
-      if (approval?.status === 'approved') return { approved: true };
-      if (approval?.status === 'denied') {
-        const why = approval.decision_reason ? `: ${approval.decision_reason}` : '';
-        return { approved: false, message: `a human denied it (${approval.decided_by ?? 'unknown'})${why}` };
-      }
-      if (approval?.status === 'expired' || approval?.status === 'used' || Date.now() >= deadline) {
-        return {
-          approved: false,
-          message: `no human approved it before ${pending.expires_at}; the operator's policy requires approval (${pending.reason})`,
-        };
-      }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, Math.max(10, Math.min(pollMs, deadline - Date.now())));
-        function done() {
-          clearTimeout(timer);
-          pokes.delete(taskId);
-          signal.removeEventListener('abort', done);
-          resolve();
-        }
-        pokes.set(taskId, done);
-        signal.addEventListener('abort', done, { once: true });
-      });
-    }
-  }
+  const waiter = createApprovalWaiter(deps.approvalPollMs ?? 1000);
 
   /**
    * Runs a task's loop apart from any request: from the start, or (after a restart) from the pause it was
@@ -195,7 +117,7 @@ export function createAgent(deps: AgentDeps) {
       }
       paused.add(taskId);
       try {
-        const decision = await waitForDecision(taskId, gateway, pending, controller.signal);
+        const decision = await waiter.wait(taskId, gateway, pending, controller.signal);
         deps.store.unpause(taskId);
         emit('approval_decided', {
           call_id: pending.call_id,
@@ -405,7 +327,7 @@ export function createAgent(deps: AgentDeps) {
         }
         throw err;
       }
-      pokes.get(taskId)?.();
+      waiter.poke(taskId);
       if (!running.has(taskId)) resumePaused(taskId);
       return { task_id: taskId, call_id: callId, status: decided.status };
     },

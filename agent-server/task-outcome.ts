@@ -1,0 +1,47 @@
+import type { ExecuteTaskResponse, Task } from './contract.ts';
+import type { LoopOutcome } from './loop.ts';
+
+// How a task's end is told: the answer a stored task gives, a loop that crashed, the agent-server stopping.
+
+/** The reason a task's loop is stopped when the agent-server itself stops. */
+export class AgentShutdown extends Error {
+  constructor() {
+    super('the agent-server stopped');
+    this.name = new.target.name;
+  }
+}
+
+/** A task's answer as stored: what the blocking call returns and what an event stream ends with. */
+export function resultOf(task: Task): ExecuteTaskResponse {
+  return {
+    status: task.status === 'running' || task.status === 'awaiting_approval' ? 'failed' : task.status,
+    final_answer: task.final_answer,
+    task_id: task.task_id,
+    session_id: task.session_id,
+    steps: task.steps,
+    usage: task.usage,
+    toolsets_used: task.toolsets_used,
+    ...(task.tokens ? { tokens: task.tokens } : {}),
+    ...(task.finished_at ? { duration_ms: Date.parse(task.finished_at) - Date.parse(task.created_at) } : {}),
+    ...(task.error ? { error: task.error } : {}),
+  };
+}
+
+/** The outcome of a loop that threw instead of ending (a bug): the task fails saying so. */
+export function crashed(err: unknown, tokenizer: string): LoopOutcome {
+  return {
+    status: 'failed',
+    final_answer: null,
+    error: `Task failed: ${(err as Error).message}`,
+    steps: 0,
+    usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+    toolsets_used: [],
+    tokens: {
+      tokenizer,
+      requests: 0,
+      tool_definition_tokens: 0,
+      all_toolsets_tool_tokens: 0,
+      message_tokens: 0,
+    },
+  };
+}

@@ -188,7 +188,6 @@ export function createAgent(deps: AgentDeps) {
         listeners.clear();
         return { ...resultOf(deps.store.getTask(taskId) as Task), error: controller.signal.reason.message };
       }
-      deps.store.finishTask(taskId, outcome);
       emit(
         'task_finished',
         {
@@ -201,6 +200,8 @@ export function createAgent(deps: AgentDeps) {
         },
         durationMs,
       );
+      // In the same turn as the event (no reader sees one without the other); commits the task's last rows.
+      deps.store.finishTask(taskId, outcome);
       const result: ExecuteTaskResponse = {
         status: outcome.status,
         final_answer: outcome.final_answer,

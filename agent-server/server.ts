@@ -25,7 +25,9 @@ export async function startAgentServer(config: Config, opts: { log?: Logger } = 
         '(the agent-server’s own credential, a different value)',
     );
   }
-  const store = createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')));
+  const store = createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')), (err) =>
+    log.error({ err }, 'a task record could not be written'),
+  );
   const interrupted = store.failInterrupted();
   if (interrupted > 0) log.warn({ interrupted }, 'marked tasks left running by a previous process as failed');
   const m = config.agent.model;

@@ -1,4 +1,4 @@
-import type { Db } from '../lib/sqlite.ts';
+import { createWriteBatch, type Db } from '../lib/sqlite.ts';
 import type { EventType, Task, TaskEvent, TaskStatus, TokenTotals, Usage } from './contract.ts';
 
 // Tasks and their events in SQLite: the only module that speaks SQL for the agent-server.
@@ -78,8 +78,15 @@ export interface TaskOutcome {
 /** The agent-server's persistence; swap this module to move to another database. */
 export type TaskStore = ReturnType<typeof createTaskStore>;
 
-/** Creates the tables if needed and returns the task queries. */
-export function createTaskStore(db: Db) {
+/**
+ * Creates the tables if needed and returns the task queries. Writes are committed together once per turn of
+ * the event loop (lib/sqlite.ts createWriteBatch): a step's five or six rows in one commit; a task's pause and
+ * its end are committed at once, and every read flushes first. A write that fails is given to `onWriteError`.
+ */
+export function createTaskStore(
+  db: Db,
+  onWriteError: (err: unknown) => void = (err) => process.emitWarning(`task store write failed: ${err}`),
+) {
   db.exec(SCHEMA);
   for (const sql of ADDED_COLUMNS) {
     try {
@@ -92,12 +99,10 @@ export function createTaskStore(db: Db) {
     insert: db.prepare(
       "INSERT INTO tasks (task_id, session_id, goal, status, created_at) VALUES (?, ?, ?, 'running', ?)",
     ),
-    // One statement, so one implicit transaction: the next seq and the row, atomically (no BEGIN, SELECT,
-    // INSERT, COMMIT round of four calls into SQLite per event; a step records four events).
-    addEvent: db.prepare<[string, string, EventType, string, number | null, string], { seq: number }>(
-      `INSERT INTO task_events (task_id, seq, type, at, duration_ms, data)
-       VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_events WHERE task_id = ?), ?, ?, ?, ?) RETURNING seq`,
+    addEvent: db.prepare<[string, number, EventType, string, number | null, string]>(
+      'INSERT INTO task_events (task_id, seq, type, at, duration_ms, data) VALUES (?, ?, ?, ?, ?, ?)',
     ),
+    lastSeq: db.prepare<[string], { seq: number | null }>('SELECT MAX(seq) AS seq FROM task_events WHERE task_id = ?'),
     finish: db.prepare(
       `UPDATE tasks SET status = ?, final_answer = ?, error = ?, steps = ?, usage = ?, toolsets_used = ?,
        tokens = ?, finished_at = ? WHERE task_id = ?`,
@@ -121,9 +126,14 @@ export function createTaskStore(db: Db) {
     ),
     clearPause: db.prepare('UPDATE tasks SET pending_approval = NULL, resume_state = NULL WHERE task_id = ?'),
   };
+  const batch = createWriteBatch(db, onWriteError);
+  /** The last seq given to each task this process has events for (read from the table on first use). */
+  const lastSeq = new Map<string, number>();
   return {
     createTask(taskId: string, sessionId: string, goal: string) {
-      q.insert.run(taskId, sessionId, goal, new Date().toISOString());
+      const at = new Date().toISOString();
+      lastSeq.set(taskId, 0);
+      batch.add(() => q.insert.run(taskId, sessionId, goal, at));
     },
     appendEvent(
       taskId: string,
@@ -132,28 +142,39 @@ export function createTaskStore(db: Db) {
       data: Record<string, unknown>,
     ): TaskEvent {
       const at = new Date().toISOString();
-      const row = q.addEvent.get(taskId, taskId, type, at, durationMs, JSON.stringify(data));
-      return { seq: (row as { seq: number }).seq, type, at, duration_ms: durationMs, data };
+      let seq = lastSeq.get(taskId);
+      if (seq === undefined) {
+        batch.flush();
+        seq = q.lastSeq.get(taskId)?.seq ?? 0;
+      }
+      seq += 1;
+      lastSeq.set(taskId, seq);
+      const text = JSON.stringify(data);
+      batch.add(() => q.addEvent.run(taskId, seq, type, at, durationMs, text));
+      return { seq, type, at, duration_ms: durationMs, data };
     },
-    /** Records that the task waits for `pending`, with the loop state to resume from. */
+    /** Records that the task waits for `pending`, with the loop state to resume from (committed at once). */
     pause(taskId: string, pending: unknown, state: unknown) {
-      q.pause.run(JSON.stringify(pending), JSON.stringify(state), taskId);
+      const [p, s] = [JSON.stringify(pending), JSON.stringify(state)];
+      batch.add(() => q.pause.run(p, s, taskId));
+      batch.flush();
     },
     /** The task runs again (its approval was decided). */
     unpause(taskId: string) {
-      q.unpause.run(taskId);
+      batch.add(() => q.unpause.run(taskId));
     },
     /** Tasks paused for an approval, with what they wait for and their saved loop state. */
     awaiting(): { task: Task; pending: unknown; state: unknown }[] {
+      batch.flush();
       return q.awaiting.all().map((row) => ({
         task: toTask(row),
         pending: row.pending_approval ? JSON.parse(row.pending_approval) : null,
         state: row.resume_state ? JSON.parse(row.resume_state) : null,
       }));
     },
+    /** Stores how the task ended, committed at once with everything queued before it. */
     finishTask(taskId: string, o: TaskOutcome) {
-      q.clearPause.run(taskId);
-      q.finish.run(
+      const args = [
         o.status,
         o.final_answer,
         o.error,
@@ -163,22 +184,39 @@ export function createTaskStore(db: Db) {
         JSON.stringify(o.tokens),
         new Date().toISOString(),
         taskId,
-      );
+      ];
+      batch.add(() => {
+        q.clearPause.run(taskId);
+        q.finish.run(...args);
+      });
+      batch.flush();
+      lastSeq.delete(taskId);
     },
     getTask(taskId: string): Task | undefined {
+      batch.flush();
       const row = q.get.get(taskId);
       return row ? toTask(row) : undefined;
     },
     /** The task's events in order; with `after`, only those whose seq is greater (for resuming a stream). */
     events(taskId: string, after = 0): TaskEvent[] {
+      batch.flush();
       return q.events.all(taskId, after).map((e) => ({ ...e, data: JSON.parse(e.data) }));
     },
-    recentTasks: (limit: number) => q.recent.all(limit).map(toTask),
+    recentTasks(limit: number): Task[] {
+      batch.flush();
+      return q.recent.all(limit).map(toTask);
+    },
     /** Tasks a previous process left running cannot resume yet: mark them failed, saying why. */
     failInterrupted(): number {
+      batch.flush();
       return q.interrupt.run('the agent-server stopped while this task was running', new Date().toISOString())
         .changes;
     },
-    close: () => db.close(),
+    /** Commits the queued writes now (for a reader outside this store, such as another process). */
+    flush: () => batch.flush(),
+    close() {
+      batch.flush();
+      db.close();
+    },
   };
 }

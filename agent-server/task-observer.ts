@@ -44,7 +44,8 @@ export function observeEvent(
       m?.modelLatency.observe(seconds);
       m?.providerTokens.inc({ kind: 'prompt' }, d.usage?.prompt_tokens ?? 0);
       m?.providerTokens.inc({ kind: 'completion' }, d.usage?.completion_tokens ?? 0);
-      log.debug(
+      if (log.isLevelEnabled('debug'))
+        log.debug(
         {
           task: taskId,
           step: d.step,
@@ -57,7 +58,9 @@ export function observeEvent(
       break;
     case 'tool_call':
       if (m) recordToolCall(m.base, d.name, d.ok ? 'ok' : 'failed', seconds);
-      log.debug(
+      // The arguments' shape is worked out only when someone reads debug lines.
+      if (log.isLevelEnabled('debug'))
+        log.debug(
         { task: taskId, tool: d.name, ok: d.ok, ms: event.duration_ms, arguments: shapeOf(d.arguments) },
         'tool call',
       );

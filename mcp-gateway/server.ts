@@ -34,7 +34,7 @@ export async function startGateway(
     }),
   };
   const db = openDatabase(path.join(config.dataDir, 'gateway.db'));
-  const store = createGatewayStore(db);
+  const store = createGatewayStore(db, (err) => log.error({ err }, 'an audit row could not be written'));
   // ${TOOLSHIFT_DATA_DIR} and ${TOOLSETS_DIR} in toolset files are the resolved config values, set or not.
   const vars = toolsetVariables({ dataDir: config.dataDir, toolsetsDir: config.gateway.toolsetsDir });
   const dir = config.gateway.toolsetsDir;

@@ -1,4 +1,4 @@
-import type { Db } from '../lib/sqlite.ts';
+import { createWriteBatch, type Db } from '../lib/sqlite.ts';
 import { currentActor } from './audit-context.ts';
 import type { Pin, PinnedDefinition } from './pins.ts';
 
@@ -86,8 +86,15 @@ export interface AuditFilter {
 /** The gateway's persistence; swap this module to move to another database. */
 export type GatewayStore = ReturnType<typeof createGatewayStore>;
 
-/** Creates the tables if needed and returns the gateway's queries. */
-export function createGatewayStore(db: Db) {
+/**
+ * Creates the tables if needed and returns the gateway's queries. Audit rows are committed together once per
+ * turn of the event loop (lib/sqlite.ts createWriteBatch; every tool call writes one), and the audit listing
+ * flushes first; a row that fails to write is given to `onWriteError`.
+ */
+export function createGatewayStore(
+  db: Db,
+  onWriteError: (err: unknown) => void = (err) => process.emitWarning(`audit write failed: ${err}`),
+) {
   db.exec(SCHEMA);
   // Kept with the store, never thrown away: on Node 24 a collected statement can abort the process (sqlite.ts).
   const auditColumns = db.prepare<[string], { name: string }>('SELECT name FROM pragma_table_info(?)');
@@ -114,10 +121,8 @@ export function createGatewayStore(db: Db) {
     setEnabled: db.prepare(
       'INSERT INTO toolset_settings (toolset_id, enabled) VALUES (?, ?) ON CONFLICT(toolset_id) DO UPDATE SET enabled = excluded.enabled',
     ),
-    // RETURNING, read with get(): in this project's measurements never slower than run() for the same insert
-    // (bench/event-log.ts times both), and every tool call writes one audit row.
     audit: db.prepare(
-      'INSERT INTO audit (at, session_id, kind, subject, ok, detail, actor, task_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id',
+      'INSERT INTO audit (at, session_id, kind, subject, ok, detail, actor, task_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     ),
     listAudit: db.prepare<
       { session_id: string | null; task_id: string | null; since: string | null; limit: number },
@@ -149,13 +154,46 @@ export function createGatewayStore(db: Db) {
     ),
   };
 
-  /** The session's active toolsets in activation order, or null for a session never stored. */
-  const activeToolsets = (sessionId: string): string[] | null =>
-    q.hasSession.get(sessionId) ? q.active.all(sessionId).map((r) => r.toolset_id) : null;
+  // Read on every tool call, written only here (this process owns gateway.db): kept in memory as well, the
+  // disabled set whole and the active toolsets of the most recently used sessions.
+  let disabled: ReadonlySet<string> | null = null;
+  const sessions = new Map<string, readonly string[] | null>();
+  const SESSIONS_KEPT = 10_000;
+  const forget = () => {
+    disabled = null;
+    sessions.clear();
+  };
 
+  /** The session's active toolsets in activation order, or null for a session never stored. */
+  const activeToolsets = (sessionId: string): string[] | null => {
+    let ids = sessions.get(sessionId);
+    if (ids === undefined) {
+      ids = q.hasSession.get(sessionId) ? q.active.all(sessionId).map((r) => r.toolset_id) : null;
+      if (sessions.size >= SESSIONS_KEPT) sessions.delete(sessions.keys().next().value as string);
+    } else sessions.delete(sessionId);
+    sessions.set(sessionId, ids);
+    return ids && [...ids];
+  };
+
+  const batch = createWriteBatch(db, onWriteError);
+  /**
+   * A transaction that changes session state (its first argument's session, or with `everyone` all of them):
+   * what is kept in memory of it is dropped once it has committed or failed.
+   */
+  function changing<A extends [string, ...unknown[]], R>(fn: (...args: A) => R, everyone = false) {
+    const tx = db.transaction(fn);
+    return (...args: A): R => {
+      try {
+        return tx(...args);
+      } finally {
+        if (everyone) forget();
+        else sessions.delete(args[0]);
+      }
+    };
+  }
   return {
     /** Creates the session with `defaults` active unless it exists; true when it was created. */
-    ensureSession: db.transaction((sessionId: string, defaults: readonly string[]): boolean => {
+    ensureSession: changing((sessionId: string, defaults: readonly string[]): boolean => {
       if (q.hasSession.get(sessionId)) return false;
       q.addSession.run(sessionId, new Date().toISOString());
       for (const id of defaults) q.activate.run(sessionId, id, sessionId);
@@ -163,23 +201,27 @@ export function createGatewayStore(db: Db) {
     }),
     activeToolsets,
     /** Activates in the given order; returns the ids that were not active before. */
-    activate: db.transaction((sessionId: string, ids: readonly string[]): string[] =>
+    activate: changing((sessionId: string, ids: readonly string[]): string[] =>
       ids.filter((id) => q.activate.run(sessionId, id, sessionId).changes > 0),
     ),
     /** Deactivates; returns the ids that were active before. */
-    deactivate: db.transaction((sessionId: string, ids: readonly string[]): string[] =>
+    deactivate: changing((sessionId: string, ids: readonly string[]): string[] =>
       ids.filter((id) => q.deactivate.run(sessionId, id).changes > 0),
     ),
-    disabledToolsets: () => new Set(q.disabled.all().map((r) => r.toolset_id)),
+    /** Toolsets the operator has disabled (do not change the set). */
+    disabledToolsets(): ReadonlySet<string> {
+      disabled ??= new Set(q.disabled.all().map((r) => r.toolset_id));
+      return disabled;
+    },
     /** Sets the operator's ceiling; disabling also removes the toolset from every session. */
-    setEnabled: db.transaction((toolsetId: string, enabled: boolean) => {
+    setEnabled: changing((toolsetId: string, enabled: boolean) => {
       q.setEnabled.run(toolsetId, enabled ? 1 : 0);
       if (!enabled) q.removeEverywhere.run(toolsetId);
-    }),
+    }, true),
     /** Removes a toolset that no longer exists from every session. */
-    dropToolset: (toolsetId: string) => {
+    dropToolset: changing((toolsetId: string) => {
       q.removeEverywhere.run(toolsetId);
-    },
+    }, true),
     /** The last tool listing seen from an upstream toolset, in the server's order. */
     lastListing: (toolsetId: string): PinnedDefinition[] =>
       q.listing.all(toolsetId).map((r) => JSON.parse(r.definition) as PinnedDefinition),
@@ -206,19 +248,23 @@ export function createGatewayStore(db: Db) {
     /** Records an entry with the current actor (audit-context.ts). */
     audit(entry: AuditEntry) {
       const { actor, task_id } = currentActor();
-      q.audit.get(
-        new Date().toISOString(),
-        entry.session_id,
-        entry.kind,
-        entry.subject,
-        entry.ok ? 1 : 0,
-        entry.detail ?? null,
-        actor,
-        task_id ?? null,
+      const at = new Date().toISOString();
+      batch.add(() =>
+        q.audit.run(
+          at,
+          entry.session_id,
+          entry.kind,
+          entry.subject,
+          entry.ok ? 1 : 0,
+          entry.detail ?? null,
+          actor,
+          task_id ?? null,
+        ),
       );
     },
     /** Audit rows, newest first. */
     listAudit(filter: AuditFilter): AuditRow[] {
+      batch.flush();
       return q.listAudit
         .all({
           session_id: filter.session_id ?? null,
@@ -228,6 +274,11 @@ export function createGatewayStore(db: Db) {
         })
         .map((r) => ({ ...r, ok: r.ok === 1, actor: r.actor ?? 'unknown' }));
     },
-    close: () => db.close(),
+    /** Commits the queued writes now (for a reader outside this store, such as another process). */
+    flush: () => batch.flush(),
+    close() {
+      batch.flush();
+      db.close();
+    },
   };
 }

@@ -423,6 +423,7 @@ describe('tool-definition tokens', () => {
       `fs_read alone would bring the tool definitions to ${n(meta + fsRead)} tokens, over TOOL_TOKEN_BUDGET ` +
         `(${n(meta + 1)}): it cannot be activated.`,
     );
+    store.flush();
     const db = new Database(path.join(stack.tmp, 'budget.db'), { readonly: true });
     retain(db);
     const audit = db

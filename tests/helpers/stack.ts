@@ -229,6 +229,11 @@ export async function makeStack(opts: StackOptions = {}) {
     agentApp,
     agent,
     taskStore,
+    /** Commits the stores' queued writes (they commit once per event-loop turn), for a test reading the files. */
+    flushWrites() {
+      gatewayStore.flush();
+      taskStore.flush();
+    },
     /** POST JSON to an app and return status and parsed body. */
     async post(app: Hono, url: string, body: unknown, headers: Record<string, string> = {}) {
       const res = await app.request(url, {

@@ -1,0 +1,100 @@
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { startAgentServer } from './agent-server/server.ts';
+import type { Config } from './lib/config.ts';
+import type { Listening } from './lib/serve.ts';
+import type { ServiceThreadData, ServiceThreadMessage } from './service-thread.ts';
+import { startStack } from './start-stack.ts';
+
+// `npm start` on more than one core: the agent-server on the main thread, the gateway and the tool-server on a
+// worker thread (service-thread.ts), so the daemon uses two cores instead of one event loop — under a thousand
+// concurrent tasks one loop was the ceiling, and the agent's share of a step is about the other two's
+// together. Still one process, the services talking over loopback HTTP as before; a second thread costs one
+// more V8 heap (BENCHMARKS.md, figure 11). A thread that fails takes the process down with it rather than
+// leaving a half-running daemon.
+
+/** The worker's source: loads service-thread.ts through tsx (a thread does not inherit the main thread's loader). */
+const BOOT = `
+const { workerData } = require('node:worker_threads');
+import(workerData.loader).then((tsx) => tsx.tsImport(workerData.entry, workerData.entry));
+`;
+
+type Started = { tools: Listening; gateway: Listening };
+
+/** Starts the tool-server and the gateway on a worker thread; resolves once both listen. */
+function startThread(config: Config): Promise<Started> {
+  const data: ServiceThreadData & { loader: string; entry: string } = {
+    config,
+    tty: process.stdout.isTTY === true,
+    loader: import.meta.resolve('tsx/esm/api'),
+    entry: new URL('./service-thread.ts', import.meta.url).href,
+  };
+  const worker = new Worker(BOOT, { eval: true, workerData: data, name: 'gateway and tool-server' });
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= new Promise<void>((done) => {
+      worker.once('exit', () => done());
+      worker.once('message', () => void worker.terminate());
+      worker.postMessage('close');
+    });
+    return closing;
+  };
+  return new Promise((resolve, reject) => {
+    const early = (err: Error) => reject(err);
+    const gone = (code: number) => reject(new Error(`the services' thread stopped while starting (exit code ${code})`));
+    worker.once('error', early);
+    worker.once('exit', gone);
+    worker.once('message', (m: ServiceThreadMessage) => {
+      worker.off('error', early);
+      worker.off('exit', gone);
+      if ('error' in m) {
+        void worker.terminate();
+        return reject(new Error(m.error));
+      }
+      if (!('tools' in m)) return reject(new Error(`the services' thread answered ${JSON.stringify(m)}`));
+      // From here on the thread lives as long as the process.
+      worker.on('error', (err) => {
+        process.stderr.write(`toolshift: the gateway's thread failed: ${err.stack ?? err.message}\n`);
+        process.exit(1);
+      });
+      worker.on('exit', (code) => {
+        if (closing) return;
+        process.stderr.write(`toolshift: the gateway's thread stopped unexpectedly (exit code ${code})\n`);
+        process.exit(1);
+      });
+      // Closing either closes both (the gateway first): they share the thread.
+      resolve({
+        tools: { ...m.tools, close },
+        gateway: { ...m.gateway, close },
+      });
+    });
+  });
+}
+
+/** How many threads `npm start` uses: TOOLSHIFT_THREADS (1 or 2), else 2 when the machine has more than one core. */
+export function threadsWanted(env: NodeJS.ProcessEnv = process.env): 1 | 2 {
+  const set = env.TOOLSHIFT_THREADS?.trim();
+  if (set === '1' || set === '2') return Number(set) as 1 | 2;
+  if (set) throw new Error(`TOOLSHIFT_THREADS must be 1 or 2 (got "${set}")`);
+  return availableParallelism() > 1 ? 2 : 1;
+}
+
+/** The three services: all on this thread (threads = 1), or the gateway and tool-server on a second one. */
+export async function startServices(
+  config: Config,
+  threads: 1 | 2,
+): Promise<{ tools: Listening; gateway: Listening; agent: Listening }> {
+  if (threads === 1) return startStack(config);
+  const c = structuredClone(config);
+  // A thread's stdout is never a terminal: the format the main thread would choose is decided here.
+  if (c.logFormat === 'auto') c.logFormat = process.stdout.isTTY ? 'pretty' : 'json';
+  const { tools, gateway } = await startThread(c);
+  c.tools.url = tools.url;
+  c.gateway.url = gateway.url;
+  try {
+    return { tools, gateway, agent: await startAgentServer(c) };
+  } catch (err) {
+    await gateway.close();
+    throw err;
+  }
+}

@@ -41,7 +41,8 @@ function startThread(config: Config): Promise<Started> {
   };
   return new Promise((resolve, reject) => {
     const early = (err: Error) => reject(err);
-    const gone = (code: number) => reject(new Error(`the services' thread stopped while starting (exit code ${code})`));
+    const gone = (code: number) =>
+      reject(new Error(`the services' thread stopped while starting (exit code ${code})`));
     worker.once('error', early);
     worker.once('exit', gone);
     worker.once('message', (m: ServiceThreadMessage) => {

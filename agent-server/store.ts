@@ -102,7 +102,9 @@ export function createTaskStore(
     addEvent: db.prepare<[string, number, EventType, string, number | null, string]>(
       'INSERT INTO task_events (task_id, seq, type, at, duration_ms, data) VALUES (?, ?, ?, ?, ?, ?)',
     ),
-    lastSeq: db.prepare<[string], { seq: number | null }>('SELECT MAX(seq) AS seq FROM task_events WHERE task_id = ?'),
+    lastSeq: db.prepare<[string], { seq: number | null }>(
+      'SELECT MAX(seq) AS seq FROM task_events WHERE task_id = ?',
+    ),
     finish: db.prepare(
       `UPDATE tasks SET status = ?, final_answer = ?, error = ?, steps = ?, usage = ?, toolsets_used = ?,
        tokens = ?, finished_at = ? WHERE task_id = ?`,

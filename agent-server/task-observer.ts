@@ -46,24 +46,24 @@ export function observeEvent(
       m?.providerTokens.inc({ kind: 'completion' }, d.usage?.completion_tokens ?? 0);
       if (log.isLevelEnabled('debug'))
         log.debug(
-        {
-          task: taskId,
-          step: d.step,
-          ms: event.duration_ms,
-          attempts: d.attempts,
-          tool_calls: d.tool_calls.length,
-        },
-        'model call',
-      );
+          {
+            task: taskId,
+            step: d.step,
+            ms: event.duration_ms,
+            attempts: d.attempts,
+            tool_calls: d.tool_calls.length,
+          },
+          'model call',
+        );
       break;
     case 'tool_call':
       if (m) recordToolCall(m.base, d.name, d.ok ? 'ok' : 'failed', seconds);
       // The arguments' shape is worked out only when someone reads debug lines.
       if (log.isLevelEnabled('debug'))
         log.debug(
-        { task: taskId, tool: d.name, ok: d.ok, ms: event.duration_ms, arguments: shapeOf(d.arguments) },
-        'tool call',
-      );
+          { task: taskId, tool: d.name, ok: d.ok, ms: event.duration_ms, arguments: shapeOf(d.arguments) },
+          'tool call',
+        );
       break;
     case 'toolset_change':
       if (d.action === 'ACTIVATE') for (const id of d.toolset_ids) m?.toolsetActivations.inc({ toolset: id });

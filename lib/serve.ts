@@ -46,5 +46,12 @@ export function listen(app: Hono, port: number, host: string, variable?: string)
       });
     });
     server.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, port, host, variable)));
+    // The services call each other on kept-alive connections (undici keeps one as long as the server's
+    // Keep-Alive hint says): Node's 5 s closed them between a task's steps while the model thought, and every
+    // step then paid for a new TCP connection at each hop. Headers must still arrive within their own limit.
+    if ('keepAliveTimeout' in server) {
+      server.keepAliveTimeout = 65_000;
+      server.headersTimeout = 66_000;
+    }
   });
 }

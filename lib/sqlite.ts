@@ -63,11 +63,7 @@ export interface WriteBatch {
  * a crash of the process can lose is the one turn not yet committed; reads of the store flush first, so the
  * store itself never sees a write missing.
  */
-export function createWriteBatch(
-  db: Db,
-  onError: (err: unknown) => void,
-  maxWrites = 500,
-): WriteBatch {
+export function createWriteBatch(db: Db, onError: (err: unknown) => void, maxWrites = 500): WriteBatch {
   let queue: (() => void)[] = [];
   let scheduled: NodeJS.Immediate | null = null;
   const commit = db.transaction((writes: (() => void)[]) => {

@@ -13,14 +13,59 @@ const require = createRequire(import.meta.url);
 /** Loaded encoders, by name: a rank table takes about a second to load and never changes, so it loads once. */
 const loaded = new Map<TokenizerName, Tiktoken>();
 
+/** A rank file as js-tiktoken ships it: per line, a first token, its rank, then the tokens after it in base64. */
+interface Ranks {
+  pat_str: string;
+  special_tokens: Record<string, number>;
+  bpe_ranks: string;
+}
+
+/**
+ * js-tiktoken's encoder with only what counting reads. Its constructor first expands the rank file into an
+ * object of 200,000 properties and a decode table of 200,000 byte arrays (counting never decodes), and the
+ * heap it grows to on the way stays resident: 80 MiB per thread that loads it. This builds the same rank map
+ * (the key of a token is its bytes joined by commas, as the encoder looks them up) straight from the file's
+ * lines; tests/tokens.test.ts checks the counts against the library's own constructor.
+ */
+export function leanEncoder(ranks: Ranks): Tiktoken {
+  const { Tiktoken: Encoder } = require('js-tiktoken/lite') as typeof import('js-tiktoken/lite');
+  const rankMap = new Map<string, number>();
+  let from = 0;
+  const text = ranks.bpe_ranks;
+  while (from < text.length) {
+    let to = text.indexOf('\n', from);
+    if (to === -1) to = text.length;
+    const fields = text.slice(from, to).split(' ');
+    from = to + 1;
+    if (fields.length < 2) continue;
+    const offset = Number.parseInt(fields[1], 10);
+    for (let i = 2; i < fields.length; i++)
+      rankMap.set(Buffer.from(fields[i], 'base64').join(','), offset + i - 2);
+  }
+  const textEncoder = new TextEncoder();
+  return Object.assign(Object.create(Encoder.prototype) as Tiktoken, {
+    patStr: ranks.pat_str,
+    specialTokens: { ...ranks.special_tokens },
+    inverseSpecialTokens: Object.fromEntries(
+      Object.entries(ranks.special_tokens).map(([token, rank]) => [rank, textEncoder.encode(token)]),
+    ),
+    textEncoder,
+    textDecoder: new TextDecoder('utf-8'),
+    rankMap,
+    textMap: new Map<number, Uint8Array>(),
+  });
+}
+
+/** The rank file of an encoding. */
+export function ranksOf(name: TokenizerName): Ranks {
+  const ranks = require(`js-tiktoken/ranks/${name}`);
+  return ranks.default ?? ranks;
+}
+
 function encoder(name: TokenizerName): Tiktoken {
   let enc = loaded.get(name);
   if (!enc) {
-    const { Tiktoken: Encoder } = require('js-tiktoken/lite') as typeof import('js-tiktoken/lite');
-    const ranks = require(`js-tiktoken/ranks/${name}`);
-    enc = new Encoder(ranks.default ?? ranks);
-    // Counting never decodes: the decode table (a byte array per token, 200,000 of them) is 45 MiB of heap.
-    (enc as unknown as { textMap?: Map<number, Uint8Array> }).textMap?.clear();
+    enc = leanEncoder(ranksOf(name));
     loaded.set(name, enc);
   }
   return enc;

@@ -65,13 +65,16 @@ export async function startGateway(
     store.close();
     throw err;
   }
+  // Loaded now (about a second, once per thread) so the first activation does not wait for it.
+  const tokens = createTokenCounter(config.tokenizer);
+  tokens.text('warm');
   const gateway = instrumentGateway(
     createGateway({
       ceiling,
       catalog,
       store,
       log,
-      tokens: createTokenCounter(config.tokenizer),
+      tokens,
       toolTokenBudget: config.gateway.toolTokenBudget,
     }),
     metrics,

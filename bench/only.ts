@@ -1,0 +1,44 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { concurrencyRun, type ServicesLayout } from './concurrency.ts';
+import { latencyRun } from './latency-run.ts';
+
+// `npm run bench:one -- <concurrency|latency>`: one part of the benchmark, printed as JSON, for working on
+// it. BENCH_TASKS (default 1000) and BENCH_LAYOUT (npm-start or separate) for concurrency, BENCH_ROUNDS for
+// latency.
+const root = await mkdtemp(path.join(tmpdir(), 'toolshift-bench-'));
+try {
+  const part = process.argv[2] ?? 'concurrency';
+  if (part === 'latency') {
+    const r = await latencyRun(root, Number(process.env.BENCH_ROUNDS ?? 400));
+    console.log(
+      JSON.stringify({
+        ...r,
+        echoRatio: (r.echo.viaGateway - r.echo.direct) / r.bareRtt,
+        delayRatio: r.delay.viaGateway / r.delay.direct,
+        stepRatio: r.step.ownMsPerStep / r.step.bareRtt,
+        toggleRatio: r.toggle.manage / r.toggle.call,
+      }),
+    );
+  } else {
+    const run = await concurrencyRun(
+      root,
+      Number(process.env.BENCH_TASKS ?? 1000),
+      1000,
+      (process.env.BENCH_LAYOUT ?? 'npm-start') as ServicesLayout,
+    );
+    const { idle, after, ...rest } = run;
+    console.log(
+      JSON.stringify({
+        ...rest,
+        throughputRatio: run.turnsPerS / run.idealTurnsPerS,
+        idleRss: idle.rss,
+        afterRss: after.rss,
+      }),
+    );
+  }
+} finally {
+  await rm(root, { recursive: true, force: true });
+}
+process.exit(0);

@@ -410,11 +410,11 @@ export function renderReport(r: BenchResults): string {
   out.push('');
   out.push(
     `${n0(r.eventLog.records)} step records (a model_call event, ${r.eventLog.recordBytes} bytes of JSON) through the ` +
-      `agent-server's task store, \`appendEvent\`, as the loop writes them — ${n0(r.eventLog.storeRecordsPerS)} per second — against ` +
-      'raw better-sqlite3 inserts of the same rows, already serialised, one commit each, into the same database (WAL, same ' +
-      `pragmas), in alternating batches: ${n0(r.eventLog.rawRunPerS)} per second with \`run()\`, ` +
-      `${n0(r.eventLog.rawReturningPerS)} per second with \`get()\` on \`INSERT … RETURNING\` (the way the task store ` +
-      'writes: seq and row in one statement); the faster is the baseline.',
+      `agent-server's task store — \`appendEvent\` as the loop writes them, then the commit the store makes at the end of ` +
+      `the event loop's turn, ${r.eventLog.batch} records to a commit — ${n0(r.eventLog.storeRecordsPerS)} per second, against ` +
+      'raw better-sqlite3 inserts of the same rows (`JSON.stringify` and `run()`) into the same database (WAL, same pragmas), in ' +
+      `alternating batches: ${n0(r.eventLog.rawRunPerS)} per second with one commit each, ${n0(r.eventLog.rawBatchedPerS)} ` +
+      `per second with ${r.eventLog.batch} to a transaction; the faster is the baseline.`,
   );
   out.push('');
 

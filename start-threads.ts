@@ -1,4 +1,3 @@
-import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { startAgentServer } from './agent-server/server.ts';
 import type { Config } from './lib/config.ts';
@@ -6,12 +5,13 @@ import type { Listening } from './lib/serve.ts';
 import type { ServiceThreadData, ServiceThreadMessage } from './service-thread.ts';
 import { startStack } from './start-stack.ts';
 
-// `npm start` on more than one core: the agent-server on the main thread, the gateway and the tool-server on a
-// worker thread (service-thread.ts), so the daemon uses two cores instead of one event loop — under a thousand
-// concurrent tasks one loop was the ceiling, and the agent's share of a step is about the other two's
-// together. Still one process, the services talking over loopback HTTP as before; a second thread costs one
-// more V8 heap (BENCHMARKS.md, figure 11). A thread that fails takes the process down with it rather than
-// leaving a half-running daemon.
+// `npm start` with TOOLSHIFT_THREADS=2: the agent-server on the main thread, the gateway and the tool-server on
+// a worker thread (service-thread.ts), so the daemon uses two cores instead of one event loop — under a
+// thousand concurrent tasks one loop is the ceiling, and the agent's share of a step is about the other two's
+// together. Still one process, the services talking over loopback HTTP as before. Not the default: the second
+// thread holds its own copy of the modules and the tokenizer (about 140 MiB, BENCHMARKS.md figure 11), and one
+// loop already keeps up with a couple of hundred concurrent tasks. A thread that fails takes the process down
+// with it rather than leaving a half-running daemon.
 
 /** The worker's source: loads service-thread.ts through tsx (a thread does not inherit the main thread's loader). */
 const BOOT = `
@@ -22,7 +22,7 @@ import(workerData.loader).then((tsx) => tsx.tsImport(workerData.entry, workerDat
 type Started = { tools: Listening; gateway: Listening };
 
 /** Starts the tool-server and the gateway on a worker thread; resolves once both listen. */
-function startThread(config: Config): Promise<Started> {
+export function startServiceThread(config: Config): Promise<Started> {
   const data: ServiceThreadData & { loader: string; entry: string } = {
     config,
     tty: process.stdout.isTTY === true,
@@ -72,12 +72,12 @@ function startThread(config: Config): Promise<Started> {
   });
 }
 
-/** How many threads `npm start` uses: TOOLSHIFT_THREADS (1 or 2), else 2 when the machine has more than one core. */
+/** How many threads `npm start` uses: TOOLSHIFT_THREADS, 1 (the default) or 2. */
 export function threadsWanted(env: NodeJS.ProcessEnv = process.env): 1 | 2 {
   const set = env.TOOLSHIFT_THREADS?.trim();
-  if (set === '1' || set === '2') return Number(set) as 1 | 2;
-  if (set) throw new Error(`TOOLSHIFT_THREADS must be 1 or 2 (got "${set}")`);
-  return availableParallelism() > 1 ? 2 : 1;
+  if (!set || set === '1') return 1;
+  if (set === '2') return 2;
+  throw new Error(`TOOLSHIFT_THREADS must be 1 or 2 (got "${set}")`);
 }
 
 /** The three services: all on this thread (threads = 1), or the gateway and tool-server on a second one. */
@@ -89,7 +89,7 @@ export async function startServices(
   const c = structuredClone(config);
   // A thread's stdout is never a terminal: the format the main thread would choose is decided here.
   if (c.logFormat === 'auto') c.logFormat = process.stdout.isTTY ? 'pretty' : 'json';
-  const { tools, gateway } = await startThread(c);
+  const { tools, gateway } = await startServiceThread(c);
   c.tools.url = tools.url;
   c.gateway.url = gateway.url;
   try {

@@ -25,8 +25,11 @@ export interface MemorySnapshot {
   spaces: Record<string, number>;
 }
 
-/** How the services run: `npm start` (one process), or one process each (docker compose). */
-export type ServicesLayout = 'npm-start' | 'separate';
+/**
+ * How the services run: `npm start` (one thread), `npm start` with TOOLSHIFT_THREADS=2 (the gateway and the
+ * tool-server on a second thread), or one process each (docker compose).
+ */
+export type ServicesLayout = 'npm-start' | 'two-threads' | 'separate';
 
 /** What the concurrency run measured. */
 export interface ConcurrencyRun {
@@ -104,8 +107,9 @@ export async function concurrencyRun(
     'Meeting notes: ship 1.4.0 on Friday; Ann reviews invoices.\n',
   );
   const model = await startModelProcess(latencyMs);
-  const start = layout === 'npm-start' ? startNpm : startSeparate;
+  const start = layout === 'separate' ? startSeparate : startNpm;
   const npm = await start({
+    ...(layout === 'two-threads' ? { TOOLSHIFT_THREADS: '2' } : {}),
     AGENT_PORT: '0',
     GATEWAY_PORT: '0',
     TOOL_SERVER_PORT: '0',

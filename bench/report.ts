@@ -22,6 +22,8 @@ export interface BenchResults {
   /** The same load in other shapes: fewer tasks on npm start, and the services as separate processes. */
   concurrencyVariants: ConcurrencyRun[];
   memory: MemoryStage[];
+  /** The same with TOOLSHIFT_THREADS=2. */
+  memoryTwoThreads: MemoryStage[];
 }
 
 /** One line of the summary. */
@@ -329,7 +331,7 @@ export function renderReport(r: BenchResults): string {
   out.push('## 9. Concurrency');
   out.push('');
   out.push(
-    `\`npm start\` (the three services in one process) in a child process; ${n0(c.tasks)} tasks submitted at once, each ` +
+    `\`npm start\` (the three services in one process, on one thread) in a child process; ${n0(c.tasks)} tasks submitted at once, each ` +
       `${c.turnsPerTask} model turns (activate the file tools, four file-tool calls, deactivate, answer) against a mock model ` +
       `in another process that answers every call after ${c.latencyMs} ms. With ${n0(c.tasks)} turns in flight and one ` +
       `second each, Little's law allows ${n0(c.idealTurnsPerS)} turns/s.`,
@@ -379,8 +381,10 @@ export function renderReport(r: BenchResults): string {
     out.push('');
     const layout = (x: ConcurrencyRun) =>
       x.layout === 'npm-start'
-        ? '`npm start` (one process)'
-        : 'three processes (as docker compose runs them)';
+        ? '`npm start` (one thread)'
+        : x.layout === 'two-threads'
+          ? '`npm start`, `TOOLSHIFT_THREADS=2` (gateway and tool-server on a second thread)'
+          : 'three processes (as docker compose runs them)';
     out.push(
       table(
         [
@@ -390,6 +394,7 @@ export function renderReport(r: BenchResults): string {
           'turn p50 / p99',
           'CPU per turn',
           'wall',
+          'resident idle / after',
           'resident per held task',
         ],
         [c, ...r.concurrencyVariants].map((x) => [
@@ -399,6 +404,7 @@ export function renderReport(r: BenchResults): string {
           `${(x.turnLatencyP50Ms / 1000).toFixed(2)} s / ${(x.turnLatencyP99Ms / 1000).toFixed(2)} s`,
           `${x.cpuMsPerTurn.toFixed(2)} ms`,
           `${x.wallS.toFixed(1)} s`,
+          `${mib(x.idle.rss)} / ${mib(x.after.rss)}`,
           `${(x.rssPerHeldTaskBytes / 1024).toFixed(0)} KiB`,
         ]),
       ),
@@ -427,14 +433,26 @@ export function renderReport(r: BenchResults): string {
       'a full collection before each reading):',
   );
   out.push('');
-  const stages = r.memory.map((s, i) => [
-    s.stage,
-    mib(s.rss),
-    i === 0 ? '' : `${s.rss >= r.memory[i - 1].rss ? '+' : '−'}${mib(Math.abs(s.rss - r.memory[i - 1].rss))}`,
-    mib(s.heapUsed),
-    mib(s.external),
-  ]);
-  out.push(table(['stage', 'resident', 'added', 'V8 heap used', 'external'], stages));
+  const stageTable = (list: MemoryStage[]) =>
+    table(
+      ['stage', 'resident', 'added', 'V8 heap used (main thread)', 'external'],
+      list.map((s, i) => [
+        s.stage,
+        mib(s.rss),
+        i === 0 ? '' : `${s.rss >= list[i - 1].rss ? '+' : '−'}${mib(Math.abs(s.rss - list[i - 1].rss))}`,
+        mib(s.heapUsed),
+        mib(s.external),
+      ]),
+    );
+  out.push(stageTable(r.memory));
+  out.push('');
+  out.push(
+    'With `TOOLSHIFT_THREADS=2` the gateway and the tool-server start on a worker thread, which loads its own copy of ' +
+      "their modules and of the tokenizer into a V8 heap of its own (read 2 s after they listen, the thread's start-up " +
+      'garbage left to its own collector, as in the idle reading above):',
+  );
+  out.push('');
+  out.push(stageTable(r.memoryTwoThreads));
   out.push('');
   const idleSpaces = Object.entries(c.idle.spaces)
     .filter(([, v]) => v > 0)

@@ -15,14 +15,14 @@ import { tokenRun } from './token-run.ts';
 // `npm run bench`: every figure of the benchmark in one run, offline, then BENCHMARKS.md. Token economics and
 // discovery (1–5) on the benchmark catalog with the twelve tasks in three arms; the call path's latency (6–8);
 // the event log (10); `npm start` under a thousand concurrent tasks and its memory (9, 11), and the same load
-// with fewer tasks and with the services as three processes. Environment: BENCH_TASKS (concurrent tasks,
+// with fewer tasks, with `npm start` on two threads (TOOLSHIFT_THREADS=2), and with the services as three processes. Environment: BENCH_TASKS (concurrent tasks,
 // default 1000), BENCH_FEWER_TASKS (default 200), BENCH_ROUNDS (latency samples, default 400), BENCH_OUT
 // (the report's path, default BENCHMARKS.md).
 
-function memoryParts(): MemoryStage[] {
+function memoryParts(layout: 'one' | 'two'): MemoryStage[] {
   const run = spawnSync(
     process.execPath,
-    ['--expose-gc', '--import', 'tsx', path.resolve('bench/memory-parts.ts')],
+    ['--expose-gc', '--import', 'tsx', path.resolve('bench/memory-parts.ts'), layout],
     {
       encoding: 'utf8',
       env: { ...process.env, LOG_LEVEL: 'silent' },
@@ -56,10 +56,13 @@ async function main() {
     const fewer = Number(process.env.BENCH_FEWER_TASKS ?? 200);
     step(`concurrency: ${fewer} tasks against npm start`);
     const fewerRun = await concurrencyRun(await dir('concurrency'), fewer);
+    step(`concurrency: ${tasks} tasks against npm start on two threads`);
+    const twoThreadsRun = await concurrencyRun(await dir('concurrency'), tasks, 1000, 'two-threads');
     step(`concurrency: ${tasks} tasks against the three services as separate processes`);
     const separateRun = await concurrencyRun(await dir('concurrency'), tasks, 1000, 'separate');
     step('memory, stage by stage');
-    const memory = memoryParts();
+    const memory = memoryParts('one');
+    const memoryTwoThreads = memoryParts('two');
     const results: BenchResults = {
       machine,
       durationS: (performance.now() - started) / 1000,
@@ -68,8 +71,9 @@ async function main() {
       latency,
       eventLog,
       concurrency,
-      concurrencyVariants: [fewerRun, separateRun],
+      concurrencyVariants: [fewerRun, twoThreadsRun, separateRun],
       memory,
+      memoryTwoThreads,
     };
     const out = process.env.BENCH_OUT ?? 'BENCHMARKS.md';
     writeFileSync(out, renderReport(results));

@@ -335,6 +335,10 @@ describe('the report', () => {
         { stage: 'node', rss: 70e6, heapUsed: 5e6, external: 2e6, arrayBuffers: 0 },
         { stage: 'services', rss: 250e6, heapUsed: 90e6, external: 5e6, arrayBuffers: 0 },
       ],
+      memoryTwoThreads: [
+        { stage: 'node', rss: 70e6, heapUsed: 5e6, external: 2e6, arrayBuffers: 0 },
+        { stage: 'second thread', rss: 390e6, heapUsed: 60e6, external: 5e6, arrayBuffers: 0 },
+      ],
     };
     const byFigure = Object.fromEntries(goals(results).map((g) => [g.figure, g]));
     expect(byFigure['2. Model calls per task, dynamic / all-loaded'].met).toBe(false);

@@ -79,6 +79,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
             approvals: approvalMode(values),
             prompt: values.prompt,
             promptArgs: promptArgs(values.arg),
+            exposure: exposureOf(values.exposure),
           },
           agent,
           io,
@@ -164,6 +165,7 @@ function parse(argv: string[]) {
       since: { type: 'string' },
       prompt: { type: 'string' },
       arg: { type: 'string', multiple: true },
+      exposure: { type: 'string' },
     },
   });
 }
@@ -187,6 +189,15 @@ function promptArgs(pairs: string[] | undefined): Record<string, string> {
     out[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
   return out;
+}
+
+/** `--exposure`: how the task's model sees the tools (native or dispatch). */
+function exposureOf(value: string | undefined): 'native' | 'dispatch' | undefined {
+  if (value === undefined || value === 'native' || value === 'dispatch') return value;
+  throw new UsageError(
+    `--exposure must be native (the tools array follows the active toolsets) or dispatch (a fixed [manage_toolsets, call_tool], kind to prompt caches), got "${value}"`,
+    'run',
+  );
 }
 
 function positiveInt(value: string | undefined, flag: string): number | undefined {

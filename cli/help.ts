@@ -23,11 +23,19 @@ export const COMMAND_HELP: Record<string, string> = {
 Usage:
   toolshift run "<goal>" [options]
   toolshift run - [options]          read the goal from stdin
+  toolshift run --prompt NAME [--arg key=value]...   a playbook prompt as the goal
 
 Options:
   -s, --session ID          continue a session (its active toolsets carry over)
   --max-steps N             stop after N model calls (status max_steps)
   --max-duration S          stop after S seconds (status timed_out)
+  --exposure MODE           native: the tools array follows the active toolsets;
+                            dispatch: always [manage_toolsets, call_tool], so the
+                            provider's prompt cache survives toolset changes
+                            (default: the server's TOOL_EXPOSURE)
+  --prompt NAME             run a playbook prompt (GET /mcp/prompts lists them)
+  --arg key=value           a playbook argument (repeat for each)
+  --approve-all, --deny-all answer every approval the task asks for without asking
   --json                    print every event as a JSON line on stdout, then the result
   --quiet                   print only the answer (errors still go to stderr)
   --detach                  submit the task, print its id and leave it running

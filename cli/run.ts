@@ -20,6 +20,8 @@ export interface RunFlags {
   /** A playbook to run instead of a goal, with its arguments. */
   prompt?: string;
   promptArgs?: Record<string, string>;
+  /** How the model sees the tools; the server's TOOL_EXPOSURE when absent. */
+  exposure?: 'native' | 'dispatch';
 }
 
 /** execute_task as `run` uses it: `wait: false`, answered 202 with the task's id. */
@@ -58,6 +60,7 @@ export async function runTask(
       session_id: flags.session,
       max_steps: flags.maxSteps,
       max_duration_s: flags.maxDurationS,
+      exposure: flags.exposure,
       wait: false,
     },
   });

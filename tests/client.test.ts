@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ModelReply } from '../agent-server/model.ts';
 import { type CliIo, main } from '../client.ts';
@@ -117,6 +119,28 @@ describe('toolshift run, piped', () => {
     ]);
     expect(records.at(-1)).toMatchObject({ status: 'completed', final_answer: 'Saved cli.txt', steps: 3 });
     expect(records[8].data).toMatchObject({ name: 'write_file', ok: true });
+  });
+
+  it('runs the task in the exposure --exposure names, and refuses one it does not know', async () => {
+    const model = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_write'] })),
+      calls(call('call_tool', { name: 'write_file', arguments: { path: 'cli.txt', content: 'dispatched' } })),
+      answer('Saved cli.txt'),
+    ]);
+    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
+    const out = await cli(stack, 'run', 'save a file', '--exposure', 'dispatch', '--quiet');
+    expect(out.code).toBe(0);
+    expect(out.stdout).toBe('Saved cli.txt\n');
+    // Every request offered the same two tools, and the write went through the dispatcher.
+    expect(model.toolNames()).toEqual([
+      ['manage_toolsets', 'call_tool'],
+      ['manage_toolsets', 'call_tool'],
+      ['manage_toolsets', 'call_tool'],
+    ]);
+    expect(await readFile(path.join(stack.root, 'cli.txt'), 'utf8')).toBe('dispatched');
+    const bad = await cli(stack, 'run', 'save a file', '--exposure', 'cached');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--exposure must be native .* or dispatch .*, got "cached"/);
   });
 
   it('prints only the answer with --quiet, reads the goal from stdin with run -, and detaches with --detach', async () => {

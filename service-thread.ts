@@ -29,6 +29,17 @@ const { config, tty } = workerData as ServiceThreadData;
 Object.defineProperty(process.stdout, 'isTTY', { value: tty, configurable: true });
 
 const running: Listening[] = [];
+/** Closes what has started, newest first; a failure to close is logged and the rest still closed. */
+async function closeAll() {
+  for (const service of running.reverse()) {
+    try {
+      await service.close();
+    } catch (err) {
+      process.stderr.write(`toolshift: closing a service failed: ${(err as Error).message}\n`);
+    }
+  }
+  running.length = 0;
+}
 try {
   const tools = await startToolServer(config);
   running.push(tools);
@@ -39,13 +50,13 @@ try {
     gateway: { url: gateway.url, port: gateway.port },
   } satisfies ServiceThreadMessage);
 } catch (err) {
-  for (const service of running.reverse()) await service.close();
+  await closeAll();
   port.postMessage({ error: (err as Error).message } satisfies ServiceThreadMessage);
   port.close();
 }
 port.on('message', async (message: unknown) => {
   if (message !== 'close') return;
-  for (const service of running.reverse()) await service.close();
+  await closeAll();
   port.postMessage({ closed: true } satisfies ServiceThreadMessage);
   port.close();
 });

@@ -30,14 +30,31 @@ export function startServiceThread(config: Config): Promise<Started> {
     entry: new URL('./service-thread.ts', import.meta.url).href,
   };
   const worker = new Worker(BOOT, { eval: true, workerData: data, name: 'gateway and tool-server' });
+  let exited = false;
+  worker.once('exit', () => {
+    exited = true;
+  });
   let closing: Promise<void> | undefined;
   const close = () => {
-    closing ??= new Promise<void>((done) => {
-      worker.once('exit', () => done());
-      worker.once('message', () => void worker.terminate());
-      worker.postMessage('close');
-    });
+    closing ??= exited
+      ? Promise.resolve()
+      : new Promise<void>((done) => {
+          worker.once('exit', () => done());
+          // The thread ends by itself once its services have closed (its logs written out); a thread that
+          // does not is stopped.
+          worker.once('message', () => setTimeout(() => void worker.terminate(), 5000).unref());
+          worker.postMessage('close');
+        });
     return closing;
+  };
+  /** The thread died under a running daemon: stop the rest the way SIGTERM does (committing what is queued), exit 1. */
+  let dying = false;
+  const died = (why: string) => {
+    if (closing || dying) return;
+    dying = true;
+    process.stderr.write(`toolshift: the gateway's thread ${why}; stopping\n`);
+    process.exitCode = 1;
+    process.kill(process.pid, 'SIGTERM');
   };
   return new Promise((resolve, reject) => {
     const early = (err: Error) => reject(err);
@@ -54,15 +71,8 @@ export function startServiceThread(config: Config): Promise<Started> {
       }
       if (!('tools' in m)) return reject(new Error(`the services' thread answered ${JSON.stringify(m)}`));
       // From here on the thread lives as long as the process.
-      worker.on('error', (err) => {
-        process.stderr.write(`toolshift: the gateway's thread failed: ${err.stack ?? err.message}\n`);
-        process.exit(1);
-      });
-      worker.on('exit', (code) => {
-        if (closing) return;
-        process.stderr.write(`toolshift: the gateway's thread stopped unexpectedly (exit code ${code})\n`);
-        process.exit(1);
-      });
+      worker.on('error', (err) => died(`failed: ${err.stack ?? err.message}`));
+      worker.on('exit', (code) => died(`stopped unexpectedly (exit code ${code})`));
       // Closing either closes both (the gateway first): they share the thread.
       resolve({
         tools: { ...m.tools, close },

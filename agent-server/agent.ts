@@ -108,8 +108,9 @@ export function createAgent(deps: AgentDeps) {
     /** Pauses on record, waits for the human, and says what was decided. */
     const decide = async (pending: PendingRecord, snapshot?: LoopSnapshot): Promise<ApprovalDecision> => {
       if (snapshot) {
-        deps.store.pause(taskId, pending, snapshot);
+        // The event first: the pause commits it with the paused state.
         emit('approval_needed', { ...pending });
+        deps.store.pause(taskId, pending, snapshot);
         deps.log.info(
           { task: taskId, approval: pending.approval_id, subject: pending.subject },
           'task awaits approval',
@@ -188,20 +189,23 @@ export function createAgent(deps: AgentDeps) {
         listeners.clear();
         return { ...resultOf(deps.store.getTask(taskId) as Task), error: controller.signal.reason.message };
       }
-      emit(
-        'task_finished',
-        {
-          status: outcome.status,
-          error: outcome.error,
-          steps: outcome.steps,
-          usage: outcome.usage,
-          tokens: outcome.tokens,
-          toolsets_used: outcome.toolsets_used,
-        },
-        durationMs,
-      );
-      // In the same turn as the event (no reader sees one without the other); commits the task's last rows.
-      deps.store.finishTask(taskId, outcome);
+      try {
+        emit(
+          'task_finished',
+          {
+            status: outcome.status,
+            error: outcome.error,
+            steps: outcome.steps,
+            usage: outcome.usage,
+            tokens: outcome.tokens,
+            toolsets_used: outcome.toolsets_used,
+          },
+          durationMs,
+        );
+      } finally {
+        // In the same turn as the event (no reader sees one without the other); commits the task's last rows.
+        deps.store.finishTask(taskId, outcome);
+      }
       const result: ExecuteTaskResponse = {
         status: outcome.status,
         final_answer: outcome.final_answer,

@@ -79,9 +79,10 @@ export interface TaskOutcome {
 export type TaskStore = ReturnType<typeof createTaskStore>;
 
 /**
- * Creates the tables if needed and returns the task queries. Writes are committed together once per turn of
- * the event loop (lib/sqlite.ts createWriteBatch): a step's five or six rows in one commit; a task's pause and
- * its end are committed at once, and every read flushes first. A write that fails is given to `onWriteError`.
+ * Creates the tables if needed and returns the task queries. Event records are committed together once per
+ * turn of the event loop (lib/sqlite.ts createWriteBatch): a step's five or six rows in one commit, every read
+ * flushing first, a failure given to `onWriteError`. A task's creation, pause and end are committed at once
+ * and throw when they fail.
  */
 export function createTaskStore(
   db: Db,
@@ -129,13 +130,27 @@ export function createTaskStore(
     clearPause: db.prepare('UPDATE tasks SET pending_approval = NULL, resume_state = NULL WHERE task_id = ?'),
   };
   const batch = createWriteBatch(db, onWriteError);
+  const finish = db.transaction((taskId: string, o: TaskOutcome) => {
+    q.clearPause.run(taskId);
+    q.finish.run(
+      o.status,
+      o.final_answer,
+      o.error,
+      o.steps,
+      JSON.stringify(o.usage),
+      JSON.stringify(o.toolsets_used),
+      JSON.stringify(o.tokens),
+      new Date().toISOString(),
+      taskId,
+    );
+  });
   /** The last seq given to each task this process has events for (read from the table on first use). */
   const lastSeq = new Map<string, number>();
   return {
+    /** Records a new task, committed at once (a failure throws: the task must not run unrecorded). */
     createTask(taskId: string, sessionId: string, goal: string) {
-      const at = new Date().toISOString();
+      q.insert.run(taskId, sessionId, goal, new Date().toISOString());
       lastSeq.set(taskId, 0);
-      batch.add(() => q.insert.run(taskId, sessionId, goal, at));
     },
     appendEvent(
       taskId: string,
@@ -155,11 +170,13 @@ export function createTaskStore(
       batch.add(() => q.addEvent.run(taskId, seq, type, at, durationMs, text));
       return { seq, type, at, duration_ms: durationMs, data };
     },
-    /** Records that the task waits for `pending`, with the loop state to resume from (committed at once). */
+    /**
+     * Records that the task waits for `pending`, with the loop state to resume from: committed at once, after
+     * the events queued before it (a failure throws: a pause nobody can find would never be decided).
+     */
     pause(taskId: string, pending: unknown, state: unknown) {
-      const [p, s] = [JSON.stringify(pending), JSON.stringify(state)];
-      batch.add(() => q.pause.run(p, s, taskId));
       batch.flush();
+      q.pause.run(JSON.stringify(pending), JSON.stringify(state), taskId);
     },
     /** The task runs again (its approval was decided). */
     unpause(taskId: string) {
@@ -174,25 +191,11 @@ export function createTaskStore(
         state: row.resume_state ? JSON.parse(row.resume_state) : null,
       }));
     },
-    /** Stores how the task ended, committed at once with everything queued before it. */
+    /** Stores how the task ended: committed at once, after the events queued before it (a failure throws). */
     finishTask(taskId: string, o: TaskOutcome) {
-      const args = [
-        o.status,
-        o.final_answer,
-        o.error,
-        o.steps,
-        JSON.stringify(o.usage),
-        JSON.stringify(o.toolsets_used),
-        JSON.stringify(o.tokens),
-        new Date().toISOString(),
-        taskId,
-      ];
-      batch.add(() => {
-        q.clearPause.run(taskId);
-        q.finish.run(...args);
-      });
       batch.flush();
       lastSeq.delete(taskId);
+      finish(taskId, o);
     },
     getTask(taskId: string): Task | undefined {
       batch.flush();

@@ -10,9 +10,10 @@ export async function runService(name: string, start: () => Promise<Listening | 
     process.stderr.write(`${name} failed to start: ${(err as Error).message}\n`);
     process.exit(1);
   }
+  // Exit 0, unless something set process.exitCode before asking to stop (a service thread that died).
   const stop = async () => {
     for (const service of [...running].reverse()) await service.close();
-    process.exit(0);
+    process.exit();
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

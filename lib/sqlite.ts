@@ -51,22 +51,26 @@ export function openDatabase(file: string): Db {
 export interface WriteBatch {
   /** Queues a write (a prepared statement's run, say); committed with the others of this turn. */
   add(write: () => void): void;
-  /** Commits what is queued now: before a read that must see it, or when a write must be durable at once. */
+  /** Commits what is queued now, before a read that must see it; a failure goes to `onError`. */
   flush(): void;
 }
+
+/** A row the database refused (a constraint): the other rows of its batch are fine on their own. */
+const isRowError = (err: unknown) => String((err as { code?: unknown }).code).startsWith('SQLITE_CONSTRAINT');
 
 /**
  * Groups a store's writes into one transaction per turn of the event loop (or per `maxWrites`): under WAL a
  * commit costs far more than a row (the WAL frames of every page it touched and the commit record, written
- * with one writev each), and a model step records five or six rows. A write that fails alone (a constraint,
- * say) is retried on its own and reported to `onError`, so it never takes the rest of the batch with it. What
- * a crash of the process can lose is the one turn not yet committed; reads of the store flush first, so the
- * store itself never sees a write missing.
+ * with one writev each), and a model step records five or six rows. A row the database refuses (a constraint)
+ * is left out and reported to `onError`, the others retried on their own; any other failure (the database
+ * busy past its timeout, a full disk, an I/O error, a closed handle) loses the batch and is reported once —
+ * retrying row by row would only wait out the same lock again. What a crash of the process can lose is the one
+ * turn not yet committed; reads of the store flush first, so the store itself never sees a write missing.
  */
 export function createWriteBatch(db: Db, onError: (err: unknown) => void, maxWrites = 500): WriteBatch {
   let queue: (() => void)[] = [];
   let scheduled: NodeJS.Immediate | null = null;
-  const commit = db.transaction((writes: (() => void)[]) => {
+  const transaction = db.transaction((writes: (() => void)[]) => {
     for (const write of writes) write();
   });
   function flush() {
@@ -76,14 +80,17 @@ export function createWriteBatch(db: Db, onError: (err: unknown) => void, maxWri
     const writes = queue;
     queue = [];
     try {
-      commit(writes);
-    } catch {
-      for (const write of writes) {
-        try {
-          write();
-        } catch (err) {
-          onError(err);
-        }
+      transaction(writes);
+      return;
+    } catch (err) {
+      if (!isRowError(err)) return onError(err);
+    }
+    for (const write of writes) {
+      try {
+        write();
+      } catch (err) {
+        onError(err);
+        if (!isRowError(err)) return;
       }
     }
   }

@@ -248,19 +248,18 @@ export function createGatewayStore(
     /** Records an entry with the current actor (audit-context.ts). */
     audit(entry: AuditEntry) {
       const { actor, task_id } = currentActor();
-      const at = new Date().toISOString();
-      batch.add(() =>
-        q.audit.run(
-          at,
-          entry.session_id,
-          entry.kind,
-          entry.subject,
-          entry.ok ? 1 : 0,
-          entry.detail ?? null,
-          actor,
-          task_id ?? null,
-        ),
-      );
+      // The row's values now: the entry may change after this call, the row must not.
+      const row = [
+        new Date().toISOString(),
+        entry.session_id,
+        entry.kind,
+        entry.subject,
+        entry.ok ? 1 : 0,
+        entry.detail ?? null,
+        actor,
+        task_id ?? null,
+      ];
+      batch.add(() => q.audit.run(...row));
     },
     /** Audit rows, newest first. */
     listAudit(filter: AuditFilter): AuditRow[] {

@@ -56,6 +56,30 @@ describe('write batch', () => {
     expect(String(errors[0])).toMatch(/UNIQUE constraint failed: t\.id/);
   });
 
+  it('loses the batch and says so once when the database stays locked, without waiting again row by row', () => {
+    const errors: unknown[] = [];
+    const batch = createWriteBatch(db, (err) => errors.push(err));
+    db.exec('PRAGMA busy_timeout = 50');
+    const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+    const other = new Database(path.join(dir, 'x.db'));
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      for (const v of ['1', '2', '3', '4', '5']) batch.add(() => insert.run(v));
+      batch.flush();
+    } finally {
+      other.exec('ROLLBACK');
+      other.close();
+    }
+    // Reported once for the batch: no row-by-row retry that would wait out the lock five more times.
+    expect(errors).toHaveLength(1);
+    expect(String((errors[0] as { code?: string }).code)).toMatch(/^SQLITE_BUSY/);
+    expect(rows()).toEqual([]);
+    // The batch after it commits as usual.
+    batch.add(() => insert.run('after'));
+    batch.flush();
+    expect(rows()).toEqual(['after']);
+  });
+
   it('commits at once when a turn queues more than its limit', () => {
     const batch = createWriteBatch(db, () => {}, 3);
     const insert = db.prepare('INSERT INTO t (v) VALUES (?)');

@@ -79,8 +79,8 @@ export interface TaskOutcome {
 export type TaskStore = ReturnType<typeof createTaskStore>;
 
 /**
- * Creates the tables if needed and returns the task queries. Event records are committed together once per
- * turn of the event loop (lib/sqlite.ts createWriteBatch): a step's five or six rows in one commit, every read
+ * Creates the tables if needed and returns the task queries. Event records are committed together a few
+ * milliseconds after they are written (lib/sqlite.ts createWriteBatch): a step's five or six rows in one commit, every read
  * flushing first, a failure given to `onWriteError`. A task's creation, pause and end are committed at once
  * and throw when they fail.
  */

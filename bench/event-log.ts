@@ -4,8 +4,7 @@ import { createTaskStore } from '../agent-server/store.ts';
 import { openDatabase } from '../lib/sqlite.ts';
 
 // Figure 10, event-log persistence: step records per second through the agent-server's task store
-// (appendEvent as the loop records every step, then the commit the store makes at the end of the event loop's
-// turn) against raw better-sqlite3 inserts of the same rows, each serialised as it is inserted, into a table
+// (appendEvent as the loop records every step, then the store's group commit) against raw better-sqlite3 inserts of the same rows, each serialised as it is inserted, into a table
 // like it on a database opened the same way (WAL, same pragmas). Raw inserts are timed two ways — one commit
 // each, and the whole batch in one transaction as the store commits — and the faster is the baseline.
 

@@ -416,8 +416,8 @@ export function renderReport(r: BenchResults): string {
   out.push('');
   out.push(
     `${n0(r.eventLog.records)} step records (a model_call event, ${r.eventLog.recordBytes} bytes of JSON) through the ` +
-      `agent-server's task store — \`appendEvent\` as the loop writes them, then the commit the store makes at the end of ` +
-      `the event loop's turn, ${r.eventLog.batch} records to a commit — ${n0(r.eventLog.storeRecordsPerS)} per second, against ` +
+      `agent-server's task store — \`appendEvent\` as the loop writes them, then the store's group commit, ` +
+      `${r.eventLog.batch} records to a commit — ${n0(r.eventLog.storeRecordsPerS)} per second, against ` +
       'raw better-sqlite3 inserts of the same rows (`JSON.stringify` and `run()`) into the same database (WAL, same pragmas), in ' +
       `alternating batches: ${n0(r.eventLog.rawRunPerS)} per second with one commit each, ${n0(r.eventLog.rawBatchedPerS)} ` +
       `per second with ${r.eventLog.batch} to a transaction; the faster is the baseline.`,

@@ -47,7 +47,15 @@ export function openDatabase(file: string): Db {
   return db;
 }
 
-/** Writes queued for one transaction at the end of the event loop's turn. */
+/**
+ * How long a queued write may wait for others to share its commit. Short enough that nothing a person or a
+ * client does notices (every read of the store commits first), long enough that a step's rows, the audit row
+ * of its tool call and the next step's rows usually share one commit instead of costing one each, and that
+ * the commit happens after the answer has gone out rather than in its way.
+ */
+export const GROUP_COMMIT_MS = 5;
+
+/** Writes queued for one transaction, committed together a few milliseconds later. */
 export interface WriteBatch {
   /** Queues a write (a prepared statement's run, say); committed with the others of this turn. */
   add(write: () => void): void;
@@ -59,22 +67,28 @@ export interface WriteBatch {
 const isRowError = (err: unknown) => String((err as { code?: unknown }).code).startsWith('SQLITE_CONSTRAINT');
 
 /**
- * Groups a store's writes into one transaction per turn of the event loop (or per `maxWrites`): under WAL a
+ * Groups a store's writes into one transaction every GROUP_COMMIT_MS (or per `maxWrites`): under WAL a
  * commit costs far more than a row (the WAL frames of every page it touched and the commit record, written
  * with one writev each), and a model step records five or six rows. A row the database refuses (a constraint)
  * is left out and reported to `onError`, the others retried on their own; any other failure (the database
  * busy past its timeout, a full disk, an I/O error, a closed handle) loses the batch and is reported once —
- * retrying row by row would only wait out the same lock again. What a crash of the process can lose is the one
- * turn not yet committed; reads of the store flush first, so the store itself never sees a write missing.
+ * retrying row by row would only wait out the same lock again. What a crash of the process can lose is the last
+ * few milliseconds not yet committed; reads of the store flush first, so the store itself never sees a write
+ * missing.
  */
-export function createWriteBatch(db: Db, onError: (err: unknown) => void, maxWrites = 500): WriteBatch {
+export function createWriteBatch(
+  db: Db,
+  onError: (err: unknown) => void,
+  opts: { maxWrites?: number; delayMs?: number } = {},
+): WriteBatch {
+  const { maxWrites = 500, delayMs = GROUP_COMMIT_MS } = opts;
   let queue: (() => void)[] = [];
-  let scheduled: NodeJS.Immediate | null = null;
+  let scheduled: NodeJS.Timeout | null = null;
   const transaction = db.transaction((writes: (() => void)[]) => {
     for (const write of writes) write();
   });
   function flush() {
-    if (scheduled) clearImmediate(scheduled);
+    if (scheduled) clearTimeout(scheduled);
     scheduled = null;
     if (queue.length === 0) return;
     const writes = queue;
@@ -98,7 +112,7 @@ export function createWriteBatch(db: Db, onError: (err: unknown) => void, maxWri
     add(write) {
       queue.push(write);
       if (queue.length >= maxWrites) flush();
-      else scheduled ??= setImmediate(flush);
+      else scheduled ??= setTimeout(flush, delayMs);
     },
     flush,
   };

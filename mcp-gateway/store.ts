@@ -87,8 +87,8 @@ export interface AuditFilter {
 export type GatewayStore = ReturnType<typeof createGatewayStore>;
 
 /**
- * Creates the tables if needed and returns the gateway's queries. Audit rows are committed together once per
- * turn of the event loop (lib/sqlite.ts createWriteBatch; every tool call writes one), and the audit listing
+ * Creates the tables if needed and returns the gateway's queries. Audit rows are committed together a few
+ * milliseconds after they are written (lib/sqlite.ts createWriteBatch; every tool call writes one), and the audit listing
  * flushes first; a row that fails to write is given to `onWriteError`.
  */
 export function createGatewayStore(

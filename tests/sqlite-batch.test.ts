@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createWriteBatch, type Db, openDatabase } from '../lib/sqlite.ts';
+import { createWriteBatch, type Db, GROUP_COMMIT_MS, openDatabase } from '../lib/sqlite.ts';
 
-// Writes committed once per event-loop turn (lib/sqlite.ts): what another reader of the file sees, and that a
+// Writes committed together a few milliseconds after they are queued (lib/sqlite.ts): what another reader of the file sees, and that a
 // write that fails never takes the rest of its batch with it.
 
 let dir: string;
@@ -28,7 +28,7 @@ const rows = () =>
   (reader.prepare('SELECT id, v FROM t ORDER BY id').all() as { id: number; v: string }[]).map((r) => r.v);
 
 describe('write batch', () => {
-  it('commits the writes of a turn together at its end, or at once when flushed', async () => {
+  it('commits queued writes together a few milliseconds later, or at once when flushed', async () => {
     const batch = createWriteBatch(db, (err) => {
       throw err;
     });
@@ -37,6 +37,8 @@ describe('write batch', () => {
     batch.add(() => insert.run('b'));
     expect(rows()).toEqual([]);
     await new Promise((r) => setImmediate(r));
+    expect(rows()).toEqual([]);
+    await new Promise((r) => setTimeout(r, GROUP_COMMIT_MS + 20));
     expect(rows()).toEqual(['a', 'b']);
     batch.add(() => insert.run('c'));
     batch.flush();
@@ -81,7 +83,7 @@ describe('write batch', () => {
   });
 
   it('commits at once when a turn queues more than its limit', () => {
-    const batch = createWriteBatch(db, () => {}, 3);
+    const batch = createWriteBatch(db, () => {}, { maxWrites: 3 });
     const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
     for (const v of ['1', '2', '3', '4']) batch.add(() => insert.run(v));
     expect(rows()).toEqual(['1', '2', '3']);

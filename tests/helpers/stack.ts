@@ -229,7 +229,7 @@ export async function makeStack(opts: StackOptions = {}) {
     agentApp,
     agent,
     taskStore,
-    /** Commits the stores' queued writes (they commit once per event-loop turn), for a test reading the files. */
+    /** Commits the stores' queued writes (they commit a few milliseconds after they are written), for a test reading the files. */
     flushWrites() {
       gatewayStore.flush();
       taskStore.flush();

@@ -108,6 +108,7 @@ export async function concurrencyRun(
   );
   const model = await startModelProcess(latencyMs);
   const start = layout === 'separate' ? startSeparate : startNpm;
+  // The mock model is stopped if the services fail to start (else its process keeps the benchmark alive).
   const npm = await start({
     ...(layout === 'two-threads' ? { TOOLSHIFT_THREADS: '2' } : {}),
     AGENT_PORT: '0',
@@ -119,6 +120,9 @@ export async function concurrencyRun(
     FS_ROOTS: workspace,
     MAX_CONCURRENT_TASKS: String(tasks * 2),
     AGENT_MODEL_TIMEOUT_MS: '120000',
+  }).catch(async (err: unknown) => {
+    await model.stop();
+    throw err;
   });
   // One connection per task to the agent (each execute_task holds its connection until the task ends).
   const client = new Agent({

@@ -80,9 +80,9 @@ export type TaskStore = ReturnType<typeof createTaskStore>;
 
 /**
  * Creates the tables if needed and returns the task queries. Event records are committed together a few
- * milliseconds after they are written (lib/sqlite.ts createWriteBatch): a step's five or six rows in one commit, every read
- * flushing first, a failure given to `onWriteError`. A task's creation, pause and end are committed at once
- * and throw when they fail.
+ * milliseconds after they are written (lib/sqlite.ts createWriteBatch): a step's five or six rows in one
+ * commit, every read flushing first, a failure given to `onWriteError`. A task's creation, pause, resumption
+ * and end are committed at once and throw when they fail.
  */
 export function createTaskStore(
   db: Db,
@@ -178,9 +178,10 @@ export function createTaskStore(
       batch.flush();
       q.pause.run(JSON.stringify(pending), JSON.stringify(state), taskId);
     },
-    /** The task runs again (its approval was decided). */
+    /** The task runs again (its approval was decided); committed at once, like the pause. */
     unpause(taskId: string) {
-      batch.add(() => q.unpause.run(taskId));
+      batch.flush();
+      q.unpause.run(taskId);
     },
     /** Tasks paused for an approval, with what they wait for and their saved loop state. */
     awaiting(): { task: Task; pending: unknown; state: unknown }[] {

@@ -57,7 +57,7 @@ export const GROUP_COMMIT_MS = 5;
 
 /** Writes queued for one transaction, committed together a few milliseconds later. */
 export interface WriteBatch {
-  /** Queues a write (a prepared statement's run, say); committed with the others of this turn. */
+  /** Queues a write (a prepared statement's run, say); committed with the others queued meanwhile. */
   add(write: () => void): void;
   /** Commits what is queued now, before a read that must see it; a failure goes to `onError`. */
   flush(): void;

@@ -2,6 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Hono } from 'hono';
+import { afterAll } from 'vitest';
 import { createAgent } from '../../agent-server/agent.ts';
 import { createAgentApp } from '../../agent-server/app.ts';
 import { createGatewayClient } from '../../agent-server/gateway-client.ts';
@@ -123,10 +124,18 @@ export interface StackOptions {
   now?: () => number;
 }
 
+/** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
+const made = new Set<string>();
+afterAll(async () => {
+  for (const dir of made) await rm(dir, { recursive: true, force: true });
+  made.clear();
+});
+
 /** The three apps wired in-process through app.request (no ports), on a temp workspace and data dir. */
 export async function makeStack(opts: StackOptions = {}) {
   const log = opts.log ?? silent;
   const tmp = await mkdtemp(path.join(tmpdir(), 'toolshift-'));
+  made.add(tmp);
   const root = path.join(tmp, 'workspace');
   const dataDir = opts.dataDir ?? path.join(tmp, 'data');
   let toolsetsDir = path.resolve('toolsets');

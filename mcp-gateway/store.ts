@@ -154,8 +154,10 @@ export function createGatewayStore(
     ),
   };
 
-  // Read on every tool call, written only here (this process owns gateway.db): kept in memory as well, the
-  // disabled set whole and the active toolsets of the most recently used sessions.
+  // Read on every tool call: kept in memory as well, the disabled set whole and the active toolsets of the most
+  // recently used sessions. This store's own changes drop what they touch (`changing` below); a commit by
+  // any other connection to the file (another gateway on the same data dir, an operator's sqlite3) moves
+  // SQLite's data_version, and then everything kept is dropped before the next read.
   let disabled: ReadonlySet<string> | null = null;
   const sessions = new Map<string, readonly string[] | null>();
   const SESSIONS_KEPT = 10_000;
@@ -163,9 +165,19 @@ export function createGatewayStore(
     disabled = null;
     sessions.clear();
   };
+  const dataVersion = db.prepare('PRAGMA data_version').pluck();
+  let seenVersion = dataVersion.get();
+  const forgetIfChangedElsewhere = () => {
+    const version = dataVersion.get();
+    if (version !== seenVersion) {
+      seenVersion = version;
+      forget();
+    }
+  };
 
   /** The session's active toolsets in activation order, or null for a session never stored. */
   const activeToolsets = (sessionId: string): string[] | null => {
+    forgetIfChangedElsewhere();
     let ids = sessions.get(sessionId);
     if (ids === undefined) {
       ids = q.hasSession.get(sessionId) ? q.active.all(sessionId).map((r) => r.toolset_id) : null;
@@ -210,6 +222,7 @@ export function createGatewayStore(
     ),
     /** Toolsets the operator has disabled (do not change the set). */
     disabledToolsets(): ReadonlySet<string> {
+      forgetIfChangedElsewhere();
       disabled ??= new Set(q.disabled.all().map((r) => r.toolset_id));
       return disabled;
     },

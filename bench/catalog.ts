@@ -28,9 +28,9 @@ const yamlFiles = (dir: string) =>
     .filter((f) => f.endsWith('.yaml'))
     .map((f) => [f, readFileSync(path.join(dir, f), 'utf8')] as const);
 
-/** The recorded GitHub definitions (../shared/data/github-mcp-server-tools.json). */
+/** The recorded GitHub definitions (tests/fixtures/recorded/github-mcp-server-tools.json). */
 export function recordedGithubTools(): Tool[] {
-  const file = path.resolve('../shared/data/github-mcp-server-tools.json');
+  const file = path.resolve('tests/fixtures/recorded/github-mcp-server-tools.json');
   return (JSON.parse(readFileSync(file, 'utf8')) as { tools: Tool[] }).tools;
 }
 

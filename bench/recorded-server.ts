@@ -3,7 +3,7 @@ import { serve } from '@hono/node-server';
 import { createMcpHandler, Server, type Tool } from '@modelcontextprotocol/server';
 
 // The recorded-catalog MCP backend: an SDK v2 server on loopback that answers `tools/list` with tool
-// definitions recorded from a real server (the GitHub MCP server's 117, in ../shared/data/) and nothing else.
+// definitions recorded from a real server (the GitHub MCP server's 117, in tests/fixtures/recorded/) and nothing else.
 // It declares no tools/call handler, so a call is a protocol error: the definitions are real, the tools are not.
 // Its server name and instructions say so, and the benchmark's toolset files say it in their descriptions.
 

@@ -12,7 +12,7 @@ const SAMPLES = [
   'function add(a: number, b: number): number {\n  return a + b;\n}\n\t  indented\r\nCRLF',
   '{"type":"function","function":{"name":"read_text_file","parameters":{"type":"object"}}}',
   '    12345678901234567890 3.14159 0xDEADBEEF   \n\n\n',
-  readFileSync('../shared/data/github-mcp-server-tools.json', 'utf8').slice(0, 40_000),
+  readFileSync('tests/fixtures/recorded/github-mcp-server-tools.json', 'utf8').slice(0, 40_000),
 ];
 
 describe('token counting', () => {

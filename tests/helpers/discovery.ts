@@ -35,7 +35,7 @@ const filesIn = (dir: string) =>
  */
 export async function discoveryCatalog(opts: { enterprise?: boolean } = {}) {
   const recorded = JSON.parse(
-    readFileSync(path.resolve('../shared/data/github-mcp-server-tools.json'), 'utf8'),
+    readFileSync(path.resolve('tests/fixtures/recorded/github-mcp-server-tools.json'), 'utf8'),
   ) as { tools: Tool[] };
   const server = await startMcpHttpServer({
     name: 'github-recorded',

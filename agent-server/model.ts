@@ -73,28 +73,45 @@ export function retryAfterMs(headers: Headers | undefined): number | undefined {
   return Number.isNaN(date) ? undefined : Math.min(Math.max(0, date - Date.now()), MAX_DELAY_MS);
 }
 
+/** The network error under an SDK connection error, as `CODE: message` (ECONNREFUSED, ENOTFOUND …). */
+function networkCause(err: unknown): string | undefined {
+  let cause = (err as { cause?: unknown }).cause;
+  for (let depth = 0; cause && depth < 4; depth++) {
+    const { code, message } = cause as { code?: unknown; message?: unknown };
+    if (typeof code === 'string')
+      return typeof message === 'string' && message ? `${code}: ${message}` : code;
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  const message = (err as { cause?: { message?: unknown } }).cause?.message;
+  return typeof message === 'string' && message ? message : undefined;
+}
+
 function describe(
   err: unknown,
   timeoutMs: number,
+  endpoint: string,
 ): { retry: boolean; message: string; delay?: number; status?: number } {
   if (err instanceof APIError && err.status !== undefined) {
     // An exhausted quota is a 429 that waiting does not fix: fail at once with the provider's message.
     const quota = err.code === 'insufficient_quota' || (err.type ?? '') === 'insufficient_quota';
     const retry = !quota && (RETRYABLE.has(err.status) || err.status >= 500);
+    // The SDK's message starts with the status already ("401 Incorrect API key …").
+    const text = err.message.replace(new RegExp(`^${err.status}\\s*`), '') || 'no message';
     return {
       retry,
-      message: `model endpoint answered ${err.status}: ${err.message}`,
+      message: `model endpoint ${endpoint} answered ${err.status}: ${text}`,
       delay: retryAfterMs(err.headers),
       status: err.status,
     };
   }
   if (err instanceof APIConnectionError) {
     const timedOut = err instanceof APIConnectionTimeoutError;
+    const cause = networkCause(err);
     return {
       retry: true,
       message: timedOut
-        ? `model call timed out after ${timeoutMs} ms`
-        : `cannot reach the model endpoint: ${err.message}`,
+        ? `model call to ${endpoint} timed out after ${timeoutMs} ms`
+        : `cannot reach the model endpoint ${endpoint} (${cause ?? err.message}): is the server running, and is OPENAI_BASE_URL right?`,
     };
   }
   return { retry: false, message: (err as Error).message };
@@ -166,7 +183,7 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
         } catch (err) {
           if (err instanceof ModelError) throw err;
           if (signal?.aborted || err instanceof APIUserAbortError) throw stopped();
-          const failure = describe(err, opts.timeoutMs);
+          const failure = describe(err, opts.timeoutMs, client.baseURL);
           if (!failure.retry) throw new ModelError(`Model call failed: ${failure.message}`);
           if (attempt >= opts.maxAttempts) {
             throw new ModelError(`Model call failed after ${attempt} attempts: ${failure.message}`);

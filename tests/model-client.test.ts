@@ -34,6 +34,30 @@ function failing(status: number, headers: Record<string, string> = {}, message =
 }
 
 describe('the OpenAI-compatible model client', () => {
+  it('names the endpoint and the network error when nothing listens there', async () => {
+    // A port that was just free: the real lean fetch (undici) under the SDK, as the agent-server runs it.
+    const { createServer } = await import('node:net');
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise<void>((r) => probe.close(() => r()));
+    const { leanFetch } = await import('../lib/lean-fetch.ts');
+    const m = openAIModel({
+      baseURL: `http://127.0.0.1:${port}/v1`,
+      timeoutMs: 5000,
+      maxAttempts: 2,
+      fetch: leanFetch,
+      sleep: async () => {},
+    });
+    const err = (await m.complete(request).catch((e: Error) => e)) as Error;
+    expect(err.message).toMatch(
+      new RegExp(
+        `^Model call failed after 2 attempts: cannot reach the model endpoint http://127\\.0\\.0\\.1:${port}/v1 \\(ECONNREFUSED`,
+      ),
+    );
+    expect(err.message).toContain('OPENAI_BASE_URL');
+  });
+
   it('parses text, tool calls and usage', async () => {
     server.use(
       http.post(URL, () =>
@@ -80,7 +104,7 @@ describe('the OpenAI-compatible model client', () => {
     );
     const { m, sleeps } = model();
     const err = await m.complete(request).catch((e) => e);
-    expect(err.message).toBe(`Model call failed: model endpoint answered 429: 429 ${message}`);
+    expect(err.message).toBe(`Model call failed: model endpoint ${MODEL_BASE_URL} answered 429: ${message}`);
     expect(n).toBe(1);
     expect(sleeps).toEqual([]);
   });
@@ -112,7 +136,7 @@ describe('the OpenAI-compatible model client', () => {
     );
     const { m } = model({ maxAttempts: 3 });
     await expect(m.complete(request)).rejects.toThrow(
-      /failed after 3 attempts: model endpoint answered 500: .*upstream exploded/,
+      /failed after 3 attempts: model endpoint http:\/\/model\.test\/v1 answered 500: upstream exploded/,
     );
     expect(n).toBe(3);
   });
@@ -126,7 +150,11 @@ describe('the OpenAI-compatible model client', () => {
       }),
     );
     const { m, sleeps } = model();
-    await expect(m.complete(request)).rejects.toThrow(/answered 401: .*Incorrect API key provided/);
+    const err = (await m.complete(request).catch((e: Error) => e)) as Error;
+    // The endpoint is named, and the status is said once ("answered 401: 401 …" read badly).
+    expect(err.message).toBe(
+      `Model call failed: model endpoint ${MODEL_BASE_URL} answered 401: Incorrect API key provided`,
+    );
     expect(n).toBe(1);
     expect(sleeps).toEqual([]);
   });
@@ -142,7 +170,7 @@ describe('the OpenAI-compatible model client', () => {
     );
     const { m } = model({ timeoutMs: 150, maxAttempts: 2 });
     await expect(m.complete(request)).rejects.toThrow(
-      /failed after 2 attempts: model call timed out after 150 ms/,
+      /failed after 2 attempts: model call to http:\/\/model\.test\/v1 timed out after 150 ms/,
     );
     expect(n).toBe(2);
   });
@@ -160,8 +188,18 @@ describe('the OpenAI-compatible model client', () => {
     const reply = await model().m.complete(request, { onRetry: (r) => retries.push(r) });
     expect(reply.attempts).toBe(3);
     expect(retries).toEqual([
-      { attempt: 1, status: 503, reason: 'model endpoint answered 503: 503 overloaded', delay_ms: 40 },
-      { attempt: 2, status: 503, reason: 'model endpoint answered 503: 503 overloaded', delay_ms: 40 },
+      {
+        attempt: 1,
+        status: 503,
+        reason: 'model endpoint http://model.test/v1 answered 503: overloaded',
+        delay_ms: 40,
+      },
+      {
+        attempt: 2,
+        status: 503,
+        reason: 'model endpoint http://model.test/v1 answered 503: overloaded',
+        delay_ms: 40,
+      },
     ]);
   });
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { boundedRecord, boundedString, LIMITS } from '../lib/bounds.ts';
 import { SessionId } from '../mcp-gateway/contract.ts';
 import { ErrorBody } from '../tool-server/contract.ts';
 
@@ -13,12 +14,12 @@ export type ToolExposure = z.infer<typeof ToolExposure>;
 
 export const ExecuteTaskRequest = z
   .object({
-    goal: z.string().trim().min(1, 'must not be empty').max(100_000).optional(),
+    goal: boundedString(LIMITS.goal).trim().min(1, 'must not be empty').optional(),
     /** A playbook (GET /mcp/prompts at the gateway) whose rendering is the goal; give this or `goal`. */
     prompt: z
       .strictObject({
-        name: z.string().min(1).max(64),
-        arguments: z.record(z.string(), z.string()).default({}),
+        name: boundedString(LIMITS.id).min(1),
+        arguments: boundedRecord(boundedString(LIMITS.promptArgValue), LIMITS.promptArgs).default({}),
       })
       .optional(),
     session_id: SessionId.optional(),
@@ -152,8 +153,11 @@ export type PendingApproval = z.infer<typeof PendingApproval>;
 
 export const DecideApproval = z.strictObject({
   approve: z.boolean(),
-  reason: z.string().max(1000).optional(),
+  reason: boundedString(LIMITS.reason).optional(),
 });
+
+/** A task id in a path (`task_` and a UUID: 41 characters). */
+const TaskIdParam = boundedString(LIMITS.id).min(1);
 
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const agentRoutes = {
@@ -168,7 +172,7 @@ export const agentRoutes = {
     path: '/agent/tasks/{id}/approvals/{call_id}',
     summary:
       'Approve or deny what a task waits for; the task resumes (also after a restart of the agent-server)',
-    params: z.object({ id: z.string().min(1), call_id: z.string().min(1) }),
+    params: z.object({ id: TaskIdParam, call_id: boundedString(LIMITS.callId).min(1) }),
     body: DecideApproval,
     responses: {
       200: z.object({ task_id: z.string(), call_id: z.string(), status: z.string() }),
@@ -191,7 +195,7 @@ export const agentRoutes = {
     summary:
       'The task’s events as SSE: replayed from the start (or after Last-Event-ID / ?after=), followed live ' +
       'while it runs, then a `result` event; comments keep an idle stream alive',
-    params: z.object({ id: z.string().min(1) }),
+    params: z.object({ id: TaskIdParam }),
     query: z.object({ after: z.coerce.number().int().min(0).optional() }),
     produces: 'text/event-stream',
     responses: { 200: z.string(), 404: ErrorBody },
@@ -202,14 +206,14 @@ export const agentRoutes = {
     summary:
       'Cancel a running task: it stops between steps and any model or tool call in flight is abandoned; ' +
       'answers once it has stopped',
-    params: z.object({ id: z.string().min(1) }),
+    params: z.object({ id: TaskIdParam }),
     responses: { 200: Task, 404: ErrorBody, 409: ErrorBody },
   },
   getTask: {
     method: 'get',
     path: '/agent/tasks/{id}',
     summary: 'A task with its recorded events',
-    params: z.object({ id: z.string().min(1) }),
+    params: z.object({ id: TaskIdParam }),
     responses: { 200: TaskDetail, 404: ErrorBody },
   },
   listTasks: {

@@ -59,17 +59,26 @@ export async function approvalsCommand(
   return EXIT.ok;
 }
 
-/** `toolshift audit [--session ID] [--task ID] [--since ISO] [--limit N]`: the gateway's audit trail. */
+/**
+ * `toolshift audit [--session ID] [--task ID] [--since ISO] [--limit N] [--cursor C]`: the gateway's audit
+ * trail, a page at a time (the last line says how to ask for the next, older page).
+ */
 export async function auditCommand(
-  flags: { json: boolean; session?: string; task?: string; since?: string; limit: number },
+  flags: { json: boolean; session?: string; task?: string; since?: string; cursor?: string; limit: number },
   gateway: ServiceEndpoint,
   io: CliIo,
 ): Promise<number> {
-  const { audit } = await callRoute(gateway, gatewayRoutes.listAudit, {
-    query: { session_id: flags.session, task_id: flags.task, since: flags.since, limit: String(flags.limit) },
+  const { audit, next_cursor } = await callRoute(gateway, gatewayRoutes.listAudit, {
+    query: {
+      session_id: flags.session,
+      task_id: flags.task,
+      since: flags.since,
+      cursor: flags.cursor,
+      limit: String(flags.limit),
+    },
   });
   if (flags.json) {
-    io.stdout(`${JSON.stringify({ audit })}\n`);
+    io.stdout(`${JSON.stringify({ audit, next_cursor })}\n`);
     return EXIT.ok;
   }
   if (audit.length === 0) io.stdout('no audit rows match\n');
@@ -80,5 +89,6 @@ export async function auditCommand(
         `${r.session_id ? ` in ${r.session_id}` : ''}${r.detail ? `  — ${r.detail}` : ''}\n`,
     );
   }
+  if (next_cursor) io.stdout(`older rows: toolshift audit --cursor ${next_cursor} (with the same filters)\n`);
   return EXIT.ok;
 }

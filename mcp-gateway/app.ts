@@ -114,7 +114,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   route(app, routes.decideApproval, (c, { params, body }) =>
     c.json(gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason)),
   );
-  route(app, routes.listAudit, (c, { query }) => c.json({ audit: gateway.listAudit(query) }));
+  route(app, routes.listAudit, (c, { query }) => c.json(gateway.listAudit(query)));
   route(app, routes.listPrompts, (c) => c.json({ prompts: deps.prompts.list() }));
   route(app, routes.renderPrompt, (c, { params, body }) => {
     try {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { boundedList, boundedRecord, boundedString, LIMITS } from '../lib/bounds.ts';
 import { ErrorBody, Health, ToolAnnotations, ToolResult } from '../tool-server/contract.ts';
 
 // The gateway's HTTP API. The seed's `POST /mcp/admin/toolsets {action, toolset_ids}` works unchanged.
@@ -16,7 +17,9 @@ export const ToolsetAction = z.enum(['ACTIVATE', 'DEACTIVATE', 'ENABLE', 'DISABL
 
 export const ChangeToolsetsRequest = z.strictObject({
   action: ToolsetAction,
-  toolset_ids: z.array(z.string()).min(1, 'give at least one toolset id'),
+  toolset_ids: boundedList(boundedString(LIMITS.id), LIMITS.ids).refine((ids) => ids.length > 0, {
+    message: 'give at least one toolset id',
+  }),
   session_id: SessionId.optional(),
 });
 export type ChangeToolsetsRequest = z.infer<typeof ChangeToolsetsRequest>;
@@ -59,7 +62,7 @@ export type ToolsetInfo = z.infer<typeof ToolsetInfo>;
 export const ListToolsetsQuery = z.object({
   session_id: SessionId.optional(),
   /** A plain-language need; toolsets come back ranked (ids, descriptions, tool names and descriptions). */
-  query: z.string().max(200).optional(),
+  query: boundedString(LIMITS.query).optional(),
 });
 
 export const ListToolsetsResponse = z.object({ session_id: z.string(), toolsets: z.array(ToolsetInfo) });
@@ -81,6 +84,7 @@ export const ListToolsResponse = z.object({ session_id: z.string(), tools: z.arr
 
 export const CallToolRequest = z.object({
   session_id: SessionId.optional(),
+  // A tool's own business: bounded by the body cap (MAX_BODY_BYTES) and the JSON depth limit, not here.
   arguments: z.record(z.string(), z.unknown()).default({}),
 });
 
@@ -169,7 +173,7 @@ export const PromptInfo = z.object({
 });
 
 export const RenderPromptRequest = z.strictObject({
-  arguments: z.record(z.string(), z.string()).default({}),
+  arguments: boundedRecord(boundedString(LIMITS.promptArgValue), LIMITS.promptArgs).default({}),
 });
 export type RenderPromptRequest = z.infer<typeof RenderPromptRequest>;
 
@@ -200,7 +204,7 @@ export type Approval = z.infer<typeof Approval>;
 
 export const DecideApprovalRequest = z.strictObject({
   approve: z.boolean(),
-  reason: z.string().max(1000).optional(),
+  reason: boundedString(LIMITS.reason).optional(),
 });
 
 export const AuditRow = z.object({
@@ -214,6 +218,12 @@ export const AuditRow = z.object({
   ok: z.boolean(),
   detail: z.string().nullable(),
 });
+
+/** The most audit rows one page holds; with each row's texts capped (AUDIT_TEXT_MAX), a page stays a few MiB. */
+export const AUDIT_PAGE_MAX = 1000;
+
+/** A page of the audit trail; `next_cursor` (null on the last page) fetches the next, older one. */
+export const AuditPage = z.object({ audit: z.array(AuditRow), next_cursor: z.string().nullable() });
 
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const gatewayRoutes = {
@@ -264,14 +274,22 @@ export const gatewayRoutes = {
     method: 'get',
     path: '/mcp/admin/audit',
     roles: ['admin'],
-    summary: 'The audit trail, newest first: toolset changes, refused and approved calls, operator changes',
+    summary:
+      'The audit trail, newest first, a page at a time (pass next_cursor as cursor): toolset changes, refused ' +
+      'and approved calls, operator changes',
     query: z.object({
       session_id: SessionId.optional(),
-      task_id: z.string().max(128).optional(),
-      since: z.string().datetime({ offset: true }).optional(),
-      limit: z.coerce.number().int().min(1).max(1000).default(100),
+      task_id: boundedString(LIMITS.sessionId).optional(),
+      since: boundedString(LIMITS.cursor)
+        .pipe(z.string().datetime({ offset: true }))
+        .optional(),
+      /** The `next_cursor` of the previous page: rows older than it (keyset paging, fast on any table size). */
+      cursor: boundedString(LIMITS.cursor)
+        .pipe(z.string().regex(/^[1-9][0-9]{0,15}$/, 'must be the next_cursor of an earlier page'))
+        .optional(),
+      limit: z.coerce.number().int().min(1).max(AUDIT_PAGE_MAX).default(100),
     }),
-    responses: { 200: z.object({ audit: z.array(AuditRow) }) },
+    responses: { 200: AuditPage },
   },
   listPrompts: {
     method: 'get',

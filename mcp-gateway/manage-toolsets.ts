@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { boundedList, boundedString, LIMITS } from '../lib/bounds.ts';
 import { describeIssues, HttpError } from '../lib/http.ts';
 import type {
   ChangeToolsetsRequest,
@@ -17,13 +18,16 @@ const Args = z
       (v) => (typeof v === 'string' ? v.trim().toUpperCase() : v),
       z.enum(['ACTIVATE', 'DEACTIVATE', 'LIST']),
     ),
-    toolset_ids: z.array(z.string()).optional(),
-    query: z.string().max(200).optional(),
+    toolset_ids: boundedList(boundedString(LIMITS.id), LIMITS.ids).optional(),
+    query: boundedString(LIMITS.query).optional(),
   })
   .refine((a) => a.action === 'LIST' || (a.toolset_ids?.length ?? 0) > 0, {
     message: 'ACTIVATE and DEACTIVATE need at least one id in toolset_ids',
     path: ['toolset_ids'],
   });
+
+/** Whether a model's raw arguments would pass (the MCP face mints a session handle only for those that do). */
+export const validManageArgs = (args: Record<string, unknown>): boolean => Args.safeParse(args).success;
 
 const EXPECTED = 'Expected {action: "ACTIVATE"|"DEACTIVATE"|"LIST", toolset_ids: string[], query?: string}';
 
@@ -108,7 +112,7 @@ export async function manageToolsets(
     deps.audit({
       session_id: sessionId,
       kind: 'manage',
-      subject: String(args.action ?? '?'),
+      subject: String(args.action ?? '?').slice(0, LIMITS.id),
       ok: false,
       detail: message.slice(0, 500),
     });

@@ -75,13 +75,47 @@ export interface AuditRow {
   detail: string | null;
 }
 
-/** What the audit listing filters on. */
+/** What the audit listing filters on; `cursor` is the `next_cursor` of the page before (rows older than it). */
 export interface AuditFilter {
   session_id?: string;
   task_id?: string;
   since?: string;
+  cursor?: string;
   limit: number;
 }
+
+/** A page of audit rows, newest first; `next_cursor` is null on the last page. */
+export interface AuditPage {
+  audit: AuditRow[];
+  next_cursor: string | null;
+}
+
+/**
+ * The most characters an audit row keeps of its subject and of its detail (and the listing serves of a row
+ * written before this bound): one request adds a few KiB to the database at most, whatever it carried.
+ */
+export const AUDIT_SUBJECT_MAX = 512;
+export const AUDIT_DETAIL_MAX = 2048;
+
+/** `text` cut to `max` characters with a marker saying how much was cut. */
+export function clip(text: string, max: number, length = text.length): string {
+  return length <= max ? text : `${text.slice(0, max)}… [${length - max} more characters]`;
+}
+
+interface AuditQuery {
+  session_id: string | null;
+  task_id: string | null;
+  cursor: number;
+  from: number;
+  limit: number;
+}
+
+type StoredAuditRow = Omit<AuditRow, 'ok' | 'actor'> & {
+  ok: number;
+  actor: string | null;
+  subject_length: number;
+  detail_length: number | null;
+};
 
 /** The gateway's persistence; swap this module to move to another database. */
 export type GatewayStore = ReturnType<typeof createGatewayStore>;
@@ -102,6 +136,18 @@ export function createGatewayStore(
   const columns = new Set(auditColumns.all('audit').map((c) => c.name));
   if (!columns.has('actor')) db.exec('ALTER TABLE audit ADD COLUMN actor TEXT');
   if (!columns.has('task_id')) db.exec('ALTER TABLE audit ADD COLUMN task_id TEXT');
+  // The listing pages by id (the rowid) within a session or task, and retention deletes by age.
+  db.exec(`CREATE INDEX IF NOT EXISTS audit_session ON audit (session_id, id);
+    CREATE INDEX IF NOT EXISTS audit_task ON audit (task_id, id);
+    CREATE INDEX IF NOT EXISTS audit_at ON audit (at);`);
+  // A listed row's texts are cut in SQL: a row stored before the write bound may hold megabytes.
+  const auditPage = (where: string) =>
+    db.prepare<AuditQuery, StoredAuditRow>(
+      `SELECT id, at, session_id, task_id, actor, kind, substr(subject, 1, ${AUDIT_SUBJECT_MAX}) AS subject,
+         length(subject) AS subject_length, ok, substr(detail, 1, ${AUDIT_DETAIL_MAX}) AS detail,
+         length(detail) AS detail_length
+       FROM audit WHERE ${where} id < @cursor AND id >= @from ORDER BY id DESC LIMIT @limit`,
+    );
   const q = {
     auditColumns,
     hasSession: db.prepare<[string], { id: string }>('SELECT id FROM sessions WHERE id = ?'),
@@ -124,15 +170,12 @@ export function createGatewayStore(
     audit: db.prepare(
       'INSERT INTO audit (at, session_id, kind, subject, ok, detail, actor, task_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     ),
-    listAudit: db.prepare<
-      { session_id: string | null; task_id: string | null; since: string | null; limit: number },
-      Omit<AuditRow, 'ok' | 'actor'> & { ok: number; actor: string | null }
-    >(
-      `SELECT id, at, session_id, task_id, actor, kind, subject, ok, detail FROM audit
-       WHERE (@session_id IS NULL OR session_id = @session_id) AND (@task_id IS NULL OR task_id = @task_id)
-         AND (@since IS NULL OR at >= @since)
-       ORDER BY id DESC LIMIT @limit`,
-    ),
+    // One statement per filter, each able to walk its index (an `@x IS NULL OR` filter could not).
+    auditAll: auditPage(''),
+    auditBySession: auditPage('session_id = @session_id AND (@task_id IS NULL OR task_id = @task_id) AND'),
+    auditByTask: auditPage('task_id = @task_id AND'),
+    // Rows are appended in time order, so `since` becomes the first id at or after it (audit_at).
+    auditFirstSince: db.prepare<[string], number | null>('SELECT MIN(id) FROM audit WHERE at >= ?').pluck(),
     listing: db.prepare<[string], { definition: string }>(
       'SELECT definition FROM upstream_tools WHERE toolset_id = ? ORDER BY position',
     ),
@@ -264,27 +307,38 @@ export function createGatewayStore(
       // The row's values now: the entry may change after this call, the row must not.
       const row = [
         new Date().toISOString(),
-        entry.session_id,
+        entry.session_id === null ? null : clip(entry.session_id, AUDIT_SUBJECT_MAX),
         entry.kind,
-        entry.subject,
+        clip(entry.subject, AUDIT_SUBJECT_MAX),
         entry.ok ? 1 : 0,
-        entry.detail ?? null,
-        actor,
-        task_id ?? null,
+        entry.detail === undefined ? null : clip(entry.detail, AUDIT_DETAIL_MAX),
+        clip(actor, AUDIT_SUBJECT_MAX),
+        task_id === undefined ? null : clip(task_id, AUDIT_SUBJECT_MAX),
       ];
       batch.add(() => q.audit.run(...row));
     },
-    /** Audit rows, newest first. */
-    listAudit(filter: AuditFilter): AuditRow[] {
+    /** A page of audit rows, newest first (keyset paging on the id: as fast on page 1,000 as on page 1). */
+    listAudit(filter: AuditFilter): AuditPage {
       batch.flush();
-      return q.listAudit
-        .all({
-          session_id: filter.session_id ?? null,
-          task_id: filter.task_id ?? null,
-          since: filter.since ?? null,
-          limit: filter.limit,
-        })
-        .map((r) => ({ ...r, ok: r.ok === 1, actor: r.actor ?? 'unknown' }));
+      const from = filter.since ? q.auditFirstSince.get(filter.since) : 1;
+      if (from === null || from === undefined) return { audit: [], next_cursor: null };
+      const params: AuditQuery = {
+        session_id: filter.session_id ?? null,
+        task_id: filter.task_id ?? null,
+        cursor: filter.cursor ? Number(filter.cursor) : Number.MAX_SAFE_INTEGER,
+        from,
+        limit: filter.limit,
+      };
+      const stmt = filter.session_id ? q.auditBySession : filter.task_id ? q.auditByTask : q.auditAll;
+      const audit = stmt.all(params).map(({ subject_length, detail_length, ...r }) => ({
+        ...r,
+        subject: clip(r.subject, AUDIT_SUBJECT_MAX, subject_length),
+        detail: r.detail === null ? null : clip(r.detail, AUDIT_DETAIL_MAX, detail_length ?? 0),
+        ok: r.ok === 1,
+        actor: r.actor ?? 'unknown',
+      }));
+      const last = audit.at(-1);
+      return { audit, next_cursor: audit.length === filter.limit && last ? String(last.id) : null };
     },
     /** Commits the queued writes now (for a reader outside this store, such as another process). */
     flush: () => batch.flush(),

@@ -48,6 +48,6 @@ describe('gateway store kept in memory', () => {
     expect([...a.disabledToolsets()]).toEqual([]);
     // Its own audit rows (another table) do not make it drop what it keeps, and are never lost either.
     a.audit({ session_id: 's1', kind: 'call', subject: 'read_text_file', ok: true });
-    expect(a.listAudit({ limit: 5 }).map((r) => r.subject)).toEqual(['read_text_file']);
+    expect(a.listAudit({ limit: 5 }).audit.map((r) => r.subject)).toEqual(['read_text_file']);
   });
 });

@@ -7,9 +7,11 @@ import {
   Server,
   type Tool,
 } from '@modelcontextprotocol/server';
-import { HttpError } from '../../lib/http.ts';
-import { MANAGE_TOOLSETS, manageToolsetsDefinition } from '../contract.ts';
+import { LIMITS } from '../../lib/bounds.ts';
+import { describeIssues, HttpError } from '../../lib/http.ts';
+import { MANAGE_TOOLSETS, manageToolsetsDefinition, RenderPromptRequest } from '../contract.ts';
 import type { Gateway } from '../gateway.ts';
+import { validManageArgs } from '../manage-toolsets.ts';
 import { HandleError, type HandleStore } from './handles.ts';
 import { errorResult, jsonResult, toCallToolResult, toMcpTool } from './results.ts';
 
@@ -124,11 +126,18 @@ async function refusalsAsErrors(fn: () => Promise<CallToolResult>): Promise<Call
   }
 }
 
+/** Refuses a string argument longer than `max`, naming it, the limit and the length seen (never echoing it). */
+function checkLength(field: string, value: string, max: number): void {
+  if (value.length > max)
+    throw new HandleError(`\`${field}\` must be at most ${max} characters (got ${value.length})`);
+}
+
 function callArgs(args: Record<string, unknown>): { name: string; arguments: Record<string, unknown> } {
   const { name, arguments: toolArgs } = args;
   if (typeof name !== 'string' || name === '') {
     throw new HandleError('call_tool needs `name`: the tool to run (manage_toolsets lists them)');
   }
+  checkLength('name', name, TOOL_NAME_MAX);
   if (
     toolArgs !== undefined &&
     (typeof toolArgs !== 'object' || toolArgs === null || Array.isArray(toolArgs))
@@ -137,6 +146,9 @@ function callArgs(args: Record<string, unknown>): { name: string; arguments: Rec
   }
   return { name, arguments: (toolArgs ?? {}) as Record<string, unknown> };
 }
+
+/** The longest tool name accepted (as on POST /mcp/tools/{name}/call). */
+const TOOL_NAME_MAX = 256;
 
 /** Builds the Server instance for one request (modern, view) or one session (legacy). */
 export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
@@ -180,10 +192,12 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
     const { session, ...rest } = args;
     if (session !== undefined && typeof session !== 'string')
       throw new HandleError('`session` must be a string handle');
+    if (session) checkLength('session', session, LIMITS.sessionId);
     const action = String(rest.action ?? '').toUpperCase();
     let handle: string | undefined;
     if (session) handle = deps.handles.use(session, credential);
-    else if (action === 'ACTIVATE') handle = deps.handles.mint(credential);
+    // Arguments that will be refused mint nothing: the refusal below runs on a throwaway session id.
+    else if (action === 'ACTIVATE' && validManageArgs(rest)) handle = deps.handles.mint(credential);
     else if (action !== 'LIST') {
       throw new HandleError(
         `${action || 'This action'} needs \`session\`: the handle an earlier ACTIVATE returned`,
@@ -200,6 +214,9 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
   server.setRequestHandler('tools/list', async () => ({ tools: await tools() }));
   server.setRequestHandler('tools/call', async (request) => {
     const name = request.params.name;
+    if (name.length > TOOL_NAME_MAX) {
+      return errorResult(`The tool name must be at most ${TOOL_NAME_MAX} characters (got ${name.length})`);
+    }
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
     return refusalsAsErrors(async () => {
       if (mode.kind === 'modern') {
@@ -209,6 +226,7 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
         }
         if (typeof args.session !== 'string')
           throw new HandleError('call_tool needs `session`: the handle from manage_toolsets');
+        checkLength('session', args.session, LIMITS.sessionId);
         const sessionId = deps.handles.use(args.session, mode.credential);
         const call = callArgs(args);
         return toCallToolResult(await gateway.callTool(sessionId, call.name, call.arguments));
@@ -285,13 +303,16 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
   server.setRequestHandler('prompts/list', async () => ({ prompts: deps.prompts?.list() ?? [] }));
   server.setRequestHandler('prompts/get', async (request) => {
     const source = deps.prompts;
-    if (!source) throw new ProtocolError(INVALID_PARAMS, `Unknown prompt ${request.params.name}`);
+    // The same bounds as POST /mcp/prompts/{name}/render (contract.ts), said the same way.
+    const name = request.params.name;
+    if (name.length > LIMITS.id)
+      throw new ProtocolError(INVALID_PARAMS, `name: at most ${LIMITS.id} characters (got ${name.length})`);
+    const args = RenderPromptRequest.safeParse({ arguments: request.params.arguments ?? {} });
+    if (!args.success) throw new ProtocolError(INVALID_PARAMS, describeIssues(args.error));
+    if (!source) throw new ProtocolError(INVALID_PARAMS, `Unknown prompt ${name}`);
     let rendered: ReturnType<PromptSource['render']>;
     try {
-      rendered = source.render(
-        request.params.name,
-        (request.params.arguments ?? {}) as Record<string, string>,
-      );
+      rendered = source.render(name, args.data.arguments);
     } catch (err) {
       throw new ProtocolError(INVALID_PARAMS, (err as Error).message);
     }

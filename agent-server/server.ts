@@ -3,6 +3,7 @@ import type { Config } from '../lib/config.ts';
 import { leanFetch } from '../lib/lean-fetch.ts';
 import { createLogger, type Logger } from '../lib/log.ts';
 import { createMetrics } from '../lib/metrics.ts';
+import { startRetention } from '../lib/retention.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase } from '../lib/sqlite.ts';
@@ -90,11 +91,27 @@ export async function startAgentServer(config: Config, opts: { log?: Logger } = 
   // Tasks a previous process left waiting for an approval go on waiting, and resume when it is decided.
   const resumed = agent.resumeAll();
   if (resumed > 0) log.info({ tasks: resumed }, 'tasks awaiting approval picked up');
+  // Finished tasks older than TASK_RETENTION_DAYS go, with their events (README "Limits and retention").
+  const { retention: keep } = config;
+  const retention = startRetention(
+    keep.taskMs > 0
+      ? [
+          {
+            name: 'tasks',
+            // A task takes its events (up to a few thousand rows) with it: fewer per statement.
+            batch: 50,
+            step: (limit, now) => store.pruneTasks(new Date(now - keep.taskMs).toISOString(), limit),
+          },
+        ]
+      : [],
+    { intervalMs: keep.intervalMs, log },
+  );
   return {
     ...listening,
     close: async () => {
       await listening.close();
       await agent.shutdown();
+      await retention.stop();
       store.close();
     },
   };

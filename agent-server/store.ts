@@ -128,6 +128,11 @@ export function createTaskStore(
       "SELECT * FROM tasks WHERE status = 'awaiting_approval' ORDER BY created_at",
     ),
     clearPause: db.prepare('UPDATE tasks SET pending_approval = NULL, resume_state = NULL WHERE task_id = ?'),
+    // Finished tasks only (running and paused ones are never deleted); their events go with them (CASCADE).
+    prune: db.prepare(
+      `DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks WHERE created_at < ?
+       AND status NOT IN ('running', 'awaiting_approval') AND finished_at < ? LIMIT ?)`,
+    ),
   };
   const batch = createWriteBatch(db, onWriteError);
   const finish = db.transaction((taskId: string, o: TaskOutcome) => {
@@ -217,6 +222,11 @@ export function createTaskStore(
       batch.flush();
       return q.interrupt.run('the agent-server stopped while this task was running', new Date().toISOString())
         .changes;
+    },
+    /** Retention (lib/retention.ts): deletes at most `limit` tasks finished before `before` (ISO), with their events. */
+    pruneTasks(before: string, limit: number): number {
+      batch.flush();
+      return q.prune.run(before, before, limit).changes;
     },
     /** Commits the queued writes now (for a reader outside this store, such as another process). */
     flush: () => batch.flush(),

@@ -26,6 +26,9 @@ const optionalString = z
   .optional()
   .transform((v) => (v && v.trim() !== '' ? v.trim() : undefined));
 
+/** Days a kind of row is kept (fractions allowed); 0 keeps it for ever. */
+const retentionDays = z.coerce.number().min(0).max(36_500).default(30);
+
 const EnvSchema = z.object({
   HOST: z.string().default('127.0.0.1'),
   AGENT_PORT: port(8000),
@@ -116,6 +119,13 @@ const EnvSchema = z.object({
     .int()
     .min(1024)
     .default(256 * 1024),
+  // Retention (lib/retention.ts): rows older than these are deleted while the daemon runs; 0 keeps them.
+  AUDIT_RETENTION_DAYS: retentionDays,
+  AUDIT_MAX_ROWS: z.coerce.number().int().min(1000).default(1_000_000),
+  TASK_RETENTION_DAYS: retentionDays,
+  APPROVAL_RETENTION_DAYS: retentionDays,
+  SESSION_RETENTION_DAYS: retentionDays,
+  RETENTION_INTERVAL_S: z.coerce.number().int().min(10).max(86_400).default(3600),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -222,12 +232,23 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       },
     },
     dataDir: path.resolve(e.TOOLSHIFT_DATA_DIR),
+    /** How long rows are kept (ms; 0: for ever) and how often the sweep runs: README "Limits and retention". */
+    retention: {
+      auditMs: days(e.AUDIT_RETENTION_DAYS),
+      auditMaxRows: e.AUDIT_MAX_ROWS,
+      taskMs: days(e.TASK_RETENTION_DAYS),
+      approvalMs: days(e.APPROVAL_RETENTION_DAYS),
+      sessionMs: days(e.SESSION_RETENTION_DAYS),
+      intervalMs: e.RETENTION_INTERVAL_S * 1000,
+    },
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
     /** The encoding tool-definition and message tokens are counted in (lib/tokens.ts). */
     tokenizer: e.TOKENIZER,
   };
 }
+
+const days = (n: number) => Math.round(n * 86_400_000);
 
 /** How a client on this machine reaches a service listening on `host` (wildcards become loopback). */
 export function reachableHost(host: string): string {

@@ -104,6 +104,11 @@ export function createApprovalStore(db: Db, opts: { timeoutMs: number; now?: () 
     decide: db.prepare(
       "UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, decision_reason = ? WHERE id = ? AND status = 'pending'",
     ),
+    // Decided, expired and used ones only: a pending approval is what a paused task waits for.
+    prune: db.prepare(
+      `DELETE FROM approvals WHERE id IN (SELECT id FROM approvals WHERE status != 'pending'
+       AND COALESCE(decided_at, created_at) < ? LIMIT ?)`,
+    ),
     list: db.prepare<{ status: string | null; session_id: string | null; limit: number }, Row>(
       `SELECT * FROM approvals WHERE (@status IS NULL OR status = @status)
        AND (@session_id IS NULL OR session_id = @session_id) ORDER BY created_at DESC LIMIT @limit`,
@@ -169,6 +174,11 @@ export function createApprovalStore(db: Db, opts: { timeoutMs: number; now?: () 
       expire();
       const row = q.get.get(id);
       return row ? show(row) : null;
+    },
+    /** Retention (lib/retention.ts): deletes at most `limit` approvals decided (or expired) before `before` (ms). */
+    prune(before: number, limit: number): number {
+      expire();
+      return q.prune.run(before, limit).changes;
     },
     list(filter: { status?: string; session_id?: string; limit: number }): Approval[] {
       expire();

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { type Config, readEnv } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
 import { createMetrics } from '../lib/metrics.ts';
+import { startRetention } from '../lib/retention.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase } from '../lib/sqlite.ts';
@@ -17,6 +18,7 @@ import { instrumentGateway } from './gateway-metrics.ts';
 import { createMcpFace } from './mcp/face.ts';
 import { createHandleStore } from './mcp/handles.ts';
 import { createPromptCatalog } from './prompts.ts';
+import { gatewayRetentionRules } from './retention.ts';
 import { createGatewayStore } from './store.ts';
 import { toolsetVariables } from './toolset-files.ts';
 
@@ -53,10 +55,11 @@ export async function startGateway(
   }
   const metrics = createMetrics({ processMetrics: true });
   let ceiling: Ceiling;
+  const approvals = createApprovalStore(db, { timeoutMs: config.gateway.approvalTimeoutMs });
   try {
     ceiling = createCeiling({
       policyFile: config.gateway.policyFile,
-      approvals: createApprovalStore(db, { timeoutMs: config.gateway.approvalTimeoutMs }),
+      approvals,
       limits: config.gateway.limits,
       audit: (entry) => store.audit(entry),
     });
@@ -80,10 +83,15 @@ export async function startGateway(
     metrics,
   );
   const prompts = createPromptCatalog(config.gateway.promptsDir);
+  // A deleted handle (evicted or expired) takes its gateway session with it.
+  const handles = createHandleStore(db, {
+    idleMs: config.gateway.mcp.handleIdleMs,
+    onDrop: (ids) => store.dropSessions(ids),
+  });
   const face = createMcpFace({
     gateway,
     prompts,
-    handles: createHandleStore(db, { idleMs: config.gateway.mcp.handleIdleMs }),
+    handles,
     sessionIdleMs: config.gateway.mcp.sessionIdleMs,
     maxSessions: config.gateway.mcp.maxSessions,
     onError: (err) => log.warn({ err: err.message }, 'MCP face'),
@@ -93,10 +101,15 @@ export async function startGateway(
   const app = createGatewayApp({ gateway, backends, log, security, face, prompts, metrics });
   const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT');
   log.info({ url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) }, 'mcp-gateway listening');
+  const retention = startRetention(gatewayRetentionRules(config.retention, { store, approvals, handles }), {
+    intervalMs: config.retention.intervalMs,
+    log,
+  });
   return {
     ...listening,
     close: async () => {
       await listening.close();
+      await retention.stop();
       await face.close();
       await catalog.close();
       store.close();

@@ -152,6 +152,8 @@ export function createGatewayStore(
     auditColumns,
     hasSession: db.prepare<[string], { id: string }>('SELECT id FROM sessions WHERE id = ?'),
     addSession: db.prepare('INSERT OR IGNORE INTO sessions (id, created_at) VALUES (?, ?)'),
+    // session_toolsets goes with it (ON DELETE CASCADE; lib/sqlite.ts turns foreign keys on).
+    dropSession: db.prepare('DELETE FROM sessions WHERE id = ?'),
     active: db.prepare<[string], { toolset_id: string }>(
       'SELECT toolset_id FROM session_toolsets WHERE session_id = ? ORDER BY seq',
     ),
@@ -175,6 +177,14 @@ export function createGatewayStore(
     auditBySession: auditPage('session_id = @session_id AND (@task_id IS NULL OR task_id = @task_id) AND'),
     auditByTask: auditPage('task_id = @task_id AND'),
     // Rows are appended in time order, so `since` becomes the first id at or after it (audit_at).
+    pruneAuditBefore: db.prepare(
+      'DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? ORDER BY at LIMIT ?)',
+    ),
+    auditCount: db.prepare<[], number>('SELECT COUNT(*) FROM audit').pluck(),
+    pruneAuditOldest: db.prepare('DELETE FROM audit WHERE id IN (SELECT id FROM audit ORDER BY id LIMIT ?)'),
+    tableExists: db.prepare<[string], number>(
+      "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+    ),
     auditFirstSince: db.prepare<[string], number | null>('SELECT MIN(id) FROM audit WHERE at >= ?').pluck(),
     listing: db.prepare<[string], { definition: string }>(
       'SELECT definition FROM upstream_tools WHERE toolset_id = ? ORDER BY position',
@@ -246,6 +256,25 @@ export function createGatewayStore(
       }
     };
   }
+  // Prepared at the first sweep: the handle and approval tables are created by their stores after this one.
+  const prepareIdleSessions = () => {
+    const has = (table: string) => (q.tableExists.get(table) !== undefined ? table : null);
+    const handles = has('mcp_handles');
+    const approvals = has('approvals');
+    return db
+      .prepare<[string, string, number], string>(
+        `SELECT s.id FROM sessions s WHERE s.created_at < ?
+         AND NOT EXISTS (SELECT 1 FROM audit a WHERE a.session_id = s.id AND a.at >= ?)
+         ${handles ? 'AND NOT EXISTS (SELECT 1 FROM mcp_handles h WHERE h.handle = s.id)' : ''}
+         ${approvals ? "AND NOT EXISTS (SELECT 1 FROM approvals p WHERE p.session_id = s.id AND p.status = 'pending')" : ''}
+         LIMIT ?`,
+      )
+      .pluck();
+  };
+  let idleSessions: ReturnType<typeof prepareIdleSessions> | null = null;
+  const dropSessionsTx = db.transaction((ids: readonly string[]) => {
+    for (const id of ids) q.dropSession.run(id);
+  });
   return {
     /** Creates the session with `defaults` active unless it exists; true when it was created. */
     ensureSession: changing((sessionId: string, defaults: readonly string[]): boolean => {
@@ -274,6 +303,14 @@ export function createGatewayStore(
       q.setEnabled.run(toolsetId, enabled ? 1 : 0);
       if (!enabled) q.removeEverywhere.run(toolsetId);
     }, true),
+    /** Deletes sessions with their active toolsets (a deleted MCP handle's, an idle one's). */
+    dropSessions(ids: readonly string[]): void {
+      try {
+        dropSessionsTx(ids);
+      } finally {
+        for (const id of ids) sessions.delete(id);
+      }
+    },
     /** Removes a toolset that no longer exists from every session. */
     dropToolset: changing((toolsetId: string) => {
       q.removeEverywhere.run(toolsetId);
@@ -339,6 +376,27 @@ export function createGatewayStore(
       }));
       const last = audit.at(-1);
       return { audit, next_cursor: audit.length === filter.limit && last ? String(last.id) : null };
+    },
+    /** Retention (lib/retention.ts): deletes at most `limit` audit rows written before `before` (ISO). */
+    pruneAudit(before: string, limit: number): number {
+      return q.pruneAuditBefore.run(before, limit).changes;
+    },
+    /** Deletes at most `limit` of the oldest audit rows beyond the newest `maxRows`. */
+    pruneAuditOverflow(maxRows: number, limit: number): number {
+      const over = (q.auditCount.get() ?? 0) - maxRows;
+      return over > 0 ? q.pruneAuditOldest.run(Math.min(over, limit)).changes : 0;
+    },
+    /**
+     * Deletes at most `limit` sessions idle since `before` (ISO): created before it, with no audited activity
+     * since (every change and call is audited), no MCP handle and no pending approval. Their next use starts
+     * from the default toolsets, as a new session does.
+     */
+    pruneIdleSessions(before: string, limit: number): number {
+      idleSessions ??= prepareIdleSessions();
+      const ids = idleSessions.all(before, before, limit);
+      if (ids.length > 0) dropSessionsTx(ids);
+      for (const id of ids) sessions.delete(id);
+      return ids.length;
     },
     /** Commits the queued writes now (for a reader outside this store, such as another process). */
     flush: () => batch.flush(),

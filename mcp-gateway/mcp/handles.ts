@@ -28,7 +28,13 @@ export type HandleStore = ReturnType<typeof createHandleStore>;
 /** Creates the table if needed and returns mint/resolve over it. */
 export function createHandleStore(
   db: Db,
-  opts: { idleMs: number; now?: () => number; maxPerCredential?: number },
+  opts: {
+    idleMs: number;
+    now?: () => number;
+    maxPerCredential?: number;
+    /** Called with the handles just deleted (evicted or expired), so their gateway sessions go with them. */
+    onDrop?: (handles: string[]) => void;
+  },
 ) {
   const max = opts.maxPerCredential ?? 10_000;
   db.exec(SCHEMA);
@@ -42,14 +48,20 @@ export function createHandleStore(
     ),
     touch: db.prepare('UPDATE mcp_handles SET last_used_at = ? WHERE handle = ?'),
     drop: db.prepare('DELETE FROM mcp_handles WHERE handle = ?'),
-    sweep: db.prepare('DELETE FROM mcp_handles WHERE last_used_at < ?'),
+    sweep: db.prepare<[number], { handle: string }>(
+      'DELETE FROM mcp_handles WHERE last_used_at < ? RETURNING handle',
+    ),
     count: db.prepare<[string | null], { n: number }>(
       'SELECT COUNT(*) AS n FROM mcp_handles WHERE credential IS ?',
     ),
-    dropOldest: db.prepare(
+    dropOldest: db.prepare<[string | null, number], { handle: string }>(
       `DELETE FROM mcp_handles WHERE handle IN (SELECT handle FROM mcp_handles WHERE credential IS ?
-       ORDER BY last_used_at LIMIT ?)`,
+       ORDER BY last_used_at LIMIT ?) RETURNING handle`,
     ),
+  };
+  // A handle is a gateway session id: deleting one without its session left the session behind for good.
+  const dropped = (handles: string[]) => {
+    if (handles.length > 0) opts.onDrop?.(handles);
   };
   const idleText = describeDuration(opts.idleMs);
   return {
@@ -57,13 +69,19 @@ export function createHandleStore(
     idleText,
     /** A new handle bound to `credential` (null when the gateway has no tokens). */
     mint(credential: string | null): string {
-      q.sweep.run(now() - opts.idleMs);
+      dropped(q.sweep.all(now() - opts.idleMs).map((r) => r.handle));
       // A bounded table per credential: the least recently used handles go first.
       const over = (q.count.get(credential) as { n: number }).n - max + 1;
-      if (over > 0) q.dropOldest.run(credential, over);
+      if (over > 0) dropped(q.dropOldest.all(credential, over).map((r) => r.handle));
       const handle = `mcp_${randomBytes(16).toString('base64url')}`;
       q.insert.run(handle, credential, now(), now());
       return handle;
+    },
+    /** Deletes the handles idle past their lifetime (retention runs this; mint() does too). */
+    sweep(): number {
+      const gone = q.sweep.all(now() - opts.idleMs).map((r) => r.handle);
+      dropped(gone);
+      return gone.length;
     },
     /** Checks that `handle` exists, is not idle-expired and belongs to `credential`; refreshes its lifetime. */
     use(handle: string, credential: string | null): string {
@@ -75,6 +93,7 @@ export function createHandleStore(
       }
       if (now() - row.last_used_at > opts.idleMs) {
         q.drop.run(handle);
+        dropped([handle]);
         throw new HandleError(
           `The session handle expired after ${idleText} without use. Call manage_toolsets with action ACTIVATE and no session to start a new one.`,
         );

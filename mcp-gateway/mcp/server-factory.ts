@@ -196,9 +196,10 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
     const action = String(rest.action ?? '').toUpperCase();
     let handle: string | undefined;
     if (session) handle = deps.handles.use(session, credential);
-    // Arguments that will be refused mint nothing: the refusal below runs on a throwaway session id.
-    else if (action === 'ACTIVATE' && validManageArgs(rest)) handle = deps.handles.mint(credential);
-    else if (action !== 'LIST') {
+    else if (action === 'ACTIVATE') {
+      // Arguments that will be refused mint nothing: the refusal below runs on a throwaway session id.
+      if (validManageArgs(rest)) handle = deps.handles.mint(credential);
+    } else if (action !== 'LIST') {
       throw new HandleError(
         `${action || 'This action'} needs \`session\`: the handle an earlier ACTIVATE returned`,
       );

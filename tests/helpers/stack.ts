@@ -188,7 +188,12 @@ export async function makeStack(opts: StackOptions = {}) {
     mcp: opts.tokens?.mcp,
     approver: opts.tokens?.user,
   });
-  const handles = createHandleStore(gatewayDb, { idleMs: opts.handleIdleMs ?? 3_600_000, now: opts.now });
+  const handles = createHandleStore(gatewayDb, {
+    idleMs: opts.handleIdleMs ?? 3_600_000,
+    now: opts.now,
+    // As mcp-gateway/server.ts wires it: a deleted handle takes its session with it.
+    onDrop: (ids) => gatewayStore.dropSessions(ids),
+  });
   const prompts = createPromptCatalog(opts.promptsDir ?? path.resolve('prompts'));
   const face = createMcpFace({
     gateway,

@@ -1,0 +1,250 @@
+import { statSync } from 'node:fs';
+import path from 'node:path';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { LIMITS } from '../lib/bounds.ts';
+import { AUDIT_DETAIL_MAX, AUDIT_SUBJECT_MAX } from '../mcp-gateway/store.ts';
+import { makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
+
+// Issue 15 §4, first bullet: 80 MCP requests of 60,000 unknown toolset ids each grew gateway.db by 545 MB and
+// then broke the operator's audit listing. Every list and string is now bounded, audit rows are capped, and
+// the listing pages.
+
+let stack: Stack | undefined;
+const clients: Client[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) await c.close().catch(() => undefined);
+  await stack?.close();
+  stack = undefined;
+});
+
+const TOKENS = { admin: 'adm-tok-1', agent: 'agt-tok-2', user: 'usr-tok-3', mcp: 'mcp-tok-4' };
+const as = (token: string) => ({ authorization: `Bearer ${token}` });
+
+async function connect(s: Stack, era: 'modern' | 'legacy') {
+  const client = new Client(
+    { name: 'flood', version: '1.0.0' },
+    era === 'modern'
+      ? { versionNegotiation: { mode: { pin: '2026-07-28' } } }
+      : { supportedProtocolVersions: ['2025-11-25'] },
+  );
+  const transport = new StreamableHTTPClientTransport(new URL('http://127.0.0.1/mcp'), {
+    fetch: async (url, init) => s.gatewayApp.request(String(url), init),
+    requestInit: { headers: as(TOKENS.mcp) },
+  });
+  await client.connect(transport);
+  clients.push(client);
+  return client;
+}
+
+/** gateway.db with its WAL and shared-memory files: what the attack grew. */
+function dbBytes(s: Stack): number {
+  s.flushWrites();
+  return ['', '-wal', '-shm']
+    .map((suffix) => path.join(s.dataDir, `gateway.db${suffix}`))
+    .reduce((sum, file) => {
+      try {
+        return sum + statSync(file).size;
+      } catch {
+        return sum;
+      }
+    }, 0);
+}
+
+const text = (r: { content?: unknown }) => (r.content as { text: string }[])[0]?.text ?? '';
+const unknownIds = (n: number, salt: number) => Array.from({ length: n }, (_, i) => `nope_${salt}_${i}`);
+
+describe('bounded inputs (issue 15 §4)', () => {
+  it('refuses 60,000 unknown ids on every door; gateway.db barely grows and the audit listing still pages', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, tokens: TOKENS });
+    const s = stack;
+    const modern = await connect(s, 'modern');
+    const legacy = await connect(s, 'legacy');
+    const before = dbBytes(s);
+    const expected = 'toolset_ids: at most 64 items (got 60000)';
+
+    for (let i = 0; i < 20; i++) {
+      const ids = unknownIds(60_000, i);
+      // The MCP face, both eras: a tool error the model reads, and no handle minted for it.
+      for (const client of [modern, legacy]) {
+        const r = await client.callTool({
+          name: 'manage_toolsets',
+          arguments: { action: 'ACTIVATE', toolset_ids: ids },
+        });
+        expect(r.isError).toBe(true);
+        expect(text(r)).toContain(expected);
+        expect(text(r).length).toBeLessThan(1000);
+      }
+      // The operator's and the agent's REST doors.
+      const admin = await s.post(
+        s.gatewayApp,
+        '/mcp/admin/toolsets',
+        { action: 'DISABLE', toolset_ids: ids },
+        as(TOKENS.admin),
+      );
+      expect(admin.status).toBe(400);
+      expect(admin.body.error).toBe(`Invalid request body: ${expected}`);
+      const meta = await s.post(
+        s.gatewayApp,
+        '/mcp/manage_toolsets',
+        { session_id: 's1', arguments: { action: 'ACTIVATE', toolset_ids: ids } },
+        as(TOKENS.agent),
+      );
+      expect(meta.status).toBe(400);
+      expect(meta.body.error).toContain(expected);
+    }
+    const grown = dbBytes(s) - before;
+    // 80 refused requests of ~850 KB each. Before the bounds: ~545 MB. Now at most a few KiB of audit each,
+    // plus WAL pages; 1 MiB is far below what one request of them used to add.
+    expect(grown).toBeLessThan(1024 * 1024);
+
+    // Nothing was minted or stored for the refused activations.
+    const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
+    try {
+      expect(db.prepare('SELECT COUNT(*) AS n FROM mcp_handles').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT COUNT(*) AS n FROM sessions').get()).toEqual({ n: 0 });
+    } finally {
+      db.close();
+    }
+
+    // The operator's default audit listing answers, and every row is small.
+    const audit = await s.get(s.gatewayApp, '/mcp/admin/audit', as(TOKENS.admin));
+    expect(audit.status).toBe(200);
+    expect(audit.body.audit.length).toBeGreaterThan(0);
+    for (const row of audit.body.audit) expect(JSON.stringify(row).length).toBeLessThan(4096);
+
+    // All three services still answer.
+    for (const app of [s.gatewayApp, s.agentApp, s.toolApp])
+      expect((await app.request('http://127.0.0.1/health')).status).toBe(200);
+  });
+
+  it('pages a large audit table by cursor, and cuts rows stored before the bound', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, tokens: TOKENS });
+    const s = stack;
+    s.flushWrites();
+    // 200,000 rows as a long-running gateway accumulates them, one with a 5 MB subject as an old database
+    // may hold (the rows that made the listing answer 500 "Invalid string length").
+    const db = new Database(path.join(s.dataDir, 'gateway.db'));
+    db.transaction(() => {
+      const add = db.prepare(
+        'INSERT INTO audit (at, session_id, kind, subject, ok, detail, actor) VALUES (?, ?, ?, ?, 1, ?, ?)',
+      );
+      const at = new Date().toISOString();
+      for (let i = 0; i < 200_000; i++)
+        add.run(at, i % 2 ? 'odd' : 'even', 'call', `tool_${i}`, null, 'agent');
+      add.run(at, 'huge', 'activate', 'x'.repeat(5_000_000), 'y'.repeat(3_000_000), 'mcp');
+    })();
+    db.close();
+
+    const page = (q: string) => s.get(s.gatewayApp, `/mcp/admin/audit?${q}`, as(TOKENS.admin));
+    const first = await page('limit=1000');
+    expect(first.status).toBe(200);
+    expect(first.body.audit).toHaveLength(1000);
+    const huge = first.body.audit[0];
+    expect(huge.subject).toBe(
+      `${'x'.repeat(AUDIT_SUBJECT_MAX)}… [${5_000_000 - AUDIT_SUBJECT_MAX} more characters]`,
+    );
+    expect(huge.detail.startsWith('y'.repeat(AUDIT_DETAIL_MAX))).toBe(true);
+    expect(huge.detail.length).toBeLessThan(AUDIT_DETAIL_MAX + 64);
+
+    // The next page starts right after the first, without a gap or a repeat.
+    const second = await page(`limit=1000&cursor=${first.body.next_cursor}`);
+    expect(second.status).toBe(200);
+    const ids = [...first.body.audit, ...second.body.audit].map((r: { id: number }) => r.id);
+    expect(new Set(ids).size).toBe(2000);
+    expect(ids).toEqual([...ids].sort((a, b) => b - a));
+    expect(ids[1000]).toBe(ids[999] - 1);
+
+    // Filtered by session, deep into the table: the index serves it.
+    const odd = await page('session_id=odd&limit=3&cursor=100');
+    expect(odd.body.audit.map((r: { subject: string }) => r.subject)).toEqual([
+      'tool_97',
+      'tool_95',
+      'tool_93',
+    ]);
+    // The last page says so.
+    const last = await page('limit=10&cursor=5');
+    expect(last.body.audit).toHaveLength(4);
+    expect(last.body.next_cursor).toBeNull();
+
+    // Bad paging input is refused, saying what is valid.
+    expect((await page('limit=5000')).status).toBe(400);
+    const bad = await page('cursor=abc');
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toContain('cursor: must be the next_cursor of an earlier page');
+  });
+
+  it('names the field, the limit and the size seen on every service', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, tokens: TOKENS });
+    const s = stack;
+    const cases: [Stack['gatewayApp'], string, unknown, Record<string, string>, string][] = [
+      [
+        s.agentApp,
+        '/agent/execute_task',
+        { goal: 'g'.repeat(LIMITS.goal + 1) },
+        as(TOKENS.user),
+        `goal: at most ${LIMITS.goal} characters (got ${LIMITS.goal + 1})`,
+      ],
+      [
+        s.agentApp,
+        '/agent/execute_task',
+        { prompt: { name: 'p', arguments: Object.fromEntries(unknownIds(40, 0).map((k) => [k, 'v'])) } },
+        as(TOKENS.user),
+        `prompt.arguments: at most ${LIMITS.promptArgs} entries (got 40)`,
+      ],
+      [
+        s.agentApp,
+        '/agent/tasks/task_x/approvals/call_1',
+        { approve: true, reason: 'r'.repeat(3000) },
+        as(TOKENS.user),
+        `reason: at most ${LIMITS.reason} characters (got 3000)`,
+      ],
+      [
+        s.gatewayApp,
+        '/mcp/admin/approvals/apr_1',
+        { approve: false, reason: 'r'.repeat(3000) },
+        as(TOKENS.admin),
+        `reason: at most ${LIMITS.reason} characters (got 3000)`,
+      ],
+      [
+        s.gatewayApp,
+        '/mcp/admin/toolsets',
+        { action: 'ACTIVATE', toolset_ids: ['i'.repeat(100)] },
+        as(TOKENS.admin),
+        'toolset_ids.0: at most 64 characters (got 100)',
+      ],
+      [
+        s.gatewayApp,
+        '/mcp/prompts/review/render',
+        { arguments: { topic: 't'.repeat(LIMITS.promptArgValue + 1) } },
+        as(TOKENS.admin),
+        `arguments.topic: at most ${LIMITS.promptArgValue} characters (got ${LIMITS.promptArgValue + 1})`,
+      ],
+    ];
+    for (const [app, url, body, headers, message] of cases) {
+      const res = await s.post(app, url, body, headers);
+      expect(res.status, url).toBe(400);
+      expect(res.body.error, url).toContain(message);
+    }
+    const query = await s.get(s.gatewayApp, `/mcp/admin/toolsets?query=${'q'.repeat(300)}`, as(TOKENS.admin));
+    expect(query.status).toBe(400);
+    expect(query.body.error).toContain('query: at most 200 characters (got 300)');
+    const listed = await s.post(
+      s.gatewayApp,
+      '/mcp/manage_toolsets',
+      { session_id: 's1', arguments: { action: 'LIST', toolset_ids: [], query: 'q'.repeat(300) } },
+      as(TOKENS.agent),
+    );
+    expect(listed.status).toBe(400);
+    expect(listed.body.error).toContain('query: at most 200 characters (got 300)');
+    // A modern handle of a megabyte is refused by its length, never looked up or echoed back.
+    const modern = await connect(s, 'modern');
+    const r = await modern.callTool({
+      name: 'call_tool',
+      arguments: { session: 'h'.repeat(1_000_000), name: 'read_text_file', arguments: {} },
+    });
+    expect(r.isError).toBe(true);
+    expect(text(r)).toBe('`session` must be at most 128 characters (got 1000000)');
+  });
+});

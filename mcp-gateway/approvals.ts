@@ -88,8 +88,9 @@ export function createApprovalStore(db: Db, opts: { timeoutMs: number; now?: () 
   db.exec(SCHEMA);
   const now = opts.now ?? Date.now;
   const q = {
+    // Dated when it expired, not when that was noticed, so retention counts its age from then.
     expire: db.prepare(
-      "UPDATE approvals SET status = 'expired', decided_at = ? WHERE status = 'pending' AND created_at < ?",
+      "UPDATE approvals SET status = 'expired', decided_at = created_at + ? WHERE status = 'pending' AND created_at < ?",
     ),
     find: db.prepare<[string, string, string, string, string], Row>(
       `SELECT * FROM approvals WHERE session_id = ? AND kind = ? AND subject = ? AND args_hash = ? AND status = ?
@@ -120,7 +121,7 @@ export function createApprovalStore(db: Db, opts: { timeoutMs: number; now?: () 
     created_at: new Date(r.created_at).toISOString(),
     expires_at: new Date(r.created_at + opts.timeoutMs).toISOString(),
   });
-  const expire = () => q.expire.run(now(), now() - opts.timeoutMs);
+  const expire = () => q.expire.run(opts.timeoutMs, now() - opts.timeoutMs);
   return {
     /** Whether an approved, unused approval of exactly this request exists (without spending it). */
     approved: (s: ApprovalSubject): boolean => {

@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import { boundedRecord, boundedString, LIMITS } from '../lib/bounds.ts';
 import { SessionId } from '../mcp-gateway/contract.ts';
-import { ErrorBody } from '../tool-server/contract.ts';
+import { boundedRecord, boundedString, ErrorBody, LIMITS } from '../tool-server/contract.ts';
 
 // The agent-server's HTTP API. The seed's `{goal}` → `{status, final_answer}` works unchanged.
 

@@ -1,6 +1,14 @@
 import { z } from 'zod';
-import { boundedList, boundedRecord, boundedString, LIMITS } from '../lib/bounds.ts';
-import { ErrorBody, Health, ToolAnnotations, ToolResult } from '../tool-server/contract.ts';
+import {
+  boundedList,
+  boundedRecord,
+  boundedString,
+  ErrorBody,
+  Health,
+  LIMITS,
+  ToolAnnotations,
+  ToolResult,
+} from '../tool-server/contract.ts';
 
 // The gateway's HTTP API. The seed's `POST /mcp/admin/toolsets {action, toolset_ids}` works unchanged.
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { boundedList, boundedString, LIMITS } from '../lib/bounds.ts';
 import { describeIssues, HttpError } from '../lib/http.ts';
+import { boundedList, boundedString, LIMITS } from '../tool-server/contract.ts';
 import type {
   ChangeToolsetsRequest,
   ChangeToolsetsResponse,

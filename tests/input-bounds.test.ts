@@ -3,8 +3,8 @@ import path from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LIMITS } from '../lib/bounds.ts';
 import { AUDIT_DETAIL_MAX, AUDIT_SUBJECT_MAX } from '../mcp-gateway/store.ts';
+import { LIMITS } from '../tool-server/contract.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
 
 // Issue 15 §4, first bullet: 80 MCP requests of 60,000 unknown toolset ids each grew gateway.db by 545 MB and

@@ -7,8 +7,8 @@ import {
   Server,
   type Tool,
 } from '@modelcontextprotocol/server';
-import { LIMITS } from '../../lib/bounds.ts';
 import { describeIssues, HttpError } from '../../lib/http.ts';
+import { LIMITS } from '../../tool-server/contract.ts';
 import { MANAGE_TOOLSETS, manageToolsetsDefinition, RenderPromptRequest } from '../contract.ts';
 import type { Gateway } from '../gateway.ts';
 import { validManageArgs } from '../manage-toolsets.ts';

@@ -75,6 +75,23 @@ function canonical(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
+/** The most of a call's arguments an approval row keeps to show the approver (the hash binds the whole call). */
+export const APPROVAL_ARGUMENTS_MAX = 16 * 1024;
+
+/**
+ * The arguments as stored for the approver: whole when small; otherwise a summary with their size, hash and the
+ * start of their JSON, so a pending approval of a 16 MiB write costs the database 16 KiB, not 16 MiB.
+ */
+function storedArguments(args: Record<string, unknown>, hash: string): string {
+  const text = JSON.stringify(args);
+  if (text.length <= APPROVAL_ARGUMENTS_MAX) return text;
+  return JSON.stringify({
+    _summary: `arguments of ${text.length} characters, cut to the first ${APPROVAL_ARGUMENTS_MAX} to show`,
+    sha256: hash,
+    preview: text.slice(0, APPROVAL_ARGUMENTS_MAX),
+  });
+}
+
 const hashOf = (args: Record<string, unknown> | undefined) =>
   createHash('sha256')
     .update(canonical(args ?? {}))
@@ -149,7 +166,7 @@ export function createApprovalStore(db: Db, opts: { timeoutMs: number; now?: () 
         s.task_id ?? null,
         s.kind,
         s.subject,
-        s.arguments ? JSON.stringify(s.arguments) : null,
+        s.arguments ? storedArguments(s.arguments, hash) : null,
         hash,
         s.reason,
         now(),

@@ -1,8 +1,12 @@
 import { statSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { openDatabase } from '../lib/sqlite.ts';
+import { APPROVAL_ARGUMENTS_MAX, createApprovalStore } from '../mcp-gateway/approvals.ts';
 import { AUDIT_DETAIL_MAX, AUDIT_SUBJECT_MAX } from '../mcp-gateway/store.ts';
 import { LIMITS } from '../tool-server/contract.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
@@ -246,5 +250,43 @@ describe('bounded inputs (issue 15 §4)', () => {
     });
     expect(r.isError).toBe(true);
     expect(text(r)).toBe('`session` must be at most 128 characters (got 1000000)');
+    const read = await modern.readResource({ uri: `toolshift://${'u'.repeat(1_000_000)}` }).catch((e) => e);
+    expect(read).toBeInstanceOf(Error);
+    expect(String(read.message)).toBe('Unknown resource; this server has toolshift://toolsets');
+    // The error's data names the URI, cut, never a megabyte of it.
+    expect(JSON.stringify(read.data ?? {}).length).toBeLessThan(1000);
+    expect(JSON.stringify(read.data ?? {})).toContain('(1000012 characters)');
+  });
+
+  it('keeps a summary of a huge call in an approval row, still bound to the whole call', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'toolshift-approvals-'));
+    const db = openDatabase(path.join(dir, 'gateway.db'));
+    try {
+      const approvals = createApprovalStore(db, { timeoutMs: 600_000 });
+      const content = 'c'.repeat(4_000_000);
+      const call = {
+        session_id: 's1',
+        kind: 'call' as const,
+        subject: 'write_file',
+        arguments: { path: 'big.txt', content },
+        reason: 'policy',
+      };
+      const pending = approvals.request(call);
+      const stored = db.prepare('SELECT length(arguments) FROM approvals').pluck().get() as number;
+      expect(stored).toBeLessThan(APPROVAL_ARGUMENTS_MAX + 512);
+      expect(pending.arguments).toMatchObject({
+        _summary: `arguments of ${JSON.stringify(call.arguments).length} characters, cut to the first ${APPROVAL_ARGUMENTS_MAX} to show`,
+      });
+      expect(String(pending.arguments?.preview)).toMatch(/^\{"path":"big.txt","content":"ccc/);
+      approvals.decide(pending.id, true, 'admin');
+      // The yes is for exactly that call: one byte more is another call.
+      expect(approvals.approved({ ...call, arguments: { path: 'big.txt', content: `${content}c` } })).toBe(
+        false,
+      );
+      expect(approvals.approved(call)).toBe(true);
+    } finally {
+      db.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -291,7 +291,10 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
   server.setRequestHandler('resources/templates/list', async () => ({ resourceTemplates: [] }));
   server.setRequestHandler('resources/read', async (request) => {
     if (request.params.uri !== CATALOG_URI) {
-      throw new ResourceNotFoundError(request.params.uri, `Unknown resource; this server has ${CATALOG_URI}`);
+      // Never echo a URI of megabytes back: it is cut, the answer says how long it was.
+      const uri = request.params.uri;
+      const shown = uri.length > 256 ? `${uri.slice(0, 256)}… (${uri.length} characters)` : uri;
+      throw new ResourceNotFoundError(shown, `Unknown resource; this server has ${CATALOG_URI}`);
     }
     const sessionId = mode.kind === 'modern' ? `mcp_list_${randomBytes(8).toString('hex')}` : session();
     const { toolsets } = await gateway.listToolsets(sessionId);

@@ -139,7 +139,8 @@ export function createGatewayStore(
   // The listing pages by id (the rowid) within a session or task, and retention deletes by age.
   db.exec(`CREATE INDEX IF NOT EXISTS audit_session ON audit (session_id, id);
     CREATE INDEX IF NOT EXISTS audit_task ON audit (task_id, id);
-    CREATE INDEX IF NOT EXISTS audit_at ON audit (at);`);
+    CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
+    CREATE INDEX IF NOT EXISTS sessions_created ON sessions (created_at);`);
   // A listed row's texts are cut in SQL: a row stored before the write bound may hold megabytes.
   const auditPage = (where: string) =>
     db.prepare<AuditQuery, StoredAuditRow>(
@@ -185,7 +186,9 @@ export function createGatewayStore(
     tableExists: db.prepare<[string], number>(
       "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
     ),
-    auditFirstSince: db.prepare<[string], number | null>('SELECT MIN(id) FROM audit WHERE at >= ?').pluck(),
+    auditFirstSince: db
+      .prepare<[string], number | null>('SELECT id FROM audit WHERE at >= ? ORDER BY at, id LIMIT 1')
+      .pluck(),
     listing: db.prepare<[string], { definition: string }>(
       'SELECT definition FROM upstream_tools WHERE toolset_id = ? ORDER BY position',
     ),
@@ -262,9 +265,11 @@ export function createGatewayStore(
     const handles = has('mcp_handles');
     const approvals = has('approvals');
     return db
-      .prepare<[string, string, number], string>(
+      .prepare<[string, number, number], string>(
+        // Activity since `before` is a row at or after the first id written since then: one seek in
+        // audit_session, however many rows the session has.
         `SELECT s.id FROM sessions s WHERE s.created_at < ?
-         AND NOT EXISTS (SELECT 1 FROM audit a WHERE a.session_id = s.id AND a.at >= ?)
+         AND NOT EXISTS (SELECT 1 FROM audit a WHERE a.session_id = s.id AND a.id >= ?)
          ${handles ? 'AND NOT EXISTS (SELECT 1 FROM mcp_handles h WHERE h.handle = s.id)' : ''}
          ${approvals ? "AND NOT EXISTS (SELECT 1 FROM approvals p WHERE p.session_id = s.id AND p.status = 'pending')" : ''}
          LIMIT ?`,
@@ -393,7 +398,8 @@ export function createGatewayStore(
      */
     pruneIdleSessions(before: string, limit: number): number {
       idleSessions ??= prepareIdleSessions();
-      const ids = idleSessions.all(before, before, limit);
+      const firstSince = q.auditFirstSince.get(before) ?? Number.MAX_SAFE_INTEGER;
+      const ids = idleSessions.all(before, firstSince, limit);
       if (ids.length > 0) dropSessionsTx(ids);
       for (const id of ids) sessions.delete(id);
       return ids.length;

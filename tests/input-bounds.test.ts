@@ -172,6 +172,14 @@ describe('bounded inputs (issue 15 §4)', () => {
     expect(last.body.audit).toHaveLength(4);
     expect(last.body.next_cursor).toBeNull();
 
+    // `since` bounds the pages by time (the first id written since then, found in audit_at).
+    const future = await page(`since=${encodeURIComponent(new Date(Date.now() + 60_000).toISOString())}`);
+    expect(future.body).toEqual({ audit: [], next_cursor: null });
+    const recent = await page(
+      `since=${encodeURIComponent(new Date(Date.now() - 60_000).toISOString())}&limit=3`,
+    );
+    expect(recent.body.audit.map((r: { id: number }) => r.id)).toEqual(ids.slice(0, 3));
+
     // Bad paging input is refused, saying what is valid.
     expect((await page('limit=5000')).status).toBe(400);
     const bad = await page('cursor=abc');

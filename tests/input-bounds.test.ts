@@ -5,11 +5,12 @@ import path from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { main } from '../client.ts';
 import { openDatabase } from '../lib/sqlite.ts';
 import { APPROVAL_ARGUMENTS_MAX, createApprovalStore } from '../mcp-gateway/approvals.ts';
 import { AUDIT_DETAIL_MAX, AUDIT_SUBJECT_MAX } from '../mcp-gateway/store.ts';
 import { LIMITS } from '../tool-server/contract.ts';
-import { makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
+import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
 
 // Issue 15 §4, first bullet: 80 MCP requests of 60,000 unknown toolset ids each grew gateway.db by 545 MB and
 // then broke the operator's audit listing. Every list and string is now bounded, audit rows are capped, and
@@ -185,6 +186,42 @@ describe('bounded inputs (issue 15 §4)', () => {
     const bad = await page('cursor=abc');
     expect(bad.status).toBe(400);
     expect(bad.body.error).toContain('cursor: must be the next_cursor of an earlier page');
+  });
+
+  it('toolshift audit pages too, saying how to ask for the next page', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, tokens: TOKENS });
+    const s = stack;
+    for (const id of ['fs_read', 'fs_write', 'fs_read'])
+      await s.post(
+        s.gatewayApp,
+        '/mcp/admin/toolsets',
+        { action: 'DEACTIVATE', toolset_ids: [id], session_id: `s_${id}` },
+        as(TOKENS.admin),
+      );
+    const run = async (...argv: string[]) => {
+      let stdout = '';
+      const code = await main(argv, {
+        stdout: (t) => {
+          stdout += t;
+        },
+        stderr: () => undefined,
+        env: { GATEWAY_URL: 'http://gateway', GATEWAY_ADMIN_TOKEN: TOKENS.admin },
+        fetch: async (url, init) => s.gatewayApp.request(asLoopback(url), init),
+      });
+      return { code, stdout };
+    };
+    const first = await run('audit', '--limit', '2');
+    expect(first.code).toBe(0);
+    const lines = first.stdout.trim().split('\n');
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toContain('in s_fs_write');
+    expect(lines[1]).toContain('in s_fs_read');
+    const cursor = /--cursor (\d+)/.exec(lines[2])?.[1];
+    expect(lines[2]).toMatch(/^older rows: toolshift audit --cursor \d+ \(with the same filters\)$/);
+    const next = await run('audit', '--limit', '2', '--cursor', cursor ?? '');
+    expect(next.stdout.trim().split('\n')).toEqual([expect.stringContaining('in s_fs_read')]);
+    const json = JSON.parse((await run('audit', '--json', '--limit', '1')).stdout);
+    expect(json.next_cursor).toMatch(/^\d+$/);
   });
 
   it('names the field, the limit and the size seen on every service', async () => {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { SessionId } from '../mcp-gateway/contract.ts';
-import { boundedRecord, boundedString, ErrorBody, LIMITS } from '../tool-server/contract.ts';
+import { boundedRecord, boundedString, ErrorBody, LIMITS, pageLimit } from '../tool-server/contract.ts';
 
 // The agent-server's HTTP API. The seed's `{goal}` → `{status, final_answer}` works unchanged.
 
@@ -219,7 +219,7 @@ export const agentRoutes = {
     method: 'get',
     path: '/agent/tasks',
     summary: 'Recent tasks, newest first',
-    query: z.object({ limit: z.coerce.number().int().min(1).max(500).default(20) }),
+    query: z.object({ limit: pageLimit(500, 20) }),
     responses: { 200: z.object({ tasks: z.array(Task) }) },
   },
   health: {

@@ -6,6 +6,7 @@ import {
   ErrorBody,
   Health,
   LIMITS,
+  pageLimit,
   ToolAnnotations,
   ToolResult,
 } from '../tool-server/contract.ts';
@@ -257,7 +258,7 @@ export const gatewayRoutes = {
     query: z.object({
       status: z.enum(['pending', 'approved', 'denied', 'expired', 'used']).optional(),
       session_id: SessionId.optional(),
-      limit: z.coerce.number().int().min(1).max(500).default(50),
+      limit: pageLimit(500, 50),
     }),
     responses: { 200: z.object({ approvals: z.array(Approval) }) },
   },
@@ -295,7 +296,7 @@ export const gatewayRoutes = {
       cursor: boundedString(LIMITS.cursor)
         .pipe(z.string().regex(/^[1-9][0-9]{0,15}$/, 'must be the next_cursor of an earlier page'))
         .optional(),
-      limit: z.coerce.number().int().min(1).max(AUDIT_PAGE_MAX).default(100),
+      limit: pageLimit(AUDIT_PAGE_MAX, 100),
     }),
     responses: { 200: AuditPage },
   },

@@ -182,7 +182,9 @@ describe('bounded inputs (issue 15 §4)', () => {
     expect(recent.body.audit.map((r: { id: number }) => r.id)).toEqual(ids.slice(0, 3));
 
     // Bad paging input is refused, saying what is valid.
-    expect((await page('limit=5000')).status).toBe(400);
+    const tooMany = await page('limit=5000');
+    expect(tooMany.status).toBe(400);
+    expect(tooMany.body.error).toBe('Invalid query parameters: limit: at most 1000 (got 5000)');
     const bad = await page('cursor=abc');
     expect(bad.status).toBe(400);
     expect(bad.body.error).toContain('cursor: must be the next_cursor of an earlier page');

@@ -76,6 +76,16 @@ export function boundedList<T extends z.ZodType>(item: T, max: number) {
     .pipe(z.array(item));
 }
 
+/** A page size in a query string: 1 to `max`, `fallback` when absent; over it: "at most 500 (got 5000)". */
+export function pageLimit(max: number, fallback: number) {
+  return z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(max, { error: (iss) => `at most ${max} (got ${iss.input})` })
+    .default(fallback);
+}
+
 /** An object of string keys of at most `maxKeys` entries of `value` (each key at most LIMITS.id characters). */
 export function boundedRecord<T extends z.ZodType>(value: T, maxKeys: number) {
   return z

@@ -177,7 +177,6 @@ export function createGatewayStore(
     auditAll: auditPage(''),
     auditBySession: auditPage('session_id = @session_id AND (@task_id IS NULL OR task_id = @task_id) AND'),
     auditByTask: auditPage('task_id = @task_id AND'),
-    // Rows are appended in time order, so `since` becomes the first id at or after it (audit_at).
     pruneAuditBefore: db.prepare(
       'DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? ORDER BY at LIMIT ?)',
     ),
@@ -186,6 +185,7 @@ export function createGatewayStore(
     tableExists: db.prepare<[string], number>(
       "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
     ),
+    // Rows are appended in time order, so `since` becomes the first id at or after it (audit_at).
     auditFirstSince: db
       .prepare<[string], number | null>('SELECT id FROM audit WHERE at >= ? ORDER BY at, id LIMIT 1')
       .pluck(),

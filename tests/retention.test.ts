@@ -1,7 +1,8 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
+import { startAgentServer } from '../agent-server/server.ts';
 import { createTaskStore } from '../agent-server/store.ts';
 import { loadConfig } from '../lib/config.ts';
 import { startRetention } from '../lib/retention.ts';
@@ -9,7 +10,9 @@ import { type Db, openDatabase } from '../lib/sqlite.ts';
 import { createApprovalStore } from '../mcp-gateway/approvals.ts';
 import { createHandleStore } from '../mcp-gateway/mcp/handles.ts';
 import { gatewayRetentionRules } from '../mcp-gateway/retention.ts';
+import { startGateway } from '../mcp-gateway/server.ts';
 import { createGatewayStore } from '../mcp-gateway/store.ts';
+import { startToolServer } from '../tool-server/server.ts';
 
 // Issue 15 §4, second bullet: nothing was ever deleted. Retention deletes old rows while the daemon runs and
 // keeps recent ones, running tasks and pending approvals; a deleted MCP handle takes its session with it.
@@ -227,6 +230,74 @@ describe('retention (issue 15 §4)', () => {
   it('refuses a bad retention setting, naming it', () => {
     expect(() => loadConfig({ AUDIT_RETENTION_DAYS: '-1' })).toThrow(/AUDIT_RETENTION_DAYS/);
     expect(() => loadConfig({ AUDIT_MAX_ROWS: '10' })).toThrow(/AUDIT_MAX_ROWS/);
+  });
+});
+
+describe('retention in the running services', () => {
+  it('prunes at start while all three services answer', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'toolshift-retention-live-'));
+    dirs.push(dir);
+    const dataDir = path.join(dir, 'data');
+    await mkdir(path.join(dir, 'workspace'), { recursive: true });
+    await mkdir(dataDir);
+    // A data directory as a long-running daemon leaves it: 1,200 audit rows and 60 tasks from 40 days ago.
+    const old = new Date(Date.now() - 40 * DAY).toISOString();
+    const gdb = openDatabase(path.join(dataDir, 'gateway.db'));
+    const gstore = createGatewayStore(gdb);
+    const add = gdb.prepare(
+      "INSERT INTO audit (at, session_id, kind, subject, ok, actor) VALUES (?, 's', 'call', 't', 1, 'agent')",
+    );
+    gdb.transaction(() => {
+      for (let i = 0; i < 1200; i++) add.run(old);
+      add.run(new Date().toISOString());
+    })();
+    gstore.close();
+    const adb = openDatabase(path.join(dataDir, 'agent.db'));
+    const tasks = createTaskStore(adb);
+    for (let i = 0; i < 60; i++) tasks.createTask(`task_${i}`, 's', 'old');
+    tasks.flush();
+    adb.prepare("UPDATE tasks SET status = 'completed', created_at = ?, finished_at = ?").run(old, old);
+    tasks.createTask('task_recent', 's', 'recent');
+    tasks.close();
+
+    const env = {
+      AGENT_PORT: '0',
+      GATEWAY_PORT: '0',
+      TOOL_SERVER_PORT: '0',
+      TOOLSHIFT_DATA_DIR: dataDir,
+      FS_ROOTS: path.join(dir, 'workspace'),
+      LOG_LEVEL: 'silent',
+    };
+    const tools = await startToolServer(loadConfig(env));
+    const gateway = await startGateway(loadConfig({ ...env, TOOL_SERVER_URL: tools.url }), {
+      backendWaitMs: 5000,
+    }).catch(async (err) => {
+      await tools.close();
+      throw err;
+    });
+    const agent = await startAgentServer(loadConfig({ ...env, GATEWAY_URL: gateway.url }));
+    try {
+      const rows = (file: string, sql: string) => {
+        const db = openDatabase(path.join(dataDir, file));
+        try {
+          return count(db, sql);
+        } finally {
+          db.close();
+        }
+      };
+      await vi.waitFor(
+        () => {
+          expect(rows('gateway.db', 'SELECT COUNT(*) FROM audit')).toBe(1);
+          expect(rows('agent.db', 'SELECT COUNT(*) FROM tasks')).toBe(1);
+        },
+        { timeout: 10_000 },
+      );
+      for (const s of [tools, gateway, agent]) expect((await fetch(`${s.url}/health`)).status).toBe(200);
+    } finally {
+      await agent.close();
+      await gateway.close();
+      await tools.close();
+    }
   });
 });
 

@@ -132,7 +132,7 @@ describe("the daemon's configuration inside a root cannot be changed by the file
     const r = await call('write_file', { path: 'toolsets/evil.yaml', content: BACKEND });
     expect(r.error).toBe(
       `Access denied: ${path.join(project, 'toolsets', 'evil.yaml')} matches the protected pattern ` +
-        `"${path.join(project, 'toolsets')}/**"; files like this (toolshift's own configuration and data) ` +
+        `"${path.join(project, 'toolsets')}/**"; files like this (toolshift's own installation, configuration and data) ` +
         'cannot be modified',
     );
     const inside = await call('delete_file', { path: 'toolsets/web_tools.yaml' });

@@ -67,36 +67,59 @@ async function realTail(abs: string): Promise<string> {
   }
 }
 
+/** One protected place: its spellings (as configured and real), and roots nested inside it that stay open. */
+interface Protected {
+  spellings: string[];
+  /** Roots lying strictly inside this place (their own spellings): the most specific root decides there. */
+  openings: string[];
+}
+
 /**
  * Absolute paths no tool may write, nor create, move or delete anything inside: the daemon's own toolset
- * files (an `mcp.command` there runs at the next start), prompts, policy, `.env` and databases. Only those
- * inside a root are kept; one above a root would otherwise protect the whole root.
+ * files (an `mcp.command` there runs at the next start), prompts, policy, `.env`, databases, and the running
+ * installation (its package.json scripts, sources and node_modules run at the next `npm start`). Only those
+ * inside a root are kept; one above a root would otherwise protect the whole root. A root configured inside
+ * a protected place (the default ./workspace inside the installation) stays writable: it was named as one.
  */
 export class ProtectedPaths {
-  private constructor(private readonly spellings: readonly string[]) {}
+  private constructor(private readonly places: readonly Protected[]) {}
 
-  /** Each of `paths` as configured and as it really is; `insideRoot` tells which ones a root covers. */
+  /**
+   * Each of `paths` (and the `installation`) as configured and as it really is; `insideRoot` tells which ones
+   * a root covers. Roots (`roots`: every root's spellings) inside the installation stay open; inside the
+   * configuration and data nothing does.
+   */
   static async resolve(
     paths: readonly string[],
     insideRoot: (p: string) => boolean,
+    installation?: { dir: string; roots: readonly string[] },
   ): Promise<ProtectedPaths> {
-    const spellings = new Set<string>();
-    for (const configured of paths) {
+    const places: Protected[] = [];
+    const all = [
+      ...paths.map((p) => ({ p, open: false })),
+      ...(installation ? [{ p: installation.dir, open: true }] : []),
+    ];
+    for (const { p: configured, open } of all) {
       const abs = path.resolve(configured);
       const real = await realTail(abs);
       if (!insideRoot(abs) && !insideRoot(real)) continue;
-      spellings.add(abs);
-      spellings.add(real);
+      const spellings = [...new Set([abs, real])];
+      const nested = (r: string) => spellings.some((s) => (relativeInside(s, r) ?? '') !== '');
+      const openings = open ? (installation?.roots ?? []).filter(nested) : [];
+      places.push({ spellings, openings });
     }
-    return new ProtectedPaths([...spellings]);
+    return new ProtectedPaths(places);
   }
 
   /** The protected path `p` is (as itself) or lies in (as `<path>/**`), if any. */
   match(p: string): string | undefined {
-    for (const spelling of this.spellings) {
-      const rel = relativeInside(spelling, p);
-      if (rel === '') return spelling;
-      if (rel !== null) return `${spelling}/**`;
+    for (const place of this.places) {
+      if (place.openings.some((o) => relativeInside(o, p) !== null)) continue;
+      for (const spelling of place.spellings) {
+        const rel = relativeInside(spelling, p);
+        if (rel === '') return spelling;
+        if (rel !== null) return `${spelling}/**`;
+      }
     }
     return undefined;
   }

@@ -21,8 +21,16 @@ export interface PathGuardOptions {
   roots: string[];
   readOnlyRoots: string[];
   blockedPatterns?: string[];
-  /** Absolute paths (toolshift's toolsets, prompts, policy, .env, data) no tool may write where a root covers them. */
+  /**
+   * Absolute paths (toolshift's installation, toolsets, prompts, policy, .env, data) no tool may write where a
+   * root covers them; a root configured inside one of them stays writable.
+   */
   protectedPaths?: string[];
+  /**
+   * The directory of the running installation (its package.json, sources, node_modules): read-only to every
+   * tool where a root covers it, except roots configured inside it (the default ./workspace).
+   */
+  installation?: string;
   /** What `~` expands to; the user's home directory by default. */
   homeDir?: string;
   /** Act through verified descriptors (/proc/self/fd); detected by default, false forces plain paths. */
@@ -36,6 +44,32 @@ type Mode = 'read' | 'write';
 
 /** C:\x, C:/x, C: and \\server\share: paths of another platform, which POSIX would take as odd file names. */
 const WINDOWS_PATH = /^(?:[A-Za-z]:(?:[\\/]|$)|\\\\)/;
+
+/** Linux's limits: PATH_MAX counts the terminating NUL, NAME_MAX one component, both in bytes. */
+export const PATH_MAX_BYTES = 4095;
+export const NAME_MAX_BYTES = 255;
+
+/**
+ * Refuses a path past the platform's limits before anything is created: the descriptor walk could otherwise
+ * build a tree deeper than PATH_MAX, which ordinary tools (rm -r, a shell) cannot remove.
+ */
+function checkLength(abs: string, shown: string): string {
+  const bytes = Buffer.byteLength(abs);
+  if (bytes > PATH_MAX_BYTES) {
+    throw new ToolError(
+      `The path is too long: ${bytes.toLocaleString('en-US')} bytes (${shown.slice(0, 80)}…); a path here may be ` +
+        `at most ${PATH_MAX_BYTES.toLocaleString('en-US')} bytes and each name in it ${NAME_MAX_BYTES} bytes`,
+    );
+  }
+  const long = abs.split('/').find((name) => Buffer.byteLength(name) > NAME_MAX_BYTES);
+  if (long !== undefined) {
+    throw new ToolError(
+      `A name in the path is too long: ${Buffer.byteLength(long)} bytes (${long.slice(0, 40)}…); each name may be ` +
+        `at most ${NAME_MAX_BYTES} bytes and the whole path ${PATH_MAX_BYTES.toLocaleString('en-US')}`,
+    );
+  }
+  return abs;
+}
 
 /** Decides which paths the filesystem tools may read and write, and hands back the real path to use. */
 export class PathGuard {
@@ -71,7 +105,10 @@ export class PathGuard {
     const raceFree = opts.verifyDescriptors ?? available;
     const patterns = opts.blockedPatterns ?? DEFAULT_BLOCKED_PATTERNS;
     const covered = (p: string) => mostSpecific(roots, p, (r) => [r.lexical, r.real]) !== undefined;
-    const protection = await ProtectedPaths.resolve(opts.protectedPaths ?? [], covered);
+    const installation = opts.installation
+      ? { dir: opts.installation, roots: roots.flatMap((r) => [r.lexical, r.real]) }
+      : undefined;
+    const protection = await ProtectedPaths.resolve(opts.protectedPaths ?? [], covered, installation);
     return new PathGuard(roots, patterns, opts.homeDir ?? homedir(), raceFree, protection);
   }
 
@@ -136,7 +173,7 @@ export class PathGuard {
     }
     const expanded = p === '~' || p.startsWith('~/') ? path.join(this.home, p.slice(1)) : p;
     const base = (this.roots.find((r) => r.writable) ?? this.roots[0]).real;
-    return path.resolve(base, expanded);
+    return checkLength(path.resolve(base, expanded), p);
   }
 
   /** Opens the directory at a real path from resolveFor*, verified to be that directory (see fd-path.ts). */
@@ -224,6 +261,7 @@ export class PathGuard {
       throw err instanceof ResolveError ? this.unresolvable(shown, err) : err;
     }
     const actual = this.assertInside(real, shown);
+    checkLength(shown === abs ? real : path.join(real, path.basename(shown)), shown);
     if (mode === 'write') {
       for (const found of [lexical, actual]) {
         if (!found.root.writable) {

@@ -22,7 +22,7 @@ const UNRESOLVABLE: Record<string, string> = {
 export function protectedRefusal(abs: string, pattern: string): ToolError {
   // Protected paths are absolute; blocked patterns are globs relative to a root.
   const what = path.isAbsolute(pattern)
-    ? "toolshift's own configuration and data"
+    ? "toolshift's own installation, configuration and data"
     : 'version control, dependencies, keys and secrets';
   return new ToolError(
     `Access denied: ${abs} matches the protected pattern "${pattern}"; files like this (${what}) cannot be modified`,

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { type Config, checkRootsExist } from '../lib/config.ts';
+import { installationDir } from '../lib/installation.ts';
 import { createLogger } from '../lib/log.ts';
 import { createMetrics, observeToolCall } from '../lib/metrics.ts';
 import { securityFor } from '../lib/security.ts';
@@ -26,7 +27,9 @@ export async function startToolServer(
   const paths = await PathGuard.create({
     roots: config.tools.roots,
     readOnlyRoots: config.tools.readOnlyRoots,
-    // The daemon's own configuration and data: no file tool changes them, even where a root covers them.
+    // The running installation, and the daemon's own configuration and data: no file tool changes them,
+    // even where a root covers them (a root configured inside the installation stays writable).
+    installation: installationDir(),
     protectedPaths: [
       config.gateway.toolsetsDir,
       config.gateway.promptsDir,

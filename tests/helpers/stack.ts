@@ -122,6 +122,8 @@ export interface StackOptions {
   /** Idle lifetime of MCP handles, and the clock they are judged by. */
   handleIdleMs?: number;
   now?: () => number;
+  /** The file tools' guard (default: one read-write root, the stack's temp workspace). */
+  paths?: PathGuard;
 }
 
 /** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
@@ -144,7 +146,7 @@ export async function makeStack(opts: StackOptions = {}) {
     for (const [name, text] of Object.entries(opts.toolsets))
       await writeFile(path.join(toolsetsDir, name), text);
   }
-  const paths = await PathGuard.create({ roots: [root], readOnlyRoots: [] });
+  const paths = opts.paths ?? (await PathGuard.create({ roots: [root], readOnlyRoots: [] }));
   const toolApp = createToolServerApp({
     registry: createRegistry(nativeTools),
     context: { paths, maxReadBytes: 64 * 1024 },

@@ -8,6 +8,7 @@ import { processIo } from './cli/process-io.ts';
 import { runTask } from './cli/run.ts';
 import { tasksCommand } from './cli/tasks.ts';
 import { type Config, loadConfig } from './lib/config.ts';
+import { CREDENTIALS, variableOfRole, withStoredCredentials } from './lib/credentials.ts';
 import { callRoute, type ServiceEndpoint, ServiceError } from './lib/http-client.ts';
 import { gatewayRoutes } from './mcp-gateway/contract.ts';
 
@@ -53,7 +54,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   }
   let config: Config;
   try {
-    config = loadConfig(io.env);
+    config = withStoredCredentials(loadConfig(io.env));
   } catch (err) {
     io.stderr(`error: ${(err as Error).message}\n`);
     return EXIT.usage;
@@ -101,6 +102,8 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
           gateway,
           io,
         );
+      case 'token':
+        return tokenCommand(rest, config, io);
       case 'tasks':
         return await tasksCommand(
           rest,
@@ -110,7 +113,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
         );
       default:
         throw new UsageError(
-          `unknown command "${command}"; commands: run, tasks, toolsets, approvals, audit, help`,
+          `unknown command "${command}"; commands: run, tasks, toolsets, approvals, audit, token, help`,
         );
     }
   } catch (raw) {
@@ -125,7 +128,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
       return EXIT.unreachable;
     }
     if (err instanceof ServiceError && (err.status === 401 || err.status === 403)) {
-      io.stderr(`error: ${err.message}\n${credentialHint(command, err.status)}\n`);
+      io.stderr(`error: ${err.message}\n${credentialHint(command, err.status, config)}\n`);
       return EXIT.unreachable;
     }
     io.stderr(`error: ${(err as Error).message}\n`);
@@ -133,12 +136,36 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   }
 }
 
-/** Which variable a refused request needs, by the service the command talks to. */
-function credentialHint(command: string, status: number): string {
-  const variable = command === 'toolsets' ? 'GATEWAY_ADMIN_TOKEN' : 'AGENT_API_TOKEN';
+/** Which variable a refused request needs, by the service the command talks to, and where it comes from. */
+function credentialHint(command: string, status: number, config: Config): string {
+  const variable = command === 'toolsets' || command === 'audit' ? 'GATEWAY_ADMIN_TOKEN' : 'AGENT_API_TOKEN';
   return status === 401
-    ? `Set ${variable} (in the environment or .env) to the value the server was started with.`
+    ? `The CLI takes ${variable} from the environment or .env, else from ${config.auth.credentialsFile} ` +
+        '(written by the daemon at its first start): run the CLI where the daemon runs, set TOOLSHIFT_DATA_DIR ' +
+        `to the daemon's data directory, or set ${variable} to the value the server was started with.`
     : `The credential in ${variable} is not allowed to do this.`;
+}
+
+/** `toolshift token [role]`: prints a credential for scripts and curl (api by default). */
+function tokenCommand(rest: string[], config: Config, io: CliIo): number {
+  const role = rest[0] ?? 'api';
+  const variable = variableOfRole(role);
+  const roles = Object.values(CREDENTIALS).map((c) => c.role);
+  if (!variable || rest.length > 1) {
+    throw new UsageError(`unknown role "${rest.join(' ')}"; roles: ${roles.join(', ')}`, 'token');
+  }
+  const value = CREDENTIALS[variable].get(config);
+  if (!value) {
+    io.stderr(
+      config.auth.mode === 'none'
+        ? `error: TOOLSHIFT_AUTH=none and ${variable} is not set: the services take no token\n`
+        : `error: no ${variable}: ${config.auth.credentialsFile} does not exist yet (npm start makes it) and the ` +
+            'environment does not set it\n',
+    );
+    return EXIT.failed;
+  }
+  io.stdout(`${value}\n`);
+  return EXIT.ok;
 }
 
 function parse(argv: string[]) {

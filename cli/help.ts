@@ -3,8 +3,9 @@
 const ENVIRONMENT = `Environment (also read from .env in the current directory):
   AGENT_URL            the agent-server (default http://127.0.0.1:$AGENT_PORT, port 8000)
   GATEWAY_URL          the mcp-gateway (default http://127.0.0.1:$GATEWAY_PORT, port 8080)
-  AGENT_API_TOKEN      sent to the agent-server when set (it needs it when it has one)
-  GATEWAY_ADMIN_TOKEN  sent to the gateway when set (the operator's token)
+  AGENT_API_TOKEN      sent to the agent-server (default: from the daemon's credentials file)
+  GATEWAY_ADMIN_TOKEN  sent to the gateway, the operator's token (default: from the credentials file)
+  TOOLSHIFT_DATA_DIR   where the daemon keeps credentials.json (default ./data)
   NO_COLOR             any value: no colour, even on a terminal
 `;
 
@@ -18,6 +19,19 @@ const EXIT_CODES = `Exit codes:
 
 /** Help for each command. */
 export const COMMAND_HELP: Record<string, string> = {
+  token: `toolshift token — print a credential the daemon made (or the environment sets)
+
+Usage:
+  toolshift token [role]
+
+Roles: api (AGENT_API_TOKEN, the default), admin (GATEWAY_ADMIN_TOKEN), agent (GATEWAY_AGENT_TOKEN),
+mcp (GATEWAY_MCP_TOKEN, for MCP clients of /mcp), tool-server (TOOL_SERVER_TOKEN).
+
+  curl -H "Authorization: Bearer $(toolshift token)" http://127.0.0.1:8000/agent/tasks
+
+The daemon makes every token the environment does not set at its first start, in
+$TOOLSHIFT_DATA_DIR/credentials.json (./data by default), readable only by its user.
+${EXIT_CODES}`,
   run: `toolshift run — run a task and show what the agent does while it does it
 
 Usage:
@@ -82,6 +96,7 @@ Usage:
   toolshift run "<goal>" | -          run a task with live progress; the answer goes to stdout
   toolshift tasks [list|show|watch|cancel] [<task_id>]
   toolshift toolsets [list|activate|deactivate|enable|disable|import|reload|approve] ...
+  toolshift token [api|admin|agent|mcp|tool-server]   print a credential (for curl and scripts)
   toolshift help <command>            options of one command (or: toolshift <command> --help)
   toolshift --version
 

@@ -79,6 +79,10 @@ const EnvSchema = z.object({
   AGENT_API_TOKEN: optionalString,
   ALLOWED_HOSTS: commaList,
   ALLOWED_ORIGINS: commaList,
+  TOOLSHIFT_AUTH: z
+    .enum(['tokens', 'none'], { message: 'must be tokens (the default: generated where not set) or none' })
+    .default('tokens'),
+  TOOLSHIFT_CREDENTIALS_FILE: optionalString,
   TOOLSHIFT_INSECURE: z
     .enum(['', '0', '1', 'true', 'false'], { message: 'must be 1 or 0' })
     .optional()
@@ -148,6 +152,16 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       allowedHosts: e.ALLOWED_HOSTS,
       allowedOrigins: e.ALLOWED_ORIGINS,
       insecure: e.TOOLSHIFT_INSECURE,
+    },
+    /**
+     * `tokens`: every service needs its tokens, generated into `credentialsFile` where the environment sets
+     * none (lib/credentials.ts); `none`: routes without a token are open to local processes, as an opt-out.
+     */
+    auth: {
+      mode: e.TOOLSHIFT_AUTH,
+      credentialsFile: path.resolve(
+        e.TOOLSHIFT_CREDENTIALS_FILE ?? path.join(e.TOOLSHIFT_DATA_DIR, 'credentials.json'),
+      ),
     },
     agent: {
       port: e.AGENT_PORT,

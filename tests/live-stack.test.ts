@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearerOf } from './helpers/credentials.ts';
 import { completion } from './helpers/msw.ts';
 
 // `npm start` as a user runs it (start.ts in a child process, JSON logs on stdout), with the model played by
@@ -152,7 +153,11 @@ async function lineWhere(test: (l: LogLine) => boolean): Promise<LogLine | undef
 async function execute(goal: string, requestId: string) {
   const res = await fetch(`${urls['agent-server']}/agent/execute_task`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-request-id': requestId },
+    headers: {
+      'content-type': 'application/json',
+      'x-request-id': requestId,
+      ...bearerOf(path.join(tmp, 'data'), 'AGENT_API_TOKEN'),
+    },
     body: JSON.stringify({ goal }),
   });
   return { res, body: (await res.json()) as { status: string; task_id: string; error?: string } };
@@ -160,7 +165,17 @@ async function execute(goal: string, requestId: string) {
 
 /** Reads the series of one service's /metrics whose line starts with `prefix`. */
 async function metric(service: string, prefix: string): Promise<number | undefined> {
-  const text = await (await fetch(`${urls[service]}/metrics`)).text();
+  // Each service's own credential, from the file npm start made in its data directory.
+  const variable = (
+    {
+      'agent-server': 'AGENT_API_TOKEN',
+      'mcp-gateway': 'GATEWAY_ADMIN_TOKEN',
+      'tool-server': 'TOOL_SERVER_TOKEN',
+    } as const
+  )[service as 'agent-server'];
+  const text = await (
+    await fetch(`${urls[service]}/metrics`, { headers: bearerOf(path.join(tmp, 'data'), variable) })
+  ).text();
   const line = text.split('\n').find((l) => l.startsWith(prefix));
   return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
 }

@@ -7,6 +7,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { threadsWanted } from '../start-threads.ts';
+import { bearerOf } from './helpers/credentials.ts';
 import { completion } from './helpers/msw.ts';
 
 // `npm start` on one thread and on two (the gateway and the tool-server on a worker thread): the same task
@@ -125,7 +126,10 @@ describe('npm start threads', () => {
         files.map(async (goal) => {
           const res = await fetch(`${agent}/agent/execute_task`, {
             method: 'POST',
-            headers: { 'content-type': 'application/json' },
+            headers: {
+              'content-type': 'application/json',
+              ...bearerOf(path.join(dir, 'data'), 'AGENT_API_TOKEN'),
+            },
             body: JSON.stringify({ goal }),
           });
           return (await res.json()) as { status: string };
@@ -135,7 +139,10 @@ describe('npm start threads', () => {
       for (const f of files) expect(await readFile(path.join(dir, 'ws', f), 'utf8')).toBe(`written by ${f}`);
       s.child.kill('SIGTERM');
       expect(await s.exited).toBe(0);
-      expect(s.stderr()).toBe('');
+      // Nothing on stderr but the ready banner: where to call, where the credentials are, what to try next.
+      expect(s.stderr()).toMatch(
+        /^toolshift ready: agent API http:\/\/127\.0\.0\.1:\d+, MCP endpoint http:\/\/127\.0\.0\.1:\d+\/mcp\n {2}credentials in \S+credentials\.json \(readable only by you; the CLI reads them\): curl -H "Authorization: Bearer \$\(npx toolshift token\)" http:\/\/127\.0\.0\.1:\d+\/agent\/tasks\n {2}next: npx toolshift toolsets\n$/,
+      );
       // Committed before the process ended: each call's audit row and each task's end.
       const gatewayDb = new Database(path.join(dir, 'data', 'gateway.db'), { readonly: true });
       const calls = gatewayDb

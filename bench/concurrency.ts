@@ -6,6 +6,16 @@ import { Agent, request } from 'undici';
 import { CONCURRENCY_TURNS } from './concurrency-script.ts';
 import { goalMarker } from './mock-model.ts';
 import { type NpmStart, startNpm, startSeparate } from './npm-start.ts';
+
+/** The services run locked, as by default; the benchmark sets the tokens so its clients know them. */
+const BENCH_TOKENS = {
+  AGENT_API_TOKEN: 'bench-agent-api-token-0001',
+  GATEWAY_ADMIN_TOKEN: 'bench-gateway-admin-token-0001',
+  GATEWAY_AGENT_TOKEN: 'bench-gateway-agent-token-0001',
+  GATEWAY_MCP_TOKEN: 'bench-gateway-mcp-token-0001',
+  TOOL_SERVER_TOKEN: 'bench-tool-server-token-0001',
+};
+
 import { percentile } from './timing.ts';
 
 // Figures 9 and 11: `npm start` in a child process against a mock model (another process) that answers
@@ -118,6 +128,7 @@ export async function concurrencyRun(
     OPENAI_API_KEY: 'bench',
     TOOLSHIFT_DATA_DIR: path.join(dir, 'data'),
     FS_ROOTS: workspace,
+    ...BENCH_TOKENS,
     MAX_CONCURRENT_TASKS: String(tasks * 2),
     AGENT_MODEL_TIMEOUT_MS: '120000',
   }).catch(async (err: unknown) => {
@@ -145,7 +156,10 @@ export async function concurrencyRun(
       Array.from({ length: tasks }, async (_, i) => {
         const res = await request(`${npm.agentUrl}/agent/execute_task`, {
           method: 'POST',
-          headers: { 'content-type': 'application/json' },
+          headers: {
+            'content-type': 'application/json',
+            authorization: `Bearer ${BENCH_TOKENS.AGENT_API_TOKEN}`,
+          },
           body: JSON.stringify({ goal: `${goalMarker(`c${i}`)} read the notes` }),
           dispatcher: client,
         });

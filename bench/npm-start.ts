@@ -67,6 +67,11 @@ export function parseMetrics(text: string): Record<string, number> {
   return out;
 }
 
+/** The agent-server's token the benchmark set, as a header (none when it set none). */
+function agentAuth(env: Record<string, string>): Record<string, string> {
+  return env.AGENT_API_TOKEN ? { authorization: `Bearer ${env.AGENT_API_TOKEN}` } : {};
+}
+
 /** Starts `npm start` with `env` on top of this process's environment; resolves once all three listen. */
 export async function startNpm(env: Record<string, string>, cwd = process.cwd()): Promise<NpmStart> {
   const child: ChildProcess = spawn('npm', ['start'], {
@@ -116,7 +121,10 @@ export async function startNpm(env: Record<string, string>, cwd = process.cwd())
     pid,
     rssBytes: () => rssOf(pid),
     cpuMs: () => cpuMsOf(pid),
-    metrics: async () => parseMetrics(await (await fetch(`${urls['agent-server']}/metrics`)).text()),
+    metrics: async () =>
+      parseMetrics(
+        await (await fetch(`${urls['agent-server']}/metrics`, { headers: agentAuth(env) })).text(),
+      ),
     stop: () =>
       new Promise<void>((resolve) => {
         child.once('exit', () => resolve());
@@ -184,7 +192,8 @@ export async function startSeparate(env: Record<string, string>, cwd = process.c
     pid: pids[2],
     rssBytes: () => pids.reduce((sum, p) => sum + rssOf(p), 0),
     cpuMs: () => pids.reduce((sum, p) => sum + cpuMsOf(p), 0),
-    metrics: async () => parseMetrics(await (await fetch(`${agentUrl}/metrics`)).text()),
+    metrics: async () =>
+      parseMetrics(await (await fetch(`${agentUrl}/metrics`, { headers: agentAuth(env) })).text()),
     stop: async () => {
       await Promise.all(
         started.map(

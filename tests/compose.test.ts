@@ -1,8 +1,12 @@
 import { readFileSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../lib/config.ts';
+import { withCredentials } from '../lib/credentials.ts';
 import { installBase } from '../lib/http.ts';
 import { type ServiceName, securityFor } from '../lib/security.ts';
 import { log } from './helpers/stack.ts';
@@ -22,6 +26,7 @@ interface Service {
 
 const compose = parse(readFileSync('docker-compose.yml', 'utf8'), { merge: true }) as {
   services: Record<string, Service>;
+  volumes: Record<string, unknown>;
 };
 const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
 const defaults = loadConfig({});
@@ -108,17 +113,18 @@ describe('docker-compose.yml', () => {
     TOOL_SERVER_TOKEN: 'd'.repeat(32),
   };
 
-  it('takes every token from .env and refuses to start without them', () => {
-    for (const [name, variables] of [
-      ['tool-server', ['TOOL_SERVER_TOKEN']],
-      ['mcp-gateway', ['GATEWAY_ADMIN_TOKEN', 'GATEWAY_AGENT_TOKEN', 'TOOL_SERVER_TOKEN']],
-      ['agent-server', ['AGENT_API_TOKEN', 'GATEWAY_AGENT_TOKEN']],
-    ] as const) {
-      for (const v of variables) {
-        expect(compose.services[name].environment?.[v]).toMatch(new RegExp(`^\\$\\{${v}:\\?`));
-        expect(() => environment(name, { ...dotenv, [v]: '' })).toThrow(`set ${v} in .env`);
+  it('needs no typed token: every service shares one credentials file, and a token in .env wins', () => {
+    for (const name of ['tool-server', 'mcp-gateway', 'agent-server']) {
+      const service = compose.services[name];
+      expect(service.environment?.TOOLSHIFT_CREDENTIALS_FILE).toBe('/credentials/credentials.json');
+      expect(service.volumes).toContain('credentials:/credentials');
+      for (const [key, value] of Object.entries(service.environment ?? {})) {
+        if (key.endsWith('_TOKEN')) expect(value).toBe(`\${${key}:-}`);
       }
+      // Without a .env every variable still has a value: compose starts.
+      expect(() => environment(name, {})).not.toThrow();
     }
+    expect(compose.volumes).toHaveProperty('credentials');
   });
 
   it('lets each service start on 0.0.0.0 with its tokens and answer the service name it is reached by', async () => {
@@ -127,7 +133,20 @@ describe('docker-compose.yml', () => {
       'mcp-gateway': new URL(compose.services['agent-server'].environment?.GATEWAY_URL ?? '').host,
       'agent-server': 'agent-server:8000',
     };
+    // The shared volume, as a temp file: whichever service starts first makes it, the others read it.
+    const shared = path.join(await mkdtemp(path.join(tmpdir(), 'compose-')), 'credentials.json');
+    const generated: Record<string, string | undefined> = {};
     for (const [name, host] of Object.entries(reachedAs) as [ServiceName, string][]) {
+      const fromFile = withCredentials(
+        loadConfig({ ...environment(name, {}), TOOLSHIFT_CREDENTIALS_FILE: shared }),
+      );
+      // Locked with no .env at all: the service has its tokens, the same ones as its neighbours'.
+      const own = securityFor(fromFile, name);
+      expect(own.tokens.length).toBeGreaterThan(0);
+      for (const t of own.tokens) {
+        generated[t.variable] ??= t.token;
+        expect(t.token).toBe(generated[t.variable]);
+      }
       const config = loadConfig(environment(name, dotenv));
       const security = securityFor(config, name);
       const app = new Hono();

@@ -69,6 +69,16 @@ const EnvSchema = z.object({
   MCP_HANDLE_IDLE_S: z.coerce.number().int().min(60).default(86_400),
   MCP_SESSION_IDLE_S: z.coerce.number().int().min(60).default(3_600),
   MCP_MAX_SESSIONS: z.coerce.number().int().min(1).default(256),
+  UPSTREAM_MAX_MESSAGE_BYTES: z.coerce
+    .number()
+    .int()
+    .min(64 * 1024)
+    .default(16 * 1024 * 1024),
+  UPSTREAM_MAX_RESULT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(256 * 1024),
   PROMPTS_DIR: z.string().default('./prompts'),
   POLICY_FILE: optionalString,
   APPROVAL_TIMEOUT_S: z.coerce.number().int().min(1).default(600),
@@ -197,6 +207,11 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         handleIdleMs: e.MCP_HANDLE_IDLE_S * 1000,
         sessionIdleMs: e.MCP_SESSION_IDLE_S * 1000,
         maxSessions: e.MCP_MAX_SESSIONS,
+      },
+      /** Upstream MCP servers: the most one message may hold, and the most of a result the model is given. */
+      upstream: {
+        maxMessageBytes: e.UPSTREAM_MAX_MESSAGE_BYTES,
+        maxResultBytes: e.UPSTREAM_MAX_RESULT_BYTES,
       },
       promptsDir: path.resolve(e.PROMPTS_DIR),
       /** The operator's ceiling: policy file, how long an approval may stay pending, per-session limits. */

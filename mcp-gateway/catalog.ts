@@ -46,7 +46,13 @@ export interface CatalogOptions {
   log?: Logger;
   /** Where reload reads from; `vars` is called at each reload, so variables added to .env are seen. */
   source?: { dir: string; vars?: () => Record<string, string | undefined> };
-  connection?: { connectTimeoutMs?: number; livenessTimeoutMs?: number };
+  /** Upstream connections: timeouts, the per-message cap, and the cap of a result the model is given. */
+  connection?: {
+    connectTimeoutMs?: number;
+    livenessTimeoutMs?: number;
+    maxMessageBytes?: number;
+    maxResultBytes?: number;
+  };
 }
 
 /** The loaded catalog the gateway's rules read from. */
@@ -122,6 +128,7 @@ export async function buildCatalog(
           connection: conn,
           redactor: spec.backend.redactor,
           timeoutMs: spec.timeoutMs,
+          maxResultBytes: opts.connection?.maxResultBytes,
           upstreamName: (exposed) => names.get(exposed),
         }),
       compile,

@@ -46,6 +46,10 @@ export async function startGateway(
       waitMs: opts.backendWaitMs ?? 15_000,
       store,
       log,
+      connection: {
+        maxMessageBytes: config.gateway.upstream.maxMessageBytes,
+        maxResultBytes: config.gateway.upstream.maxResultBytes,
+      },
       // A reload sees variables added to .env since the start (a changed value needs a restart).
       source: { dir, vars: () => toolsetVariables({ dataDir: config.dataDir, toolsetsDir: dir }, readEnv()) },
     });

@@ -26,8 +26,35 @@ function describeBlock(block: ContentBlock): unknown {
   }
 }
 
+/** The default cap of what an upstream result may put in front of the model, as native tools' reads are capped. */
+export const DEFAULT_MAX_RESULT_BYTES = 256 * 1024;
+
+/** The first `limit` bytes of `text` (never half a character) and a line saying what was cut. */
+function cut(text: string, limit: number): string {
+  const bytes = Buffer.byteLength(text);
+  if (bytes <= limit) return text;
+  let kept = Buffer.from(text).subarray(0, limit).toString('utf8');
+  if (kept.endsWith('\uFFFD')) kept = kept.slice(0, -1);
+  return (
+    `${kept}\n[truncated: the server's result was ${bytes.toLocaleString('en-US')} bytes; the first ` +
+    `${Buffer.byteLength(kept).toLocaleString('en-US')} are shown (UPSTREAM_MAX_RESULT_BYTES)]`
+  );
+}
+
+/** A result value within `limit` bytes: text is cut with a marker; structured data too big becomes cut JSON text. */
+function capped(value: unknown, limit: number): unknown {
+  if (typeof value === 'string') return cut(value, limit);
+  const json = JSON.stringify(value) ?? '';
+  return Buffer.byteLength(json) <= limit ? value : cut(json, limit);
+}
+
 /** `structuredContent` when the server gives it, else the text content (one string when it is all text). */
-export function toToolResult(result: CallToolResult, ms: number, redactor: Redactor): ToolResult {
+export function toToolResult(
+  result: CallToolResult,
+  ms: number,
+  redactor: Redactor,
+  maxBytes = DEFAULT_MAX_RESULT_BYTES,
+): ToolResult {
   const blocks = result.content ?? [];
   const text = blocks
     .filter((b): b is Extract<ContentBlock, { type: 'text' }> => b.type === 'text')
@@ -38,7 +65,7 @@ export function toToolResult(result: CallToolResult, ms: number, redactor: Redac
     return {
       success: false,
       result: null,
-      error: redactor.text(text || 'The tool reported an error without a message'),
+      error: redactor.text(cut(text || 'The tool reported an error without a message', maxBytes)),
       execution_time_ms,
     };
   }
@@ -46,7 +73,7 @@ export function toToolResult(result: CallToolResult, ms: number, redactor: Redac
   if (result.structuredContent !== undefined) value = result.structuredContent;
   else if (blocks.every((b) => b.type === 'text')) value = text;
   else value = blocks.map(describeBlock);
-  return { success: true, result: redactor.deep(value), execution_time_ms };
+  return { success: true, result: redactor.deep(capped(value, maxBytes)), execution_time_ms };
 }
 
 /** What a toolset on an upstream server needs to route its calls. */
@@ -54,6 +81,8 @@ export interface McpToolsetRoute {
   connection: McpConnection;
   redactor: Redactor;
   timeoutMs: number;
+  /** The most bytes of a result the model is given (UPSTREAM_MAX_RESULT_BYTES). */
+  maxResultBytes?: number;
   /** The server's own name for a tool the gateway offers under `exposed` (prefix and all). */
   upstreamName(exposed: string): string | undefined;
 }
@@ -76,7 +105,7 @@ export function mcpToolsetBackend(route: McpToolsetRoute): Backend {
       const started = performance.now();
       try {
         const result = await connection.callTool(route.upstreamName(name) ?? name, args, route.timeoutMs);
-        return toToolResult(result, performance.now() - started, redactor);
+        return toToolResult(result, performance.now() - started, redactor, route.maxResultBytes);
       } catch (err) {
         if (!(err instanceof UpstreamError)) throw err;
         return {

@@ -10,6 +10,7 @@ import {
 } from '@modelcontextprotocol/client';
 import type { Logger } from '../../lib/log.ts';
 import type { Redactor } from '../env-expand.ts';
+import { limitedFetch, type MessageTooLargeError } from './message-limit.ts';
 import { StdioTransport } from './stdio-transport.ts';
 
 // One connection to one upstream MCP server, shared by every toolset that names the same server. It
@@ -60,9 +61,12 @@ export interface ConnectionDeps {
   connectTimeoutMs?: number;
   /** Liveness check after a timed-out call (default: min(5 s, the call's timeout)). */
   livenessTimeoutMs?: number;
+  /** The largest message the server may send (a stdio line, an HTTP body, one SSE event); default 16 MiB. */
+  maxMessageBytes?: number;
 }
 
 const MAX_BACKOFF_MS = 30_000;
+const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 /** 0 for the first failure (restart on the very next use), then 1 s, 2 s, 4 s … up to 30 s. */
 export function backoffMs(failures: number): number {
@@ -226,6 +230,14 @@ export class McpConnection {
     if (this.spec.protocol === 'auto') options.versionNegotiation = { mode: 'auto' };
     if (this.spec.protocol === '2026-07-28') options.versionNegotiation = { mode: { pin: '2026-07-28' } };
     const client = new Client({ name: 'toolshift-gateway', version: '0.1.0' }, options);
+    const maxMessageBytes = this.deps.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    // A message over the cap: stdio stops the child itself (its close ends the connection); over HTTP the
+    // body is cut and the connection dropped here, so pending calls fail now rather than at their timeout.
+    const tooLarge = (err: MessageTooLargeError) => {
+      this.deps.log.warn({ upstream: this.label, reason: err.message }, 'upstream message over the cap');
+      if (this.client === client) void this.drop(client, err.message, false);
+      else void client.close().catch(() => {});
+    };
     const transport =
       this.spec.transport === 'stdio'
         ? new StdioTransport({
@@ -233,10 +245,16 @@ export class McpConnection {
             args: this.spec.args,
             env: this.spec.env,
             cwd: this.spec.cwd,
+            maxMessageBytes,
           })
         : new StreamableHTTPClientTransport(new URL(this.spec.url), {
             requestInit: { headers: this.spec.headers },
+            fetch: limitedFetch(maxMessageBytes, tooLarge),
           });
+    if (transport instanceof StdioTransport) {
+      transport.onOverflow = (err) =>
+        this.deps.log.warn({ upstream: this.label, reason: err.message }, 'upstream message over the cap');
+    }
     this.transport = transport;
     client.onclose = () => {
       if (this.client === client && !this.closed) void this.drop(client, this.exitReason(), false);

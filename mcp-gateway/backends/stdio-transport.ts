@@ -1,15 +1,27 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import {
+  deserializeMessage,
   type JSONRPCMessage,
-  ReadBuffer,
   serializeMessage,
   type Transport,
 } from '@modelcontextprotocol/client';
+import { LineSplitter, MessageTooLargeError } from './message-limit.ts';
 
 // The SDK's StdioClientTransport always adds LOGNAME, SHELL, TERM and USER to a child's environment and
 // starts it in the gateway's process group. This one gives the child exactly the environment it is
 // handed, its own process group (so stopping it also stops what it spawned, e.g. npx → node), and keeps
 // the tail of its stderr so a crash can be reported with the server's own last words.
+//
+// Nothing a child sends can reach the process as an exception (an upstream is untrusted). The listeners
+// this transport installs, and why none of them can throw:
+// - child 'error' (spawn failure, a signal that cannot be sent): rejects start() or goes to onerror.
+// - child 'exit' / 'close': record how it ended and call onclose (the connection marks it down).
+// - stdin 'error' (EPIPE when the child died): to onerror; send() rejects on its own.
+// - stdout 'data': bytes go to a LineSplitter with a cap (UPSTREAM_MAX_MESSAGE_BYTES); a line over it stops
+//   the child and is reported, a line that is not a JSON-RPC message goes to onerror, and the SDK's
+//   onmessage runs inside try/catch, so a throwing handler is reported instead of escaping the listener.
+//   (The SDK's ReadBuffer threw from append() past 10 MiB, inside this listener: that killed the daemon.)
+// - stdout/stderr 'error': to onerror. stderr 'data': a bounded tail, no parsing.
 
 /** How to start one stdio MCP server. */
 export interface StdioParams {
@@ -18,6 +30,8 @@ export interface StdioParams {
   /** The child's whole environment: nothing is inherited beyond this. */
   env: Record<string, string>;
   cwd?: string;
+  /** The largest message (one line) the child may send; past it the child is stopped. Default 16 MiB. */
+  maxMessageBytes?: number;
 }
 
 const STDERR_TAIL_BYTES = 2048;
@@ -27,12 +41,18 @@ export class StdioTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
+  /** Told when the child sent a message over the cap (the child is being stopped). */
+  onOverflow?: (error: MessageTooLargeError) => void;
   private child?: ChildProcess;
-  private readonly buffer = new ReadBuffer();
+  private readonly lines: LineSplitter;
   private stderrTail = '';
   private exitInfo?: string;
+  /** Why this transport stopped the child itself (a message over the cap), for the call's error. */
+  private stopReason?: string;
 
-  constructor(private readonly params: StdioParams) {}
+  constructor(private readonly params: StdioParams) {
+    this.lines = new LineSplitter(params.maxMessageBytes ?? 16 * 1024 * 1024);
+  }
 
   /** The child's pid while it runs. */
   get pid(): number | undefined {
@@ -42,7 +62,7 @@ export class StdioTransport implements Transport {
   /** The last lines the child wrote to stderr, and how it exited, for error messages. */
   describeExit(): string {
     const tail = this.stderrTail.trim().split('\n').slice(-3).join(' | ');
-    return [this.exitInfo, tail ? `stderr: ${tail}` : ''].filter(Boolean).join('; ');
+    return [this.stopReason, this.exitInfo, tail ? `stderr: ${tail}` : ''].filter(Boolean).join('; ');
   }
 
   start(): Promise<void> {
@@ -68,24 +88,43 @@ export class StdioTransport implements Transport {
         this.onclose?.();
       });
       child.stdin?.on('error', (err) => this.onerror?.(err));
-      child.stdout?.on('data', (chunk: Buffer) => {
-        this.buffer.append(chunk);
-        for (;;) {
-          let message: JSONRPCMessage | null;
-          try {
-            message = this.buffer.readMessage();
-          } catch (err) {
-            this.onerror?.(err as Error);
-            continue;
-          }
-          if (message === null) break;
-          this.onmessage?.(message);
-        }
-      });
+      child.stdout?.on('error', (err) => this.onerror?.(err));
+      child.stderr?.on('error', (err) => this.onerror?.(err));
+      child.stdout?.on('data', (chunk: Buffer) => this.receive(chunk));
       child.stderr?.on('data', (chunk: Buffer) => {
         this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
       });
     });
+  }
+
+  /** Bytes from the child's stdout: whole lines become messages; a line over the cap stops the child. */
+  private receive(chunk: Buffer) {
+    let lines: string[];
+    try {
+      lines = this.lines.push(chunk);
+    } catch (err) {
+      if (!(err instanceof MessageTooLargeError)) throw err;
+      this.stopReason = err.message;
+      this.onOverflow?.(err);
+      this.kill();
+      return;
+    }
+    for (const line of lines) {
+      let message: JSONRPCMessage;
+      try {
+        message = deserializeMessage(line);
+      } catch (err) {
+        this.onerror?.(
+          new Error(`the server sent a line that is not a JSON-RPC message: ${(err as Error).message}`),
+        );
+        continue;
+      }
+      try {
+        this.onmessage?.(message);
+      } catch (err) {
+        this.onerror?.(err as Error);
+      }
+    }
   }
 
   send(message: JSONRPCMessage): Promise<void> {

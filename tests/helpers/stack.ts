@@ -108,7 +108,12 @@ export interface StackOptions {
   /** Extra variables for `${VAR}` in toolset files (on top of the process environment). */
   vars?: Record<string, string>;
   /** Upstream MCP connection timeouts. */
-  connection?: { connectTimeoutMs?: number; livenessTimeoutMs?: number };
+  connection?: {
+    connectTimeoutMs?: number;
+    livenessTimeoutMs?: number;
+    maxMessageBytes?: number;
+    maxResultBytes?: number;
+  };
   /** Tasks that may run at once (default 4). */
   maxConcurrentTasks?: number;
   /** The most legacy MCP sessions open at once (default 256). */

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { IncomingMessage } from 'node:http';
 import type { Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
@@ -8,6 +7,7 @@ import { HttpError } from './http-error.ts';
 import { JsonInputError, parseJson } from './json.ts';
 import type { Logger } from './log.ts';
 import { createMetrics, type Metrics, metricsRoute } from './metrics.ts';
+import { incomingOf } from './node-request.ts';
 import { REQUEST_ID_HEADER, requestIdFrom, withRequestId } from './request-id.ts';
 import { type Role, requireRole, type Security, securityMiddleware } from './security.ts';
 
@@ -49,12 +49,6 @@ function parseWith<T extends z.ZodType>(schema: T, value: unknown, where: string
   const parsed = schema.safeParse(value);
   if (!parsed.success) throw new HttpError(400, `Invalid ${where}: ${describeIssues(parsed.error)}`);
   return parsed.data;
-}
-
-/** The Node request behind a context, when served by @hono/node-server (absent with app.request). */
-function incomingOf(c: Context): IncomingMessage | undefined {
-  const env = c.env as { incoming?: unknown } | undefined;
-  return env?.incoming instanceof IncomingMessage ? env.incoming : undefined;
 }
 
 /**

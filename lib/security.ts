@@ -5,6 +5,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
 import type { Config } from './config.ts';
 import { HttpError } from './http-error.ts';
+import { incomingOf } from './node-request.ts';
 
 // The request checks every route of every service goes through, installed once by installBase(): the
 // browser door (Content-Type, Host, Origin) and bearer tokens. A route cannot opt out: the middleware is
@@ -132,10 +133,18 @@ function browserDoor(security: Security): MiddlewareHandler {
   };
 }
 
+/**
+ * Whether a request carries a body that must be JSON. Over HTTP/1.1 a body needs Content-Length or
+ * Transfer-Encoding, so a POST or DELETE with neither has none (`curl -X POST …/reload`, an MCP client's
+ * `DELETE /mcp`) and needs no Content-Type; any Content-Type that is sent must still be JSON.
+ */
 function hasBody(c: Context): boolean {
+  if (c.req.header('content-type') !== undefined) return true;
   const length = c.req.header('content-length');
   if (length !== undefined) return Number(length) > 0;
-  return c.req.header('transfer-encoding') !== undefined || c.req.raw.body !== null;
+  if (c.req.header('transfer-encoding') !== undefined) return true;
+  // In-process requests (app.request) carry no framing headers: judge by the body itself.
+  return incomingOf(c) === undefined && c.req.raw.body !== null;
 }
 
 function originSet(security: Security): Set<string> {
@@ -162,13 +171,14 @@ function authenticate(security: Security): MiddlewareHandler {
       c.set('principal', { role: 'local' });
       return next();
     }
-    if (c.req.method === 'GET' && c.req.path === '/health') return next();
     const header = c.req.header('authorization') ?? '';
     const presented = /^Bearer\s+(.+)$/i.exec(header)?.[1]?.trim();
     // Compare against every token so the time taken does not say which role exists.
     const matches = security.tokens.filter(
       (t) => presented !== undefined && tokenMatches(presented, t.token),
     );
+    // GET /health answers anyone, but says more only to a caller with a token (see healthDetail).
+    if (c.req.method === 'GET' && c.req.path === '/health' && matches.length === 0) return next();
     if (matches.length === 0) {
       throw new HttpError(
         401,
@@ -179,6 +189,14 @@ function authenticate(security: Security): MiddlewareHandler {
     c.set('principal', { role: matches[0].role, variable: matches[0].variable, credential });
     await next();
   };
+}
+
+/**
+ * Whether /health may show its details (upstream states and reasons, pids, stderr lines): to a caller with one
+ * of the service's tokens, or on a service that has none. Without a token /health says only whether it is up.
+ */
+export function healthDetail(c: Context): boolean {
+  return c.get('principal') !== undefined;
 }
 
 /** Refuses the request unless it was authenticated as one of `roles` (a service without tokens allows all). */

@@ -2,7 +2,7 @@ import { type Context, Hono } from 'hono';
 import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
-import { requireRole, type Security } from '../lib/security.ts';
+import { healthDetail, requireRole, type Security } from '../lib/security.ts';
 import { type AuditActor, withActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
 import { DEFAULT_SESSION, gatewayRoutes as routes } from './contract.ts';
@@ -97,6 +97,11 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     const ok = Object.values(backends).every((b) => b.ok);
     // Upstream MCP servers are reported, not required: one that is down is restarted on next use.
     const upstreams = gateway.upstreams();
+    // Without a token, only whether it is up: upstream reasons carry stderr lines (a database URL with its
+    // password once), pids and commands.
+    if (!healthDetail(c)) {
+      return ok ? c.json({ status: 'ok' as const }) : c.json({ error: 'a backend is unhealthy' }, 503);
+    }
     return ok
       ? c.json({ status: 'ok' as const, backends, upstreams })
       : c.json({ error: 'a backend is unhealthy', backends, upstreams }, 503);

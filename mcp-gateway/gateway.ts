@@ -231,6 +231,26 @@ export function createGateway(deps: {
     ...api,
     /** The upstream server behind an MCP-backed toolset, if it is one. */
     upstream: (toolsetId: string) => catalog.upstream(toolsetId),
+    /**
+     * A fixed view's read of its upstream's prompts or resources (`what`: the method), checked on every request
+     * and audited: refused, with nothing started, unless the toolset is enabled and active in the view's
+     * session now (an operator may disable it while a client holds the view).
+     */
+    async viewUpstream(sessionId: string, toolsetId: string, what: string) {
+      const listed = (await api.listToolsets(sessionId)).toolsets.find((t) => t.id === toolsetId);
+      const ok = listed?.enabled === true && listed.active === true;
+      const why = listed?.enabled === false ? 'is disabled by the operator' : 'is not active in this view';
+      store.audit({
+        session_id: sessionId,
+        kind: 'read',
+        subject: `${toolsetId} ${what}`,
+        ok,
+        ...(ok ? {} : { detail: why }),
+      });
+      const upstream = ok ? catalog.upstream(toolsetId) : undefined;
+      if (!upstream) throw new HttpError(403, `Toolset ${toolsetId} ${why}: nothing of it is served`);
+      return upstream;
+    },
     /** Upstream MCP servers and their state, for /health. */
     upstreams: () => catalog.upstreams(),
     /** The operator's ceiling: policy, approvals, limits (ceiling.ts). */

@@ -56,7 +56,8 @@ export interface AuditEntry {
     | 'reload'
     | 'policy'
     | 'approval'
-    | 'limit';
+    | 'limit'
+    | 'read';
   subject: string;
   ok: boolean;
   detail?: string;

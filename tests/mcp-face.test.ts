@@ -385,3 +385,48 @@ backend:
     expect(read.contents[0].uri).toBe(resources[0].uri);
   });
 });
+
+describe('a fixed view of a toolset the operator disabled', () => {
+  const EVERYTHING = `id: everything
+description: The MCP reference test server.
+backend:
+  mcp:
+    command: mcp-server-everything
+    args: [stdio]
+`;
+  const admin = (action: 'ENABLE' | 'DISABLE') =>
+    stack.post(stack.gatewayApp, '/mcp/admin/toolsets', { action, toolset_ids: ['everything'] });
+
+  it('never starts its server and serves none of its tools, prompts or resources, on every request; reads are audited', async () => {
+    stack = await makeStack({ toolsets: { ...SPLIT_TOOLSETS, 'everything.yaml': EVERYTHING } });
+    expect((await admin('DISABLE')).status).toBe(200);
+    // Before: the view started the server and passed its prompts and resources through.
+    await expect(connect(stack, 'legacy', { path: '/mcp/toolsets/everything' })).rejects.toThrow(
+      /403|disabled/,
+    );
+    expect(stack.gateway.upstreams()['mcp-server-everything stdio']?.state ?? 'idle').toBe('idle');
+    expect(Object.values(stack.gateway.upstreams()).every((u) => u.pid === undefined)).toBe(true);
+
+    // Enabled, the view serves them; then the operator disables it while the client holds its session.
+    expect((await admin('ENABLE')).status).toBe(200);
+    const client = await connect(stack, 'legacy', { path: '/mcp/toolsets/everything' });
+    expect((await client.listPrompts()).prompts.length).toBeGreaterThan(0);
+    const resources = (await client.listResources()).resources;
+    expect(resources.length).toBeGreaterThan(0);
+    expect((await admin('DISABLE')).status).toBe(200);
+    await expect(client.listPrompts()).rejects.toThrow(/disabled/);
+    await expect(client.readResource({ uri: resources[0].uri })).rejects.toThrow(/disabled/);
+    await expect(client.callTool({ name: 'echo', arguments: { message: 'x' } })).rejects.toThrow(/disabled/);
+
+    const audit = await stack.get(stack.gatewayApp, '/mcp/admin/audit?limit=100');
+    const reads = (audit.body.entries ?? audit.body.rows ?? audit.body.audit ?? []).filter(
+      (r: { kind: string }) => r.kind === 'read',
+    );
+    expect(reads.map((r: { subject: string; ok: boolean }) => [r.subject, r.ok])).toEqual(
+      expect.arrayContaining([
+        ['everything prompts/list', true],
+        ['everything resources/list', true],
+      ]),
+    );
+  }, 30_000);
+});

@@ -91,6 +91,14 @@ export function createMcpFace(opts: McpFaceOptions) {
         `Unknown toolset(s) in the view: ${unknown.join(', ') || '(none given)'}; valid: ${catalog.map((t) => t.id).join(', ')}`,
       );
     }
+    // A disabled toolset is served on no path: not its tools, prompts or resources, and its server is not started.
+    const disabled = catalog.filter((t) => ids.includes(t.id) && !t.enabled).map((t) => t.id);
+    if (disabled.length > 0) {
+      throw new HttpError(
+        403,
+        `Toolset(s) ${disabled.join(', ')} disabled by the operator: this view serves nothing of them`,
+      );
+    }
     const sessionId = `view:${ids.join('.')}`;
     const inactive = catalog.filter((t) => ids.includes(t.id) && t.enabled && !t.active).map((t) => t.id);
     if (inactive.length > 0)

@@ -248,9 +248,12 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
     });
   });
 
-  // A view of one upstream server's toolset passes that server's own prompts and resources through.
-  const upstream =
-    mode.kind === 'view' && mode.toolsets.length === 1 ? gateway.upstream(mode.toolsets[0]) : undefined;
+  // A view of one upstream server's toolset passes that server's own prompts and resources through, each
+  // read checked (enabled, active in the view) and audited by the gateway first: a disabled toolset's server
+  // is never started by a view, and a held session stops getting them the moment it is disabled.
+  const viewed = mode.kind === 'view' && mode.toolsets.length === 1 ? mode.toolsets[0] : undefined;
+  const upstream = viewed !== undefined && gateway.upstream(viewed) ? viewed : undefined;
+  const checked = (method: string) => gateway.viewUpstream(session(), viewed as string, method);
   const fromUpstream = async <T>(fn: () => Promise<T>): Promise<T> => {
     try {
       return await fn();
@@ -261,16 +264,16 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
   };
   if (upstream) {
     server.setRequestHandler('prompts/list', (r) =>
-      fromUpstream(() => upstream.passthrough('listPrompts', r.params)),
+      fromUpstream(async () => (await checked('prompts/list')).passthrough('listPrompts', r.params)),
     );
     server.setRequestHandler('prompts/get', (r) =>
-      fromUpstream(() => upstream.passthrough('getPrompt', r.params)),
+      fromUpstream(async () => (await checked('prompts/get')).passthrough('getPrompt', r.params)),
     );
     server.setRequestHandler('resources/list', (r) =>
-      fromUpstream(() => upstream.passthrough('listResources', r.params)),
+      fromUpstream(async () => (await checked('resources/list')).passthrough('listResources', r.params)),
     );
     server.setRequestHandler('resources/read', (r) =>
-      fromUpstream(() => upstream.passthrough('readResource', r.params)),
+      fromUpstream(async () => (await checked('resources/read')).passthrough('readResource', r.params)),
     );
     server.setRequestHandler('resources/templates/list', async () => ({ resourceTemplates: [] }));
     server.setRequestHandler('logging/setLevel', async () => ({}));

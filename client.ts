@@ -318,18 +318,42 @@ async function upstreamCommand(
     return 0;
   }
   if (sub === 'approve') {
-    const [id, ...tools] = args;
+    const [id, ...names] = args;
     if (!id) throw new UsageError('toolsets approve needs a toolset id (and optionally tool names)');
+    // The approval binds to what is shown here: each definition's hash goes with its name, so a server that
+    // swaps a definition after this listing gets nothing released.
+    const listing = await callRoute(gateway, gatewayRoutes.listToolsets, { query: {} });
+    const toolset = listing.toolsets.find((t) => t.id === id);
+    if (!toolset) {
+      throw new UsageError(
+        `unknown toolset ${id}; toolsets: ${listing.toolsets.map((t) => t.id).join(', ')}`,
+      );
+    }
+    const withheld = (toolset.withheld ?? []).filter((w) => names.length === 0 || names.includes(w.name));
+    const missing = names.filter((n) => !withheld.some((w) => w.name === n));
+    if (missing.length > 0) {
+      const held = (toolset.withheld ?? []).map((w) => w.name).join(', ') || 'none';
+      throw new UsageError(`not withheld in ${id}: ${missing.join(', ')}; withheld: ${held}`);
+    }
+    if (withheld.length === 0) {
+      io.stdout(`nothing withheld in ${id}\n`);
+      return 0;
+    }
+    for (const w of withheld) {
+      io.stdout(`${w.status} tool ${w.name} (hash ${w.hash.slice(0, 12)}):\n`);
+      io.stdout(`${w.diff ?? `${JSON.stringify(w.definition, null, 2)}\n`}\n`);
+    }
     const res = await callRoute(gateway, gatewayRoutes.approveToolset, {
       params: { id },
-      body: tools.length > 0 ? { tools } : undefined,
+      body: { tools: withheld.map((w) => ({ name: w.name, hash: w.hash })) },
     });
-    io.stdout(
-      res.approved.length > 0
-        ? `approved in ${id}: ${res.approved.join(', ')}\n`
-        : `nothing withheld in ${id}\n`,
-    );
-    return 0;
+    io.stdout(`approved in ${id}, as shown above: ${res.approved.join(', ')}\n`);
+    for (const c of res.changed_since_shown) {
+      io.stderr(
+        `not approved: ${c.name} changed since it was shown; run this again to review the new definition\n`,
+      );
+    }
+    return res.changed_since_shown.length > 0 ? 1 : 0;
   }
   const [file] = args;
   if (!file) throw new UsageError('toolsets import needs a file, e.g. claude_desktop_config.json');

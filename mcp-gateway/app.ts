@@ -62,7 +62,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   });
   route(app, routes.approveToolset, async (c, { params, body }) => {
     requireRole(c, ['admin'], 'Approving upstream tools');
-    const result = gateway.approveToolset(params.id, body?.tools);
+    const result = gateway.approveToolset(params.id, body.tools);
     await deps.face.announce();
     return c.json(result);
   });

@@ -34,7 +34,13 @@ export interface ToolsetStatus {
   backend: string | { mcp: Record<string, unknown> };
   health?: 'idle' | 'connecting' | 'up' | 'down' | 'error';
   health_reason?: string;
-  withheld: { name: string; status: 'changed' | 'new'; diff?: string }[];
+  withheld: {
+    name: string;
+    status: 'changed' | 'new';
+    hash: string;
+    definition: Record<string, unknown>;
+    diff?: string;
+  }[];
 }
 
 /** Options for buildCatalog; everything has a default so tests can pass only what they need. */
@@ -228,6 +234,8 @@ export async function buildCatalog(
       const withheld = rt.withheld.map((w) => ({
         name: w.exposed,
         status: w.status,
+        hash: definitionHash(w.definition),
+        definition: w.definition as unknown as Record<string, unknown>,
         ...(w.status === 'changed' ? { diff: w.diff } : {}),
       }));
       if (!isMcp(rt.spec)) return { backend: rt.spec.backend as string, withheld };
@@ -275,27 +283,40 @@ export async function buildCatalog(
       );
       return index.search(query, limit);
     },
-    /** Approves a toolset's withheld tools (all, or the named ones); returns the names approved. */
-    approve(id: string, names?: readonly string[]): string[] {
+    /**
+     * Approves the withheld tools an operator reviewed, each named with the hash the listing showed. One whose
+     * definition changed since (another hash now) is not released and comes back in `changedSinceShown`.
+     */
+    approve(
+      id: string,
+      reviewed: readonly { name: string; hash: string }[],
+    ): { approved: string[]; changedSinceShown: { name: string; hash: string }[] } {
       const rt = runtimes.get(id);
       if (!rt) throw new CatalogError(`Unknown toolset ${id}`);
-      const pending = rt.withheld.filter(
-        (w) => !names || names.includes(w.exposed) || names.includes(w.name),
-      );
-      const unknown = names?.filter((n) => !rt.withheld.some((w) => w.exposed === n || w.name === n)) ?? [];
+      const find = (n: string) => rt.withheld.find((w) => w.exposed === n || w.name === n);
+      const unknown = reviewed.filter((r) => !find(r.name)).map((r) => r.name);
       if (unknown.length > 0) {
         const held = rt.withheld.map((w) => w.exposed).join(', ') || 'none';
         throw new CatalogError(`Not withheld in toolset ${id}: ${unknown.join(', ')}; withheld: ${held}`);
       }
-      if (pending.length === 0) return [];
-      store.pin(
-        id,
-        pending.map((w) => ({ hash: definitionHash(w.definition), definition: w.definition })),
-      );
-      const next = new Map(runtimes);
-      if (isMcp(rt.spec)) next.set(id, mcpToolsetRuntime(rt.spec, null, false));
-      install(specs, next, [id]);
-      return pending.map((w) => w.exposed);
+      const pending = [];
+      const changedSinceShown = [];
+      for (const r of reviewed) {
+        const w = find(r.name) as (typeof rt.withheld)[number];
+        const now = definitionHash(w.definition);
+        if (now === r.hash) pending.push(w);
+        else changedSinceShown.push({ name: w.exposed, hash: now });
+      }
+      if (pending.length > 0) {
+        store.pin(
+          id,
+          pending.map((w) => ({ hash: definitionHash(w.definition), definition: w.definition })),
+        );
+        const next = new Map(runtimes);
+        if (isMcp(rt.spec)) next.set(id, mcpToolsetRuntime(rt.spec, null, false));
+        install(specs, next, [id]);
+      }
+      return { approved: pending.map((w) => w.exposed), changedSinceShown };
     },
     /** Re-reads the toolsets directory and swaps the catalog, or throws (CatalogError) and changes nothing. */
     async reload(): Promise<ReloadResult> {

@@ -59,7 +59,17 @@ export const ToolsetInfo = z.object({
   health_reason: z.string().optional(),
   /** Upstream tools held back until an operator approves them (rug-pull protection). */
   withheld: z
-    .array(z.object({ name: z.string(), status: z.enum(['changed', 'new']), diff: z.string().optional() }))
+    .array(
+      z.object({
+        name: z.string(),
+        status: z.enum(['changed', 'new']),
+        /** The withheld definition's hash (SHA-256 of its canonical JSON): what an approval must name. */
+        hash: z.string(),
+        /** The definition as offered now (its JSON), for review. */
+        definition: z.record(z.string(), z.unknown()),
+        diff: z.string().optional(),
+      }),
+    )
     .optional(),
   /** With a query: this toolset's tools that matched, best first. */
   matched_tools: z.array(z.string()).optional(),
@@ -156,13 +166,27 @@ export const ManageToolsetsResponse = z.object({
 });
 export type ManageToolsetsResponse = z.infer<typeof ManageToolsetsResponse>;
 
-export const ApproveToolsetRequest = z
-  .strictObject({ tools: z.array(z.string().min(1)).min(1).optional() })
-  .optional();
+/**
+ * What an operator reviewed: each withheld tool by name with the `hash` the listing showed for it. A definition
+ * that changed since (another hash now) is not released: an approval binds to what was shown.
+ */
+export const ApproveToolsetRequest = z.strictObject({
+  tools: boundedList(
+    z.strictObject({
+      name: boundedString(LIMITS.id),
+      hash: z
+        .string()
+        .regex(/^[0-9a-f]{64}$/, 'must be the 64-hex-digit hash the listing shows (withheld[].hash)'),
+    }),
+    LIMITS.ids,
+  ).refine((tools) => tools.length > 0, 'name at least one tool with its hash'),
+});
 
 export const ApproveToolsetResponse = z.object({
   toolset_id: z.string(),
   approved: z.array(z.string()),
+  /** Named tools whose definition changed since they were shown: still withheld, to be reviewed again. */
+  changed_since_shown: z.array(z.object({ name: z.string(), hash: z.string() })),
   toolset: ToolsetInfo.optional(),
 });
 
@@ -336,10 +360,17 @@ export const gatewayRoutes = {
     method: 'post',
     path: '/mcp/admin/toolsets/{id}/approve',
     roles: ['admin'],
-    summary: "Approve an upstream toolset's withheld tools (changed or new definitions); all, or those named",
+    summary:
+      "Approve an upstream toolset's withheld tools by the hashes the listing showed; a definition changed since stays withheld",
     params: z.object({ id: ToolsetId }),
     body: ApproveToolsetRequest,
-    responses: { 200: ApproveToolsetResponse, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody },
+    responses: {
+      200: ApproveToolsetResponse,
+      400: ErrorBody,
+      401: ErrorBody,
+      404: ErrorBody,
+      409: ErrorBody,
+    },
   },
   reloadToolsets: {
     method: 'post',

@@ -284,25 +284,41 @@ export function createGateway(deps: {
     /** Calls `listener` with the ids of toolsets whose tools changed (upstream list_changed, approvals, reloads). */
     onCatalogChange: (listener: (ids: string[]) => void) => catalog.onChange(listener),
     /** Approves a toolset's withheld upstream tools (all, or the named ones), audited. */
-    approveToolset(id: string, tools?: string[]) {
+    approveToolset(id: string, reviewed: readonly { name: string; hash: string }[]) {
       if (!catalog.toolset(id)) throw new HttpError(404, `Unknown toolset ${id}. Valid ids: ${validIds()}`);
-      let approved: string[];
+      let outcome: ReturnType<typeof catalog.approve>;
       try {
-        approved = catalog.approve(id, tools);
+        outcome = catalog.approve(id, reviewed);
       } catch (err) {
         if (err instanceof CatalogError) throw new HttpError(400, err.message);
         throw err;
       }
+      const { approved, changedSinceShown } = outcome;
+      const stale = changedSinceShown.map((c) => c.name);
       store.audit({
         session_id: null,
         kind: 'approve',
         subject: id,
-        ok: true,
-        detail: approved.join(',') || 'none',
+        ok: approved.length > 0,
+        detail: `${approved.join(',') || 'none'}${stale.length > 0 ? `; changed since shown, still withheld: ${stale.join(',')}` : ''}`,
       });
-      log.info({ toolset: id, approved }, 'upstream tools approved');
-      return { toolset_id: id, approved, toolset: api.listToolsets().toolsets.find((t) => t.id === id) };
+      log.info({ toolset: id, approved, changed_since_shown: stale }, 'upstream tools approved');
+      if (approved.length === 0) {
+        throw new HttpError(
+          409,
+          `Nothing approved in ${id}: ${stale.join(', ')} changed since ` +
+            `${stale.length === 1 ? 'it was shown and stays' : 'they were shown and stay'} withheld; review the ` +
+            'new definition in GET /mcp/admin/toolsets and approve its new hash',
+        );
+      }
+      return {
+        toolset_id: id,
+        approved,
+        changed_since_shown: changedSinceShown,
+        toolset: api.listToolsets().toolsets.find((t) => t.id === id),
+      };
     },
+
     /** Re-reads the toolsets directory; an invalid directory is a 400 and changes nothing. */
     async reloadToolsets() {
       try {

@@ -176,7 +176,11 @@ describe('toolsets import', () => {
     const listed = await cli(s, 'toolsets', 'list');
     expect(listed.stdout).toMatch(/svc .* 0 tools {2}A service\. \[1 withheld until approved\]/);
     const approved = await cli(s, 'toolsets', 'approve', 'svc');
-    expect(approved).toMatchObject({ code: 0, stdout: 'approved in svc: lookup\n' });
+    expect(approved.code).toBe(0);
+    // It shows what it approves (the diff), then approves exactly that.
+    expect(approved.stdout).toMatch(/^changed tool lookup \(hash [0-9a-f]{12}\):\n/);
+    expect(approved.stdout).toContain('+  "description": "Look up, then leak",');
+    expect(approved.stdout).toMatch(/approved in svc, as shown above: lookup\n$/);
     expect((await cli(s, 'toolsets', 'approve', 'svc')).stdout).toBe('nothing withheld in svc\n');
   });
 });

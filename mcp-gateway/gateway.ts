@@ -227,6 +227,7 @@ export function createGateway(deps: {
       }
     },
   };
+  const oneAtATime = serialiser();
   return {
     ...api,
     /** The upstream server behind an MCP-backed toolset, if it is one. */
@@ -344,27 +345,50 @@ export function createGateway(deps: {
         throw new HttpError(400, `Reload refused, the running catalog is unchanged: ${err.message}`);
       }
     },
-    /** The manage_toolsets meta-tool with a model's raw arguments, for the agent's loop and the MCP face. */
+    /**
+     * The manage_toolsets meta-tool with a model's raw arguments, for the agent's loop and the MCP face. A
+     * session's changes run one at a time: two parallel ACTIVATE calls each judged against the same "before"
+     * once both passed TOOL_TOKEN_BUDGET together (3,767 tokens against 3,500).
+     */
     manageToolsets: (sessionId: string, args: Record<string, unknown>) =>
-      manageToolsets(
-        {
-          ...api,
-          audit: (entry) => store.audit(entry),
-          toolTokens: {
-            of: definitionTokens,
-            prepare: (sid, ids) =>
-              prepare(
-                sid,
-                ids.filter((id) => catalog.toolset(id)),
-              ),
-            base: counter.tool(manageToolsetsDefinition),
-            budget: deps.toolTokenBudget,
-            tokenizer: counter.name,
+      oneAtATime(sessionId, () =>
+        manageToolsets(
+          {
+            ...api,
+            audit: (entry) => store.audit(entry),
+            toolTokens: {
+              of: definitionTokens,
+              prepare: (sid, ids) =>
+                prepare(
+                  sid,
+                  ids.filter((id) => catalog.toolset(id)),
+                ),
+              base: counter.tool(manageToolsetsDefinition),
+              budget: deps.toolTokenBudget,
+              tokenizer: counter.name,
+            },
           },
-        },
-        sessionId,
-        args,
+          sessionId,
+          args,
+        ),
       ),
+  };
+}
+
+/** Runs `fn` after every earlier call with the same key has settled; keys with nothing queued are forgotten. */
+function serialiser() {
+  const tails = new Map<string, Promise<unknown>>();
+  return <T>(key: string, fn: () => Promise<T>): Promise<T> => {
+    const run = (tails.get(key) ?? Promise.resolve()).then(fn, fn);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    tails.set(key, tail);
+    void tail.then(() => {
+      if (tails.get(key) === tail) tails.delete(key);
+    });
+    return run;
   };
 }
 

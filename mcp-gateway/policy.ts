@@ -12,7 +12,24 @@ import { describeIssues } from '../lib/http.ts';
 export const Decision = z.enum(['allow', 'ask', 'deny']);
 export type Decision = z.infer<typeof Decision>;
 
-/** The annotations a rule may test (a tool matches when its annotation is true). */
+/**
+ * A tool's hints as MCP defines them when absent: not read-only, destructive, not idempotent, open-world
+ * (destructive and idempotent mean something only for a tool that is not read-only). A rule judges these,
+ * so an upstream tool that declares nothing cannot slip past `{annotation: destructiveHint, decision: ask}`.
+ */
+export function effectiveHints(
+  annotations: Record<string, unknown>,
+): Record<z.infer<typeof Annotation>, boolean> {
+  const readOnly = annotations.readOnlyHint === true;
+  return {
+    readOnlyHint: readOnly,
+    destructiveHint: !readOnly && annotations.destructiveHint !== false,
+    idempotentHint: !readOnly && annotations.idempotentHint === true,
+    openWorldHint: annotations.openWorldHint !== false,
+  };
+}
+
+/** The annotations a rule may test (a tool matches when its effective hint is true; see effectiveHints). */
 const Annotation = z.enum(['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint']);
 
 const Rule = z
@@ -94,7 +111,7 @@ export function parsePolicy(text: string, file: string): Policy {
         if (m.toolset && !m.toolset(subject.toolset)) continue;
         if (subject.on === 'call') {
           if (m.tool && !m.tool(subject.tool)) continue;
-          if (m.rule.annotation && subject.annotations[m.rule.annotation] !== true) continue;
+          if (m.rule.annotation && !effectiveHints(subject.annotations)[m.rule.annotation]) continue;
         }
         const what = [
           m.rule.tool && `tool ${m.rule.tool}`,

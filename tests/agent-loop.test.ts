@@ -435,6 +435,35 @@ describe('tool-definition tokens', () => {
     expect(audit.map((a) => a.subject)).toEqual(['fs_write', 'fs_read']);
     expect(audit[0].detail).toMatch(/^over budget: Activating fs_write/);
   });
+
+  it('judges parallel activations in one session one after the other, so together they stay within the budget', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
+    const store = createGatewayStore(openDatabase(path.join(stack.tmp, 'parallel.db')));
+    retain(store);
+    const meta = createTokenCounter().tool(manageToolsetsDefinition);
+    const listing = (await stack.get(stack.gatewayApp, '/mcp/admin/toolsets')).body.toolsets as {
+      id: string;
+      definition_tokens: number;
+    }[];
+    const cost = (id: string) => listing.find((t) => t.id === id)?.definition_tokens as number;
+    const budget = meta + Math.max(cost('fs_read'), cost('fs_write')) + 10;
+    const gateway = createGateway({
+      catalog: stack.catalog,
+      store,
+      log,
+      toolTokenBudget: budget,
+      ceiling: stack.ceiling,
+    });
+    // Each fits alone; both do not. Sent at once, as a model's parallel tool calls (or two MCP clients) do.
+    const outcomes = await Promise.allSettled([
+      gateway.manageToolsets('p', { action: 'ACTIVATE', toolset_ids: ['fs_read'] }),
+      gateway.manageToolsets('p', { action: 'ACTIVATE', toolset_ids: ['fs_write'] }),
+    ]);
+    expect(outcomes.map((o) => o.status).sort()).toEqual(['fulfilled', 'rejected']);
+    const active = [...new Set(gateway.tools('p').map((t) => t.toolset))];
+    expect(active).toHaveLength(1);
+    expect(meta + cost(active[0])).toBeLessThanOrEqual(budget);
+  });
 });
 
 describe('the agent API', () => {

@@ -37,9 +37,31 @@ describe('policy', () => {
     expect(p.decide({ on: 'activate', toolset: 'git_tools' })).toMatchObject({ decision: 'ask', rule: 4 });
     expect(p.decide({ on: 'activate', toolset: 'file_system_tools' }).decision).toBe('allow');
     // A call rule never answers an activation, and both matchers of a rule must match.
-    expect(p.decide(call('git_status', 'git_tools')).decision).toBe('allow');
-    expect(p.decide(call('fetch_url', 'web_tools')).decision).toBe('deny');
-    expect(p.decide(call('fetch_url', 'other')).decision).toBe('allow');
+    const readOnly = { readOnlyHint: true };
+    expect(p.decide(call('git_status', 'git_tools', readOnly)).decision).toBe('allow');
+    expect(p.decide(call('fetch_url', 'web_tools', readOnly)).decision).toBe('deny');
+    expect(p.decide(call('fetch_url', 'other', readOnly)).decision).toBe('allow');
+  });
+
+  it('judges annotation rules on the hints MCP defines for a tool that declares none', () => {
+    const p = parsePolicy(
+      `
+rules:
+  - { annotation: destructiveHint, decision: ask }
+  - { annotation: openWorldHint, decision: deny }
+`,
+      'policy.yaml',
+    );
+    // An upstream tool with no annotations at all is destructive and open-world by MCP's defaults.
+    expect(p.decide(call('wipe', 'upstream', {})).decision).toBe('ask');
+    expect(p.decide(call('wipe', 'upstream', { destructiveHint: false })).decision).toBe('deny');
+    // Read-only makes destructiveHint meaningless (false), whatever was sent with it.
+    expect(p.decide(call('peek', 'upstream', { readOnlyHint: true, destructiveHint: true })).decision).toBe(
+      'deny',
+    );
+    expect(p.decide(call('peek', 'upstream', { readOnlyHint: true, openWorldHint: false })).decision).toBe(
+      'allow',
+    );
   });
 
   it('refuses a malformed policy naming the file, the rule and what is valid', () => {

@@ -298,6 +298,22 @@ describe('bounds', () => {
     await expect(first.listTools()).rejects.toThrow();
     expect(stack.face.legacySessions()).toBe(2);
   });
+
+  it('caps sessions per credential: a client holding all of its own does not lock out the operator', async () => {
+    stack = await makeStack({
+      toolsets: SPLIT_TOOLSETS,
+      mcpMaxSessions: 2,
+      tokens: { admin: 'admin-token-123456', mcp: 'mcp-token-1234567' },
+    });
+    await connect(stack, 'legacy', { token: 'mcp-token-1234567' });
+    await connect(stack, 'legacy', { token: 'mcp-token-1234567' });
+    await expect(connect(stack, 'legacy', { token: 'mcp-token-1234567' })).rejects.toThrow(
+      /Too many open MCP sessions for this credential \(MCP_MAX_SESSIONS=2\)/,
+    );
+    const operator = await connect(stack, 'legacy', { token: 'admin-token-123456' });
+    expect((await operator.listTools()).tools.map((t) => t.name)).toContain('manage_toolsets');
+    expect(stack.face.legacySessions()).toBe(3);
+  });
 });
 
 describe('transport security of /mcp', () => {
@@ -395,7 +411,10 @@ backend:
     args: [stdio]
 `;
   const admin = (action: 'ENABLE' | 'DISABLE') =>
-    stack.post(stack.gatewayApp, '/mcp/admin/toolsets', { action, toolset_ids: ['everything'] });
+    (stack as Stack).post((stack as Stack).gatewayApp, '/mcp/admin/toolsets', {
+      action,
+      toolset_ids: ['everything'],
+    });
 
   it('never starts its server and serves none of its tools, prompts or resources, on every request; reads are audited', async () => {
     stack = await makeStack({ toolsets: { ...SPLIT_TOOLSETS, 'everything.yaml': EVERYTHING } });

@@ -31,7 +31,10 @@ export class LegacySessions {
     /** Builds the server of a new session (its id is known once initialize is answered); `changed` sends it list_changed. */
     private readonly build: (sessionId: () => string, changed: () => void) => Server,
     private readonly idleMs: number,
-    /** The most sessions open at once; beyond it the least recently used one idle for a minute is closed. */
+    /**
+     * The most sessions one credential may hold open; beyond it that credential's least recently used session
+     * idle for a minute is closed, else 503.
+     */
     private readonly maxSessions = 256,
     private readonly now: () => number = Date.now,
   ) {
@@ -54,11 +57,15 @@ export class LegacySessions {
     if (request.method !== 'POST' || !isInitializeRequest(parsedBody)) {
       return jsonRpcError(400, -32000, 'Bad Request: send Mcp-Session-Id, or initialize a session first');
     }
-    if (this.sessions.size >= this.maxSessions && !(await this.evictOne())) {
+    // The cap is per credential: one client holding all its sessions must not lock out another (the operator).
+    if (this.countOf(credential) >= this.maxSessions && !(await this.evictOne(credential))) {
       return new Response(
         JSON.stringify({
           jsonrpc: '2.0',
-          error: { code: -32000, message: `Too many open MCP sessions (${this.maxSessions}); retry later` },
+          error: {
+            code: -32000,
+            message: `Too many open MCP sessions for this credential (MCP_MAX_SESSIONS=${this.maxSessions}); end one (DELETE /mcp) or retry later`,
+          },
           id: null,
         }),
         { status: 503, headers: { 'content-type': 'application/json', 'retry-after': '60' } },
@@ -92,10 +99,23 @@ export class LegacySessions {
     return this.sessions.size;
   }
 
-  /** Closes the least recently used session idle for at least a minute; false when every session is busy. */
-  private async evictOne(): Promise<boolean> {
+  /** How many sessions `credential` holds open. */
+  private countOf(credential: string | null): number {
+    let n = 0;
+    for (const s of this.sessions.values()) if (s.credential === credential) n++;
+    return n;
+  }
+
+  /**
+   * Closes `credential`'s least recently used session idle for at least a minute; false when all of its
+   * sessions are busy.
+   */
+  private async evictOne(credential: string | null): Promise<boolean> {
     let oldest: [string, LegacySession] | undefined;
-    for (const entry of this.sessions) if (!oldest || entry[1].lastSeen < oldest[1].lastSeen) oldest = entry;
+    for (const entry of this.sessions) {
+      if (entry[1].credential !== credential) continue;
+      if (!oldest || entry[1].lastSeen < oldest[1].lastSeen) oldest = entry;
+    }
     if (!oldest || this.now() - oldest[1].lastSeen < 60_000) return false;
     this.sessions.delete(oldest[0]);
     await oldest[1].transport.close().catch(() => undefined);

@@ -72,6 +72,7 @@ export async function startAgentServer(config: Config, opts: { log?: Logger } = 
       config.agent.port,
       config.host,
       'AGENT_PORT',
+      config.http.limits,
     );
   } catch (err) {
     store.close();

@@ -89,6 +89,11 @@ const EnvSchema = z.object({
   AGENT_API_TOKEN: optionalString,
   ALLOWED_HOSTS: commaList,
   ALLOWED_ORIGINS: commaList,
+  MAX_CONNECTIONS: z.coerce.number().int().min(8).default(2048),
+  MAX_SSE_STREAMS: z.coerce.number().int().min(1).default(256),
+  MAX_SSE_STREAMS_PER_CREDENTIAL: z.coerce.number().int().min(1).default(64),
+  HEADERS_TIMEOUT_S: z.coerce.number().min(1).max(600).default(10),
+  REQUEST_TIMEOUT_S: z.coerce.number().min(1).max(3600).default(30),
   TOOLSHIFT_AUTH: z
     .enum(['tokens', 'none'], { message: 'must be tokens (the default: generated where not set) or none' })
     .default('tokens'),
@@ -162,6 +167,14 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       allowedHosts: e.ALLOWED_HOSTS,
       allowedOrigins: e.ALLOWED_ORIGINS,
       insecure: e.TOOLSHIFT_INSECURE,
+      /** Floods (lib/flood.ts): connections and held-open event streams per service, header and body timeouts. */
+      limits: {
+        maxConnections: e.MAX_CONNECTIONS,
+        maxStreams: e.MAX_SSE_STREAMS,
+        maxStreamsPerCredential: e.MAX_SSE_STREAMS_PER_CREDENTIAL,
+        headersTimeoutMs: Math.round(e.HEADERS_TIMEOUT_S * 1000),
+        requestTimeoutMs: Math.round(e.REQUEST_TIMEOUT_S * 1000),
+      },
     },
     /**
      * `tokens`: every service needs its tokens, generated into `credentialsFile` where the environment sets

@@ -4,6 +4,7 @@ import { networkInterfaces } from 'node:os';
 import type { Context, MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
 import type { Config } from './config.ts';
+import { DEFAULT_FLOOD_LIMITS, type FloodLimits, limitStreams } from './flood.ts';
 import { HttpError } from './http-error.ts';
 import { incomingOf } from './node-request.ts';
 
@@ -34,6 +35,8 @@ export interface Security {
   allowedOrigins: string[];
   /** The address the service listens on (HOST). */
   listenHost: string;
+  /** Connection and event-stream caps, header and body timeouts (lib/flood.ts); defaults when absent. */
+  limits?: FloodLimits;
 }
 
 /**
@@ -239,6 +242,7 @@ export function securityMiddleware(security: Security): MiddlewareHandler[] {
       return next();
     },
     authenticate(security),
+    limitStreams(security.limits ?? DEFAULT_FLOOD_LIMITS),
   ];
 }
 
@@ -304,5 +308,6 @@ export function securityFor(config: Config, service: ServiceName): Security {
     allowedHosts: [...config.http.allowedHosts, ...mcp.allowedHosts],
     allowedOrigins: [...config.http.allowedOrigins, ...mcp.allowedOrigins],
     listenHost: config.host,
+    limits: config.http.limits,
   };
 }

@@ -1,7 +1,9 @@
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { reachableHost } from './config.ts';
+import { DEFAULT_FLOOD_LIMITS, type FloodLimits, limitConnections } from './flood.ts';
 
 /** A listening service: where it is and how to stop it. */
 export interface Listening {
@@ -32,9 +34,17 @@ function listenError(err: NodeJS.ErrnoException, port: number, host: string, var
  * Listens on host:port (port 0 picks a free one) and resolves once the socket is bound; `variable` names the
  * setting of the port (AGENT_PORT …) for the error when it is taken.
  */
-export function listen(app: Hono, port: number, host: string, variable?: string): Promise<Listening> {
+export function listen(
+  app: Hono,
+  port: number,
+  host: string,
+  variable?: string,
+  limits: FloodLimits = DEFAULT_FLOOD_LIMITS,
+): Promise<Listening> {
   return new Promise((resolve, reject) => {
-    const server = serve({ fetch: app.fetch, port, hostname: host }, (info: AddressInfo) => {
+    // Timeouts are checked every second (Node's default is 30 s, too coarse for a 10 s header limit).
+    const serverOptions = { connectionsCheckingInterval: 1000 };
+    const server = serve({ fetch: app.fetch, port, hostname: host, serverOptions }, (info: AddressInfo) => {
       resolve({
         url: `http://${reachableHost(host)}:${info.port}`,
         port: info.port,
@@ -49,9 +59,11 @@ export function listen(app: Hono, port: number, host: string, variable?: string)
     // The services call each other on kept-alive connections (undici keeps one as long as the server's
     // Keep-Alive hint says): Node's 5 s closed them between a task's steps while the model thought, and every
     // step then paid for a new TCP connection at each hop. Headers must still arrive within their own limit.
+    // A request's headers and body must still arrive within their own limits (slowloris), and the
+    // connections are capped (lib/flood.ts).
     if ('keepAliveTimeout' in server) {
       server.keepAliveTimeout = 65_000;
-      server.headersTimeout = 66_000;
+      limitConnections(server as Server, limits);
     }
   });
 }

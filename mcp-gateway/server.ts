@@ -103,7 +103,7 @@ export async function startGateway(
   // An upstream server's tools changed (list_changed, a withheld definition): MCP clients hear of it.
   gateway.onCatalogChange(() => void face.announce());
   const app = createGatewayApp({ gateway, backends, log, security, face, prompts, metrics });
-  const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT');
+  const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT', config.http.limits);
   log.info({ url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) }, 'mcp-gateway listening');
   const retention = startRetention(gatewayRetentionRules(config.retention, { store, approvals, handles }), {
     intervalMs: config.retention.intervalMs,

@@ -59,7 +59,7 @@ export async function startToolServer(
     log,
     security,
   });
-  const listening = await listen(app, config.tools.port, config.host, 'TOOL_SERVER_PORT');
+  const listening = await listen(app, config.tools.port, config.host, 'TOOL_SERVER_PORT', config.http.limits);
   log.info({ url: listening.url, roots: paths.allowed() }, 'tool-server listening');
   return {
     ...listening,

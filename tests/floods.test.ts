@@ -1,0 +1,173 @@
+import { connect, type Socket } from 'node:net';
+import { Hono } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import { Agent, request } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DEFAULT_FLOOD_LIMITS, type FloodLimits } from '../lib/flood.ts';
+import { installBase } from '../lib/http.ts';
+import { type Listening, listen } from '../lib/serve.ts';
+import { log, openSecurity, tokenSecurity } from './helpers/stack.ts';
+
+// Floods against a real listening service: too many connections, held-open event streams beyond a
+// credential's share, and clients that trickle their headers or body (slowloris). Each is answered with a
+// status that says why, and the service keeps answering everyone else.
+
+let server: Listening | undefined;
+const sockets: Socket[] = [];
+afterEach(async () => {
+  for (const s of sockets.splice(0)) s.destroy();
+  await server?.close();
+  server = undefined;
+});
+
+function app(limits: FloodLimits, tokens = false) {
+  const security = tokens
+    ? tokenSecurity({ user: 'user-token-0001', admin: 'admin-token-001' })
+    : openSecurity;
+  const a = new Hono();
+  installBase(a, log, { ...security, limits });
+  a.get('/health', (c) => c.json({ status: 'ok' }));
+  a.get('/forever', (c) =>
+    streamSSE(c, async (stream) => {
+      await stream.writeSSE({ data: 'open' });
+      while (!stream.aborted) await stream.sleep(50);
+    }),
+  );
+  a.post('/echo', async (c) => c.json({ got: await c.req.text() }));
+  return a;
+}
+
+const limits = (over: Partial<FloodLimits>): FloodLimits => ({ ...DEFAULT_FLOOD_LIMITS, ...over });
+
+/** A raw TCP client: what it has received so far, and whether the server closed it. */
+function rawClient(url: string) {
+  const socket = connect(Number(new URL(url).port), '127.0.0.1');
+  sockets.push(socket);
+  const state = { text: '', closed: false };
+  socket.on('data', (c) => {
+    state.text += c;
+  });
+  socket.on('close', () => {
+    state.closed = true;
+  });
+  socket.on('error', () => {});
+  const opened = new Promise<void>((r) => socket.once('connect', () => r()));
+  return { socket, state, opened };
+}
+
+const until = async (test: () => boolean, ms: number) => {
+  for (let waited = 0; !test() && waited < ms; waited += 20) await new Promise((r) => setTimeout(r, 20));
+};
+
+describe('a connection flood', () => {
+  it('answers connections past MAX_CONNECTIONS with 503 and keeps serving once they go', async () => {
+    server = await listen(
+      app(limits({ maxConnections: 8 })),
+      0,
+      '127.0.0.1',
+      undefined,
+      limits({ maxConnections: 8 }),
+    );
+    const held = Array.from({ length: 8 }, () => rawClient(server!.url));
+    await Promise.all(held.map((h) => h.opened));
+    const extra = rawClient(server.url);
+    await until(() => extra.state.closed, 5000);
+    expect(extra.state.text).toMatch(/^HTTP\/1\.1 503 Service Unavailable\r\n/);
+    expect(extra.state.text).toContain('Too many open connections (MAX_CONNECTIONS=8)');
+    expect(extra.state.text).toMatch(/Retry-After: 1/i);
+    for (const h of held) h.socket.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  });
+});
+
+describe('slow clients', () => {
+  it('cuts a client that trickles its headers (408) while others are served', async () => {
+    const l = limits({ headersTimeoutMs: 1000 });
+    server = await listen(app(l), 0, '127.0.0.1', undefined, l);
+    const slow = rawClient(server.url);
+    await slow.opened;
+    slow.socket.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    const trickle = setInterval(() => slow.socket.writable && slow.socket.write('X'), 200);
+    try {
+      expect((await fetch(`${server.url}/health`)).status).toBe(200);
+      await until(() => slow.state.closed, 8000);
+    } finally {
+      clearInterval(trickle);
+    }
+    expect(slow.state.closed).toBe(true);
+    expect(slow.state.text).toMatch(/^HTTP\/1\.1 408/);
+  });
+
+  it('cuts a client that trickles its body (408)', async () => {
+    const l = limits({ headersTimeoutMs: 1000, requestTimeoutMs: 1500 });
+    server = await listen(app(l), 0, '127.0.0.1', undefined, l);
+    const slow = rawClient(server.url);
+    await slow.opened;
+    slow.socket.write(
+      'POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n',
+    );
+    const trickle = setInterval(() => slow.socket.writable && slow.socket.write('1'), 200);
+    try {
+      await until(() => slow.state.closed, 8000);
+    } finally {
+      clearInterval(trickle);
+    }
+    expect(slow.state.closed).toBe(true);
+    expect(slow.state.text).toMatch(/^HTTP\/1\.1 408/);
+  });
+
+  it('keeps an idle kept-alive connection past the header limit (steps of a task reuse it)', async () => {
+    const l = limits({ headersTimeoutMs: 1000 });
+    server = await listen(app(l), 0, '127.0.0.1', undefined, l);
+    const agent = new Agent({ connections: 1, keepAliveTimeout: 60_000 });
+    let connects = 0;
+    agent.on('connect', () => connects++);
+    const first = await request(`${server.url}/health`, { dispatcher: agent });
+    await first.body.text();
+    await new Promise((r) => setTimeout(r, 2500));
+    const second = await request(`${server.url}/health`, { dispatcher: agent });
+    expect(second.statusCode).toBe(200);
+    await second.body.text();
+    expect(connects).toBe(1);
+    await agent.close();
+  });
+});
+
+describe('held-open event streams', () => {
+  it('caps streams per credential and per service, naming the setting, and frees a slot when a client leaves', async () => {
+    const l = limits({ maxStreams: 3, maxStreamsPerCredential: 2 });
+    server = await listen(app(l, true), 0, '127.0.0.1', undefined, l);
+    const open = (token: string) => {
+      const controller = new AbortController();
+      const res = fetch(`${server!.url}/forever`, {
+        headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
+        signal: controller.signal,
+      });
+      return { res, controller };
+    };
+    const a1 = open('user-token-0001');
+    const a2 = open('user-token-0001');
+    expect((await a1.res).status).toBe(200);
+    expect((await a2.res).status).toBe(200);
+    const a3 = await open('user-token-0001').res;
+    expect(a3.status).toBe(429);
+    expect((await a3.json()).error).toBe(
+      'Too many open event streams (MAX_SSE_STREAMS_PER_CREDENTIAL=2); close one or retry shortly',
+    );
+    // Another credential still gets one: the first client cannot lock the operator out.
+    const b1 = open('admin-token-001');
+    expect((await b1.res).status).toBe(200);
+    const b2 = await open('admin-token-001').res;
+    expect(b2.status).toBe(429);
+    expect((await b2.json()).error).toMatch(/MAX_SSE_STREAMS=3/);
+    // A client that goes away frees its slot.
+    a1.controller.abort();
+    await new Promise((r) => setTimeout(r, 300));
+    const again = open('user-token-0001');
+    expect((await again.res).status).toBe(200);
+    for (const s of [a2, b1, again]) s.controller.abort();
+    // Ordinary requests were never counted.
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  });
+});

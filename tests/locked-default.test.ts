@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../lib/config.ts';
 import { loadOrCreateCredentials, withCredentials } from '../lib/credentials.ts';
+import { startToolServer } from '../tool-server/server.ts';
 import { bearerOf, storedToken } from './helpers/credentials.ts';
 import { type ServiceName, startDaemon } from './helpers/daemon.ts';
 
@@ -123,6 +124,39 @@ describe('a fresh install', () => {
 });
 
 describe('the credentials file', () => {
+  it('cannot be read by any file tool, even where a root covers the data directory', async () => {
+    const project = path.join(tmp, 'readable');
+    await mkdir(project, { recursive: true });
+    const config = withCredentials(
+      loadConfig({
+        TOOL_SERVER_PORT: '0',
+        LOG_LEVEL: 'silent',
+        FS_ROOTS: project,
+        TOOLSHIFT_DATA_DIR: path.join(project, 'data'),
+      }),
+    );
+    const server = await startToolServer(config);
+    try {
+      const token = storedToken(path.join(project, 'data'), 'GATEWAY_ADMIN_TOKEN');
+      for (const [tool, args] of [
+        ['read_text_file', { path: 'data/credentials.json' }],
+        ['read_multiple_files', { paths: ['data/credentials.json'] }],
+        ['read_media_file', { path: 'data/credentials.json' }],
+      ] as const) {
+        const res = await fetch(`${server.url}/tools/${tool}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${config.tools.token}` },
+          body: JSON.stringify(args),
+        });
+        const text = await res.text();
+        expect(text, tool).not.toContain(token);
+        expect(text, tool).toContain("holds toolshift's credentials");
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
   it('is made once, by whichever start comes first, with a distinct token per role', async () => {
     const file = path.join(tmp, 'race', 'credentials.json');
     const all = Array.from({ length: 8 }, () => loadOrCreateCredentials(file));

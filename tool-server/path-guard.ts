@@ -31,6 +31,11 @@ export interface PathGuardOptions {
    * tool where a root covers it, except roots configured inside it (the default ./workspace).
    */
   installation?: string;
+  /**
+   * Files no tool may read or write at all, wherever they are (toolshift's credentials file): a model that
+   * read them could send the tokens out through a search query or a URL.
+   */
+  secretPaths?: string[];
   /** What `~` expands to; the user's home directory by default. */
   homeDir?: string;
   /** Act through verified descriptors (/proc/self/fd); detected by default, false forces plain paths. */
@@ -87,6 +92,7 @@ export class PathGuard {
     /** True when tools act through verified descriptors (Linux /proc): the race-free mode. */
     readonly raceFree: boolean,
     private readonly protection: ProtectedPaths,
+    private readonly secrets: ProtectedPaths,
   ) {
     this.roots = roots;
     this.layout = rootLayout(roots);
@@ -109,7 +115,8 @@ export class PathGuard {
       ? { dir: opts.installation, roots: roots.flatMap((r) => [r.lexical, r.real]) }
       : undefined;
     const protection = await ProtectedPaths.resolve(opts.protectedPaths ?? [], covered, installation);
-    return new PathGuard(roots, patterns, opts.homeDir ?? homedir(), raceFree, protection);
+    const secrets = await ProtectedPaths.resolve(opts.secretPaths ?? [], covered);
+    return new PathGuard(roots, patterns, opts.homeDir ?? homedir(), raceFree, protection, secrets);
   }
 
   /** The real absolute path to read, or a ToolError naming the allowed directories. */
@@ -262,6 +269,12 @@ export class PathGuard {
     }
     const actual = this.assertInside(real, shown);
     checkLength(shown === abs ? real : path.join(real, path.basename(shown)), shown);
+    const target = shown === abs ? real : path.join(real, path.basename(shown));
+    if (this.secrets.match(target) ?? this.secrets.match(shown)) {
+      throw new ToolError(
+        `Access denied: ${shown} holds toolshift's credentials; no tool reads or changes it`,
+      );
+    }
     if (mode === 'write') {
       for (const found of [lexical, actual]) {
         if (!found.root.writable) {

@@ -30,6 +30,8 @@ export async function startToolServer(
     // The running installation, and the daemon's own configuration and data: no file tool changes them,
     // even where a root covers them (a root configured inside the installation stays writable).
     installation: installationDir(),
+    // The generated tokens: not even readable (a model could send them out in a URL or a search query).
+    secretPaths: [config.auth.credentialsFile],
     protectedPaths: [
       config.gateway.toolsetsDir,
       config.gateway.promptsDir,

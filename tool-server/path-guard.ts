@@ -272,7 +272,7 @@ export class PathGuard {
     const target = shown === abs ? real : path.join(real, path.basename(shown));
     if (this.secrets.match(target) ?? this.secrets.match(shown)) {
       throw new ToolError(
-        `Access denied: ${shown} holds toolshift's credentials; no tool reads or changes it`,
+        `Access denied: ${shown} holds toolshift's credentials (its tokens or keys); no tool reads or changes it`,
       );
     }
     if (mode === 'write') {

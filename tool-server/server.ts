@@ -30,8 +30,9 @@ export async function startToolServer(
     // The running installation, and the daemon's own configuration and data: no file tool changes them,
     // even where a root covers them (a root configured inside the installation stays writable).
     installation: installationDir(),
-    // The generated tokens: not even readable (a model could send them out in a URL or a search query).
-    secretPaths: [config.auth.credentialsFile],
+    // The tokens and keys the daemon runs with — generated, or in its .env — are not even readable: a model
+    // could send them out in a URL or a search query.
+    secretPaths: [config.auth.credentialsFile, path.resolve('.env')],
     protectedPaths: [
       config.gateway.toolsetsDir,
       config.gateway.promptsDir,

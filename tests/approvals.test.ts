@@ -3,6 +3,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../client.ts';
+import { NO_STORED_CREDENTIALS } from './helpers/credentials.ts';
 import { answer, call, calls, ScriptedModel, type Step } from './helpers/scripted-model.ts';
 import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
 
@@ -230,7 +231,7 @@ describe('approvals in the CLI', () => {
           out += t;
         },
         stderr: () => {},
-        env: { AGENT_URL: 'http://agent', GATEWAY_URL: 'http://gateway' },
+        env: { AGENT_URL: 'http://agent', GATEWAY_URL: 'http://gateway', ...NO_STORED_CREDENTIALS },
         fetch: async (url, init) =>
           (url.startsWith('http://agent') ? s.agentApp : s.gatewayApp).request(asLoopback(url), init),
       });

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Model, ModelReply } from '../agent-server/model.ts';
 import { type CliIo, main } from '../client.ts';
+import { NO_STORED_CREDENTIALS } from './helpers/credentials.ts';
 import { answer } from './helpers/scripted-model.ts';
 import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
 
@@ -50,7 +51,7 @@ function terminal(s: Stack, opts: Partial<CliIo> = {}) {
     stderr: (t) => {
       out.stderr += t;
     },
-    env: { AGENT_URL: 'http://agent', GATEWAY_URL: 'http://gateway' },
+    env: { AGENT_URL: 'http://agent', GATEWAY_URL: 'http://gateway', ...NO_STORED_CREDENTIALS },
     fetch: async (url, init) =>
       (url.startsWith('http://agent') ? s.agentApp : s.gatewayApp).request(asLoopback(url), init),
     onInterrupt: (handler) => {
@@ -96,7 +97,12 @@ describe('the spinner', () => {
     stack = await makeStack({ model: held.model, toolsets: SPLIT_TOOLSETS });
     const t = terminal(stack, {
       stderrIsTTY: true,
-      env: { AGENT_URL: 'http://agent', GATEWAY_URL: 'http://gateway', NO_COLOR: '1' },
+      env: {
+        AGENT_URL: 'http://agent',
+        GATEWAY_URL: 'http://gateway',
+        NO_COLOR: '1',
+        ...NO_STORED_CREDENTIALS,
+      },
     });
     const run = main(['run', 'think'], t.io);
     await held.called;

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ModelReply } from '../agent-server/model.ts';
 import { type CliIo, main } from '../client.ts';
+import { NO_STORED_CREDENTIALS } from './helpers/credentials.ts';
 import { answer, call, calls, ScriptedModel, type Step } from './helpers/scripted-model.ts';
 import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
 
@@ -30,7 +31,7 @@ function cliIo(s: Stack | undefined, extra: Partial<CliIo> & { envExtra?: Record
     stderr: (t) => {
       out.stderr += t;
     },
-    env: { AGENT_URL: 'http://agent', GATEWAY_URL: 'http://gateway', ...envExtra },
+    env: { AGENT_URL: 'http://agent', GATEWAY_URL: 'http://gateway', ...NO_STORED_CREDENTIALS, ...envExtra },
     fetch: async (url, init) => {
       if (!s) throw Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } });
       const app = url.startsWith('http://agent') ? s.agentApp : s.gatewayApp;
@@ -323,7 +324,7 @@ describe('exit codes and errors', () => {
     const code = await main(['tasks'], {
       stdout: () => {},
       stderr: () => {},
-      env: { AGENT_PORT: '18123', GATEWAY_PORT: '18124' },
+      env: { AGENT_PORT: '18123', GATEWAY_PORT: '18124', ...NO_STORED_CREDENTIALS },
       fetch: async (url) => {
         urls.push(url);
         return Response.json({ tasks: [] });

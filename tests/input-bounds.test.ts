@@ -10,6 +10,7 @@ import { openDatabase } from '../lib/sqlite.ts';
 import { APPROVAL_ARGUMENTS_MAX, createApprovalStore } from '../mcp-gateway/approvals.ts';
 import { AUDIT_DETAIL_MAX, AUDIT_SUBJECT_MAX } from '../mcp-gateway/store.ts';
 import { LIMITS } from '../tool-server/contract.ts';
+import { NO_STORED_CREDENTIALS } from './helpers/credentials.ts';
 import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
 
 // Issue 15 §4, first bullet: 80 MCP requests of 60,000 unknown toolset ids each grew gateway.db by 545 MB and
@@ -207,7 +208,7 @@ describe('bounded inputs (issue 15 §4)', () => {
           stdout += t;
         },
         stderr: () => undefined,
-        env: { GATEWAY_URL: 'http://gateway', GATEWAY_ADMIN_TOKEN: TOKENS.admin },
+        env: { GATEWAY_URL: 'http://gateway', GATEWAY_ADMIN_TOKEN: TOKENS.admin, ...NO_STORED_CREDENTIALS },
         fetch: async (url, init) => s.gatewayApp.request(asLoopback(url), init),
       });
       return { code, stdout };

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../client.ts';
+import { NO_STORED_CREDENTIALS } from './helpers/credentials.ts';
 import { startMcpHttpServer, text } from './helpers/mcp-http-server.ts';
 import { asLoopback, makeStack, type Stack } from './helpers/stack.ts';
 
@@ -31,6 +32,7 @@ async function cli(s: Stack, ...argv: string[]) {
       stderr += t;
     },
     env: {
+      ...NO_STORED_CREDENTIALS,
       GATEWAY_URL: 'http://gateway',
       TOOLSETS_DIR: s.toolsetsDir,
       PATH: process.env.PATH,

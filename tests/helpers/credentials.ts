@@ -15,3 +15,9 @@ export function storedToken(dataDir: string, variable: CredentialVariable): stri
 export function bearerOf(dataDir: string, variable: CredentialVariable): { authorization: string } {
   return { authorization: `Bearer ${storedToken(dataDir, variable)}` };
 }
+
+/**
+ * For a CLI run in a test: a data directory with no credentials file, so the CLI never picks up the tokens of
+ * a daemon the developer started in this checkout (`./data/credentials.json`).
+ */
+export const NO_STORED_CREDENTIALS = { TOOLSHIFT_DATA_DIR: '/nonexistent/toolshift-test-data' };

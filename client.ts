@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { approvalsCommand, auditCommand } from './cli/approvals.ts';
-import { COMMAND_HELP, HELP } from './cli/help.ts';
+import { COMMAND_HELP, COMMANDS, HELP, nearestCommand } from './cli/help.ts';
 import { type CliIo, EXIT, rootCause, serviceEndpoint, UnreachableError, UsageError } from './cli/io.ts';
 import { processIo } from './cli/process-io.ts';
 import { runTask } from './cli/run.ts';
@@ -30,7 +30,16 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   try {
     parsed = parse(argv);
   } catch (err) {
-    io.stderr(`error: ${(err as Error).message}\nRun with --help for usage.\n`);
+    // Node's parser says "Unknown option '--x'. To specify a positional argument starting with a '-', …":
+    // name the option and where the valid ones are instead.
+    const unknown = /Unknown option '([^']+)'/.exec((err as Error).message)?.[1];
+    const topic = argv.find((a) => !a.startsWith('-') && (COMMANDS as readonly string[]).includes(a));
+    const more = topic ? `toolshift help ${topic}` : 'toolshift --help';
+    io.stderr(
+      unknown
+        ? `error: unknown option ${unknown}; see ${more} for the options\n`
+        : `error: ${(err as Error).message}\nSee: ${more}\n`,
+    );
     return EXIT.usage;
   }
   const { values, positionals } = parsed;
@@ -42,7 +51,10 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   if (command === 'help') {
     const topic = rest[0];
     if (topic && !COMMAND_HELP[topic]) {
-      io.stderr(`error: no help for "${topic}"; commands: run, tasks, toolsets\n`);
+      const near = nearestCommand(topic);
+      io.stderr(
+        `error: no help for "${topic}"${near ? `; did you mean ${near}?` : ''} commands: ${COMMANDS.join(', ')}\n`,
+      );
       return EXIT.usage;
     }
     io.stdout(topic ? COMMAND_HELP[topic] : HELP);
@@ -113,7 +125,8 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
         );
       default:
         throw new UsageError(
-          `unknown command "${command}"; commands: run, tasks, toolsets, approvals, audit, token, help`,
+          `unknown command "${command}"${nearestCommand(command) ? `; did you mean ${nearestCommand(command)}?` : ''} ` +
+            `commands: ${COMMANDS.join(', ')}`,
         );
     }
   } catch (raw) {
@@ -176,9 +189,9 @@ function parse(argv: string[]) {
       help: { type: 'boolean', short: 'h' },
       session: { type: 'string', short: 's' },
       'max-steps': { type: 'string' },
-      query: { type: 'string', short: 'q' },
+      query: { type: 'string' },
       limit: { type: 'string' },
-      quiet: { type: 'boolean' },
+      quiet: { type: 'boolean', short: 'q' },
       json: { type: 'boolean' },
       version: { type: 'boolean', short: 'V' },
       'max-duration': { type: 'string' },

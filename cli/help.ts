@@ -87,7 +87,52 @@ Without --session, activate/deactivate act on the session named "default".
 These commands talk to the gateway and send GATEWAY_ADMIN_TOKEN when it is set.
 
 ${EXIT_CODES}`,
+  approvals: `toolshift approvals — what paused tasks wait for, and deciding it
+
+Usage:
+  toolshift approvals [list] [--json]
+  toolshift approvals approve <task_id> <call_id> [--reason TEXT]
+  toolshift approvals deny <task_id> <call_id> [--reason TEXT]
+
+A task pauses when the operator's policy asks about a call or an activation; the
+first decision wins (a second is told it came too late). Sends AGENT_API_TOKEN.
+
+${EXIT_CODES}`,
+  audit: `toolshift audit — the gateway's audit log, newest first, a page at a time
+
+Usage:
+  toolshift audit [--session ID] [--task ID] [--since ISO] [--limit N] [--cursor C] [--json]
+
+Each page ends with the command for the next one (--cursor). Sends GATEWAY_ADMIN_TOKEN.
+
+${EXIT_CODES}`,
 };
+
+/** Every command, for usage errors and suggestions. */
+export const COMMANDS = ['run', 'tasks', 'toolsets', 'approvals', 'audit', 'token', 'help'] as const;
+
+/** The command nearest to a mistyped one (`task` → `tasks`), if one is close enough to be meant. */
+export function nearestCommand(typed: string): string | undefined {
+  const distance = (a: string, b: string) => {
+    const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      let diagonal = row[0];
+      row[0] = i;
+      for (let j = 1; j <= b.length; j++) {
+        const above = row[j];
+        row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
+        diagonal = above;
+      }
+    }
+    return row[b.length];
+  };
+  const scored = COMMANDS.map((c) => ({
+    c,
+    d: c.startsWith(typed) && typed.length >= 2 ? 0 : distance(typed, c),
+  }));
+  const best = scored.sort((x, y) => x.d - y.d)[0];
+  return best && best.d <= 2 ? best.c : undefined;
+}
 
 /** The overview printed by `toolshift --help`. */
 export const HELP = `toolshift — run tasks and manage toolsets
@@ -96,11 +141,13 @@ Usage:
   toolshift run "<goal>" | -          run a task with live progress; the answer goes to stdout
   toolshift tasks [list|show|watch|cancel] [<task_id>]
   toolshift toolsets [list|activate|deactivate|enable|disable|import|reload|approve] ...
+  toolshift approvals [list|approve|deny] ...   what paused tasks wait for, and deciding it
+  toolshift audit [--session ID] [--task ID] [--since ISO]   the gateway's audit log
   toolshift token [api|admin|agent|mcp|tool-server]   print a credential (for curl and scripts)
   toolshift help <command>            options of one command (or: toolshift <command> --help)
   toolshift --version
 
-Common options: --json (machine-readable output), --quiet, -h/--help.
+Common options: --json (machine-readable output), -q/--quiet, -h/--help.
 
 ${EXIT_CODES}
 ${ENVIRONMENT}`;

@@ -237,6 +237,28 @@ describe('toolshift tasks and toolsets', () => {
 });
 
 describe('exit codes and errors', () => {
+  it('has help for every command, lists them all, and suggests the nearest to a typo', async () => {
+    const overview = await cli(undefined, '--help');
+    for (const command of ['run', 'tasks', 'toolsets', 'approvals', 'audit', 'token']) {
+      expect(overview.stdout, command).toContain(`toolshift ${command}`);
+      const help = await cli(undefined, 'help', command);
+      expect(help.code, command).toBe(0);
+      expect(help.stdout.startsWith(`toolshift ${command} — `), command).toBe(true);
+      expect((await cli(undefined, command, '--help')).stdout).toBe(help.stdout);
+    }
+    const typo = await cli(undefined, 'task');
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toMatch(/^error: unknown command "task"; did you mean tasks\? commands: run, tasks/);
+    expect((await cli(undefined, 'help', 'aprovals')).stderr).toMatch(/did you mean approvals\?/);
+    expect((await cli(undefined, 'zzzzzzzz')).stderr).not.toMatch(/did you mean/);
+  });
+
+  it('takes -q as --quiet, leaving the goal alone', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, model: new ScriptedModel([answer('done quietly')]) });
+    const quiet = await cli(stack, 'run', '-q', 'say it');
+    expect(quiet).toMatchObject({ code: 0, stdout: 'done quietly\n', stderr: '' });
+  });
+
   it('0 completed, 1 refused or failed, 2 usage, 3 unreachable or refused credentials', async () => {
     stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
     const unknown = await cli(stack, 'toolsets', 'activate', 'nope');
@@ -257,6 +279,8 @@ describe('exit codes and errors', () => {
     );
     const unknownFlag = await cli(stack, 'run', 'x', '--frob');
     expect(unknownFlag.code).toBe(2);
+    // Named plainly, with where the valid options are (not Node's parser text).
+    expect(unknownFlag.stderr).toBe('error: unknown option --frob; see toolshift help run for the options\n');
     const noGoal = await cli(stack, 'run');
     expect(noGoal).toMatchObject({ code: 2 });
     expect(noGoal.stderr).toMatch(/run needs a goal.*\nSee: toolshift help run/);

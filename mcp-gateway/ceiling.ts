@@ -136,6 +136,23 @@ export function createCeiling(opts: CeilingOptions) {
       return described;
     },
 
+    /** Forgets an ended session's rate-limit window and activation count (a task's count is kept). */
+    forgetSession(sessionId: string): void {
+      calls.delete(sessionId);
+      activations.delete(`session:${sessionId}`);
+    },
+
+    /**
+     * Why the policy denies activating `toolsetId` now, or null when it does not. A fixed view asks on every
+     * request, so a toolset the policy came to deny after its view activated it stops being served.
+     */
+    activationDenied(toolsetId: string): string | null {
+      const verdict = policy.decide({ on: 'activate', toolset: toolsetId });
+      return verdict.decision === 'deny'
+        ? `Denied by the operator's policy: toolset ${toolsetId} may not be activated (${verdict.reason})`
+        : null;
+    },
+
     /** Before a call runs: the rate limit, then the policy (deny → 403, ask → an approval or 409). */
     checkCall(
       sessionId: string,

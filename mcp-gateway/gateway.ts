@@ -239,8 +239,14 @@ export function createGateway(deps: {
      */
     async viewUpstream(sessionId: string, toolsetId: string, what: string) {
       const listed = (await api.listToolsets(sessionId)).toolsets.find((t) => t.id === toolsetId);
-      const ok = listed?.enabled === true && listed.active === true;
-      const why = listed?.enabled === false ? 'is disabled by the operator' : 'is not active in this view';
+      const denied = deps.ceiling.activationDenied(toolsetId);
+      const ok = listed?.enabled === true && listed.active === true && denied === null;
+      const why =
+        listed?.enabled === false
+          ? 'is disabled by the operator'
+          : denied !== null
+            ? `may not be activated under the operator's policy (${denied})`
+            : 'is not active in this view';
       store.audit({
         session_id: sessionId,
         kind: 'read',
@@ -251,6 +257,33 @@ export function createGateway(deps: {
       const upstream = ok ? catalog.upstream(toolsetId) : undefined;
       if (!upstream) throw new HttpError(403, `Toolset ${toolsetId} ${why}: nothing of it is served`);
       return upstream;
+    },
+    /**
+     * Before every request to a fixed view: refuses (403, audited) when one of its toolsets is disabled or its
+     * activation is denied by the policy as it stands now, so nothing of it is served and its server is not
+     * started, also for a client that opened the view before the operator's change.
+     */
+    checkView(sessionId: string, ids: readonly string[]): void {
+      const disabled = ids.filter((id) => store.disabledToolsets().has(id));
+      const denied = ids.flatMap((id) => deps.ceiling.activationDenied(id) ?? []);
+      if (disabled.length === 0 && denied.length === 0) return;
+      const message =
+        disabled.length > 0
+          ? `Toolset(s) ${disabled.join(', ')} disabled by the operator: this view serves nothing of them`
+          : `${denied.join('; ')}: this view serves nothing of it`;
+      store.audit({
+        session_id: sessionId,
+        kind: 'read',
+        subject: ids.join(','),
+        ok: false,
+        detail: message,
+      });
+      throw new HttpError(403, message);
+    },
+    /** Deletes a session that ended (a legacy MCP session closed) with its active toolsets and its limits' counters. */
+    endSession(sessionId: string): void {
+      store.dropSessions([sessionId]);
+      deps.ceiling.forgetSession(sessionId);
     },
     /** Upstream MCP servers and their state, for /health. */
     upstreams: () => catalog.upstreams(),

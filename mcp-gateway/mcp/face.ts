@@ -70,6 +70,7 @@ export function createMcpFace(opts: McpFaceOptions) {
     opts.sessionIdleMs,
     opts.maxSessions,
     opts.now,
+    (id) => opts.gateway.endSession(id),
   );
   const views = new Map<string, McpHttpHandler>();
 
@@ -91,15 +92,10 @@ export function createMcpFace(opts: McpFaceOptions) {
         `Unknown toolset(s) in the view: ${unknown.join(', ') || '(none given)'}; valid: ${catalog.map((t) => t.id).join(', ')}`,
       );
     }
-    // A disabled toolset is served on no path: not its tools, prompts or resources, and its server is not started.
-    const disabled = catalog.filter((t) => ids.includes(t.id) && !t.enabled).map((t) => t.id);
-    if (disabled.length > 0) {
-      throw new HttpError(
-        403,
-        `Toolset(s) ${disabled.join(', ')} disabled by the operator: this view serves nothing of them`,
-      );
-    }
+    // A disabled toolset, or one the policy denies activating, is served on no path: not its tools, prompts or
+    // resources, and its server is not started. Checked on every request, as the operator may change either.
     const sessionId = `view:${ids.join('.')}`;
+    opts.gateway.checkView(sessionId, ids);
     const inactive = catalog.filter((t) => ids.includes(t.id) && t.enabled && !t.active).map((t) => t.id);
     if (inactive.length > 0)
       await opts.gateway.changeToolsets({ action: 'ACTIVATE', toolset_ids: inactive, session_id: sessionId });

@@ -37,6 +37,11 @@ export class LegacySessions {
      */
     private readonly maxSessions = 256,
     private readonly now: () => number = Date.now,
+    /**
+     * Called with a session's id once it has ended (DELETE /mcp, idle expiry, eviction, shutdown): the gateway
+     * session behind it and its active toolsets are deleted with it, instead of staying behind until retention.
+     */
+    private readonly onEnd: (sessionId: string) => void = () => undefined,
   ) {
     this.sweeper = setInterval(() => void this.sweep(), Math.min(60_000, idleMs)).unref();
   }
@@ -78,7 +83,7 @@ export class LegacySessions {
         if (server) this.sessions.set(id, { transport, server, credential, lastSeen: this.now() });
       },
       onsessionclosed: (id) => {
-        this.sessions.delete(id);
+        if (this.sessions.delete(id)) this.ended(id);
       },
     });
     const sessionId = () => transport.sessionId ?? '';
@@ -119,6 +124,7 @@ export class LegacySessions {
     if (!oldest || this.now() - oldest[1].lastSeen < 60_000) return false;
     this.sessions.delete(oldest[0]);
     await oldest[1].transport.close().catch(() => undefined);
+    this.ended(oldest[0]);
     return true;
   }
 
@@ -129,15 +135,27 @@ export class LegacySessions {
       if (session.lastSeen < cutoff) {
         this.sessions.delete(id);
         await session.transport.close().catch(() => undefined);
+        this.ended(id);
       }
+    }
+  }
+
+  /** Tells the gateway a session ended; a failure there (a closed store) must not stop the others' ending. */
+  private ended(id: string): void {
+    try {
+      this.onEnd(id);
+    } catch {
+      // Its rows stay for retention (SESSION_RETENTION_DAYS) to delete.
     }
   }
 
   /** Closes every session (gateway shutdown). */
   async close(): Promise<void> {
     clearInterval(this.sweeper);
-    const all = [...this.sessions.values()];
+    const all = [...this.sessions];
     this.sessions.clear();
-    await Promise.all(all.map((s) => s.transport.close().catch(() => undefined)));
+    await Promise.all(all.map(([, s]) => s.transport.close().catch(() => undefined)));
+    // A legacy session does not outlive the process (a client initializes anew): its gateway session goes.
+    for (const [id] of all) this.ended(id);
   }
 }

@@ -166,20 +166,37 @@ export const ManageToolsetsResponse = z.object({
 });
 export type ManageToolsetsResponse = z.infer<typeof ManageToolsetsResponse>;
 
+// A missing list or hash says how to get one: the hash is what binds the approval to what was reviewed.
+const HOW_TO_APPROVE =
+  'name each withheld tool as {name, hash} with the hash GET /mcp/admin/toolsets shows for it ' +
+  '(toolsets[].withheld[].hash); `toolshift toolsets approve <id>` shows the diff and sends them';
 /**
  * What an operator reviewed: each withheld tool by name with the `hash` the listing showed for it. A definition
  * that changed since (another hash now) is not released: an approval binds to what was shown.
  */
 export const ApproveToolsetRequest = z.strictObject({
-  tools: boundedList(
-    z.strictObject({
-      name: boundedString(LIMITS.id),
-      hash: z
-        .string()
-        .regex(/^[0-9a-f]{64}$/, 'must be the 64-hex-digit hash the listing shows (withheld[].hash)'),
-    }),
-    LIMITS.ids,
-  ).refine((tools) => tools.length > 0, 'name at least one tool with its hash'),
+  // boundedList's shape (length checked before the items), with a missing list saying how to get one.
+  tools: z
+    .array(z.unknown(), {
+      error: (iss) => (iss.input === undefined ? `required: ${HOW_TO_APPROVE}` : undefined),
+    })
+    .max(LIMITS.ids, {
+      error: (iss) => `at most ${LIMITS.ids} items (got ${(iss.input as unknown[]).length})`,
+    })
+    .pipe(
+      z.array(
+        z.strictObject(
+          {
+            name: boundedString(LIMITS.id),
+            hash: z
+              .string({ error: `required: ${HOW_TO_APPROVE}` })
+              .regex(/^[0-9a-f]{64}$/, 'must be the 64-hex-digit hash the listing shows (withheld[].hash)'),
+          },
+          { error: (iss) => (iss.code === 'invalid_type' ? HOW_TO_APPROVE : undefined) },
+        ),
+      ),
+    )
+    .refine((tools) => tools.length > 0, `name at least one tool: ${HOW_TO_APPROVE}`),
 });
 
 export const ApproveToolsetResponse = z.object({

@@ -177,7 +177,21 @@ describe('pinned upstream tool definitions', () => {
       ADMIN,
     );
     expect(bare.status).toBe(400);
-    expect(bare.body.error).toMatch(/tools\.0: .*object/);
+    // Said how to get what binds the approval: the hash the listing shows.
+    expect(bare.body.error).toMatch(
+      /tools\.0: name each withheld tool as \{name, hash\} with the hash GET \/mcp\/admin\/toolsets shows/,
+    );
+    const noHash = await s.post(
+      s.gatewayApp,
+      '/mcp/admin/toolsets/bank/approve',
+      { tools: [{ name: 'transfer' }] },
+      ADMIN,
+    );
+    expect(noHash.status).toBe(400);
+    expect(noHash.body.error).toMatch(/tools\.0\.hash: required: .*toolsets\[\]\.withheld\[\]\.hash/);
+    expect((await s.post(s.gatewayApp, '/mcp/admin/toolsets/bank/approve', {}, ADMIN)).body.error).toMatch(
+      /tools: required: name each withheld tool/,
+    );
     // Only the operator approves; the agent's credential cannot.
     const byAgent = await s.post(
       s.gatewayApp,

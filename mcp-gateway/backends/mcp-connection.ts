@@ -232,7 +232,15 @@ export class McpConnection {
       listChanged: {
         tools: {
           onChanged: (error, tools) => {
-            if (error || !tools || this.client !== client) return;
+            if (this.client !== client) return;
+            if (error || !tools) {
+              // The old list stays; a list over the cap has also stopped the server (it shows down).
+              this.deps.log.warn(
+                { upstream: this.label, reason: error?.message.slice(0, 500) },
+                'refreshing the tool list after list_changed failed',
+              );
+              return;
+            }
             this.tools = tools;
             for (const listener of this.listeners) {
               try {

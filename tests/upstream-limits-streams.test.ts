@@ -149,3 +149,130 @@ backend:
     await stillServing(stack, 'x');
   }, 60_000);
 });
+
+/**
+ * A 2025-era Streamable HTTP server written by hand; `onCall` answers tools/call on the raw response.
+ * It records the JSON-RPC messages it received, and whether the response of the last tools/call was closed.
+ */
+async function handWrittenServer(onCall: (res: ServerResponse) => void) {
+  const received: { id?: number; method: string; params?: Record<string, unknown> }[] = [];
+  let callClosed = false;
+  const server: Server = createServer(async (req: IncomingMessage, res) => {
+    if (req.method !== 'POST') {
+      res.writeHead(405).end();
+      return;
+    }
+    let text = '';
+    for await (const chunk of req) text += chunk;
+    const msg = JSON.parse(text) as (typeof received)[number];
+    received.push(msg);
+    const reply = (result: unknown) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result }));
+    };
+    if (msg.id === undefined) res.writeHead(202).end();
+    else if (msg.method === 'initialize') {
+      reply({
+        protocolVersion: msg.params?.protocolVersion,
+        capabilities: { tools: {} },
+        serverInfo: { name: 'hand-written', version: '1.0.0' },
+      });
+    } else if (msg.method === 'tools/list') {
+      reply({ tools: [{ name: 'stream', description: 'Streams', inputSchema: { type: 'object' } }] });
+    } else if (msg.method === 'tools/call') {
+      callClosed = false;
+      res.once('close', () => {
+        callClosed = true;
+      });
+      onCall(res);
+    } else reply({});
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    received,
+    callClosed: () => callClosed,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+const httpToolset = (url: string, extra = '') => `id: remote
+description: A hand-written HTTP server.
+${extra}backend:
+  mcp:
+    url: ${url}
+    protocol: legacy
+`;
+
+describe('a Streamable HTTP upstream', () => {
+  it('an event trickled forever: the call times out and the gateway closes that stream when it cancels', async () => {
+    let sent = 0;
+    const remote = await handWrittenServer((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('event: message\ndata: {"jsonrpc":"2.0","id":');
+      // Slow enough never to reach the cap: only the timeout can end this call.
+      const timer = setInterval(() => {
+        if (res.destroyed) return clearInterval(timer);
+        sent += 64;
+        res.write('x'.repeat(64));
+      }, 20);
+    });
+    try {
+      stack = await makeStack({
+        toolsets: {
+          'file_system_tools.yaml': FILE_TOOLS,
+          'remote.yaml': httpToolset(remote.url, 'timeout_seconds: 1\n'),
+        },
+      });
+      await activate(stack, 'h', ['remote']);
+      const result = await call(stack, 'h', 'stream', {});
+      expect(result.success).toBe(false);
+      expect(result.error).toMatch(/stream did not finish within 1000 ms and was cancelled/);
+      const cancelled = remote.received.find((m) => m.method === 'notifications/cancelled');
+      expect(cancelled?.params?.requestId).toBe(remote.received.find((m) => m.method === 'tools/call')?.id);
+      // Before, the SDK kept reading the cancelled call's stream for as long as the server kept writing.
+      await until(remote.callClosed, 'the cancelled call’s response stream is closed by the gateway');
+      const atClose = sent;
+      expect(atClose).toBeGreaterThan(0);
+      await stillServing(stack, 'h');
+      // The server itself was healthy (it answered the liveness ping): it stays up.
+      expect(stack.gateway.upstreams()[remote.url]).toMatchObject({ state: 'up', restarts: 0 });
+    } finally {
+      await remote.close();
+    }
+  }, 60_000);
+
+  it('events separated by bare CRs are counted one by one, so many small events under the cap pass', async () => {
+    const remote = await handWrittenServer((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const note = JSON.stringify({
+        jsonrpc: '2.0',
+        method: 'notifications/message',
+        params: { level: 'info', data: 'n'.repeat(4096) },
+      });
+      for (let i = 0; i < 40; i++) res.write(`event: message\rdata: ${note}\r\r`);
+      const id = remote.received.findLast((m) => m.method === 'tools/call')?.id;
+      res.end(
+        // The last one ends in LF: at the end of a stream a trailing CR could still be half of a CRLF.
+        `event: message\rdata: ${JSON.stringify({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: 'done' }] } })}\n\n`,
+      );
+    });
+    try {
+      // 40 events of 4 KiB make 160 KiB in one stream: over a 64 KiB cap if the events were not told apart.
+      stack = await makeStack({
+        toolsets: { 'file_system_tools.yaml': FILE_TOOLS, 'remote.yaml': httpToolset(remote.url) },
+        connection: { maxMessageBytes: 64 * 1024 },
+      });
+      await activate(stack, 'c', ['remote']);
+      const result = await call(stack, 'c', 'stream', {});
+      expect(result.result, result.error).toBe('done');
+      await stillServing(stack, 'c');
+    } finally {
+      await remote.close();
+    }
+  }, 60_000);
+});

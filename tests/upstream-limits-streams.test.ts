@@ -255,7 +255,7 @@ describe('a Streamable HTTP upstream', () => {
         params: { level: 'info', data: 'n'.repeat(4096) },
       });
       for (let i = 0; i < 40; i++) res.write(`event: message\rdata: ${note}\r\r`);
-      const id = remote.received.findLast((m) => m.method === 'tools/call')?.id;
+      const id = remote.received.filter((m) => m.method === 'tools/call').at(-1)?.id;
       res.end(
         // The last one ends in LF: at the end of a stream a trailing CR could still be half of a CRLF.
         `event: message\rdata: ${JSON.stringify({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: 'done' }] } })}\n\n`,

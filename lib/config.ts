@@ -69,10 +69,13 @@ const EnvSchema = z.object({
   MCP_HANDLE_IDLE_S: z.coerce.number().int().min(60).default(86_400),
   MCP_SESSION_IDLE_S: z.coerce.number().int().min(60).default(3_600),
   MCP_MAX_SESSIONS: z.coerce.number().int().min(1).default(256),
+  // At most 256 MiB: a message must fit in one JavaScript string (V8 stops near 512 M characters) and be
+  // parsed next to it.
   UPSTREAM_MAX_MESSAGE_BYTES: z.coerce
     .number()
     .int()
     .min(64 * 1024)
+    .max(256 * 1024 * 1024)
     .default(16 * 1024 * 1024),
   UPSTREAM_MAX_RESULT_BYTES: z.coerce
     .number()

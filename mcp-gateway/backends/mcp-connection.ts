@@ -17,6 +17,18 @@ import { StdioTransport } from './stdio-transport.ts';
 // connects on first use, lists the tools (all pages), follows `notifications/tools/list_changed`, and
 // turns a crashed or hung server into an error for the call at hand plus a restart, with backoff, on
 // the next use.
+//
+// No callback an upstream can trigger may throw into the process (all three services share it). Those
+// installed here, and why none can (the stdio transport's own listeners are audited in stdio-transport.ts):
+// - client.onclose: only calls drop(), which is async and catches its shutdown errors.
+// - client.onerror: logs.
+// - listChanged.tools.onChanged (after notifications/tools/list_changed): an error (e.g. the new list
+//   over UPSTREAM_MAX_MESSAGE_BYTES, which also stops the server) is ignored here and surfaces as the
+//   toolset being down; each catalog listener runs inside try/catch.
+// - HTTP: limitedFetch's TransformStream counts each body; over the cap it errors that stream (the SDK's
+//   reader catches it and reports to onerror) and calls tooLarge(), which logs and starts an async drop().
+//   The SDK's own SSE reader, reconnection timer and fetch promises catch into onerror.
+// - Timers: the SDK's request timeouts reject the call's promise; close()'s waits are unref'd promises.
 
 /** Which protocol handshake to use: the 2025 `initialize`, probe and pick, or the 2026-07-28 revision only. */
 export type ProtocolChoice = 'legacy' | 'auto' | '2026-07-28';
@@ -220,9 +232,23 @@ export class McpConnection {
       listChanged: {
         tools: {
           onChanged: (error, tools) => {
-            if (error || !tools || this.client !== client) return;
+            if (this.client !== client) return;
+            if (error || !tools) {
+              // The old list stays; a list over the cap has also stopped the server (it shows down).
+              this.deps.log.warn(
+                { upstream: this.label, reason: error?.message.slice(0, 500) },
+                'refreshing the tool list after list_changed failed',
+              );
+              return;
+            }
             this.tools = tools;
-            for (const listener of this.listeners) listener(tools);
+            for (const listener of this.listeners) {
+              try {
+                listener(tools);
+              } catch (err) {
+                this.deps.log.warn({ upstream: this.label, err }, 'a tool-list listener failed');
+              }
+            }
           },
         },
       },
@@ -259,6 +285,9 @@ export class McpConnection {
     client.onclose = () => {
       if (this.client === client && !this.closed) void this.drop(client, this.exitReason(), false);
     };
+    // Transport errors the SDK does not tie to a call (a line that is not JSON-RPC, a cut SSE stream): logged;
+    // a call they affect fails on its own (closed connection or timeout).
+    client.onerror = (err) => this.deps.log.debug({ upstream: this.label, err }, 'upstream transport error');
     try {
       await client.connect(transport, { timeout });
       const { tools } = await client.listTools(undefined, { timeout });

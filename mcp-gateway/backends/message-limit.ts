@@ -55,46 +55,131 @@ export class LineSplitter {
   }
 }
 
+/** A JSON-RPC message the gateway posts, reduced to what the counting fetch needs. */
+interface Outgoing {
+  id?: string | number;
+  method?: string;
+  params?: { requestId?: string | number };
+}
+
+/** The messages in a POST body the SDK sends (one message or a batch); nothing for other bodies. */
+function outgoing(body: unknown): Outgoing[] {
+  if (typeof body !== 'string') return [];
+  try {
+    const parsed = JSON.parse(body) as unknown;
+    return (Array.isArray(parsed) ? parsed : [parsed]).filter(
+      (m): m is Outgoing => typeof m === 'object' && m !== null,
+    );
+  } catch {
+    return [];
+  }
+}
+
+/** The gateway gave up on the request this response answers (it timed out and was cancelled). */
+export class ResponseCancelledError extends Error {
+  constructor(id: string | number) {
+    super(`request ${id} was cancelled; the rest of its response is not read`);
+    this.name = new.target.name;
+  }
+}
+
 /**
  * A fetch for the SDK's Streamable HTTP transport whose response bodies are counted: a JSON body over the
  * cap, or one SSE event over it (bytes since the last blank line), errors the body and calls `onOverflow`.
+ *
+ * It also closes the response stream of a request the gateway cancelled. On a 2025-era connection the SDK
+ * answers a timed-out call with `notifications/cancelled` but keeps reading that call's SSE stream, so an
+ * upstream trickling one event that never ends held a socket, and up to the cap of memory, per timed-out
+ * call for as long as it liked. When the cancellation goes out, the stream of the request it names is cut.
  */
 export function limitedFetch(
   limit: number,
   onOverflow: (err: MessageTooLargeError) => void,
   base: typeof fetch = fetch,
 ): typeof fetch {
+  /** How to cut the open response of each request id that is still being read. */
+  const open = new Map<string | number, (reason: Error) => void>();
   return async (input, init) => {
+    const messages = outgoing(init?.body);
+    for (const m of messages) {
+      if (m.method === 'notifications/cancelled' && m.params?.requestId !== undefined) {
+        const id = m.params.requestId;
+        open.get(id)?.(new ResponseCancelledError(id));
+      }
+    }
     const res = await base(input, init);
     if (!res.body) return res;
     const sse = (res.headers.get('content-type') ?? '').includes('text/event-stream');
+    const ids = messages.flatMap((m) => (m.method && m.id !== undefined ? [m.id] : []));
     let size = 0;
-    let tail = 0; // bytes of "\n" / "\r\n" seen at the end of the last chunk, to find "\n\n" across chunks
-    const counted = res.body.pipeThrough(
-      new TransformStream<Uint8Array, Uint8Array>({
-        transform(chunk, controller) {
-          if (!sse) size += chunk.byteLength;
-          else {
-            for (const byte of chunk) {
-              if (byte === 10) {
-                tail++;
-                if (tail >= 2) size = 0; // a blank line ends the event
-              } else if (byte !== 13) {
-                tail = 0;
-                size++;
-              }
-            }
-          }
-          if (size > limit) {
-            const err = new MessageTooLargeError(sse ? 'an event' : 'a response', limit);
-            controller.error(err);
-            onOverflow(err);
-            return;
-          }
-          controller.enqueue(chunk);
-        },
-      }),
-    );
+    const event: EventState = { size: 0, atLineStart: true, afterCR: false };
+    let done = false;
+    let stop: TransformStreamDefaultController<Uint8Array> | undefined;
+    const finish = () => {
+      done = true;
+      for (const id of ids) if (open.get(id) === cut) open.delete(id);
+    };
+    const cut = (reason: Error) => {
+      if (done) return;
+      finish();
+      stop?.error(reason);
+    };
+    for (const id of ids) open.set(id, cut);
+    // `cancel` (the reader gave up) is in the streams standard and Node, not yet in TypeScript's lib.
+    const counter: Transformer<Uint8Array, Uint8Array> & { cancel: () => void } = {
+      start(controller) {
+        stop = controller;
+      },
+      transform(chunk, controller) {
+        if (done) return;
+        if (!sse) size += chunk.byteLength;
+        else {
+          countEvent(chunk, event);
+          size = event.size;
+        }
+        if (size > limit) {
+          const err = new MessageTooLargeError(sse ? 'an event' : 'a response', limit);
+          finish();
+          controller.error(err);
+          onOverflow(err);
+          return;
+        }
+        controller.enqueue(chunk);
+      },
+      flush: finish,
+      cancel: finish,
+    };
+    const counted = res.body.pipeThrough(new TransformStream(counter));
     return new Response(counted, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
+}
+
+/** Where an SSE stream is between chunks: the current event's size and how the last line ended. */
+interface EventState {
+  size: number;
+  /** No byte of the current line yet (a line end now is a blank line: the event is complete). */
+  atLineStart: boolean;
+  /** The last byte was "\r" (a "\n" right after it belongs to the same line end). */
+  afterCR: boolean;
+}
+
+/**
+ * Counts one chunk of an SSE stream into `s`: the bytes of the event being received (line ends not counted).
+ * A line ends with "\n", "\r" or "\r\n" (the SSE format allows all three); an empty line ends the event.
+ */
+function countEvent(chunk: Uint8Array, s: EventState): void {
+  for (let i = 0; i < chunk.length; i++) {
+    const byte = chunk[i];
+    if (byte === 10 && s.afterCR) {
+      s.afterCR = false;
+    } else if (byte === 10 || byte === 13) {
+      if (s.atLineStart) s.size = 0;
+      s.atLineStart = true;
+      s.afterCR = byte === 13;
+    } else {
+      s.size++;
+      s.atLineStart = false;
+      s.afterCR = false;
+    }
+  }
 }

@@ -21,7 +21,12 @@ import { LineSplitter, MessageTooLargeError } from './message-limit.ts';
 //   the child and is reported, a line that is not a JSON-RPC message goes to onerror, and the SDK's
 //   onmessage runs inside try/catch, so a throwing handler is reported instead of escaping the listener.
 //   (The SDK's ReadBuffer threw from append() past 10 MiB, inside this listener: that killed the daemon.)
-// - stdout/stderr 'error': to onerror. stderr 'data': a bounded tail, no parsing.
+//   Any other error while splitting (a line V8 cannot hold as a string) stops the child the same way.
+// - stdout/stderr 'error': to onerror. stderr 'data': a bounded tail (2 KiB), no parsing.
+// - stdin 'drain' / child 'close' while send() waits on a full pipe: settle that promise (a child that
+//   died never drains, and its call would otherwise wait for its timeout).
+// - The handlers these call (the SDK's onmessage / onerror / onclose, the connection's onOverflow) each run
+//   inside try/catch (report()), so even a handler that throws stays inside this transport.
 
 /** How to start one stdio MCP server. */
 export interface StdioParams {
@@ -77,7 +82,7 @@ export class StdioTransport implements Transport {
       this.child = child;
       child.once('error', (err) => {
         reject(err);
-        this.onerror?.(err);
+        this.report(err);
       });
       child.once('spawn', () => resolve());
       child.once('exit', (code, signal) => {
@@ -85,11 +90,15 @@ export class StdioTransport implements Transport {
       });
       child.once('close', () => {
         this.child = undefined;
-        this.onclose?.();
+        try {
+          this.onclose?.();
+        } catch (err) {
+          this.report(err as Error);
+        }
       });
-      child.stdin?.on('error', (err) => this.onerror?.(err));
-      child.stdout?.on('error', (err) => this.onerror?.(err));
-      child.stderr?.on('error', (err) => this.onerror?.(err));
+      child.stdin?.on('error', (err) => this.report(err));
+      child.stdout?.on('error', (err) => this.report(err));
+      child.stderr?.on('error', (err) => this.report(err));
       child.stdout?.on('data', (chunk: Buffer) => this.receive(chunk));
       child.stderr?.on('data', (chunk: Buffer) => {
         this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
@@ -103,10 +112,22 @@ export class StdioTransport implements Transport {
     try {
       lines = this.lines.push(chunk);
     } catch (err) {
-      if (!(err instanceof MessageTooLargeError)) throw err;
-      this.stopReason = err.message;
-      this.onOverflow?.(err);
+      // Over the cap; or, with a cap set near V8's largest string, a line that cannot be decoded at all.
+      // Either way the stream is out of step: stop the child rather than let the error leave this listener.
+      const error =
+        err instanceof MessageTooLargeError
+          ? err
+          : new Error(`the server sent a line that could not be read (${(err as Error).message})`);
+      this.stopReason = error.message;
       this.kill();
+      if (!(error instanceof MessageTooLargeError)) this.report(error);
+      else {
+        try {
+          this.onOverflow?.(error);
+        } catch (err) {
+          this.report(err as Error);
+        }
+      }
       return;
     }
     for (const line of lines) {
@@ -114,7 +135,7 @@ export class StdioTransport implements Transport {
       try {
         message = deserializeMessage(line);
       } catch (err) {
-        this.onerror?.(
+        this.report(
           new Error(`the server sent a line that is not a JSON-RPC message: ${(err as Error).message}`),
         );
         continue;
@@ -122,8 +143,17 @@ export class StdioTransport implements Transport {
       try {
         this.onmessage?.(message);
       } catch (err) {
-        this.onerror?.(err as Error);
+        this.report(err as Error);
       }
+    }
+  }
+
+  /** Hands an error to onerror; a handler that throws is ignored (no listener of a child may throw). */
+  private report(error: Error) {
+    try {
+      this.onerror?.(error);
+    } catch {
+      // nothing left to tell: the error was the report
     }
   }
 
@@ -136,8 +166,17 @@ export class StdioTransport implements Transport {
         );
         return;
       }
-      if (stdin.write(serializeMessage(message))) resolve();
-      else stdin.once('drain', () => resolve());
+      if (stdin.write(serializeMessage(message))) return resolve();
+      // A full pipe: wait for it to drain, but not past the child's end (it would never drain then).
+      const child = this.child;
+      const settle = () => {
+        stdin.off('drain', settle);
+        child?.off('close', settle);
+        if (stdin.writableNeedDrain) reject(new Error(`the server process stopped (${this.describeExit()})`));
+        else resolve();
+      };
+      stdin.once('drain', settle);
+      child?.once('close', settle);
     });
   }
 

@@ -13,6 +13,8 @@ import { log, openSecurity, tokenSecurity } from './helpers/stack.ts';
 // status that says why, and the service keeps answering everyone else.
 
 let server: Listening | undefined;
+/** How many /forever streams are running on the server side (a refused one must not keep running). */
+let live = 0;
 const sockets: Socket[] = [];
 afterEach(async () => {
   for (const s of sockets.splice(0)) s.destroy();
@@ -29,8 +31,13 @@ function app(limits: FloodLimits, tokens = false) {
   a.get('/health', (c) => c.json({ status: 'ok' }));
   a.get('/forever', (c) =>
     streamSSE(c, async (stream) => {
-      await stream.writeSSE({ data: 'open' });
-      while (!stream.aborted) await stream.sleep(50);
+      live++;
+      try {
+        await stream.writeSSE({ data: 'open' });
+        while (!stream.aborted) await stream.sleep(50);
+      } finally {
+        live--;
+      }
     }),
   );
   a.post('/echo', async (c) => c.json({ got: await c.req.text() }));
@@ -168,6 +175,45 @@ describe('held-open event streams', () => {
     expect((await again.res).status).toBe(200);
     for (const s of [a2, b1, again]) s.controller.abort();
     // Ordinary requests were never counted.
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  });
+
+  it('counts a stream by its answer: leaving Accept out or asking for JSON too does not get round the cap', async () => {
+    const l = limits({ maxStreams: 10, maxStreamsPerCredential: 2 });
+    server = await listen(app(l, true), 0, '127.0.0.1', undefined, l);
+    const held: AbortController[] = [];
+    const open = async (accept: string | undefined) => {
+      const controller = new AbortController();
+      held.push(controller);
+      const headers: Record<string, string> = { authorization: 'Bearer user-token-0001' };
+      if (accept) headers.accept = accept;
+      return fetch(`${server!.url}/forever`, { headers, signal: controller.signal });
+    };
+    const first = await open(undefined);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('content-type')).toContain('text/event-stream');
+    expect((await open('application/json, text/event-stream')).status).toBe(200);
+    for (const accept of [undefined, '*/*', 'application/json, text/event-stream', 'text/event-stream']) {
+      const refused = await open(accept);
+      expect(refused.status, String(accept)).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('5');
+      expect((await refused.json()).error).toBe(
+        'Too many open event streams (MAX_SSE_STREAMS_PER_CREDENTIAL=2); close one or retry shortly',
+      );
+    }
+    // The refused streams were ended on the server, not left running unseen.
+    await until(() => live === 2, 3000);
+    expect(live).toBe(2);
+    // Another credential still gets one, and a slot comes back when its client leaves.
+    const other = await fetch(`${server.url}/forever`, {
+      headers: { authorization: 'Bearer admin-token-001' },
+      signal: held[0].signal,
+    });
+    expect(other.status).toBe(200);
+    held[1].abort();
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await open(undefined)).status).toBe(200);
+    for (const c of held) c.abort();
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
   });
 });

@@ -1,12 +1,28 @@
 import { connect, type Socket } from 'node:net';
+import path from 'node:path';
 import { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { Agent, request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createAgent } from '../agent-server/agent.ts';
+import { createAgentApp } from '../agent-server/app.ts';
+import { createGatewayClient } from '../agent-server/gateway-client.ts';
+import type { Model } from '../agent-server/model.ts';
+import { createTaskStore } from '../agent-server/store.ts';
 import { DEFAULT_FLOOD_LIMITS, type FloodLimits } from '../lib/flood.ts';
 import { installBase } from '../lib/http.ts';
 import { type Listening, listen } from '../lib/serve.ts';
-import { log, openSecurity, tokenSecurity } from './helpers/stack.ts';
+import { openDatabase } from '../lib/sqlite.ts';
+import {
+  fetchOf,
+  log,
+  makeStack,
+  openSecurity,
+  retain,
+  SPLIT_TOOLSETS,
+  type Stack,
+  tokenSecurity,
+} from './helpers/stack.ts';
 
 // Floods against a real listening service: too many connections, held-open event streams beyond a
 // credential's share, and clients that trickle their headers or body (slowloris). Each is answered with a
@@ -16,10 +32,13 @@ let server: Listening | undefined;
 /** How many /forever streams are running on the server side (a refused one must not keep running). */
 let live = 0;
 const sockets: Socket[] = [];
+let stack: Stack | undefined;
 afterEach(async () => {
   for (const s of sockets.splice(0)) s.destroy();
   await server?.close();
   server = undefined;
+  await stack?.close();
+  stack = undefined;
 });
 
 function app(limits: FloodLimits, tokens = false) {
@@ -216,4 +235,66 @@ describe('held-open event streams', () => {
     for (const c of held) c.abort();
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
   });
+});
+
+describe('task event streams on a listening agent-server', () => {
+  it('refuses a running task’s event streams past the cap, whatever Accept says, and keeps answering', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
+    // A model call that never answers: the task stays running, so each event stream stays open.
+    const hangs: Model = {
+      complete: (_request, options = {}) =>
+        new Promise((_resolve, reject) => {
+          options.signal?.addEventListener('abort', () => reject(options.signal?.reason), { once: true });
+        }),
+    };
+    const store = createTaskStore(openDatabase(path.join(stack.dataDir, 'agent-floods.db')));
+    retain(store);
+    const agent = createAgent({
+      store,
+      gateway: createGatewayClient({ baseUrl: 'http://gateway', fetch: fetchOf(stack.gatewayApp) }),
+      model: hangs,
+      modelName: 'test-model',
+      defaultMaxSteps: 5,
+      log,
+    });
+    const l = limits({ maxStreams: 4, maxStreamsPerCredential: 3 });
+    const app = createAgentApp({ agent, store, log, security: { ...openSecurity, limits: l } });
+    server = await listen(app, 0, '127.0.0.1', undefined, l);
+    const started = await fetch(`${server.url}/agent/execute_task`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ goal: 'wait forever', wait: false }),
+    });
+    expect(started.status).toBe(202);
+    const { task_id } = await started.json();
+    const held: AbortController[] = [];
+    const follow = (accept?: string) => {
+      const controller = new AbortController();
+      held.push(controller);
+      return fetch(`${server!.url}/agent/tasks/${task_id}/events`, {
+        headers: accept ? { accept } : {},
+        signal: controller.signal,
+      });
+    };
+    try {
+      // No Accept at all (curl's default is */*): the route streams anyway, so the answer is what counts.
+      for (let i = 0; i < 3; i++) expect((await follow()).status).toBe(200);
+      for (const accept of [undefined, '*/*', 'text/event-stream']) {
+        const refused = await follow(accept);
+        expect(refused.status).toBe(429);
+        expect((await refused.json()).error).toMatch(/MAX_SSE_STREAMS_PER_CREDENTIAL=3/);
+      }
+      // The service answers everything else meanwhile, and the task is still running.
+      expect((await fetch(`${server.url}/health`)).status).toBe(200);
+      const task = await (await fetch(`${server.url}/agent/tasks/${task_id}`)).json();
+      expect(task.status).toBe('running');
+      // A follower that leaves gives its slot back.
+      held[0].abort();
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await follow()).status).toBe(200);
+    } finally {
+      for (const c of held) c.abort();
+      await fetch(`${server.url}/agent/tasks/${task_id}/cancel`, { method: 'POST' });
+    }
+  }, 30_000);
 });

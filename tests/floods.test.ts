@@ -125,6 +125,17 @@ describe('slow clients', () => {
     expect(slow.state.text).toMatch(/^HTTP\/1\.1 408/);
   });
 
+  it('cuts a connection that sends nothing at the header limit (408), so silent sockets cannot hold the cap', async () => {
+    const l = limits({ headersTimeoutMs: 1000 });
+    server = await listen(app(l), 0, '127.0.0.1', undefined, l);
+    const silent = rawClient(server.url);
+    await silent.opened;
+    await until(() => silent.state.closed, 8000);
+    expect(silent.state.closed).toBe(true);
+    expect(silent.state.text).toMatch(/^HTTP\/1\.1 408/);
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  });
+
   it('cuts a client that trickles its body (408)', async () => {
     const l = limits({ headersTimeoutMs: 1000, requestTimeoutMs: 1500 });
     server = await listen(app(l), 0, '127.0.0.1', undefined, l);

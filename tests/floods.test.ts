@@ -13,6 +13,8 @@ import { DEFAULT_FLOOD_LIMITS, type FloodLimits } from '../lib/flood.ts';
 import { installBase } from '../lib/http.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase } from '../lib/sqlite.ts';
+import { createGatewayApp } from '../mcp-gateway/app.ts';
+import { createPromptCatalog } from '../mcp-gateway/prompts.ts';
 import {
   fetchOf,
   log,
@@ -306,6 +308,96 @@ describe('task event streams on a listening agent-server', () => {
     } finally {
       for (const c of held) c.abort();
       await fetch(`${server.url}/agent/tasks/${task_id}/cancel`, { method: 'POST' });
+    }
+  }, 30_000);
+});
+
+describe('GET /mcp streams on a listening gateway', () => {
+  const TOKENS = { admin: 'admin-token-0123456789', mcp: 'mcp-token-0123456789' };
+  const PROTOCOL = '2025-06-18';
+
+  it('refuses an MCP client’s standalone streams past its share; the operator still gets one, requests still run', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, tokens: TOKENS });
+    const l = limits({ maxStreams: 10, maxStreamsPerCredential: 2 });
+    // The stack's gateway and MCP face behind a listening app with small stream caps.
+    const app = createGatewayApp({
+      gateway: stack.gateway,
+      backends: {},
+      log,
+      security: { ...tokenSecurity(TOKENS), limits: l },
+      face: stack.face,
+      prompts: createPromptCatalog(path.resolve('prompts')),
+    });
+    server = await listen(app, 0, '127.0.0.1', undefined, l);
+    const url = `${server.url}/mcp`;
+    const post = (token: string, body: unknown, session?: string) =>
+      fetch(url, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': PROTOCOL,
+          ...(session ? { 'mcp-session-id': session } : {}),
+        },
+        body: JSON.stringify(body),
+      });
+    /** A 2025-era session: initialize, then the initialized notification. */
+    const session = async (token: string) => {
+      const init = await post(token, {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'flood', version: '1' } },
+      });
+      expect(init.status).toBe(200);
+      await init.text();
+      const id = init.headers.get('mcp-session-id') as string;
+      await (await post(token, { jsonrpc: '2.0', method: 'notifications/initialized' }, id)).text();
+      return id;
+    };
+    const held: AbortController[] = [];
+    const stream = (token: string, id: string, accept = 'text/event-stream') => {
+      const controller = new AbortController();
+      held.push(controller);
+      return fetch(url, {
+        headers: {
+          authorization: `Bearer ${token}`,
+          accept,
+          'mcp-protocol-version': PROTOCOL,
+          'mcp-session-id': id,
+        },
+        signal: controller.signal,
+      });
+    };
+    try {
+      const ids = [await session(TOKENS.mcp), await session(TOKENS.mcp), await session(TOKENS.mcp)];
+      for (const id of ids.slice(0, 2)) {
+        const open = await stream(TOKENS.mcp, id);
+        expect(open.status).toBe(200);
+        expect(open.headers.get('content-type')).toContain('text/event-stream');
+      }
+      for (const accept of ['text/event-stream', 'application/json, text/event-stream']) {
+        const refused = await stream(TOKENS.mcp, ids[2], accept);
+        expect(refused.status, accept).toBe(429);
+        expect((await refused.json()).error).toBe(
+          'Too many open event streams (MAX_SSE_STREAMS_PER_CREDENTIAL=2); close one or retry shortly',
+        );
+      }
+      // The same client's requests still run (they are not held-open streams to refuse).
+      const list = await post(TOKENS.mcp, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, ids[0]);
+      expect(list.status).toBe(200);
+      expect(await list.text()).toContain('manage_toolsets');
+      // The operator is not locked out by the client's streams.
+      const mine = await stream(TOKENS.admin, await session(TOKENS.admin));
+      expect(mine.status).toBe(200);
+      // A client that drops a stream gets its slot back.
+      held[0].abort();
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await stream(TOKENS.mcp, ids[2])).status).toBe(200);
+      expect((await fetch(`${server.url}/health`)).status).toBe(200);
+    } finally {
+      for (const c of held) c.abort();
     }
   }, 30_000);
 });

@@ -2,7 +2,7 @@ import { Hono } from 'hono';
 import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
-import type { Security } from '../lib/security.ts';
+import { healthDetail, type Security } from '../lib/security.ts';
 import type { Agent } from './agent.ts';
 import { agentRoutes as routes } from './contract.ts';
 import { ModelNotConfiguredError } from './errors.ts';
@@ -91,8 +91,11 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
 
   route(app, routes.listTasks, (c, { query }) => c.json({ tasks: store.recentTasks(query.limit) }));
 
+  // Without a token, only whether it is up (like every service): the rest is for the service's callers.
   route(app, routes.health, (c) =>
-    c.json({ status: 'ok' as const, model_configured: agent.modelConfigured }),
+    healthDetail(c)
+      ? c.json({ status: 'ok' as const, model_configured: agent.modelConfigured })
+      : c.json({ status: 'ok' as const }),
   );
 
   serveOpenApi(app, 'toolshift agent-server', Object.values(routes));

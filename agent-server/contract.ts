@@ -225,8 +225,8 @@ export const agentRoutes = {
   health: {
     method: 'get',
     path: '/health',
-    summary: 'Liveness, and whether a model is configured',
-    responses: { 200: z.looseObject({ status: z.literal('ok'), model_configured: z.boolean() }) },
+    summary: 'Liveness, and (with a token) whether a model is configured',
+    responses: { 200: z.looseObject({ status: z.literal('ok'), model_configured: z.boolean().optional() }) },
   },
   metrics: {
     method: 'get',

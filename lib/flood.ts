@@ -50,78 +50,112 @@ export function limitConnections(server: Server, limits: FloodLimits): void {
   });
 }
 
-/** A request that will hold an event stream open: it asks for text/event-stream and not for JSON. */
+/** A request that asks for an event stream and not for JSON: its slot is taken before the route runs. */
 function wantsStream(accept: string | undefined): boolean {
   if (!accept) return false;
   const a = accept.toLowerCase();
   return a.includes('text/event-stream') && !a.includes('application/json');
 }
 
-/**
- * Counts held-open event streams, per service and per credential (`local` without tokens): a stream past
- * either cap is refused with 429 naming the cap before the route runs; a stream is released when its
- * response ends, fails or is cancelled by the client.
- */
-export function limitStreams(limits: FloodLimits): MiddlewareHandler {
+/** The per-service and per-credential counts of held-open event streams. */
+function streamCounter(limits: FloodLimits) {
   let total = 0;
   const byCredential = new Map<string, number>();
+  return {
+    /** Why a new stream of `key` is refused (the cap and its setting), or undefined when there is room. */
+    full(key: string): string | undefined {
+      if ((byCredential.get(key) ?? 0) >= limits.maxStreamsPerCredential) {
+        return `MAX_SSE_STREAMS_PER_CREDENTIAL=${limits.maxStreamsPerCredential}`;
+      }
+      if (total >= limits.maxStreams) return `MAX_SSE_STREAMS=${limits.maxStreams}`;
+      return undefined;
+    },
+    /** Takes a slot; the returned function gives it back (once, however often it is called). */
+    take(key: string): () => void {
+      total++;
+      byCredential.set(key, (byCredential.get(key) ?? 0) + 1);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        total--;
+        const left = (byCredential.get(key) ?? 1) - 1;
+        if (left <= 0) byCredential.delete(key);
+        else byCredential.set(key, left);
+      };
+    },
+  };
+}
+
+function tooManyStreams(cap: string): HttpError {
+  return new HttpError(
+    429,
+    `Too many open event streams (${cap}); close one or retry shortly`,
+    {},
+    { 'retry-after': '5' },
+  );
+}
+
+/**
+ * Counts held-open event streams, per service and per credential (`local` without tokens). A request that asks
+ * only for a stream is refused with 429 naming the cap before the route runs. A GET answered with a stream
+ * whatever its Accept said (task events asked for with no Accept, `GET /mcp` asking for JSON too) is counted
+ * by its answer: past a cap the stream is cancelled before a byte of it is sent and the client gets the same
+ * 429, so leaving Accept out does not get round the cap. A POST answered with a stream it did not ask for
+ * alone (an MCP request, a task started with `Accept: text/event-stream, application/json`) has already done
+ * its work and is not refused; it is still counted while it stays open, so it takes its place against the
+ * caps. A slot is released when the stream ends, fails or is cancelled by the client.
+ */
+export function limitStreams(limits: FloodLimits): MiddlewareHandler {
+  const streams = streamCounter(limits);
   return async (c, next) => {
-    if (!wantsStream(c.req.header('accept'))) return next();
     const principal = c.get('principal');
     const key = principal && principal.role !== 'local' ? principal.credential : 'local';
-    const mine = byCredential.get(key) ?? 0;
-    if (total >= limits.maxStreams || mine >= limits.maxStreamsPerCredential) {
-      const [cap, setting] =
-        mine >= limits.maxStreamsPerCredential
-          ? [limits.maxStreamsPerCredential, 'MAX_SSE_STREAMS_PER_CREDENTIAL']
-          : [limits.maxStreams, 'MAX_SSE_STREAMS'];
-      throw new HttpError(
-        429,
-        `Too many open event streams (${setting}=${cap}); close one or retry shortly`,
-        {},
-        { 'retry-after': '5' },
-      );
+    let release: (() => void) | undefined;
+    if (wantsStream(c.req.header('accept'))) {
+      const cap = streams.full(key);
+      if (cap) throw tooManyStreams(cap);
+      release = streams.take(key);
     }
-    total++;
-    byCredential.set(key, mine + 1);
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      total--;
-      const left = (byCredential.get(key) ?? 1) - 1;
-      if (left <= 0) byCredential.delete(key);
-      else byCredential.set(key, left);
-    };
     try {
       await next();
     } catch (err) {
-      release();
+      release?.();
       throw err;
     }
     const body = c.res.body;
     if (!body || !(c.res.headers.get('content-type') ?? '').includes('text/event-stream')) {
-      release();
+      release?.();
       return;
     }
+    if (!release) {
+      const cap = c.req.method === 'GET' ? streams.full(key) : undefined;
+      if (cap) {
+        // Nothing of it was sent yet: cancelling ends the route's stream (its finally blocks run).
+        void body.cancel().catch(() => {});
+        throw tooManyStreams(cap);
+      }
+      release = streams.take(key);
+    }
+    const done = release;
     // Released when the stream ends, errors, or the client goes away (the body is cancelled).
     const reader = body.getReader();
     c.res = new Response(
       new ReadableStream<Uint8Array>({
         async pull(controller) {
           try {
-            const { done, value } = await reader.read();
-            if (done) {
-              release();
+            const { done: ended, value } = await reader.read();
+            if (ended) {
+              done();
               controller.close();
             } else controller.enqueue(value);
           } catch (err) {
-            release();
+            done();
             controller.error(err);
           }
         },
         cancel(reason) {
-          release();
+          done();
           return reader.cancel(reason);
         },
       }),

@@ -80,6 +80,33 @@ describe('GET /health', () => {
   }, 30_000);
 });
 
+describe('GET /health of the agent-server and the tool-server', () => {
+  it('says only {status} without a valid token of that service; its callers see the rest', async () => {
+    const tokens = { ...TOKENS, gateway: 'tools-token-0123456789', user: 'user-token-0123456789' };
+    stack = await makeStack({ tokens });
+    const s = stack;
+    for (const [app, token, detail] of [
+      [s.agentApp, tokens.user, 'model_configured'],
+      [s.toolApp, tokens.gateway, 'tools'],
+    ] as const) {
+      server = await listen(app, 0, '127.0.0.1');
+      for (const headers of [
+        {} as Record<string, string>,
+        { authorization: 'Bearer nope' },
+        { authorization: `Bearer ${TOKENS.admin}` },
+      ]) {
+        const res = await fetch(`${server.url}/health`, { headers });
+        expect(res.status).toBe(200);
+        expect(await res.json()).toEqual({ status: 'ok' });
+      }
+      const caller = await fetch(`${server.url}/health`, { headers: { authorization: `Bearer ${token}` } });
+      expect(Object.keys(await caller.json())).toEqual(['status', detail]);
+      await server.close();
+      server = undefined;
+    }
+  });
+});
+
 describe('requests without a body', () => {
   it('a POST with neither body nor Content-Type is taken as empty, as curl -X POST sends it', async () => {
     stack = await makeStack({ tokens: TOKENS, toolsets: { 'leaky.yaml': LEAKY } });

@@ -2,7 +2,7 @@ import { Hono } from 'hono';
 import { installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
-import type { Security } from '../lib/security.ts';
+import { healthDetail, type Security } from '../lib/security.ts';
 import { toolServerRoutes as routes } from './contract.ts';
 import type { ToolRegistry } from './registry.ts';
 import type { ToolContext } from './tools/define.ts';
@@ -25,8 +25,11 @@ export function createToolServerApp(deps: ToolServerDeps): Hono {
   route(app, routes.callTool, async (c, { params, body }) =>
     c.json(await deps.registry.call(params.name, body ?? {}, deps.context)),
   );
+  // Without a token, only whether it is up (like every service): the rest is for the service's callers.
   route(app, routes.health, (c) =>
-    c.json({ status: 'ok' as const, tools: deps.registry.definitions().length }),
+    healthDetail(c)
+      ? c.json({ status: 'ok' as const, tools: deps.registry.definitions().length })
+      : c.json({ status: 'ok' as const }),
   );
   serveOpenApi(app, 'toolshift tool-server', Object.values(routes));
   return app;

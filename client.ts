@@ -71,6 +71,12 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stderr(`error: ${(err as Error).message}\n`);
     return EXIT.usage;
   }
+  try {
+    io = { ...io, reconnectForMs: io.reconnectForMs ?? reconnectWindow(io.env.TOOLSHIFT_RECONNECT_S) };
+  } catch (err) {
+    io.stderr(`error: ${(err as Error).message}\n`);
+    return EXIT.usage;
+  }
   const agent = serviceEndpoint('agent-server', config.agent.url, config.agent.apiToken, io);
   const gateway = serviceEndpoint('mcp-gateway', config.gateway.url, config.gateway.adminToken, io);
   try {
@@ -147,6 +153,16 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stderr(`error: ${(err as Error).message}\n`);
     return EXIT.failed;
   }
+}
+
+/** TOOLSHIFT_RECONNECT_S: how long run/watch wait for a daemon that went away mid-task (default 60). */
+function reconnectWindow(value: string | undefined): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const s = Number(value);
+  if (!Number.isFinite(s) || s < 0 || s > 86400) {
+    throw new Error(`TOOLSHIFT_RECONNECT_S must be a number of seconds from 0 to 86400, got "${value}"`);
+  }
+  return s * 1000;
 }
 
 /** Which variable a refused request needs, by the service the command talks to, and where it comes from. */
@@ -269,12 +285,21 @@ async function toolsets(
       io.stdout(`${JSON.stringify(res)}\n`);
       return 0;
     }
-    io.stdout(`session ${res.session_id}\n`);
+    if (values.query && res.toolsets.length === 0) {
+      io.stdout(`no toolset matches "${values.query}"; toolshift toolsets lists them all\n`);
+      return 1;
+    }
+    // Without --session the listing is about what new tasks start with; with one, about that session.
+    const inSession = values.session !== undefined;
+    io.stdout(
+      inSession
+        ? `session ${res.session_id} (active: what its next step offers the model)\n`
+        : 'default: what every new task and MCP session starts with (toolshift toolsets activate|deactivate ID)\n',
+    );
     for (const t of res.toolsets) {
       const state = [
-        t.active ? 'active' : 'inactive',
+        inSession ? (t.active ? 'active' : 'inactive') : t.default ? 'default' : '',
         t.enabled ? '' : 'DISABLED',
-        t.default ? 'default' : '',
       ]
         .filter(Boolean)
         .join(', ');
@@ -282,7 +307,10 @@ async function toolsets(
       const held = t.withheld?.length ? ` [${t.withheld.length} withheld until approved]` : '';
       const count =
         t.health === 'idle' && t.tools.length === 0 ? 'tools on first use' : `${t.tools.length} tools`;
-      io.stdout(`${t.id.padEnd(24)} ${state.padEnd(26)} ${count}  ${t.description}${health}${held}\n`);
+      io.stdout(
+        `${t.id.padEnd(24)} ${state.padEnd(18)} ${count.padEnd(18)} ${t.description}${health}${held}\n`,
+      );
+      if (t.matched_tools?.length) io.stdout(`${''.padEnd(25)}matched: ${t.matched_tools.join(', ')}\n`);
     }
     return 0;
   }
@@ -295,9 +323,49 @@ async function toolsets(
   const action = actions[sub as keyof typeof actions];
   if (!action)
     throw new UsageError(
-      `unknown toolsets command "${sub}"; use list, activate, deactivate, enable, disable`,
+      `unknown toolsets command "${sub}"; use list, activate, deactivate, enable, disable, import, reload or approve`,
+      'toolsets',
     );
-  if (ids.length === 0) throw new UsageError(`toolsets ${sub} needs at least one toolset id`);
+  if (ids.length === 0) throw new UsageError(`toolsets ${sub} needs at least one toolset id`, 'toolsets');
+  if (action === 'ENABLE' || action === 'DISABLE') {
+    const res = await callRoute(gateway, gatewayRoutes.changeToolsets, {
+      body: { action, toolset_ids: ids },
+    });
+    if (values.json) io.stdout(`${JSON.stringify(res)}\n`);
+    else {
+      const changed = ids.filter((id) => !res.unchanged.includes(id));
+      if (changed.length > 0) {
+        io.stdout(
+          action === 'DISABLE'
+            ? `disabled ${changed.join(', ')}: no task or MCP client can use it, and every session lost it\n`
+            : `enabled ${changed.join(', ')}: tasks and MCP clients may activate it again\n`,
+        );
+      }
+      if (res.unchanged.length > 0) {
+        io.stdout(`already ${action === 'DISABLE' ? 'disabled' : 'enabled'}: ${res.unchanged.join(', ')}\n`);
+      }
+    }
+    return 0;
+  }
+  if (values.session === undefined) {
+    // No session named: the user's defaults, which every new task (each run is a new session) starts with.
+    const res = await callRoute(gateway, gatewayRoutes.changeDefaults, {
+      body: { action, toolset_ids: ids },
+    });
+    if (values.json) {
+      io.stdout(`${JSON.stringify(res)}\n`);
+      return 0;
+    }
+    const verb = action === 'ACTIVATE' ? 'added to' : 'removed from';
+    const changed = ids.filter((id) => !res.unchanged.includes(id));
+    if (changed.length > 0) io.stdout(`${changed.join(', ')} ${verb} the default toolsets\n`);
+    if (res.unchanged.length > 0) io.stdout(`unchanged: ${res.unchanged.join(', ')}\n`);
+    io.stdout(
+      `new tasks and MCP sessions start with: ${res.default_toolsets.join(', ') || 'none'}\n` +
+        '  (a session that has changed its toolsets keeps them; change one with --session ID)\n',
+    );
+    return 0;
+  }
   const res = await callRoute(gateway, gatewayRoutes.changeToolsets, {
     body: { action, toolset_ids: ids, session_id: values.session },
   });
@@ -309,6 +377,7 @@ async function toolsets(
   if (res.added_tools.length > 0) io.stdout(`added tools: ${res.added_tools.join(', ')}\n`);
   if (res.removed_tools.length > 0) io.stdout(`removed tools: ${res.removed_tools.join(', ')}\n`);
   if (res.unchanged.length > 0) io.stdout(`unchanged: ${res.unchanged.join(', ')}\n`);
+  io.stdout(`run in this session: toolshift run --session ${res.session_id} "<goal>"\n`);
   return 0;
 }
 

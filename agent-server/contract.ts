@@ -61,8 +61,13 @@ export const TokenTotals = z.object({
   requests: z.number(),
   /** Tool-definition tokens sent, summed over the requests. */
   tool_definition_tokens: z.number(),
-  /** What the requests' tool definitions would have cost with every toolset loaded (for the saving). */
+  /**
+   * What the requests' tool definitions would have cost with every enabled toolset loaded (for the saving),
+   * counting the toolsets whose definitions are known: a lower bound when `all_toolsets_not_counted` names any.
+   */
   all_toolsets_tool_tokens: z.number(),
+  /** Enabled toolsets left out of `all_toolsets_tool_tokens`: upstream servers not started yet (tools unknown). */
+  all_toolsets_not_counted: z.array(z.string()).optional(),
   /** Message tokens sent, summed over the requests (an estimate of the prompt without the tools). */
   message_tokens: z.number(),
 });

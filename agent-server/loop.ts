@@ -72,15 +72,22 @@ export const CUT_OFF_NOTE =
   'Your previous reply was cut off at the output token limit (finish_reason: length), so none of its tool ' +
   'calls were run. Send them again, shorter: for example write a large file in several smaller edits.';
 
-/** The tool-definition tokens of a request carrying every enabled toolset (null when the gateway does not say). */
-function allToolsetsTokens(toolsets: readonly ToolsetInfo[], meta: number): number | null {
-  let sum = meta;
-  for (const t of toolsets.filter((ts) => ts.enabled)) {
-    const n = (t as { definition_tokens?: number }).definition_tokens;
-    if (typeof n !== 'number') return null;
-    sum += n;
+/**
+ * The tool-definition tokens of a request carrying every enabled toolset, as far as they are known: an upstream
+ * server not started yet has not listed its tools, so its toolset is named in `unknown` instead of guessed.
+ */
+export function allToolsetsTokens(
+  toolsets: readonly ToolsetInfo[],
+  meta: number,
+): { known: number; unknown: string[] } {
+  let known = meta;
+  const unknown: string[] = [];
+  for (const t of toolsets) {
+    if (!t.enabled) continue;
+    if (typeof t.definition_tokens === 'number') known += t.definition_tokens;
+    else unknown.push(t.id);
   }
-  return sum;
+  return { known, unknown };
 }
 
 /** The tool-calling loop: model ⇄ tools until the model answers without tool calls or max_steps runs out. */
@@ -109,6 +116,7 @@ export async function runLoop(
     requests: 0,
     tool_definition_tokens: 0,
     all_toolsets_tool_tokens: 0,
+    all_toolsets_not_counted: [],
     message_tokens: 0,
   };
   const used = new Set<string>(saved?.used);
@@ -126,7 +134,8 @@ export async function runLoop(
 
   try {
     const { toolsets } = await gateway.listToolsets(sessionId, undefined, signal);
-    const allTools = allToolsetsTokens(toolsets, deps.tokens.tool(manageToolsetsDefinition));
+    const meta = deps.tokens.tool(manageToolsetsDefinition);
+    let allTools = allToolsetsTokens(toolsets, meta);
     const messages: ChatCompletionMessageParam[] = saved?.messages ?? [
       {
         role: 'system',
@@ -185,17 +194,18 @@ export async function runLoop(
         request.tools.flatMap((t) => (t.type === 'function' ? [t.function] : [])),
       );
       const messageTokens = deps.tokens.messages(request.messages);
-      tokens.requests++;
-      tokens.tool_definition_tokens += toolTokens;
-      tokens.message_tokens += messageTokens;
-      tokens.all_toolsets_tool_tokens += allTools ?? toolTokens;
+      // A server started since the last listing (the model activated it) has listed its tools by now.
+      if (allTools.unknown.length > 0) {
+        allTools = allToolsetsTokens((await gateway.listToolsets(sessionId, undefined, signal)).toolsets, meta);
+      }
       emit('model_request', {
         step,
         tools: request.tools.map((t) => (t.type === 'function' ? t.function.name : t.type)),
         tool_tokens: toolTokens,
         message_tokens: messageTokens,
         messages: request.messages.length,
-        all_toolsets_tool_tokens: allTools,
+        all_toolsets_tool_tokens: allTools.known,
+        all_toolsets_not_counted: allTools.unknown,
         tokenizer: deps.tokens.name,
         exposure: exposure.mode,
       });
@@ -205,6 +215,13 @@ export async function runLoop(
         onRetry: (retry) => emit('model_retry', { step, ...retry }),
       });
       steps = step;
+      // Counted once the model answered: a request that failed cost nothing and saved nothing.
+      tokens.requests++;
+      tokens.tool_definition_tokens += toolTokens;
+      tokens.message_tokens += messageTokens;
+      tokens.all_toolsets_tool_tokens += allTools.known;
+      const notCounted = new Set([...(tokens.all_toolsets_not_counted ?? []), ...allTools.unknown]);
+      tokens.all_toolsets_not_counted = [...notCounted];
       usage.prompt_tokens += reply.usage.prompt_tokens;
       usage.completion_tokens += reply.usage.completion_tokens;
       usage.total_tokens += reply.usage.total_tokens;

@@ -41,6 +41,7 @@ export function crashed(err: unknown, tokenizer: string): LoopOutcome {
       requests: 0,
       tool_definition_tokens: 0,
       all_toolsets_tool_tokens: 0,
+      all_toolsets_not_counted: [],
       message_tokens: 0,
     },
   };

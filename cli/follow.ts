@@ -13,7 +13,15 @@ export interface FollowOptions {
   /** Reconnections allowed in a row without a new event before giving up. */
   retries?: number;
   sleep?: (ms: number) => Promise<void>;
+  now?: () => number;
+  /** How long to keep trying while the agent-server cannot be reached (it restarts); 60 s by default. */
+  reconnectForMs?: number;
+  /** The agent-server went away (`lost`, with why and for how long it is tried) or came back. */
+  onConnection?: (state: { lost: true; reason: string; tryingForMs: number } | { lost: false }) => void;
 }
+
+/** How long `run` waits for a daemon that went away mid-task to come back. */
+export const RECONNECT_FOR_MS = 60_000;
 
 /** Follows `taskId` until its result; throws when the stream cannot be (re)opened. */
 export async function followTask(
@@ -24,17 +32,45 @@ export async function followTask(
   const doFetch = agent.fetch ?? fetch;
   const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const url = `${agent.baseUrl.replace(/\/$/, '')}/agent/tasks/${encodeURIComponent(taskId)}/events`;
+  const now = opts.now ?? Date.now;
+  const window = opts.reconnectForMs ?? RECONNECT_FOR_MS;
   let last = 0;
   let failures = 0;
+  let connected = false;
+  let attempts = 0;
+  /** When the agent-server stopped answering (undefined while it answers). */
+  let lostAt: number | undefined;
+  const back = () => {
+    if (lostAt === undefined) return;
+    lostAt = undefined;
+    attempts = 0;
+    opts.onConnection?.({ lost: false });
+  };
   for (;;) {
-    const res = await doFetch(url, {
-      headers: {
-        accept: 'text/event-stream',
-        ...agent.headers,
-        ...(last > 0 ? { 'last-event-id': String(last) } : {}),
-      },
-      signal: opts.signal,
-    });
+    let res: Response;
+    try {
+      res = await doFetch(url, {
+        headers: {
+          accept: 'text/event-stream',
+          ...agent.headers,
+          ...(last > 0 ? { 'last-event-id': String(last) } : {}),
+        },
+        signal: opts.signal,
+      });
+    } catch (err) {
+      // Never reached, or detached: nothing to wait for. Reached before: it may be restarting.
+      if (!connected || opts.signal?.aborted) throw err;
+      if (lostAt === undefined) {
+        lostAt = now();
+        opts.onConnection?.({ lost: true, reason: (err as Error).message, tryingForMs: window });
+      } else if (now() - lostAt >= window) {
+        throw err;
+      }
+      await sleep(Math.min(250 * 2 ** attempts++, 2000));
+      continue;
+    }
+    connected = true;
+    back();
     if (!res.ok || !res.body) {
       const text = await res.text();
       let message = text;

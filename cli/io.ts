@@ -25,6 +25,8 @@ export interface CliIo {
   clearInterval?: (handle: unknown) => void;
   /** How long a non-interactive Ctrl-C waits for a second one before detaching. */
   detachAfterMs?: number;
+  /** How long `run` and `tasks watch` wait for an agent-server that went away mid-task (60 s). */
+  reconnectForMs?: number;
 }
 
 /** The exit codes, documented in the README and in `toolshift --help`. */

@@ -2,9 +2,75 @@ import { readEnv } from '../lib/config.ts';
 import type { CliIo } from './io.ts';
 
 // The CLI's io for a real process: stdout/stderr, the environment (and .env), Ctrl-C, and the terminal.
+//
+// While a task is followed on a terminal, the terminal is in raw mode and Ctrl-C arrives as a key, not as a
+// signal. A signal goes to the whole foreground process group: under `npx toolshift` that is npm and its
+// `sh -c` too, and dash dies of the first Ctrl-C, so npm exited 130 ("detached") whatever the CLI then
+// did, and left it running behind the shell's prompt. As a key, only the CLI sees it. SIGINT from `kill`
+// (or piped use, where stdin is no terminal) still works.
 
-/** Reads one line from the terminal, giving up when `signal` aborts; undefined at end of input. */
-function readLine(signal: AbortSignal): Promise<string | undefined> {
+const CTRL_C = '\x03';
+/** Ctrl-\ (quit) and Ctrl-D (end of input) on a raw terminal; both act as Ctrl-C does. */
+const INTERRUPT_KEYS = new Set([CTRL_C, '\x1c', '\x04']);
+
+/** The keys of a raw terminal: Ctrl-C to the interrupt handlers, other keys to whoever waits for one. */
+function createKeyboard() {
+  const stdin = process.stdin;
+  const interrupts = new Set<() => void>();
+  let waiting: ((key: string) => void) | undefined;
+  const onData = (chunk: Buffer) => {
+    for (const key of chunk.toString('utf8')) {
+      if (INTERRUPT_KEYS.has(key)) for (const handler of [...interrupts]) handler();
+      else waiting?.(key);
+    }
+  };
+  const restore = () => {
+    if (stdin.isRaw) stdin.setRawMode(false);
+  };
+  return {
+    /** Subscribes to Ctrl-C; the terminal is raw while anyone is subscribed. */
+    onInterrupt(handler: () => void): () => void {
+      if (interrupts.size === 0) {
+        stdin.setRawMode(true);
+        stdin.on('data', onData);
+        stdin.resume();
+        // A crash or process.exit must not leave the user's terminal raw.
+        process.once('exit', restore);
+      }
+      interrupts.add(handler);
+      return () => {
+        interrupts.delete(handler);
+        if (interrupts.size > 0) return;
+        stdin.off('data', onData);
+        restore();
+        stdin.pause();
+        process.off('exit', restore);
+      };
+    },
+    /** True while Ctrl-C is a key (someone follows a task). */
+    get raw() {
+      return interrupts.size > 0;
+    },
+    /** The next key pressed, echoed; "" for Enter; undefined when `signal` aborts. */
+    key(signal: AbortSignal): Promise<string | undefined> {
+      return new Promise((resolve) => {
+        const done = (key: string | undefined) => {
+          waiting = undefined;
+          signal.removeEventListener('abort', onAbort);
+          if (key !== undefined) process.stderr.write(`${key === '\r' || key === '\n' ? '' : key}\n`);
+          resolve(key === '\r' || key === '\n' ? '' : key);
+        };
+        const onAbort = () => done(undefined);
+        if (signal.aborted) return resolve(undefined);
+        signal.addEventListener('abort', onAbort, { once: true });
+        waiting = done;
+      });
+    },
+  };
+}
+
+/** Reads one line from a terminal in its usual (cooked) mode, giving up when `signal` aborts. */
+function readCookedLine(signal: AbortSignal): Promise<string | undefined> {
   return new Promise((resolve) => {
     let buffered = '';
     const done = (value: string | undefined) => {
@@ -35,19 +101,39 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/**
+ * A reader that stops early (`toolshift toolsets | head -2`) closes the pipe: the next write fails with EPIPE.
+ * Exit quietly as git and gh do, instead of an unhandled 'error' event and a stack trace.
+ */
+function quietOnClosedPipe(stream: NodeJS.WriteStream): void {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(process.exitCode ?? 0);
+  });
+}
+
 /** The io of this process. */
 export function processIo(): CliIo {
+  quietOnClosedPipe(process.stdout);
+  quietOnClosedPipe(process.stderr);
+  const tty = process.stdin.isTTY === true;
+  const keyboard = tty ? createKeyboard() : undefined;
   return {
     stdout: (t) => void process.stdout.write(t),
     stderr: (t) => void process.stderr.write(t),
     env: readEnv(),
     readStdin,
     stderrIsTTY: process.stderr.isTTY === true,
-    stdinIsTTY: process.stdin.isTTY === true,
+    stdinIsTTY: tty,
     onInterrupt: (handler) => {
       process.on('SIGINT', handler);
-      return () => process.off('SIGINT', handler);
+      const offKey = keyboard?.onInterrupt(handler);
+      return () => {
+        process.off('SIGINT', handler);
+        offKey?.();
+      };
     },
-    readLine,
+    // A question while following is answered by one key (y, n, Enter); elsewhere by a line.
+    readLine: (signal) => (keyboard?.raw ? keyboard.key(signal) : readCookedLine(signal)),
   };
 }

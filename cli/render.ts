@@ -22,6 +22,16 @@ export interface ProgressOptions {
 /** Formats a number with thousands separators. */
 export const num = (n: number) => Math.round(n).toLocaleString('en-US');
 
+/** How long ago `iso` was, in the largest whole unit: "12s ago", "5m ago", "3h ago", "2d ago". */
+export function age(iso: string, now: number): string {
+  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  if (!Number.isFinite(s)) return '?';
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86400)}d ago`;
+}
+
 /** Seconds with one decimal, or milliseconds below a second. */
 export function duration(ms: number): string {
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)}s`;
@@ -36,6 +46,18 @@ function bytes(n: number): string {
 }
 
 type Data = Record<string, unknown>;
+
+/** A call as a line shows it: manage_toolsets with its action and query or ids (LIST "git"), others by name. */
+function callLabel(name: string, args: unknown): string {
+  if (name !== 'manage_toolsets' || !args || typeof args !== 'object') return name;
+  const a = args as { action?: unknown; query?: unknown; toolset_ids?: unknown };
+  const what = [
+    typeof a.action === 'string' ? a.action : '',
+    typeof a.query === 'string' && a.query ? JSON.stringify(a.query.slice(0, 80)) : '',
+    Array.isArray(a.toolset_ids) ? a.toolset_ids.filter((x) => typeof x === 'string').join(', ') : '',
+  ].filter(Boolean);
+  return what.length > 0 ? `${name} ${what.join(' ')}` : name;
+}
 
 /** The progress display of one task: feed it events; `pause` while asking the user something. */
 export function createProgress(opts: ProgressOptions) {
@@ -56,8 +78,10 @@ export function createProgress(opts: ProgressOptions) {
     write(`${CLEAR_LINE}${s.cyan(FRAMES[frame++ % FRAMES.length])} ${activity.label} ${s.dim(elapsed)}`);
     drawn = true;
   };
-  const startActivity = (label: string) => {
-    activity = { label, since: opts.now() };
+  /** `at`: when the event happened, so following a task late counts from then, not from attaching. */
+  const startActivity = (label: string, at?: string) => {
+    const then = at ? Date.parse(at) : Number.NaN;
+    activity = { label, since: Number.isFinite(then) ? Math.min(then, opts.now()) : opts.now() };
     if (!opts.live) return;
     if (timer === undefined) timer = opts.setInterval(draw, 100);
     draw();
@@ -84,7 +108,7 @@ export function createProgress(opts: ProgressOptions) {
       case 'model_request': {
         const tools = (d.tools as string[]).length;
         const what = `${tools} tool${tools === 1 ? '' : 's'} (${num(d.tool_tokens as number)} tokens) · ${num(d.message_tokens as number)} message tokens`;
-        if (opts.live) startActivity(`step ${d.step} · thinking… ${s.dim(what)}`);
+        if (opts.live) startActivity(`step ${d.step} · thinking… ${s.dim(what)}`, e.at);
         else line(`step ${d.step} · asking the model · ${what}`);
         break;
       }
@@ -107,14 +131,14 @@ export function createProgress(opts: ProgressOptions) {
       }
       case 'tool_call_started':
         line(s.dim(`  ▸ ${d.name}`));
-        if (opts.live) startActivity(`running ${d.name}…`);
+        if (opts.live) startActivity(`running ${d.name}…`, e.at);
         break;
       case 'tool_call': {
         endActivity();
         const took = duration(e.duration_ms ?? 0);
-        if (d.ok)
-          line(`  ${s.green('✓')} ${d.name} ${s.dim(`${took} · ${bytes(d.result_bytes as number)}`)}`);
-        else line(`  ${s.red('✗')} ${d.name} ${s.dim(took)}: ${s.red(String(d.output).slice(0, 200))}`);
+        const label = callLabel(String(d.name), d.arguments);
+        if (d.ok) line(`  ${s.green('✓')} ${label} ${s.dim(`${took} · ${bytes(d.result_bytes as number)}`)}`);
+        else line(`  ${s.red('✗')} ${label} ${s.dim(took)}: ${s.red(String(d.output).slice(0, 200))}`);
         break;
       }
       case 'toolset_change': {
@@ -167,6 +191,23 @@ export function createProgress(opts: ProgressOptions) {
   };
 }
 
+/**
+ * What the task's tool definitions cost and saved against every enabled toolset loaded, from what is known:
+ * toolsets whose servers never started have no known size, so the saving is "at least" and they are named.
+ * Nothing when no model request was answered (nothing was sent, nothing saved).
+ */
+export function savingText(t: NonNullable<ExecuteTaskResponse['tokens']>): string | undefined {
+  if (t.requests === 0) return undefined;
+  const saved = Math.max(0, t.all_toolsets_tool_tokens - t.tool_definition_tokens);
+  const notCounted = t.all_toolsets_not_counted ?? [];
+  const sent = `tool definitions ${num(t.tool_definition_tokens)} tokens`;
+  if (notCounted.length === 0) return `${sent}, ${num(saved)} saved vs all toolsets loaded`;
+  return (
+    `${sent}, at least ${num(saved)} saved vs all toolsets loaded ` +
+    `(not counted: ${notCounted.join(', ')}, not started yet)`
+  );
+}
+
 /** The closing summary: outcome, steps, time, tokens, tool-definition tokens saved, toolsets, ids. */
 export function summary(r: ExecuteTaskResponse, s: Style): string {
   const ok = r.status === 'completed';
@@ -176,12 +217,8 @@ export function summary(r: ExecuteTaskResponse, s: Style): string {
     ...(r.duration_ms !== undefined ? [duration(r.duration_ms)] : []),
     `${num(r.usage.total_tokens)} tokens (prompt ${num(r.usage.prompt_tokens)}, completion ${num(r.usage.completion_tokens)})`,
   ];
-  if (r.tokens) {
-    const saved = r.tokens.all_toolsets_tool_tokens - r.tokens.tool_definition_tokens;
-    parts.push(
-      `tool definitions ${num(r.tokens.tool_definition_tokens)} tokens, ${num(saved)} saved vs all toolsets loaded`,
-    );
-  }
+  const saving = r.tokens && savingText(r.tokens);
+  if (saving) parts.push(saving);
   parts.push(`toolsets: ${r.toolsets_used.length > 0 ? r.toolsets_used.join(', ') : 'none'}`);
   const lines = [parts.join(' · '), s.dim(`  task ${r.task_id} · session ${r.session_id}`)];
   if (r.error) lines.push(s.red(`  error: ${r.error}`));

@@ -1,7 +1,7 @@
 import { agentRoutes } from '../agent-server/contract.ts';
-import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
+import { callRoute, type ServiceEndpoint, ServiceError } from '../lib/http-client.ts';
 import { type CliIo, EXIT, UsageError } from './io.ts';
-import { createProgress, summary } from './render.ts';
+import { age, createProgress, summary } from './render.ts';
 import { createStyle } from './style.ts';
 import { type WatchOptions, watchTask } from './watch.ts';
 
@@ -19,6 +19,18 @@ export async function tasksCommand(
   agent: ServiceEndpoint,
   io: CliIo,
 ): Promise<number> {
+  try {
+    return await tasks(args, flags, agent, io);
+  } catch (err) {
+    // The server's 404 names its HTTP route; a CLI user is told the command instead.
+    if (err instanceof ServiceError && err.status === 404 && args[1]) {
+      throw new Error(`no task ${args[1]}; toolshift tasks lists the recent ones`);
+    }
+    throw err;
+  }
+}
+
+async function tasks(args: string[], flags: TasksFlags, agent: ServiceEndpoint, io: CliIo): Promise<number> {
   const [sub = 'list', id, ...extra] = args;
   if (extra.length > 0) throw new UsageError(`tasks ${sub} takes one task id`, 'tasks');
   const needId = () => {
@@ -34,10 +46,25 @@ export async function tasksCommand(
         io.stdout(`${JSON.stringify(tasks)}\n`);
         return EXIT.ok;
       }
-      if (tasks.length === 0) io.stdout('no tasks yet\n');
+      if (tasks.length === 0) {
+        io.stdout('no tasks yet: start one with toolshift run "<goal>"\n');
+        return EXIT.ok;
+      }
+      const now = (io.now ?? Date.now)();
+      const idWidth = Math.max(4, ...tasks.map((t) => t.task_id.length));
+      const row = (id: string, status: string, steps: string, when: string, goal: string) =>
+        `${id.padEnd(idWidth)}  ${status.padEnd(17)} ${steps.padStart(5)}  ${when.padEnd(8)} ${goal}\n`;
+      io.stdout(row('TASK', 'STATUS', 'STEPS', 'STARTED', 'GOAL'));
       for (const t of tasks) {
+        const goal = t.goal.replace(/\s+/g, ' ');
         io.stdout(
-          `${t.task_id}  ${t.status.padEnd(9)} ${String(t.steps).padStart(3)} steps  ${t.goal.slice(0, 60)}\n`,
+          row(
+            t.task_id,
+            t.status,
+            String(t.steps),
+            age(t.created_at, now),
+            goal.length > 60 ? `${goal.slice(0, 59)}…` : goal,
+          ),
         );
       }
       return EXIT.ok;

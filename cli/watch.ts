@@ -2,7 +2,7 @@ import type { ExecuteTaskResponse, PendingApproval, TaskEvent } from '../agent-s
 import { agentRoutes } from '../agent-server/contract.ts';
 import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
 import { decide, describePending } from './approvals.ts';
-import { followTask } from './follow.ts';
+import { type FollowOptions, followTask } from './follow.ts';
 import { type CliIo, EXIT } from './io.ts';
 import { createProgress, summary } from './render.ts';
 import { colourWanted, createStyle } from './style.ts';
@@ -112,12 +112,27 @@ export async function watchTask(
     else void ask();
   });
 
+  const onConnection: FollowOptions['onConnection'] = (state) =>
+    progress.line(
+      state.lost
+        ? style.yellow(
+            `lost the agent-server at ${state.reason.replace(/^cannot reach the agent-server at /, '').replace(/\. Is toolshift running\?.*$/s, '')}; ` +
+              `reconnecting for up to ${Math.round(state.tryingForMs / 1000)}s…`,
+          )
+        : style.yellow(`reconnected; following task ${taskId} again`),
+    );
   let result: ExecuteTaskResponse;
   try {
-    result = await followTask(agent, taskId, { onEvent: show, signal: detach.signal });
+    result = await followTask(agent, taskId, {
+      onEvent: show,
+      signal: detach.signal,
+      onConnection,
+      ...(io.reconnectForMs !== undefined ? { reconnectForMs: io.reconnectForMs } : {}),
+    });
   } catch (err) {
-    if (!detach.signal.aborted) throw err;
+    // The spinner goes first, so the error is on a line of its own and nothing keeps drawing.
     progress.stop();
+    if (!detach.signal.aborted) throw err;
     io.stderr(
       `\ndetached: task ${taskId} keeps running on the server.\n` +
         `  follow it again: toolshift tasks watch ${taskId}\n` +

@@ -60,6 +60,13 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     // A change comes back with the session's new tool list: the agent's next request needs it anyway.
     return c.json(res.change ? { ...res, tools: gateway.tools(body.session_id) } : res);
   });
+  route(app, routes.changeDefaults, async (c, { body }) => {
+    requireRole(c, ['admin'], 'Changing the default toolsets');
+    const result = gateway.changeDefaults(body);
+    // MCP sessions that never changed their toolsets follow the defaults: their tool lists changed.
+    await deps.face.announce();
+    return c.json(result);
+  });
   route(app, routes.approveToolset, async (c, { params, body }) => {
     requireRole(c, ['admin'], 'Approving upstream tools');
     const result = gateway.approveToolset(params.id, body.tools);

@@ -45,6 +45,21 @@ export const ChangeToolsetsResponse = z.object({
 });
 export type ChangeToolsetsResponse = z.infer<typeof ChangeToolsetsResponse>;
 
+/** Which toolsets new sessions start with: the user's defaults over the toolset files' `default`. */
+export const ChangeDefaultsRequest = z.strictObject({
+  action: z.enum(['ACTIVATE', 'DEACTIVATE']),
+  toolset_ids: ChangeToolsetsRequest.shape.toolset_ids,
+});
+export type ChangeDefaultsRequest = z.infer<typeof ChangeDefaultsRequest>;
+
+export const ChangeDefaultsResponse = z.object({
+  /** The toolsets every new session (task, MCP client) now starts with. */
+  default_toolsets: z.array(z.string()),
+  /** Ids the action had no effect on (already a default, already not). */
+  unchanged: z.array(z.string()),
+});
+export type ChangeDefaultsResponse = z.infer<typeof ChangeDefaultsResponse>;
+
 export const ToolsetInfo = z.object({
   id: z.string(),
   description: z.string(),
@@ -372,6 +387,15 @@ export const gatewayRoutes = {
       409: ErrorBody,
       502: ErrorBody,
     },
+  },
+  changeDefaults: {
+    method: 'post',
+    path: '/mcp/admin/defaults',
+    roles: ['admin'],
+    summary:
+      'Set which toolsets new sessions start with (ACTIVATE adds, DEACTIVATE removes); sessions that never changed their toolsets follow it',
+    body: ChangeDefaultsRequest,
+    responses: { 200: ChangeDefaultsResponse, 400: ErrorBody, 401: ErrorBody, 403: ErrorBody },
   },
   approveToolset: {
     method: 'post',

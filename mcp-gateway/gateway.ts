@@ -7,6 +7,8 @@ import { UpstreamError } from './backends/mcp-connection.ts';
 import { type Catalog, CatalogError } from './catalog.ts';
 import type { Ceiling } from './ceiling.ts';
 import type {
+  ChangeDefaultsRequest,
+  ChangeDefaultsResponse,
   ChangeToolsetsRequest,
   ChangeToolsetsResponse,
   GatewayTool,
@@ -16,7 +18,7 @@ import type {
 import { DEFAULT_SESSION, manageToolsetsDefinition } from './contract.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
 import { manageToolsets } from './manage-toolsets.ts';
-import type { AuditFilter, GatewayStore } from './store.ts';
+import type { AuditEntry, AuditFilter, GatewayStore } from './store.ts';
 
 /** The gateway's rules in one place, shared by the REST routes and (later) the MCP face. */
 export type Gateway = ReturnType<typeof createGateway>;
@@ -47,7 +49,11 @@ export function createGateway(deps: {
     );
   const validIds = () => catalog.toolsets.map((t) => t.id).join(', ');
 
-  const defaults = () => catalog.toolsets.filter((t) => t.default).map((t) => t.id);
+  /** What a new session starts with: the files' `default` toolsets as the user changed them (changeDefaults). */
+  const defaults = () => {
+    const overrides = store.defaultOverrides();
+    return catalog.toolsets.filter((t) => overrides.get(t.id) ?? t.default).map((t) => t.id);
+  };
 
   /**
    * The session's active toolsets that still exist and are enabled, in activation order. A session that was
@@ -63,12 +69,12 @@ export function createGateway(deps: {
     return toolsetIds.flatMap((id) => catalog.toolset(id)?.tools ?? []);
   }
 
-  function requireKnown(sessionId: string, action: ChangeToolsetsRequest['action'], ids: readonly string[]) {
+  function requireKnown(sessionId: string | null, kind: AuditEntry['kind'], ids: readonly string[]) {
     const unknown = ids.filter((id) => !catalog.toolset(id));
     if (unknown.length > 0) {
       store.audit({
         session_id: sessionId,
-        kind: lower(action),
+        kind,
         subject: ids.join(','),
         ok: false,
         detail: `unknown: ${unknown.join(',')}`,
@@ -100,6 +106,7 @@ export function createGateway(deps: {
   const api = {
     listToolsets(sessionId = DEFAULT_SESSION, query?: string): ListToolsetsResponse {
       const on = new Set(active(sessionId));
+      const starting = new Set(defaults());
       const disabled = store.disabledToolsets();
       const info = (t: (typeof catalog.toolsets)[number], matched?: string[]) => ({
         id: t.id,
@@ -107,7 +114,7 @@ export function createGateway(deps: {
         tools: t.tools,
         enabled: !disabled.has(t.id),
         active: on.has(t.id),
-        default: t.default,
+        default: starting.has(t.id),
         ...catalog.status(t.id),
         ...(t.tools.length > 0 ? { definition_tokens: definitionTokens([t.id]) } : {}),
         ...(matched ? { matched_tools: matched } : {}),
@@ -125,7 +132,7 @@ export function createGateway(deps: {
     async changeToolsets(req: ChangeToolsetsRequest): Promise<ChangeToolsetsResponse> {
       const sessionId = req.session_id ?? DEFAULT_SESSION;
       const ids = [...new Set(req.toolset_ids)];
-      requireKnown(sessionId, req.action, ids);
+      requireKnown(sessionId, lower(req.action), ids);
       const before = active(sessionId);
       if (req.action === 'ACTIVATE' || req.action === 'DEACTIVATE') store.ensureSession(sessionId, before);
       let changed: string[];
@@ -168,6 +175,45 @@ export function createGateway(deps: {
         added_tools: afterTools.filter((t) => !beforeTools.includes(t)),
         removed_tools: beforeTools.filter((t) => !afterTools.includes(t)),
         unchanged: ids.filter((id) => !changed.includes(id)),
+      };
+    },
+
+    /**
+     * Changes which toolsets new sessions start with (a user's "always give my tasks these"); sessions that
+     * never changed their toolsets follow it too, the others keep theirs.
+     */
+    changeDefaults(req: ChangeDefaultsRequest): ChangeDefaultsResponse {
+      const ids = [...new Set(req.toolset_ids)];
+      requireKnown(null, 'default', ids);
+      const activate = req.action === 'ACTIVATE';
+      const disabled = ids.filter((id) => store.disabledToolsets().has(id));
+      if (activate && disabled.length > 0) {
+        store.audit({
+          session_id: null,
+          kind: 'default',
+          subject: ids.join(','),
+          ok: false,
+          detail: 'disabled',
+        });
+        throw new HttpError(
+          403,
+          `Toolset(s) disabled by the operator: ${disabled.join(', ')}; enable them first (action ENABLE)`,
+        );
+      }
+      const before = defaults();
+      store.setDefaults(ids, activate);
+      const after = defaults();
+      store.audit({
+        session_id: null,
+        kind: 'default',
+        subject: ids.join(','),
+        ok: true,
+        detail: lower(req.action),
+      });
+      log.info({ action: req.action, ids, defaults: after }, 'default toolsets changed');
+      return {
+        default_toolsets: after,
+        unchanged: ids.filter((id) => before.includes(id) === after.includes(id)),
       };
     },
 

@@ -15,6 +15,7 @@ CREATE TABLE IF NOT EXISTS session_toolsets (
   PRIMARY KEY (session_id, toolset_id)
 );
 CREATE TABLE IF NOT EXISTS toolset_settings (toolset_id TEXT PRIMARY KEY, enabled INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS toolset_defaults (toolset_id TEXT PRIMARY KEY, active INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS audit (
   id INTEGER PRIMARY KEY,
   at TEXT NOT NULL,
@@ -57,7 +58,8 @@ export interface AuditEntry {
     | 'policy'
     | 'approval'
     | 'limit'
-    | 'read';
+    | 'read'
+    | 'default';
   subject: string;
   ok: boolean;
   detail?: string;
@@ -167,6 +169,12 @@ export function createGatewayStore(
     removeEverywhere: db.prepare('DELETE FROM session_toolsets WHERE toolset_id = ?'),
     disabled: db.prepare<[], { toolset_id: string }>(
       'SELECT toolset_id FROM toolset_settings WHERE enabled = 0',
+    ),
+    defaultOverrides: db.prepare<[], { toolset_id: string; active: number }>(
+      'SELECT toolset_id, active FROM toolset_defaults',
+    ),
+    setDefault: db.prepare(
+      'INSERT INTO toolset_defaults (toolset_id, active) VALUES (?, ?) ON CONFLICT(toolset_id) DO UPDATE SET active = excluded.active',
     ),
     setEnabled: db.prepare(
       'INSERT INTO toolset_settings (toolset_id, enabled) VALUES (?, ?) ON CONFLICT(toolset_id) DO UPDATE SET enabled = excluded.enabled',
@@ -304,6 +312,17 @@ export function createGatewayStore(
       disabled ??= new Set(q.disabled.all().map((r) => r.toolset_id));
       return disabled;
     },
+    /**
+     * The user's changes to which toolsets a new session starts with (true: on, false: off), over the toolset
+     * files' `default`. Read each time: it is small, and another process may have changed it.
+     */
+    defaultOverrides(): ReadonlyMap<string, boolean> {
+      return new Map(q.defaultOverrides.all().map((r) => [r.toolset_id, r.active === 1]));
+    },
+    /** Sets whether new sessions start with these toolsets active; sessions never changed follow it too. */
+    setDefaults: db.transaction((ids: readonly string[], active: boolean) => {
+      for (const id of ids) q.setDefault.run(id, active ? 1 : 0);
+    }),
     /** Sets the operator's ceiling; disabling also removes the toolset from every session. */
     setEnabled: changing((toolsetId: string, enabled: boolean) => {
       q.setEnabled.run(toolsetId, enabled ? 1 : 0);

@@ -268,7 +268,7 @@ describe('exit codes and errors', () => {
     expect(noModel.code).toBe(1);
     expect(noModel.stderr).toMatch(/^error: No model is configured/);
     const missing = await cli(stack, 'tasks', 'show', 'task_missing');
-    expect(missing.stderr).toBe('error: No task task_missing; GET /agent/tasks lists recent tasks\n');
+    expect(missing.stderr).toBe('error: no task task_missing; toolshift tasks lists the recent ones\n');
     const usage = await cli(stack, 'frobnicate');
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/unknown command "frobnicate"/);

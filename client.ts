@@ -106,7 +106,12 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
       case 'toolsets':
         return await toolsets(rest, values, gateway, io, config);
       case 'approvals':
-        return await approvalsCommand(rest, { json: watch.json, reason: values.reason }, agent, io);
+        return await approvalsCommand(
+          rest,
+          { json: watch.json, reason: values.reason },
+          { agent, gateway },
+          io,
+        );
       case 'audit':
         return await auditCommand(
           {

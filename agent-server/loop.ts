@@ -196,7 +196,10 @@ export async function runLoop(
       const messageTokens = deps.tokens.messages(request.messages);
       // A server started since the last listing (the model activated it) has listed its tools by now.
       if (allTools.unknown.length > 0) {
-        allTools = allToolsetsTokens((await gateway.listToolsets(sessionId, undefined, signal)).toolsets, meta);
+        allTools = allToolsetsTokens(
+          (await gateway.listToolsets(sessionId, undefined, signal)).toolsets,
+          meta,
+        );
       }
       emit('model_request', {
         step,

@@ -1,13 +1,15 @@
 import { agentRoutes, type PendingApproval } from '../agent-server/contract.ts';
-import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
-import { gatewayRoutes } from '../mcp-gateway/contract.ts';
+import { callRoute, type ServiceEndpoint, ServiceError } from '../lib/http-client.ts';
+import { type Approval, gatewayRoutes } from '../mcp-gateway/contract.ts';
 import { type CliIo, EXIT, UsageError } from './io.ts';
 
-// `toolshift approvals` (what tasks wait for, and the human's yes or no) and `toolshift audit` (the gateway's
+// `toolshift approvals` (what tasks and MCP clients wait for, and the human's yes or no) and `toolshift audit` (the gateway's
 // record of who changed what and what was refused).
 
-/** One line describing what a task waits for. */
-export function describePending(p: PendingApproval): string {
+/** One line describing what a task or an MCP client waits for. */
+export function describePending(
+  p: Pick<PendingApproval, 'kind' | 'subject' | 'arguments' | 'reason' | 'expires_at'>,
+): string {
   const what =
     p.kind === 'activate'
       ? `activate toolset ${p.subject}`
@@ -29,33 +31,88 @@ export function decide(
   });
 }
 
-/** `toolshift approvals [list]` and `toolshift approvals approve|deny <task_id> <call_id> [--reason TEXT]`. */
+/** What MCP clients (no task) wait for: the gateway's pending approvals that belong to no task. */
+async function clientApprovals(gateway: ServiceEndpoint): Promise<Approval[]> {
+  const { approvals } = await callRoute(gateway, gatewayRoutes.listApprovals, {
+    query: { status: 'pending', limit: '500' },
+  });
+  return approvals.filter((a) => a.task_id === null);
+}
+
+/**
+ * `toolshift approvals [list]` and `toolshift approvals approve|deny <approval_id> | <task_id> <call_id>
+ * [--reason TEXT]`: one surface for what tasks wait for (the agent-server) and what MCP clients wait for
+ * (the gateway's approvals of sessions without a task, which the client's retried call then uses).
+ */
 export async function approvalsCommand(
   args: string[],
   flags: { json: boolean; reason?: string },
-  agent: ServiceEndpoint,
+  endpoints: { agent: ServiceEndpoint; gateway: ServiceEndpoint },
   io: CliIo,
 ): Promise<number> {
-  const [sub = 'list', taskId, callId] = args;
+  const { agent, gateway } = endpoints;
+  const [sub = 'list', first, second, ...extra] = args;
   if (sub === 'list') {
     const { approvals } = await callRoute(agent, agentRoutes.listApprovals);
-    if (flags.json) io.stdout(`${JSON.stringify({ approvals })}\n`);
-    else if (approvals.length === 0) io.stdout('no task is waiting for an approval\n');
-    else for (const p of approvals) io.stdout(`${p.task_id} ${p.call_id}  ${describePending(p)}\n`);
+    const clients = await clientApprovals(gateway);
+    if (flags.json) {
+      io.stdout(`${JSON.stringify({ approvals, mcp_clients: clients })}\n`);
+      return EXIT.ok;
+    }
+    if (approvals.length === 0 && clients.length === 0) {
+      io.stdout('nothing waits for an approval (no task, no MCP client)\n');
+      return EXIT.ok;
+    }
+    for (const p of approvals) io.stdout(`${p.approval_id}  task ${p.task_id}  ${describePending(p)}\n`);
+    for (const a of clients) io.stdout(`${a.id}  MCP session ${a.session_id}  ${describePending(a)}\n`);
+    io.stdout('decide: toolshift approvals approve|deny <id> [--reason TEXT]\n');
     return EXIT.ok;
   }
   if (sub !== 'approve' && sub !== 'deny') {
     throw new UsageError(`unknown approvals command "${sub}"; use list, approve or deny`, 'approvals');
   }
-  if (!taskId || !callId) {
+  if (!first || extra.length > 0) {
     throw new UsageError(
-      `approvals ${sub} needs a task id and a call id (toolshift approvals lists them)`,
+      `approvals ${sub} needs an approval id (toolshift approvals lists them), or a task id and a call id`,
       'approvals',
     );
   }
-  const res = await decide(agent, taskId, callId, sub === 'approve', flags.reason);
-  if (flags.json) io.stdout(`${JSON.stringify(res)}\n`);
-  else io.stdout(`${res.status}: task ${taskId} goes on\n`);
+  const approve = sub === 'approve';
+  if (second) {
+    const res = await decide(agent, first, second, approve, flags.reason);
+    if (flags.json) io.stdout(`${JSON.stringify(res)}\n`);
+    else io.stdout(`${res.status}: task ${first} goes on\n`);
+    return EXIT.ok;
+  }
+  // An approval id: a task's is decided through the agent-server (the task hears of it and goes on), an MCP
+  // client's through the gateway (the client's next identical call is let through, once).
+  const { approvals } = await callRoute(agent, agentRoutes.listApprovals);
+  const task = approvals.find((p) => p.approval_id === first);
+  if (task) {
+    const res = await decide(agent, task.task_id, task.call_id, approve, flags.reason);
+    if (flags.json) io.stdout(`${JSON.stringify(res)}\n`);
+    else io.stdout(`${res.status}: task ${task.task_id} goes on\n`);
+    return EXIT.ok;
+  }
+  let decided: Approval;
+  try {
+    decided = await callRoute(gateway, gatewayRoutes.decideApproval, {
+      params: { id: first },
+      body: { approve, ...(flags.reason ? { reason: flags.reason } : {}) },
+    });
+  } catch (err) {
+    if (err instanceof ServiceError && err.status === 404) {
+      throw new Error(`no pending approval ${first}; toolshift approvals lists them`);
+    }
+    throw err;
+  }
+  if (flags.json) io.stdout(`${JSON.stringify(decided)}\n`);
+  else {
+    io.stdout(
+      `${decided.status}: ${describePending(decided)}\n` +
+        (approve ? '  the MCP client gets it when it sends the same call again\n' : ''),
+    );
+  }
   return EXIT.ok;
 }
 

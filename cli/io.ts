@@ -25,6 +25,8 @@ export interface CliIo {
   clearInterval?: (handle: unknown) => void;
   /** How long a non-interactive Ctrl-C waits for a second one before detaching. */
   detachAfterMs?: number;
+  /** Waits (`run` waiting for room on a busy agent-server); a real timer by default. */
+  sleep?: (ms: number) => Promise<void>;
   /** How long `run` and `tasks watch` wait for an agent-server that went away mid-task (60 s). */
   reconnectForMs?: number;
 }

@@ -1,5 +1,5 @@
 import { agentRoutes, TaskAccepted } from '../agent-server/contract.ts';
-import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
+import { callRoute, type ServiceEndpoint, ServiceError } from '../lib/http-client.ts';
 import { type CliIo, EXIT, UsageError } from './io.ts';
 import { watchTask } from './watch.ts';
 
@@ -37,6 +37,50 @@ async function goalOf(args: string[], io: CliIo): Promise<string> {
   return args.join(' ').trim();
 }
 
+/** How long `run` waits for room on a busy agent-server before giving up. */
+const MAX_WAIT_FOR_ROOM_MS = 30 * 60_000;
+
+/**
+ * Submits the task; while the agent-server runs as many tasks as it may (503), waits as long as its
+ * `retry-after` says and tries again, saying so on stderr, for up to 30 minutes.
+ */
+async function submitWhenRoom(
+  agent: ServiceEndpoint,
+  io: CliIo,
+  input: Parameters<typeof callRoute<typeof submitRoute>>[2],
+) {
+  let retryAfter: string | null = null;
+  const doFetch = agent.fetch ?? fetch;
+  const watched: ServiceEndpoint = {
+    ...agent,
+    fetch: async (url, init) => {
+      const res = await doFetch(url, init);
+      retryAfter = res.headers.get('retry-after');
+      return res;
+    },
+  };
+  const now = io.now ?? Date.now;
+  const started = now();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await callRoute(watched, submitRoute, input);
+    } catch (err) {
+      const waited = now() - started;
+      // Busy is a 503 with retry-after; one without (no model configured) will not pass by waiting.
+      const busy = err instanceof ServiceError && err.status === 503 && retryAfter !== null;
+      if (!busy || waited >= MAX_WAIT_FOR_ROOM_MS) throw err;
+      const seconds = Math.min(Math.max(Number(retryAfter) || 5, 1), 60);
+      const message = (err as ServiceError).message;
+      io.stderr(
+        attempt === 1
+          ? `${message.replace(/; retry shortly$/, '')}.\nwaiting for room: trying again every ${seconds}s (Ctrl-C gives up; nothing was started)…\n`
+          : `still waiting for room (${Math.round(waited / 1000)}s)…\n`,
+      );
+      await (io.sleep ?? ((ms: number) => new Promise((r) => setTimeout(r, ms))))(seconds * 1000);
+    }
+  }
+}
+
 /** Runs `toolshift run`; resolves to the exit code. */
 export async function runTask(
   args: string[],
@@ -54,7 +98,7 @@ export async function runTask(
       'run',
     );
   }
-  const accepted = await callRoute(agent, submitRoute, {
+  const accepted = await submitWhenRoom(agent, io, {
     body: {
       ...(flags.prompt ? { prompt: { name: flags.prompt, arguments: flags.promptArgs ?? {} } } : { goal }),
       session_id: flags.session,

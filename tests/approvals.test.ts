@@ -242,8 +242,11 @@ describe('approvals in the CLI', () => {
     await until(s, taskId, 'awaiting_approval');
     out = '';
     expect(await cli('approvals')).toBe(0);
-    expect(out).toContain(
-      `${taskId} call_write  write_file {"path":"cli2.txt","content":"approved content"}`,
+    expect(out).toMatch(
+      new RegExp(
+        `^apr_\\S+ {2}task ${taskId} {2}write_file \\{"path":"cli2.txt","content":"approved content"\\}`,
+        'm',
+      ),
     );
     expect(await cli('approvals', 'deny', taskId, 'call_write', '--reason', 'no')).toBe(0);
     await until(s, taskId, 'completed');

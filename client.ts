@@ -151,7 +151,10 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
       io.stderr(`error: ${err.message}\n`);
       return EXIT.unreachable;
     }
-    if (err instanceof ServiceError && (err.status === 401 || err.status === 403)) {
+    // A 403 of the credential (it lacks the role) points at the tokens; another 403 (a toolset the operator
+    // disabled, a policy's deny) is the request's own refusal.
+    const wrongRole = err instanceof ServiceError && err.status === 403 && hasRequiredRoles(err.body);
+    if (err instanceof ServiceError && (err.status === 401 || wrongRole)) {
       io.stderr(`error: ${err.message}\n${credentialHint(command, err.status, config)}\n`);
       return EXIT.unreachable;
     }
@@ -168,6 +171,10 @@ function reconnectWindow(value: string | undefined): number | undefined {
     throw new Error(`TOOLSHIFT_RECONNECT_S must be a number of seconds from 0 to 86400, got "${value}"`);
   }
   return s * 1000;
+}
+
+function hasRequiredRoles(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && 'required_roles' in body;
 }
 
 /** Which variable a refused request needs, by the service the command talks to, and where it comes from. */

@@ -209,6 +209,7 @@ export function requireRole(c: Context, roles: readonly Role[], what: string): v
   throw new HttpError(
     403,
     `${what} is not allowed with ${principal.variable}; it needs ${roles.join(' or ')} credentials`,
+    { required_roles: roles },
   );
 }
 

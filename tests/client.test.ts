@@ -3,6 +3,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ModelReply } from '../agent-server/model.ts';
 import { type CliIo, main } from '../client.ts';
+import { cliIo, cliWith } from './helpers/cli.ts';
 import { NO_STORED_CREDENTIALS } from './helpers/credentials.ts';
 import { answer, call, calls, ScriptedModel, type Step } from './helpers/scripted-model.ts';
 import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from './helpers/stack.ts';
@@ -20,41 +21,9 @@ const ANSI = String.fromCharCode(27);
 /** A duration as the CLI prints it: `12 ms` or `1.2s`. */
 const DUR = String.raw`(?:\d+ ms|\d+\.\ds)`;
 
-/** The CLI's io over `s`, capturing what it prints; `extra` adds environment or io fields. */
-function cliIo(s: Stack | undefined, extra: Partial<CliIo> & { envExtra?: Record<string, string> } = {}) {
-  const out = { stdout: '', stderr: '' };
-  const { envExtra, ...rest } = extra;
-  const io: CliIo = {
-    stdout: (t) => {
-      out.stdout += t;
-    },
-    stderr: (t) => {
-      out.stderr += t;
-    },
-    env: { AGENT_URL: 'http://agent', GATEWAY_URL: 'http://gateway', ...NO_STORED_CREDENTIALS, ...envExtra },
-    fetch: async (url, init) => {
-      if (!s) throw Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } });
-      const app = url.startsWith('http://agent') ? s.agentApp : s.gatewayApp;
-      return app.request(asLoopback(url), init);
-    },
-    ...rest,
-  };
-  return { io, out };
-}
-
 /** Runs the CLI and returns its exit code and output. */
 async function cli(s: Stack | undefined, ...argv: string[]) {
   return cliWith({}, s, ...argv);
-}
-
-async function cliWith(
-  extra: Partial<CliIo> & { envExtra?: Record<string, string> },
-  s: Stack | undefined,
-  ...argv: string[]
-) {
-  const { io, out } = cliIo(s, extra);
-  const code = await main(argv, io);
-  return { code, ...out };
 }
 
 const writeScript = (): Step[] => [

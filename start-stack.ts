@@ -2,8 +2,8 @@ import { startAgentServer } from './agent-server/server.ts';
 import type { Config } from './lib/config.ts';
 import type { Listening } from './lib/serve.ts';
 import { startGateway } from './mcp-gateway/server.ts';
+import type { Tool } from './tool-server/kit/define.ts';
 import { startToolServer } from './tool-server/server.ts';
-import type { Tool } from './tool-server/tools/define.ts';
 
 /** The three services in one process, each told where the one before it really listens (port 0 works). */
 export async function startStack(

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { defineTool, type Tool } from '../tool-server/tools/define.ts';
+import { defineTool, type Tool } from '../tool-server/kit/define.ts';
 
 // Two probe tools for the gateway-hop figures, served by the benchmark's own tool-server beside the native
 // tools: an echo (an answer as small as a tool's can be) and a tool that takes a fixed 20 ms.

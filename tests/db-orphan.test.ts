@@ -35,7 +35,7 @@ const alive = (pid: number) => {
 };
 
 it('a query process ends when its tool-server is killed during a runaway query', async () => {
-  const runnerUrl = new URL('../tool-server/tools/db-runner.ts', import.meta.url).href;
+  const runnerUrl = new URL('../tool-server/tools/database/runner.ts', import.meta.url).href;
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
   const job = (sql: string) =>
     JSON.stringify({ op: 'query', file: db, busyTimeoutMs: 100, sql, maxRows: 10, maxBytes: 10_000 });

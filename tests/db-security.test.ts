@@ -6,18 +6,22 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PathGuard } from '../tool-server/path-guard.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
+import { type ToolContext, ToolError } from '../tool-server/kit/define.ts';
 import { createRegistry } from '../tool-server/registry.ts';
-import { assertReadOnlyProgram, assertReadStatement, SqlRefused } from '../tool-server/tools/db-guard.ts';
-import { openReadOnly } from '../tool-server/tools/db-open.ts';
-import { createDbRunner, type DbRunner } from '../tool-server/tools/db-runner.ts';
-import { databaseTools } from '../tool-server/tools/db-tools.ts';
-import { type ToolContext, ToolError } from '../tool-server/tools/define.ts';
-import { fileSystemTools } from '../tool-server/tools/file-system.ts';
+import {
+  assertReadOnlyProgram,
+  assertReadStatement,
+  SqlRefused,
+} from '../tool-server/tools/database/guard.ts';
+import { openReadOnly } from '../tool-server/tools/database/open.ts';
+import { createDbRunner, type DbRunner } from '../tool-server/tools/database/runner.ts';
+import { databaseTools } from '../tool-server/tools/database/tools.ts';
+import { fileSystemTools } from '../tool-server/tools/files/tools.ts';
 
 // The attacks on database_tools, each shown failing by its effect: the call is refused with a clear error
 // and the database file is byte-for-byte what it was, with no file created beside it or elsewhere. Where a
-// defence is one of several layers (db-guard.ts), the layer is also shown alone, and where the attack works
+// defence is one of several layers (tool-server/tools/database/guard.ts), the layer is also shown alone, and where the attack works
 // on a plain read-only connection, that is shown first, so a test could not pass with the defence missing.
 
 let base: string;

@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PathGuard } from '../tool-server/path-guard.ts';
-import { createDbRunner, type DbRunner } from '../tool-server/tools/db-runner.ts';
-import { databaseTools } from '../tool-server/tools/db-tools.ts';
-import { type ToolContext, ToolError } from '../tool-server/tools/define.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
+import { type ToolContext, ToolError } from '../tool-server/kit/define.ts';
+import { createDbRunner, type DbRunner } from '../tool-server/tools/database/runner.ts';
+import { databaseTools } from '../tool-server/tools/database/tools.ts';
 
 // database_tools' normal results and error paths, on real SQLite files in a temporary root. The query
-// processes are real (db-worker.ts under tsx); one pool serves the whole file.
+// processes are real (tool-server/tools/database/worker.ts under tsx); one pool serves the whole file.
 
 let base: string;
 let root: string;

@@ -16,10 +16,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PathGuard } from '../tool-server/path-guard.ts';
-import type { ToolContext } from '../tool-server/tools/define.ts';
-import { fileSystemTools } from '../tool-server/tools/file-system.ts';
-import { checkSubtree, moveAcross, removeTree } from '../tool-server/tools/fs-tree.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
+import type { ToolContext } from '../tool-server/kit/define.ts';
+import { fileSystemTools } from '../tool-server/tools/files/tools.ts';
+import { checkSubtree, moveAcross, removeTree } from '../tool-server/tools/files/tree.ts';
 
 // The check-then-use gap closed deterministically: each test checks a path, swaps a directory on it for an
 // outward symlink (what a racing process would do), and only then lets the operation run.

@@ -14,9 +14,9 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PathGuard } from '../tool-server/path-guard.ts';
-import { type ToolContext, ToolError } from '../tool-server/tools/define.ts';
-import { fileSystemTools } from '../tool-server/tools/file-system.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
+import { type ToolContext, ToolError } from '../tool-server/kit/define.ts';
+import { fileSystemTools } from '../tool-server/tools/files/tools.ts';
 
 // Issue 7's gaps against the reference filesystem server: ~ and Windows paths, NFC/NFD names, line
 // endings in edit_file, read_media_file, and what a write through a link does.

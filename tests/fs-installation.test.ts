@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../lib/config.ts';
 import { installationDir } from '../lib/installation.ts';
 import type { Listening } from '../lib/serve.ts';
-import { PathGuard } from '../tool-server/path-guard.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
 import { startToolServer } from '../tool-server/server.ts';
 import { makeStack } from './helpers/stack.ts';
 

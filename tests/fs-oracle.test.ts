@@ -2,9 +2,9 @@ import { chmod, mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PathGuard } from '../tool-server/path-guard.ts';
-import type { ToolContext } from '../tool-server/tools/define.ts';
-import { fileSystemTools } from '../tool-server/tools/file-system.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
+import type { ToolContext } from '../tool-server/kit/define.ts';
+import { fileSystemTools } from '../tool-server/tools/files/tools.ts';
 
 // The existence oracle of issue 5 §4: whatever lies beyond the roots, a refused path gets the same one
 // message, and no listing says where an outward link points.

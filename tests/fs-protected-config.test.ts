@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../lib/config.ts';
 import type { Listening } from '../lib/serve.ts';
 import type { ToolResult } from '../tool-server/contract.ts';
-import { PathGuard } from '../tool-server/path-guard.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
 import { startToolServer } from '../tool-server/server.ts';
 
 // The daemon's own configuration when FS_ROOTS covers the project directory: toolset files (an

@@ -15,9 +15,9 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ToolResult } from '../tool-server/contract.ts';
-import { PathGuard } from '../tool-server/path-guard.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
 import { createRegistry } from '../tool-server/registry.ts';
-import { fileSystemTools } from '../tool-server/tools/file-system.ts';
+import { fileSystemTools } from '../tool-server/tools/files/tools.ts';
 
 // The race of issue 5 §3, for real: a worker thread swaps a checked directory (ws/d) for a symlink to a
 // directory outside the roots, about 100 µs at a time, in a tight loop of renames, while the file tools run
@@ -155,7 +155,7 @@ describe('a directory swapped for an outward symlink while the file tools run', 
 
     const stats = { calls: 0, succeeded: 0, failed: 0, reads: 0, outsideReads: [] as string[] };
     // Why calls were refused: at the check (the path leads outside, or is missing while swapped), or at the
-    // descriptor (the checked directory changed before it was used): the second is what fd-path.ts adds.
+    // descriptor (the checked directory changed before it was used): the second is what tool-server/guards/paths/fd-path.ts adds.
     const refusals = { atCheck: 0, atDescriptor: 0, other: 0 };
     const call = async (name: string, args: Record<string, unknown>, read = false): Promise<ToolResult> => {
       stats.calls++;

@@ -16,10 +16,10 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PathGuard } from '../tool-server/path-guard.ts';
-import { type Tool, type ToolContext, ToolError, ToolInputError } from '../tool-server/tools/define.ts';
-import { fileSystemTools } from '../tool-server/tools/file-system.ts';
-import { writeReplacing } from '../tool-server/tools/fs-common.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
+import { type Tool, type ToolContext, ToolError, ToolInputError } from '../tool-server/kit/define.ts';
+import { writeReplacing } from '../tool-server/tools/files/common.ts';
+import { fileSystemTools } from '../tool-server/tools/files/tools.ts';
 
 let base: string;
 let root: string;

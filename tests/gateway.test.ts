@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { toolServerBackend } from '../mcp-gateway/backends/tool-server-backend.ts';
 import { buildCatalog, loadToolsetFiles } from '../mcp-gateway/catalog.ts';
 import { createToolServerApp } from '../tool-server/app.ts';
-import { PathGuard } from '../tool-server/path-guard.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
 import { createRegistry } from '../tool-server/registry.ts';
 import { nativeTools } from '../tool-server/tools/native.ts';
 import {

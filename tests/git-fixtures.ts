@@ -3,9 +3,9 @@ import { appendFile, mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/pro
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'vitest';
-import { PathGuard } from '../tool-server/path-guard.ts';
-import { type ToolContext, ToolError } from '../tool-server/tools/define.ts';
-import { gitTools } from '../tool-server/tools/git-tools.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
+import { type ToolContext, ToolError } from '../tool-server/kit/define.ts';
+import { gitTools } from '../tool-server/tools/git/tools.ts';
 
 // Real temporary repositories for the git tool tests: a HOME of their own (so the developer's global git
 // config is never read), repositories with their own user.name/email, and a tool context whose roots

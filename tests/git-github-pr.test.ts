@@ -5,11 +5,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
 import { createToolServerApp } from '../tool-server/app.ts';
-import { PathGuard } from '../tool-server/path-guard.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
+import { type ToolContext, ToolError } from '../tool-server/kit/define.ts';
 import { createRegistry } from '../tool-server/registry.ts';
-import { type ToolContext, ToolError } from '../tool-server/tools/define.ts';
-import { gitTools } from '../tool-server/tools/git-tools.ts';
-import type { GitHubSettings } from '../tool-server/tools/github-api.ts';
+import type { GitHubSettings } from '../tool-server/tools/git/github/api.ts';
+import { gitTools } from '../tool-server/tools/git/tools.ts';
 
 // get_github_pull_request_info against GitHub's REST API mocked at the HTTP edge (msw), with response
 // bodies and headers in GitHub's real shapes (trimmed of fields the tool does not read, not reshaped).

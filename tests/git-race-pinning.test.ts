@@ -1,10 +1,10 @@
 import { chown, mkdir, readdir, rename, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PathGuard } from '../tool-server/path-guard.ts';
-import type { ToolContext } from '../tool-server/tools/define.ts';
-import { GitPins } from '../tool-server/tools/git-pin.ts';
-import { openRepo, type Repo } from '../tool-server/tools/git-repo.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
+import type { ToolContext } from '../tool-server/kit/define.ts';
+import { GitPins } from '../tool-server/tools/git/pin.ts';
+import { openRepo, type Repo } from '../tool-server/tools/git/repo.ts';
 import { commit, expectToolError, type GitWorld, git, gitWorld, initRepo, runTool } from './git-fixtures.ts';
 
 // The pinning of git_tools, step by step and without timing: a repository is opened (checked), then the

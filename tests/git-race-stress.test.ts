@@ -4,10 +4,10 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ToolResult } from '../tool-server/contract.ts';
-import { PathGuard } from '../tool-server/path-guard.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
+import type { ToolContext } from '../tool-server/kit/define.ts';
 import { createRegistry } from '../tool-server/registry.ts';
-import type { ToolContext } from '../tool-server/tools/define.ts';
-import { gitTools } from '../tool-server/tools/git-tools.ts';
+import { gitTools } from '../tool-server/tools/git/tools.ts';
 import { commit, type GitWorld, git, initRepo } from './git-fixtures.ts';
 
 // The git race of the adversarial review, for real: a worker thread swaps a directory the git tools checked

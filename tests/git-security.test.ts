@@ -14,7 +14,7 @@ import {
 } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { gitArgv } from '../tool-server/tools/git-run.ts';
+import { gitArgv } from '../tool-server/tools/git/run.ts';
 import {
   commit,
   expectToolError,

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { createRegistry } from '../tool-server/registry.ts';
-import { gitTools } from '../tool-server/tools/git-tools.ts';
+import { gitTools } from '../tool-server/tools/git/tools.ts';
 import { commit, expectToolError, type GitWorld, git, gitWorld, initRepo, runTool } from './git-fixtures.ts';
 
 let w: GitWorld;

@@ -2,8 +2,8 @@ import { mkdir, mkdtemp, realpath, rm, stat, symlink, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DEFAULT_BLOCKED_PATTERNS, PathGuard, relativeInside } from '../tool-server/path-guard.ts';
-import { ToolError } from '../tool-server/tools/define.ts';
+import { DEFAULT_BLOCKED_PATTERNS, PathGuard, relativeInside } from '../tool-server/guards/paths/guard.ts';
+import { ToolError } from '../tool-server/kit/define.ts';
 
 let base: string;
 let root: string;

@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { PathGuard } from '../tool-server/path-guard.ts';
+import { PathGuard } from '../tool-server/guards/paths/guard.ts';
+import { RwLock } from '../tool-server/guards/paths/rw-lock.ts';
+import { defineTool } from '../tool-server/kit/define.ts';
 import { createRegistry } from '../tool-server/registry.ts';
-import { RwLock } from '../tool-server/rw-lock.ts';
-import { defineTool } from '../tool-server/tools/define.ts';
-import { fileSystemTools } from '../tool-server/tools/file-system.ts';
-import { moveFile } from '../tool-server/tools/fs-manage.ts';
-import { writeFile } from '../tool-server/tools/fs-write.ts';
+import { moveFile } from '../tool-server/tools/files/manage.ts';
+import { fileSystemTools } from '../tool-server/tools/files/tools.ts';
+import { writeFile } from '../tool-server/tools/files/write.ts';
 
 let tmp: string;
 afterEach(async () => {

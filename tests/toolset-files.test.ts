@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { loadToolsetFiles } from '../mcp-gateway/toolset-files.ts';
 import { createRegistry } from '../tool-server/registry.ts';
-import { databaseTools } from '../tool-server/tools/db-tools.ts';
+import { databaseTools } from '../tool-server/tools/database/tools.ts';
 import { nativeTools } from '../tool-server/tools/native.ts';
 
 // The shipped toolset files against the tool-server that serves them: read with the gateway's own loader, so a

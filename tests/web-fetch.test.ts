@@ -1,8 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ToolError, ToolInputError } from '../tool-server/tools/define.ts';
-import { fetchUrl } from '../tool-server/tools/web-fetch.ts';
+import { ToolError, ToolInputError } from '../tool-server/kit/define.ts';
+import { fetchUrl } from '../tool-server/tools/web/fetch.ts';
 import { type LocalServer, localServer, tableResolver, webContext } from './helpers/web-servers.ts';
 
 // fetch_url against real loopback servers (allow-listed by host:port, as FETCH_ALLOW_HOSTS would): what the

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { htmlToMarkdown } from '../tool-server/tools/web-content.ts';
-import { fetchUrl } from '../tool-server/tools/web-fetch.ts';
-import { createHtmlConverter } from '../tool-server/tools/web-html.ts';
+import { htmlToMarkdown } from '../tool-server/tools/web/content.ts';
+import { fetchUrl } from '../tool-server/tools/web/fetch.ts';
+import { createHtmlConverter } from '../tool-server/tools/web/html.ts';
 import { localServer, webContext } from './helpers/web-servers.ts';
 
 // The tool-server converts HTML in worker threads: the event loop keeps serving while a large page converts,

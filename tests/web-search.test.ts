@@ -5,11 +5,11 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Security } from '../lib/security.ts';
 import { createToolServerApp } from '../tool-server/app.ts';
+import { ToolError, ToolInputError } from '../tool-server/kit/define.ts';
 import { createRegistry } from '../tool-server/registry.ts';
-import { ToolError, ToolInputError } from '../tool-server/tools/define.ts';
-import { BRAVE_SEARCH_URL, webSearch } from '../tool-server/tools/web-search.ts';
-import { retryAfterSeconds } from '../tool-server/tools/web-search-errors.ts';
-import { webTools } from '../tool-server/tools/web-tools.ts';
+import { BRAVE_SEARCH_URL, webSearch } from '../tool-server/tools/web/search.ts';
+import { retryAfterSeconds } from '../tool-server/tools/web/search-errors.ts';
+import { webTools } from '../tool-server/tools/web/tools.ts';
 import { webContext } from './helpers/web-servers.ts';
 
 // web_search against Brave's API mocked at the HTTP edge with msw, answering with the shapes Brave sends:

@@ -1,11 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../lib/config.ts';
-import { parseAllowList } from '../tool-server/net/allow-list.ts';
-import { classifyAddress } from '../tool-server/net/ip-policy.ts';
-import { checkUrl } from '../tool-server/net/url-policy.ts';
-import { type ToolContext, ToolError } from '../tool-server/tools/define.ts';
-import { webContextFrom } from '../tool-server/tools/web-context.ts';
-import { fetchUrl } from '../tool-server/tools/web-fetch.ts';
+import { parseAllowList } from '../tool-server/guards/net/allow-list.ts';
+import { classifyAddress } from '../tool-server/guards/net/ip-policy.ts';
+import { checkUrl } from '../tool-server/guards/net/url-policy.ts';
+import { type ToolContext, ToolError } from '../tool-server/kit/define.ts';
+import { webContextFrom } from '../tool-server/tools/web/context.ts';
+import { fetchUrl } from '../tool-server/tools/web/fetch.ts';
 import { type LocalServer, localServer, tableResolver, webContext } from './helpers/web-servers.ts';
 
 // Every test here that can observe its effect does: the loopback server records each request that reaches

@@ -9,7 +9,7 @@ import { toolServerBackend } from '../mcp-gateway/backends/tool-server-backend.t
 import { buildCatalog, loadToolsetFiles } from '../mcp-gateway/catalog.ts';
 import { createToolServerApp } from '../tool-server/app.ts';
 import { createRegistry } from '../tool-server/registry.ts';
-import { webTools } from '../tool-server/tools/web-tools.ts';
+import { webTools } from '../tool-server/tools/web/tools.ts';
 import { type LocalServer, localServer, webContext } from './helpers/web-servers.ts';
 
 // toolsets/web_tools.yaml lists exactly the web tools the tool-server serves, and the gateway accepts it

@@ -4,8 +4,8 @@ import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { healthDetail, type Security } from '../lib/security.ts';
 import { toolServerRoutes as routes } from './contract.ts';
+import type { ToolContext } from './kit/define.ts';
 import type { ToolRegistry } from './registry.ts';
-import type { ToolContext } from './tools/define.ts';
 
 /** What the tool-server's app needs; tests pass their own. */
 export interface ToolServerDeps {

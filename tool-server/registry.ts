@@ -1,6 +1,6 @@
 import { HttpError } from '../lib/http.ts';
 import type { ToolDefinition, ToolResult } from './contract.ts';
-import { parametersOf, type Tool, type ToolContext, ToolError, ToolInputError } from './tools/define.ts';
+import { parametersOf, type Tool, type ToolContext, ToolError, ToolInputError } from './kit/define.ts';
 
 /** The tool-server's set of tools: their definitions, and one place that runs a call and times it. */
 export interface ToolRegistry {
@@ -37,7 +37,7 @@ export function createRegistry(tools: readonly Tool[]): ToolRegistry {
       const elapsed = () => Math.round((performance.now() - started) * 100) / 100;
       try {
         // No lock here: tools of other kinds (web, git, database) never wait for one another. The file tools
-        // take the path guard's own lock (see file-system.ts).
+        // take the path guard's own lock (see tool-server/tools/files/tools.ts).
         const result = await tool.run(args, ctx);
         return { success: true, result, execution_time_ms: elapsed() };
       } catch (err) {

@@ -6,12 +6,12 @@ import { createMetrics, observeToolCall } from '../lib/metrics.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { createToolServerApp } from './app.ts';
-import { PathGuard } from './path-guard.ts';
+import { PathGuard } from './guards/paths/guard.ts';
+import type { Tool } from './kit/define.ts';
 import { createRegistry } from './registry.ts';
-import { createDbRunner } from './tools/db-runner.ts';
-import type { Tool } from './tools/define.ts';
+import { createDbRunner } from './tools/database/runner.ts';
 import { nativeTools } from './tools/native.ts';
-import { webContextFrom } from './tools/web-context.ts';
+import { webContextFrom } from './tools/web/context.ts';
 
 /**
  * Builds the tool-server from config and listens; used by main.ts and by start.ts. `extraTools` are served

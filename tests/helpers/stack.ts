@@ -23,7 +23,7 @@ import { createPromptCatalog } from '../../mcp-gateway/prompts.ts';
 import { createGatewayStore } from '../../mcp-gateway/store.ts';
 import { toolsetVariables } from '../../mcp-gateway/toolset-files.ts';
 import { createToolServerApp } from '../../tool-server/app.ts';
-import { PathGuard } from '../../tool-server/path-guard.ts';
+import { PathGuard } from '../../tool-server/guards/paths/guard.ts';
 import { createRegistry } from '../../tool-server/registry.ts';
 import { nativeTools } from '../../tool-server/tools/native.ts';
 

@@ -1,11 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { parseAllowList } from '../../tool-server/net/allow-list.ts';
-import type { ResolvedAddress, Resolver } from '../../tool-server/net/resolve.ts';
-import { PathGuard } from '../../tool-server/path-guard.ts';
-import type { ToolContext } from '../../tool-server/tools/define.ts';
-import type { WebContext } from '../../tool-server/tools/web-context.ts';
+import { parseAllowList } from '../../tool-server/guards/net/allow-list.ts';
+import type { ResolvedAddress, Resolver } from '../../tool-server/guards/net/resolve.ts';
+import { PathGuard } from '../../tool-server/guards/paths/guard.ts';
+import type { ToolContext } from '../../tool-server/kit/define.ts';
+import type { WebContext } from '../../tool-server/tools/web/context.ts';
 
 /** A local HTTP server on 127.0.0.1 that records every request it gets (the "effect" SSRF tests look at). */
 export interface LocalServer {

@@ -3,9 +3,16 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 // The service boundary, checked: a service imports nothing of another service but its contract.ts;
-// a contract.ts imports only zod and other contracts; lib/ imports no service at all.
+// a contract.ts imports only zod and other contracts; lib/ imports no service at all; the CLI reaches the
+// services only through their contracts (and the one module it runs on this machine, the server import).
+// And no import circle anywhere in the code (services, lib, the CLI, the benchmark, the scripts and the
+// start-up files): a circle means no file of it can be read, tested or moved without the others.
 
 const SERVICES = ['agent-server', 'mcp-gateway', 'tool-server'] as const;
+/** Folders of code outside the services, checked for circles (tests and fixtures are not). */
+const OTHER_CODE = ['lib', 'cli', 'bench', 'scripts'] as const;
+/** What the CLI may take from a service beyond its contract: `toolsets import` runs on the user's machine. */
+const CLI_MAY_IMPORT = ['mcp-gateway/import-servers.ts'];
 
 const IMPORT =
   /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|import\s+['"]([^'"]+)['"]/g;
@@ -29,16 +36,119 @@ function serviceOf(root: string, file: string): string | undefined {
   return (SERVICES as readonly string[]).includes(first) ? first : undefined;
 }
 
-/** Every import that crosses a boundary it should not, as `file: imports spec (why)`. */
+/** The code files of the tree: every service, lib, cli, bench, scripts, and the .ts files at the root. */
+function codeFiles(root: string): string[] {
+  const top = readdirSync(root, { withFileTypes: true })
+    .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+    .map((e) => path.join(root, e.name));
+  return [...top, ...[...SERVICES, ...OTHER_CODE].flatMap((d) => tsFiles(path.join(root, d)))];
+}
+
+/** The relative imports of a file (every kind: static, type-only, dynamic, re-exports), as the specs. */
+function importsOf(file: string): string[] {
+  return [...readFileSync(file, 'utf8').matchAll(IMPORT)].map((m) => m[1] ?? m[2] ?? m[3]);
+}
+
+/** The shortest way round a circle from `start` through `members`, as the files in import order. */
+function shortestLoop(
+  start: string,
+  members: ReadonlySet<string>,
+  edges: Map<string, string[]>,
+  root: string,
+) {
+  const from = new Map<string, string>();
+  const queue = [start];
+  for (let i = 0; i < queue.length; i++) {
+    const v = queue[i];
+    for (const w of edges.get(v) ?? []) {
+      if (!members.has(path.relative(root, w))) continue;
+      if (w === start) {
+        const loop = [v];
+        while (loop[0] !== start) loop.unshift(from.get(loop[0]) as string);
+        return loop.map((f) => path.relative(root, f));
+      }
+      if (!from.has(w)) {
+        from.set(w, v);
+        queue.push(w);
+      }
+    }
+  }
+  return [path.relative(root, start)];
+}
+
+/** Every import circle among `files`, each as its files in import order (Tarjan's strongly connected parts). */
+export function findCircles(root: string, files: readonly string[] = codeFiles(root)): string[][] {
+  const known = new Set(files);
+  const edges = new Map(
+    files.map((f) => [
+      f,
+      importsOf(f)
+        .filter((spec) => spec.startsWith('.'))
+        .map((spec) => path.resolve(path.dirname(f), spec))
+        .filter((t) => known.has(t)),
+    ]),
+  );
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const circles: string[][] = [];
+  let next = 0;
+  const visit = (v: string) => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of edges.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v) as number, low.get(w) as number));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v) as number, index.get(w) as number));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const part: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop() as string;
+      onStack.delete(w);
+      part.push(path.relative(root, w));
+    } while (w !== v);
+    const selfImport = (edges.get(v) ?? []).includes(v);
+    if (part.length > 1 || selfImport) circles.push(shortestLoop(v, new Set(part), edges, root));
+  };
+  for (const f of files) if (!index.has(f)) visit(f);
+  return circles;
+}
+
+/** Every import that crosses a boundary it should not, as `file: imports spec (why)`, and every circle. */
 export function findBoundaryViolations(root: string): string[] {
-  const problems: string[] = [];
+  const problems: string[] = findCircles(root).map(
+    (c) => `import circle: ${[...c, c[0]].join(' -> ')} (move what they share into a file both import)`,
+  );
+  const cliFiles = [path.join(root, 'client.ts'), ...tsFiles(path.join(root, 'cli'))];
+  for (const file of cliFiles) {
+    let specs: string[];
+    try {
+      specs = importsOf(file);
+    } catch {
+      continue;
+    }
+    for (const spec of specs.filter((s) => s.startsWith('.'))) {
+      const target = path.relative(root, path.resolve(path.dirname(file), spec));
+      const service = serviceOf(root, path.join(root, target));
+      if (service && target !== path.join(service, 'contract.ts') && !CLI_MAY_IMPORT.includes(target)) {
+        problems.push(
+          `${path.relative(root, file)}: imports ${spec} (the CLI reaches a service through its contract.ts and HTTP)`,
+        );
+      }
+    }
+  }
   const files = [...SERVICES, 'lib'].flatMap((d) => tsFiles(path.join(root, d)));
   for (const file of files) {
     const rel = path.relative(root, file);
     const own = serviceOf(root, file);
     const isContract = path.basename(file) === 'contract.ts' && path.dirname(rel) === own;
-    for (const m of readFileSync(file, 'utf8').matchAll(IMPORT)) {
-      const spec = m[1] ?? m[2] ?? m[3];
+    for (const spec of importsOf(file)) {
       const relative = spec.startsWith('.');
       const target = relative ? path.resolve(path.dirname(file), spec) : undefined;
       const targetService = target ? serviceOf(root, target) : undefined;

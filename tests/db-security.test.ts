@@ -7,7 +7,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PathGuard } from '../tool-server/guards/paths/guard.ts';
-import { type ToolContext, ToolError } from '../tool-server/kit/define.ts';
+import { ToolError } from '../tool-server/kit/errors.ts';
 import { createRegistry } from '../tool-server/registry.ts';
 import {
   assertReadOnlyProgram,
@@ -16,7 +16,7 @@ import {
 } from '../tool-server/tools/database/guard.ts';
 import { openReadOnly } from '../tool-server/tools/database/open.ts';
 import { createDbRunner, type DbRunner } from '../tool-server/tools/database/runner.ts';
-import { databaseTools } from '../tool-server/tools/database/tools.ts';
+import { type DatabaseToolContext, databaseTools } from '../tool-server/tools/database/tools.ts';
 import { fileSystemTools } from '../tool-server/tools/files/tools.ts';
 
 // The attacks on database_tools, each shown failing by its effect: the call is refused with a clear error
@@ -30,7 +30,7 @@ let outside: string;
 let db: string;
 let secret: string;
 let runner: DbRunner;
-let ctx: ToolContext;
+let ctx: DatabaseToolContext;
 
 /** A real loadable extension, built with better-sqlite3 from source (absent with a prebuilt binary). */
 const EXTENSION = path.join(
@@ -68,7 +68,7 @@ async function refused(sql: string, message: RegExp, params?: unknown): Promise<
   expect(snapshot(), sql).toEqual(before);
 }
 
-async function query(sql: string, context: ToolContext = ctx): Promise<any> {
+async function query(sql: string, context: DatabaseToolContext = ctx): Promise<any> {
   return databaseTools.find((t) => t.name === 'query')?.run({ path: 'app.db', sql }, context);
 }
 

@@ -4,9 +4,9 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PathGuard } from '../tool-server/guards/paths/guard.ts';
-import { type ToolContext, ToolError } from '../tool-server/kit/define.ts';
+import { ToolError } from '../tool-server/kit/errors.ts';
 import { createDbRunner, type DbRunner } from '../tool-server/tools/database/runner.ts';
-import { databaseTools } from '../tool-server/tools/database/tools.ts';
+import { type DatabaseToolContext, databaseTools } from '../tool-server/tools/database/tools.ts';
 
 // database_tools' normal results and error paths, on real SQLite files in a temporary root. The query
 // processes are real (tool-server/tools/database/worker.ts under tsx); one pool serves the whole file.
@@ -16,7 +16,7 @@ let root: string;
 let readOnlyRoot: string;
 let outside: string;
 let runner: DbRunner;
-let ctx: ToolContext;
+let ctx: DatabaseToolContext;
 
 function makeDb(file: string, sql: string): void {
   const db = new Database(file);
@@ -73,13 +73,13 @@ afterAll(async () => {
   await rm(base, { recursive: true, force: true });
 });
 
-async function run(name: string, args: unknown, context: ToolContext = ctx): Promise<any> {
+async function run(name: string, args: unknown, context: DatabaseToolContext = ctx): Promise<any> {
   const tool = databaseTools.find((t) => t.name === name);
   if (!tool) throw new Error(`no tool ${name}`);
   return tool.run(args, context);
 }
 
-async function fails(name: string, args: unknown, message: RegExp, context: ToolContext = ctx) {
+async function fails(name: string, args: unknown, message: RegExp, context: DatabaseToolContext = ctx) {
   const err = await run(name, args, context).then(
     () => undefined,
     (e: unknown) => e,
@@ -306,7 +306,7 @@ describe('query', () => {
   });
 
   it('works without a pool: a context built by hand gets a process per call', async () => {
-    const bare: ToolContext = { paths: ctx.paths, maxReadBytes: 4096 };
+    const bare: DatabaseToolContext = { paths: ctx.paths, maxReadBytes: 4096 };
     const r = await run('query', { path: 'shop.db', sql: 'SELECT count(*) FROM orders' }, bare);
     expect(r.rows).toEqual([[3]]);
   });

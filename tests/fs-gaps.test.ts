@@ -15,7 +15,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PathGuard } from '../tool-server/guards/paths/guard.ts';
-import { type ToolContext, ToolError } from '../tool-server/kit/define.ts';
+import type { ToolContext } from '../tool-server/kit/define.ts';
+import { ToolError } from '../tool-server/kit/errors.ts';
 import { fileSystemTools } from '../tool-server/tools/files/tools.ts';
 
 // Issue 7's gaps against the reference filesystem server: ~ and Windows paths, NFC/NFD names, line

@@ -17,7 +17,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PathGuard } from '../tool-server/guards/paths/guard.ts';
-import { type Tool, type ToolContext, ToolError, ToolInputError } from '../tool-server/kit/define.ts';
+import type { Tool, ToolContext } from '../tool-server/kit/define.ts';
+import { ToolError, ToolInputError } from '../tool-server/kit/errors.ts';
 import { writeReplacing } from '../tool-server/tools/files/common.ts';
 import { fileSystemTools } from '../tool-server/tools/files/tools.ts';
 

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'vitest';
 import { PathGuard } from '../tool-server/guards/paths/guard.ts';
-import { type ToolContext, ToolError } from '../tool-server/kit/define.ts';
+import { ToolError } from '../tool-server/kit/errors.ts';
+import type { GitToolContext } from '../tool-server/tools/git/context.ts';
 import { gitTools } from '../tool-server/tools/git/tools.ts';
 
 // Real temporary repositories for the git tool tests: a HOME of their own (so the developer's global git
@@ -18,7 +19,7 @@ export interface GitWorld {
   home: string;
   outside: string;
   env: Record<string, string>;
-  ctx: ToolContext;
+  ctx: GitToolContext;
   cleanup(): Promise<void>;
 }
 
@@ -33,7 +34,7 @@ export async function gitWorld(
   const paths = await PathGuard.create(
     opts.readOnly ? { roots: [], readOnlyRoots: [root] } : { roots: [root], readOnlyRoots: [] },
   );
-  const ctx: ToolContext = {
+  const ctx: GitToolContext = {
     paths,
     maxReadBytes: 256 * 1024,
     git: { env, timeoutMs: opts.timeoutMs ?? 20_000, maxOutputBytes: opts.maxOutputBytes ?? 256 * 1024 },
@@ -111,7 +112,7 @@ export function runTool(
   world: GitWorld,
   name: string,
   args: unknown,
-  ctx: ToolContext = world.ctx,
+  ctx: GitToolContext = world.ctx,
 ): Promise<any> {
   const tool = gitTools.find((t) => t.name === name);
   if (!tool) throw new Error(`no tool ${name}`);
@@ -124,7 +125,7 @@ export async function expectToolError(
   name: string,
   args: unknown,
   message: RegExp,
-  ctx: ToolContext = world.ctx,
+  ctx: GitToolContext = world.ctx,
 ): Promise<string> {
   const err = await runTool(world, name, args, ctx).then(
     () => undefined,

@@ -6,8 +6,9 @@ import { loadConfig } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
 import { createToolServerApp } from '../tool-server/app.ts';
 import { PathGuard } from '../tool-server/guards/paths/guard.ts';
-import { type ToolContext, ToolError } from '../tool-server/kit/define.ts';
+import { ToolError } from '../tool-server/kit/errors.ts';
 import { createRegistry } from '../tool-server/registry.ts';
+import type { GitToolContext } from '../tool-server/tools/git/context.ts';
 import type { GitHubSettings } from '../tool-server/tools/git/github/api.ts';
 import { gitTools } from '../tool-server/tools/git/tools.ts';
 
@@ -234,7 +235,7 @@ function pullRequestHandlers(pr = pullJson(), override: Parameters<typeof server
   );
 }
 
-async function ctxWith(github: GitHubSettings = {}): Promise<ToolContext> {
+async function ctxWith(github: GitHubSettings = {}): Promise<GitToolContext> {
   const paths = await PathGuard.create({ roots: [], readOnlyRoots: ['/'] });
   return { paths, maxReadBytes: 1024, github: { apiUrl: API, ...github } };
 }

@@ -2,7 +2,7 @@ import { chown, mkdir, readdir, rename, symlink, writeFile } from 'node:fs/promi
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PathGuard } from '../tool-server/guards/paths/guard.ts';
-import type { ToolContext } from '../tool-server/kit/define.ts';
+import type { GitToolContext } from '../tool-server/tools/git/context.ts';
 import { GitPins } from '../tool-server/tools/git/pin.ts';
 import { openRepo, type Repo } from '../tool-server/tools/git/repo.ts';
 import { commit, expectToolError, type GitWorld, git, gitWorld, initRepo, runTool } from './git-fixtures.ts';
@@ -159,7 +159,7 @@ describe('git runs on the repository that was checked (Linux, /proc)', () => {
 describe('without /proc (or with descriptors switched off)', () => {
   it('the git tools run on the checked paths as before', async () => {
     const paths = await PathGuard.create({ roots: [w.root], readOnlyRoots: [], verifyDescriptors: false });
-    const ctx: ToolContext = { ...w.ctx, paths };
+    const ctx: GitToolContext = { ...w.ctx, paths };
     expect(paths.raceFree).toBe(false);
     const status = await runTool(w, 'git_status', { repository: 'd/repo' }, ctx);
     expect(status).toMatchObject({ repository: repoDir, staged: [{ path: 'a.txt', status: 'modified' }] });

@@ -5,8 +5,8 @@ import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ToolResult } from '../tool-server/contract.ts';
 import { PathGuard } from '../tool-server/guards/paths/guard.ts';
-import type { ToolContext } from '../tool-server/kit/define.ts';
 import { createRegistry } from '../tool-server/registry.ts';
+import type { GitToolContext } from '../tool-server/tools/git/context.ts';
 import { gitTools } from '../tool-server/tools/git/tools.ts';
 import { commit, type GitWorld, git, initRepo } from './git-fixtures.ts';
 
@@ -66,7 +66,7 @@ beforeAll(async () => {
   for (const d of [root, outside, home]) await mkdir(d, { recursive: true });
   const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home };
   const paths = await PathGuard.create({ roots: [root], readOnlyRoots: [] });
-  const ctx: ToolContext = { paths, maxReadBytes: 64 * 1024, git: { env, timeoutMs: 20_000 } };
+  const ctx: GitToolContext = { paths, maxReadBytes: 64 * 1024, git: { env, timeoutMs: 20_000 } };
   world = { base, root, home, outside, env, ctx, cleanup: () => rm(base, { recursive: true, force: true }) };
   insideHead = await markedRepo(path.join(root, 'd', 'repo'), 'inside');
   await markedRepo(path.join(outside, 'repo'), 'OUTSIDE');

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_BLOCKED_PATTERNS, PathGuard, relativeInside } from '../tool-server/guards/paths/guard.ts';
-import { ToolError } from '../tool-server/kit/define.ts';
+import { ToolError } from '../tool-server/kit/errors.ts';
 
 let base: string;
 let root: string;

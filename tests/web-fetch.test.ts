@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ToolError, ToolInputError } from '../tool-server/kit/define.ts';
+import { ToolError, ToolInputError } from '../tool-server/kit/errors.ts';
 import { fetchUrl } from '../tool-server/tools/web/fetch.ts';
 import { type LocalServer, localServer, tableResolver, webContext } from './helpers/web-servers.ts';
 

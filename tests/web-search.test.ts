@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Security } from '../lib/security.ts';
 import { createToolServerApp } from '../tool-server/app.ts';
-import { ToolError, ToolInputError } from '../tool-server/kit/define.ts';
+import { ToolError, ToolInputError } from '../tool-server/kit/errors.ts';
 import { createRegistry } from '../tool-server/registry.ts';
 import { BRAVE_SEARCH_URL, webSearch } from '../tool-server/tools/web/search.ts';
 import { retryAfterSeconds } from '../tool-server/tools/web/search-errors.ts';

@@ -7,18 +7,18 @@ import { toolServerRoutes as routes } from './contract.ts';
 import type { ToolContext } from './kit/define.ts';
 import type { ToolRegistry } from './registry.ts';
 
-/** What the tool-server's app needs; tests pass their own. */
-export interface ToolServerDeps {
-  registry: ToolRegistry;
+/** What the tool-server's app needs; tests pass their own. `C`: the context its tools are called with. */
+export interface ToolServerDeps<C extends ToolContext = ToolContext> {
+  registry: ToolRegistry<C>;
   /** The service's metrics; default: a fresh registry. */
   metrics?: Metrics;
-  context: ToolContext;
+  context: C;
   log: Logger;
   security: Security;
 }
 
 /** The tool-server's HTTP API; only main.ts listens. */
-export function createToolServerApp(deps: ToolServerDeps): Hono {
+export function createToolServerApp<C extends ToolContext>(deps: ToolServerDeps<C>): Hono {
   const app = new Hono();
   installBase(app, deps.log, deps.security, { metrics: deps.metrics });
   route(app, routes.listTools, (c) => c.json(deps.registry.definitions()));

@@ -1,11 +1,12 @@
 import { HttpError } from '../lib/http.ts';
 import type { ToolDefinition, ToolResult } from './contract.ts';
-import { parametersOf, type Tool, type ToolContext, ToolError, ToolInputError } from './kit/define.ts';
+import { parametersOf, type Tool, type ToolContext } from './kit/define.ts';
+import { ToolError, ToolInputError } from './kit/errors.ts';
 
 /** The tool-server's set of tools: their definitions, and one place that runs a call and times it. */
-export interface ToolRegistry {
+export interface ToolRegistry<C extends ToolContext = ToolContext> {
   definitions(): ToolDefinition[];
-  call(name: string, args: unknown, ctx: ToolContext): Promise<ToolResult>;
+  call(name: string, args: unknown, ctx: C): Promise<ToolResult>;
 }
 
 /** Turns an error thrown by a tool into text the model can act on (tools throw ToolError for known cases). */
@@ -15,8 +16,8 @@ function failureMessage(err: unknown): string {
 }
 
 /** Builds the registry; refuses two tools with one name. */
-export function createRegistry(tools: readonly Tool[]): ToolRegistry {
-  const byName = new Map<string, Tool>();
+export function createRegistry<C extends ToolContext>(tools: readonly Tool<C>[]): ToolRegistry<C> {
+  const byName = new Map<string, Tool<C>>();
   for (const tool of tools) {
     if (byName.has(tool.name)) throw new Error(`Two tools are named ${tool.name}`);
     byName.set(tool.name, tool);

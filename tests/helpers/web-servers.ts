@@ -4,8 +4,7 @@ import { tmpdir } from 'node:os';
 import { parseAllowList } from '../../tool-server/guards/net/allow-list.ts';
 import type { ResolvedAddress, Resolver } from '../../tool-server/guards/net/resolve.ts';
 import { PathGuard } from '../../tool-server/guards/paths/guard.ts';
-import type { ToolContext } from '../../tool-server/kit/define.ts';
-import type { WebContext } from '../../tool-server/tools/web/context.ts';
+import type { WebContext, WebToolContext } from '../../tool-server/tools/web/context.ts';
 
 /** A local HTTP server on 127.0.0.1 that records every request it gets (the "effect" SSRF tests look at). */
 export interface LocalServer {
@@ -62,10 +61,10 @@ export function tableResolver(table: Record<string, string | string[] | ((call: 
   return { resolve, asked };
 }
 
-/** A ToolContext for the web tools; `allow` is FETCH_ALLOW_HOSTS as entries. */
+/** A WebToolContext for the web tools; `allow` is FETCH_ALLOW_HOSTS as entries. */
 export async function webContext(
   web: Omit<WebContext, 'allow'> & { allow?: string[] } = {},
-): Promise<ToolContext> {
+): Promise<WebToolContext> {
   const { allow, ...rest } = web;
   return {
     paths: await PathGuard.create({ roots: [tmpdir()], readOnlyRoots: [] }),

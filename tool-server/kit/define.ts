@@ -2,10 +2,12 @@ import type { z } from 'zod';
 import { describeIssues, jsonSchema } from '../../lib/http.ts';
 import type { ToolAnnotations } from '../contract.ts';
 import type { PathGuard } from '../guards/paths/guard.ts';
-import type { DatabaseContext } from '../tools/database/tools.ts';
-import type { GitHubSettings } from '../tools/git/github/api.ts';
-import type { GitSettings } from '../tools/git/run.ts';
-import type { WebContext } from '../tools/web/context.ts';
+import { ToolInputError } from './errors.ts';
+
+// The tool kit: how a tool is declared (schema, annotations and code as one value), the context every tool
+// is called with, and the annotation presets. A family that needs settings of its own (web, git, databases)
+// declares them as its own extension of ToolContext; the server's wiring (tools/native.ts) puts them together.
+// Nothing here knows a family.
 
 /** What every tool may use: the path guard and the service's limits. No sessions, no toolsets. */
 export interface ToolContext {
@@ -13,51 +15,46 @@ export interface ToolContext {
   maxReadBytes: number;
   /** The largest file read_media_file returns (it refuses larger ones); LIMITS.mediaBytes when absent. */
   maxMediaBytes?: number;
-  /** The web tools' settings and seams (search API key, resolver, allowed hosts, limits); defaults when absent. */
-  web?: WebContext;
-  /** git_tools' timeout, output cap and the environment git starts from; defaults when absent. */
-  git?: GitSettings;
-  /** get_github_pull_request_info's API URL, optional token and timeout; api.github.com, no token when absent. */
-  github?: GitHubSettings;
-  /** database_tools' query processes, deadline and result caps; one process per call and defaults when absent. */
-  databases?: DatabaseContext;
 }
 
-/** A tool's failure that the model can act on; its message becomes `ToolResult.error`. */
-export class ToolError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = new.target.name;
-  }
-}
+// Annotation presets (MCP tool annotations; the gateway's policy and the clients read them), by what a tool does.
 
-/** Arguments that do not match a tool's schema: a malformed request (HTTP 400), not a tool failure. */
-export class ToolInputError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = new.target.name;
-  }
-}
+/** Only looks: such calls may run side by side (see registry.ts). */
+export const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true } as const;
 
-interface ToolSpec<S extends z.ZodType> {
+/** Only reads, from outside toolshift's own world (the web, GitHub). */
+export const READ_ONLY_OPEN_WORLD = { ...READ_ONLY, openWorldHint: true } as const;
+
+/** Adds without taking anything away; the same call twice changes nothing more. */
+export const ADDS = { readOnlyHint: false, destructiveHint: false, idempotentHint: true } as const;
+
+/** Replaces what is there with what the call says; the same call twice leaves the same result. */
+export const OVERWRITES = { readOnlyHint: false, destructiveHint: true, idempotentHint: true } as const;
+
+/** Changes or removes what is there; the same call twice does not leave the same result. */
+export const CHANGES = { readOnlyHint: false, destructiveHint: true, idempotentHint: false } as const;
+
+interface ToolSpec<S extends z.ZodType, C extends ToolContext> {
   name: string;
   description: string;
   input: S;
   annotations: ToolAnnotations;
-  execute(args: z.output<S>, ctx: ToolContext): Promise<unknown>;
+  execute(args: z.output<S>, ctx: C): Promise<unknown>;
 }
 
-/** A tool with its schema erased: `run` validates the arguments before executing. */
-export interface Tool {
+/** A tool with its schema erased: `run` validates the arguments before executing. `C`: the context it needs. */
+export interface Tool<C extends ToolContext = ToolContext> {
   name: string;
   description: string;
   input: z.ZodType;
   annotations: ToolAnnotations;
-  run(args: unknown, ctx: ToolContext): Promise<unknown>;
+  run(args: unknown, ctx: C): Promise<unknown>;
 }
 
 /** Declares a tool as one value: schema, safety annotations and code side by side. */
-export function defineTool<S extends z.ZodType>(spec: ToolSpec<S>): Tool {
+export function defineTool<S extends z.ZodType, C extends ToolContext = ToolContext>(
+  spec: ToolSpec<S, C>,
+): Tool<C> {
   return {
     name: spec.name,
     description: spec.description,

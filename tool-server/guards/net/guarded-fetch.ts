@@ -1,6 +1,6 @@
 import type { ReadableStream } from 'node:stream/web';
 import { fetch } from 'undici';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import type { AllowList } from './allow-list.ts';
 import { createGuardedDispatcher, type ProxyOptions } from './guarded-agent.ts';
 import { type Resolver, resolveChecked } from './resolve.ts';

@@ -1,5 +1,5 @@
 import { lookup } from 'node:dns/promises';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import type { AllowList } from './allow-list.ts';
 import { classifyAddress, describeVerdict, ipLiteral } from './ip-policy.ts';
 

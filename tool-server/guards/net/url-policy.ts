@@ -1,4 +1,4 @@
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 
 // What a URL must look like before fetch_url connects anywhere: the model's own URL and every redirect target
 // alike. The address behind the host is checked later, when the socket is opened (guarded-agent.ts).

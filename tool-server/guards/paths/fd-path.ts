@@ -1,7 +1,7 @@
 import { constants, type Stats } from 'node:fs';
 import { type FileHandle, lstat, mkdir, open, readlink } from 'node:fs/promises';
 import path from 'node:path';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 
 // Acting on what was checked. The path guard decides on a real path; between that check and the operation an
 // outside process could swap a directory on it for a symlink that leads out of the roots. So on Linux the

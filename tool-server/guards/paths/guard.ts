@@ -2,7 +2,7 @@ import type { Stats } from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import path from 'node:path';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import { BlockedPatterns, DEFAULT_BLOCKED_PATTERNS, ProtectedPaths } from './blocked.ts';
 import { openChain, procFdWorks, using, VerifiedDir } from './fd-path.ts';
 import { OutsideRootsError, protectedRefusal, unresolvableRefusal } from './refusals.ts';

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import type { Unresolvable } from './resolve.ts';
 
 // The path guard's refusals, each worded once: a path outside the roots (one answer, whatever is there), a

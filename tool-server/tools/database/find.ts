@@ -2,7 +2,7 @@ import { constants, type Stats } from 'node:fs';
 import { open } from 'node:fs/promises';
 import path from 'node:path';
 import type { ToolContext } from '../../kit/define.ts';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import { fsMessage, iso, NO_FOLLOW, onPath } from '../files/common.ts';
 import { listChecked } from '../files/dirs.ts';
 

@@ -1,7 +1,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import type { DbJob, DbReply } from './ops.ts';
 
 // Runs database jobs off the tool-server's thread, in child processes (worker.ts), with a deadline. A

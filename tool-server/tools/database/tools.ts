@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { defineTool, type Tool, type ToolContext } from '../../kit/define.ts';
-import { READ_ONLY } from '../files/common.ts';
+import { defineTool, READ_ONLY, type Tool, type ToolContext } from '../../kit/define.ts';
 import { readableDirectory } from '../files/dirs.ts';
 import { type CheckedDatabase, databaseFile, FIND_LIMITS, findDatabases } from './find.ts';
 import type { DbJob } from './ops.ts';
@@ -10,7 +9,12 @@ import { createDbRunner, type DbRunner } from './runner.ts';
 // queries. Every database access happens in a query process (runner.ts) on a hardened read-only
 // connection (guard.ts), under a deadline; the tool-server's own thread only walks directories.
 
-/** The database tools' part of ToolContext; every field has a default (DB_DEFAULTS). */
+/** What the database tools take beyond every tool's context. */
+export interface DatabaseToolContext extends ToolContext {
+  databases?: DatabaseContext;
+}
+
+/** The database tools' settings; every field has a default (DB_DEFAULTS). */
 export interface DatabaseContext {
   /** The tool-server's pool of query processes; without one, each call starts and ends its own process. */
   runner?: DbRunner;
@@ -30,7 +34,7 @@ export const DB_DEFAULTS = {
   rows: 100,
 } as const;
 
-function settings(ctx: ToolContext) {
+function settings(ctx: DatabaseToolContext) {
   const db = ctx.databases ?? {};
   const timeoutMs = db.timeoutMs ?? DB_DEFAULTS.timeoutMs;
   return {
@@ -43,7 +47,7 @@ function settings(ctx: ToolContext) {
 }
 
 /** Runs a job on the context's pool, or on a process of its own that ends with the call. */
-async function runDb(ctx: ToolContext, job: DbJob, timeoutMs: number): Promise<unknown> {
+async function runDb(ctx: DatabaseToolContext, job: DbJob, timeoutMs: number): Promise<unknown> {
   if (ctx.databases?.runner) return ctx.databases.runner.run(job, timeoutMs);
   const once = createDbRunner({ maxProcesses: 1, maxIdle: 0 });
   try {
@@ -82,7 +86,7 @@ export const listDatabases = defineTool({
       .describe('Most databases to list (default 100)'),
   }),
   annotations: { title: 'List databases', ...READ_ONLY },
-  async execute(args, ctx) {
+  async execute(args, ctx: DatabaseToolContext) {
     const allowed = ctx.paths.allowed();
     const starts =
       args.path !== undefined
@@ -113,7 +117,7 @@ export const listTables = defineTool({
     include_system: z.boolean().optional().describe('Also list sqlite_* and shadow tables (default false)'),
   }),
   annotations: { title: 'List tables', ...READ_ONLY },
-  async execute(args, ctx) {
+  async execute(args, ctx: DatabaseToolContext) {
     const db = await databaseFile(ctx, args.path);
     const s = settings(ctx);
     const result = (await runDb(
@@ -142,7 +146,7 @@ export const describeTable = defineTool({
     table: z.string().min(1).describe('Table or view name (case-insensitive, as SQLite treats names)'),
   }),
   annotations: { title: 'Describe table', ...READ_ONLY },
-  async execute(args, ctx) {
+  async execute(args, ctx: DatabaseToolContext) {
     const db = await databaseFile(ctx, args.path);
     const s = settings(ctx);
     const result = (await runDb(
@@ -180,7 +184,7 @@ export const query = defineTool({
       .describe(`Most rows to return (default ${DB_DEFAULTS.rows}; the service caps it)`),
   }),
   annotations: { title: 'Query (read-only)', ...READ_ONLY },
-  async execute(args, ctx) {
+  async execute(args, ctx: DatabaseToolContext) {
     const db = await databaseFile(ctx, args.path);
     const s = settings(ctx);
     const job: DbJob = {
@@ -198,4 +202,4 @@ export const query = defineTool({
 });
 
 /** The database_tools set, in the order the tool-server lists them. */
-export const databaseTools: Tool[] = [listDatabases, listTables, describeTable, query];
+export const databaseTools: Tool<DatabaseToolContext>[] = [listDatabases, listTables, describeTable, query];

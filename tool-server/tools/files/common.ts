@@ -5,7 +5,7 @@ import { lstat, open, readdir, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import picomatch from 'picomatch';
 import type { VerifiedDir } from '../../guards/paths/fd-path.ts';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 
 // Helpers shared by the filesystem tools: error translation, entry types, directory reads that never
 // follow symlinks, glob matching with the basename rule, and writes that replace a file rather than
@@ -14,9 +14,6 @@ import { ToolError } from '../../kit/define.ts';
 
 /** O_NOFOLLOW where the platform has it: a symlink swapped in after the guard's check fails with ELOOP. */
 export const NO_FOLLOW: number = constants.O_NOFOLLOW ?? 0;
-
-/** The annotations of every tool that only looks: such calls may run side by side (see registry.ts). */
-export const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true } as const;
 
 /** The hard caps that keep listings, trees and searches a size a model can read. */
 export const LIMITS = {

@@ -3,8 +3,9 @@ import { lstat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { using, type VerifiedDir } from '../../guards/paths/fd-path.ts';
-import { defineTool, type ToolContext, ToolError } from '../../kit/define.ts';
-import { entryType, fsMessage, iso, LIMITS, onPath, READ_ONLY, readDirSorted } from './common.ts';
+import { ADDS, defineTool, READ_ONLY, type ToolContext } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
+import { entryType, fsMessage, iso, LIMITS, onPath, readDirSorted } from './common.ts';
 
 // The tools that create and list directories, and the one that tells the model where it may work. Listings
 // show an entry's name and type (a symlink as "symlink"), never where a link points.
@@ -35,12 +36,7 @@ export const createDirectory = defineTool({
   input: z.object({
     path: z.string().describe('Directory to create: absolute, or relative to the first allowed directory'),
   }),
-  annotations: {
-    title: 'Create directory',
-    readOnlyHint: false,
-    destructiveHint: false,
-    idempotentHint: true,
-  },
+  annotations: { title: 'Create directory', ...ADDS },
   async execute(args, ctx) {
     const real = await ctx.paths.resolveForWrite(args.path);
     // From the root down, one verified directory at a time: a component swapped for a symlink is refused.

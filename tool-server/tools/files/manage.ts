@@ -2,7 +2,8 @@ import { lstat, readdir, rename, rmdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { using, type VerifiedDir } from '../../guards/paths/fd-path.ts';
-import { defineTool, type ToolContext, ToolError } from '../../kit/define.ts';
+import { CHANGES, defineTool, type ToolContext } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import { assertFilePath, entryType, existing, fsError, onPath } from './common.ts';
 import { checkSubtree, moveAcross, removeTree } from './tree.ts';
 
@@ -78,7 +79,7 @@ export const moveFile = defineTool({
     source: z.string().describe('Path to move: absolute, or relative to the first allowed directory'),
     destination: z.string().describe('New path, including the new name; must not exist yet'),
   }),
-  annotations: { title: 'Move file', readOnlyHint: false, destructiveHint: true, idempotentHint: false },
+  annotations: { title: 'Move file', ...CHANGES },
   async execute(args, ctx) {
     const source = await ctx.paths.resolveEntryForWrite(args.source);
     const destination = await ctx.paths.resolveForWrite(args.destination);
@@ -105,7 +106,7 @@ export const deleteFile = defineTool({
   input: z.object({
     path: z.string().describe('File to delete: absolute, or relative to the first allowed directory'),
   }),
-  annotations: { title: 'Delete file', readOnlyHint: false, destructiveHint: true, idempotentHint: false },
+  annotations: { title: 'Delete file', ...CHANGES },
   async execute(args, ctx) {
     assertFilePath(args.path, 'delete_file');
     const real = await ctx.paths.resolveEntryForWrite(args.path);
@@ -161,12 +162,7 @@ export const deleteDirectory = defineTool({
     path: z.string().describe('Directory to delete: absolute, or relative to the first allowed directory'),
     recursive: z.boolean().optional().describe('Also delete everything inside (default false)'),
   }),
-  annotations: {
-    title: 'Delete directory',
-    readOnlyHint: false,
-    destructiveHint: true,
-    idempotentHint: false,
-  },
+  annotations: { title: 'Delete directory', ...CHANGES },
   async execute(args, ctx) {
     // The entry itself: a symlink to a directory must not get its target deleted.
     const real = await ctx.paths.resolveEntryForWrite(args.path);

@@ -1,8 +1,9 @@
 import path from 'node:path';
 import { z } from 'zod';
 import type { VerifiedDir } from '../../guards/paths/fd-path.ts';
-import { defineTool, ToolError } from '../../kit/define.ts';
-import { LIMITS, onPath, READ_ONLY } from './common.ts';
+import { defineTool, READ_ONLY } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
+import { LIMITS, onPath } from './common.ts';
 import { openRegular } from './text.ts';
 
 // read_media_file: an image or audio file as base64 with its MIME type, so binary content a model can take

@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { defineTool, type ToolContext, ToolError } from '../../kit/define.ts';
-import { assertFilePath, entryType, fsMessage, iso, onPath, READ_ONLY } from './common.ts';
+import { defineTool, READ_ONLY, type ToolContext } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
+import { assertFilePath, entryType, fsMessage, iso, onPath } from './common.ts';
 import { type ReadOptions, readText, type TextRead } from './text.ts';
 
 // The tools that read files: whole, head or tail of one file, several at once, and one file's metadata.

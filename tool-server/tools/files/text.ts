@@ -2,7 +2,7 @@ import { constants } from 'node:fs';
 import { type FileHandle, lstat, open } from 'node:fs/promises';
 import path from 'node:path';
 import type { VerifiedDir } from '../../guards/paths/fd-path.ts';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import { countLines, iso, LIMITS, NO_FOLLOW, onPath } from './common.ts';
 
 // Reading text the way a model needs it: never more than the byte cap, head/tail without loading a huge

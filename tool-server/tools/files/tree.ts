@@ -3,7 +3,8 @@ import { lstat, mkdir, open, readdir, readlink, rmdir, symlink, unlink } from 'n
 import path from 'node:path';
 import type { VerifiedDir } from '../../guards/paths/fd-path.ts';
 import { relativeInside } from '../../guards/paths/guard.ts';
-import { type ToolContext, ToolError } from '../../kit/define.ts';
+import type { ToolContext } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import { NO_FOLLOW } from './common.ts';
 
 // Whole subtrees: the check before a directory is moved or deleted, rm -r, and the copy a move across file

@@ -1,8 +1,9 @@
 import type { Dirent } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { defineTool, ToolError } from '../../kit/define.ts';
-import { type EntryType, entryType, fsMessage, globMatcher, LIMITS, READ_ONLY, relJoin } from './common.ts';
+import { defineTool, READ_ONLY } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
+import { type EntryType, entryType, fsMessage, globMatcher, LIMITS, relJoin } from './common.ts';
 import { listChecked, readableDirectory } from './dirs.ts';
 
 // The tools that walk a directory tree. Walks never follow symlinks (a link is reported as type

@@ -3,7 +3,8 @@ import path from 'node:path';
 import { createTwoFilesPatch } from 'diff';
 import { z } from 'zod';
 import type { VerifiedDir } from '../../guards/paths/fd-path.ts';
-import { defineTool, ToolError } from '../../kit/define.ts';
+import { CHANGES, defineTool, OVERWRITES } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import { assertFilePath, countLines, existing, iso, onPath, writeReplacing } from './common.ts';
 import { readWholeText } from './text.ts';
 
@@ -24,7 +25,7 @@ export const writeFile = defineTool({
     path: z.string().describe('File to write: absolute, or relative to the first allowed directory'),
     content: z.string().describe('The complete new content of the file'),
   }),
-  annotations: { title: 'Write file', readOnlyHint: false, destructiveHint: true, idempotentHint: true },
+  annotations: { title: 'Write file', ...OVERWRITES },
   async execute(args, ctx) {
     assertFilePath(args.path, 'write_file');
     const real = await ctx.paths.resolveForWrite(args.path);
@@ -135,7 +136,7 @@ export const editFile = defineTool({
       .describe('Replacements to apply in order'),
     dry_run: z.boolean().optional().describe('Preview the diff without changing the file (default false)'),
   }),
-  annotations: { title: 'Edit file', readOnlyHint: false, destructiveHint: true, idempotentHint: false },
+  annotations: { title: 'Edit file', ...CHANGES },
   async execute(args, ctx) {
     assertFilePath(args.path, 'edit_file');
     const real = await ctx.paths.resolveForWrite(args.path);

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { relativeInside } from '../../guards/paths/guard.ts';
-import { type ToolContext, ToolError } from '../../kit/define.ts';
+import type { ToolContext } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import type { Repo } from './repo.ts';
 import { GitFailure } from './run.ts';
 

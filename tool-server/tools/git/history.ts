@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { defineTool, ToolError } from '../../kit/define.ts';
-import { READ_ONLY } from '../files/common.ts';
+import { defineTool, READ_ONLY } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import { hasCommits, hasControlCharacter, pathspecs, resolveCommit } from './args.ts';
+import type { GitToolContext } from './context.ts';
 import { type CommitInfo, capText, LOG_FORMAT, parseLog, parseRefs, REF_FORMAT } from './parse.ts';
 import { contextArg, diffBody, pathsArg, repositoryArg } from './read.ts';
 import { type Repo, withRepo } from './repo.ts';
@@ -72,7 +73,7 @@ export const gitLog = defineTool({
     ignore_case: z.boolean().default(false).describe('Match author and grep case-insensitively'),
   }),
   annotations: { title: 'Git log', ...READ_ONLY },
-  execute: (args, ctx) =>
+  execute: (args, ctx: GitToolContext) =>
     withRepo(ctx, args.repository, async (repo) => {
       const sha = await resolveCommit(repo, args.ref, 'ref');
       const paths = await pathspecs(ctx, repo, args.paths ?? []);
@@ -121,7 +122,7 @@ export const gitShow = defineTool({
     context_lines: contextArg,
   }),
   annotations: { title: 'Git show', ...READ_ONLY },
-  execute: (args, ctx) =>
+  execute: (args, ctx: GitToolContext) =>
     withRepo(ctx, args.repository, async (repo) => {
       const sha = await resolveCommit(repo, args.ref, 'ref');
       const paths = await pathspecs(ctx, repo, args.paths ?? []);
@@ -172,7 +173,7 @@ export const gitBranches = defineTool({
     limit: z.number().int().min(1).max(1000).default(200).describe('Most branches to return (default 200)'),
   }),
   annotations: { title: 'Git branches', ...READ_ONLY },
-  execute: (args, ctx) =>
+  execute: (args, ctx: GitToolContext) =>
     withRepo(ctx, args.repository, async (repo) => {
       const out = await repo.run({
         sub: 'for-each-ref',

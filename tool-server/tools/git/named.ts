@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { OutsideRootsError } from '../../guards/paths/guard.ts';
-import { type ToolContext, ToolError } from '../../kit/define.ts';
+import type { ToolContext } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import { type GitCommand, GitFailure, type GitOutput } from './run.ts';
 
 // What a repository names itself, checked before git runs on it: object alternates (each must lie inside

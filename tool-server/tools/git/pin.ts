@@ -1,7 +1,7 @@
 import { readlink } from 'node:fs/promises';
 import type { VerifiedDir } from '../../guards/paths/fd-path.ts';
 import type { PathGuard } from '../../guards/paths/guard.ts';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 
 // Making git act on the directories that were checked (Linux, /proc). The path guard checks a real path, but
 // git takes paths as text and looks them up again, so a process that swaps a directory on the way for a

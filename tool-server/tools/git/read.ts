@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { defineTool, ToolError } from '../../kit/define.ts';
-import { READ_ONLY } from '../files/common.ts';
+import { defineTool, READ_ONLY } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import { hasCommits, pathspecs, resolveCommit } from './args.ts';
+import type { GitToolContext } from './context.ts';
 import { type DiffFile, diffTotals, parseDiffFiles, parseStatus } from './parse.ts';
 import { type Repo, withRepo } from './repo.ts';
 import { gitLimits } from './run.ts';
@@ -110,7 +111,7 @@ export const gitStatus = defineTool({
       .describe('Untracked files: no, normal (a new directory shown once) or all (every file)'),
   }),
   annotations: { title: 'Git status', ...READ_ONLY },
-  execute: (args, ctx) =>
+  execute: (args, ctx: GitToolContext) =>
     withRepo(ctx, args.repository, async (repo) => {
       assertWorkTree(repo, 'git_status');
       const out = await repo.run({
@@ -152,7 +153,7 @@ export const gitDiff = defineTool({
     context_lines: contextArg,
   }),
   annotations: { title: 'Git diff', ...READ_ONLY },
-  async execute(args, ctx) {
+  async execute(args, ctx: GitToolContext) {
     if (args.to !== undefined && args.from === undefined) {
       throw new ToolError('`to` needs `from`: give both to compare two commits');
     }

@@ -2,7 +2,8 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { VerifiedDir } from '../../guards/paths/fd-path.ts';
 import { relativeInside } from '../../guards/paths/guard.ts';
-import { type ToolContext, ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
+import type { GitToolContext } from './context.ts';
 import { checkAlternates, checkLayout, insideRoots, namedConfig } from './named.ts';
 import { changedWhileReading, GitPins, slotPath } from './pin.ts';
 import { type GitCommand, GitFailure, type GitOutput, type GitSettings, type GitTarget } from './run.ts';
@@ -25,7 +26,7 @@ export interface Repo {
 }
 
 /** The parent of the root holding `real`: discovery may look at the root itself but not above it. */
-function ceilingFor(ctx: ToolContext, real: string): string | undefined {
+function ceilingFor(ctx: GitToolContext, real: string): string | undefined {
   const { read_write, read_only } = ctx.paths.allowed();
   const holding = [...read_write, ...read_only]
     .filter((root) => relativeInside(root, real) !== null)
@@ -46,7 +47,7 @@ interface Located {
  * Before git's ownership refusal is passed on: the repository it names, and where that one's .git file leads,
  * must be inside the roots, or the owner of something outside would be told. Anything else gets the one answer.
  */
-async function assertOwnershipInside(ctx: ToolContext, reported: string, shown: string): Promise<void> {
+async function assertOwnershipInside(ctx: GitToolContext, reported: string, shown: string): Promise<void> {
   const top = await insideRoots(ctx, reported, shown);
   let text: string;
   try {
@@ -64,7 +65,7 @@ async function assertOwnershipInside(ctx: ToolContext, reported: string, shown: 
  * there is no work tree (--show-toplevel fails there). Each path must lie inside the roots.
  */
 async function discover(
-  ctx: ToolContext,
+  ctx: GitToolContext,
   run: (cmd: GitCommand) => Promise<GitOutput>,
   real: string,
   shown: string,
@@ -115,7 +116,7 @@ function distinct(dirs: VerifiedDir[]): VerifiedDir[] {
 }
 
 /** The repository through descriptors (Linux): see pin.ts. */
-async function openPinned(ctx: ToolContext, real: string, shown: string): Promise<Repo> {
+async function openPinned(ctx: GitToolContext, real: string, shown: string): Promise<Repo> {
   const settings = ctx.git;
   // Discovery looks names up from `real` upwards: `real` and everything above it is watched meanwhile.
   const start = await GitPins.open(ctx.paths, [real], shown);
@@ -181,7 +182,7 @@ async function openPinned(ctx: ToolContext, real: string, shown: string): Promis
 }
 
 /** The repository by its paths (no /proc): the same checks, with nothing held between them and git's use. */
-async function openByPath(ctx: ToolContext, real: string, shown: string): Promise<Repo> {
+async function openByPath(ctx: GitToolContext, real: string, shown: string): Promise<Repo> {
   const settings = ctx.git;
   const discovery: GitTarget = { cwd: real, ceiling: ceilingFor(ctx, real) };
   const { workTree, gitDir, commonDir } = await discover(
@@ -206,7 +207,7 @@ async function openByPath(ctx: ToolContext, real: string, shown: string): Promis
 }
 
 /** Opens the repository holding `dir` (a path under the roots), or explains why it cannot; close it after. */
-export async function openRepo(ctx: ToolContext, dir: string): Promise<Repo> {
+export async function openRepo(ctx: GitToolContext, dir: string): Promise<Repo> {
   const shown = ctx.paths.absolute(dir);
   const real = await ctx.paths.resolveForRead(dir);
   const info = await ctx.paths.lstatEntry(real).catch((err: unknown) => {
@@ -220,7 +221,11 @@ export async function openRepo(ctx: ToolContext, dir: string): Promise<Repo> {
 }
 
 /** Runs `fn` with the opened repository and lets its descriptors go afterwards, whatever happens. */
-export async function withRepo<T>(ctx: ToolContext, dir: string, fn: (repo: Repo) => Promise<T>): Promise<T> {
+export async function withRepo<T>(
+  ctx: GitToolContext,
+  dir: string,
+  fn: (repo: Repo) => Promise<T>,
+): Promise<T> {
   const repo = await openRepo(ctx, dir);
   try {
     return await fn(repo);

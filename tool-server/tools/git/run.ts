@@ -1,4 +1,4 @@
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 
 // What git is started with (spawn.ts starts it, the only place that does). Everything a repository (or
 // the caller) could use to run a program is switched off here: no shell (an argv), an allow-list of subcommands and flags, user-derived values

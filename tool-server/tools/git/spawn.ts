@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import {
   type GitCommand,
   GitFailure,

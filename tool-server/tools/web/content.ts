@@ -1,7 +1,7 @@
 import { Readability } from '@mozilla/readability';
 import { parseHTML } from 'linkedom';
 import TurndownService from 'turndown';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 
 // What fetch_url makes of a body: HTML becomes readable markdown (Readability picks the main content, turndown
 // writes it), JSON and other text pass through decoded, anything else is refused by its content type.

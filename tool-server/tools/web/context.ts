@@ -2,12 +2,18 @@ import type { Config } from '../../../lib/config.ts';
 import { type AllowList, parseAllowList } from '../../guards/net/allow-list.ts';
 import type { ProxyOptions } from '../../guards/net/guarded-agent.ts';
 import { type Resolver, systemResolver } from '../../guards/net/resolve.ts';
+import type { ToolContext } from '../../kit/define.ts';
 import { createHtmlConverter, type HtmlConverter, inlineConverter } from './html.ts';
 
 // What the web tools take from the tool context. Every field is optional so a context built by hand (tests of
 // other tools) still compiles; `webSettings` fills the defaults in one place.
 
-/** The web tools' part of ToolContext, as the tool-server fills it from config (tests pass their own). */
+/** What the web tools take beyond every tool's context: their settings and seams (see WebContext). */
+export interface WebToolContext extends ToolContext {
+  web?: WebContext;
+}
+
+/** The web tools' settings, as the tool-server fills them from config (tests pass their own). */
 export interface WebContext {
   /** Brave Search API key; web_search explains how to set it when it is missing. */
   braveApiKey?: string;
@@ -36,14 +42,6 @@ export const WEB_DEFAULTS = {
   searchTimeoutMs: 15_000,
   maxRedirects: 5,
   userAgent: 'Mozilla/5.0 (compatible; toolshift-fetch/0.1)',
-} as const;
-
-/** The annotations of the web tools: they only read, from outside toolshift's own world. */
-export const READ_ONLY_OPEN_WORLD = {
-  readOnlyHint: true,
-  destructiveHint: false,
-  idempotentHint: true,
-  openWorldHint: true,
 } as const;
 
 /** WebContext with its defaults applied and the allow-list parsed. */

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { guardedFetch } from '../../guards/net/guarded-fetch.ts';
-import { defineTool } from '../../kit/define.ts';
+import { defineTool, READ_ONLY_OPEN_WORLD } from '../../kit/define.ts';
 import { decodeBody, htmlTitle, kindOf, mediaType, refuseBinary, sniffKind, windowOf } from './content.ts';
-import { READ_ONLY_OPEN_WORLD, WEB_DEFAULTS, webSettings } from './context.ts';
+import { WEB_DEFAULTS, type WebToolContext, webSettings } from './context.ts';
 
 // fetch_url: one page from the public web as markdown or text, under the SSRF guard (tool-server/guards/net/).
 
@@ -43,7 +43,7 @@ export const fetchUrl = defineTool({
       .describe('Return HTML as its source text instead of converting it to markdown'),
   }),
   annotations: { title: 'Fetch URL', ...READ_ONLY_OPEN_WORLD },
-  async execute(args, ctx) {
+  async execute(args, ctx: WebToolContext) {
     const web = webSettings(ctx.web);
     const started = Date.now();
     const page = await guardedFetch(args.url, {

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 import { htmlToMarkdown } from './content.ts';
 import type { ConvertReply } from './html-worker.ts';
 

@@ -1,4 +1,4 @@
-import { ToolError } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
 
 // Brave Search's error answers, turned into messages a model can act on: a bad key (say so, do not retry), a
 // bad request (name the field), a rate or quota limit (say when to retry). Brave's error body is

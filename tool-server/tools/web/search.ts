@@ -1,7 +1,8 @@
 import { parseHTML } from 'linkedom';
 import { z } from 'zod';
-import { defineTool, ToolError } from '../../kit/define.ts';
-import { READ_ONLY_OPEN_WORLD, webSettings } from './context.ts';
+import { defineTool, READ_ONLY_OPEN_WORLD } from '../../kit/define.ts';
+import { ToolError } from '../../kit/errors.ts';
+import { type WebToolContext, webSettings } from './context.ts';
 import { braveFailure, redactKey } from './search-errors.ts';
 
 // web_search: the Brave Search web endpoint, results reduced to what a model reads (rank, title, url, snippet,
@@ -65,7 +66,7 @@ export const webSearch = defineTool({
       .describe('Only pages from the past day (pd), week (pw), month (pm), year (py), or a date range'),
   }),
   annotations: { title: 'Web search', ...READ_ONLY_OPEN_WORLD },
-  async execute(args, ctx) {
+  async execute(args, ctx: WebToolContext) {
     const web = webSettings(ctx.web);
     const key = web.braveApiKey;
     if (!key) {

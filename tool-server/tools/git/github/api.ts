@@ -1,4 +1,4 @@
-import { ToolError } from '../../../kit/define.ts';
+import { ToolError } from '../../../kit/errors.ts';
 
 // A small GitHub REST client for get_github_pull_request_info: one GET with a deadline, a response size
 // cap, same-origin redirects only (the token never follows a redirect to another host), and every

@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { defineTool, ToolError } from '../../../kit/define.ts';
-import { READ_ONLY } from '../../files/common.ts';
+import { defineTool, READ_ONLY } from '../../../kit/define.ts';
+import { ToolError } from '../../../kit/errors.ts';
+import type { GitToolContext } from '../context.ts';
 import { capText } from '../parse.ts';
 import { type GitHubClient, githubClient } from './api.ts';
 import { checksSummary, reviewSummary } from './summary.ts';
@@ -153,7 +154,7 @@ export const getGithubPullRequestInfo = defineTool({
       .describe('Most changed files to list (default 300)'),
   }),
   annotations: { title: 'GitHub pull request', ...READ_ONLY, openWorldHint: true },
-  async execute(args, ctx) {
+  async execute(args, ctx: GitToolContext) {
     const api = githubClient(ctx.github);
     const byParts = args.owner !== undefined || args.repo !== undefined || args.number !== undefined;
     if (args.url !== undefined && byParts)

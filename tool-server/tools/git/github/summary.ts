@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ToolError } from '../../../kit/define.ts';
+import { ToolError } from '../../../kit/errors.ts';
 
 // Turning GitHub's review and check answers into the few facts a reviewer asks for: who approved or asked
 // for changes (each reviewer's latest decisive review, as GitHub's own review decision counts them), and

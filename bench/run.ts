@@ -6,10 +6,11 @@ import path from 'node:path';
 import { concurrencyRun } from './concurrency.ts';
 import { recallAtScale } from './discovery.ts';
 import { eventLogRun } from './event-log.ts';
+import { type BenchResults, goals } from './goals.ts';
 import { latencyRun } from './latency-run.ts';
 import { describeMachine } from './machine.ts';
 import type { MemoryStage } from './memory-parts.ts';
-import { type BenchResults, goals, renderReport } from './report.ts';
+import { renderReport } from './report.ts';
 import { tokenRun } from './token-run.ts';
 
 // `npm run bench`: every figure of the benchmark in one run, offline, then BENCHMARKS.md. Token economics and

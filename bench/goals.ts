@@ -1,0 +1,154 @@
+import type { ConcurrencyRun } from './concurrency.ts';
+import type { Recall } from './discovery.ts';
+import { type ArmFigures, PRICE } from './economics.ts';
+import type { EventLogRun } from './event-log.ts';
+import { f2, f3, mib, ms, n0, pct, usd } from './format.ts';
+import type { LatencyRun } from './latency-run.ts';
+import type { Machine } from './machine.ts';
+import type { MemoryStage } from './memory-parts.ts';
+import type { TokenRun } from './token-run.ts';
+
+// The benchmark's figures against their goals: the summary of BENCHMARKS.md (report.ts writes it).
+
+/** Everything one `npm run bench` measured. */
+export interface BenchResults {
+  machine: Machine;
+  durationS: number;
+  tokens: TokenRun;
+  scale: Recall;
+  latency: LatencyRun;
+  eventLog: EventLogRun;
+  concurrency: ConcurrencyRun;
+  /** The same load in other shapes: fewer tasks on npm start, and the services as separate processes. */
+  concurrencyVariants: ConcurrencyRun[];
+  memory: MemoryStage[];
+  /** The same with TOOLSHIFT_THREADS=2. */
+  memoryTwoThreads: MemoryStage[];
+}
+
+/** One line of the summary. */
+export interface Goal {
+  figure: string;
+  measured: string;
+  goal: string;
+  met: boolean | null;
+}
+
+export function arm(r: BenchResults, name: ArmFigures['arm']): ArmFigures {
+  const a = r.tokens.arms.find((x) => x.arm === name);
+  if (!a) throw new Error(`no figures for arm ${name}`);
+  return a;
+}
+
+/** The summary: each figure's ratio, its goal, met or not. */
+export function goals(r: BenchResults): Goal[] {
+  const native = arm(r, 'native');
+  const dispatch = arm(r, 'dispatch');
+  const all = arm(r, 'all-loaded');
+  const l = r.latency;
+  const c = r.concurrency;
+  const hopEcho = l.echo.viaGateway - l.echo.direct;
+  const hopDelay = l.delay.viaGateway / l.delay.direct;
+  const stepRatio = l.step.ownMsPerStep / l.step.bareRtt;
+  const turnRatio = c.turnsPerS / c.idealTurnsPerS;
+  return [
+    {
+      figure: '1. Tool-definition tokens per request, dynamic / all-loaded',
+      measured: `native ${f3(native.toolTokensPerRequest / all.toolTokensPerRequest)}, dispatch ${f3(dispatch.toolTokensPerRequest / all.toolTokensPerRequest)}`,
+      goal: '≤ 0.10',
+      met:
+        native.toolTokensPerRequest / all.toolTokensPerRequest <= 0.1 &&
+        dispatch.toolTokensPerRequest / all.toolTokensPerRequest <= 0.1,
+    },
+    {
+      figure: '2. Input tokens per task (meta-tool turns included), dynamic / all-loaded',
+      measured: `native ${f3(native.inputTokensPerTask / all.inputTokensPerTask)}, dispatch ${f3(dispatch.inputTokensPerTask / all.inputTokensPerTask)}`,
+      goal: '≤ 0.5',
+      met: Math.max(native.inputTokensPerTask, dispatch.inputTokensPerTask) / all.inputTokensPerTask <= 0.5,
+    },
+    {
+      figure: '2. Model calls per task, dynamic / all-loaded',
+      measured: f3(native.modelCallsPerTask / all.modelCallsPerTask),
+      goal: '≤ 1.25',
+      met: native.modelCallsPerTask / all.modelCallsPerTask <= 1.25,
+    },
+    {
+      figure: '3. Prefix kept, requests without a toolset change',
+      measured: `native ${pct(native.prefixSteady)}, dispatch ${pct(dispatch.prefixSteady)}, all-loaded ${pct(all.prefixSteady)}`,
+      goal: '100%',
+      met: [native, dispatch, all].every((a) => a.prefixSteadyMin === 1),
+    },
+    {
+      figure: '3. Prefix kept across toggles, dispatch',
+      measured: `dispatch ${pct(dispatch.prefixToggle)} (native ${pct(native.prefixToggle)})`,
+      goal: '100%',
+      met: dispatch.prefixToggle === 1,
+    },
+    {
+      figure: `4. Cost per task at ${PRICE.model} prices with prompt caching`,
+      measured: `native ${usd(native.costPerTask)}, dispatch ${usd(dispatch.costPerTask)}, all-loaded ${usd(all.costPerTask)}`,
+      goal: '(reported)',
+      met: null,
+    },
+    {
+      figure: '5. Discovery over the benchmark catalog, recall@1 / @3',
+      measured: `${pct(r.tokens.recall.recallAt1)} / ${pct(r.tokens.recall.recallAt3)}`,
+      goal: '(reported; issue 6: @3 ≥ 90%)',
+      met: r.tokens.recall.recallAt3 >= 0.9,
+    },
+    {
+      figure: '6. Gateway hop overhead, echo tool, p50 / bare round trip',
+      measured: `${f2(hopEcho / l.bareRtt)}× (${ms(hopEcho)})`,
+      goal: '≤ 3×',
+      met: hopEcho / l.bareRtt <= 3,
+    },
+    {
+      figure: '6. Gateway hop, 20 ms tool, p50 via gateway / direct',
+      measured: `${f3(hopDelay)} (+${ms(l.delay.viaGateway - l.delay.direct)})`,
+      goal: '≤ 1.05',
+      met: hopDelay <= 1.05,
+    },
+    {
+      figure: '7. toolshift’s own time per model step / bare round trip',
+      measured: `${f2(stepRatio)}× (${ms(l.step.ownMsPerStep)})`,
+      goal: '≤ 10×',
+      met: stepRatio <= 10,
+    },
+    {
+      figure: '8. Toggle round trip / plain tool call (p50)',
+      measured: `${f2(l.toggle.manage / l.toggle.call)} (${ms(l.toggle.manage)} vs ${ms(l.toggle.call)})`,
+      goal: '≤ 1.5',
+      met: l.toggle.manage / l.toggle.call <= 1.5,
+    },
+    {
+      figure: `9. ${n0(c.tasks)} concurrent tasks: model turns/s vs Little's-law ideal`,
+      measured: `${f2(turnRatio)} (${n0(c.turnsPerS)} of ${n0(c.idealTurnsPerS)} turns/s)`,
+      goal: '≥ 0.9',
+      met: turnRatio >= 0.9,
+    },
+    {
+      figure: '9. p99 turn latency',
+      measured: `${(c.turnLatencyP99Ms / 1000).toFixed(2)} s`,
+      goal: '≤ 1.25 s',
+      met: c.turnLatencyP99Ms <= 1250,
+    },
+    {
+      figure: '9. Resident memory per held task',
+      measured: `${(c.rssPerHeldTaskBytes / 1024).toFixed(0)} KiB`,
+      goal: '(reported)',
+      met: null,
+    },
+    {
+      figure: '10. Step records/s through the task store / raw inserts (WAL)',
+      measured: `${f2(r.eventLog.storeRecordsPerS / r.eventLog.rawInsertsPerS)} (${n0(r.eventLog.storeRecordsPerS)} vs ${n0(r.eventLog.rawInsertsPerS)}/s)`,
+      goal: '≥ 0.5',
+      met: r.eventLog.storeRecordsPerS / r.eventLog.rawInsertsPerS >= 0.5,
+    },
+    {
+      figure: '11. Resident memory of npm start: idle / after the concurrency run',
+      measured: `${mib(c.idle.rss)} / ${mib(c.after.rss)}`,
+      goal: '(reported, with its parts)',
+      met: null,
+    },
+  ];
+}

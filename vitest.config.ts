@@ -1,9 +1,28 @@
 import { defineConfig } from 'vitest/config';
 
+// The tests mirror the code: tests/<service>/… for each service, tests/cli and tests/lib, and tests/system for
+// what needs the whole daemon, other processes or a long run (live stacks, start-up, floods, the conformance
+// suite, the benchmark's tests, snapshots, the docs). Each folder is a vitest project, so one service's tests
+// run alone (`npx vitest run --project tool-server`); stress tests (*.stress.test.ts) belong to `system`.
+// `npm test` runs every project (what CI runs); `npm run test:fast` all but `system`.
+
+const STRESS = '**/*.stress.test.ts';
+const fast = (name: string) => ({
+  extends: true as const,
+  test: { name, include: [`tests/${name}/**/*.test.ts`], exclude: [STRESS] },
+});
+
 export default defineConfig({
   test: {
-    include: ['tests/**/*.test.ts'],
     testTimeout: 20_000,
     hookTimeout: 30_000,
+    projects: [
+      fast('tool-server'),
+      fast('mcp-gateway'),
+      fast('agent-server'),
+      fast('cli'),
+      fast('lib'),
+      { extends: true, test: { name: 'system', include: ['tests/system/**/*.test.ts', `tests/${STRESS}`] } },
+    ],
   },
 });

@@ -25,7 +25,7 @@ interface Ranks {
  * object of 200,000 properties and a decode table of 200,000 byte arrays (counting never decodes), and the
  * heap it grows to on the way stays resident: 80 MiB per thread that loads it. This builds the same rank map
  * (the key of a token is its bytes joined by commas, as the encoder looks them up) straight from the file's
- * lines; tests/tokens.test.ts checks the counts against the library's own constructor.
+ * lines; tests/lib/tokens.test.ts checks the counts against the library's own constructor.
  */
 export function leanEncoder(ranks: Ranks): Tiktoken {
   const { Tiktoken: Encoder } = require('js-tiktoken/lite') as typeof import('js-tiktoken/lite');

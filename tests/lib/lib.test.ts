@@ -1,0 +1,75 @@
+import { Hono } from 'hono';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { loadConfig, reachableHost } from '../../lib/config.ts';
+import { installBase, MAX_BODY_BYTES, route } from '../../lib/http.ts';
+import { callRoute, ServiceError } from '../../lib/http-client.ts';
+import { asLoopback, log, openSecurity } from '../helpers/stack.ts';
+
+describe('configuration', () => {
+  it('derives the URLs from host and ports, with brackets for IPv6 and loopback for wildcards', () => {
+    expect(reachableHost('0.0.0.0')).toBe('127.0.0.1');
+    expect(reachableHost('::')).toBe('[::1]');
+    expect(reachableHost('::1')).toBe('[::1]');
+    expect(reachableHost('10.1.2.3')).toBe('10.1.2.3');
+    const c = loadConfig({ HOST: '::', AGENT_PORT: '9000', GATEWAY_PORT: '9001', TOOL_SERVER_PORT: '9002' });
+    expect([c.agent.url, c.gateway.url, c.tools.url]).toEqual([
+      'http://[::1]:9000',
+      'http://[::1]:9001',
+      'http://[::1]:9002',
+    ]);
+    expect(new URL(c.gateway.url).port).toBe('9001');
+  });
+
+  it('names every bad variable at once', () => {
+    expect(() => loadConfig({ AGENT_PORT: 'abc', AGENT_MAX_STEPS: '0' })).toThrow(
+      /Invalid configuration:\n {2}AGENT_PORT: .*expected number.*\n {2}AGENT_MAX_STEPS: Too small/,
+    );
+  });
+});
+
+describe('HTTP plumbing', () => {
+  const spec = {
+    method: 'post',
+    path: '/echo',
+    summary: 'echo',
+    body: z.object({ text: z.string() }),
+    responses: { 200: z.object({ text: z.string() }) },
+  } as const;
+  const app = new Hono();
+  installBase(app, log, openSecurity);
+  route(app, spec, (c, { body }) => c.json(body));
+
+  it('refuses a body over the size limit with 413 before parsing it', async () => {
+    const res = await app.request('/echo', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ text: 'x'.repeat(MAX_BODY_BYTES) }),
+    });
+    expect(res.status).toBe(413);
+    expect(await res.json()).toEqual({ error: `Request body is larger than ${MAX_BODY_BYTES} bytes` });
+  });
+
+  it('gives up on a service that does not answer in time, with 504', async () => {
+    const hang = (_url: string, init?: RequestInit) =>
+      new Promise<Response>((_, reject) =>
+        init?.signal?.addEventListener('abort', () => reject(init.signal?.reason)),
+      );
+    const err = await callRoute({ baseUrl: 'http://slow', fetch: hang, timeoutMs: 50 }, spec, {
+      body: { text: 'a' },
+    }).catch((e) => e);
+    expect(err).toBeInstanceOf(ServiceError);
+    expect(err).toMatchObject({ status: 504, message: 'http://slow/echo did not answer within 50 ms' });
+  });
+
+  it('round-trips through the contract on both sides', async () => {
+    const res = await callRoute(
+      { baseUrl: 'http://x', fetch: (u, i) => Promise.resolve(app.request(asLoopback(u), i)) },
+      spec,
+      {
+        body: { text: 'hi' },
+      },
+    );
+    expect(res).toEqual({ text: 'hi' });
+  });
+});

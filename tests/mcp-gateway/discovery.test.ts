@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { normalizeTerm, ToolsetIndex, tokenize } from '../../mcp-gateway/search.ts';
+import { discoveryCatalog, loadNeeds, measureRecall } from '../helpers/discovery.ts';
+
+// Discovery: manage_toolsets LIST with a query ranks toolsets and their tools (BM25 with stemming and split
+// snake_case names). The test set (tests/fixtures/discovery/needs.json) runs against a catalog with the
+// GitHub MCP server's 117 recorded tools split into toolsets, beside the repository's own toolsets.
+
+describe('the search index', () => {
+  it('splits snake_case, camelCase and kebab-case names and stems words, so forms of a word meet', () => {
+    expect(tokenize('get_file_contents getFileContents get-env HTTPServer')).toEqual([
+      'get',
+      'file',
+      'contents',
+      'get',
+      'file',
+      'contents',
+      'get',
+      'env',
+      'http',
+      'server',
+    ]);
+    expect(['issues', 'issue', 'Issue'].map((w) => normalizeTerm(w.toLowerCase()))).toEqual([
+      'issu',
+      'issu',
+      'issu',
+    ]);
+    expect(normalizeTerm('the')).toBeNull();
+    const index = new ToolsetIndex([
+      {
+        id: 'tracker',
+        description: 'Work items.',
+        tools: [{ name: 'issue_write', description: 'Create one.' }],
+      },
+      {
+        id: 'files',
+        description: 'Files on disk.',
+        tools: [{ name: 'write_file', description: 'Write a file.' }],
+      },
+    ]);
+    expect(index.search('open issues')).toEqual([
+      { id: 'tracker', score: expect.any(Number), matched_tools: ['issue_write'] },
+    ]);
+    expect(index.search('kubernetes')).toEqual([]);
+  });
+});
+
+describe('discovery over a catalog with the GitHub MCP server split into toolsets', () => {
+  let catalog: Awaited<ReturnType<typeof discoveryCatalog>>;
+  beforeAll(async () => {
+    catalog = await discoveryCatalog();
+  });
+  afterAll(() => catalog.close());
+
+  it('finds the right toolset for at least 9 needs in 10 among the top three (recall@3 ≥ 0.9)', () => {
+    const needs = loadNeeds();
+    expect(needs.length).toBeGreaterThanOrEqual(40);
+    expect(catalog.tools).toBeGreaterThan(150);
+    const recall = measureRecall(catalog.gateway, needs);
+    expect(recall.misses.length, JSON.stringify(recall.misses, null, 1)).toBeLessThanOrEqual(
+      needs.length * 0.1,
+    );
+    expect(recall.recallAt3).toBeGreaterThanOrEqual(0.9);
+    expect(recall.recallAt1).toBeGreaterThanOrEqual(0.75);
+  });
+
+  it('answers manage_toolsets LIST with the best toolsets first, each with the tools that matched', async () => {
+    const res = await catalog.gateway.manageToolsets('discovery', {
+      action: 'LIST',
+      toolset_ids: [],
+      query: 'open an issue on a repository',
+    });
+    const listed = res.result.toolsets as { id: string; matched_tools: string[]; active: boolean }[];
+    expect(listed[0]).toMatchObject({ id: 'github_issues', active: false });
+    expect(listed[0].matched_tools.length).toBeGreaterThan(0);
+    expect(listed[0].matched_tools.every((t) => t.startsWith('github_'))).toBe(true);
+    expect(listed.length).toBeLessThanOrEqual(10);
+  });
+});
+
+describe('discovery over 200+ tools', () => {
+  it('keeps ranking with a second (GitHub Enterprise) copy of the GitHub toolsets', async () => {
+    const big = await discoveryCatalog({ enterprise: true });
+    try {
+      expect(big.tools).toBeGreaterThan(200);
+      const same = (got: string, want: string) => got === want || got === want.replace(/^github_/, 'ghe_');
+      expect(measureRecall(big.gateway, loadNeeds(), same).recallAt3).toBeGreaterThanOrEqual(0.9);
+      const enterprise = big.gateway.listToolsets(
+        's',
+        'list the open issues on the company GitHub Enterprise Server',
+      );
+      expect(enterprise.toolsets[0].id).toBe('ghe_issues');
+    } finally {
+      await big.close();
+    }
+  });
+});

@@ -1,0 +1,363 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { armKey, armScripts } from '../../bench/arms.ts';
+import { RECORDED_LABEL, recordedGithubTools, writeBenchCatalog } from '../../bench/catalog.ts';
+import { economics, PRICE } from '../../bench/economics.ts';
+import { type BenchResults, goals } from '../../bench/goals.ts';
+import { completion, goalMarker, type RecordedRequest, startMockModel } from '../../bench/mock-model.ts';
+import { RECORDED_SERVER_NAME, startRecordedServer } from '../../bench/recorded-server.ts';
+import { renderReport } from '../../bench/report.ts';
+import { ARMS, benchTasks, scriptFor } from '../../bench/tasks.ts';
+import { createTokenCounter } from '../../lib/tokens.ts';
+import { makeStack, type Stack } from '../helpers/stack.ts';
+
+// The benchmark's own parts: the recorded-catalog backend, the catalog it writes, the tasks in their three
+// arms, the figures computed from recorded requests, and the report. Timings are never asserted here.
+
+describe('the recorded-catalog MCP backend', () => {
+  it('answers tools/list with the recorded definitions unchanged, says it is recorded, and runs nothing', async () => {
+    const recorded = recordedGithubTools();
+    const server = await startRecordedServer(recorded);
+    const client = new Client({ name: 'bench-test', version: '1.0.0' });
+    try {
+      await client.connect(new StreamableHTTPClientTransport(new URL(server.url)));
+      expect(client.getServerVersion()?.name).toBe(RECORDED_SERVER_NAME);
+      expect(client.getInstructions()).toMatch(/listing only: no tool here runs/);
+      const { tools } = await client.listTools();
+      expect(tools).toHaveLength(117);
+      expect(tools.map((t) => t.name)).toEqual(recorded.map((t) => t.name));
+      expect(tools.find((t) => t.name === 'create_issue')?.inputSchema).toEqual(
+        recorded.find((t) => t.name === 'create_issue')?.inputSchema,
+      );
+      await expect(client.callTool({ name: 'create_issue', arguments: {} })).rejects.toThrow(/not found/i);
+    } finally {
+      await client.close();
+      await server.close();
+    }
+  });
+});
+
+describe('the benchmark catalog', () => {
+  let dir: string;
+  let stack: Stack;
+  let closeRecorded: () => Promise<void>;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'bench-catalog-'));
+    const written = await writeBenchCatalog(path.join(dir, 'toolsets'));
+    closeRecorded = written.close;
+    const files = Object.fromEntries(
+      readdirSync(path.join(dir, 'toolsets')).map((f) => [
+        f,
+        readFileSync(path.join(dir, 'toolsets', f), 'utf8'),
+      ]),
+    );
+    stack = await makeStack({ toolsets: files });
+    await stack.catalog.prepare(stack.catalog.toolsets.map((t) => t.id));
+  }, 60_000);
+  afterAll(async () => {
+    await stack?.close();
+    await closeRecorded?.();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('holds at least 8 toolsets and 150 tools of real definitions, the recorded ones labelled as recorded', async () => {
+    const { body } = await stack.get(stack.gatewayApp, '/mcp/admin/toolsets');
+    const toolsets = body.toolsets as { id: string; description: string; tools: string[]; health?: string }[];
+    expect(toolsets.length).toBeGreaterThanOrEqual(8);
+    expect(toolsets.reduce((n, t) => n + t.tools.length, 0)).toBeGreaterThanOrEqual(150);
+    const github = toolsets.filter((t) => t.id.startsWith('github_'));
+    expect(github).toHaveLength(13);
+    expect(github.reduce((n, t) => n + t.tools.length, 0)).toBe(117);
+    for (const t of github) expect(t.description.endsWith(RECORDED_LABEL)).toBe(true);
+    for (const t of toolsets.filter((x) => !x.id.startsWith('github_')))
+      expect(t.description).not.toContain('Recorded');
+    expect(toolsets.map((t) => t.id)).toEqual(
+      expect.arrayContaining([
+        'file_system_tools',
+        'git_tools',
+        'memory',
+        'mcp_reference',
+        'sequential_thinking',
+      ]),
+    );
+  });
+
+  it('every tool a benchmark task calls exists in the toolset the task activates', () => {
+    for (const task of benchTasks('http://127.0.0.1:9')) {
+      const active = new Set<string>();
+      for (const actions of task.turns) {
+        for (const a of actions) {
+          if ('activate' in a) for (const id of a.activate) active.add(id);
+          if ('tool' in a) {
+            const owner = stack.catalog.tools.get(a.tool)?.toolset;
+            expect(owner, `${task.key}: ${a.tool}`).toBeDefined();
+            expect(active.has(owner as string), `${task.key}: ${a.tool} needs ${owner} active`).toBe(true);
+          }
+          if ('deactivate' in a) for (const id of a.deactivate) active.delete(id);
+        }
+      }
+      expect(active.size, `${task.key} leaves toolsets active`).toBe(0);
+    }
+  });
+});
+
+describe('the tasks in three arms', () => {
+  const tasks = benchTasks('http://127.0.0.1:9');
+
+  it('has twelve multi-step tasks, each scripted the same way in every arm but for how tools are reached', () => {
+    expect(tasks.length).toBeGreaterThanOrEqual(12);
+    for (const task of tasks) {
+      const native = scriptFor(task, 'native');
+      const dispatch = scriptFor(task, 'dispatch');
+      const all = scriptFor(task, 'all-loaded');
+      expect(native.length).toBeGreaterThanOrEqual(4);
+      expect(dispatch.length).toBe(native.length);
+      const calls = (s: typeof native) => s.flatMap((t) => ('calls' in t ? t.calls : []));
+      // All-loaded: no toolset calls, and fewer turns exactly where a turn held nothing else.
+      expect(calls(all).some((c) => c.name === 'manage_toolsets')).toBe(false);
+      const toolCalls = calls(native).filter((c) => c.name !== 'manage_toolsets');
+      expect(calls(all)).toEqual(toolCalls);
+      // Dispatch: the same tools with the same arguments, through call_tool, under the same call ids.
+      const dispatched = calls(dispatch).filter((c) => c.name !== 'manage_toolsets');
+      expect(dispatched.map((c) => c.id)).toEqual(toolCalls.map((c) => c.id));
+      expect(dispatched.map((c) => c.arguments)).toEqual(
+        toolCalls.map((c) => ({ name: c.name, arguments: c.arguments })),
+      );
+      expect(native.at(-1)).toEqual({ answer: task.answer });
+    }
+    expect(armScripts(tasks).size).toBe(tasks.length * ARMS.length);
+  });
+
+  it('the mock model plays a task’s turn by the goal’s marker and records what it was sent', async () => {
+    const script = scriptFor(tasks[0], 'native');
+    const model = await startMockModel({
+      record: true,
+      script: (key, turn) => (key === 'k1' ? script[turn] : undefined),
+    });
+    try {
+      const body = {
+        model: 'm',
+        messages: [
+          { role: 'system', content: 's' },
+          { role: 'user', content: `${goalMarker('k1')} do it` },
+          { role: 'assistant', content: null, tool_calls: [] },
+        ],
+      };
+      const res = await fetch(`${model.url}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      expect(await res.json()).toEqual(completion(script[1]));
+      expect(model.requests).toEqual([
+        expect.objectContaining({ key: 'k1', turn: 1, body: JSON.stringify(body) }),
+      ]);
+      const stats = await (await fetch(model.url.replace(/\/v1$/, '/stats'))).json();
+      expect(stats.arrivals).toEqual([expect.objectContaining({ key: 'k1', turn: 1 })]);
+    } finally {
+      await model.close();
+    }
+  });
+});
+
+/** A request body as the agent sends it: tools, then messages. */
+function request(key: string, turn: number, tools: string[], messages: string[]): RecordedRequest {
+  const body = {
+    model: 'm',
+    messages: messages.map((content, i) => ({ role: i === 0 ? 'system' : 'user', content })),
+    tools: tools.map((name) => ({
+      type: 'function',
+      function: { name, description: `${name} does one thing`, parameters: { type: 'object' } },
+    })),
+  };
+  return { key, turn, body: JSON.stringify(body), at: 0 };
+}
+
+describe('the token-economics figures', () => {
+  const counter = createTokenCounter();
+  const toggle = { calls: [{ id: 'c', name: 'manage_toolsets', arguments: { action: 'ACTIVATE' } }] };
+  const work = { calls: [{ id: 'w', name: 'read', arguments: {} }] };
+  const long = 'word '.repeat(1500);
+
+  it('measures the prefix kept between requests, with and without a toggle, and counts the cache as OpenAI does', () => {
+    const scripts = new Map([
+      ['native:t', [toggle, work, { answer: 'done' }]],
+      ['dispatch:t', [toggle, work, { answer: 'done' }]],
+      ['all-loaded:t', [work, { answer: 'done' }]],
+    ]);
+    const requests = [
+      // Native: the toggle changes the tools, the next step extends the one before.
+      request('native:t', 0, ['manage_toolsets'], [long, 'goal']),
+      request('native:t', 1, ['manage_toolsets', 'read'], [long, 'goal', 'activated']),
+      request('native:t', 2, ['manage_toolsets', 'read'], [long, 'goal', 'activated', 'read it']),
+      request('dispatch:t', 0, ['manage_toolsets', 'call_tool'], [long, 'goal']),
+      request('dispatch:t', 1, ['manage_toolsets', 'call_tool'], [long, 'goal', 'activated']),
+      request('dispatch:t', 2, ['manage_toolsets', 'call_tool'], [long, 'goal', 'activated', 'read it']),
+      request('all-loaded:t', 0, ['manage_toolsets', 'read', 'other'], ['short', 'goal']),
+      request('all-loaded:t', 1, ['manage_toolsets', 'read', 'other'], ['short', 'goal', 'read it']),
+    ];
+    const [native, dispatch, all] = economics(requests, scripts, counter);
+    expect(native.prefixSteady).toBe(1);
+    expect(native.prefixToggle).toBeLessThan(0.2);
+    expect(dispatch.prefixToggle).toBe(1);
+    expect(dispatch.prefixAll).toBe(1);
+    expect(native.modelCallsPerTask).toBe(3);
+    expect(all.modelCallsPerTask).toBe(2);
+    // Dispatch's later requests reuse the long system prompt; a prompt under 1,024 tokens is never cached.
+    expect(dispatch.cachedShare).toBeGreaterThan(0.5);
+    expect(all.cachedShare).toBe(0);
+    expect(all.costPerTask).toBeCloseTo(all.costPerTaskUncached, 10);
+    expect(dispatch.costPerTask).toBeLessThan(dispatch.costPerTaskUncached);
+    const tools = counter.tools(
+      ['manage_toolsets', 'call_tool'].map((name) => ({
+        name,
+        description: `${name} does one thing`,
+        parameters: { type: 'object' },
+      })),
+    );
+    expect(dispatch.toolTokensPerRequest).toBe(tools);
+    expect(PRICE.cachedInputPerM / PRICE.inputPerM).toBe(0.25);
+  });
+});
+
+describe('the report', () => {
+  it('lists every figure with its goal, and says which goals were missed', () => {
+    const armFigures = (
+      arm: 'native' | 'dispatch' | 'all-loaded',
+      tools: number,
+      input: number,
+      calls: number,
+    ) => ({
+      arm,
+      tasks: 12,
+      requests: calls * 12,
+      toolTokensPerRequest: tools,
+      definitionsInMessagesPerTask: 0,
+      inputTokensPerTask: input,
+      modelCallsPerTask: calls,
+      prefixSteady: 1,
+      prefixToggle: arm === 'native' ? 0.1 : 1,
+      prefixAll: 1,
+      prefixSteadyMin: 1,
+      cachedShare: 0.8,
+      costPerTask: 0.01,
+      costPerTaskUncached: 0.03,
+      outputTokensPerTask: 100,
+    });
+    const memory = {
+      rss: 300 * 2 ** 20,
+      heapUsed: 100 * 2 ** 20,
+      heapTotal: 120 * 2 ** 20,
+      external: 5e6,
+      spaces: { old: 8e7 },
+    };
+    const results: BenchResults = {
+      machine: {
+        cpu: 'cpu',
+        cores: 2,
+        memoryGiB: 8,
+        os: 'linux',
+        node: 'v20',
+        date: '2026-01-01T00:00:00Z',
+        commit: 'abc',
+        loadAtStart: 0.5,
+      },
+      durationS: 120,
+      tokens: {
+        catalog: { toolsets: 20, tools: 167, recorded: 13, upstream: [] },
+        arms: [
+          armFigures('native', 1000, 16000, 6),
+          armFigures('dispatch', 300, 19000, 6),
+          armFigures('all-loaded', 35000, 170000, 4),
+        ],
+        recall: {
+          toolsets: 20,
+          tools: 167,
+          needs: 60,
+          recallAt1: 0.85,
+          recallAt3: 0.95,
+          msPerQuery: 2,
+          misses: [],
+        },
+        problems: [],
+        tasks: 12,
+      },
+      scale: {
+        toolsets: 33,
+        tools: 284,
+        needs: 60,
+        recallAt1: 0.85,
+        recallAt3: 0.93,
+        msPerQuery: 2,
+        misses: [],
+      },
+      latency: {
+        bareRtt: 0.3,
+        echo: { direct: 0.5, viaGateway: 1.1 },
+        delay: { direct: 22, viaGateway: 23.5 },
+        toggle: { manage: 0.6, call: 0.8 },
+        step: { ownMsPerStep: 2.4, steps: 400, tasks: 50, bareRtt: 0.3 },
+        rounds: 400,
+      },
+      eventLog: {
+        storeRecordsPerS: 30000,
+        rawInsertsPerS: 40000,
+        rawRunPerS: 20000,
+        rawBatchedPerS: 40000,
+        batch: 50,
+        recordBytes: 330,
+        records: 10000,
+      },
+      concurrency: {
+        layout: 'npm-start',
+        tasks: 1000,
+        latencyMs: 1000,
+        turnsPerTask: 6,
+        completed: 1000,
+        failed: [],
+        windowS: 10,
+        turnsPerS: 300,
+        idealTurnsPerS: 1000,
+        turnLatencyP50Ms: 2000,
+        turnLatencyP99Ms: 4000,
+        cpuMsPerTurn: 3.5,
+        wallS: 25,
+        idle: memory,
+        peakRss: 700 * 2 ** 20,
+        after: memory,
+        rssPerHeldTaskBytes: 400 * 1024,
+      },
+      concurrencyVariants: [],
+      memory: [
+        { stage: 'node', rss: 70e6, heapUsed: 5e6, external: 2e6, arrayBuffers: 0 },
+        { stage: 'services', rss: 250e6, heapUsed: 90e6, external: 5e6, arrayBuffers: 0 },
+      ],
+      memoryTwoThreads: [
+        { stage: 'node', rss: 70e6, heapUsed: 5e6, external: 2e6, arrayBuffers: 0 },
+        { stage: 'second thread', rss: 390e6, heapUsed: 60e6, external: 5e6, arrayBuffers: 0 },
+      ],
+    };
+    const byFigure = Object.fromEntries(goals(results).map((g) => [g.figure, g]));
+    expect(byFigure['2. Model calls per task, dynamic / all-loaded'].met).toBe(false);
+    expect(byFigure['6. Gateway hop, 20 ms tool, p50 via gateway / direct'].met).toBe(false);
+    expect(byFigure['8. Toggle round trip / plain tool call (p50)'].met).toBe(true);
+    expect(byFigure['10. Step records/s through the task store / raw inserts (WAL)'].measured).toMatch(
+      /^0\.75 /,
+    );
+    const text = renderReport(results);
+    expect(text).toMatch(/^# Benchmarks\n/);
+    expect(text).toContain('Machine: cpu, 2 cores, 8 GiB, linux, Node v20.');
+    expect(text).toMatch(
+      /\| 2\. Model calls per task, dynamic \/ all-loaded \| 1\.500 \| ≤ 1\.25 \| \*\*missed\*\* \|/,
+    );
+    expect(text).toMatch(
+      /\| 9\. 1,000 concurrent tasks: model turns\/s vs Little's-law ideal \| 0\.30 \(300 of 1,000 turns\/s\) \| ≥ 0\.9 \| \*\*missed\*\* \|/,
+    );
+    expect(text).toContain('gpt-4.1');
+    expect(armKey('native', benchTasks('x')[0])).toBe('native:t01-project-overview');
+  });
+});

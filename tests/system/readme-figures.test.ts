@@ -1,0 +1,65 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { cliWith } from '../helpers/cli.ts';
+import { answer, call, calls, ScriptedModel } from '../helpers/scripted-model.ts';
+import { makeStack } from '../helpers/stack.ts';
+
+// The README's example of `toolshift run` is checked against what the CLI prints today for the same task on
+// the shipped toolsets: every token figure, tool count and line must be what a user sees. Only what depends on
+// the model and the clock (ids, durations, the provider's usage, the model's name) is left out of the match.
+
+/** The README's fenced blocks, in order. */
+function fencedBlocks(markdown: string): string[] {
+  const blocks: string[] = [];
+  let open: string[] | undefined;
+  for (const line of markdown.split('\n')) {
+    if (line.startsWith('```')) {
+      if (open) blocks.push(open.join('\n'));
+      open = open ? undefined : [];
+    } else open?.push(line);
+  }
+  return blocks;
+}
+
+/** The README's example run: the fenced block with the run's summary. */
+function readmeExample(): string {
+  const block = fencedBlocks(readFileSync('README.md', 'utf8')).find((b) => /^✔ completed in/m.test(b));
+  if (!block) throw new Error('README.md has no example run (a fenced block with "✔ completed in")');
+  return block;
+}
+
+/** What varies run to run, made the same on both sides. */
+function normalise(text: string): string[] {
+  return text
+    .replace(/\btask_[0-9a-f…-]+/g, 'task_…')
+    .replace(/\bses_[0-9a-f…-]+/g, 'ses_…')
+    .replace(/^(task task_… · session ses_… · model ).*$/m, '$1<model>')
+    .replace(/[\d,]+ tokens \(prompt [\d,]+, completion [\d,]+\)/g, '<usage>')
+    .replace(/\b\d+(?:\.\d)?s\b|\b\d+ ms\b/g, '<time>')
+    .split('\n')
+    .filter((line) => line !== '' && !/asking the model/.test(line));
+}
+
+describe('the README', () => {
+  it('shows what toolshift run prints for its example task today', async () => {
+    const goal = 'Create notes/ideas.md with three ideas for a weekend project';
+    const model = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['file_system_tools'] })),
+      calls(call('write_file', { path: 'notes/ideas.md', content: '1. A hike\n2. Bread\n3. A kite\n' })),
+      answer('I created notes/ideas.md with three ideas.'),
+    ]);
+    const s = await makeStack({ model });
+    try {
+      let seen = '';
+      const write = (t: string) => {
+        seen += t;
+      };
+      const res = await cliWith({ stdout: write, stderr: write }, s, 'run', goal);
+      expect(res.code).toBe(0);
+      // "Expected" is what the CLI prints now: put it in the README when this fails.
+      expect(normalise(readmeExample())).toEqual(normalise(seen));
+    } finally {
+      await s.close();
+    }
+  });
+});

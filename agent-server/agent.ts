@@ -15,7 +15,7 @@ import type {
   ToolExposure,
 } from './contract.ts';
 import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
-import type { GatewayClient } from './gateway-client.ts';
+import { type GatewayClient, refusalCode } from './gateway-client.ts';
 import { type LoopSnapshot, runLoop } from './loop.ts';
 import type { AgentMetrics } from './metrics.ts';
 import type { Model } from './model.ts';
@@ -254,8 +254,9 @@ export function createAgent(deps: AgentDeps) {
     try {
       return (await deps.gateway.renderPrompt(prompt.name, prompt.arguments)).text;
     } catch (err) {
-      if (err instanceof ServiceError && (err.status === 400 || err.status === 404)) {
-        throw new HttpError(err.status, err.message);
+      const code = refusalCode(err);
+      if (code === 'not_found' || code === 'invalid_arguments') {
+        throw new HttpError(code === 'not_found' ? 404 : 400, (err as Error).message);
       }
       throw err;
     }
@@ -327,9 +328,8 @@ export function createAgent(deps: AgentDeps) {
               `POST /mcp/admin/approvals/${pending.approval_id}.`,
           );
         }
-        if (err instanceof ServiceError && (err.status === 404 || err.status === 409)) {
-          throw new HttpError(409, err.message);
-        }
+        const code = refusalCode(err);
+        if (code === 'not_found' || code === 'conflict') throw new HttpError(409, (err as Error).message);
         throw err;
       }
       waiter.poke(taskId);

@@ -1,5 +1,10 @@
-import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
-import { type ChangeToolsetsRequest, gatewayRoutes as routes } from '../mcp-gateway/contract.ts';
+import { callRoute, type ServiceEndpoint, ServiceError } from '../lib/http-client.ts';
+import {
+  type ChangeToolsetsRequest,
+  RefusalCode,
+  gatewayRoutes as routes,
+  TASK_HEADER,
+} from '../mcp-gateway/contract.ts';
 
 /** The agent-server's view of the gateway: the only way it learns or changes which tools a session has. */
 export type GatewayClient = ReturnType<typeof routeClient> & {
@@ -7,8 +12,12 @@ export type GatewayClient = ReturnType<typeof routeClient> & {
   forTask(taskId: string): GatewayClient;
 };
 
-/** The header naming the task a request acts for, so the gateway's audit trail says "model in task X". */
-const TASK_HEADER = 'x-toolshift-task';
+/** Why the gateway refused a request (its error body's `code`); undefined for any other failure. */
+export function refusalCode(err: unknown): RefusalCode | undefined {
+  if (!(err instanceof ServiceError)) return undefined;
+  const parsed = RefusalCode.safeParse((err.body as { code?: unknown } | undefined)?.code);
+  return parsed.success ? parsed.data : undefined;
+}
 
 /** A typed client over the gateway's contract routes; `signal` abandons a call (a task being stopped). */
 export function createGatewayClient(endpoint: ServiceEndpoint): GatewayClient {

@@ -1,10 +1,10 @@
 import type { ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions';
-import { ServiceError } from '../lib/http-client.ts';
+import type { ServiceError } from '../lib/http-client.ts';
 import { type JsonInputError, nestsDeeperThan, parseJson } from '../lib/json.ts';
 import { Approval } from '../mcp-gateway/contract.ts';
 import { CALL_TOOL, dispatchTarget, notOffered, withDefinitions } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
-import type { GatewayClient } from './gateway-client.ts';
+import { type GatewayClient, refusalCode } from './gateway-client.ts';
 import { MANAGE_TOOLSETS, type ManageToolsetsOutcome, runManageToolsets } from './manage-toolsets.ts';
 
 /** One tool call's outcome: the tool message's text, whether it succeeded, and a toolset change if any. */
@@ -17,14 +17,16 @@ export interface ToolCallOutcome {
   change?: ManageToolsetsOutcome['change'];
   /** For a change of toolsets: what it did to the tool-definition tokens, as the gateway counted them. */
   toolTokens?: ManageToolsetsOutcome['toolTokens'];
-  /** The operator's policy asks a human first: the pending approval the gateway recorded (409). */
+  /** The operator's policy asks a human first: the pending approval the gateway recorded. */
   approval?: Approval;
 }
 
-/** The pending approval a gateway refusal (409) carries, if it is one. */
+/** The pending approval a gateway refusal (approval_needed) carries, if it is one. */
 function approvalOf(err: unknown): Approval | undefined {
-  if (!(err instanceof ServiceError) || err.status !== 409) return undefined;
-  const parsed = Approval.safeParse((err.body as { approval?: unknown } | undefined)?.approval);
+  if (refusalCode(err) !== 'approval_needed') return undefined;
+  const parsed = Approval.safeParse(
+    ((err as ServiceError).body as { approval?: unknown } | undefined)?.approval,
+  );
   return parsed.success ? parsed.data : undefined;
 }
 

@@ -1,6 +1,8 @@
-import { ServiceError } from '../lib/http-client.ts';
-import type { GatewayTool } from '../mcp-gateway/contract.ts';
-import type { GatewayClient } from './gateway-client.ts';
+import type { GatewayTool, RefusalCode } from '../mcp-gateway/contract.ts';
+import { type GatewayClient, refusalCode } from './gateway-client.ts';
+
+/** Refusals that mean the kept list is out of date: the next step lists the session's tools again. */
+const STALE: ReadonlySet<RefusalCode> = new Set(['inactive', 'unknown_tool', 'disabled', 'withheld']);
 
 // A task's tool list between steps. The loop needs the session's tools before every model call; asking the
 // gateway each time costs a round trip and a JSON parse of every schema per step. The list only changes when
@@ -13,7 +15,7 @@ import type { GatewayClient } from './gateway-client.ts';
 export function withToolList(gateway: GatewayClient, sessionId: string): GatewayClient {
   let cached: GatewayTool[] | undefined;
   const forget = (err: unknown) => {
-    if (err instanceof ServiceError && (err.status === 403 || err.status === 404)) cached = undefined;
+    if (STALE.has(refusalCode(err) as RefusalCode)) cached = undefined;
   };
   return {
     ...gateway,

@@ -4,6 +4,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
 import { z } from 'zod';
 import { HttpError } from './http-error.ts';
+import { describeIssues } from './issues.ts';
 import { JsonInputError, parseJson } from './json.ts';
 import type { Logger } from './log.ts';
 import { createMetrics, type Metrics, metricsRoute } from './metrics.ts';
@@ -36,13 +37,6 @@ export interface RouteInput<S extends RouteSpec> {
   params: Part<S, 'params'>;
   query: Part<S, 'query'>;
   body: Part<S, 'body'>;
-}
-
-/** Turns zod issues into one line naming each bad field, e.g. `action: Invalid option: expected one of …`. */
-export function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message))
-    .join('; ');
 }
 
 function parseWith<T extends z.ZodType>(schema: T, value: unknown, where: string): z.output<T> {
@@ -111,6 +105,8 @@ export const SERVICE_HEADER = 'x-toolshift-service';
 /** What installBase() may be given; a service passes its own metrics to add its series to the same registry. */
 export interface BaseOptions {
   metrics?: Metrics;
+  /** The service's own refusals as HTTP errors (the gateway's rules know no HTTP); others go on as they are. */
+  asHttpError?: (err: unknown) => HttpError | undefined;
 }
 
 /**
@@ -123,7 +119,8 @@ export function installBase(app: Hono, log: Logger, security: Security, opts: Ba
   const metrics = opts.metrics ?? createMetrics();
   // Which service answered (the logger's name), so a client pointed at the wrong port can say so.
   const service = (log.bindings() as { name?: unknown }).name;
-  app.onError((err, c) => {
+  app.onError((thrown, c) => {
+    const err = opts.asHttpError?.(thrown) ?? thrown;
     if (err instanceof HttpError)
       return c.json({ error: err.message, ...err.details }, err.status, err.headers);
     const id = randomUUID();

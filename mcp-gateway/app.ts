@@ -5,13 +5,11 @@ import type { Metrics } from '../lib/metrics.ts';
 import { healthDetail, requireRole, type Security } from '../lib/security.ts';
 import { type AuditActor, withActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
-import { DEFAULT_SESSION, gatewayRoutes as routes } from './contract.ts';
+import { DEFAULT_SESSION, gatewayRoutes as routes, TASK_HEADER } from './contract.ts';
 import type { Gateway } from './gateway.ts';
 import type { McpFace } from './mcp/face.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './prompts.ts';
-
-/** The task a request acts for, as the agent-server names it (x-toolshift-task); trusted only from the agent. */
-const TASK_HEADER = 'x-toolshift-task';
+import { REFUSAL_STATUS, Refusal } from './refusals.ts';
 
 /** Who a request is, for the audit trail: the operator, the model in a task, an MCP client, a user. */
 function actorOf(c: Context): AuditActor {
@@ -40,11 +38,23 @@ export interface GatewayDeps {
   prompts: PromptCatalog;
 }
 
+/** A refusal of the gateway's rules as an HTTP error: its status from REFUSAL_STATUS, its code in the body. */
+function refusalAsHttpError(err: unknown): HttpError | undefined {
+  if (!(err instanceof Refusal)) return undefined;
+  const retry = err.details.retry_after_s;
+  return new HttpError(
+    REFUSAL_STATUS[err.code],
+    err.message,
+    { code: err.code, ...err.details },
+    typeof retry === 'number' ? { 'retry-after': String(retry) } : {},
+  );
+}
+
 /** The gateway's HTTP API; only main.ts listens. */
 export function createGatewayApp(deps: GatewayDeps): Hono {
   const { gateway } = deps;
   const app = new Hono();
-  installBase(app, deps.log, deps.security, { metrics: deps.metrics });
+  installBase(app, deps.log, deps.security, { metrics: deps.metrics, asHttpError: refusalAsHttpError });
   // Every audit row of the request records who acted (audit-context.ts).
   app.use('*', (c, next) => withActor(actorOf(c), next));
   route(app, routes.changeToolsets, async (c, { body }) => {
@@ -80,7 +90,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     try {
       deps.prompts.reload();
     } catch (err) {
-      if (err instanceof PromptError) throw new HttpError(400, err.message);
+      if (err instanceof PromptError) throw new Refusal('invalid_config', err.message);
       throw err;
     }
     const result = await gateway.reloadToolsets();
@@ -120,7 +130,8 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   );
   route(app, routes.getApproval, (c, { params }) => {
     const approval = gateway.ceiling.approvals.get(params.id);
-    if (!approval) throw new HttpError(404, `No approval ${params.id}; GET /mcp/admin/approvals lists them`);
+    if (!approval)
+      throw new Refusal('not_found', `No approval ${params.id}; GET /mcp/admin/approvals lists them`);
     return c.json(approval);
   });
   route(app, routes.decideApproval, (c, { params, body }) =>
@@ -133,7 +144,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       return c.json(deps.prompts.render(params.name, body.arguments));
     } catch (err) {
       if (err instanceof PromptError)
-        throw new HttpError(err instanceof UnknownPromptError ? 404 : 400, err.message);
+        throw new Refusal(err instanceof UnknownPromptError ? 'not_found' : 'invalid_arguments', err.message);
       throw err;
     }
   });

@@ -1,7 +1,7 @@
-import { HttpError } from '../lib/http.ts';
 import type { ApprovalStore, ApprovalSubject } from './approvals.ts';
 import { currentActor } from './audit-context.ts';
 import { loadPolicy, type Policy, PolicyError } from './policy.ts';
+import { Refusal } from './refusals.ts';
 import type { AuditEntry } from './store.ts';
 
 // The operator's ceiling on what the model may do, beyond which toolsets are enabled: the policy (deny / ask
@@ -67,8 +67,8 @@ export function createCeiling(opts: CeilingOptions) {
     const listed = pending
       .map((p, i) => `${what(missing[i])} (approval ${p.id}: ${missing[i].reason})`)
       .join('; ');
-    throw new HttpError(
-      409,
+    throw new Refusal(
+      'approval_needed',
       `Approval needed under the operator's policy: ${listed}. Pending until ${pending[0].expires_at}; once approved, ` +
         'make the same request again.',
       { approval: pending[0], approvals: pending },
@@ -91,12 +91,11 @@ export function createCeiling(opts: CeilingOptions) {
         ok: false,
         detail: `${recent.length} calls`,
       });
-      throw new HttpError(
-        429,
+      throw new Refusal(
+        'rate_limited',
         `Rate limit: this session made ${recent.length} tool calls in the last minute (the limit is ` +
           `${opts.limits.callsPerMinute}); retry after ${retryAfter} s`,
         { retry_after_s: retryAfter },
-        { 'retry-after': String(retryAfter) },
       );
     }
     recent.push(now());
@@ -121,7 +120,7 @@ export function createCeiling(opts: CeilingOptions) {
             ok: false,
             detail: err.message,
           });
-          throw new HttpError(400, err.message);
+          throw new Refusal('invalid_config', err.message);
         }
         throw err;
       }
@@ -153,7 +152,7 @@ export function createCeiling(opts: CeilingOptions) {
         : null;
     },
 
-    /** Before a call runs: the rate limit, then the policy (deny → 403, ask → an approval or 409). */
+    /** Before a call runs: the rate limit, then the policy (deny, or ask: an approval). */
     checkCall(
       sessionId: string,
       tool: { name: string; toolset: string; annotations: Record<string, unknown> },
@@ -169,7 +168,7 @@ export function createCeiling(opts: CeilingOptions) {
       if (verdict.decision === 'deny') {
         const message = `Denied by the operator's policy: ${tool.name} may not be called (${verdict.reason})`;
         opts.audit({ session_id: sessionId, kind: 'call', subject: tool.name, ok: false, detail: message });
-        throw new HttpError(403, message);
+        throw new Refusal('denied', message);
       }
       if (verdict.decision === 'ask') {
         requireApprovals(
@@ -201,8 +200,8 @@ export function createCeiling(opts: CeilingOptions) {
           ok: false,
           detail: ids.join(','),
         });
-        throw new HttpError(
-          429,
+        throw new Refusal(
+          'rate_limited',
           `Activation limit: ${taskId ? 'this task' : 'this session'} has activated toolsets ${count} times (the limit is ` +
             `${opts.limits.activationsPerTask}); work with the toolsets already active`,
         );
@@ -213,7 +212,7 @@ export function createCeiling(opts: CeilingOptions) {
         if (verdict.decision === 'deny') {
           const message = `Denied by the operator's policy: toolset ${id} may not be activated (${verdict.reason})`;
           opts.audit({ session_id: sessionId, kind: 'activate', subject: id, ok: false, detail: message });
-          throw new HttpError(403, message);
+          throw new Refusal('denied', message);
         }
         if (verdict.decision === 'ask') {
           asks.push({

@@ -1,4 +1,3 @@
-import { HttpError } from '../lib/http.ts';
 import { ServiceError } from '../lib/http-client.ts';
 import type { Logger } from '../lib/log.ts';
 import { createTokenCounter, type TokenCounter } from '../lib/tokens.ts';
@@ -15,9 +14,10 @@ import type {
   ListToolsetsResponse,
   ToolResult,
 } from './contract.ts';
-import { DEFAULT_SESSION, manageToolsetsDefinition } from './contract.ts';
+import { DEFAULT_SESSION, manageToolsetsDefinition, type RefusalCode } from './contract.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
 import { manageToolsets } from './manage-toolsets.ts';
+import { Refusal } from './refusals.ts';
 import type { AuditEntry, AuditFilter, GatewayStore } from './store.ts';
 
 /** The gateway's rules in one place, shared by the REST routes and (later) the MCP face. */
@@ -79,9 +79,13 @@ export function createGateway(deps: {
         ok: false,
         detail: `unknown: ${unknown.join(',')}`,
       });
-      throw new HttpError(400, `Unknown toolset id(s): ${unknown.join(', ')}. Valid ids: ${validIds()}`, {
-        valid_ids: catalog.toolsets.map((t) => t.id),
-      });
+      throw new Refusal(
+        'unknown_toolset',
+        `Unknown toolset id(s): ${unknown.join(', ')}. Valid ids: ${validIds()}`,
+        {
+          valid_ids: catalog.toolsets.map((t) => t.id),
+        },
+      );
     }
   }
 
@@ -99,7 +103,7 @@ export function createGateway(deps: {
         ok: false,
         detail: message,
       });
-      throw new HttpError(err instanceof UpstreamError ? 502 : 409, message);
+      throw new Refusal(err instanceof UpstreamError ? 'upstream_failed' : 'unavailable', message);
     }
   }
 
@@ -146,8 +150,8 @@ export function createGateway(deps: {
             ok: false,
             detail: 'disabled',
           });
-          throw new HttpError(
-            403,
+          throw new Refusal(
+            'disabled',
             `Toolset(s) disabled by the operator: ${disabled.join(', ')}; they cannot be activated`,
           );
         }
@@ -195,8 +199,8 @@ export function createGateway(deps: {
           ok: false,
           detail: 'disabled',
         });
-        throw new HttpError(
-          403,
+        throw new Refusal(
+          'disabled',
           `Toolset(s) disabled by the operator: ${disabled.join(', ')}; enable them first (action ENABLE)`,
         );
       }
@@ -229,33 +233,39 @@ export function createGateway(deps: {
     async callTool(sessionId: string, name: string, args: Record<string, unknown>): Promise<ToolResult> {
       const audit = (ok: boolean, detail?: string) =>
         store.audit({ session_id: sessionId, kind: 'call', subject: name, ok, detail });
-      const refuse = (status: 400 | 403 | 404 | 502, message: string) => {
+      const refuse = (code: RefusalCode, message: string) => {
         audit(false, message);
-        return new HttpError(status, message);
+        return new Refusal(code, message);
       };
       await catalog.refreshFor(name);
       const tool = catalog.tools.get(name);
       const on = active(sessionId);
       const withheld = catalog.withheld(name);
-      if (withheld) throw refuse(403, withheld);
+      if (withheld) throw refuse('withheld', withheld);
       if (!tool) {
         const names = toolNames(on);
         const listed = names.length > 0 ? names.join(', ') : 'none (activate a toolset first)';
-        throw refuse(404, `Unknown tool ${name}. Tools active in this session: ${listed}`);
+        throw refuse('unknown_tool', `Unknown tool ${name}. Tools active in this session: ${listed}`);
       }
       if (store.disabledToolsets().has(tool.toolset)) {
-        throw refuse(403, `Tool ${name} belongs to toolset ${tool.toolset}, which the operator has disabled`);
+        throw refuse(
+          'disabled',
+          `Tool ${name} belongs to toolset ${tool.toolset}, which the operator has disabled`,
+        );
       }
       if (!on.includes(tool.toolset)) {
         throw refuse(
-          403,
+          'inactive',
           `Tool ${name} belongs to toolset ${tool.toolset}, which is not active in this session; activate ${tool.toolset} first`,
         );
       }
       if (!tool.validate(args)) {
         const problems = describeValidationErrors(tool.validate.errors);
         const expected = describeParameters(tool.definition.parameters);
-        throw refuse(400, `Invalid arguments for ${name}: ${problems}. Expected: ${expected}`);
+        throw refuse(
+          'invalid_arguments',
+          `Invalid arguments for ${name}: ${problems}. Expected: ${expected}`,
+        );
       }
       deps.ceiling.checkCall(
         sessionId,
@@ -268,8 +278,11 @@ export function createGateway(deps: {
         return result;
       } catch (err) {
         // A backend refusing the arguments is a malformed call, reported the same way as the gateway's own check.
-        if (err instanceof ServiceError && err.status === 400) throw refuse(400, err.message);
-        throw refuse(502, `Backend ${tool.backend.name} failed for ${name}: ${(err as Error).message}`);
+        if (err instanceof ServiceError && err.status === 400) throw refuse('invalid_arguments', err.message);
+        throw refuse(
+          'upstream_failed',
+          `Backend ${tool.backend.name} failed for ${name}: ${(err as Error).message}`,
+        );
       }
     },
   };
@@ -301,11 +314,14 @@ export function createGateway(deps: {
         ...(ok ? {} : { detail: why }),
       });
       const upstream = ok ? catalog.upstream(toolsetId) : undefined;
-      if (!upstream) throw new HttpError(403, `Toolset ${toolsetId} ${why}: nothing of it is served`);
+      if (!upstream) {
+        const code = listed?.enabled === false ? 'disabled' : denied !== null ? 'denied' : 'inactive';
+        throw new Refusal(code, `Toolset ${toolsetId} ${why}: nothing of it is served`);
+      }
       return upstream;
     },
     /**
-     * Before every request to a fixed view: refuses (403, audited) when one of its toolsets is disabled or its
+     * Before every request to a fixed view: refuses (disabled or denied, audited) when one of its toolsets is disabled or its
      * activation is denied by the policy as it stands now, so nothing of it is served and its server is not
      * started, also for a client that opened the view before the operator's change.
      */
@@ -324,7 +340,7 @@ export function createGateway(deps: {
         ok: false,
         detail: message,
       });
-      throw new HttpError(403, message);
+      throw new Refusal(disabled.length > 0 ? 'disabled' : 'denied', message);
     },
     /** Deletes a session that ended (a legacy MCP session closed) with its active toolsets and its limits' counters. */
     endSession(sessionId: string): void {
@@ -338,10 +354,10 @@ export function createGateway(deps: {
     /** Approves or denies a pending approval, audited with who decided. */
     decideApproval(id: string, approve: boolean, by: string, reason?: string) {
       const decided = deps.ceiling.approvals.decide(id, approve, by, reason);
-      if (!decided) throw new HttpError(404, `No approval ${id}; GET /mcp/admin/approvals lists them`);
+      if (!decided) throw new Refusal('not_found', `No approval ${id}; GET /mcp/admin/approvals lists them`);
       if (!decided.changed) {
-        throw new HttpError(
-          409,
+        throw new Refusal(
+          'conflict',
           `Approval ${id} is already ${decided.approval.status}; only a pending one can be decided`,
         );
       }
@@ -365,12 +381,13 @@ export function createGateway(deps: {
     onCatalogChange: (listener: (ids: string[]) => void) => catalog.onChange(listener),
     /** Approves a toolset's withheld upstream tools (all, or the named ones), audited. */
     approveToolset(id: string, reviewed: readonly { name: string; hash: string }[]) {
-      if (!catalog.toolset(id)) throw new HttpError(404, `Unknown toolset ${id}. Valid ids: ${validIds()}`);
+      if (!catalog.toolset(id))
+        throw new Refusal('not_found', `Unknown toolset ${id}. Valid ids: ${validIds()}`);
       let outcome: ReturnType<typeof catalog.approve>;
       try {
         outcome = catalog.approve(id, reviewed);
       } catch (err) {
-        if (err instanceof CatalogError) throw new HttpError(400, err.message);
+        if (err instanceof CatalogError) throw new Refusal('invalid_arguments', err.message);
         throw err;
       }
       const { approved, changedSinceShown } = outcome;
@@ -384,8 +401,8 @@ export function createGateway(deps: {
       });
       log.info({ toolset: id, approved, changed_since_shown: stale }, 'upstream tools approved');
       if (approved.length === 0) {
-        throw new HttpError(
-          409,
+        throw new Refusal(
+          'conflict',
           `Nothing approved in ${id}: ${stale.join(', ')} changed since ` +
             `${stale.length === 1 ? 'it was shown and stays' : 'they were shown and stay'} withheld; review the ` +
             'new definition in GET /mcp/admin/toolsets and approve its new hash',
@@ -421,7 +438,10 @@ export function createGateway(deps: {
           ok: false,
           detail: err.message,
         });
-        throw new HttpError(400, `Reload refused, the running catalog is unchanged: ${err.message}`);
+        throw new Refusal(
+          'invalid_config',
+          `Reload refused, the running catalog is unchanged: ${err.message}`,
+        );
       }
     },
     /**

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Document, parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { describeIssues } from '../lib/http.ts';
+import { describeIssues } from '../lib/issues.ts';
 import { createLogger } from '../lib/log.ts';
 import { McpConnection, type McpServerSpec } from './backends/mcp-connection.ts';
 import { Redactor } from './env-expand.ts';

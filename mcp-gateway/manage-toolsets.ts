@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { describeIssues, HttpError } from '../lib/http.ts';
+import { describeIssues } from '../lib/issues.ts';
 import { boundedList, boundedString, LIMITS } from '../tool-server/contract.ts';
 import type {
   ChangeToolsetsRequest,
@@ -7,6 +7,7 @@ import type {
   ListToolsetsResponse,
   ManageToolsetsResponse,
 } from './contract.ts';
+import { Refusal } from './refusals.ts';
 import type { AuditEntry } from './store.ts';
 
 // The manage_toolsets meta-tool, carried out in the gateway for whoever calls it (the agent's loop, and
@@ -97,7 +98,7 @@ async function checkBudget(
     ok: false,
     detail: `over budget: ${message}`.slice(0, 500),
   });
-  throw new HttpError(409, message);
+  throw new Refusal('over_budget', message);
 }
 
 /** Validates a model's raw arguments strictly and runs the action for `sessionId` only. */
@@ -116,7 +117,7 @@ export async function manageToolsets(
       ok: false,
       detail: message.slice(0, 500),
     });
-    throw new HttpError(400, message);
+    throw new Refusal('invalid_arguments', message);
   }
   const { action, toolset_ids = [], query } = parsed.data;
   if (action === 'LIST') {

@@ -32,7 +32,7 @@ export type ToolResult = z.infer<typeof ToolResult>;
 
 // Bounds on every list and string a client may send (all three services, and the MCP face's meta-tools), so
 // no request can make a service hold, log or store more than a few KiB of it. Over a bound the request is
-// refused with 400 naming the field (lib/http.ts describeIssues prefixes the path), the limit and the size
+// refused with 400 naming the field (lib/issues.ts describeIssues prefixes the path), the limit and the size
 // seen. Tool arguments are not bounded here: they are a tool's business, bounded by the 16 MiB body cap
 // (MAX_BODY_BYTES) and the JSON depth limit (lib/json.ts).
 

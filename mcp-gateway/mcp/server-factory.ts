@@ -7,11 +7,13 @@ import {
   Server,
   type Tool,
 } from '@modelcontextprotocol/server';
-import { describeIssues, HttpError } from '../../lib/http.ts';
+import { HttpError } from '../../lib/http.ts';
+import { describeIssues } from '../../lib/issues.ts';
 import { LIMITS } from '../../tool-server/contract.ts';
 import { MANAGE_TOOLSETS, manageToolsetsDefinition, RenderPromptRequest } from '../contract.ts';
 import type { Gateway } from '../gateway.ts';
 import { validManageArgs } from '../manage-toolsets.ts';
+import { Refusal } from '../refusals.ts';
 import { HandleError, type HandleStore } from './handles.ts';
 import { errorResult, jsonResult, toCallToolResult, toMcpTool } from './results.ts';
 
@@ -121,7 +123,8 @@ async function refusalsAsErrors(fn: () => Promise<CallToolResult>): Promise<Call
   try {
     return await fn();
   } catch (err) {
-    if (err instanceof HttpError || err instanceof HandleError) return errorResult(err.message);
+    if (err instanceof Refusal || err instanceof HttpError || err instanceof HandleError)
+      return errorResult(err.message);
     throw err;
   }
 }

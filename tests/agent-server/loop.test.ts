@@ -399,7 +399,7 @@ describe('tool-definition tokens', () => {
     const refused = await gateway
       .manageToolsets('b1', { action: 'ACTIVATE', toolset_ids: ['fs_write'] })
       .catch((e) => e);
-    expect(refused.status).toBe(409);
+    expect(refused.code).toBe('over_budget');
     const n = (x: number) => x.toLocaleString('en-US');
     expect(refused.message).toBe(
       `Activating fs_write would bring the tool definitions to ${n(meta + fsRead + fsWrite)} tokens, over ` +

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
-import { describeIssues, jsonSchema } from '../../lib/http.ts';
+import { jsonSchema } from '../../lib/http.ts';
+import { describeIssues } from '../../lib/issues.ts';
 import type { ToolAnnotations } from '../contract.ts';
 import type { PathGuard } from '../guards/paths/guard.ts';
 import { ToolInputError } from './errors.ts';

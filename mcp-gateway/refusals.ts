@@ -1,0 +1,36 @@
+import type { RefusalCode } from './contract.ts';
+
+// The gateway's rules refuse with a Refusal: a code (contract.ts RefusalCode) and a message the model or the
+// operator can act on. The rules know nothing of HTTP: the REST routes map each code to one status
+// (REFUSAL_STATUS, app.ts), and the MCP face turns any refusal into a tool error with its message.
+
+export class Refusal extends Error {
+  constructor(
+    readonly code: RefusalCode,
+    message: string,
+    /** More for the error body (a pending `approval`, `valid_ids`, `retry_after_s`). */
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** The HTTP status of each refusal, in one table. */
+export const REFUSAL_STATUS = {
+  invalid_arguments: 400,
+  invalid_config: 400,
+  unknown_toolset: 400,
+  unknown_tool: 404,
+  not_found: 404,
+  inactive: 403,
+  disabled: 403,
+  denied: 403,
+  withheld: 403,
+  approval_needed: 409,
+  over_budget: 409,
+  rate_limited: 429,
+  conflict: 409,
+  unavailable: 409,
+  upstream_failed: 502,
+} as const satisfies Record<RefusalCode, number>;

@@ -266,15 +266,16 @@ export function createAgent(deps: AgentDeps) {
   function resumePaused(taskId: string): void {
     const paused = deps.store.awaiting().find((t) => t.task.task_id === taskId);
     if (!paused?.pending || !paused.state || running.has(taskId) || !deps.model) return;
-    const started = deps.store.events(taskId).find((e) => e.type === 'task_started')?.data ?? {};
-    const maxDurationS = Number(started.max_duration_s ?? defaultMaxDurationS);
+    const first = deps.store.events(taskId).find((e) => e.type === 'task_started');
+    const started = first?.type === 'task_started' ? first.data : undefined;
+    const maxDurationS = Number(started?.max_duration_s ?? defaultMaxDurationS);
     const elapsedS = (Date.now() - Date.parse(paused.task.created_at)) / 1000;
     launch(
       {
         taskId,
         sessionId: paused.task.session_id,
         goal: paused.task.goal,
-        maxSteps: Number(started.max_steps ?? deps.defaultMaxSteps),
+        maxSteps: Number(started?.max_steps ?? deps.defaultMaxSteps),
         maxDurationS: Math.max(1, Math.ceil(maxDurationS - elapsedS)),
       },
       { resume: { pending: paused.pending as PendingRecord, snapshot: paused.state as LoopSnapshot } },

@@ -1,9 +1,11 @@
 import type { ChatCompletionTool } from 'openai/resources/chat/completions';
+import type { z } from 'zod';
 import {
   MANAGE_TOOLSETS,
   type ManageToolsetsResponse,
   manageToolsetsDefinition,
 } from '../mcp-gateway/contract.ts';
+import { ToolDefinitionTokens } from './contract.ts';
 import type { GatewayClient } from './gateway-client.ts';
 
 /** The meta-tool's name; the loop intercepts calls to it instead of routing them to the gateway's call route. */
@@ -28,7 +30,7 @@ export interface ManageToolsetsOutcome {
   /** After a change, the session's tools as the gateway answered them (absent from an older gateway). */
   tools?: ManageToolsetsResponse['tools'];
   /** The gateway's count of the change in tool-definition tokens, when it reports one. */
-  toolTokens?: Record<string, unknown>;
+  toolTokens?: z.infer<typeof ToolDefinitionTokens>;
 }
 
 /**
@@ -42,12 +44,12 @@ export async function runManageToolsets(
   signal?: AbortSignal,
 ): Promise<ManageToolsetsOutcome> {
   const res = await gateway.manageToolsets(sessionId, args, signal);
-  const tokens = res.result.tool_definition_tokens;
+  const tokens = ToolDefinitionTokens.safeParse(res.result.tool_definition_tokens);
   return {
     content: JSON.stringify(res.result),
     result: res.result,
     change: res.change,
     ...(res.tools ? { tools: res.tools } : {}),
-    ...(tokens && typeof tokens === 'object' ? { toolTokens: tokens as Record<string, unknown> } : {}),
+    ...(tokens.success ? { toolTokens: tokens.data } : {}),
   };
 }

@@ -173,7 +173,8 @@ export function createTaskStore(
       lastSeq.set(taskId, seq);
       const text = JSON.stringify(data);
       batch.add(() => q.addEvent.run(taskId, seq, type, at, durationMs, text));
-      return { seq, type, at, duration_ms: durationMs, data };
+      // The emitter typed `data` by its `type` (Emit); stored rows are read back as what they were written as.
+      return { seq, type, at, duration_ms: durationMs, data } as TaskEvent;
     },
     /**
      * Records that the task waits for `pending`, with the loop state to resume from: committed at once, after

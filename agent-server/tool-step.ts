@@ -3,7 +3,7 @@ import type {
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
 import type { Approval, GatewayTool } from '../mcp-gateway/contract.ts';
-import type { EventType } from './contract.ts';
+import type { EventData, EventType } from './contract.ts';
 import { calledName } from './dispatch.ts';
 import { TaskStoppedError } from './errors.ts';
 import type { Exposure } from './exposure.ts';
@@ -11,7 +11,8 @@ import type { GatewayClient } from './gateway-client.ts';
 import { executeToolCall, type ToolCallOutcome } from './tool-execution.ts';
 
 /** Records a step; the one call through which every event of a task leaves the loop. */
-export type Emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => void;
+/** Records an event; `data` is what the contract says that type of event carries (EventData). */
+export type Emit = <T extends EventType>(type: T, data: EventData[T], durationMs?: number) => void;
 
 /** How much of a tool's output an event keeps (the model gets all of it). */
 const EVENT_OUTPUT_CHARS = 2000;

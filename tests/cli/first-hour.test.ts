@@ -157,7 +157,16 @@ describe('tasks and their steps', () => {
       type: 'model_request',
       at: '2026-01-01T10:00:00Z',
       duration_ms: null,
-      data: { step: 1, tools: ['manage_toolsets'], tool_tokens: 100, message_tokens: 50 },
+      data: {
+        step: 1,
+        tools: ['manage_toolsets'],
+        tool_tokens: 100,
+        message_tokens: 50,
+        messages: 2,
+        all_toolsets_tool_tokens: 900,
+        tokenizer: 'o200k_base',
+        exposure: 'native',
+      },
     };
     progress.onEvent(event);
     expect(drawn).toMatch(/step 1 · thinking… .* 90\.0s$/);

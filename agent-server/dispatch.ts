@@ -1,5 +1,5 @@
 import type { ChatCompletionTool } from 'openai/resources/chat/completions';
-import type { GatewayTool } from '../mcp-gateway/contract.ts';
+import { CALL_TOOL, callToolDefinition, type GatewayTool } from '../mcp-gateway/contract.ts';
 
 // TOOL_EXPOSURE=dispatch, the agent's copy of the MCP face's modern leg: the model's tools array is always
 // `[manage_toolsets, call_tool]`, so no activation changes the prompt's prefix (providers cache by exact
@@ -7,26 +7,15 @@ import type { GatewayTool } from '../mcp-gateway/contract.ts';
 // so they enter the conversation once, after the cached prefix; call_tool runs them through the gateway's call
 // route, which still refuses inactive tools and checks the arguments against the tool's real schema.
 
-/** The dispatcher's name, as on the MCP face. */
-export const CALL_TOOL = 'call_tool';
+export { CALL_TOOL };
 
 /** The dispatcher as the model sees it (the MCP face's call_tool, without the handle: the task has a session). */
 export const callToolTool: ChatCompletionTool = {
   type: 'function',
   function: {
-    name: CALL_TOOL,
-    description:
-      'Runs one tool of a toolset that is active in this task, with its arguments. Activate toolsets with ' +
-      'manage_toolsets first; its result lists the tools it made usable and their input schemas.',
-    parameters: {
-      type: 'object',
-      properties: {
-        name: { type: 'string', description: 'The tool to run, as named in manage_toolsets results.' },
-        arguments: { type: 'object', description: 'The tool’s arguments, matching its input schema.' },
-      },
-      required: ['name'],
-      additionalProperties: false,
-    },
+    name: callToolDefinition.name,
+    description: callToolDefinition.description,
+    parameters: callToolDefinition.parameters as unknown as Record<string, unknown>,
   },
 };
 

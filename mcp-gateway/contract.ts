@@ -202,6 +202,29 @@ export const manageToolsetsDefinition = {
   },
 } as const;
 
+/** The dispatcher's name: with it a model runs any tool of an active toolset without it being in its tools array. */
+export const CALL_TOOL = 'call_tool';
+
+/**
+ * The dispatcher (TOOL_EXPOSURE=dispatch, and the MCP face's modern leg, which adds its `session` handle): one
+ * definition, so the agent's model and MCP clients read the same words.
+ */
+export const callToolDefinition = {
+  name: CALL_TOOL,
+  description:
+    'Runs one tool of a toolset that is active in the session, with its arguments. Activate toolsets with ' +
+    'manage_toolsets first; its result lists the tools it made usable and their input schemas.',
+  parameters: {
+    type: 'object',
+    properties: {
+      name: { type: 'string', description: 'The tool to run, as named in manage_toolsets results.' },
+      arguments: { type: 'object', description: 'The tool’s arguments, matching its input schema.' },
+    },
+    required: ['name'],
+    additionalProperties: false,
+  },
+} as const;
+
 /** A meta-tool call as the agent forwards it: the model's arguments, unparsed, so the gateway judges (and audits) them. */
 export const ManageToolsetsRequest = z.object({
   session_id: SessionId,

@@ -10,7 +10,13 @@ import {
 import { HttpError } from '../../lib/http.ts';
 import { describeIssues } from '../../lib/issues.ts';
 import { LIMITS } from '../../tool-server/contract.ts';
-import { MANAGE_TOOLSETS, manageToolsetsDefinition, RenderPromptRequest } from '../contract.ts';
+import {
+  CALL_TOOL,
+  callToolDefinition,
+  MANAGE_TOOLSETS,
+  manageToolsetsDefinition,
+  RenderPromptRequest,
+} from '../contract.ts';
 import type { Gateway } from '../gateway.ts';
 import { validManageArgs } from '../manage-toolsets.ts';
 import { Refusal } from '../refusals.ts';
@@ -20,9 +26,6 @@ import { errorResult, jsonResult, toCallToolResult, toMcpTool } from './results.
 // One factory for every leg of the MCP face. Each leg is a low-level Server whose tools/list and tools/call
 // are answered from the gateway's rules (gateway.ts), so the MCP face and the REST routes share one set of
 // checks: only active tools run, arguments are validated against the real schema, refusals are audited.
-
-/** The dispatcher every MCP client can rely on, whatever is active. */
-export const CALL_TOOL = 'call_tool';
 
 /** The catalog as an MCP resource, for clients that want context without a tool call. */
 export const CATALOG_URI = 'toolshift://toolsets';
@@ -95,17 +98,12 @@ function modernManageTool(idleText: string): Tool {
 }
 
 function callTool(modern: boolean): Tool {
-  const properties: Record<string, unknown> = {
-    name: { type: 'string', description: 'The tool to run, as named in manage_toolsets results.' },
-    arguments: { type: 'object', description: 'The tool’s arguments, matching its input schema.' },
-  };
+  const properties: Record<string, unknown> = { ...callToolDefinition.parameters.properties };
   if (modern)
     properties.session = { type: 'string', description: 'The session handle from manage_toolsets.' };
   return {
     name: CALL_TOOL,
-    description:
-      'Runs one tool of a toolset that is active in the session, with its arguments. Activate toolsets with ' +
-      'manage_toolsets first; its result lists the tools and their input schemas.',
+    description: callToolDefinition.description,
     inputSchema: objectSchema(properties, modern ? ['session', 'name'] : ['name']),
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   };

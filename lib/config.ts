@@ -29,7 +29,7 @@ const optionalString = z
 /** Days a kind of row is kept (fractions allowed); 0 keeps it for ever. */
 const retentionDays = z.coerce.number().min(0).max(36_500).default(30);
 
-const EnvSchema = z.object({
+export const EnvSchema = z.object({
   HOST: z.string().default('127.0.0.1'),
   AGENT_PORT: port(8000),
   GATEWAY_PORT: port(8080),

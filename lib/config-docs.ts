@@ -1,0 +1,260 @@
+import { EnvSchema } from './config.ts';
+
+// What each setting means, grouped by the part of the daemon that reads it: the source of the configuration
+// reference (docs/configuration.md) and of .env.example, both written by `npm run config:docs` and checked
+// against this file by a test. A variable lib/config.ts reads but this file does not describe fails that test.
+
+/** One setting: what it does, and its default when the schema's own would read badly. */
+interface Setting {
+  doc: string;
+  default?: string;
+}
+
+/** A part of the daemon and the settings it reads, in the order the reference shows them. */
+interface Group {
+  title: string;
+  /** Written above the group in .env.example. */
+  intro?: string;
+  settings: Record<string, Setting>;
+}
+
+export const SETTING_GROUPS: Group[] = [
+  {
+    title: 'The model and tasks (agent-server)',
+    intro: 'The model: any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp, LM Studio …).',
+    settings: {
+      OPENAI_BASE_URL: {
+        doc: 'the OpenAI-compatible API, e.g. `http://127.0.0.1:11434/v1` for Ollama',
+        default: "OpenAI's",
+      },
+      OPENAI_API_KEY: { doc: 'the key for it (not needed by most local servers)' },
+      AGENT_MODEL: { doc: 'the model name' },
+      AGENT_MAX_STEPS: { doc: 'default `max_steps` of a task' },
+      AGENT_MODEL_TIMEOUT_MS: { doc: 'deadline of one model call' },
+      AGENT_MODEL_MAX_ATTEMPTS: {
+        doc: 'attempts per model call (429, 5xx and lost connections are retried)',
+      },
+      AGENT_MAX_DURATION_S: {
+        doc: "a task's wall-clock limit unless its request sets `max_duration_s` (then it ends `timed_out`)",
+      },
+      AGENT_SSE_HEARTBEAT_S: { doc: 'keep-alive comment interval of an idle task event stream' },
+      MAX_CONCURRENT_TASKS: { doc: 'tasks one agent-server runs at once (past it: 503 with `retry-after`)' },
+      TOKENIZER: {
+        doc: 'the encoding tokens are counted in: `o200k_base`, `cl100k_base`, `p50k_base`, `r50k_base`, `gpt2`',
+      },
+      TOOL_TOKEN_BUDGET: { doc: 'the most tool-definition tokens `manage_toolsets` may bring a session to' },
+      TOOL_EXPOSURE: {
+        doc:
+          'how tasks offer tools: `native` (the tools array follows the active toolsets) or `dispatch` ' +
+          "(always `[manage_toolsets, call_tool]`, so prompt caches hold); a request's `exposure` overrides it",
+      },
+    },
+  },
+  {
+    title: 'Where the services listen, and who may call them (every service)',
+    settings: {
+      HOST: { doc: 'listen address of all three services' },
+      AGENT_PORT: { doc: "the agent-server's port" },
+      GATEWAY_PORT: { doc: "the gateway's port" },
+      TOOL_SERVER_PORT: { doc: "the tool-server's port" },
+      AGENT_URL: { doc: 'where the agent-server is (for the CLI)', default: 'from HOST and the port' },
+      GATEWAY_URL: { doc: 'where the gateway is', default: 'from HOST and the port' },
+      TOOL_SERVER_URL: { doc: 'where the tool-server is', default: 'from HOST and the port' },
+      TOOLSHIFT_AUTH: {
+        doc: '`none`: make no tokens; routes without a configured token are open to local processes',
+      },
+      TOOLSHIFT_CREDENTIALS_FILE: {
+        doc: 'where generated tokens are kept (mode 0600)',
+        default: '`$TOOLSHIFT_DATA_DIR/credentials.json`',
+      },
+      AGENT_API_TOKEN: { doc: "the agent-server's own API (tasks, events)", default: 'generated' },
+      GATEWAY_ADMIN_TOKEN: { doc: "the operator's token at the gateway (everything)", default: 'generated' },
+      GATEWAY_AGENT_TOKEN: {
+        doc: "the agent-server's token at the gateway (sessions' toolsets and tool calls only)",
+        default: 'generated',
+      },
+      GATEWAY_MCP_TOKEN: {
+        doc: "the MCP face's token (`/mcp`); handles and sessions are bound to it",
+        default: 'generated',
+      },
+      TOOL_SERVER_TOKEN: { doc: "the gateway's token at the tool-server", default: 'generated' },
+      TOOLSHIFT_INSECURE: { doc: '`1`: listen on a non-loopback `HOST` without the tokens anyway' },
+      ALLOWED_HOSTS: { doc: 'comma-separated `Host` names accepted besides loopback' },
+      ALLOWED_ORIGINS: { doc: 'comma-separated browser origins accepted besides loopback' },
+      MAX_CONNECTIONS: { doc: 'open connections per service (past it: 503 with `Retry-After`)' },
+      MAX_SSE_STREAMS: { doc: 'held-open event streams per service (past it: 429)' },
+      MAX_SSE_STREAMS_PER_CREDENTIAL: { doc: 'held-open event streams per credential (past it: 429)' },
+      HEADERS_TIMEOUT_S: { doc: "time for a request's headers to arrive (past it: 408)" },
+      REQUEST_TIMEOUT_S: { doc: 'time for a whole request to arrive (past it: 408)' },
+    },
+  },
+  {
+    title: 'Toolsets, upstream servers, the MCP face and the policy (mcp-gateway)',
+    settings: {
+      TOOLSETS_DIR: { doc: 'the shipped toolset files' },
+      PROMPTS_DIR: { doc: 'playbook prompt files' },
+      POLICY_FILE: {
+        doc: "the operator's policy (absent: everything allowed)",
+        default: '`$TOOLSETS_DIR/policy.yaml`',
+      },
+      APPROVAL_TIMEOUT_S: { doc: 'how long an approval may stay pending before the call counts as refused' },
+      MAX_CALLS_PER_MINUTE: { doc: 'tool calls per session per minute' },
+      MAX_ACTIVATIONS_PER_TASK: { doc: 'toolset activations per task' },
+      MCP_ALLOWED_HOSTS: { doc: 'extra `Host` names for the gateway (and its MCP face)' },
+      MCP_ALLOWED_ORIGINS: { doc: 'extra browser origins for the gateway (and its MCP face)' },
+      MCP_HANDLE_IDLE_S: { doc: 'idle lifetime of a modern-leg session handle' },
+      MCP_SESSION_IDLE_S: { doc: 'idle lifetime of a legacy MCP session' },
+      MCP_MAX_SESSIONS: {
+        doc: 'open legacy MCP sessions per credential (its least recently used idle one is closed for a new one)',
+      },
+      UPSTREAM_MAX_MESSAGE_BYTES: {
+        doc: 'the largest message an upstream MCP server may send (a stdio line, an HTTP body, one SSE event); 64 KiB to 256 MiB',
+      },
+      UPSTREAM_MAX_RESULT_BYTES: {
+        doc: "the most of an upstream tool's result the model is given (cut with a marker)",
+      },
+    },
+  },
+  {
+    title: 'Files, the web, git and databases (tool-server)',
+    settings: {
+      FS_ROOTS: {
+        doc: 'filesystem roots, `:`-separated; each must exist (only the default `./workspace` is created)',
+        default: '`./workspace`',
+      },
+      FS_READONLY_ROOTS: { doc: 'roots the file tools may read but not change, `:`-separated' },
+      FS_MAX_READ_BYTES: { doc: 'cap of one text read' },
+      BRAVE_API_KEY: { doc: 'Brave Search API key for `web_search`' },
+      FETCH_ALLOW_HOSTS: {
+        doc: 'comma-separated `host` or `host:port` that `fetch_url` may reach although not public (e.g. `127.0.0.1:8080`)',
+      },
+      FETCH_TIMEOUT_MS: { doc: "`fetch_url`'s total deadline" },
+      FETCH_MAX_BYTES: { doc: "`fetch_url`'s cap on the decoded body" },
+      FETCH_USE_PROXY: { doc: '`1`: `fetch_url` goes through `HTTP_PROXY`/`HTTPS_PROXY` (and `NO_PROXY`)' },
+      HTTP_PROXY: { doc: 'the proxy for http URLs, with `FETCH_USE_PROXY=1` (also `http_proxy`)' },
+      http_proxy: { doc: 'as `HTTP_PROXY`' },
+      HTTPS_PROXY: { doc: 'the proxy for https URLs, with `FETCH_USE_PROXY=1` (also `https_proxy`)' },
+      https_proxy: { doc: 'as `HTTPS_PROXY`' },
+      NO_PROXY: { doc: 'hosts reached without the proxy (also `no_proxy`)' },
+      no_proxy: { doc: 'as `NO_PROXY`' },
+      GITHUB_TOKEN: {
+        doc: 'optional token for `get_github_pull_request_info` (private repositories, 5,000 requests an hour)',
+      },
+      GITHUB_API_URL: {
+        doc: 'GitHub REST base; GitHub Enterprise: `https://HOST/api/v3`',
+        default: '`https://api.github.com`',
+      },
+      GIT_TOOLS_TIMEOUT_MS: { doc: 'deadline of one git command (and GitHub request)' },
+      GIT_TOOLS_MAX_OUTPUT_BYTES: { doc: 'cap of one git output (patches)' },
+      DB_QUERY_TIMEOUT_MS: { doc: "deadline of one database call; the query's process is killed after it" },
+      DB_MAX_ROWS: { doc: 'most rows one `query` returns (caps `max_rows`)' },
+      DB_MAX_RESULT_BYTES: { doc: "cap on the JSON size of a query's rows" },
+    },
+  },
+  {
+    title: 'Data, retention and logs (every service)',
+    settings: {
+      TOOLSHIFT_DATA_DIR: {
+        doc: 'SQLite files (`gateway.db`, `agent.db`, WAL mode) and the generated credentials',
+      },
+      AUDIT_RETENTION_DAYS: { doc: 'audit rows older than this are deleted (0: kept for ever)' },
+      AUDIT_MAX_ROWS: { doc: 'the oldest audit rows beyond this many are deleted' },
+      TASK_RETENTION_DAYS: {
+        doc: 'finished tasks (with their events) older than this are deleted; running and paused ones never',
+      },
+      APPROVAL_RETENTION_DAYS: {
+        doc: 'approvals decided, expired or used this long ago are deleted; pending ones never',
+      },
+      SESSION_RETENTION_DAYS: {
+        doc: 'gateway sessions with no MCP handle and no audited activity for this long are deleted',
+      },
+      RETENTION_INTERVAL_S: { doc: 'how often the retention sweep runs (also once at start)' },
+      LOG_LEVEL: { doc: 'pino level (`silent` to mute; `debug` adds an access line per request)' },
+      LOG_FORMAT: { doc: '`json`, `pretty`, or `auto`: pretty when stdout is a terminal' },
+    },
+  },
+  {
+    title: 'Outside the schema: `npm start` and the CLI',
+    settings: {
+      TOOLSHIFT_THREADS: {
+        doc: '`npm start` only: `2` runs the gateway and the tool-server on a second thread (two cores)',
+        default: '`1`',
+      },
+      TOOLSHIFT_RECONNECT_S: {
+        doc: 'how long `toolshift run` and `tasks watch` wait for a daemon that went away mid-task (0–86400)',
+        default: '`60`',
+      },
+      NO_COLOR: { doc: 'any value: the CLI prints no colour' },
+    },
+  },
+];
+
+/** Settings read outside lib/config.ts's schema (their readers validate them). */
+const OUTSIDE_SCHEMA = new Set(['TOOLSHIFT_THREADS', 'TOOLSHIFT_RECONNECT_S', 'NO_COLOR']);
+
+/** A setting's default as the reference shows it: the group's own text, else what the schema makes of nothing. */
+function defaultOf(name: string, setting: Setting): string {
+  if (setting.default) return setting.default;
+  if (OUTSIDE_SCHEMA.has(name)) return '—';
+  const shape = EnvSchema.shape as Record<
+    string,
+    { safeParse(v: unknown): { success: boolean; data?: unknown } }
+  >;
+  const parsed = shape[name]?.safeParse(undefined);
+  const value = parsed?.success ? parsed.data : undefined;
+  if (value === undefined || value === false || (Array.isArray(value) && value.length === 0)) return '—';
+  return `\`${String(value)}\``;
+}
+
+/** Variables the schema reads that no group describes, and described ones the schema does not read. */
+export function undocumentedSettings(): { undocumented: string[]; unknown: string[] } {
+  const documented = new Set(SETTING_GROUPS.flatMap((g) => Object.keys(g.settings)));
+  const read = Object.keys(EnvSchema.shape);
+  return {
+    undocumented: read.filter((name) => !documented.has(name)),
+    unknown: [...documented].filter((name) => !read.includes(name) && !OUTSIDE_SCHEMA.has(name)),
+  };
+}
+
+/** docs/configuration.md. */
+export function configurationReference(): string {
+  const parts = [
+    '# Configuration',
+    '',
+    '<!-- Written by `npm run config:docs` from lib/config-docs.ts and lib/config.ts; edit those, not this. -->',
+    '',
+    'Every setting is an environment variable, read once at start from the environment and then from a',
+    '`.env` file in the working directory (the environment wins). Bad values stop the service at start with',
+    "the variable's name (`Invalid configuration: AGENT_PORT: …`). `.env.example` lists the same settings.",
+  ];
+  for (const group of SETTING_GROUPS) {
+    parts.push('', `## ${group.title}`, '', '| variable | default | meaning |', '|---|---|---|');
+    for (const [name, setting] of Object.entries(group.settings)) {
+      parts.push(`| \`${name}\` | ${defaultOf(name, setting)} | ${setting.doc} |`);
+    }
+  }
+  return `${parts.join('\n')}\n`;
+}
+
+/** .env.example: each group's settings commented out with their defaults, the model's first. */
+export function envExample(): string {
+  const plain = (text: string) => text.replace(/`/g, '');
+  const lines = [
+    '# Copy to .env and fill in. Real environment variables win over this file.',
+    '# Written by `npm run config:docs` (lib/config-docs.ts); docs/configuration.md has the same settings.',
+  ];
+  for (const group of SETTING_GROUPS) {
+    lines.push('', `# ── ${plain(group.title)}`);
+    if (group.intro) lines.push(`# ${group.intro}`);
+    for (const [name, setting] of Object.entries(group.settings)) {
+      const value = defaultOf(name, setting);
+      const shown = value.startsWith('`') ? plain(value) : '';
+      lines.push(`# ${plain(setting.doc)}`);
+      // The model's settings are the ones a new user fills in: shown uncommented.
+      lines.push(
+        group === SETTING_GROUPS[0] && name.startsWith('OPENAI') ? `${name}=` : `# ${name}=${shown}`,
+      );
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}

@@ -175,6 +175,24 @@ describe('toolshift run on a terminal', () => {
     expect(await taskStatus(idOf(out))).toBe('cancelled');
   });
 
+  it.concurrent('tasks watch, attached late, counts the step from when it began, not from attaching', async () => {
+    const later = gate();
+    script('a long think', [heldUntil(later.opened, () => text('thought it through'))]);
+    const run = main(['run', '--detach', 'a long think'], { stdout: () => {}, stderr: () => {}, env });
+    expect(await run).toBe(0);
+    const listed = (await (await fetch(`${agentUrl}/agent/tasks?limit=50`)).json()) as {
+      tasks: { task_id: string; goal: string }[];
+    };
+    const id = listed.tasks.find((t) => t.goal === 'a long think')?.task_id as string;
+    await delay(2200);
+    const p = runOnPty(process.execPath, [BIN, 'tasks', 'watch', id], env);
+    // The spinner's first drawing already shows the two seconds the model has been thinking.
+    await p.waitFor(/step 1 · thinking… .*(?:[2-9]|\d\d)\.\ds/);
+    later.open();
+    expect(await p.exited).toBe(0);
+    expect(p.output()).not.toMatch(/step 1 · thinking… [^\r]* \u001b\[2m\d+ ms/);
+  });
+
   it.concurrent('detaches on Ctrl-C then Enter, leaving the task running, and tasks watch re-attaches', async () => {
     const later = gate();
     script('keep going', [heldUntil(later.opened, () => text('finished without me'))]);

@@ -41,9 +41,13 @@ async function closeAll() {
   running.length = 0;
 }
 try {
-  const tools = await startToolServer(config);
+  // Where each listens is said once, by start.ts (its ready line): logged here at debug only.
+  const tools = await startToolServer(config, { announce: false });
   running.push(tools);
-  const gateway = await startGateway({ ...config, tools: { ...config.tools, url: tools.url } });
+  const gateway = await startGateway(
+    { ...config, tools: { ...config.tools, url: tools.url } },
+    { announce: false },
+  );
   running.push(gateway);
   port.postMessage({
     tools: { url: tools.url, port: tools.port },

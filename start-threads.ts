@@ -103,7 +103,7 @@ export async function startServices(
   c.tools.url = tools.url;
   c.gateway.url = gateway.url;
   try {
-    return { tools, gateway, agent: await startAgentServer(c) };
+    return { tools, gateway, agent: await startAgentServer(c, { announce: false }) };
   } catch (err) {
     await gateway.close();
     throw err;

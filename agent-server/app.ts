@@ -6,6 +6,7 @@ import { healthDetail, type Security } from '../lib/security.ts';
 import type { Agent } from './agent.ts';
 import { agentRoutes as routes } from './contract.ts';
 import { ModelNotConfiguredError } from './errors.ts';
+import type { ModelHealth } from './model.ts';
 import type { TaskStore } from './store.ts';
 import { resumeAfter, streamTask } from './task-stream.ts';
 
@@ -19,6 +20,8 @@ export interface AgentAppDeps {
   metrics?: Metrics;
   /** How often an idle event stream gets a keep-alive comment (default 15 s). */
   heartbeatMs?: number;
+  /** The model endpoint's last known state, for /health (absent: none configured, or a scripted model). */
+  modelHealth?: () => ModelHealth;
 }
 
 /** True when the client asked not to wait (RFC 7240 `Prefer: respond-async`). */
@@ -92,11 +95,18 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
   route(app, routes.listTasks, (c, { query }) => c.json({ tasks: store.recentTasks(query.limit) }));
 
   // Without a token, only whether it is up (like every service): the rest is for the service's callers.
-  route(app, routes.health, (c) =>
-    healthDetail(c)
-      ? c.json({ status: 'ok' as const, model_configured: agent.modelConfigured })
-      : c.json({ status: 'ok' as const }),
-  );
+  // With one, the model endpoint's last known state too; one known to be bad (unreachable, or answering
+  // errors such as a refused key) makes the status `degraded` — still 200: the service is up, tasks fail.
+  route(app, routes.health, (c) => {
+    if (!healthDetail(c)) return c.json({ status: 'ok' as const });
+    const model = agent.modelConfigured ? deps.modelHealth?.() : undefined;
+    const bad = model?.state === 'unreachable' || model?.state === 'error';
+    return c.json({
+      status: bad ? ('degraded' as const) : ('ok' as const),
+      model_configured: agent.modelConfigured,
+      ...(model ? { model } : {}),
+    });
+  });
 
   serveOpenApi(app, 'toolshift agent-server', Object.values(routes));
   return app;

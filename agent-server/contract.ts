@@ -11,24 +11,35 @@ import { boundedRecord, boundedString, ErrorBody, LIMITS, pageLimit } from '../t
 export const ToolExposure = z.enum(['native', 'dispatch']);
 export type ToolExposure = z.infer<typeof ToolExposure>;
 
+const executeTaskFields = {
+  goal: boundedString(LIMITS.goal).trim().min(1, 'must not be empty').optional(),
+  /** A playbook (GET /mcp/prompts at the gateway) whose rendering is the goal; give this or `goal`. */
+  prompt: z
+    .strictObject({
+      name: boundedString(LIMITS.id).min(1),
+      arguments: boundedRecord(boundedString(LIMITS.promptArgValue), LIMITS.promptArgs).default({}),
+    })
+    .optional(),
+  session_id: SessionId.optional(),
+  max_steps: z.number().int().min(1).max(500).optional(),
+  /** Wall-clock limit of the task; it ends `timed_out` when reached (default AGENT_MAX_DURATION_S). */
+  max_duration_s: z.number().int().min(1).max(604_800).optional(),
+  /** false: answer 202 at once with the task id (like `Prefer: respond-async`); follow it at /events. */
+  wait: z.boolean().optional(),
+  /** How the model sees tools in this task (default TOOL_EXPOSURE): `native` or cache-preserving `dispatch`. */
+  exposure: ToolExposure.optional(),
+};
+
+/** A field name execute_task does not take is refused, naming it and the fields it does take. */
+const EXECUTE_TASK_FIELDS = Object.keys(executeTaskFields);
+
 export const ExecuteTaskRequest = z
-  .object({
-    goal: boundedString(LIMITS.goal).trim().min(1, 'must not be empty').optional(),
-    /** A playbook (GET /mcp/prompts at the gateway) whose rendering is the goal; give this or `goal`. */
-    prompt: z
-      .strictObject({
-        name: boundedString(LIMITS.id).min(1),
-        arguments: boundedRecord(boundedString(LIMITS.promptArgValue), LIMITS.promptArgs).default({}),
-      })
-      .optional(),
-    session_id: SessionId.optional(),
-    max_steps: z.number().int().min(1).max(500).optional(),
-    /** Wall-clock limit of the task; it ends `timed_out` when reached (default AGENT_MAX_DURATION_S). */
-    max_duration_s: z.number().int().min(1).max(604_800).optional(),
-    /** false: answer 202 at once with the task id (like `Prefer: respond-async`); follow it at /events. */
-    wait: z.boolean().optional(),
-    /** How the model sees tools in this task (default TOOL_EXPOSURE): `native` or cache-preserving `dispatch`. */
-    exposure: ToolExposure.optional(),
+  .strictObject(executeTaskFields, {
+    error: (issue) =>
+      issue.code === 'unrecognized_keys'
+        ? `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}; ` +
+          `execute_task takes ${EXECUTE_TASK_FIELDS.join(', ')}`
+        : undefined,
   })
   .refine((r) => (r.goal === undefined) !== (r.prompt === undefined), {
     message: 'give exactly one of goal (the task in words) and prompt ({name, arguments} of a playbook)',
@@ -268,6 +279,23 @@ export const DecideApproval = z.strictObject({
   reason: boundedString(LIMITS.reason).optional(),
 });
 
+/** The model endpoint's last known state (agent-server/model.ts ModelHealth). */
+export const ModelHealth = z.object({
+  url: z.string(),
+  /** `unknown` before the first call; `unreachable`: no answer (refused, timed out, TLS); `error`: an error status. */
+  state: z.enum(['unknown', 'ok', 'unreachable', 'error']),
+  status: z.number().optional(),
+  error: z.string().optional(),
+  at: z.string().optional(),
+});
+
+/** /health: `{status}` to anyone; the rest only to a caller with a token. */
+export const Health = z.looseObject({
+  status: z.enum(['ok', 'degraded']),
+  model_configured: z.boolean().optional(),
+  model: ModelHealth.optional(),
+});
+
 /** A task id in a path (`task_` and a UUID: 41 characters). */
 const TaskIdParam = boundedString(LIMITS.id).min(1);
 
@@ -338,8 +366,10 @@ export const agentRoutes = {
   health: {
     method: 'get',
     path: '/health',
-    summary: 'Liveness, and (with a token) whether a model is configured',
-    responses: { 200: z.looseObject({ status: z.literal('ok'), model_configured: z.boolean().optional() }) },
+    summary:
+      'Liveness; with a token, whether a model is configured and its endpoint’s last known state (status ' +
+      '`degraded` while that endpoint is unreachable or answers errors)',
+    responses: { 200: Health },
   },
   metrics: {
     method: 'get',

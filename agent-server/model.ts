@@ -42,6 +42,8 @@ export interface CompleteOptions {
 /** What the loop talks to; the OpenAI client below in production, a scripted model in unit tests. */
 export interface Model {
   complete(request: ModelRequest, options?: CompleteOptions): Promise<ModelReply>;
+  /** The endpoint's last known state (a real endpoint's; a scripted model has none). */
+  health?(): ModelHealth;
 }
 
 /** Settings of the OpenAI-compatible client and of toolshift's own retry policy. */
@@ -73,48 +75,122 @@ export function retryAfterMs(headers: Headers | undefined): number | undefined {
   return Number.isNaN(date) ? undefined : Math.min(Math.max(0, date - Date.now()), MAX_DELAY_MS);
 }
 
-/** The network error under an SDK connection error, as `CODE: message` (ECONNREFUSED, ENOTFOUND …). */
-function networkCause(err: unknown): string | undefined {
+/** The network error under an SDK connection error: its code and its message (ECONNREFUSED, ENOTFOUND …). */
+function networkCause(err: unknown): { code?: string; message?: string } {
   let cause = (err as { cause?: unknown }).cause;
   for (let depth = 0; cause && depth < 4; depth++) {
     const { code, message } = cause as { code?: unknown; message?: unknown };
-    if (typeof code === 'string')
-      return typeof message === 'string' && message ? `${code}: ${message}` : code;
+    if (typeof code === 'string') return { code, message: typeof message === 'string' ? message : undefined };
     cause = (cause as { cause?: unknown }).cause;
   }
   const message = (err as { cause?: { message?: unknown } }).cause?.message;
-  return typeof message === 'string' && message ? message : undefined;
+  return { message: typeof message === 'string' && message ? message : undefined };
 }
 
-function describe(
-  err: unknown,
-  timeoutMs: number,
-  endpoint: string,
-): { retry: boolean; message: string; delay?: number; status?: number } {
+/** OpenSSL's `…:SSL routines:ssl3_get_record:wrong version number:…` as `wrong version number`; others trimmed. */
+function plainMessage(message: string | undefined): string | undefined {
+  if (!message) return undefined;
+  const ssl = /SSL routines:[^:]*:([^:]+)/.exec(message);
+  return (ssl ? ssl[1] : message).trim().split('\n')[0];
+}
+
+/** Codes of a TLS failure: the handshake, or a certificate Node does not trust. */
+function isTlsError(code: string): boolean {
+  return /^(ERR_SSL_|ERR_TLS_|EPROTO$)|CERT|_SIGNATURE$|SELF_SIGNED|^UNABLE_TO_/.test(code);
+}
+
+/** The configuration variable of the model's API key (lib/config.ts). */
+const KEY_VARIABLE = 'OPENAI_API_KEY';
+
+/** What a provider's error body said, without the status the SDK puts in front of it (often more than once). */
+function providerText(err: InstanceType<typeof APIError>): string {
+  const status = String(err.status);
+  let text = err.message;
+  // The SDK's message is `<status> <provider message>`; a provider's own message may start with it again
+  // ("401 Unauthorized"), and one without a body reads `<status> status code (no body)`.
+  while (text.startsWith(status)) text = text.slice(status.length).trim();
+  if (text === '' || text === 'status code (no body)') return 'no message';
+  // `{"error": "Unauthorized"}`: the SDK quotes the string.
+  if (/^"[^"]*"$/.test(text)) text = text.slice(1, -1);
+  // An HTML error page (a proxy's): its title, not its markup.
+  if (/^<(!doctype|html|head|body)/i.test(text)) {
+    const title = /<title>([^<]*)<\/title>/i.exec(text)?.[1]?.trim();
+    text = title ? title.replace(new RegExp(`^${status}\\s*`), '') || title : 'an HTML page';
+  }
+  return text.length > 300 ? `${text.slice(0, 300)}…` : text;
+}
+
+/** How a failed attempt went: whether to retry, what to say, and what it tells of the endpoint's state. */
+interface Failure {
+  retry: boolean;
+  message: string;
+  delay?: number;
+  status?: number;
+  /** `unreachable`: no answer came (refused, timed out, TLS); `error`: an HTTP error not about this request. */
+  state: 'unreachable' | 'error' | 'ok';
+}
+
+/** Statuses about the one request (its size, its content): the endpoint itself works. */
+const REQUEST_ERRORS = new Set([400, 413, 422]);
+
+function describe(err: unknown, timeoutMs: number, endpoint: string, keySet: boolean): Failure {
   if (err instanceof APIError && err.status !== undefined) {
     // An exhausted quota is a 429 that waiting does not fix: fail at once with the provider's message.
     const quota = err.code === 'insufficient_quota' || (err.type ?? '') === 'insufficient_quota';
     const retry = !quota && (RETRYABLE.has(err.status) || err.status >= 500);
-    // The SDK's message starts with the status already ("401 Incorrect API key …").
-    const text = err.message.replace(new RegExp(`^${err.status}\\s*`), '') || 'no message';
+    const key =
+      err.status === 401 || err.status === 403
+        ? keySet
+          ? ` (the endpoint refused the API key in ${KEY_VARIABLE}: check it, and that it may use this model)`
+          : ` (no API key was sent: set ${KEY_VARIABLE})`
+        : '';
     return {
       retry,
-      message: `model endpoint ${endpoint} answered ${err.status}: ${text}`,
+      message: `model endpoint ${endpoint} answered ${err.status}: ${providerText(err)}${key}`,
       delay: retryAfterMs(err.headers),
       status: err.status,
+      state: REQUEST_ERRORS.has(err.status) ? 'ok' : 'error',
     };
   }
   if (err instanceof APIConnectionError) {
-    const timedOut = err instanceof APIConnectionTimeoutError;
-    const cause = networkCause(err);
+    if (err instanceof APIConnectionTimeoutError) {
+      return {
+        retry: true,
+        state: 'unreachable',
+        message: `model call to ${endpoint} timed out after ${timeoutMs} ms (AGENT_MODEL_TIMEOUT_MS)`,
+      };
+    }
+    const { code, message } = networkCause(err);
+    const said = plainMessage(message);
+    const cause = code ? (said && said !== code ? `${code}: ${said}` : code) : (said ?? err.message);
     return {
       retry: true,
-      message: timedOut
-        ? `model call to ${endpoint} timed out after ${timeoutMs} ms`
-        : `cannot reach the model endpoint ${endpoint} (${cause ?? err.message}): is the server running, and is OPENAI_BASE_URL right?`,
+      state: 'unreachable',
+      message:
+        code && isTlsError(code)
+          ? `the TLS connection to the model endpoint ${endpoint} failed (${cause}): does the server speak ` +
+            'https (OPENAI_BASE_URL may need http://), and is its certificate trusted (NODE_EXTRA_CA_CERTS)?'
+          : `cannot reach the model endpoint ${endpoint} (${cause}): is the server running, and is OPENAI_BASE_URL right?`,
     };
   }
-  return { retry: false, message: (err as Error).message };
+  return { retry: false, state: 'error', message: (err as Error).message };
+}
+
+/**
+ * What the agent-server last saw of its model endpoint, for /health: `unknown` before the first call, `ok`
+ * once it answered (an error about one request's content — 400, 413, 422 — still counts: it answered),
+ * `unreachable` when no answer came (refused, timed out, a TLS failure), `error` when it answered with any
+ * other error status (a refused key, a wrong URL or model name, a rate limit, a server error).
+ */
+export interface ModelHealth {
+  url: string;
+  state: 'unknown' | 'ok' | 'unreachable' | 'error';
+  /** The HTTP status of the last error answer. */
+  status?: number;
+  /** What went wrong, as a task that failed on it would say. */
+  error?: string;
+  /** When the state was last seen (ISO time). */
+  at?: string;
 }
 
 /** Waits for `wait` unless `signal` aborts first, then throws what `stopped` makes. */
@@ -153,7 +229,19 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
   });
   const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const baseDelay = opts.baseDelayMs ?? 500;
+  let health: ModelHealth = { url: client.baseURL, state: 'unknown' };
+  const seen = (state: ModelHealth['state'], failure?: Failure) => {
+    health = {
+      url: client.baseURL,
+      state,
+      ...(failure && state !== 'ok'
+        ? { ...(failure.status !== undefined ? { status: failure.status } : {}), error: failure.message }
+        : {}),
+      at: new Date().toISOString(),
+    };
+  };
   return {
+    health: () => ({ ...health }),
     async complete(request, options = {}) {
       const { signal } = options;
       const stopped = () =>
@@ -165,8 +253,9 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
             { model: request.model, messages: request.messages, tools: request.tools },
             { signal },
           );
+          seen('ok');
           const message = res.choices[0]?.message;
-          if (!message) throw new ModelError('the model endpoint returned no choices');
+          if (!message) throw new ModelError(`the model endpoint ${client.baseURL} returned no choices`);
           return {
             content: message.content ?? null,
             tool_calls: (message.tool_calls ?? []).filter(
@@ -183,10 +272,12 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
         } catch (err) {
           if (err instanceof ModelError) throw err;
           if (signal?.aborted || err instanceof APIUserAbortError) throw stopped();
-          const failure = describe(err, opts.timeoutMs, client.baseURL);
+          const failure = describe(err, opts.timeoutMs, client.baseURL, opts.apiKey !== undefined);
+          seen(failure.state, failure);
           if (!failure.retry) throw new ModelError(`Model call failed: ${failure.message}`);
           if (attempt >= opts.maxAttempts) {
-            throw new ModelError(`Model call failed after ${attempt} attempts: ${failure.message}`);
+            const attempts = attempt === 1 ? '1 attempt' : `${attempt} attempts`;
+            throw new ModelError(`Model call failed after ${attempts}: ${failure.message}`);
           }
           const backoff = Math.min(baseDelay * 2 ** (attempt - 1) * (0.75 + Math.random() / 2), MAX_DELAY_MS);
           const delay = Math.round(failure.delay ?? backoff);

@@ -15,8 +15,14 @@ import { createAgentMetrics } from './metrics.ts';
 import { openAIModel } from './model.ts';
 import { createTaskStore } from './store.ts';
 
-/** Builds the agent-server from config and listens; used by main.ts and by start.ts. */
-export async function startAgentServer(config: Config, opts: { log?: Logger } = {}): Promise<Listening> {
+/**
+ * Builds the agent-server from config and listens; used by main.ts and by start.ts. `announce: false` (start.ts,
+ * which prints one ready line for the three services) logs where it listens at debug only.
+ */
+export async function startAgentServer(
+  config: Config,
+  opts: { log?: Logger; announce?: boolean } = {},
+): Promise<Listening> {
   const log = opts.log ?? createLogger('agent-server', config.logLevel, undefined, config.logFormat);
   const security = securityFor(config, 'agent-server');
   if (config.gateway.adminToken && !config.gateway.agentToken) {
@@ -68,7 +74,15 @@ export async function startAgentServer(config: Config, opts: { log?: Logger } = 
   let listening: Listening;
   try {
     listening = await listen(
-      createAgentApp({ agent, store, log, security, metrics, heartbeatMs: config.agent.heartbeatMs }),
+      createAgentApp({
+        agent,
+        store,
+        log,
+        security,
+        metrics,
+        heartbeatMs: config.agent.heartbeatMs,
+        modelHealth: model?.health,
+      }),
       config.agent.port,
       config.host,
       'AGENT_PORT',
@@ -79,7 +93,7 @@ export async function startAgentServer(config: Config, opts: { log?: Logger } = 
     throw err;
   }
   // The endpoint and model, never the key: enough to tell which provider a failing task was talking to.
-  log.info(
+  log[opts.announce === false ? 'debug' : 'info'](
     {
       url: listening.url,
       model: model ? m.name : null,

@@ -67,10 +67,13 @@ export function observeEvent(
       break;
     case 'toolset_change':
       if (d.action === 'ACTIVATE') for (const id of d.toolset_ids) m?.toolsetActivations.inc({ toolset: id });
-      log.info(
-        { task: taskId, action: d.action, toolsets: d.toolset_ids, active: d.active_toolsets },
-        'toolsets changed',
-      );
+      // The gateway logs every change of toolsets (a task's, an MCP client's) at info: here only at debug,
+      // with the task's id, so `npm start` does not show each change twice.
+      if (log.isLevelEnabled('debug'))
+        log.debug(
+          { task: taskId, action: d.action, toolsets: d.toolset_ids, active: d.active_toolsets },
+          'toolsets changed',
+        );
       break;
     case 'task_finished': {
       m?.running.dec();

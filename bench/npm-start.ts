@@ -4,8 +4,8 @@ import net from 'node:net';
 import { createInterface } from 'node:readline';
 
 // `npm start` as a user runs it, in a child process of the benchmark: the three services in one process,
-// found among npm's descendants so its resident memory can be read from /proc, and its listening URLs read
-// from its own log lines.
+// found among npm's descendants so its resident memory can be read from /proc, and its URLs read from the
+// ready line it prints on stderr.
 
 /** A started `npm start`. */
 export interface NpmStart {
@@ -82,20 +82,21 @@ export async function startNpm(env: Record<string, string>, cwd = process.cwd())
   });
   const urls: Record<string, string> = {};
   const errors: string[] = [];
-  child.stderr?.on('data', (d: Buffer) => errors.push(String(d)));
+  // Its logs are not needed, but read: a full pipe would stall the services' log writes.
+  child.stdout?.resume();
   const ready = new Promise<void>((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+    // `toolshift ready: agent API <url>, MCP endpoint <url>/mcp; …`
+    const lines = createInterface({ input: child.stderr as NodeJS.ReadableStream });
     lines.on('line', (line) => {
-      try {
-        const entry = JSON.parse(line) as { name?: string; msg?: string; url?: string };
-        if (entry.msg?.endsWith('listening') && entry.name && entry.url) urls[entry.name] = entry.url;
-        if (urls['agent-server'] && urls['mcp-gateway']) resolve();
-      } catch {
-        // npm's own banner lines are not JSON.
-      }
+      errors.push(line);
+      const at = /^toolshift ready: agent API (\S+), MCP endpoint (\S+)\/mcp[,;]/.exec(line);
+      if (!at) return;
+      urls['agent-server'] = at[1];
+      urls['mcp-gateway'] = at[2];
+      resolve();
     });
     child.once('exit', (code) =>
-      reject(new Error(`npm start exited (${code}): ${errors.join('').slice(-2000)}`)),
+      reject(new Error(`npm start exited (${code}): ${errors.join('\n').slice(-2000)}`)),
     );
   });
   let timer: NodeJS.Timeout | undefined;

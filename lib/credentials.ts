@@ -19,10 +19,14 @@ import type { Config } from './config.ts';
 // mode 0600). Every service started on the same data directory, and the CLI, read the same file, so nobody
 // types a token; the environment still wins per variable. `TOOLSHIFT_AUTH=none` opts out.
 
-/** The credentials toolshift keeps, by the variable that would otherwise set each. */
+/**
+ * The credentials toolshift keeps, by the variable that would otherwise set each; `publicBind` names the
+ * service that refuses a non-loopback HOST without it (lib/security.ts securityFor).
+ */
 export const CREDENTIALS = {
   AGENT_API_TOKEN: {
     role: 'api',
+    publicBind: 'agent-server',
     what: "the agent-server's API (tasks, approvals)",
     get: (c: Config) => c.agent.apiToken,
     set: (c: Config, v: string) => {
@@ -31,6 +35,7 @@ export const CREDENTIALS = {
   },
   GATEWAY_ADMIN_TOKEN: {
     role: 'admin',
+    publicBind: 'mcp-gateway',
     what: "the gateway's operator (toolsets, reload, audit)",
     get: (c: Config) => c.gateway.adminToken,
     set: (c: Config, v: string) => {
@@ -39,6 +44,7 @@ export const CREDENTIALS = {
   },
   GATEWAY_AGENT_TOKEN: {
     role: 'agent',
+    publicBind: 'mcp-gateway',
     what: 'the agent-server, as a client of the gateway',
     get: (c: Config) => c.gateway.agentToken,
     set: (c: Config, v: string) => {
@@ -47,6 +53,7 @@ export const CREDENTIALS = {
   },
   GATEWAY_MCP_TOKEN: {
     role: 'mcp',
+    publicBind: undefined,
     what: "MCP clients of the gateway's /mcp",
     get: (c: Config) => c.gateway.mcp.token,
     set: (c: Config, v: string) => {
@@ -55,6 +62,7 @@ export const CREDENTIALS = {
   },
   TOOL_SERVER_TOKEN: {
     role: 'tool-server',
+    publicBind: 'tool-server',
     what: 'the gateway, as the tool-server’s only client',
     get: (c: Config) => c.tools.token,
     set: (c: Config, v: string) => {

@@ -1,7 +1,14 @@
 import type { Listening } from './serve.ts';
 
-/** Starts services for a main script: a start failure prints one line and exits 1; SIGINT/SIGTERM close cleanly. */
-export async function runService(name: string, start: () => Promise<Listening | Listening[]>): Promise<void> {
+/**
+ * Starts services for a main script: a start failure prints one line and exits 1; SIGINT/SIGTERM close cleanly.
+ * `ready` runs once they may be stopped that way (what it prints is what a user acts on, Ctrl-C included).
+ */
+export async function runService(
+  name: string,
+  start: () => Promise<Listening | Listening[]>,
+  ready?: () => void,
+): Promise<void> {
   let running: Listening[];
   try {
     const started = await start();
@@ -17,4 +24,5 @@ export async function runService(name: string, start: () => Promise<Listening | 
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+  ready?.();
 }

@@ -22,10 +22,13 @@ import { gatewayRetentionRules } from './retention.ts';
 import { createGatewayStore } from './store.ts';
 import { toolsetVariables } from './toolset-files.ts';
 
-/** Loads and checks the catalog against the backends, opens the state store, and listens. */
+/**
+ * Loads and checks the catalog against the backends, opens the state store, and listens. `announce: false`
+ * (start.ts, which prints one ready line for the three services) logs where it listens at debug only.
+ */
 export async function startGateway(
   config: Config,
-  opts: { backendWaitMs?: number } = {},
+  opts: { backendWaitMs?: number; announce?: boolean } = {},
 ): Promise<Listening> {
   const log = createLogger('mcp-gateway', config.logLevel, undefined, config.logFormat);
   const security = securityFor(config, 'mcp-gateway');
@@ -104,7 +107,10 @@ export async function startGateway(
   gateway.onCatalogChange(() => void face.announce());
   const app = createGatewayApp({ gateway, backends, log, security, face, prompts, metrics });
   const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT', config.http.limits);
-  log.info({ url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) }, 'mcp-gateway listening');
+  log[opts.announce === false ? 'debug' : 'info'](
+    { url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) },
+    'mcp-gateway listening',
+  );
   const retention = startRetention(gatewayRetentionRules(config.retention, { store, approvals, handles }), {
     intervalMs: config.retention.intervalMs,
     log,

@@ -15,11 +15,12 @@ import { webContextFrom } from './tools/web/context.ts';
 
 /**
  * Builds the tool-server from config and listens; used by main.ts and by start.ts. `extraTools` are served
- * beside the native ones (the benchmark's echo and fixed-delay probes).
+ * beside the native ones (the benchmark's echo and fixed-delay probes); `announce: false` (start.ts, which
+ * prints one ready line for the three services) logs where it listens at debug only.
  */
 export async function startToolServer(
   config: Config,
-  opts: { extraTools?: readonly Tool[] } = {},
+  opts: { extraTools?: readonly Tool[]; announce?: boolean } = {},
 ): Promise<Listening> {
   const log = createLogger('tool-server', config.logLevel, undefined, config.logFormat);
   const security = securityFor(config, 'tool-server');
@@ -63,7 +64,10 @@ export async function startToolServer(
     security,
   });
   const listening = await listen(app, config.tools.port, config.host, 'TOOL_SERVER_PORT', config.http.limits);
-  log.info({ url: listening.url, roots: paths.allowed() }, 'tool-server listening');
+  log[opts.announce === false ? 'debug' : 'info'](
+    { url: listening.url, roots: paths.allowed() },
+    'tool-server listening',
+  );
   return {
     ...listening,
     close: async () => {

@@ -151,9 +151,10 @@ describe('the OpenAI-compatible model client', () => {
     );
     const { m, sleeps } = model();
     const err = (await m.complete(request).catch((e: Error) => e)) as Error;
-    // The endpoint is named, and the status is said once ("answered 401: 401 …" read badly).
+    // The endpoint is named, the status said once ("answered 401: 401 …" read badly), and the key named.
     expect(err.message).toBe(
-      `Model call failed: model endpoint ${MODEL_BASE_URL} answered 401: Incorrect API key provided`,
+      `Model call failed: model endpoint ${MODEL_BASE_URL} answered 401: Incorrect API key provided ` +
+        '(the endpoint refused the API key in OPENAI_API_KEY: check it, and that it may use this model)',
     );
     expect(n).toBe(1);
     expect(sleeps).toEqual([]);

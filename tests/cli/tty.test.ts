@@ -190,7 +190,7 @@ describe('toolshift run on a terminal', () => {
     await p.waitFor(/step 1 · thinking… .*(?:[2-9]|\d\d)\.\ds/);
     later.open();
     expect(await p.exited).toBe(0);
-    expect(p.output()).not.toMatch(/step 1 · thinking… [^\r]* \u001b\[2m\d+ ms/);
+    expect(p.output()).not.toMatch(new RegExp(`step 1 · thinking… [^\\r]* ${ESC}\\[2m\\d+ ms`));
   });
 
   it.concurrent('detaches on Ctrl-C then Enter, leaving the task running, and tasks watch re-attaches', async () => {

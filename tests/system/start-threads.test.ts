@@ -64,6 +64,8 @@ function start(env: Record<string, string>) {
       OPENAI_BASE_URL: modelUrl,
       OPENAI_API_KEY: 'sk-test',
       LOG_FORMAT: 'json',
+      // Started together, the services say where they listen at debug only (start.ts prints the ready line).
+      LOG_LEVEL: 'debug',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -139,9 +141,9 @@ describe('npm start threads', () => {
       for (const f of files) expect(await readFile(path.join(dir, 'ws', f), 'utf8')).toBe(`written by ${f}`);
       s.child.kill('SIGTERM');
       expect(await s.exited).toBe(0);
-      // Nothing on stderr but the ready banner: where to call, where the credentials are, what to try next.
+      // Nothing on stderr but the ready line: where to call, where the credentials are, what to try next.
       expect(s.stderr()).toMatch(
-        /^toolshift ready: agent API http:\/\/127\.0\.0\.1:\d+, MCP endpoint http:\/\/127\.0\.0\.1:\d+\/mcp\n {2}credentials in \S+credentials\.json \(readable only by you; the CLI reads them\): curl -H "Authorization: Bearer \$\(npx toolshift token\)" http:\/\/127\.0\.0\.1:\d+\/agent\/tasks\n {2}next: npx toolshift toolsets\n$/,
+        /^toolshift ready: agent API http:\/\/127\.0\.0\.1:\d+, MCP endpoint http:\/\/127\.0\.0\.1:\d+\/mcp; credentials in \S+credentials\.json; next: npx toolshift toolsets\n$/,
       );
       // Committed before the process ended: each call's audit row and each task's end.
       const gatewayDb = new Database(path.join(dir, 'data', 'gateway.db'), { readonly: true });

@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -96,6 +96,28 @@ describe('a user toolset with a shipped id', () => {
     });
     expect(back.added_tools).toContain('create_entities');
     expect(readdirSync(shipped).map((f) => readFileSync(path.join(shipped, f), 'utf8'))).toEqual(before);
+    await rm(tmp, { recursive: true, force: true });
+  });
+});
+
+describe('a default toolset in the user directory', () => {
+  it('has its server started by the reload, as the start does; a non-default one waits for first use', async () => {
+    stack = await makeStack({
+      toolsets: { 'files.yaml': 'id: files\ndescription: Read files.\ntools: [read_text_file]\n' },
+    });
+    const s = stack;
+    const tmp = await mkdtemp(path.join(tmpdir(), 'import-default-'));
+    const file = (id: string, isDefault: boolean) =>
+      `id: ${id}\ndescription: Docs.\ndefault: ${isDefault}\nprefix: ${id}_\nbackend:\n  mcp:\n    command: node\n    args: [${JSON.stringify(path.resolve('tests/fixtures/mcp/files-server.mjs'))}, ${JSON.stringify(tmp)}]\n    env:\n      STARTED_MARKER: ${JSON.stringify(path.join(tmp, `${id}.started`))}\n`;
+    await mkdir(s.userToolsetsDir, { recursive: true });
+    await writeFile(path.join(s.userToolsetsDir, 'later.yaml'), file('later', false));
+    await writeFile(path.join(s.userToolsetsDir, 'now.yaml'), file('now', true));
+    const res = await cli(s, 'toolsets', 'reload');
+    expect(res).toMatchObject({ code: 0, stderr: '' });
+    expect(res.stdout).toContain('added: later, now\n');
+    expect(existsSync(path.join(tmp, 'now.started'))).toBe(true);
+    expect(existsSync(path.join(tmp, 'later.started'))).toBe(false);
+    expect(s.catalog.toolset('now')?.tools).toEqual(['now_read_text_file', 'now_list_directory']);
     await rm(tmp, { recursive: true, force: true });
   });
 });

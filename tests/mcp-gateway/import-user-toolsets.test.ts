@@ -230,7 +230,12 @@ describe('importing the servers of a desktop config', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('add prefix: raw_files_');
 
-    // The same files at the next start: the gateway starts, skips what collides, and starts no server.
+    // The same files at the next start, and one that cannot load: the gateway starts, skips what collides
+    // or does not load, and starts no server.
+    await writeFile(
+      path.join(userDir, 'broken.yaml'),
+      `id: broken\ndescription: x\nbackend:\n  mcp:\n    url: \${NOT_SET_ANYWHERE}\n`,
+    );
     await stopDaemon();
     await rm(marker());
     const restarted = await startDaemon();
@@ -247,6 +252,7 @@ describe('importing the servers of a desktop config', () => {
         'file_system_tools',
       ]),
     );
+    expect(ids).not.toContain('broken');
     expect(existsSync(marker())).toBe(false);
     expect(shippedFiles()).toEqual(shippedBefore);
     await stopDaemon();

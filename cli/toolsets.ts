@@ -146,6 +146,9 @@ async function upstreamCommand(
       if (res[key].length > 0) io.stdout(`${key}: ${res[key].join(', ')}\n`);
     }
     io.stdout(`unchanged: ${res.unchanged.length} toolset(s)\n`);
+    if (res.added.length + res.changed.length > 0) {
+      io.stdout('upstream servers start on first use (toolshift toolsets activate ID), not now\n');
+    }
     for (const w of res.warnings) io.stderr(`warning: ${w}\n`);
     return 0;
   }
@@ -191,9 +194,11 @@ async function upstreamCommand(
   if (!file) throw new UsageError('toolsets import needs a file, e.g. claude_desktop_config.json');
   // Loaded on use: it brings the MCP client, which the other commands do not need.
   const { importServers } = await import('../mcp-gateway/import-servers.ts');
+  // Into the user's toolsets directory, never the shipped one the project's tests and lint read.
   const outcomes = await importServers({
     file,
-    toolsetsDir: config.gateway.toolsetsDir,
+    toolsetsDir: config.gateway.userToolsetsDir,
+    shippedDir: config.gateway.toolsetsDir,
     force: values.force,
     connect: !values['no-connect'],
     env: io.env,
@@ -203,10 +208,17 @@ async function upstreamCommand(
       io.stderr(`skipped ${o.name}: ${o.note}\n`);
       continue;
     }
-    io.stdout(`wrote ${o.file} (toolset ${o.id}${o.described ? ', described by the server' : ''})\n`);
+    io.stdout(
+      `wrote ${o.file} (toolset ${o.id}, tools offered as ${o.prefix}<tool>${o.described ? ', described by the server' : ''})\n`,
+    );
     if (o.variables.length > 0) io.stdout(`  set in the gateway's environment: ${o.variables.join(', ')}\n`);
     if (o.note) io.stderr(`  improve the description: ${o.note}\n`);
   }
-  if (outcomes.some((o) => o.status === 'written')) io.stdout('Load them with: toolshift toolsets reload\n');
+  if (outcomes.some((o) => o.status === 'written')) {
+    io.stdout(
+      `Your toolsets live in ${config.gateway.userToolsetsDir} (USER_TOOLSETS_DIR), apart from the shipped ones.\n` +
+        'Load them with: toolshift toolsets reload (each server starts on its first use)\n',
+    );
+  }
   return outcomes.every((o) => o.status === 'written') ? 0 : 1;
 }

@@ -92,6 +92,10 @@ export const SETTING_GROUPS: Group[] = [
     title: 'Toolsets, upstream servers, the MCP face and the policy (mcp-gateway)',
     settings: {
       TOOLSETS_DIR: { doc: 'the shipped toolset files' },
+      USER_TOOLSETS_DIR: {
+        doc: "the user's toolset files (`toolshift toolsets import` writes there), loaded after the shipped ones",
+        default: '`$TOOLSHIFT_DATA_DIR/toolsets`',
+      },
       PROMPTS_DIR: { doc: 'playbook prompt files' },
       POLICY_FILE: {
         doc: "the operator's policy (absent: everything allowed)",

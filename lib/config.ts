@@ -54,6 +54,7 @@ export const EnvSchema = z.object({
   LOG_FORMAT: z.enum(['json', 'pretty', 'auto']).default('auto'),
   TOOLSHIFT_DATA_DIR: z.string().default('./data'),
   TOOLSETS_DIR: z.string().default('./toolsets'),
+  USER_TOOLSETS_DIR: optionalString,
   FS_ROOTS: list,
   FS_READONLY_ROOTS: list,
   FS_MAX_READ_BYTES: z.coerce
@@ -237,6 +238,8 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       /** The most tool-definition tokens manage_toolsets may bring a session to (unset: no limit). */
       toolTokenBudget: e.TOOL_TOKEN_BUDGET,
       toolsetsDir: path.resolve(e.TOOLSETS_DIR),
+      /** The user's own toolset files (`toolsets import` writes here), loaded after the shipped ones. */
+      userToolsetsDir: path.resolve(e.USER_TOOLSETS_DIR ?? path.join(e.TOOLSHIFT_DATA_DIR, 'toolsets')),
     },
     tools: {
       port: e.TOOL_SERVER_PORT,

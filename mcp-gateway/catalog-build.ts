@@ -3,7 +3,13 @@ import type { ToolDefinition } from '../tool-server/contract.ts';
 import type { Backend } from './backends/backend.ts';
 import type { GatewayTool } from './contract.ts';
 import { judgeListing, type Pin, type PinnedDefinition, type Withheld } from './pins.ts';
-import { CatalogError, exposedName, RESERVED_TOOL, type ToolsetSpec } from './toolset-files.ts';
+import {
+  CatalogError,
+  defaultPrefix,
+  exposedName,
+  RESERVED_TOOL,
+  type ToolsetSpec,
+} from './toolset-files.ts';
 
 // The pure half of the catalog: from toolset files, backend listings and pins to the tools each toolset
 // offers, what it withholds, and name collisions between toolsets. No I/O here; catalog.ts drives it.
@@ -171,8 +177,9 @@ export async function nativeRuntimes(
 
 /**
  * Gives each tool name to one toolset: toolsets that already offered tools keep them (`incumbents`), then
- * the rest in file order. A toolset offering a name already taken (or the meta-tool's) is marked in error
- * with a message naming both files, and offers nothing; the result keeps the input order.
+ * the rest in file order (the shipped files before the user's). A toolset offering a name already taken (or
+ * the meta-tool's) is skipped: marked in error with a message naming every colliding tool, the toolsets that
+ * hold them and the fix, and it offers nothing; the others load. The result keeps the input order.
  */
 export function resolveCollisions(
   runtimes: readonly ToolsetRuntime[],
@@ -190,24 +197,37 @@ export function resolveCollisions(
 
 function claim(rt: ToolsetRuntime, taken: Map<string, ToolsetSpec>): ToolsetRuntime {
   if (rt.error) return rt;
-  const label = typeof rt.spec.backend === 'string' ? rt.spec.backend : rt.spec.backend.label;
-  for (const tool of rt.offered) {
-    const name = tool.definition.name;
-    if (name === RESERVED_TOOL) {
-      return failed(
-        rt,
-        `${rt.spec.file}: ${label} offers ${RESERVED_TOOL}, the agent's own meta-tool; set a prefix`,
-      );
-    }
-    const owner = taken.get(name);
-    if (owner) {
-      return failed(
-        rt,
-        `${rt.spec.file}: tool ${name} of ${label} collides with tool ${name} of toolset ${owner.id} (${owner.file}); set a prefix in one of them`,
-      );
-    }
+  const { spec } = rt;
+  const mcp = typeof spec.backend !== 'string';
+  const label = typeof spec.backend === 'string' ? spec.backend : spec.backend.label;
+  if (rt.offered.some((tool) => tool.definition.name === RESERVED_TOOL)) {
+    return failed(
+      rt,
+      `${spec.file}: ${label} offers ${RESERVED_TOOL}, the agent's own meta-tool; set a prefix`,
+    );
   }
-  for (const tool of rt.offered) taken.set(tool.definition.name, rt.spec);
+  const clashes = new Map<ToolsetSpec, string[]>();
+  for (const tool of rt.offered) {
+    const owner = taken.get(tool.definition.name);
+    if (owner) clashes.set(owner, [...(clashes.get(owner) ?? []), tool.definition.name]);
+  }
+  if (clashes.size > 0) {
+    const names = [...clashes.values()].flat();
+    const one = names.length === 1;
+    const where = [...clashes]
+      .map(([owner, clash]) => `${clash.join(', ')} (toolset ${owner.id}, ${owner.file})`)
+      .join('; ');
+    const fix = !mcp
+      ? `remove ${one ? 'it' : 'them'} from the tools of ${spec.file} or of the other toolset`
+      : spec.prefix
+        ? `change prefix: ${spec.prefix} in ${spec.file} to one no other tool starts with`
+        : `add prefix: ${defaultPrefix(spec.id)} to ${spec.file} (its tools are then offered as ${defaultPrefix(spec.id)}<tool>)`;
+    return failed(
+      rt,
+      `${spec.file}: ${label} offers ${one ? 'a tool name' : 'tool names'} another toolset already offers: ${where}; ${fix}`,
+    );
+  }
+  for (const tool of rt.offered) taken.set(tool.definition.name, spec);
   return rt;
 }
 

@@ -16,15 +16,22 @@ import {
 import { definitionHash, memoryPinStore, type PinStore, pinnedShape } from './pins.ts';
 import { type ReloadResult, reloadCatalog } from './reload.ts';
 import { type ToolsetHit, ToolsetIndex } from './search.ts';
-import { CatalogError, loadToolsetFiles, type McpBackendSpec, type ToolsetSpec } from './toolset-files.ts';
+import {
+  CatalogError,
+  loadToolsets,
+  type McpBackendSpec,
+  type ToolsetSources,
+  type ToolsetSpec,
+} from './toolset-files.ts';
 
 // The live toolset catalog: toolset files joined with what their backends serve. Native toolsets are
 // checked at start; upstream MCP servers connect on first activation (or at start when a toolset is
-// `default`), and their listings pass through the pins before any tool is offered. Reload swaps the whole
-// catalog at once, or not at all.
+// `default`), and their listings pass through the pins before any tool is offered. A toolset whose tool
+// names another already offers is skipped (it offers nothing and says why); the rest load. Reload swaps the
+// whole catalog at once, or not at all, and starts no server the start would not have started.
 
 export type { CatalogTool, GatewayToolDefinition } from './catalog-build.ts';
-export { CatalogError, loadToolsetFiles, type ToolsetSpec } from './toolset-files.ts';
+export { CatalogError, loadToolsetFiles, loadToolsets, type ToolsetSpec } from './toolset-files.ts';
 
 /** A toolset as declared, with the names of the tools it offers right now. */
 export type Toolset = ToolsetSpec & { tools: string[] };
@@ -50,8 +57,11 @@ export interface CatalogOptions {
   /** Where listings and pins persist (the gateway store); default: in memory. */
   store?: PinStore;
   log?: Logger;
-  /** Where reload reads from; `vars` is called at each reload, so variables added to .env are seen. */
-  source?: { dir: string; vars?: () => Record<string, string | undefined> };
+  /**
+   * Where reload reads from: the shipped directory and the user's; `vars` is called at each reload, so
+   * variables added to .env are seen.
+   */
+  source?: ToolsetSources & { vars?: () => Record<string, string | undefined> };
   /** Upstream connections: timeouts, the per-message cap, and the cap of a result the model is given. */
   connection?: {
     connectTimeoutMs?: number;
@@ -159,6 +169,7 @@ export async function buildCatalog(
     );
     index = undefined;
     if (changed.length > 0) for (const listener of listeners) listener(changed);
+    return resolved;
   }
 
   function applyListing(key: string, conn: McpConnection, listing: Tool[]) {
@@ -189,7 +200,9 @@ export async function buildCatalog(
   const startRuntimes = await nativeRuntimes(initial, backends, opts.waitMs ?? 0, compile);
   for (const spec of initial)
     if (isMcp(spec)) startRuntimes.set(spec.id, mcpToolsetRuntime(spec, null, false));
-  install(initial, startRuntimes, []);
+  for (const rt of install(initial, startRuntimes, [])) {
+    if (rt.error) log.warn({ toolset: rt.spec.id, reason: rt.error }, 'toolset skipped: it offers no tools');
+  }
   for (const spec of initial.filter((s) => s.default && isMcp(s))) {
     await prepare([spec.id]).catch((err) =>
       log.warn({ toolset: spec.id, err: err.message }, 'default toolset not ready'),
@@ -238,7 +251,13 @@ export async function buildCatalog(
         definition: w.definition as unknown as Record<string, unknown>,
         ...(w.status === 'changed' ? { diff: w.diff } : {}),
       }));
-      if (!isMcp(rt.spec)) return { backend: rt.spec.backend as string, withheld };
+      if (!isMcp(rt.spec)) {
+        return {
+          backend: rt.spec.backend as string,
+          ...(rt.error ? { health: 'error' as const, health_reason: rt.error } : {}),
+          withheld,
+        };
+      }
       const up = connectionFor(rt.spec.backend).status();
       const health = rt.error ? 'error' : up.state;
       const reason = rt.error ?? up.reason;
@@ -318,25 +337,35 @@ export async function buildCatalog(
       }
       return { approved: pending.map((w) => w.exposed), changedSinceShown };
     },
-    /** Re-reads the toolsets directory and swaps the catalog, or throws (CatalogError) and changes nothing. */
+    /**
+     * Re-reads the toolset files and swaps the catalog, or throws (CatalogError) and changes nothing. Starts
+     * only the servers of new or changed `default` toolsets, as the start does.
+     */
     async reload(): Promise<ReloadResult> {
       const source = opts.source;
       if (!source) throw new CatalogError('This gateway was started without a toolsets directory to reload');
       if (reloading) throw new CatalogError('A reload is already running; try again when it ends');
       reloading = true;
       try {
-        return await reloadCatalog({
+        const result = await reloadCatalog({
           current: specs,
-          load: () => loadToolsetFiles(source.dir, source.vars?.()),
+          load: () => loadToolsets(source, source.vars?.()),
           connections,
           applied,
           nativeRuntimes: (next) => nativeRuntimes(next, backends, 0, compile),
-          connectionFor,
-          mcpRuntime: mcpToolsetRuntime,
+          connectionFor: (spec) => connectionFor(spec),
+          mcpRuntime: (spec, listing, persist) => mcpToolsetRuntime(spec, listing, persist),
           dropToolset: (id) => store.dropToolset(id),
           install,
-          offering: () => new Set(toolsets.filter((t) => t.tools.length > 0).map((t) => t.id)),
         });
+        for (const id of [...result.added, ...result.changed]) {
+          const spec = specs.find((s) => s.id === id);
+          if (!spec?.default || !isMcp(spec)) continue;
+          await prepare([id]).catch((err: Error) =>
+            result.warnings.push(`toolset ${id} is default but not ready: ${err.message}`),
+          );
+        }
+        return result;
       } finally {
         reloading = false;
       }

@@ -485,7 +485,7 @@ export const gatewayRoutes = {
     path: '/mcp/admin/reload',
     roles: ['admin'],
     summary:
-      'Re-read TOOLSETS_DIR: connect what is new, drop what is gone; an invalid directory changes nothing',
+      'Re-read TOOLSETS_DIR and USER_TOOLSETS_DIR: load what is new (servers start on first use), drop what is gone, skip a toolset whose names collide; an invalid shipped directory changes nothing',
     responses: { 200: ReloadResponse, 400: ErrorBody, 401: ErrorBody },
   },
   listToolsets: {

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Document, parse as parseYaml } from 'yaml';
 import { z } from 'zod';
@@ -7,11 +7,13 @@ import { createLogger } from '../lib/log.ts';
 import { McpConnection, type McpServerSpec } from './backends/mcp-connection.ts';
 import { Redactor } from './env-expand.ts';
 import { secretReferences } from './import-secrets.ts';
-import { resolveCommand } from './toolset-files.ts';
+import { defaultPrefix, resolveCommand } from './toolset-files.ts';
 
 // `toolshift toolsets import <file>`: the `mcpServers` JSON of desktop and IDE MCP clients becomes one
-// toolset file per server. Each server is started (or reached) once to describe it from its own
-// instructions and tool list; secret values become `${VAR}` references and are never written or printed.
+// toolset file per server, in the user's toolsets directory (never the shipped one). Each server is started
+// (or reached) once to describe it from its own instructions and tool list, unless --no-connect; secret
+// values become `${VAR}` references and are never written or printed. Every file gets `prefix: <id>_`, so
+// the server's tools are offered as `<id>_<tool>` and never collide with toolshift's own or another's.
 
 const Stdio = z
   .looseObject({
@@ -43,12 +45,17 @@ export interface ImportOutcome {
   described: boolean;
   /** Variables the gateway's environment must provide (values never shown). */
   variables: string[];
+  /** The tools' prefix in the gateway (`<id>_`): the server's tool `x` is offered as `<id>_x`. */
+  prefix: string;
 }
 
 /** What an import needs: the file, where toolsets live, and whether to overwrite or connect. */
 export interface ImportOptions {
   file: string;
+  /** Where the files are written: the user's toolsets directory (created if missing). */
   toolsetsDir: string;
+  /** The shipped toolsets: an id they use is not taken without --force (the user's file would replace it). */
+  shippedDir?: string;
   force?: boolean;
   connect?: boolean;
   connectTimeoutMs?: number;
@@ -126,6 +133,8 @@ export async function importServers(opts: ImportOptions): Promise<ImportOutcome[
   }
   const env = opts.env ?? process.env;
   const taken = existingIds(opts.toolsetsDir);
+  const apart = opts.shippedDir && path.resolve(opts.shippedDir) !== path.resolve(opts.toolsetsDir);
+  const shipped = apart ? existingIds(opts.shippedDir as string) : new Map<string, string>();
   const used = new Set<string>();
   const claimed = new Map<string, string>();
   const outcomes: ImportOutcome[] = [];
@@ -134,10 +143,21 @@ export async function importServers(opts: ImportOptions): Promise<ImportOutcome[
     for (let n = 2; used.has(id); n++) id = `${toolsetId(name).slice(0, 60)}_${n}`;
     used.add(id);
     const file = path.join(opts.toolsetsDir, `${id}.yaml`);
-    const base = { name, id, file, described: false, variables: [] as string[] };
+    const prefix = defaultPrefix(id);
+    const base = { name, id, file, prefix, described: false, variables: [] as string[] };
     const owner = taken.get(id);
     if (owner && owner !== `${id}.yaml` && !opts.force) {
       outcomes.push({ ...base, status: 'skipped', note: `toolset id ${id} is already used by ${owner}` });
+      continue;
+    }
+    const builtIn = shipped.get(id);
+    if (builtIn && !opts.force) {
+      const shippedFile = path.join(opts.shippedDir as string, builtIn);
+      outcomes.push({
+        ...base,
+        status: 'skipped',
+        note: `toolset id ${id} is shipped with toolshift (${shippedFile}); rename the server in ${path.basename(opts.file)}, or use --force to write ${file}, which then replaces the shipped toolset`,
+      });
       continue;
     }
     if (existsSync(file) && !opts.force) {
@@ -174,15 +194,17 @@ export async function importServers(opts: ImportOptions): Promise<ImportOutcome[
       typeof described === 'string'
         ? refs.redact(described)
         : `The MCP server "${name}" (${refs.redact(String(label))}). Replace this with what it is for, so discovery can find it.`;
-    const doc = new Document({ id, description, default: false, backend: { mcp: refs.block } });
+    const doc = new Document({ id, description, default: false, prefix, backend: { mcp: refs.block } });
     doc.commentBefore = [
       ` Imported from ${path.basename(opts.file)} (server "${name}") by toolshift toolsets import.`,
+      ` Its tools are offered as ${prefix}<tool>, apart from toolshift's own and other servers' tools.`,
       ...(refs.variables.length > 0
         ? [
             ` Set ${refs.variables.join(', ')} in the gateway's environment or .env; values are never stored here.`,
           ]
         : []),
     ].join('\n');
+    mkdirSync(opts.toolsetsDir, { recursive: true });
     writeFileSync(file, doc.toString({ lineWidth: 110 }));
     outcomes.push({
       ...base,

@@ -1,10 +1,14 @@
 import type { Tool } from '@modelcontextprotocol/client';
 import type { McpConnection } from './backends/mcp-connection.ts';
-import { resolveCollisions, type ToolsetRuntime } from './catalog-build.ts';
-import { CatalogError, type McpBackendSpec, type ToolsetSpec } from './toolset-files.ts';
+import type { ToolsetRuntime } from './catalog-build.ts';
+import type { LoadedToolsets, McpBackendSpec, ToolsetSpec } from './toolset-files.ts';
 
-// Reload without restart: re-read TOOLSETS_DIR, connect servers that are new, and swap the catalog in one
-// step, or refuse with the same file-and-line errors as at start and leave the running catalog as it was.
+// Reload without restart: re-read the shipped and the user's toolset files and swap the catalog in one step,
+// or refuse (a shipped file that does not load, a native tool not served) with the same file-and-line errors
+// as at start and leave the running catalog as it was. Like the start, it starts no server: a new upstream
+// server starts on first use (or now, if its toolset is `default`, as at start), and one already running
+// whose file still names it keeps running. A toolset whose names collide with another's, or a user file that
+// does not load, is skipped with a warning; the others load.
 
 /** The answer of a reload: ids by what happened to them, and problems that did not stop it. */
 export interface ReloadResult {
@@ -12,7 +16,7 @@ export interface ReloadResult {
   removed: string[];
   changed: string[];
   unchanged: string[];
-  /** Servers that could not be reached (their toolsets are loaded and show health "down"). */
+  /** What did not stop the reload: skipped files and toolsets (collisions), default servers that did not start. */
   warnings: string[];
 }
 
@@ -54,78 +58,44 @@ const isMcp = (spec: ToolsetSpec): spec is McpSpec => typeof spec.backend !== 's
 /** What a reload needs of the running catalog (catalog.ts passes its internals). */
 export interface ReloadContext {
   current: readonly ToolsetSpec[];
-  /** Reads and checks the toolset files (throws CatalogError with file and line). */
-  load(): ToolsetSpec[];
+  /** Reads and checks the toolset files (throws CatalogError with file and line for a shipped file). */
+  load(): LoadedToolsets;
   connections: Map<string, McpConnection>;
   applied: WeakMap<McpConnection, Tool[]>;
   nativeRuntimes(next: ToolsetSpec[]): Promise<Map<string, ToolsetRuntime>>;
-  connectionFor(spec: McpBackendSpec, pool?: Map<string, McpConnection>): McpConnection;
-  mcpRuntime(
-    spec: McpSpec,
-    listing: Tool[] | null,
-    persist: boolean,
-    pool?: Map<string, McpConnection>,
-  ): ToolsetRuntime;
+  connectionFor(spec: McpBackendSpec): McpConnection;
+  mcpRuntime(spec: McpSpec, listing: Tool[] | null, persist: boolean): ToolsetRuntime;
   dropToolset(id: string): void;
-  install(next: ToolsetSpec[], runtimes: Map<string, ToolsetRuntime>, changed: string[]): void;
-  /** Ids of the running toolsets that offer tools: they keep their names against new files. */
-  offering(): Set<string>;
+  /** Swaps in the next catalog; returns its runtimes after collisions are resolved. */
+  install(next: ToolsetSpec[], runtimes: Map<string, ToolsetRuntime>, changed: string[]): ToolsetRuntime[];
 }
 
-/** Builds the next catalog beside the running one and swaps it in only when it is valid. */
+/** Builds the next catalog from the files and swaps it in, unless a shipped file or native toolset is invalid. */
 export async function reloadCatalog(ctx: ReloadContext): Promise<ReloadResult> {
-  const fresh = new Map<string, McpConnection>();
-  try {
-    const next = ctx.load();
-    const plan = diffSpecs(ctx.current, next);
-    const runtimes = await ctx.nativeRuntimes(next);
-    const warnings: string[] = [];
-    const keys = new Set(next.filter(isMcp).map((s) => s.backend.key));
-    const pool = new Map([...ctx.connections].filter(([key]) => keys.has(key)));
-    for (const spec of next.filter(isMcp)) {
-      const existing = pool.get(spec.backend.key);
-      let listing: Tool[] | null = existing ? (ctx.applied.get(existing) ?? null) : null;
-      if (!existing) {
-        const conn = ctx.connectionFor(spec.backend, fresh);
-        pool.set(spec.backend.key, conn);
-        listing = await conn.listTools().catch((err: Error) => {
-          warnings.push(`${spec.file}: ${err.message}`);
-          return null;
-        });
-      }
-      runtimes.set(spec.id, ctx.mcpRuntime(spec, listing, false, pool));
-    }
-    const problems = resolveCollisions(
-      next.map((s) => runtimes.get(s.id) as ToolsetRuntime),
-      ctx.offering(),
-    ).flatMap((rt) => (rt.error ? [rt.error] : []));
-    if (problems.length > 0) throw new CatalogError(problems.join('\n'));
-    // Valid: commit. New connections join, gone ones stop, removed toolsets leave every session.
-    for (const [key, conn] of fresh) {
-      ctx.connections.set(key, conn);
-      if (conn.status().state === 'up') ctx.applied.set(conn, conn.knownTools());
-    }
-    fresh.clear();
-    for (const [key, conn] of ctx.connections) {
-      if (pool.has(key)) continue;
-      ctx.connections.delete(key);
-      await conn.close();
-    }
-    for (const id of plan.removed) ctx.dropToolset(id);
-    const committed = new Map<string, ToolsetRuntime>();
-    for (const spec of next) {
-      if (!isMcp(spec)) committed.set(spec.id, runtimes.get(spec.id) as ToolsetRuntime);
-      else {
-        const conn = ctx.connectionFor(spec.backend);
-        committed.set(
-          spec.id,
-          ctx.mcpRuntime(spec, conn.status().state === 'up' ? conn.knownTools() : null, true),
-        );
-      }
-    }
-    ctx.install(next, committed, [...plan.added, ...plan.changed, ...plan.removed]);
-    return { ...plan, warnings };
-  } finally {
-    for (const conn of fresh.values()) await conn.close();
+  // Everything that can refuse the reload comes first, before anything changes.
+  const loaded = ctx.load();
+  const next = loaded.specs;
+  const plan = diffSpecs(ctx.current, next);
+  const runtimes = await ctx.nativeRuntimes(next);
+  const warnings = [...loaded.warnings];
+  // Servers no file names any more stop; the others keep running. Nothing is started here.
+  const keys = new Set(next.filter(isMcp).map((s) => s.backend.key));
+  for (const [key, conn] of ctx.connections) {
+    if (keys.has(key)) continue;
+    ctx.connections.delete(key);
+    await conn.close();
   }
+  for (const id of plan.removed) ctx.dropToolset(id);
+  for (const spec of next.filter(isMcp)) {
+    // A running server's listing is current; otherwise the one stored from an earlier run (if any) stands
+    // until first use, as at start.
+    const conn = ctx.connections.get(spec.backend.key);
+    const listing = conn ? (ctx.applied.get(conn) ?? null) : null;
+    runtimes.set(spec.id, ctx.mcpRuntime(spec, listing, true));
+  }
+  const installed = ctx.install(next, runtimes, [...plan.added, ...plan.changed, ...plan.removed]);
+  for (const rt of installed) {
+    if (rt.error) warnings.push(`toolset ${rt.spec.id} is skipped (it offers no tools): ${rt.error}`);
+  }
+  return { ...plan, warnings };
 }

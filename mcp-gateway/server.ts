@@ -11,7 +11,7 @@ import { createGatewayApp } from './app.ts';
 import { createApprovalStore } from './approvals.ts';
 import type { Backend } from './backends/backend.ts';
 import { toolServerBackend } from './backends/tool-server-backend.ts';
-import { buildCatalog, type Catalog, loadToolsetFiles } from './catalog.ts';
+import { buildCatalog, type Catalog, loadToolsets } from './catalog.ts';
 import { type Ceiling, createCeiling } from './ceiling.ts';
 import { createGateway } from './gateway.ts';
 import { instrumentGateway } from './gateway-metrics.ts';
@@ -43,9 +43,14 @@ export async function startGateway(
   // ${TOOLSHIFT_DATA_DIR} and ${TOOLSETS_DIR} in toolset files are the resolved config values, set or not.
   const vars = toolsetVariables({ dataDir: config.dataDir, toolsetsDir: config.gateway.toolsetsDir });
   const dir = config.gateway.toolsetsDir;
+  // The shipped toolsets, then the user's own (USER_TOOLSETS_DIR, where `toolsets import` writes).
+  const userDir = config.gateway.userToolsetsDir;
   let catalog: Catalog;
   try {
-    catalog = await buildCatalog(loadToolsetFiles(dir, vars), backends, {
+    const loaded = loadToolsets({ dir, userDir }, vars);
+    for (const warning of loaded.warnings) log.warn({ warning }, 'a user toolset file is skipped');
+    for (const o of loaded.overrides) log.info(o, 'a user toolset replaces the shipped one with its id');
+    catalog = await buildCatalog(loaded.specs, backends, {
       waitMs: opts.backendWaitMs ?? 15_000,
       store,
       log,
@@ -54,7 +59,11 @@ export async function startGateway(
         maxResultBytes: config.gateway.upstream.maxResultBytes,
       },
       // A reload sees variables added to .env since the start (a changed value needs a restart).
-      source: { dir, vars: () => toolsetVariables({ dataDir: config.dataDir, toolsetsDir: dir }, readEnv()) },
+      source: {
+        dir,
+        userDir,
+        vars: () => toolsetVariables({ dataDir: config.dataDir, toolsetsDir: dir }, readEnv()),
+      },
     });
   } catch (err) {
     store.close();

@@ -6,7 +6,10 @@ import { z } from 'zod';
 import type { McpServerSpec } from './backends/mcp-connection.ts';
 import { expandVariables, Redactor, referencedVariables } from './env-expand.ts';
 
-// Toolset files: one YAML file per toolset in TOOLSETS_DIR, read and checked with file-and-line errors.
+// Toolset files: one YAML file per toolset, read and checked with file-and-line errors. The shipped ones are
+// in TOOLSETS_DIR (an error there refuses the whole directory); the user's own (USER_TOOLSETS_DIR, default
+// `<data dir>/toolsets`, where `toolsets import` writes) load after them, a user file replaces a shipped
+// toolset with the same id, and a user file with an error is skipped with a warning while the rest load.
 // A file names a native backend (`backend: tool-server`) or an upstream MCP server (`backend: {mcp: …}`),
 // whose `${VAR}` references are filled here, from the environment, and never shown again.
 
@@ -114,6 +117,14 @@ export class CatalogError extends Error {
   }
 }
 
+/**
+ * The prefix `toolsets import` writes, and collision messages suggest: the toolset id and `_`, so a server's
+ * `read_file` is offered as `<id>_read_file` and never meets another toolset's name.
+ */
+export function defaultPrefix(id: string): string {
+  return `${id.slice(0, 31).replace(/_+$/, '')}_`;
+}
+
 /** The name an upstream tool gets in the gateway: the prefix, then the name with characters a model API refuses replaced by `_`. */
 export function exposedName(prefix: string, upstreamName: string): string {
   return prefix + upstreamName.replace(/[^A-Za-z0-9_-]/g, '_');
@@ -140,9 +151,7 @@ export function loadToolsetFiles(
 ): ToolsetSpec[] {
   let names: string[];
   try {
-    names = readdirSync(dir)
-      .filter((f) => /\.ya?ml$/.test(f) && !POLICY_FILE_NAME.test(f))
-      .sort();
+    names = toolsetFileNames(dir);
   } catch (err) {
     throw new CatalogError(`Cannot read the toolsets directory ${dir}: ${(err as Error).message}`);
   }
@@ -150,6 +159,83 @@ export function loadToolsetFiles(
   if (specs.length === 0) throw new CatalogError(`No toolset files (*.yaml) in ${dir}`);
   checkNames(specs);
   return specs;
+}
+
+/** Where toolset files are read from: the shipped directory, and the user's (may not exist yet). */
+export interface ToolsetSources {
+  dir: string;
+  userDir?: string;
+}
+
+/** The toolsets to run, and what was skipped or replaced on the way (for the log and a reload's answer). */
+export interface LoadedToolsets {
+  specs: ToolsetSpec[];
+  warnings: string[];
+  /** User files that replace a shipped toolset with the same id. */
+  overrides: { id: string; file: string; shipped: string }[];
+}
+
+/**
+ * The shipped toolsets (any error refuses them all, as loadToolsetFiles), then the user's: a user file that
+ * does not load is skipped with a warning, and one with a shipped id replaces that toolset in its place.
+ */
+export function loadToolsets(
+  sources: ToolsetSources,
+  vars: Record<string, string | undefined> = toolsetVariables({
+    dataDir: path.resolve(process.env.TOOLSHIFT_DATA_DIR ?? './data'),
+    toolsetsDir: sources.dir,
+  }),
+): LoadedToolsets {
+  const shipped = loadToolsetFiles(sources.dir, vars);
+  const warnings: string[] = [];
+  const overrides: LoadedToolsets['overrides'] = [];
+  const userDir = sources.userDir;
+  if (!userDir || path.resolve(userDir) === path.resolve(sources.dir) || !existsSync(userDir)) {
+    return { specs: shipped, warnings, overrides };
+  }
+  let names: string[];
+  try {
+    names = toolsetFileNames(userDir);
+  } catch (err) {
+    warnings.push(`Cannot read the user toolsets directory ${userDir}: ${(err as Error).message}`);
+    return { specs: shipped, warnings, overrides };
+  }
+  const specs = [...shipped];
+  const userIds = new Map<string, string>();
+  for (const name of names) {
+    const file = path.join(userDir, name);
+    let spec: ToolsetSpec;
+    try {
+      spec = readToolsetFile(file, vars);
+      checkNames([spec]);
+    } catch (err) {
+      if (!(err instanceof CatalogError)) throw err;
+      warnings.push(`${err.message} (this file is skipped; the other toolsets load)`);
+      continue;
+    }
+    const twin = userIds.get(spec.id);
+    if (twin) {
+      warnings.push(
+        `${file}: toolset id ${spec.id} is already used by ${twin}; this file is skipped (give it another id)`,
+      );
+      continue;
+    }
+    userIds.set(spec.id, file);
+    const at = specs.findIndex((s) => s.id === spec.id);
+    if (at === -1) specs.push(spec);
+    else {
+      overrides.push({ id: spec.id, file, shipped: specs[at].file });
+      specs[at] = spec;
+    }
+  }
+  return { specs, warnings, overrides };
+}
+
+/** The toolset files of a directory, sorted: every `*.yaml`/`*.yml` but policy.yaml. */
+function toolsetFileNames(dir: string): string[] {
+  return readdirSync(dir)
+    .filter((f) => /\.ya?ml$/.test(f) && !POLICY_FILE_NAME.test(f))
+    .sort();
 }
 
 function readToolsetFile(file: string, vars: Record<string, string | undefined>): ToolsetSpec {
@@ -263,10 +349,13 @@ export function resolveCommand(command: string, fileDir: string): string {
   return command;
 }
 
-/** Ids must be unique; declared tool names (with their prefix) must not collide or take the meta-tool's name. */
+/**
+ * Ids must be unique and no declared tool name (with its prefix) may be the meta-tool's. Two toolsets offering
+ * the same name is not an error of the directory: the catalog skips the later one (catalog-build.ts
+ * resolveCollisions) and the rest load.
+ */
 function checkNames(specs: ToolsetSpec[]) {
   const ids = new Map<string, string>();
-  const tools = new Map<string, ToolsetSpec>();
   for (const spec of specs) {
     const other = ids.get(spec.id);
     if (other) throw new CatalogError(`${spec.file}: toolset id ${spec.id} is already used by ${other}`);
@@ -279,13 +368,6 @@ function checkNames(specs: ToolsetSpec[]) {
           `${spec.file}: ${RESERVED_TOOL} is the agent's own meta-tool; a toolset cannot offer it${mcp ? ' (set a prefix)' : ''}`,
         );
       }
-      const owner = tools.get(name);
-      if (owner && owner.id !== spec.id) {
-        throw new CatalogError(
-          `${spec.file}: tool ${name} is already offered by toolset ${owner.id} (${owner.file}); set a prefix in one of them`,
-        );
-      }
-      tools.set(name, spec);
     }
   }
 }

@@ -36,6 +36,7 @@ export async function startToolServer(
     secretPaths: [config.auth.credentialsFile, path.resolve('.env')],
     protectedPaths: [
       config.gateway.toolsetsDir,
+      config.gateway.userToolsetsDir,
       config.gateway.promptsDir,
       config.gateway.policyFile,
       config.dataDir,

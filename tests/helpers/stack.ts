@@ -14,7 +14,7 @@ import { openDatabase } from '../../lib/sqlite.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
 import { createApprovalStore } from '../../mcp-gateway/approvals.ts';
 import { toolServerBackend } from '../../mcp-gateway/backends/tool-server-backend.ts';
-import { buildCatalog, loadToolsetFiles } from '../../mcp-gateway/catalog.ts';
+import { buildCatalog, loadToolsets } from '../../mcp-gateway/catalog.ts';
 import { createCeiling, type Limits } from '../../mcp-gateway/ceiling.ts';
 import { createGateway } from '../../mcp-gateway/gateway.ts';
 import { createMcpFace } from '../../mcp-gateway/mcp/face.ts';
@@ -169,12 +169,18 @@ export async function makeStack(opts: StackOptions = {}) {
   const gatewayStore = createGatewayStore(gatewayDb);
   // ${VAR} in toolset files: the process environment plus the test's own, and this stack's data dir.
   const vars = toolsetVariables({ dataDir, toolsetsDir }, { ...process.env, ...opts.vars });
-  const catalog = await buildCatalog(loadToolsetFiles(toolsetsDir, vars), backends, {
-    store: gatewayStore,
-    log,
-    source: { dir: toolsetsDir, vars: () => vars },
-    connection: opts.connection,
-  });
+  // The user's toolsets, as the gateway reads them by default: <data dir>/toolsets, loaded after the shipped.
+  const userToolsetsDir = path.join(dataDir, 'toolsets');
+  const catalog = await buildCatalog(
+    loadToolsets({ dir: toolsetsDir, userDir: userToolsetsDir }, vars).specs,
+    backends,
+    {
+      store: gatewayStore,
+      log,
+      source: { dir: toolsetsDir, userDir: userToolsetsDir, vars: () => vars },
+      connection: opts.connection,
+    },
+  );
   const policyFile = path.join(tmp, 'policy.yaml');
   if (opts.policy) await writeFile(policyFile, opts.policy);
   const approvals = createApprovalStore(gatewayDb, {
@@ -241,6 +247,7 @@ export async function makeStack(opts: StackOptions = {}) {
     root,
     dataDir,
     toolsetsDir,
+    userToolsetsDir,
     catalog,
     ceiling,
     policyFile,

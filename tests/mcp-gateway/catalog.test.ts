@@ -123,14 +123,27 @@ backend:
 });
 
 describe('tool names', () => {
-  it('refuses at load an include-list name another toolset already offers, naming both files', async () => {
-    const dir = await dirWith({
-      'a.yaml': memory('graph_a', 'tools: [read_graph]\n'),
-      'b.yaml': memory('graph_b', 'tools: [read_graph, search_nodes]\n'),
+  it('loads an include-list name another toolset offers, and skips that toolset alone when both are listed, naming both files', async () => {
+    stack = await makeStack({
+      toolsets: {
+        'a.yaml': memory('graph_a', 'tools: [read_graph]\n'),
+        'b.yaml': memory('graph_b', 'tools: [read_graph, search_nodes]\n'),
+      },
     });
-    expect(() => loadToolsetFiles(dir)).toThrow(
-      `${dir}/b.yaml: tool read_graph is already offered by toolset graph_a (${dir}/a.yaml); set a prefix in one of them`,
+    const s = stack;
+    const activate = (id: string) =>
+      s.post(s.gatewayApp, '/mcp/admin/toolsets', { action: 'ACTIVATE', toolset_ids: [id], session_id: 's' });
+    expect((await activate('graph_a')).body.added_tools).toEqual(['read_graph']);
+    const clash = await activate('graph_b');
+    expect(clash.status).toBe(409);
+    expect(clash.body.error).toBe(
+      `Cannot activate graph_b: ${s.toolsetsDir}/b.yaml: mcp-server-memory offers a tool name another toolset already offers: read_graph (toolset graph_a, ${s.toolsetsDir}/a.yaml); add prefix: graph_b_ to ${s.toolsetsDir}/b.yaml (its tools are then offered as graph_b_<tool>)`,
     );
+    const listed = (await s.get(s.gatewayApp, '/mcp/admin/toolsets')).body.toolsets;
+    expect(listed.map((t: { id: string; health: string }) => `${t.id}:${t.health}`)).toEqual([
+      'graph_a:up',
+      'graph_b:error',
+    ]);
   });
 
   it('refuses to activate a toolset whose server brings a name another toolset offers; a prefix is the way out', async () => {
@@ -142,7 +155,7 @@ describe('tool names', () => {
     const clash = await activate('graph_b');
     expect(clash.status).toBe(409);
     expect(clash.body.error).toBe(
-      `Cannot activate graph_b: ${s.toolsetsDir}/b.yaml: tool create_entities of mcp-server-memory collides with tool create_entities of toolset graph_a (${s.toolsetsDir}/a.yaml); set a prefix in one of them`,
+      `Cannot activate graph_b: ${s.toolsetsDir}/b.yaml: mcp-server-memory offers tool names another toolset already offers: create_entities, create_relations, add_observations, delete_entities, delete_observations, delete_relations, read_graph, search_nodes, open_nodes (toolset graph_a, ${s.toolsetsDir}/a.yaml); add prefix: graph_b_ to ${s.toolsetsDir}/b.yaml (its tools are then offered as graph_b_<tool>)`,
     );
     await writeFile(path.join(s.toolsetsDir, 'b.yaml'), memory('graph_b', 'prefix: b_\n'));
     expect((await s.post(s.gatewayApp, '/mcp/admin/reload', {})).body.changed).toEqual(['graph_b']);

@@ -52,7 +52,7 @@ describe('toolset catalog', () => {
     );
   });
 
-  it('reports bad ids, bad YAML, unknown backends and duplicate tools with the file name', async () => {
+  it('reports bad ids, bad YAML, unknown backends and duplicate tools with the file name (a duplicate skips one toolset)', async () => {
     const badId = await toolsetDir({ 'a.yaml': 'id: Bad-Id\ndescription: x\ntools: [write_file]\n' });
     expect(() => loadToolsetFiles(badId)).toThrow(/a\.yaml:1: id: must match/);
     const badYaml = await toolsetDir({ 'b.yaml': 'id: [unclosed\n' });
@@ -61,8 +61,12 @@ describe('toolset catalog', () => {
       'a.yaml': 'id: one\ndescription: x\ntools: [write_file]\n',
       'b.yaml': 'id: two\ndescription: y\ntools: [write_file]\n',
     });
-    expect(() => loadToolsetFiles(dup)).toThrow(
-      /b\.yaml: tool write_file is already offered by toolset one \(.*a\.yaml\); set a prefix/,
+    // Two toolsets listing the same tool: the later one is skipped, saying why, and the first loads.
+    const loaded = await buildCatalog(loadToolsetFiles(dup), await backends());
+    expect(loaded.toolset('one')?.tools).toEqual(['write_file']);
+    expect(loaded.toolset('two')?.tools).toEqual([]);
+    expect(loaded.status('two')?.health_reason).toMatch(
+      /b\.yaml: tool-server offers a tool name another toolset already offers: write_file \(toolset one, .*a\.yaml\); remove it from the tools of .*b\.yaml or of the other toolset/,
     );
     const reserved = await toolsetDir({ 'r.yaml': 'id: r\ndescription: x\ntools: [manage_toolsets]\n' });
     expect(() => loadToolsetFiles(reserved)).toThrow(/r\.yaml: manage_toolsets is the agent's own meta-tool/);

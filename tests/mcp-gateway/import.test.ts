@@ -35,6 +35,7 @@ async function cli(s: Stack, ...argv: string[]) {
       ...NO_STORED_CREDENTIALS,
       GATEWAY_URL: 'http://gateway',
       TOOLSETS_DIR: s.toolsetsDir,
+      USER_TOOLSETS_DIR: s.userToolsetsDir,
       PATH: process.env.PATH,
       HOME: process.env.HOME,
     },
@@ -87,11 +88,19 @@ describe('toolsets import', () => {
     const s = stack;
     const run = await cli(s, 'toolsets', 'import', config);
     expect(run.code).toBe(0);
-    const dir = s.toolsetsDir;
-    expect(run.stdout).toContain(`wrote ${dir}/memory.yaml (toolset memory, described by the server)`);
-    expect(run.stdout).toContain(`wrote ${dir}/weather.yaml (toolset weather, described by the server)`);
+    // Into the user's toolsets directory, each with its own prefix; the shipped directory is left alone.
+    const dir = s.userToolsetsDir;
+    expect(readdirSync(s.toolsetsDir)).toEqual(['files.yaml']);
+    expect(run.stdout).toContain(
+      `wrote ${dir}/memory.yaml (toolset memory, tools offered as memory_<tool>, described by the server)`,
+    );
+    expect(run.stdout).toContain(
+      `wrote ${dir}/weather.yaml (toolset weather, tools offered as weather_<tool>, described by the server)`,
+    );
     expect(run.stdout).toContain("set in the gateway's environment: WEATHER_TOKEN");
-    expect(run.stdout).toContain(`wrote ${dir}/notes_server.yaml (toolset notes_server)`);
+    expect(run.stdout).toContain(
+      `wrote ${dir}/notes_server.yaml (toolset notes_server, tools offered as notes_server_<tool>)`,
+    );
     expect(run.stdout).toContain("set in the gateway's environment: NOTES_SERVER_API_KEY, NOTES_TOKEN");
     expect(run.stderr).toMatch(
       /improve the description: could not describe it \(.*ENOENT\); improve the description in .*notes_server\.yaml/,
@@ -113,18 +122,24 @@ describe('toolsets import', () => {
       expect(run.stdout + run.stderr).not.toContain(secret);
     }
 
-    // Imported files load as they are; the unreachable one loads too, shown down.
+    // Imported files load as they are, starting nothing; the unreachable one says so when it is first used.
     const reload = await cli(s, 'toolsets', 'reload');
     expect(reload.code).toBe(0);
     expect(reload.stdout).toContain('added: memory, notes_server, weather');
-    expect(reload.stderr).toMatch(/warning: .*notes_server\.yaml: .*ENOENT/);
+    expect(reload.stderr).toBe('');
     const on = await s.gateway.changeToolsets({
       action: 'ACTIVATE',
       toolset_ids: ['weather'],
       session_id: 'w',
     });
-    expect(on.added_tools).toEqual(['forecast']);
-    expect(await s.gateway.callTool('w', 'forecast', {})).toMatchObject({ success: true, result: 'sunny' });
+    expect(on.added_tools).toEqual(['weather_forecast']);
+    expect(await s.gateway.callTool('w', 'weather_forecast', {})).toMatchObject({
+      success: true,
+      result: 'sunny',
+    });
+    await expect(
+      s.gateway.changeToolsets({ action: 'ACTIVATE', toolset_ids: ['notes_server'], session_id: 'w' }),
+    ).rejects.toThrow(/ENOENT/);
 
     // Nothing is overwritten without --force.
     const before = readFileSync(path.join(dir, 'weather.yaml'), 'utf8');

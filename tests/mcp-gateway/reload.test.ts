@@ -6,8 +6,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { isAlive, waitFor } from '../helpers/processes.ts';
 import { makeStack, retain, type Stack } from '../helpers/stack.ts';
 
-// POST /mcp/admin/reload: re-reads TOOLSETS_DIR, connects what is new, drops what is gone (from every
-// session too), and refuses an invalid directory with file-and-line errors, changing nothing.
+// POST /mcp/admin/reload: re-reads the toolset files, starts nothing (a new server starts on first use, as
+// at start), drops what is gone (from every session too, its server stopped), skips a toolset whose names
+// collide with a warning, and refuses an invalid shipped directory with file-and-line errors, changing nothing.
 
 let stack: Stack | undefined;
 afterEach(async () => {
@@ -26,7 +27,7 @@ backend:
 const ADMIN = { authorization: 'Bearer admin-token' };
 
 describe('reload', () => {
-  it('adds, changes and removes toolsets without a restart; an invalid directory changes nothing', async () => {
+  it('adds, changes and removes toolsets without a restart; an invalid directory changes nothing, a collision skips one toolset', async () => {
     stack = await makeStack({
       toolsets: { 'memory.yaml': shipped('memory.yaml') },
       tokens: { admin: 'admin-token', agent: 'agent-token' },
@@ -53,7 +54,7 @@ describe('reload', () => {
     );
     expect(byAgent.status).toBe(403);
 
-    // New files: loaded and their servers connected; the running server is kept.
+    // New files: loaded, their servers not started until used; the running server is kept.
     await writeFile(path.join(s.toolsetsDir, 'everything.yaml'), EVERYTHING);
     await writeFile(path.join(s.toolsetsDir, 'thinking.yaml'), shipped('sequential_thinking.yaml'));
     expect((await reload()).body).toEqual({
@@ -63,7 +64,8 @@ describe('reload', () => {
       unchanged: ['memory'],
       warnings: [],
     });
-    expect(s.gateway.upstreams()['mcp-server-everything stdio'].state).toBe('up');
+    expect(s.gateway.upstreams()['mcp-server-everything stdio'].state).toBe('idle');
+    expect(s.gateway.upstreams()['mcp-server-sequential-thinking'].state).toBe('idle');
     expect(s.gateway.upstreams()['mcp-server-memory'].pid).toBe(memoryPid);
 
     // Invalid directories: refused with the file and line, and the running catalog stays as it was.
@@ -82,17 +84,29 @@ describe('reload', () => {
       path.join(s.toolsetsDir, 'broken.yaml'),
       shipped('memory.yaml').replace('id: memory', 'id: twin'),
     );
+    // A collision (the running memory server's listing is known) skips that toolset only.
     const clash = await reload();
-    expect(clash.status).toBe(400);
-    expect(clash.body.error).toMatch(
-      /broken\.yaml: tool create_entities of mcp-server-memory collides with tool create_entities of toolset memory \(.*memory\.yaml\)/,
-    );
-    expect(await ids()).toEqual(['everything', 'memory', 'sequential_thinking']);
-    expect(Object.keys(s.gateway.upstreams())).toEqual([
+    expect(clash.status).toBe(200);
+    expect(clash.body).toMatchObject({
+      added: ['twin'],
+      unchanged: ['everything', 'memory', 'sequential_thinking'],
+    });
+    expect(clash.body.warnings).toEqual([
+      expect.stringMatching(
+        /^toolset twin is skipped \(it offers no tools\): .*broken\.yaml: mcp-server-memory offers tool names another toolset already offers: create_entities, create_relations, .* \(toolset memory, .*memory\.yaml\); add prefix: twin_ to .*broken\.yaml/,
+      ),
+    ]);
+    // broken.yaml sorts first, yet memory keeps its names: a toolset that offers tools keeps them.
+    expect(await ids()).toEqual(['twin', 'everything', 'memory', 'sequential_thinking']);
+    expect(Object.keys(s.gateway.upstreams()).sort()).toEqual([
       'mcp-server-everything stdio',
       'mcp-server-memory',
       'mcp-server-sequential-thinking',
     ]);
+    expect(s.gateway.upstreams()['mcp-server-memory']).toMatchObject({
+      pid: memoryPid,
+      toolsets: ['twin', 'memory'],
+    });
     await rm(path.join(s.toolsetsDir, 'broken.yaml'));
 
     // A changed file, and a removed one: gone from the catalog, from the session, and its server stopped.
@@ -103,7 +117,7 @@ describe('reload', () => {
     await rm(path.join(s.toolsetsDir, 'memory.yaml'));
     expect((await reload()).body).toMatchObject({
       added: [],
-      removed: ['memory'],
+      removed: ['twin', 'memory'],
       changed: ['sequential_thinking'],
       unchanged: ['everything'],
     });
@@ -125,10 +139,10 @@ describe('reload', () => {
     const audited = query.all();
     retain(db, query);
     db.close();
-    expect(audited).toEqual([{ ok: 1 }, { ok: 0 }, { ok: 0 }, { ok: 0 }, { ok: 1 }]);
+    expect(audited).toEqual([{ ok: 1 }, { ok: 0 }, { ok: 0 }, { ok: 1 }, { ok: 1 }]);
   });
 
-  it('loads a new server that cannot start, with a warning, and shows it down', async () => {
+  it('loads a new server without starting it; one that cannot start says so on first use and shows down', async () => {
     stack = await makeStack({ toolsets: { 'memory.yaml': shipped('memory.yaml') } });
     await writeFile(
       path.join(stack.toolsetsDir, 'missing.yaml'),
@@ -136,11 +150,17 @@ describe('reload', () => {
     );
     const res = await stack.post(stack.gatewayApp, '/mcp/admin/reload', {});
     expect(res.body.added).toEqual(['missing']);
-    expect(res.body.warnings).toEqual([
-      expect.stringMatching(
-        /missing\.yaml: mcp-server is not available: cannot connect: spawn \/nonexistent\/mcp-server ENOENT/,
-      ),
-    ]);
+    expect(res.body.warnings).toEqual([]);
+    const idle = (await stack.get(stack.gatewayApp, '/mcp/admin/toolsets')).body.toolsets;
+    expect(idle.find((t: { id: string }) => t.id === 'missing')).toMatchObject({ health: 'idle', tools: [] });
+    const used = await stack.post(stack.gatewayApp, '/mcp/admin/toolsets', {
+      action: 'ACTIVATE',
+      toolset_ids: ['missing'],
+      session_id: 's',
+    });
+    expect(used.body.error).toMatch(
+      /mcp-server is not available: cannot connect: spawn \/nonexistent\/mcp-server ENOENT/,
+    );
     const listed = (await stack.get(stack.gatewayApp, '/mcp/admin/toolsets')).body.toolsets;
     expect(listed.find((t: { id: string }) => t.id === 'missing')).toMatchObject({
       health: 'down',

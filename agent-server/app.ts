@@ -3,12 +3,12 @@ import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { healthDetail, type Security } from '../lib/security.ts';
-import type { Agent } from './agent.ts';
+import type { ModelHealth } from './clients/model.ts';
 import { agentRoutes as routes } from './contract.ts';
-import { ModelNotConfiguredError } from './errors.ts';
-import type { ModelHealth } from './model.ts';
-import type { TaskStore } from './store.ts';
-import { resumeAfter, streamTask } from './task-stream.ts';
+import { resumeAfter, streamTask } from './http/task-stream.ts';
+import type { TaskStore } from './store/store.ts';
+import type { Agent } from './tasks/agent.ts';
+import { ModelNotConfiguredError } from './tasks/errors.ts';
 
 /** What the agent-server's app needs; tests pass their own. */
 export interface AgentAppDeps {

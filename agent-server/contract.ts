@@ -279,7 +279,7 @@ export const DecideApproval = z.strictObject({
   reason: boundedString(LIMITS.reason).optional(),
 });
 
-/** The model endpoint's last known state (agent-server/model.ts ModelHealth). */
+/** The model endpoint's last known state (agent-server/clients/model.ts ModelHealth). */
 export const ModelHealth = z.object({
   url: z.string(),
   /** `unknown` before the first call; `unreachable`: no answer (refused, timed out, TLS); `error`: an error status. */

@@ -8,12 +8,12 @@ import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase } from '../lib/sqlite.ts';
 import { createTokenCounter } from '../lib/tokens.ts';
-import { createAgent } from './agent.ts';
 import { createAgentApp } from './app.ts';
-import { createGatewayClient } from './gateway-client.ts';
-import { createAgentMetrics } from './metrics.ts';
-import { openAIModel } from './model.ts';
-import { createTaskStore } from './store.ts';
+import { createGatewayClient } from './clients/gateway.ts';
+import { openAIModel } from './clients/model.ts';
+import { createTaskStore } from './store/store.ts';
+import { createAgent } from './tasks/agent.ts';
+import { createAgentMetrics } from './tasks/metrics.ts';
 
 /**
  * Builds the agent-server from config and listens; used by main.ts and by start.ts. `announce: false` (start.ts,

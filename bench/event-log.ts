@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import path from 'node:path';
-import { createTaskStore } from '../agent-server/store.ts';
+import { createTaskStore } from '../agent-server/store/store.ts';
 import { openDatabase } from '../lib/sqlite.ts';
 
 // Figure 10, event-log persistence: step records per second through the agent-server's task store

@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { createGatewayClient } from '../agent-server/gateway-client.ts';
+import { createGatewayClient } from '../agent-server/clients/gateway.ts';
 import { toolServerBackend } from '../mcp-gateway/backends/tool-server-backend.ts';
 import { goalMarker, type ScriptedTurn, startMockModel } from './mock-model.ts';
 import { PROBE_DELAY_MS, PROBE_TOOLSET, probeTools } from './probes.ts';

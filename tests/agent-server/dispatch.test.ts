@@ -1,10 +1,10 @@
 import { access, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createAgent } from '../../agent-server/agent.ts';
-import { createGatewayClient } from '../../agent-server/gateway-client.ts';
-import type { ModelRequest } from '../../agent-server/model.ts';
-import { createTaskStore } from '../../agent-server/store.ts';
+import { createGatewayClient } from '../../agent-server/clients/gateway.ts';
+import type { ModelRequest } from '../../agent-server/clients/model.ts';
+import { createTaskStore } from '../../agent-server/store/store.ts';
+import { createAgent } from '../../agent-server/tasks/agent.ts';
 import { loadConfig } from '../../lib/config.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
 import { answer, call, calls, ScriptedModel } from '../helpers/scripted-model.ts';

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ModelReply } from '../../agent-server/model.ts';
+import type { ModelReply } from '../../agent-server/clients/model.ts';
 import { main } from '../../client.ts';
 import { cliWith } from '../helpers/cli.ts';
 import { NO_STORED_CREDENTIALS } from '../helpers/credentials.ts';

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Model, ModelReply } from '../../agent-server/model.ts';
+import type { Model, ModelReply } from '../../agent-server/clients/model.ts';
 import { type CliIo, main } from '../../client.ts';
 import { NO_STORED_CREDENTIALS } from '../helpers/credentials.ts';
 import { answer } from '../helpers/scripted-model.ts';

@@ -1,5 +1,5 @@
 import type { ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions';
-import type { Model, ModelReply, ModelRequest } from '../../agent-server/model.ts';
+import type { Model, ModelReply, ModelRequest } from '../../agent-server/clients/model.ts';
 
 /** A scripted step: a fixed reply, or a function of the request (for replies that depend on what came back). */
 export type Step = ModelReply | ((request: ModelRequest) => ModelReply | Promise<ModelReply>);

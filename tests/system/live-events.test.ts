@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createAgent } from '../../agent-server/agent.ts';
 import { createAgentApp } from '../../agent-server/app.ts';
+import { createGatewayClient } from '../../agent-server/clients/gateway.ts';
+import type { CompleteOptions, Model, ModelReply, ModelRequest } from '../../agent-server/clients/model.ts';
 import type { TaskEvent } from '../../agent-server/contract.ts';
-import { createGatewayClient } from '../../agent-server/gateway-client.ts';
-import type { CompleteOptions, Model, ModelReply, ModelRequest } from '../../agent-server/model.ts';
-import { createTaskStore } from '../../agent-server/store.ts';
+import { createTaskStore } from '../../agent-server/store/store.ts';
+import { createAgent } from '../../agent-server/tasks/agent.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
 import { answer, call, calls } from '../helpers/scripted-model.ts';
 import { allSse, readSse } from '../helpers/sse.ts';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { startAgentServer } from '../../agent-server/server.ts';
-import { createTaskStore } from '../../agent-server/store.ts';
+import { createTaskStore } from '../../agent-server/store/store.ts';
 import { loadConfig } from '../../lib/config.ts';
 import { startRetention } from '../../lib/retention.ts';
 import { type Db, openDatabase } from '../../lib/sqlite.ts';

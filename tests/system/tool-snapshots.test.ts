@@ -1,6 +1,6 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ModelRequest } from '../../agent-server/model.ts';
+import type { ModelRequest } from '../../agent-server/clients/model.ts';
 import { answer, ScriptedModel } from '../helpers/scripted-model.ts';
 import { makeStack, type Stack } from '../helpers/stack.ts';
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { HttpResponse, http } from 'msw';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { openAIModel } from '../../../agent-server/model.ts';
+import { openAIModel } from '../../../agent-server/clients/model.ts';
 import { completion, MODEL_BASE_URL, modelEdge } from '../../helpers/msw.ts';
 import { isAlive, waitFor } from '../../helpers/processes.ts';
 import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';

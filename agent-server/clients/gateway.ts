@@ -1,10 +1,10 @@
-import { callRoute, type ServiceEndpoint, ServiceError } from '../lib/http-client.ts';
+import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
 import {
   type ChangeToolsetsRequest,
   RefusalCode,
   gatewayRoutes as routes,
   TASK_HEADER,
-} from '../mcp-gateway/contract.ts';
+} from '../../mcp-gateway/contract.ts';
 
 /** The agent-server's view of the gateway: the only way it learns or changes which tools a session has. */
 export type GatewayClient = ReturnType<typeof routeClient> & {

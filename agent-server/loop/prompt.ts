@@ -1,4 +1,4 @@
-import type { ToolsetInfo } from '../mcp-gateway/contract.ts';
+import type { ToolsetInfo } from '../../mcp-gateway/contract.ts';
 
 /** How many tools a toolset has, as far as is known: a server not started yet has not listed them. */
 function toolCount(t: ToolsetInfo): string {

@@ -4,9 +4,9 @@ import {
   MANAGE_TOOLSETS,
   type ManageToolsetsResponse,
   manageToolsetsDefinition,
-} from '../mcp-gateway/contract.ts';
-import { ToolDefinitionTokens } from './contract.ts';
-import type { GatewayClient } from './gateway-client.ts';
+} from '../../mcp-gateway/contract.ts';
+import type { GatewayClient } from '../clients/gateway.ts';
+import { ToolDefinitionTokens } from '../contract.ts';
 
 /** The meta-tool's name; the loop intercepts calls to it instead of routing them to the gateway's call route. */
 export { MANAGE_TOOLSETS };

@@ -1,5 +1,5 @@
-import type { GatewayTool, RefusalCode } from '../mcp-gateway/contract.ts';
-import { type GatewayClient, refusalCode } from './gateway-client.ts';
+import type { GatewayTool, RefusalCode } from '../../mcp-gateway/contract.ts';
+import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
 
 /** Refusals that mean the kept list is out of date: the next step lists the session's tools again. */
 const STALE: ReadonlySet<RefusalCode> = new Set(['inactive', 'unknown_tool', 'disabled', 'withheld']);

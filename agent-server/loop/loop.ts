@@ -2,14 +2,14 @@ import type {
   ChatCompletionMessageFunctionToolCall,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
-import type { TokenCounter } from '../lib/tokens.ts';
-import { type GatewayTool, manageToolsetsDefinition, type ToolsetInfo } from '../mcp-gateway/contract.ts';
-import type { FinalStatus, TokenTotals, ToolExposure, Usage } from './contract.ts';
-import { ModelError, TaskStoppedError } from './errors.ts';
+import type { TokenCounter } from '../../lib/tokens.ts';
+import { type GatewayTool, manageToolsetsDefinition, type ToolsetInfo } from '../../mcp-gateway/contract.ts';
+import type { GatewayClient } from '../clients/gateway.ts';
+import type { Model } from '../clients/model.ts';
+import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.ts';
+import { buildModelRequest } from '../http/request.ts';
+import { ModelError, TaskStoppedError } from '../tasks/errors.ts';
 import { createExposure, systemPromptFor } from './exposure.ts';
-import type { GatewayClient } from './gateway-client.ts';
-import type { Model } from './model.ts';
-import { buildModelRequest } from './request.ts';
 import { withToolList } from './tool-list.ts';
 import {
   type ApprovalDecision,

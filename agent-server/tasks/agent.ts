@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { HttpError } from '../lib/http.ts';
-import { ServiceError } from '../lib/http-client.ts';
-import type { Logger } from '../lib/log.ts';
-import { currentRequestId } from '../lib/request-id.ts';
-import { createTokenCounter, type TokenCounter } from '../lib/tokens.ts';
-import { createApprovalWaiter } from './approval-wait.ts';
+import { HttpError } from '../../lib/http.ts';
+import { ServiceError } from '../../lib/http-client.ts';
+import type { Logger } from '../../lib/log.ts';
+import { currentRequestId } from '../../lib/request-id.ts';
+import { createTokenCounter, type TokenCounter } from '../../lib/tokens.ts';
+import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
+import type { Model } from '../clients/model.ts';
 import type {
   EventType,
   ExecuteTaskRequest,
@@ -13,16 +14,15 @@ import type {
   Task,
   TaskEvent,
   ToolExposure,
-} from './contract.ts';
+} from '../contract.ts';
+import { type LoopSnapshot, runLoop } from '../loop/loop.ts';
+import type { ApprovalDecision } from '../loop/tool-step.ts';
+import type { TaskStore } from '../store/store.ts';
+import { createApprovalWaiter } from './approval-wait.ts';
 import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
-import { type GatewayClient, refusalCode } from './gateway-client.ts';
-import { type LoopSnapshot, runLoop } from './loop.ts';
 import type { AgentMetrics } from './metrics.ts';
-import type { Model } from './model.ts';
-import type { TaskStore } from './store.ts';
-import { observeEvent } from './task-observer.ts';
-import { AgentShutdown, crashed, resultOf } from './task-outcome.ts';
-import type { ApprovalDecision } from './tool-step.ts';
+import { observeEvent } from './observer.ts';
+import { AgentShutdown, crashed, resultOf } from './outcome.ts';
 
 /** What the agent needs; `model` is undefined when no endpoint is configured. */
 export interface AgentDeps {

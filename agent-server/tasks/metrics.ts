@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
-import type { Metrics } from '../lib/metrics.ts';
+import type { Metrics } from '../../lib/metrics.ts';
 
 // The agent-server's own series, on the service's registry (lib/metrics.ts adds HTTP and tool calls).
 

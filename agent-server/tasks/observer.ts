@@ -1,6 +1,6 @@
-import { type Logger, shapeOf } from '../lib/log.ts';
-import { recordToolCall } from '../lib/metrics.ts';
-import type { TaskEvent } from './contract.ts';
+import { type Logger, shapeOf } from '../../lib/log.ts';
+import { recordToolCall } from '../../lib/metrics.ts';
+import type { TaskEvent } from '../contract.ts';
 import type { AgentMetrics } from './metrics.ts';
 
 // What the operator sees of a task besides its record: every event passes here once, turning into metrics

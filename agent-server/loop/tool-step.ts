@@ -2,12 +2,12 @@ import type {
   ChatCompletionMessageFunctionToolCall,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
-import type { Approval, GatewayTool } from '../mcp-gateway/contract.ts';
-import type { EventData, EventType } from './contract.ts';
+import type { Approval, GatewayTool } from '../../mcp-gateway/contract.ts';
+import type { GatewayClient } from '../clients/gateway.ts';
+import type { EventData, EventType } from '../contract.ts';
+import { TaskStoppedError } from '../tasks/errors.ts';
 import { calledName } from './dispatch.ts';
-import { TaskStoppedError } from './errors.ts';
 import type { Exposure } from './exposure.ts';
-import type { GatewayClient } from './gateway-client.ts';
 import { executeToolCall, type ToolCallOutcome } from './tool-execution.ts';
 
 /** Records a step; the one call through which every event of a task leaves the loop. */

@@ -1,5 +1,5 @@
-import type { GatewayTool, ToolsetInfo } from '../mcp-gateway/contract.ts';
-import type { ToolExposure } from './contract.ts';
+import type { GatewayTool, ToolsetInfo } from '../../mcp-gateway/contract.ts';
+import type { ToolExposure } from '../contract.ts';
 import { startingDefinitions } from './dispatch.ts';
 import { buildSystemPrompt } from './prompt.ts';
 

@@ -1,5 +1,5 @@
-import { createWriteBatch, type Db } from '../lib/sqlite.ts';
-import type { EventType, Task, TaskEvent, TaskStatus, TokenTotals, Usage } from './contract.ts';
+import { createWriteBatch, type Db } from '../../lib/sqlite.ts';
+import type { EventType, Task, TaskEvent, TaskStatus, TokenTotals, Usage } from '../contract.ts';
 
 // Tasks and their events in SQLite: the only module that speaks SQL for the agent-server.
 

@@ -1,8 +1,8 @@
 import type { Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
-import { type Agent, resultOf } from './agent.ts';
-import type { ExecuteTaskResponse, TaskEvent } from './contract.ts';
-import type { TaskStore } from './store.ts';
+import type { ExecuteTaskResponse, TaskEvent } from '../contract.ts';
+import type { TaskStore } from '../store/store.ts';
+import { type Agent, resultOf } from '../tasks/agent.ts';
 
 // A task's events as Server-Sent Events: what is stored (after the client's Last-Event-ID), then what happens
 // live while the task runs, then one `result` event. Each event's SSE id is its seq, so a client that lost

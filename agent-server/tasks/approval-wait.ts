@@ -1,6 +1,6 @@
-import type { PendingApproval } from './contract.ts';
-import type { GatewayClient } from './gateway-client.ts';
-import { type ApprovalDecision, throwIfStopped } from './tool-step.ts';
+import type { GatewayClient } from '../clients/gateway.ts';
+import type { PendingApproval } from '../contract.ts';
+import { type ApprovalDecision, throwIfStopped } from '../loop/tool-step.ts';
 
 // A paused task waiting for its approval: it asks the gateway (the one record of the decision, whoever made
 // it: a user through this agent-server, the operator at the gateway) until it is decided, expires, or the

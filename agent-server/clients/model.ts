@@ -4,8 +4,8 @@ import type {
   ChatCompletionMessageParam,
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
-import type { Usage } from './contract.ts';
-import { ModelError, TaskStoppedError } from './errors.ts';
+import type { Usage } from '../contract.ts';
+import { ModelError, TaskStoppedError } from '../tasks/errors.ts';
 
 /** One chat request as the loop builds it. */
 export interface ModelRequest {

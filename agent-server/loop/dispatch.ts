@@ -1,5 +1,5 @@
 import type { ChatCompletionTool } from 'openai/resources/chat/completions';
-import { CALL_TOOL, callToolDefinition, type GatewayTool } from '../mcp-gateway/contract.ts';
+import { CALL_TOOL, callToolDefinition, type GatewayTool } from '../../mcp-gateway/contract.ts';
 
 // TOOL_EXPOSURE=dispatch, the agent's copy of the MCP face's modern leg: the model's tools array is always
 // `[manage_toolsets, call_tool]`, so no activation changes the prompt's prefix (providers cache by exact

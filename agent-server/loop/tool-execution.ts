@@ -1,10 +1,10 @@
 import type { ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions';
-import type { ServiceError } from '../lib/http-client.ts';
-import { type JsonInputError, nestsDeeperThan, parseJson } from '../lib/json.ts';
-import { Approval } from '../mcp-gateway/contract.ts';
+import type { ServiceError } from '../../lib/http-client.ts';
+import { type JsonInputError, nestsDeeperThan, parseJson } from '../../lib/json.ts';
+import { Approval } from '../../mcp-gateway/contract.ts';
+import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
 import { CALL_TOOL, dispatchTarget, notOffered, withDefinitions } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
-import { type GatewayClient, refusalCode } from './gateway-client.ts';
 import { MANAGE_TOOLSETS, type ManageToolsetsOutcome, runManageToolsets } from './manage-toolsets.ts';
 
 /** One tool call's outcome: the tool message's text, whether it succeeded, and a toolset change if any. */

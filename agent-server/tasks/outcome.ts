@@ -1,5 +1,5 @@
-import type { ExecuteTaskResponse, Task } from './contract.ts';
-import type { LoopOutcome } from './loop.ts';
+import type { ExecuteTaskResponse, Task } from '../contract.ts';
+import type { LoopOutcome } from '../loop/loop.ts';
 
 // How a task's end is told: the answer a stored task gives, a loop that crashed, the agent-server stopping.
 

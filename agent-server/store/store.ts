@@ -75,8 +75,41 @@ export interface TaskOutcome {
   tokens: TokenTotals;
 }
 
-/** The agent-server's persistence; swap this module to move to another database. */
-export type TaskStore = ReturnType<typeof createTaskStore>;
+/**
+ * The agent-server's persistence: the seam another database plugs into (createTaskStore is the SQLite one).
+ * Writes of a task's creation, pause, resumption and end are durable when they return; events may be batched.
+ */
+export interface TaskStore {
+  /** Records a new task (durable when it returns). */
+  createTask(taskId: string, sessionId: string, goal: string): void;
+  /** Records an event of a task, numbered after the last one; returns it as readers will see it. */
+  appendEvent(
+    taskId: string,
+    type: EventType,
+    durationMs: number | null,
+    data: Record<string, unknown>,
+  ): TaskEvent;
+  /** Records that the task waits for `pending`, with the loop state to resume from. */
+  pause(taskId: string, pending: unknown, state: unknown): void;
+  /** The task goes on after its pause. */
+  unpause(taskId: string): void;
+  /** Tasks paused for an approval, with what they wait for and their saved loop state. */
+  awaiting(): { task: Task; pending: unknown; state: unknown }[];
+  /** Records how the task ended. */
+  finishTask(taskId: string, outcome: TaskOutcome): void;
+  getTask(taskId: string): Task | undefined;
+  /** The task's events after `after` (a seq), in order. */
+  events(taskId: string, after?: number): TaskEvent[];
+  /** The newest tasks first. */
+  recentTasks(limit: number): Task[];
+  /** Marks tasks a stopped process left running as failed; returns how many. */
+  failInterrupted(): number;
+  /** Deletes up to `limit` finished tasks (with their events) older than `before`; returns how many. */
+  pruneTasks(before: string, limit: number): number;
+  /** Commits the batched writes now. */
+  flush(): void;
+  close(): void;
+}
 
 /**
  * Creates the tables if needed and returns the task queries. Event records are committed together a few
@@ -87,7 +120,7 @@ export type TaskStore = ReturnType<typeof createTaskStore>;
 export function createTaskStore(
   db: Db,
   onWriteError: (err: unknown) => void = (err) => process.emitWarning(`task store write failed: ${err}`),
-) {
+): TaskStore {
   db.exec(SCHEMA);
   for (const sql of ADDED_COLUMNS) {
     try {

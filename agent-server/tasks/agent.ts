@@ -1,10 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { HttpError } from '../../lib/http.ts';
-import { ServiceError } from '../../lib/http-client.ts';
-import type { Logger } from '../../lib/log.ts';
 import { currentRequestId } from '../../lib/request-id.ts';
-import { createTokenCounter, type TokenCounter } from '../../lib/tokens.ts';
-import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
+import { createTokenCounter } from '../../lib/tokens.ts';
 import type { Model } from '../clients/model.ts';
 import type {
   EventType,
@@ -17,42 +14,15 @@ import type {
 } from '../contract.ts';
 import { type LoopSnapshot, runLoop } from '../loop/loop.ts';
 import type { ApprovalDecision } from '../loop/tool-step.ts';
-import type { TaskStore } from '../store/store.ts';
 import { createApprovalWaiter } from './approval-wait.ts';
+import type { AgentDeps, TaskListener } from './deps.ts';
 import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
-import type { AgentMetrics } from './metrics.ts';
 import { observeEvent } from './observer.ts';
 import { AgentShutdown, crashed, resultOf } from './outcome.ts';
-
-/** What the agent needs; `model` is undefined when no endpoint is configured. */
-export interface AgentDeps {
-  store: TaskStore;
-  gateway: GatewayClient;
-  model: Model | undefined;
-  modelName: string;
-  defaultMaxSteps: number;
-  log: Logger;
-  /** A task's wall-clock limit when its request sets none (AGENT_MAX_DURATION_S; default 30 min). */
-  defaultMaxDurationS?: number;
-  /** Counts tool-definition and message tokens (default: o200k_base). */
-  tokens?: TokenCounter;
-  metrics?: AgentMetrics;
-  /** Tasks that may run at once (MAX_CONCURRENT_TASKS); paused ones do not count. Default 4. */
-  maxConcurrentTasks?: number;
-  /** How tasks show tools to the model unless a request says (TOOL_EXPOSURE; default native). */
-  exposure?: ToolExposure;
-  /** How often a paused task asks the gateway whether its approval was decided (default 1 s). */
-  approvalPollMs?: number;
-}
+import { relayDecision, renderGoal } from './relay.ts';
 
 /** What a paused task waits for, as stored and listed. */
 type PendingRecord = PendingApproval;
-
-/** Hears a running task's events as they are recorded, then its end. */
-export interface TaskListener {
-  event(event: TaskEvent): void;
-  end?(result: ExecuteTaskResponse): void;
-}
 
 interface RunningTask {
   controller: AbortController;
@@ -239,7 +209,7 @@ export function createAgent(deps: AgentDeps) {
         { 'retry-after': '5' },
       );
     }
-    const goal = req.prompt ? await renderGoal(req.prompt) : (req.goal as string);
+    const goal = req.prompt ? await renderGoal(deps.gateway, req.prompt) : (req.goal as string);
     const taskId = `task_${randomUUID()}`;
     const sessionId = req.session_id ?? `ses_${randomUUID()}`;
     const maxSteps = req.max_steps ?? deps.defaultMaxSteps;
@@ -247,19 +217,6 @@ export function createAgent(deps: AgentDeps) {
     deps.store.createTask(taskId, sessionId, goal);
     const exposure = req.exposure ?? deps.exposure ?? 'native';
     return launch({ taskId, sessionId, goal, maxSteps, maxDurationS, exposure }, { listener });
-  }
-
-  /** A playbook's rendering as the goal; a bad name or argument is the client's error (400/404). */
-  async function renderGoal(prompt: NonNullable<ExecuteTaskRequest['prompt']>): Promise<string> {
-    try {
-      return (await deps.gateway.renderPrompt(prompt.name, prompt.arguments)).text;
-    } catch (err) {
-      const code = refusalCode(err);
-      if (code === 'not_found' || code === 'invalid_arguments') {
-        throw new HttpError(code === 'not_found' ? 404 : 400, (err as Error).message);
-      }
-      throw err;
-    }
   }
 
   /** Resumes a task stored as paused (after a restart); it waits for its decision, then goes on. */
@@ -317,22 +274,7 @@ export function createAgent(deps: AgentDeps) {
           `Task ${taskId} is not waiting for an approval of call ${callId}; GET /agent/approvals lists what tasks wait for`,
         );
       }
-      let decided: { status: string };
-      try {
-        decided = await deps.gateway.decideApproval(pending.approval_id, body, authorization);
-      } catch (err) {
-        if (err instanceof ServiceError && (err.status === 401 || err.status === 403)) {
-          throw new HttpError(
-            403,
-            `The gateway refused the decision (${err.message}). Users of the agent's API decide approvals with ` +
-              'AGENT_API_TOKEN, which the gateway must know too; or the operator decides with GATEWAY_ADMIN_TOKEN at ' +
-              `POST /mcp/admin/approvals/${pending.approval_id}.`,
-          );
-        }
-        const code = refusalCode(err);
-        if (code === 'not_found' || code === 'conflict') throw new HttpError(409, (err as Error).message);
-        throw err;
-      }
+      const decided = await relayDecision(deps.gateway, pending.approval_id, body, authorization);
       waiter.poke(taskId);
       if (!running.has(taskId)) resumePaused(taskId);
       return { task_id: taskId, call_id: callId, status: decided.status };

@@ -1,0 +1,36 @@
+import type { Logger } from '../../lib/log.ts';
+import type { TokenCounter } from '../../lib/tokens.ts';
+import type { GatewayClient } from '../clients/gateway.ts';
+import type { Model } from '../clients/model.ts';
+import type { ExecuteTaskResponse, TaskEvent, ToolExposure } from '../contract.ts';
+import type { TaskStore } from '../store/store.ts';
+import type { AgentMetrics } from './metrics.ts';
+
+// What the task runner (agent.ts) is built from, and how a caller hears a task.
+
+/** What the agent needs; `model` is undefined when no endpoint is configured. */
+export interface AgentDeps {
+  store: TaskStore;
+  gateway: GatewayClient;
+  model: Model | undefined;
+  modelName: string;
+  defaultMaxSteps: number;
+  log: Logger;
+  /** A task's wall-clock limit when its request sets none (AGENT_MAX_DURATION_S; default 30 min). */
+  defaultMaxDurationS?: number;
+  /** Counts tool-definition and message tokens (default: o200k_base). */
+  tokens?: TokenCounter;
+  metrics?: AgentMetrics;
+  /** Tasks that may run at once (MAX_CONCURRENT_TASKS); paused ones do not count. Default 4. */
+  maxConcurrentTasks?: number;
+  /** How tasks show tools to the model unless a request says (TOOL_EXPOSURE; default native). */
+  exposure?: ToolExposure;
+  /** How often a paused task asks the gateway whether its approval was decided (default 1 s). */
+  approvalPollMs?: number;
+}
+
+/** Hears a running task's events as they are recorded, then its end. */
+export interface TaskListener {
+  event(event: TaskEvent): void;
+  end?(result: ExecuteTaskResponse): void;
+}

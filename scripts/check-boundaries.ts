@@ -2,7 +2,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-// The service boundary, checked: a service imports nothing of another service but its contract.ts;
+// The service boundary, checked: a service imports nothing of another service but its contract (contract.ts
+// and the parts in its contract/ folder);
 // a contract.ts imports only zod and other contracts; lib/ imports no service at all; the CLI reaches the
 // services only through their contracts (and the one module it runs on this machine, the server import).
 // And no import circle anywhere in the code (services, lib, the CLI, the benchmark, the scripts and the
@@ -29,6 +30,16 @@ function tsFiles(dir: string): string[] {
     if (e.isDirectory()) return e.name === 'node_modules' ? [] : tsFiles(full);
     return e.name.endsWith('.ts') ? [full] : [];
   });
+}
+
+/** A service's contract: its contract.ts, or a file of its contract/ folder (parts contract.ts re-exports). */
+function isContractFile(root: string, file: string): boolean {
+  const rel = path.relative(root, file);
+  const service = serviceOf(root, file);
+  if (!service) return false;
+  return (
+    rel === path.join(service, 'contract.ts') || rel.startsWith(path.join(service, 'contract') + path.sep)
+  );
 }
 
 function serviceOf(root: string, file: string): string | undefined {
@@ -136,7 +147,7 @@ export function findBoundaryViolations(root: string): string[] {
     for (const spec of specs.filter((s) => s.startsWith('.'))) {
       const target = path.relative(root, path.resolve(path.dirname(file), spec));
       const service = serviceOf(root, path.join(root, target));
-      if (service && target !== path.join(service, 'contract.ts') && !CLI_MAY_IMPORT.includes(target)) {
+      if (service && !isContractFile(root, path.join(root, target)) && !CLI_MAY_IMPORT.includes(target)) {
         problems.push(
           `${path.relative(root, file)}: imports ${spec} (the CLI reaches a service through its contract.ts and HTTP)`,
         );
@@ -147,15 +158,12 @@ export function findBoundaryViolations(root: string): string[] {
   for (const file of files) {
     const rel = path.relative(root, file);
     const own = serviceOf(root, file);
-    const isContract = path.basename(file) === 'contract.ts' && path.dirname(rel) === own;
+    const isContract = isContractFile(root, file);
     for (const spec of importsOf(file)) {
       const relative = spec.startsWith('.');
       const target = relative ? path.resolve(path.dirname(file), spec) : undefined;
       const targetService = target ? serviceOf(root, target) : undefined;
-      const targetIsContract =
-        target !== undefined &&
-        targetService !== undefined &&
-        path.relative(root, target) === path.join(targetService, 'contract.ts');
+      const targetIsContract = target !== undefined && isContractFile(root, target);
       if (isContract) {
         if (spec !== 'zod' && !targetIsContract)
           problems.push(`${rel}: imports ${spec} (a contract imports only zod and other contracts)`);

@@ -1,0 +1,64 @@
+import { z } from 'zod';
+
+// The agent-server's contract, part one: what a task is made of (its exposure, usage, status, token totals, a
+// pending approval). contract.ts re-exports it.
+
+/**
+ * How a task offers tools to the model: `native`, the tools array follows the active toolsets; `dispatch`, the
+ * array stays `[manage_toolsets, call_tool]` (prompt caches hold) and activations return the tools' definitions.
+ */
+export const ToolExposure = z.enum(['native', 'dispatch']);
+export type ToolExposure = z.infer<typeof ToolExposure>;
+
+export const Usage = z.object({
+  prompt_tokens: z.number(),
+  completion_tokens: z.number(),
+  total_tokens: z.number(),
+});
+export type Usage = z.infer<typeof Usage>;
+
+export const TaskStatus = z.enum([
+  'running',
+  'awaiting_approval',
+  'completed',
+  'failed',
+  'max_steps',
+  'cancelled',
+  'timed_out',
+]);
+export type TaskStatus = z.infer<typeof TaskStatus>;
+
+/** Tokens counted by toolshift's tokenizer (beside the provider's `usage`), summed over a task's model requests. */
+export const TokenTotals = z.object({
+  tokenizer: z.string(),
+  /** Model requests made. */
+  requests: z.number(),
+  /** Tool-definition tokens sent, summed over the requests. */
+  tool_definition_tokens: z.number(),
+  /**
+   * What the requests' tool definitions would have cost with every enabled toolset loaded (for the saving),
+   * counting the toolsets whose definitions are known: a lower bound when `all_toolsets_not_counted` names any.
+   */
+  all_toolsets_tool_tokens: z.number(),
+  /** Enabled toolsets left out of `all_toolsets_tool_tokens`: upstream servers not started yet (tools unknown). */
+  all_toolsets_not_counted: z.array(z.string()).optional(),
+  /** Message tokens sent, summed over the requests (an estimate of the prompt without the tools). */
+  message_tokens: z.number(),
+});
+export type TokenTotals = z.infer<typeof TokenTotals>;
+
+export const FinalStatus = z.enum(['completed', 'failed', 'max_steps', 'cancelled', 'timed_out']);
+export type FinalStatus = z.infer<typeof FinalStatus>;
+
+/** A tool call (or activation) of a task that waits for a human yes. */
+export const PendingApproval = z.object({
+  task_id: z.string(),
+  call_id: z.string(),
+  approval_id: z.string(),
+  kind: z.enum(['call', 'activate']),
+  subject: z.string(),
+  arguments: z.record(z.string(), z.unknown()).nullable(),
+  reason: z.string(),
+  expires_at: z.string(),
+});
+export type PendingApproval = z.infer<typeof PendingApproval>;

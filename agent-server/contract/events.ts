@@ -1,0 +1,137 @@
+import { z } from 'zod';
+import { PendingApproval, TokenTotals, ToolExposure, Usage } from './base.ts';
+
+// The agent-server's contract, part two: a task's events, a union on `type`, each kind with its own data.
+// contract.ts re-exports it.
+
+export const EventType = z.enum([
+  'task_started',
+  'model_request',
+  'model_retry',
+  'model_call',
+  'tool_call_started',
+  'tool_call',
+  'toolset_change',
+  'approval_needed',
+  'approval_decided',
+  'task_finished',
+]);
+export type EventType = z.infer<typeof EventType>;
+
+/** What a change of toolsets did to the session's tool-definition tokens, as the gateway counted them. */
+export const ToolDefinitionTokens = z.looseObject({
+  change: z.number(),
+  total: z.number(),
+  budget: z.number().optional(),
+});
+
+/** What each kind of event carries (`data`): the contract the CLI, the console and other clients read. */
+const StepNo = z.number().int();
+const ToolNames = z.array(z.string());
+const EventData = {
+  task_started: z.looseObject({
+    task_id: z.string(),
+    session_id: z.string(),
+    goal: z.string(),
+    max_steps: z.number(),
+    max_duration_s: z.number(),
+    exposure: ToolExposure,
+    model: z.string().nullable(),
+    request_id: z.string().nullable(),
+  }),
+  /** A request about to go to the model: what it carries and what every enabled toolset would have cost. */
+  model_request: z.looseObject({
+    step: StepNo,
+    tools: ToolNames,
+    tool_tokens: z.number(),
+    message_tokens: z.number(),
+    messages: z.number(),
+    all_toolsets_tool_tokens: z.number(),
+    all_toolsets_not_counted: ToolNames.optional(),
+    tokenizer: z.string(),
+    exposure: ToolExposure,
+  }),
+  /** A model call failed and is tried again after `delay_ms` (`status` null: no answer). */
+  model_retry: z.looseObject({
+    step: StepNo,
+    attempt: z.number(),
+    status: z.number().nullable(),
+    reason: z.string(),
+    delay_ms: z.number(),
+  }),
+  model_call: z.looseObject({
+    step: StepNo,
+    tools: ToolNames,
+    content: z.string().nullable(),
+    tool_calls: z.array(z.object({ id: z.string(), name: z.string() })),
+    usage: Usage,
+    finish_reason: z.string().nullable(),
+    latency_ms: z.number(),
+    attempts: z.number(),
+    tool_tokens: z.number(),
+    message_tokens: z.number(),
+  }),
+  tool_call_started: z.looseObject({ step: StepNo, tool_call_id: z.string(), name: z.string() }),
+  /** A tool call's outcome (`output` cut to 2,000 characters; the model got all of it). */
+  tool_call: z.looseObject({
+    step: StepNo,
+    tool_call_id: z.string(),
+    name: z.string(),
+    toolset: z.string().nullable(),
+    arguments: z.unknown(),
+    ok: z.boolean(),
+    result_bytes: z.number(),
+    output: z.string(),
+  }),
+  /** manage_toolsets changed the session's toolsets (and what that did to the tool-definition tokens). */
+  toolset_change: z.looseObject({
+    step: StepNo,
+    tool_call_id: z.string(),
+    action: z.enum(['ACTIVATE', 'DEACTIVATE']),
+    toolset_ids: ToolNames,
+    active_toolsets: ToolNames,
+    added_tools: ToolNames,
+    removed_tools: ToolNames,
+    tool_definition_tokens: ToolDefinitionTokens.optional(),
+  }),
+  approval_needed: PendingApproval.loose(),
+  approval_decided: z.looseObject({
+    call_id: z.string(),
+    approval_id: z.string(),
+    approved: z.boolean(),
+    message: z.string().optional(),
+  }),
+  task_finished: z.looseObject({
+    status: z.string(),
+    error: z.string().nullable(),
+    steps: z.number(),
+    usage: Usage,
+    tokens: TokenTotals,
+    toolsets_used: ToolNames,
+  }),
+} satisfies Record<EventType, z.ZodType>;
+export type EventData = { [T in EventType]: z.infer<(typeof EventData)[T]> };
+
+const eventOf = <T extends EventType>(type: T) =>
+  z.object({
+    seq: z.number(),
+    type: z.literal(type),
+    at: z.string(),
+    duration_ms: z.number().nullable(),
+    data: EventData[type],
+  });
+
+/** One recorded step of a task; also what the SSE stream sends (event name = `type`): a union on `type`. */
+export const TaskEvent = z.discriminatedUnion('type', [
+  eventOf('task_started'),
+  eventOf('model_request'),
+  eventOf('model_retry'),
+  eventOf('model_call'),
+  eventOf('tool_call_started'),
+  eventOf('tool_call'),
+  eventOf('toolset_change'),
+  eventOf('approval_needed'),
+  eventOf('approval_decided'),
+  eventOf('task_finished'),
+]);
+export type TaskEvent = z.infer<typeof TaskEvent>;

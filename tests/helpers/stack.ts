@@ -133,10 +133,13 @@ export interface StackOptions {
 
 /** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
 const made = new Set<string>();
-afterAll(async () => {
-  for (const dir of made) await rm(dir, { recursive: true, force: true });
-  made.clear();
-});
+// Only under vitest: `npm run bench` builds stacks with this helper too, outside any test file.
+if (process.env.VITEST) {
+  afterAll(async () => {
+    for (const dir of made) await rm(dir, { recursive: true, force: true });
+    made.clear();
+  });
+}
 
 /** The three apps wired in-process through app.request (no ports), on a temp workspace and data dir. */
 export async function makeStack(opts: StackOptions = {}) {

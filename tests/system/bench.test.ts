@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -359,5 +360,34 @@ describe('the report', () => {
     );
     expect(text).toContain('gpt-4.1');
     expect(armKey('native', benchTasks('x')[0])).toBe('native:t01-project-overview');
+  });
+});
+
+describe('npm run bench', () => {
+  it('loads every module of the benchmark outside vitest, as npm run bench does', () => {
+    // Entry points (run.ts, only.ts) start measuring when loaded; every other module must load in a plain
+    // Node process: a test helper that needs vitest's runner once broke the whole benchmark at import.
+    const modules = readdirSync('bench')
+      .filter(
+        (f) =>
+          f.endsWith('.ts') &&
+          !['run.ts', 'only.ts', 'mock-model-main.ts', 'concurrency-script.ts', 'memory-parts.ts'].includes(
+            f,
+          ),
+      )
+      .map((f) => `./bench/${f}`);
+    const loaded = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--input-type=module',
+        '-e',
+        `for (const m of ${JSON.stringify(modules)}) await import(m);`,
+      ],
+      { encoding: 'utf8', env: { PATH: process.env.PATH }, timeout: 60_000 },
+    );
+    expect(loaded.stderr).not.toMatch(/Error/);
+    expect(loaded.status).toBe(0);
   });
 });

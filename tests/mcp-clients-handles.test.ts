@@ -241,4 +241,46 @@ describe('toolsets kept across connections with a handle', () => {
     expect(read.isError, text(read)).toBeFalsy();
     expect(text(read)).toContain('modern');
   });
+  it('tells every legacy connection acting in a handle when its toolsets change, from either leg', async () => {
+    const url = await start();
+    const listening = async () => {
+      const client = new ClientV2(
+        { name: 'listener', version: '1.0.0' },
+        { supportedProtocolVersions: ['2025-11-25'] },
+      );
+      await client.connect(
+        new TransportV2(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${MCP_TOKEN}` } } }),
+      );
+      closers.push(() => client.close());
+      const seen = { changes: 0 };
+      client.setNotificationHandler('notifications/tools/list_changed', () => {
+        seen.changes++;
+      });
+      return { client, seen };
+    };
+    const a = await listening();
+    const { session } = JSON.parse(
+      text((await a.client.callTool({ name: 'manage_toolsets', arguments: activate })) as Result),
+    );
+    await expect.poll(() => a.seen.changes).toBe(1);
+    // B takes the handle (its tool list changes: it is told), then A deactivates: both are told.
+    const b = await listening();
+    await b.client.callTool({
+      name: 'manage_toolsets',
+      arguments: { action: 'LIST', toolset_ids: [], session },
+    });
+    await expect.poll(() => b.seen.changes).toBe(1);
+    expect((await b.client.listTools()).tools.map((t) => t.name)).toContain('write_file');
+    await a.client.callTool({
+      name: 'manage_toolsets',
+      arguments: { action: 'DEACTIVATE', toolset_ids: ['fs_write'] },
+    });
+    await expect.poll(() => [a.seen.changes, b.seen.changes]).toEqual([2, 2]);
+    expect((await b.client.listTools()).tools.map((t) => t.name)).toEqual(['manage_toolsets', 'call_tool']);
+    // A stateless client changing the handle's toolsets is heard by both too.
+    const modern = await v2(url, 'modern');
+    await modern.call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read'], session });
+    await expect.poll(() => [a.seen.changes, b.seen.changes]).toEqual([3, 3]);
+    expect((await a.client.listTools()).tools.map((t) => t.name)).toContain('read_text_file');
+  });
 });

@@ -61,7 +61,12 @@ async function readMessage(c: Context): Promise<{ request: Request; parsedBody?:
 
 /** Builds the face: the modern handler, the legacy sessions, and the fixed views (made on first use). */
 export function createMcpFace(opts: McpFaceOptions) {
-  const deps: FaceDeps = { gateway: opts.gateway, handles: opts.handles, prompts: opts.prompts };
+  const deps: FaceDeps = {
+    gateway: opts.gateway,
+    handles: opts.handles,
+    prompts: opts.prompts,
+    handleChanged: (handle) => legacy.toolsChangedIn(handle),
+  };
   const modern = createMcpHandler(
     (ctx) => {
       const id = ctx.authInfo?.clientId;

@@ -152,6 +152,12 @@ export class LegacySessions {
     );
   }
 
+  /** Tells the sessions acting in `handle` that their tool list changed (a change made on any connection). */
+  toolsChangedIn(handle: string): void {
+    for (const s of this.sessions.values())
+      if (s.conn.handle === handle) void s.server.sendToolListChanged().catch(() => undefined);
+  }
+
   /** Open sessions (for health and tests). */
   get size(): number {
     return this.sessions.size;

@@ -48,6 +48,8 @@ export interface FaceDeps {
   gateway: Gateway;
   handles: HandleStore;
   prompts?: PromptSource;
+  /** Tells the legacy connections acting in a handle that its toolsets changed, whichever connection changed them. */
+  handleChanged: (handle: string) => void;
 }
 
 const SERVER_INFO = { name: 'toolshift', version: '0.1.0' };
@@ -267,6 +269,7 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
     const sessionId = handle ?? `mcp_list_${randomBytes(8).toString('hex')}`;
     const res = await gateway.manageToolsets(sessionId, rest);
     if (!handle) return jsonResult(res.result);
+    if (res.change) deps.handleChanged(handle);
     const usable = (await gateway.tools(handle)).map(toMcpTool);
     return jsonResult({ session: handle, ...res.result, tools: usable });
   };
@@ -293,7 +296,8 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
       conn.bind(sessionId);
     }
     const res = await gateway.manageToolsets(sessionId, rest);
-    if (res.change) legacy.changed();
+    // Every connection acting in the handle hears of it, this one included (a change always has a handle).
+    if (res.change) deps.handleChanged(sessionId);
     return jsonResult(conn.handle === undefined ? res.result : { session: conn.handle, ...res.result });
   };
 

@@ -10,7 +10,8 @@ import { incomingOf } from './node-request.ts';
 
 // The request checks every route of every service goes through, installed once by installBase(): the
 // browser door (Content-Type, Host, Origin) and bearer tokens. A route cannot opt out: the middleware is
-// on '*', and the only route without a token is GET /health.
+// on '*', and the only route without a token is GET /health. No service has OAuth, and says so to an
+// OAuth-capable client (404 on the discovery paths, a Bearer challenge without resource metadata).
 
 /**
  * Who may call a route: the operator, the agent-server, the gateway (as the tool-server's client), a user of
@@ -166,10 +167,63 @@ function originAllowed(origin: string, extra: Set<string>): boolean {
   return (url.protocol === 'http:' || url.protocol === 'https:') && isLoopbackHost(url.hostname);
 }
 
+/** The gateway's MCP face: `/mcp` and its fixed views `/mcp/toolsets/<ids>` (the REST routes are elsewhere). */
+function isMcpFacePath(path: string): boolean {
+  return path === '/mcp' || path.startsWith('/mcp/toolsets/');
+}
+
+/**
+ * Where an OAuth-capable client (mcp-remote, the MCP Inspector, SDK clients given an OAuth provider) looks
+ * when it meets a 401: protected-resource metadata (RFC 9728), authorization-server metadata (RFC 8414,
+ * OpenID), and, without metadata, the /register, /authorize and /token defaults. No service has OAuth.
+ */
+function isOAuthPath(path: string): boolean {
+  return (
+    /^\/\.well-known\/(oauth-protected-resource|oauth-authorization-server|openid-configuration)(\/|$)/.test(
+      path,
+    ) ||
+    path.endsWith('/.well-known/openid-configuration') ||
+    path === '/register' ||
+    path === '/authorize' ||
+    path === '/token'
+  );
+}
+
+/** `A`, `A or B`: the variables of some tokens, for messages. */
+const variablesOf = (tokens: readonly TokenSpec[]) =>
+  [...new Set(tokens.map((t) => t.variable))].join(' or ');
+
+/**
+ * The variable a client of `path` should send. The MCP face takes GATEWAY_MCP_TOKEN (the operator's token
+ * too, but a client is given the MCP one; without it, the operator's is the only one); elsewhere, every
+ * token the service accepts.
+ */
+function variableFor(security: Security, path: string): string {
+  const mcp = security.tokens.filter((t) => t.role === 'mcp');
+  const admin = security.tokens.filter((t) => t.role === 'admin');
+  if ((isMcpFacePath(path) || isOAuthPath(path)) && (mcp.length > 0 || admin.length > 0))
+    return variablesOf(mcp.length > 0 ? mcp : admin);
+  return variablesOf(security.tokens);
+}
+
+/**
+ * The answer to an OAuth discovery or endpoint path, to everyone, token or not: 404, as a server without
+ * OAuth gives, so a client concludes there is none. The body is an OAuth error too (`error_description`):
+ * a client that goes on to register at /register shows it, and it says which token to send instead.
+ */
+function noOAuth(security: Security, path: string): never {
+  const how =
+    security.tokens.length === 0
+      ? 'this service needs no token'
+      : `send Authorization: Bearer <token> with the value of ${variableFor(security, path)} (a header in the client's configuration)`;
+  const message = `This service does not use OAuth (there is no authorization server to sign in with); ${how}.`;
+  throw new HttpError(404, message, { error_description: message });
+}
+
 /** Bearer-token authentication on every route but GET /health; sets `principal` for route role checks. */
 function authenticate(security: Security): MiddlewareHandler {
-  const variables = [...new Set(security.tokens.map((t) => t.variable))].join(' or ');
   return async (c, next) => {
+    if (isOAuthPath(c.req.path)) noOAuth(security, c.req.path);
     if (security.tokens.length === 0) {
       c.set('principal', { role: 'local' });
       return next();
@@ -183,9 +237,13 @@ function authenticate(security: Security): MiddlewareHandler {
     // GET /health answers anyone, but says more only to a caller with a token (see healthDetail).
     if (c.req.method === 'GET' && c.req.path === '/health' && matches.length === 0) return next();
     if (matches.length === 0) {
+      // RFC 6750's challenge, with no resource_metadata: a client reads from it that there is no OAuth.
+      const challenge = `Bearer realm="toolshift"${presented === undefined ? '' : ', error="invalid_token"'}`;
       throw new HttpError(
         401,
-        `${presented === undefined ? 'Missing' : 'Invalid'} credentials: send Authorization: Bearer <token> with the value of ${variables}`,
+        `${presented === undefined ? 'Missing' : 'Invalid'} credentials: send Authorization: Bearer <token> with the value of ${variableFor(security, c.req.path)}`,
+        {},
+        { 'WWW-Authenticate': challenge },
       );
     }
     const credential = digest(matches[0].token).toString('base64url');
@@ -229,7 +287,7 @@ export function securityMiddleware(security: Security): MiddlewareHandler[] {
       'mcp-session-id',
       'mcp-protocol-version',
     ],
-    exposeHeaders: ['mcp-session-id', 'x-request-id', 'location', 'retry-after'],
+    exposeHeaders: ['mcp-session-id', 'x-request-id', 'location', 'retry-after', 'www-authenticate'],
     maxAge: 600,
   });
   return [

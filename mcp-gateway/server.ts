@@ -17,6 +17,7 @@ import { createGateway } from './gateway.ts';
 import { instrumentGateway } from './gateway-metrics.ts';
 import { createMcpFace } from './mcp/face.ts';
 import { createHandleStore } from './mcp/handles.ts';
+import { createLegacySessionStore } from './mcp/legacy-store.ts';
 import { createPromptCatalog } from './prompts.ts';
 import { gatewayRetentionRules } from './retention.ts';
 import { createGatewayStore } from './store.ts';
@@ -108,6 +109,7 @@ export async function startGateway(
     gateway,
     prompts,
     handles,
+    legacyStore: createLegacySessionStore(db),
     sessionIdleMs: config.gateway.mcp.sessionIdleMs,
     maxSessions: config.gateway.mcp.maxSessions,
     onError: (err) => log.warn({ err: err.message }, 'MCP face'),

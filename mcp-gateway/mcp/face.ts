@@ -6,11 +6,13 @@ import { requireRole } from '../../lib/security.ts';
 import type { Gateway } from '../gateway.ts';
 import type { HandleStore } from './handles.ts';
 import { LegacySessions } from './legacy-sessions.ts';
+import type { LegacySessionStore } from './legacy-store.ts';
 import { buildFaceServer, type FaceDeps, type PromptSource } from './server-factory.ts';
 
 // toolshift as an MCP server, on the gateway's app (so every request has passed lib/security.ts: Host,
 // Origin, Content-Type, token). `/mcp` serves both eras: 2026-07-28 requests go to a stateless handler whose
-// tools/list is always [manage_toolsets, call_tool]; 2025-era requests to sessionful legacy serving. Fixed
+// tools/list is always [manage_toolsets, call_tool]; 2025-era requests to sessionful legacy serving (kept
+// across restarts). On both, per-conversation toolsets live in a handle any later connection can name. Fixed
 // views at `/mcp/toolsets/<id>[,<id>…]` serve exactly those toolsets' tools.
 
 /** The largest MCP message accepted (the SDK's own default). */
@@ -20,6 +22,8 @@ export const MCP_MAX_BODY_BYTES = 4 * 1024 * 1024;
 export interface McpFaceOptions {
   gateway: Gateway;
   handles: HandleStore;
+  /** Where legacy sessions are kept across a restart (legacy-store.ts, on the gateway's database). */
+  legacyStore: LegacySessionStore;
   sessionIdleMs: number;
   /** The most legacy sessions open at once (MCP_MAX_SESSIONS). */
   maxSessions?: number;
@@ -57,7 +61,12 @@ async function readMessage(c: Context): Promise<{ request: Request; parsedBody?:
 
 /** Builds the face: the modern handler, the legacy sessions, and the fixed views (made on first use). */
 export function createMcpFace(opts: McpFaceOptions) {
-  const deps: FaceDeps = { gateway: opts.gateway, handles: opts.handles, prompts: opts.prompts };
+  const deps: FaceDeps = {
+    gateway: opts.gateway,
+    handles: opts.handles,
+    prompts: opts.prompts,
+    handleChanged: (handle) => legacy.toolsChangedIn(handle),
+  };
   const modern = createMcpHandler(
     (ctx) => {
       const id = ctx.authInfo?.clientId;
@@ -65,13 +74,14 @@ export function createMcpFace(opts: McpFaceOptions) {
     },
     { legacy: 'reject', onerror: opts.onError, maxRequestBodySize: MCP_MAX_BODY_BYTES },
   );
-  const legacy = new LegacySessions(
-    (session, changed) => buildFaceServer(deps, { kind: 'legacy', session, changed }),
-    opts.sessionIdleMs,
-    opts.maxSessions,
-    opts.now,
-    (id) => opts.gateway.endSession(id),
-  );
+  const legacy = new LegacySessions({
+    build: (conn, changed) => buildFaceServer(deps, { kind: 'legacy', conn, changed }),
+    store: opts.legacyStore,
+    idleMs: opts.sessionIdleMs,
+    maxSessions: opts.maxSessions,
+    now: opts.now,
+    onEnd: (id) => opts.gateway.endSession(id),
+  });
   const views = new Map<string, McpHttpHandler>();
 
   /** A view's handler; the view is a gateway session that has exactly its toolsets active. */

@@ -4,17 +4,87 @@ import {
   type Server,
   WebStandardStreamableHTTPServerTransport,
 } from '@modelcontextprotocol/server';
+import { type LegacyInit, type LegacySessionStore, legacySessionKey } from './legacy-store.ts';
 
-// The legacy leg (MCP 2025-11-25 and earlier): one protocol session per client, each its own gateway
-// session, with list_changed sent to that session alone when its toolsets change. Sessions are bound to the
-// credential that opened them and closed after an idle lifetime.
+// The legacy leg (MCP 2025-11-25 and earlier): one protocol session per client, with list_changed sent to
+// that session alone when its toolsets change. A session acts in a gateway session of its own until its
+// first change of toolsets, which takes a handle (handles.ts): from then on it acts in the handle's gateway
+// session, which a later connection of the same credential can name, so per-invocation clients keep their
+// toolsets. Sessions are bound to the credential that opened them, closed after an idle lifetime, and kept
+// in the gateway's database (legacy-store.ts) so that a restart does not strand a client that goes on
+// sending its Mcp-Session-Id.
+
+/** A legacy connection as the server factory sees it: whose it is, and which gateway session it acts in. */
+export interface LegacyConnection {
+  readonly credential: string | null;
+  /** Its own gateway session: the defaults, never changed (a change of toolsets takes a handle first). */
+  readonly ownSession: string;
+  /** The handle it acts in, once it has one. */
+  readonly handle: string | undefined;
+  /** Acts in `handle` from now on (undefined: in its own session again). */
+  bind(handle: string | undefined): void;
+}
+
+class Connection implements LegacyConnection {
+  /** The stored row's key, once the session is initialized. */
+  key: string | undefined;
+  #handle: string | undefined;
+
+  constructor(
+    readonly credential: string | null,
+    readonly ownSession: string,
+    handle: string | undefined,
+    private readonly store: LegacySessionStore,
+  ) {
+    this.#handle = handle;
+  }
+
+  get handle(): string | undefined {
+    return this.#handle;
+  }
+
+  bind(handle: string | undefined): void {
+    if (handle === this.#handle) return;
+    this.#handle = handle;
+    if (this.key !== undefined) this.store.setHandle(this.key, handle ?? null);
+  }
+}
 
 interface LegacySession {
   transport: WebStandardStreamableHTTPServerTransport;
   server: Server;
-  credential: string | null;
+  conn: Connection;
+  /** The stored row's key (the SHA-256 of the session id). */
+  key: string;
   lastSeen: number;
+  /** When lastSeen was last written to the store. */
+  savedSeen: number;
 }
+
+/** What LegacySessions needs. */
+export interface LegacySessionsOptions {
+  /** Builds the server of a session; `changed` sends it list_changed. */
+  build: (conn: LegacyConnection, changed: () => void) => Server;
+  /** Where sessions are kept across restarts. */
+  store: LegacySessionStore;
+  /** Idle lifetime of a session (MCP_SESSION_IDLE_S). */
+  idleMs: number;
+  /**
+   * The most sessions one credential may hold open; beyond it that credential's least recently used session
+   * idle for a minute is closed, else 503.
+   */
+  maxSessions?: number;
+  now?: () => number;
+  /**
+   * Called with a session's own gateway session once the session has ended (DELETE /mcp, idle expiry,
+   * eviction): it is deleted with its limits' counters. A handle the session took stays, for the handle's
+   * own lifetime (MCP_HANDLE_IDLE_S): that is what a later connection names.
+   */
+  onEnd?: (gatewaySessionId: string) => void;
+}
+
+/** How often a session's last use is written to the store at most (it is judged against MCP_SESSION_IDLE_S). */
+const SAVE_SEEN_MS = 30_000;
 
 const jsonRpcError = (status: number, code: number, message: string) =>
   new Response(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }), {
@@ -22,28 +92,29 @@ const jsonRpcError = (status: number, code: number, message: string) =>
     headers: { 'content-type': 'application/json' },
   });
 
+const newId = (prefix: string) => `${prefix}${randomBytes(16).toString('base64url')}`;
+
 /** The open legacy sessions of the MCP face. */
 export class LegacySessions {
   private readonly sessions = new Map<string, LegacySession>();
+  /** Sessions being served again after a restart, so that two requests of one client revive it once. */
+  private readonly reviving = new Map<string, Promise<LegacySession | Response | undefined>>();
   private readonly sweeper: NodeJS.Timeout;
+  private readonly build: LegacySessionsOptions['build'];
+  private readonly store: LegacySessionStore;
+  private readonly idleMs: number;
+  private readonly maxSessions: number;
+  private readonly now: () => number;
+  private readonly onEnd: (gatewaySessionId: string) => void;
 
-  constructor(
-    /** Builds the server of a new session (its id is known once initialize is answered); `changed` sends it list_changed. */
-    private readonly build: (sessionId: () => string, changed: () => void) => Server,
-    private readonly idleMs: number,
-    /**
-     * The most sessions one credential may hold open; beyond it that credential's least recently used session
-     * idle for a minute is closed, else 503.
-     */
-    private readonly maxSessions = 256,
-    private readonly now: () => number = Date.now,
-    /**
-     * Called with a session's id once it has ended (DELETE /mcp, idle expiry, eviction, shutdown): the gateway
-     * session behind it and its active toolsets are deleted with it, instead of staying behind until retention.
-     */
-    private readonly onEnd: (sessionId: string) => void = () => undefined,
-  ) {
-    this.sweeper = setInterval(() => void this.sweep(), Math.min(60_000, idleMs)).unref();
+  constructor(opts: LegacySessionsOptions) {
+    this.build = opts.build;
+    this.store = opts.store;
+    this.idleMs = opts.idleMs;
+    this.maxSessions = opts.maxSessions ?? 256;
+    this.now = opts.now ?? Date.now;
+    this.onEnd = opts.onEnd ?? (() => undefined);
+    this.sweeper = setInterval(() => void this.sweep(), Math.min(60_000, this.idleMs)).unref();
   }
 
   /** Serves one request of the legacy leg. */
@@ -51,44 +122,26 @@ export class LegacySessions {
     const sid = request.headers.get('mcp-session-id');
     const authInfo = { token: '', clientId: credential ?? 'local', scopes: [] };
     if (sid) {
-      const session = this.sessions.get(sid);
+      let session = this.sessions.get(sid);
+      if (!session) {
+        const revived = await this.reviveOnce(sid, credential, request.url);
+        if (revived instanceof Response) return revived;
+        session = revived;
+      }
       // A foreign credential's session is answered like an unknown one: nothing about it is confirmed.
-      if (!session || session.credential !== credential) {
+      if (!session || session.conn.credential !== credential) {
         return jsonRpcError(404, -32001, 'Session not found: it expired or was closed; initialize a new one');
       }
-      session.lastSeen = this.now();
+      this.seen(session);
       return session.transport.handleRequest(request, { parsedBody, authInfo });
     }
     if (request.method !== 'POST' || !isInitializeRequest(parsedBody)) {
       return jsonRpcError(400, -32000, 'Bad Request: send Mcp-Session-Id, or initialize a session first');
     }
-    // The cap is per credential: one client holding all its sessions must not lock out another (the operator).
-    if (this.countOf(credential) >= this.maxSessions && !(await this.evictOne(credential))) {
-      return new Response(
-        JSON.stringify({
-          jsonrpc: '2.0',
-          error: {
-            code: -32000,
-            message: `Too many open MCP sessions for this credential (MCP_MAX_SESSIONS=${this.maxSessions}); end one (DELETE /mcp) or retry later`,
-          },
-          id: null,
-        }),
-        { status: 503, headers: { 'content-type': 'application/json', 'retry-after': '60' } },
-      );
-    }
-    let server: Server | undefined;
-    const transport = new WebStandardStreamableHTTPServerTransport({
-      sessionIdGenerator: () => `mcp_${randomBytes(16).toString('base64url')}`,
-      onsessioninitialized: (id) => {
-        if (server) this.sessions.set(id, { transport, server, credential, lastSeen: this.now() });
-      },
-      onsessionclosed: (id) => {
-        if (this.sessions.delete(id)) this.ended(id);
-      },
-    });
-    const sessionId = () => transport.sessionId ?? '';
-    server = this.build(sessionId, () => void server?.sendToolListChanged().catch(() => undefined));
-    await server.connect(transport);
+    const refused = await this.admit(credential);
+    if (refused) return refused;
+    const conn = new Connection(credential, newId('mcp_legacy_'), undefined, this.store);
+    const transport = await this.open(newId('mcp_'), conn, initOf(parsedBody), true);
     return transport.handleRequest(request, { parsedBody, authInfo });
   }
 
@@ -99,15 +152,139 @@ export class LegacySessions {
     );
   }
 
+  /** Tells the sessions acting in `handle` that their tool list changed (a change made on any connection). */
+  toolsChangedIn(handle: string): void {
+    for (const s of this.sessions.values())
+      if (s.conn.handle === handle) void s.server.sendToolListChanged().catch(() => undefined);
+  }
+
   /** Open sessions (for health and tests). */
   get size(): number {
     return this.sessions.size;
   }
 
+  /**
+   * A transport and server for session `id` (new, or stored before a restart). The transport registers the
+   * session once it has answered initialize.
+   */
+  private async open(
+    id: string,
+    conn: Connection,
+    init: LegacyInit,
+    fresh: boolean,
+  ): Promise<WebStandardStreamableHTTPServerTransport> {
+    let server: Server | undefined;
+    const key = legacySessionKey(id);
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: () => id,
+      onsessioninitialized: (sid) => {
+        if (!server) return;
+        const now = this.now();
+        conn.key = key;
+        this.sessions.set(sid, { transport, server, conn, key, lastSeen: now, savedSeen: now });
+        if (fresh) {
+          this.store.save(
+            key,
+            { credential: conn.credential, ownSession: conn.ownSession, handle: conn.handle ?? null, init },
+            now,
+          );
+        }
+      },
+      onsessionclosed: (sid) => {
+        const session = this.sessions.get(sid);
+        if (session && this.sessions.delete(sid)) this.ended(session.key, session.conn.ownSession);
+      },
+    });
+    server = this.build(conn, () => void server?.sendToolListChanged().catch(() => undefined));
+    await server.connect(transport);
+    return transport;
+  }
+
+  private reviveOnce(sid: string, credential: string | null, url: string) {
+    let pending = this.reviving.get(sid);
+    if (!pending) {
+      pending = this.revive(sid, credential, url).finally(() => this.reviving.delete(sid));
+      this.reviving.set(sid, pending);
+    }
+    return pending;
+  }
+
+  /**
+   * Serves a stored session again (the gateway restarted while its client held it): undefined when there is
+   * none for this credential or it has been idle past its lifetime.
+   */
+  private async revive(
+    sid: string,
+    credential: string | null,
+    url: string,
+  ): Promise<LegacySession | Response | undefined> {
+    const key = legacySessionKey(sid);
+    const row = this.store.get(key);
+    if (!row || row.credential !== credential) return undefined;
+    if (this.now() - row.lastSeen > this.idleMs) {
+      this.ended(key, row.ownSession);
+      return undefined;
+    }
+    const refused = await this.admit(credential);
+    if (refused) return refused;
+    const conn = new Connection(credential, row.ownSession, row.handle ?? undefined, this.store);
+    const transport = await this.open(sid, conn, row.init, false);
+    // The SDK's transport and server take a session as initialized only from an initialize request: the
+    // client's own, as it sent it, is replayed (its answer goes nowhere; the client had it long ago).
+    const initialize = {
+      jsonrpc: '2.0' as const,
+      id: `toolshift-restore-${randomBytes(4).toString('hex')}`,
+      method: 'initialize' as const,
+      params: row.init,
+    };
+    const replay = await transport.handleRequest(
+      new Request(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify(initialize),
+      }),
+      { parsedBody: initialize, authInfo: { token: '', clientId: credential ?? 'local', scopes: [] } },
+    );
+    await replay.text();
+    const session = this.sessions.get(sid);
+    if (session) this.seen(session);
+    return session;
+  }
+
+  /** Refuses a new session of `credential` when it holds its cap and none of its sessions can be closed. */
+  private async admit(credential: string | null): Promise<Response | undefined> {
+    // The cap is per credential: one client holding all its sessions must not lock out another (the operator).
+    if (this.countOf(credential) < this.maxSessions || (await this.evictOne(credential))) return undefined;
+    return new Response(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        error: {
+          code: -32000,
+          message: `Too many open MCP sessions for this credential (MCP_MAX_SESSIONS=${this.maxSessions}); end one (DELETE /mcp) or retry later`,
+        },
+        id: null,
+      }),
+      { status: 503, headers: { 'content-type': 'application/json', 'retry-after': '60' } },
+    );
+  }
+
+  /** Marks a session used now; the store hears of it at most every SAVE_SEEN_MS. */
+  private seen(session: LegacySession): void {
+    const now = this.now();
+    session.lastSeen = now;
+    if (now - session.savedSeen < SAVE_SEEN_MS) return;
+    session.savedSeen = now;
+    try {
+      this.store.touch([[session.key, now]]);
+    } catch {
+      // A closed store (shutdown): the session is still served; only its restart record is older.
+    }
+  }
+
   /** How many sessions `credential` holds open. */
   private countOf(credential: string | null): number {
     let n = 0;
-    for (const s of this.sessions.values()) if (s.credential === credential) n++;
+    for (const s of this.sessions.values()) if (s.conn.credential === credential) n++;
     return n;
   }
 
@@ -118,44 +295,72 @@ export class LegacySessions {
   private async evictOne(credential: string | null): Promise<boolean> {
     let oldest: [string, LegacySession] | undefined;
     for (const entry of this.sessions) {
-      if (entry[1].credential !== credential) continue;
+      if (entry[1].conn.credential !== credential) continue;
       if (!oldest || entry[1].lastSeen < oldest[1].lastSeen) oldest = entry;
     }
     if (!oldest || this.now() - oldest[1].lastSeen < 60_000) return false;
     this.sessions.delete(oldest[0]);
     await oldest[1].transport.close().catch(() => undefined);
-    this.ended(oldest[0]);
+    this.ended(oldest[1].key, oldest[1].conn.ownSession);
     return true;
   }
 
-  /** Closes sessions idle longer than the lifetime. */
+  /** Closes sessions idle longer than the lifetime, and forgets stored ones no client came back for. */
   async sweep(): Promise<void> {
     const cutoff = this.now() - this.idleMs;
     for (const [id, session] of this.sessions) {
       if (session.lastSeen < cutoff) {
         this.sessions.delete(id);
         await session.transport.close().catch(() => undefined);
-        this.ended(id);
+        this.ended(session.key, session.conn.ownSession);
       }
+    }
+    try {
+      // Open sessions are judged by their time in memory (the stored one may be SAVE_SEEN_MS older).
+      const open = new Set([...this.sessions.values()].map((s) => s.key));
+      for (const row of this.store.idle(cutoff)) if (!open.has(row.key)) this.ended(row.key, row.ownSession);
+    } catch {
+      // A closed store (shutdown): the next start sweeps them.
     }
   }
 
-  /** Tells the gateway a session ended; a failure there (a closed store) must not stop the others' ending. */
-  private ended(id: string): void {
+  /** Forgets an ended session and tells the gateway; a failure there must not stop the others' ending. */
+  private ended(key: string, ownSession: string): void {
     try {
-      this.onEnd(id);
+      this.store.drop(key);
+    } catch {
+      // A closed store: the row goes at the next sweep after a start.
+    }
+    try {
+      this.onEnd(ownSession);
     } catch {
       // Its rows stay for retention (SESSION_RETENTION_DAYS) to delete.
     }
   }
 
-  /** Closes every session (gateway shutdown). */
+  /**
+   * Closes every connection (gateway shutdown). The sessions are not ended: they are kept in the store with
+   * their last use, and served again when their clients come back after a restart.
+   */
   async close(): Promise<void> {
     clearInterval(this.sweeper);
-    const all = [...this.sessions];
+    const all = [...this.sessions.values()];
     this.sessions.clear();
-    await Promise.all(all.map(([, s]) => s.transport.close().catch(() => undefined)));
-    // A legacy session does not outlive the process (a client initializes anew): its gateway session goes.
-    for (const [id] of all) this.ended(id);
+    try {
+      this.store.touch(all.map((s) => [s.key, s.lastSeen] as const));
+    } catch {
+      // A closed store: their last use is SAVE_SEEN_MS older at most.
+    }
+    await Promise.all(all.map((s) => s.transport.close().catch(() => undefined)));
   }
+}
+
+/** What an initialize request said, kept to serve the session again after a restart. */
+function initOf(body: unknown): LegacyInit {
+  const params = (body as { params?: Partial<LegacyInit> }).params ?? {};
+  return {
+    protocolVersion: String(params.protocolVersion ?? ''),
+    capabilities: params.capabilities ?? {},
+    clientInfo: params.clientInfo ?? { name: 'unknown', version: '0' },
+  };
 }

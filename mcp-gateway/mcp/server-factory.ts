@@ -21,6 +21,7 @@ import type { Gateway } from '../gateway.ts';
 import { validManageArgs } from '../manage-toolsets.ts';
 import { Refusal } from '../refusals.ts';
 import { HandleError, type HandleStore } from './handles.ts';
+import type { LegacyConnection } from './legacy-sessions.ts';
 import { errorResult, jsonResult, toCallToolResult, toMcpTool } from './results.ts';
 
 // One factory for every leg of the MCP face. Each leg is a low-level Server whose tools/list and tools/call
@@ -40,16 +41,20 @@ export interface PromptSource {
 export type FaceMode =
   /** 2026-07-28: no protocol session; state is a handle bound to `credential`. */
   | { kind: 'modern'; credential: string | null }
-  /** 2025-era: one gateway session per MCP session; `changed` sends list_changed to it. */
-  | { kind: 'legacy'; session: () => string; changed: () => void }
+  /** 2025-era: one connection per MCP session, acting in its handle's gateway session once it has one; `changed` sends it list_changed. */
+  | { kind: 'legacy'; conn: LegacyConnection; changed: () => void }
   /** A fixed view: exactly these toolsets' tools, no meta-tool. */
   | { kind: 'view'; toolsets: string[]; sessionId: string };
+
+type LegacyMode = Extract<FaceMode, { kind: 'legacy' }>;
 
 /** What the factory needs. */
 export interface FaceDeps {
   gateway: Gateway;
   handles: HandleStore;
   prompts?: PromptSource;
+  /** Tells the legacy connections acting in a handle that its toolsets changed, whichever connection changed them. */
+  handleChanged: (handle: string) => void;
 }
 
 const SERVER_INFO = { name: 'toolshift', version: '0.1.0' };
@@ -98,9 +103,15 @@ function modernManageTool(idleText: string): Tool {
 }
 
 function callTool(modern: boolean): Tool {
-  const properties: Record<string, unknown> = { ...callToolDefinition.parameters.properties };
-  if (modern)
-    properties.session = { type: 'string', description: 'The session handle from manage_toolsets.' };
+  const properties: Record<string, unknown> = {
+    ...callToolDefinition.parameters.properties,
+    session: {
+      type: 'string',
+      description: modern
+        ? 'The session handle from manage_toolsets.'
+        : 'A session handle from an earlier manage_toolsets result, also of an earlier connection (omit to use this connection’s).',
+    },
+  };
   return {
     name: CALL_TOOL,
     description: callToolDefinition.description,
@@ -109,12 +120,29 @@ function callTool(modern: boolean): Tool {
   };
 }
 
-const legacyManageTool: Tool = {
-  name: MANAGE_TOOLSETS,
-  description: `${manageToolsetsDefinition.description} Tools of activated toolsets are added to this connection's tool list.`,
-  inputSchema: manageToolsetsDefinition.parameters as unknown as Tool['inputSchema'],
-  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-};
+/** The meta-tool as the legacy leg serves it: the agent's definition plus an optional handle. */
+function legacyManageTool(idleText: string): Tool {
+  const base = manageToolsetsDefinition.parameters;
+  return {
+    name: MANAGE_TOOLSETS,
+    description:
+      `${manageToolsetsDefinition.description} Tools of activated toolsets are added to this connection's tool list. ` +
+      'ACTIVATE and DEACTIVATE return a `session` handle: pass it as `session` to manage_toolsets or call_tool ' +
+      `in a later connection to act on the same toolsets. A handle expires after ${idleText} without use.`,
+    inputSchema: objectSchema(
+      {
+        ...base.properties,
+        session: {
+          type: 'string',
+          description:
+            'A session handle from an earlier result, also of an earlier connection (omit to use this connection’s).',
+        },
+      },
+      [...base.required],
+    ),
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  };
+}
 
 /** Runs `fn`, turning the gateway's refusals and handle errors into tool errors the model reads. */
 async function refusalsAsErrors(fn: () => Promise<CallToolResult>): Promise<CallToolResult> {
@@ -168,9 +196,44 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
         : 'toolshift: call manage_toolsets (LIST, then ACTIVATE) to get the tools a task needs; run them with call_tool.',
   });
 
-  /** The gateway session of a legacy or view server. */
-  const session = (): string =>
-    mode.kind === 'legacy' ? mode.session() : mode.kind === 'view' ? mode.sessionId : '';
+  /**
+   * The gateway session of a legacy or view server. A legacy connection acts in its handle's session once it
+   * has one (the handle checked and its lifetime refreshed); a handle that expired is let go, the connection
+   * is back on its own session, and a `strict` caller (a tool call) hears why instead.
+   */
+  const session = (strict = false): string => {
+    if (mode.kind === 'view') return mode.sessionId;
+    if (mode.kind !== 'legacy') return '';
+    const { conn } = mode;
+    const handle = conn.handle;
+    if (handle === undefined) return conn.ownSession;
+    try {
+      return deps.handles.use(handle, conn.credential);
+    } catch (err) {
+      if (!(err instanceof HandleError)) throw err;
+      conn.bind(undefined);
+      mode.changed();
+      if (strict) throw err;
+      return conn.ownSession;
+    }
+  };
+
+  /**
+   * A legacy connection takes the handle a client named (from any earlier connection of its credential): it
+   * acts in that handle's session from now on. An unknown, expired or foreign handle is refused.
+   */
+  const adopt = (legacy: LegacyMode, given: unknown): string => {
+    if (typeof given !== 'string') throw new HandleError('`session` must be a string handle');
+    checkLength('session', given, LIMITS.sessionId);
+    const handle = deps.handles.use(given, legacy.conn.credential);
+    if (legacy.conn.handle !== handle) {
+      legacy.conn.bind(handle);
+      legacy.changed();
+    }
+    return handle;
+  };
+  /** Whether a legacy call names a handle (an empty string, as some clients fill optional fields, does not). */
+  const named = (given: unknown) => given !== undefined && given !== '';
 
   /**
    * The session's usable tools. A view shows only its own toolsets' tools, whatever else its gateway session
@@ -185,7 +248,7 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
     if (mode.kind === 'modern') return [modernManageTool(deps.handles.idleText), callTool(true)];
     const active = (await usable()).map(toMcpTool);
     if (mode.kind === 'view') return active;
-    return [legacyManageTool, callTool(false), ...active];
+    return [legacyManageTool(deps.handles.idleText), callTool(false), ...active];
   };
 
   /** The modern meta-tool: mints or checks the handle, runs the action, returns the usable tools in full. */
@@ -209,8 +272,36 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
     const sessionId = handle ?? `mcp_list_${randomBytes(8).toString('hex')}`;
     const res = await gateway.manageToolsets(sessionId, rest);
     if (!handle) return jsonResult(res.result);
+    if (res.change) deps.handleChanged(handle);
     const usable = (await gateway.tools(handle)).map(toMcpTool);
     return jsonResult({ session: handle, ...res.result, tools: usable });
+  };
+
+  /**
+   * The legacy meta-tool: acts in the named handle's session, or the connection's. The connection's first
+   * change of toolsets takes a handle (a new one starts from the defaults, as the connection's own session
+   * still is), so its toolsets outlive the connection; the result carries it.
+   */
+  const manageLegacy = async (legacy: LegacyMode, args: Record<string, unknown>) => {
+    const { conn } = legacy;
+    const { session: given, ...rest } = args;
+    let sessionId = named(given) ? adopt(legacy, given) : session();
+    const action = String(rest.action ?? '')
+      .trim()
+      .toUpperCase();
+    // Arguments that will be refused take no handle.
+    if (
+      conn.handle === undefined &&
+      (action === 'ACTIVATE' || action === 'DEACTIVATE') &&
+      validManageArgs(rest)
+    ) {
+      sessionId = deps.handles.mint(conn.credential);
+      conn.bind(sessionId);
+    }
+    const res = await gateway.manageToolsets(sessionId, rest);
+    // Every connection acting in the handle hears of it, this one included (a change always has a handle).
+    if (res.change) deps.handleChanged(sessionId);
+    return jsonResult(conn.handle === undefined ? res.result : { session: conn.handle, ...res.result });
   };
 
   server.setRequestHandler('tools/list', async () => ({ tools: await tools() }));
@@ -233,19 +324,16 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
         const call = callArgs(args);
         return toCallToolResult(await gateway.callTool(sessionId, call.name, call.arguments));
       }
-      if (mode.kind === 'legacy' && name === MANAGE_TOOLSETS) {
-        const res = await gateway.manageToolsets(session(), args);
-        if (res.change) mode.changed();
-        return jsonResult(res.result);
-      }
+      if (mode.kind === 'legacy' && name === MANAGE_TOOLSETS) return manageLegacy(mode, args);
       if (mode.kind === 'legacy' && name === CALL_TOOL) {
         const call = callArgs(args);
-        return toCallToolResult(await gateway.callTool(session(), call.name, call.arguments));
+        const sessionId = named(args.session) ? adopt(mode, args.session) : session(true);
+        return toCallToolResult(await gateway.callTool(sessionId, call.name, call.arguments));
       }
       if (mode.kind === 'view' && !(await usable()).some((t) => t.name === name)) {
         throw new HandleError(`Unknown tool ${name} in this view of ${mode.toolsets.join(', ')}`);
       }
-      return toCallToolResult(await gateway.callTool(session(), name, args));
+      return toCallToolResult(await gateway.callTool(session(true), name, args));
     });
   });
 

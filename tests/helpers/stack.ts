@@ -19,6 +19,7 @@ import { createCeiling, type Limits } from '../../mcp-gateway/ceiling.ts';
 import { createGateway } from '../../mcp-gateway/gateway.ts';
 import { createMcpFace } from '../../mcp-gateway/mcp/face.ts';
 import { createHandleStore } from '../../mcp-gateway/mcp/handles.ts';
+import { createLegacySessionStore } from '../../mcp-gateway/mcp/legacy-store.ts';
 import { createPromptCatalog } from '../../mcp-gateway/prompts.ts';
 import { createGatewayStore } from '../../mcp-gateway/store.ts';
 import { toolsetVariables } from '../../mcp-gateway/toolset-files.ts';
@@ -215,6 +216,7 @@ export async function makeStack(opts: StackOptions = {}) {
     gateway,
     handles,
     prompts,
+    legacyStore: createLegacySessionStore(gatewayDb),
     sessionIdleMs: 3_600_000,
     maxSessions: opts.mcpMaxSessions,
     now: opts.now,

@@ -5,11 +5,13 @@ import { Server } from '@modelcontextprotocol/server';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LegacySessions } from '../../../mcp-gateway/mcp/legacy-sessions.ts';
+import { createLegacySessionStore } from '../../../mcp-gateway/mcp/legacy-store.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 // Two gaps left by the first pass on issue 15: a fixed view of a toolset whose ACTIVATION the policy denies
 // (not only a disabled one) serves nothing of it, re-checked on every request; and a legacy MCP session that
-// ends takes its gateway session and active toolsets with it (they stayed behind until retention).
+// ends takes its own gateway session with it (they stayed behind until retention). Since issue 16 its
+// toolsets live in a handle, which outlives the connection by design (tests/mcp-clients-*.test.ts).
 
 let stack: Stack | undefined;
 const clients: Client[] = [];
@@ -123,8 +125,18 @@ function sessionRows(s: Stack, id: string) {
   }
 }
 
+/** How many legacy sessions the gateway keeps for a restart. */
+function storedLegacySessions(s: Stack): number {
+  const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
+  try {
+    return db.prepare('SELECT COUNT(*) FROM mcp_legacy_sessions').pluck().get() as number;
+  } finally {
+    db.close();
+  }
+}
+
 describe('a legacy MCP session that ends', () => {
-  it('takes its gateway session and active toolsets with it: DELETE /mcp and eviction', async () => {
+  it('takes its own gateway session and its stored record with it, and leaves its handle: DELETE /mcp and eviction', async () => {
     let clock = Date.now();
     stack = await makeStack({ toolsets: SPLIT_TOOLSETS, mcpMaxSessions: 1, now: () => clock });
     const a = await connectLegacy(stack);
@@ -133,13 +145,18 @@ describe('a legacy MCP session that ends', () => {
       arguments: { action: 'ACTIVATE', toolset_ids: ['fs_read'] },
     });
     expect(activated.isError).toBeFalsy();
+    // The toolsets live in the handle the result carries, never under the session id (a bearer secret).
+    const handleA = JSON.parse((activated.content as { text: string }[])[0].text).session as string;
     const idA = a.transport.sessionId as string;
-    expect(sessionRows(stack, idA)).toEqual({ session: true, toolsets: ['fs_read'] });
-
-    // The client ends its session as 2025-era clients do.
-    await a.transport.terminateSession();
+    expect(sessionRows(stack, handleA)).toEqual({ session: true, toolsets: ['fs_read'] });
     expect(sessionRows(stack, idA)).toEqual({ session: false, toolsets: [] });
+    expect(storedLegacySessions(stack)).toBe(1);
+
+    // The client ends its session as 2025-era clients do: its record goes, its handle stays to be named.
+    await a.transport.terminateSession();
     expect(stack.face.legacySessions()).toBe(0);
+    expect(storedLegacySessions(stack)).toBe(0);
+    expect(sessionRows(stack, handleA).toolsets).toEqual(['fs_read']);
 
     // Eviction: the credential's only slot is taken by an idle session, the next initialize closes it.
     const b = await connectLegacy(stack);
@@ -147,29 +164,35 @@ describe('a legacy MCP session that ends', () => {
       name: 'manage_toolsets',
       arguments: { action: 'ACTIVATE', toolset_ids: ['fs_write'] },
     });
-    const idB = b.transport.sessionId as string;
-    expect(sessionRows(stack, idB).toolsets).toEqual(['fs_write']);
     clock += 120_000;
     const c = await connectLegacy(stack);
-    expect(sessionRows(stack, idB)).toEqual({ session: false, toolsets: [] });
+    expect(storedLegacySessions(stack)).toBe(1);
     // The newcomer works; the evicted session is unknown.
     expect((await c.client.listTools()).tools.map((t) => t.name)).toContain('manage_toolsets');
     await expect(b.client.listTools()).rejects.toThrow(/404|not found/i);
   }, 30_000);
 
-  it('is reported ended on idle expiry and at shutdown, and a failing report stops no other ending', async () => {
+  it('is reported ended on idle expiry, kept at shutdown, and a failing report stops no other ending', async () => {
     let clock = 1_000_000;
     const ended: string[] = [];
-    const sessions = new LegacySessions(
-      () => new Server({ name: 'bare', version: '1.0.0' }, { capabilities: {} }),
-      60_000,
-      10,
-      () => clock,
-      (id) => {
+    const db = new Database(':memory:');
+    const store = createLegacySessionStore(db);
+    /** Each session's own gateway session, in the order they were opened. */
+    const owners = new Map<string, unknown>();
+    const sessions = new LegacySessions({
+      build: (conn) => {
+        owners.set(conn.ownSession, conn);
+        return new Server({ name: 'bare', version: '1.0.0' }, { capabilities: {} });
+      },
+      store,
+      idleMs: 60_000,
+      maxSessions: 10,
+      now: () => clock,
+      onEnd: (id) => {
         ended.push(id);
         if (ended.length === 1) throw new Error('store closed');
       },
-    );
+    });
     const initialize = () =>
       new Request('http://127.0.0.1/mcp', {
         method: 'POST',
@@ -187,16 +210,20 @@ describe('a legacy MCP session that ends', () => {
       expect(res.status).toBe(200);
       return res.headers.get('mcp-session-id') as string;
     };
-    const first = await open();
-    const second = await open();
+    await open();
+    await open();
     clock += 30_000;
-    const third = await open();
+    await open();
+    const [first, second, third] = [...owners.keys()];
     clock += 45_000; // the first two are idle 75 s, past the 60 s lifetime; the third 45 s
     await sessions.sweep();
     expect(ended.sort()).toEqual([first, second].sort());
     expect(sessions.size).toBe(1);
+    // Shutdown closes the connection but keeps the session, for its client to come back to after a restart.
     await sessions.close();
-    expect(ended).toContain(third);
+    expect(ended).not.toContain(third);
     expect(sessions.size).toBe(0);
+    expect(db.prepare('SELECT COUNT(*) FROM mcp_legacy_sessions').pluck().get()).toBe(1);
+    db.close();
   });
 });

@@ -106,8 +106,8 @@ export const SETTING_GROUPS: Group[] = [
       MAX_ACTIVATIONS_PER_TASK: { doc: 'toolset activations per task' },
       MCP_ALLOWED_HOSTS: { doc: 'extra `Host` names for the gateway (and its MCP face)' },
       MCP_ALLOWED_ORIGINS: { doc: 'extra browser origins for the gateway (and its MCP face)' },
-      MCP_HANDLE_IDLE_S: { doc: 'idle lifetime of a modern-leg session handle' },
-      MCP_SESSION_IDLE_S: { doc: 'idle lifetime of a legacy MCP session' },
+      MCP_HANDLE_IDLE_S: { doc: 'idle lifetime of a session handle (both legs)' },
+      MCP_SESSION_IDLE_S: { doc: 'idle lifetime of a legacy MCP session (kept across restarts)' },
       MCP_MAX_SESSIONS: {
         doc: 'open legacy MCP sessions per credential (its least recently used idle one is closed for a new one)',
       },

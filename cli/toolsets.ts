@@ -193,7 +193,7 @@ async function upstreamCommand(
   const [file] = args;
   if (!file) throw new UsageError('toolsets import needs a file, e.g. claude_desktop_config.json');
   // Loaded on use: it brings the MCP client, which the other commands do not need.
-  const { importServers } = await import('../mcp-gateway/import-servers.ts');
+  const { importServers } = await import('../mcp-gateway/import/servers.ts');
   // Into the user's toolsets directory, never the shipped one the project's tests and lint read.
   const outcomes = await importServers({
     file,

@@ -3,13 +3,13 @@ import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { healthDetail, requireRole, type Security } from '../lib/security.ts';
-import { type AuditActor, withActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
+import { type PromptCatalog, PromptError, UnknownPromptError } from './catalog/prompts.ts';
 import { DEFAULT_SESSION, gatewayRoutes as routes, TASK_HEADER } from './contract.ts';
-import type { Gateway } from './gateway.ts';
-import type { McpFace } from './mcp/face.ts';
-import { type PromptCatalog, PromptError, UnknownPromptError } from './prompts.ts';
-import { REFUSAL_STATUS, Refusal } from './refusals.ts';
+import { type AuditActor, withActor } from './core/audit-context.ts';
+import type { Gateway } from './core/gateway.ts';
+import { REFUSAL_STATUS, Refusal } from './core/refusals.ts';
+import type { McpFace } from './face/face.ts';
 
 /** Who a request is, for the audit trail: the operator, the model in a task, an MCP client, a user. */
 function actorOf(c: Context): AuditActor {

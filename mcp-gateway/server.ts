@@ -8,20 +8,20 @@ import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase } from '../lib/sqlite.ts';
 import { createTokenCounter } from '../lib/tokens.ts';
 import { createGatewayApp } from './app.ts';
-import { createApprovalStore } from './approvals.ts';
 import type { Backend } from './backends/backend.ts';
 import { toolServerBackend } from './backends/tool-server-backend.ts';
-import { buildCatalog, type Catalog, loadToolsets } from './catalog.ts';
-import { type Ceiling, createCeiling } from './ceiling.ts';
-import { createGateway } from './gateway.ts';
-import { instrumentGateway } from './gateway-metrics.ts';
-import { createMcpFace } from './mcp/face.ts';
-import { createHandleStore } from './mcp/handles.ts';
-import { createLegacySessionStore } from './mcp/legacy-store.ts';
-import { createPromptCatalog } from './prompts.ts';
-import { gatewayRetentionRules } from './retention.ts';
-import { createGatewayStore } from './store.ts';
-import { toolsetVariables } from './toolset-files.ts';
+import { buildCatalog, type Catalog, loadToolsets } from './catalog/catalog.ts';
+import { createPromptCatalog } from './catalog/prompts.ts';
+import { toolsetVariables } from './catalog/toolset-files.ts';
+import { createApprovalStore } from './ceiling/approvals.ts';
+import { type Ceiling, createCeiling } from './ceiling/ceiling.ts';
+import { createGateway } from './core/gateway.ts';
+import { instrumentGateway } from './core/metrics.ts';
+import { createMcpFace } from './face/face.ts';
+import { createHandleStore } from './face/handles.ts';
+import { createLegacySessionStore } from './face/legacy-store.ts';
+import { gatewayRetentionRules } from './store/retention.ts';
+import { createGatewayStore } from './store/store.ts';
 
 /**
  * Loads and checks the catalog against the backends, opens the state store, and listens. `announce: false`

@@ -1,6 +1,6 @@
 import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/client';
 import type { ToolResult } from '../../tool-server/contract.ts';
-import type { Redactor } from '../env-expand.ts';
+import type { Redactor } from '../catalog/env-expand.ts';
 import type { Backend } from './backend.ts';
 import { type McpConnection, UpstreamError } from './mcp-connection.ts';
 

@@ -9,7 +9,7 @@ import {
   type Tool,
 } from '@modelcontextprotocol/client';
 import type { Logger } from '../../lib/log.ts';
-import type { Redactor } from '../env-expand.ts';
+import type { Redactor } from '../catalog/env-expand.ts';
 import { limitedFetch, type MessageTooLargeError } from './message-limit.ts';
 import { StdioTransport } from './stdio-transport.ts';
 

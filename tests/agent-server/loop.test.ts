@@ -11,8 +11,8 @@ import { ModelError } from '../../agent-server/tasks/errors.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
 import { createTokenCounter } from '../../lib/tokens.ts';
 import { manageToolsetsDefinition } from '../../mcp-gateway/contract.ts';
-import { createGateway } from '../../mcp-gateway/gateway.ts';
-import { createGatewayStore } from '../../mcp-gateway/store.ts';
+import { createGateway } from '../../mcp-gateway/core/gateway.ts';
+import { createGatewayStore } from '../../mcp-gateway/store/store.ts';
 import { answer, call, calls, ScriptedModel } from '../helpers/scripted-model.ts';
 import { log, makeStack, retain, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
 

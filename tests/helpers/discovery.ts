@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Tool } from '@modelcontextprotocol/server';
-import type { Gateway } from '../../mcp-gateway/gateway.ts';
+import type { Gateway } from '../../mcp-gateway/core/gateway.ts';
 import { startMcpHttpServer } from './mcp-http-server.ts';
 import { makeStack } from './stack.ts';
 

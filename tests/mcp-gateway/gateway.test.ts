@@ -4,7 +4,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { toolServerBackend } from '../../mcp-gateway/backends/tool-server-backend.ts';
-import { buildCatalog, loadToolsetFiles } from '../../mcp-gateway/catalog.ts';
+import { buildCatalog, loadToolsetFiles } from '../../mcp-gateway/catalog/catalog.ts';
 import { createToolServerApp } from '../../tool-server/app.ts';
 import { PathGuard } from '../../tool-server/guards/paths/guard.ts';
 import { createRegistry } from '../../tool-server/registry.ts';

@@ -5,7 +5,7 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { HttpResponse, http } from 'msw';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { openAIModel } from '../../agent-server/clients/model.ts';
-import { createPromptCatalog, loadPlaybooks } from '../../mcp-gateway/prompts.ts';
+import { createPromptCatalog, loadPlaybooks } from '../../mcp-gateway/catalog/prompts.ts';
 import { completion, MODEL_BASE_URL, modelEdge } from '../helpers/msw.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
 

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { REFUSAL_STATUS } from '../../mcp-gateway/refusals.ts';
+import { REFUSAL_STATUS } from '../../mcp-gateway/core/refusals.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
 
 // The gateway's rules refuse with a code (contract.ts RefusalCode); the REST routes answer each code with one
@@ -77,7 +77,13 @@ describe('refusals', () => {
   });
 
   it('are made by rules that know no HTTP', () => {
-    for (const file of ['gateway.ts', 'ceiling.ts', 'manage-toolsets.ts', 'catalog.ts', 'policy.ts']) {
+    for (const file of [
+      'core/gateway.ts',
+      'ceiling/ceiling.ts',
+      'core/manage-toolsets.ts',
+      'catalog/catalog.ts',
+      'ceiling/policy.ts',
+    ]) {
       const source = readFileSync(`mcp-gateway/${file}`, 'utf8');
       expect(source, file).not.toMatch(/HttpError|lib\/http\.ts|\b(?:4\d\d|5\d\d),\s/);
     }

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { loadToolsetFiles } from '../../mcp-gateway/toolset-files.ts';
+import { loadToolsetFiles } from '../../mcp-gateway/catalog/toolset-files.ts';
 import { createRegistry } from '../../tool-server/registry.ts';
 import { databaseTools } from '../../tool-server/tools/database/tools.ts';
 import { nativeTools } from '../../tool-server/tools/native.ts';

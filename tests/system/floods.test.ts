@@ -14,7 +14,7 @@ import { installBase } from '../../lib/http.ts';
 import { type Listening, listen } from '../../lib/serve.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
-import { createPromptCatalog } from '../../mcp-gateway/prompts.ts';
+import { createPromptCatalog } from '../../mcp-gateway/catalog/prompts.ts';
 import {
   fetchOf,
   log,

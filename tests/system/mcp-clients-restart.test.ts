@@ -4,12 +4,12 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../lib/config.ts';
-import type { Listening } from '../lib/serve.ts';
-import { legacySessionKey } from '../mcp-gateway/mcp/legacy-store.ts';
-import { startGateway } from '../mcp-gateway/server.ts';
-import { startToolServer } from '../tool-server/server.ts';
-import { SPLIT_TOOLSETS } from './helpers/stack.ts';
+import { loadConfig } from '../../lib/config.ts';
+import type { Listening } from '../../lib/serve.ts';
+import { legacySessionKey } from '../../mcp-gateway/face/legacy-store.ts';
+import { startGateway } from '../../mcp-gateway/server.ts';
+import { startToolServer } from '../../tool-server/server.ts';
+import { SPLIT_TOOLSETS } from '../helpers/stack.ts';
 
 // Issue 16: a gateway restart lost every legacy MCP session and its active toolsets, and the v1 SDK client
 // (as desktop clients embed it) does not initialize again by itself: the user had to reconnect the client by

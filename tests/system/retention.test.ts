@@ -7,11 +7,11 @@ import { createTaskStore } from '../../agent-server/store/store.ts';
 import { loadConfig } from '../../lib/config.ts';
 import { startRetention } from '../../lib/retention.ts';
 import { type Db, openDatabase } from '../../lib/sqlite.ts';
-import { createApprovalStore } from '../../mcp-gateway/approvals.ts';
-import { createHandleStore } from '../../mcp-gateway/mcp/handles.ts';
-import { gatewayRetentionRules } from '../../mcp-gateway/retention.ts';
+import { createApprovalStore } from '../../mcp-gateway/ceiling/approvals.ts';
+import { createHandleStore } from '../../mcp-gateway/face/handles.ts';
 import { startGateway } from '../../mcp-gateway/server.ts';
-import { createGatewayStore } from '../../mcp-gateway/store.ts';
+import { gatewayRetentionRules } from '../../mcp-gateway/store/retention.ts';
+import { createGatewayStore } from '../../mcp-gateway/store/store.ts';
 import { startToolServer } from '../../tool-server/server.ts';
 
 // Issue 15 §4, second bullet: nothing was ever deleted. Retention deletes old rows while the daemon runs and

@@ -4,8 +4,8 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { Server } from '@modelcontextprotocol/server';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LegacySessions } from '../../../mcp-gateway/mcp/legacy-sessions.ts';
-import { createLegacySessionStore } from '../../../mcp-gateway/mcp/legacy-store.ts';
+import { LegacySessions } from '../../../mcp-gateway/face/legacy-sessions.ts';
+import { createLegacySessionStore } from '../../../mcp-gateway/face/legacy-store.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 // Two gaps left by the first pass on issue 15: a fixed view of a toolset whose ACTIVATION the policy denies

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import type { Security } from '../../../lib/security.ts';
 import { toolServerBackend } from '../../../mcp-gateway/backends/tool-server-backend.ts';
-import { buildCatalog, loadToolsetFiles } from '../../../mcp-gateway/catalog.ts';
+import { buildCatalog, loadToolsetFiles } from '../../../mcp-gateway/catalog/catalog.ts';
 import { createToolServerApp } from '../../../tool-server/app.ts';
 import { createRegistry } from '../../../tool-server/registry.ts';
 import { webTools } from '../../../tool-server/tools/web/tools.ts';

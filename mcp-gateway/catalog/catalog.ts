@@ -1,9 +1,9 @@
 import type { Tool } from '@modelcontextprotocol/client';
-import type { Logger } from '../lib/log.ts';
-import { createLogger } from '../lib/log.ts';
-import type { Backend } from './backends/backend.ts';
-import { mcpToolsetBackend } from './backends/mcp-backend.ts';
-import { McpConnection, type UpstreamStatus } from './backends/mcp-connection.ts';
+import type { Logger } from '../../lib/log.ts';
+import { createLogger } from '../../lib/log.ts';
+import type { Backend } from '../backends/backend.ts';
+import { mcpToolsetBackend } from '../backends/mcp-backend.ts';
+import { McpConnection, type UpstreamStatus } from '../backends/mcp-connection.ts';
 import {
   type CatalogTool,
   mcpRuntime,
@@ -12,7 +12,7 @@ import {
   schemaCompiler,
   type ToolsetRuntime,
   type WithheldTool,
-} from './catalog-build.ts';
+} from './build.ts';
 import { definitionHash, memoryPinStore, type PinStore, pinnedShape } from './pins.ts';
 import { type ReloadResult, reloadCatalog } from './reload.ts';
 import { type ToolsetHit, ToolsetIndex } from './search.ts';
@@ -30,7 +30,7 @@ import {
 // names another already offers is skipped (it offers nothing and says why); the rest load. Reload swaps the
 // whole catalog at once, or not at all, and starts no server the start would not have started.
 
-export type { CatalogTool, GatewayToolDefinition } from './catalog-build.ts';
+export type { CatalogTool, GatewayToolDefinition } from './build.ts';
 export { CatalogError, loadToolsetFiles, loadToolsets, type ToolsetSpec } from './toolset-files.ts';
 
 /** A toolset as declared, with the names of the tools it offers right now. */

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import picomatch from 'picomatch';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { describeIssues } from '../lib/issues.ts';
+import { describeIssues } from '../../lib/issues.ts';
 
 // The operator's policy: allow / ask / deny rules by tool name or glob, by toolset, and by annotation, for
 // calls and for activations, first match wins. Read from POLICY_FILE; enforced in the gateway, so every

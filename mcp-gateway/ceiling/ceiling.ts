@@ -1,8 +1,8 @@
+import { currentActor } from '../core/audit-context.ts';
+import { Refusal } from '../core/refusals.ts';
+import type { AuditEntry } from '../store/store.ts';
 import type { ApprovalStore, ApprovalSubject } from './approvals.ts';
-import { currentActor } from './audit-context.ts';
 import { loadPolicy, type Policy, PolicyError } from './policy.ts';
-import { Refusal } from './refusals.ts';
-import type { AuditEntry } from './store.ts';
 
 // The operator's ceiling on what the model may do, beyond which toolsets are enabled: the policy (deny / ask
 // / allow), human approvals for `ask`, and rate limits. The gateway calls it on every path (REST and MCP)

@@ -17,9 +17,9 @@ import {
   manageToolsetsDefinition,
   RenderPromptRequest,
 } from '../contract.ts';
-import type { Gateway } from '../gateway.ts';
-import { validManageArgs } from '../manage-toolsets.ts';
-import { Refusal } from '../refusals.ts';
+import type { Gateway } from '../core/gateway.ts';
+import { validManageArgs } from '../core/manage-toolsets.ts';
+import { Refusal } from '../core/refusals.ts';
 import { HandleError, type HandleStore } from './handles.ts';
 import type { LegacyConnection } from './legacy-sessions.ts';
 import { errorResult, jsonResult, toCallToolResult, toMcpTool } from './results.ts';

@@ -2,12 +2,12 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import path from 'node:path';
 import { Document, parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { describeIssues } from '../lib/issues.ts';
-import { createLogger } from '../lib/log.ts';
-import { McpConnection, type McpServerSpec } from './backends/mcp-connection.ts';
-import { Redactor } from './env-expand.ts';
-import { secretReferences } from './import-secrets.ts';
-import { defaultPrefix, resolveCommand } from './toolset-files.ts';
+import { describeIssues } from '../../lib/issues.ts';
+import { createLogger } from '../../lib/log.ts';
+import { McpConnection, type McpServerSpec } from '../backends/mcp-connection.ts';
+import { Redactor } from '../catalog/env-expand.ts';
+import { defaultPrefix, resolveCommand } from '../catalog/toolset-files.ts';
+import { secretReferences } from './secrets.ts';
 
 // `toolshift toolsets import <file>`: the `mcpServers` JSON of desktop and IDE MCP clients becomes one
 // toolset file per server, in the user's toolsets directory (never the shipped one). Each server is started

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Db } from '../lib/sqlite.ts';
+import type { Db } from '../../lib/sqlite.ts';
 
 // Human approvals of what the policy says to `ask` about: a call (tool + exact arguments) or a toolset's
 // activation, in one session. A pending approval is decided once (approve or deny) by the operator or a user

@@ -1,10 +1,9 @@
-import { ServiceError } from '../lib/http-client.ts';
-import type { Logger } from '../lib/log.ts';
-import { createTokenCounter, type TokenCounter } from '../lib/tokens.ts';
-import { withActor } from './audit-context.ts';
-import { UpstreamError } from './backends/mcp-connection.ts';
-import { type Catalog, CatalogError } from './catalog.ts';
-import type { Ceiling } from './ceiling.ts';
+import { ServiceError } from '../../lib/http-client.ts';
+import type { Logger } from '../../lib/log.ts';
+import { createTokenCounter, type TokenCounter } from '../../lib/tokens.ts';
+import { UpstreamError } from '../backends/mcp-connection.ts';
+import { type Catalog, CatalogError } from '../catalog/catalog.ts';
+import type { Ceiling } from '../ceiling/ceiling.ts';
 import type {
   ChangeDefaultsRequest,
   ChangeDefaultsResponse,
@@ -13,12 +12,13 @@ import type {
   GatewayTool,
   ListToolsetsResponse,
   ToolResult,
-} from './contract.ts';
-import { DEFAULT_SESSION, manageToolsetsDefinition, type RefusalCode } from './contract.ts';
+} from '../contract.ts';
+import { DEFAULT_SESSION, manageToolsetsDefinition, type RefusalCode } from '../contract.ts';
+import type { AuditEntry, AuditFilter, GatewayStore } from '../store/store.ts';
+import { withActor } from './audit-context.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
 import { manageToolsets } from './manage-toolsets.ts';
 import { Refusal } from './refusals.ts';
-import type { AuditEntry, AuditFilter, GatewayStore } from './store.ts';
 
 /** The gateway's rules in one place, shared by the REST routes and (later) the MCP face. */
 export type Gateway = ReturnType<typeof createGateway>;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LineCounter, parseDocument } from 'yaml';
 import { z } from 'zod';
-import type { McpServerSpec } from './backends/mcp-connection.ts';
+import type { McpServerSpec } from '../backends/mcp-connection.ts';
 import { expandVariables, Redactor, referencedVariables } from './env-expand.ts';
 
 // Toolset files: one YAML file per toolset, read and checked with file-and-line errors. The shipped ones are

@@ -1,6 +1,6 @@
 import type { Tool } from '@modelcontextprotocol/client';
-import type { McpConnection } from './backends/mcp-connection.ts';
-import type { ToolsetRuntime } from './catalog-build.ts';
+import type { McpConnection } from '../backends/mcp-connection.ts';
+import type { ToolsetRuntime } from './build.ts';
 import type { LoadedToolsets, McpBackendSpec, ToolsetSpec } from './toolset-files.ts';
 
 // Reload without restart: re-read the shipped and the user's toolset files and swap the catalog in one step,

@@ -1,6 +1,6 @@
-import { createWriteBatch, type Db } from '../lib/sqlite.ts';
-import { currentActor } from './audit-context.ts';
-import type { Pin, PinnedDefinition } from './pins.ts';
+import { createWriteBatch, type Db } from '../../lib/sqlite.ts';
+import type { Pin, PinnedDefinition } from '../catalog/pins.ts';
+import { currentActor } from '../core/audit-context.ts';
 
 // The gateway's state in SQLite: sessions, their active toolsets in activation order, the operator's
 // enabled/disabled ceiling, an audit trail, and the upstream MCP tool definitions: the last listing of

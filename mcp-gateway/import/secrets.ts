@@ -1,4 +1,4 @@
-import { Redactor } from './env-expand.ts';
+import { Redactor } from '../catalog/env-expand.ts';
 
 // Which values of an imported MCP server configuration are secrets, and the `${VAR}` references that
 // replace them: an environment variable keeps its own name, a header credential or a secret-looking

@@ -1,7 +1,7 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
-import type { ToolDefinition } from '../tool-server/contract.ts';
-import type { Backend } from './backends/backend.ts';
-import type { GatewayTool } from './contract.ts';
+import type { ToolDefinition } from '../../tool-server/contract.ts';
+import type { Backend } from '../backends/backend.ts';
+import type { GatewayTool } from '../contract.ts';
 import { judgeListing, type Pin, type PinnedDefinition, type Withheld } from './pins.ts';
 import {
   CatalogError,

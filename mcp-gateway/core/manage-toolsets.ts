@@ -1,14 +1,14 @@
 import { z } from 'zod';
-import { describeIssues } from '../lib/issues.ts';
-import { boundedList, boundedString, LIMITS } from '../tool-server/contract.ts';
+import { describeIssues } from '../../lib/issues.ts';
+import { boundedList, boundedString, LIMITS } from '../../tool-server/contract.ts';
 import type {
   ChangeToolsetsRequest,
   ChangeToolsetsResponse,
   ListToolsetsResponse,
   ManageToolsetsResponse,
-} from './contract.ts';
+} from '../contract.ts';
+import type { AuditEntry } from '../store/store.ts';
 import { Refusal } from './refusals.ts';
-import type { AuditEntry } from './store.ts';
 
 // The manage_toolsets meta-tool, carried out in the gateway for whoever calls it (the agent's loop, and
 // the MCP face), so its arguments are judged — and refusals audited — in one place.

@@ -1,7 +1,7 @@
-import type { Config } from '../lib/config.ts';
-import type { RetentionRule } from '../lib/retention.ts';
-import type { ApprovalStore } from './approvals.ts';
-import type { HandleStore } from './mcp/handles.ts';
+import type { Config } from '../../lib/config.ts';
+import type { RetentionRule } from '../../lib/retention.ts';
+import type { ApprovalStore } from '../ceiling/approvals.ts';
+import type { HandleStore } from '../face/handles.ts';
 import type { GatewayStore } from './store.ts';
 
 // What the gateway prunes (README "Limits and retention"): audit rows by age and by count, approvals decided or

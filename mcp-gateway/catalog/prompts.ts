@@ -3,7 +3,7 @@ import path from 'node:path';
 import Handlebars from 'handlebars';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { describeIssues } from '../lib/issues.ts';
+import { describeIssues } from '../../lib/issues.ts';
 
 // Playbook prompts: YAML files in PROMPTS_DIR, each a named template with declared arguments, rendered
 // strictly with Handlebars ({{var}}, {{#if var}}…{{/if}}). Served on the MCP face (prompts/list, prompts/get),

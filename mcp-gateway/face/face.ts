@@ -3,7 +3,7 @@ import type { Context, Hono } from 'hono';
 import { HttpError } from '../../lib/http.ts';
 import { JsonInputError, parseJson } from '../../lib/json.ts';
 import { requireRole } from '../../lib/security.ts';
-import type { Gateway } from '../gateway.ts';
+import type { Gateway } from '../core/gateway.ts';
 import type { HandleStore } from './handles.ts';
 import { LegacySessions } from './legacy-sessions.ts';
 import type { LegacySessionStore } from './legacy-store.ts';

@@ -1,0 +1,55 @@
+import { z } from 'zod';
+import { ErrorBody } from '../../tool-server/contract.ts';
+
+// The gateway's contract, part one: ids, the task header and the refusal codes. contract.ts re-exports it.
+
+export const SessionId = z
+  .string()
+  .regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'must be 1-128 characters of letters, digits, _ . : -');
+
+export const ToolsetId = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z0-9_]{1,64}$');
+
+/** ACTIVATE/DEACTIVATE act on one session; ENABLE/DISABLE set the operator's global ceiling. */
+/** The header naming the task a request acts for (agent-server to gateway), so the audit says "model in task X". */
+export const TASK_HEADER = 'x-toolshift-task';
+
+/**
+ * Why the gateway refused: the `code` of every refusal's error body, so a client branches on meaning, not on an
+ * HTTP status (the REST routes map each code to one status; the MCP face turns a refusal into a tool error).
+ */
+export const RefusalCode = z.enum([
+  /** The request's own arguments are wrong (a tool's, manage_toolsets', an approval's). */
+  'invalid_arguments',
+  /** A toolset file, the policy or the catalog as reloaded is invalid: nothing changed. */
+  'invalid_config',
+  /** A toolset id named in the request does not exist. */
+  'unknown_toolset',
+  /** No tool of that name is served. */
+  'unknown_tool',
+  /** The id in the path (an approval, a toolset) does not exist. */
+  'not_found',
+  /** The tool's toolset is not active in the session. */
+  'inactive',
+  /** The operator disabled the toolset. */
+  'disabled',
+  /** The operator's policy denies it. */
+  'denied',
+  /** An upstream tool is held back until an operator approves its definition (rug-pull protection). */
+  'withheld',
+  /** The operator's policy asks a human first: the body carries the pending `approval`. */
+  'approval_needed',
+  /** Activating would pass TOOL_TOKEN_BUDGET. */
+  'over_budget',
+  /** A limit of calls or activations; `retry_after_s` says when, where waiting helps. */
+  'rate_limited',
+  /** The state changed since the request was prepared (an approval already decided, a definition changed). */
+  'conflict',
+  /** An upstream server cannot serve the toolset right now (it failed to start or to list its tools). */
+  'unavailable',
+  /** The backend (tool-server or upstream) failed while running the call. */
+  'upstream_failed',
+]);
+export type RefusalCode = z.infer<typeof RefusalCode>;
+
+/** A refusal as it travels over HTTP. */
+export const RefusalBody = ErrorBody.extend({ code: RefusalCode.optional() });

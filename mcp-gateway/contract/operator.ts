@@ -1,0 +1,115 @@
+import { z } from 'zod';
+import { boundedRecord, boundedString, LIMITS } from '../../tool-server/contract.ts';
+import { ToolsetInfo } from './toolsets.ts';
+
+// The gateway's contract, part three: what the operator reviews and decides (approvals, reloads, the policy,
+// the audit) and the playbook prompts. contract.ts re-exports it.
+
+// A missing list or hash says how to get one: the hash is what binds the approval to what was reviewed.
+const HOW_TO_APPROVE =
+  'name each withheld tool as {name, hash} with the hash GET /mcp/admin/toolsets shows for it ' +
+  '(toolsets[].withheld[].hash); `toolshift toolsets approve <id>` shows the diff and sends them';
+/**
+ * What an operator reviewed: each withheld tool by name with the `hash` the listing showed for it. A definition
+ * that changed since (another hash now) is not released: an approval binds to what was shown.
+ */
+export const ApproveToolsetRequest = z.strictObject({
+  // boundedList's shape (length checked before the items), with a missing list saying how to get one.
+  tools: z
+    .array(z.unknown(), {
+      error: (iss) => (iss.input === undefined ? `required: ${HOW_TO_APPROVE}` : undefined),
+    })
+    .max(LIMITS.ids, {
+      error: (iss) => `at most ${LIMITS.ids} items (got ${(iss.input as unknown[]).length})`,
+    })
+    .pipe(
+      z.array(
+        z.strictObject(
+          {
+            name: boundedString(LIMITS.id),
+            hash: z
+              .string({ error: `required: ${HOW_TO_APPROVE}` })
+              .regex(/^[0-9a-f]{64}$/, 'must be the 64-hex-digit hash the listing shows (withheld[].hash)'),
+          },
+          { error: (iss) => (iss.code === 'invalid_type' ? HOW_TO_APPROVE : undefined) },
+        ),
+      ),
+    )
+    .refine((tools) => tools.length > 0, `name at least one tool: ${HOW_TO_APPROVE}`),
+});
+
+export const ApproveToolsetResponse = z.object({
+  toolset_id: z.string(),
+  approved: z.array(z.string()),
+  /** Named tools whose definition changed since they were shown: still withheld, to be reviewed again. */
+  changed_since_shown: z.array(z.object({ name: z.string(), hash: z.string() })),
+  toolset: ToolsetInfo.optional(),
+});
+
+export const ReloadResponse = z.object({
+  added: z.array(z.string()),
+  removed: z.array(z.string()),
+  changed: z.array(z.string()),
+  unchanged: z.array(z.string()),
+  warnings: z.array(z.string()),
+});
+
+/** A playbook prompt as listed: its arguments say which are required. */
+export const PromptInfo = z.object({
+  name: z.string(),
+  description: z.string(),
+  arguments: z.array(z.object({ name: z.string(), description: z.string(), required: z.boolean() })),
+});
+
+export const RenderPromptRequest = z.strictObject({
+  arguments: boundedRecord(boundedString(LIMITS.promptArgValue), LIMITS.promptArgs).default({}),
+});
+export type RenderPromptRequest = z.infer<typeof RenderPromptRequest>;
+
+export const RenderedPrompt = z.object({ name: z.string(), description: z.string(), text: z.string() });
+export type RenderedPrompt = z.infer<typeof RenderedPrompt>;
+
+export const PolicyInfo = z.object({
+  file: z.string().nullable(),
+  default: z.enum(['allow', 'ask', 'deny']),
+  rules: z.array(z.record(z.string(), z.unknown())),
+});
+
+export const Approval = z.object({
+  id: z.string(),
+  session_id: z.string(),
+  task_id: z.string().nullable(),
+  kind: z.enum(['call', 'activate']),
+  subject: z.string(),
+  arguments: z.record(z.string(), z.unknown()).nullable(),
+  reason: z.string(),
+  status: z.enum(['pending', 'approved', 'denied', 'expired', 'used']),
+  created_at: z.string(),
+  expires_at: z.string(),
+  decided_by: z.string().nullable(),
+  decision_reason: z.string().nullable(),
+});
+export type Approval = z.infer<typeof Approval>;
+
+export const DecideApprovalRequest = z.strictObject({
+  approve: z.boolean(),
+  reason: boundedString(LIMITS.reason).optional(),
+});
+
+export const AuditRow = z.object({
+  id: z.number(),
+  at: z.string(),
+  session_id: z.string().nullable(),
+  task_id: z.string().nullable(),
+  actor: z.string(),
+  kind: z.string(),
+  subject: z.string(),
+  ok: z.boolean(),
+  detail: z.string().nullable(),
+});
+
+/** The most audit rows one page holds; with each row's texts capped (AUDIT_TEXT_MAX), a page stays a few MiB. */
+export const AUDIT_PAGE_MAX = 1000;
+
+/** A page of the audit trail; `next_cursor` (null on the last page) fetches the next, older one. */
+export const AuditPage = z.object({ audit: z.array(AuditRow), next_cursor: z.string().nullable() });

@@ -1,5 +1,6 @@
 import { ServiceError } from '../../lib/http-client.ts';
 import type { Logger } from '../../lib/log.ts';
+import { serialiser } from '../../lib/serialiser.ts';
 import { createTokenCounter, type TokenCounter } from '../../lib/tokens.ts';
 import { UpstreamError } from '../backends/mcp-connection.ts';
 import { type Catalog, CatalogError } from '../catalog/catalog.ts';
@@ -15,10 +16,11 @@ import type {
 } from '../contract.ts';
 import { DEFAULT_SESSION, manageToolsetsDefinition, type RefusalCode } from '../contract.ts';
 import type { AuditEntry, AuditFilter, GatewayStore } from '../store/store.ts';
-import { withActor } from './audit-context.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
 import { manageToolsets } from './manage-toolsets.ts';
+import { operatorActions } from './operator.ts';
 import { Refusal } from './refusals.ts';
+import { fixedViews } from './views.ts';
 
 /** The gateway's rules in one place, shared by the REST routes and (later) the MCP face. */
 export type Gateway = ReturnType<typeof createGateway>;
@@ -287,61 +289,13 @@ export function createGateway(deps: {
     },
   };
   const oneAtATime = serialiser();
+  const ops = { catalog, store, log, ceiling: deps.ceiling, listToolsets: api.listToolsets, validIds };
   return {
     ...api,
+    ...fixedViews(ops),
+    ...operatorActions(ops),
     /** The upstream server behind an MCP-backed toolset, if it is one. */
     upstream: (toolsetId: string) => catalog.upstream(toolsetId),
-    /**
-     * A fixed view's read of its upstream's prompts or resources (`what`: the method), checked on every request
-     * and audited: refused, with nothing started, unless the toolset is enabled and active in the view's
-     * session now (an operator may disable it while a client holds the view).
-     */
-    async viewUpstream(sessionId: string, toolsetId: string, what: string) {
-      const listed = (await api.listToolsets(sessionId)).toolsets.find((t) => t.id === toolsetId);
-      const denied = deps.ceiling.activationDenied(toolsetId);
-      const ok = listed?.enabled === true && listed.active === true && denied === null;
-      const why =
-        listed?.enabled === false
-          ? 'is disabled by the operator'
-          : denied !== null
-            ? `may not be activated under the operator's policy (${denied})`
-            : 'is not active in this view';
-      store.audit({
-        session_id: sessionId,
-        kind: 'read',
-        subject: `${toolsetId} ${what}`,
-        ok,
-        ...(ok ? {} : { detail: why }),
-      });
-      const upstream = ok ? catalog.upstream(toolsetId) : undefined;
-      if (!upstream) {
-        const code = listed?.enabled === false ? 'disabled' : denied !== null ? 'denied' : 'inactive';
-        throw new Refusal(code, `Toolset ${toolsetId} ${why}: nothing of it is served`);
-      }
-      return upstream;
-    },
-    /**
-     * Before every request to a fixed view: refuses (disabled or denied, audited) when one of its toolsets is disabled or its
-     * activation is denied by the policy as it stands now, so nothing of it is served and its server is not
-     * started, also for a client that opened the view before the operator's change.
-     */
-    checkView(sessionId: string, ids: readonly string[]): void {
-      const disabled = ids.filter((id) => store.disabledToolsets().has(id));
-      const denied = ids.flatMap((id) => deps.ceiling.activationDenied(id) ?? []);
-      if (disabled.length === 0 && denied.length === 0) return;
-      const message =
-        disabled.length > 0
-          ? `Toolset(s) ${disabled.join(', ')} disabled by the operator: this view serves nothing of them`
-          : `${denied.join('; ')}: this view serves nothing of it`;
-      store.audit({
-        session_id: sessionId,
-        kind: 'read',
-        subject: ids.join(','),
-        ok: false,
-        detail: message,
-      });
-      throw new Refusal(disabled.length > 0 ? 'disabled' : 'denied', message);
-    },
     /** Deletes a session that ended (a legacy MCP session closed) with its active toolsets and its limits' counters. */
     endSession(sessionId: string): void {
       store.dropSessions([sessionId]);
@@ -351,99 +305,10 @@ export function createGateway(deps: {
     upstreams: () => catalog.upstreams(),
     /** The operator's ceiling: policy, approvals, limits (ceiling.ts). */
     ceiling: deps.ceiling,
-    /** Approves or denies a pending approval, audited with who decided. */
-    decideApproval(id: string, approve: boolean, by: string, reason?: string) {
-      const decided = deps.ceiling.approvals.decide(id, approve, by, reason);
-      if (!decided) throw new Refusal('not_found', `No approval ${id}; GET /mcp/admin/approvals lists them`);
-      if (!decided.changed) {
-        throw new Refusal(
-          'conflict',
-          `Approval ${id} is already ${decided.approval.status}; only a pending one can be decided`,
-        );
-      }
-      const a = decided.approval;
-      // Recorded under the task the approval belongs to, so the task's audit shows the decision.
-      withActor({ actor: by, task_id: a.task_id ?? undefined }, () =>
-        store.audit({
-          session_id: a.session_id,
-          kind: 'approval',
-          subject: a.subject,
-          ok: approve,
-          detail: `${a.id} ${approve ? 'approved' : 'denied'} by ${by}${reason ? `: ${reason}` : ''}`,
-        }),
-      );
-      log.info({ approval: a.id, approve, by }, 'approval decided');
-      return a;
-    },
     /** Audit rows, newest first. */
     listAudit: (filter: AuditFilter) => store.listAudit(filter),
     /** Calls `listener` with the ids of toolsets whose tools changed (upstream list_changed, approvals, reloads). */
     onCatalogChange: (listener: (ids: string[]) => void) => catalog.onChange(listener),
-    /** Approves a toolset's withheld upstream tools (all, or the named ones), audited. */
-    approveToolset(id: string, reviewed: readonly { name: string; hash: string }[]) {
-      if (!catalog.toolset(id))
-        throw new Refusal('not_found', `Unknown toolset ${id}. Valid ids: ${validIds()}`);
-      let outcome: ReturnType<typeof catalog.approve>;
-      try {
-        outcome = catalog.approve(id, reviewed);
-      } catch (err) {
-        if (err instanceof CatalogError) throw new Refusal('invalid_arguments', err.message);
-        throw err;
-      }
-      const { approved, changedSinceShown } = outcome;
-      const stale = changedSinceShown.map((c) => c.name);
-      store.audit({
-        session_id: null,
-        kind: 'approve',
-        subject: id,
-        ok: approved.length > 0,
-        detail: `${approved.join(',') || 'none'}${stale.length > 0 ? `; changed since shown, still withheld: ${stale.join(',')}` : ''}`,
-      });
-      log.info({ toolset: id, approved, changed_since_shown: stale }, 'upstream tools approved');
-      if (approved.length === 0) {
-        throw new Refusal(
-          'conflict',
-          `Nothing approved in ${id}: ${stale.join(', ')} changed since ` +
-            `${stale.length === 1 ? 'it was shown and stays' : 'they were shown and stay'} withheld; review the ` +
-            'new definition in GET /mcp/admin/toolsets and approve its new hash',
-        );
-      }
-      return {
-        toolset_id: id,
-        approved,
-        changed_since_shown: changedSinceShown,
-        toolset: api.listToolsets().toolsets.find((t) => t.id === id),
-      };
-    },
-
-    /** Re-reads the toolsets directory; an invalid directory is a 400 and changes nothing. */
-    async reloadToolsets() {
-      try {
-        const result = await catalog.reload();
-        store.audit({
-          session_id: null,
-          kind: 'reload',
-          subject: 'toolsets',
-          ok: true,
-          detail: JSON.stringify(result),
-        });
-        log.info(result, 'toolsets reloaded');
-        return result;
-      } catch (err) {
-        if (!(err instanceof CatalogError)) throw err;
-        store.audit({
-          session_id: null,
-          kind: 'reload',
-          subject: 'toolsets',
-          ok: false,
-          detail: err.message,
-        });
-        throw new Refusal(
-          'invalid_config',
-          `Reload refused, the running catalog is unchanged: ${err.message}`,
-        );
-      }
-    },
     /**
      * The manage_toolsets meta-tool with a model's raw arguments, for the agent's loop and the MCP face. A
      * session's changes run one at a time: two parallel ACTIVATE calls each judged against the same "before"
@@ -471,23 +336,6 @@ export function createGateway(deps: {
           args,
         ),
       ),
-  };
-}
-
-/** Runs `fn` after every earlier call with the same key has settled; keys with nothing queued are forgotten. */
-function serialiser() {
-  const tails = new Map<string, Promise<unknown>>();
-  return <T>(key: string, fn: () => Promise<T>): Promise<T> => {
-    const run = (tails.get(key) ?? Promise.resolve()).then(fn, fn);
-    const tail = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    tails.set(key, tail);
-    void tail.then(() => {
-      if (tails.get(key) === tail) tails.delete(key);
-    });
-    return run;
   };
 }
 

@@ -1,124 +1,25 @@
 import { createWriteBatch, type Db } from '../../lib/sqlite.ts';
 import type { Pin, PinnedDefinition } from '../catalog/pins.ts';
 import { currentActor } from '../core/audit-context.ts';
+import {
+  AUDIT_DETAIL_MAX,
+  AUDIT_SUBJECT_MAX,
+  type AuditEntry,
+  type AuditFilter,
+  type AuditPage,
+  type AuditQuery,
+  type AuditRow,
+  clip,
+  type StoredAuditRow,
+} from './audit.ts';
+import { SCHEMA } from './schema.ts';
+
+export type { AuditEntry, AuditFilter, AuditPage, AuditRow };
+export { AUDIT_DETAIL_MAX, AUDIT_SUBJECT_MAX, clip };
 
 // The gateway's state in SQLite: sessions, their active toolsets in activation order, the operator's
 // enabled/disabled ceiling, an audit trail, and the upstream MCP tool definitions: the last listing of
 // each upstream toolset and the pinned (approved) definitions. The only module that speaks SQL for the gateway.
-
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS session_toolsets (
-  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-  toolset_id TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  PRIMARY KEY (session_id, toolset_id)
-);
-CREATE TABLE IF NOT EXISTS toolset_settings (toolset_id TEXT PRIMARY KEY, enabled INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS toolset_defaults (toolset_id TEXT PRIMARY KEY, active INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS audit (
-  id INTEGER PRIMARY KEY,
-  at TEXT NOT NULL,
-  session_id TEXT,
-  kind TEXT NOT NULL,
-  subject TEXT NOT NULL,
-  ok INTEGER NOT NULL,
-  detail TEXT
-);
-CREATE TABLE IF NOT EXISTS upstream_tools (
-  toolset_id TEXT NOT NULL,
-  tool TEXT NOT NULL,
-  position INTEGER NOT NULL,
-  definition TEXT NOT NULL,
-  PRIMARY KEY (toolset_id, tool)
-);
-CREATE TABLE IF NOT EXISTS pinned_toolsets (toolset_id TEXT PRIMARY KEY, first_at TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS tool_pins (
-  toolset_id TEXT NOT NULL,
-  tool TEXT NOT NULL,
-  hash TEXT NOT NULL,
-  definition TEXT NOT NULL,
-  approved_at TEXT NOT NULL,
-  PRIMARY KEY (toolset_id, tool)
-);
-`;
-
-/** One audit line: an admin change or a tool call, allowed or refused. */
-export interface AuditEntry {
-  session_id: string | null;
-  kind:
-    | 'activate'
-    | 'deactivate'
-    | 'enable'
-    | 'disable'
-    | 'call'
-    | 'manage'
-    | 'approve'
-    | 'reload'
-    | 'policy'
-    | 'approval'
-    | 'limit'
-    | 'read'
-    | 'default';
-  subject: string;
-  ok: boolean;
-  detail?: string;
-}
-
-/** An audit row as listed: the entry, when, and who acted (the operator, the model in a task, an MCP client). */
-export interface AuditRow {
-  id: number;
-  at: string;
-  session_id: string | null;
-  task_id: string | null;
-  actor: string;
-  kind: string;
-  subject: string;
-  ok: boolean;
-  detail: string | null;
-}
-
-/** What the audit listing filters on; `cursor` is the `next_cursor` of the page before (rows older than it). */
-export interface AuditFilter {
-  session_id?: string;
-  task_id?: string;
-  since?: string;
-  cursor?: string;
-  limit: number;
-}
-
-/** A page of audit rows, newest first; `next_cursor` is null on the last page. */
-export interface AuditPage {
-  audit: AuditRow[];
-  next_cursor: string | null;
-}
-
-/**
- * The most characters an audit row keeps of its subject and of its detail (and the listing serves of a row
- * written before this bound): one request adds a few KiB to the database at most, whatever it carried.
- */
-export const AUDIT_SUBJECT_MAX = 512;
-export const AUDIT_DETAIL_MAX = 2048;
-
-/** `text` cut to `max` characters with a marker saying how much was cut. */
-export function clip(text: string, max: number, length = text.length): string {
-  return length <= max ? text : `${text.slice(0, max)}… [${length - max} more characters]`;
-}
-
-interface AuditQuery {
-  session_id: string | null;
-  task_id: string | null;
-  cursor: number;
-  from: number;
-  limit: number;
-}
-
-type StoredAuditRow = Omit<AuditRow, 'ok' | 'actor'> & {
-  ok: number;
-  actor: string | null;
-  subject_length: number;
-  detail_length: number | null;
-};
 
 /** The gateway's persistence; swap this module to move to another database. */
 export type GatewayStore = ReturnType<typeof createGatewayStore>;

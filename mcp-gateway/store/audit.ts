@@ -1,0 +1,78 @@
+// The audit trail's rows as written, stored and listed, and how much of a row is kept.
+
+/** One audit line: an admin change or a tool call, allowed or refused. */
+export interface AuditEntry {
+  session_id: string | null;
+  kind:
+    | 'activate'
+    | 'deactivate'
+    | 'enable'
+    | 'disable'
+    | 'call'
+    | 'manage'
+    | 'approve'
+    | 'reload'
+    | 'policy'
+    | 'approval'
+    | 'limit'
+    | 'read'
+    | 'default';
+  subject: string;
+  ok: boolean;
+  detail?: string;
+}
+
+/** An audit row as listed: the entry, when, and who acted (the operator, the model in a task, an MCP client). */
+export interface AuditRow {
+  id: number;
+  at: string;
+  session_id: string | null;
+  task_id: string | null;
+  actor: string;
+  kind: string;
+  subject: string;
+  ok: boolean;
+  detail: string | null;
+}
+
+/** What the audit listing filters on; `cursor` is the `next_cursor` of the page before (rows older than it). */
+export interface AuditFilter {
+  session_id?: string;
+  task_id?: string;
+  since?: string;
+  cursor?: string;
+  limit: number;
+}
+
+/** A page of audit rows, newest first; `next_cursor` is null on the last page. */
+export interface AuditPage {
+  audit: AuditRow[];
+  next_cursor: string | null;
+}
+
+/**
+ * The most characters an audit row keeps of its subject and of its detail (and the listing serves of a row
+ * written before this bound): one request adds a few KiB to the database at most, whatever it carried.
+ */
+export const AUDIT_SUBJECT_MAX = 512;
+export const AUDIT_DETAIL_MAX = 2048;
+
+/** `text` cut to `max` characters with a marker saying how much was cut. */
+export function clip(text: string, max: number, length = text.length): string {
+  return length <= max ? text : `${text.slice(0, max)}… [${length - max} more characters]`;
+}
+
+export interface AuditQuery {
+  session_id: string | null;
+  task_id: string | null;
+  cursor: number;
+  from: number;
+  limit: number;
+}
+
+export type StoredAuditRow = Omit<AuditRow, 'ok' | 'actor'> & {
+  ok: number;
+  actor: string | null;
+  subject_length: number;
+  detail_length: number | null;
+};

@@ -10,18 +10,20 @@ import {
 import { HttpError } from '../../lib/http.ts';
 import { describeIssues } from '../../lib/issues.ts';
 import { LIMITS } from '../../tool-server/contract.ts';
-import {
-  CALL_TOOL,
-  callToolDefinition,
-  MANAGE_TOOLSETS,
-  manageToolsetsDefinition,
-  RenderPromptRequest,
-} from '../contract.ts';
+import { CALL_TOOL, MANAGE_TOOLSETS, RenderPromptRequest } from '../contract.ts';
 import type { Gateway } from '../core/gateway.ts';
 import { validManageArgs } from '../core/manage-toolsets.ts';
 import { Refusal } from '../core/refusals.ts';
 import { HandleError, type HandleStore } from './handles.ts';
 import type { LegacyConnection } from './legacy-sessions.ts';
+import {
+  callArgs,
+  callTool,
+  checkLength,
+  legacyManageTool,
+  modernManageTool,
+  TOOL_NAME_MAX,
+} from './meta-tools.ts';
 import { errorResult, jsonResult, toCallToolResult, toMcpTool } from './results.ts';
 
 // One factory for every leg of the MCP face. Each leg is a low-level Server whose tools/list and tools/call
@@ -71,79 +73,6 @@ const CACHE_HINTS = {
   'resources/read': { ttlMs: 0, cacheScope: 'private' as const },
 };
 
-const objectSchema = (properties: Record<string, unknown>, required: string[]): Tool['inputSchema'] =>
-  ({
-    type: 'object',
-    properties,
-    required,
-    additionalProperties: false,
-  }) as Tool['inputSchema'];
-
-/** The meta-tool as the modern leg serves it: the agent's definition plus the session handle. */
-function modernManageTool(idleText: string): Tool {
-  const base = manageToolsetsDefinition.parameters;
-  return {
-    name: MANAGE_TOOLSETS,
-    description:
-      `${manageToolsetsDefinition.description} ACTIVATE without \`session\` starts a new session and returns its ` +
-      'handle; pass that handle as `session` to every later manage_toolsets and call_tool of the conversation. ' +
-      `The result lists the full definitions of the tools now usable through call_tool. A handle expires after ${idleText} without use.`,
-    inputSchema: objectSchema(
-      {
-        ...base.properties,
-        session: {
-          type: 'string',
-          description: 'The session handle from an earlier ACTIVATE (omit to start one).',
-        },
-      },
-      [...base.required],
-    ),
-    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-  };
-}
-
-function callTool(modern: boolean): Tool {
-  const properties: Record<string, unknown> = {
-    ...callToolDefinition.parameters.properties,
-    session: {
-      type: 'string',
-      description: modern
-        ? 'The session handle from manage_toolsets.'
-        : 'A session handle from an earlier manage_toolsets result, also of an earlier connection (omit to use this connection’s).',
-    },
-  };
-  return {
-    name: CALL_TOOL,
-    description: callToolDefinition.description,
-    inputSchema: objectSchema(properties, modern ? ['session', 'name'] : ['name']),
-    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
-  };
-}
-
-/** The meta-tool as the legacy leg serves it: the agent's definition plus an optional handle. */
-function legacyManageTool(idleText: string): Tool {
-  const base = manageToolsetsDefinition.parameters;
-  return {
-    name: MANAGE_TOOLSETS,
-    description:
-      `${manageToolsetsDefinition.description} Tools of activated toolsets are added to this connection's tool list. ` +
-      'ACTIVATE and DEACTIVATE return a `session` handle: pass it as `session` to manage_toolsets or call_tool ' +
-      `in a later connection to act on the same toolsets. A handle expires after ${idleText} without use.`,
-    inputSchema: objectSchema(
-      {
-        ...base.properties,
-        session: {
-          type: 'string',
-          description:
-            'A session handle from an earlier result, also of an earlier connection (omit to use this connection’s).',
-        },
-      },
-      [...base.required],
-    ),
-    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-  };
-}
-
 /** Runs `fn`, turning the gateway's refusals and handle errors into tool errors the model reads. */
 async function refusalsAsErrors(fn: () => Promise<CallToolResult>): Promise<CallToolResult> {
   try {
@@ -154,30 +83,6 @@ async function refusalsAsErrors(fn: () => Promise<CallToolResult>): Promise<Call
     throw err;
   }
 }
-
-/** Refuses a string argument longer than `max`, naming it, the limit and the length seen (never echoing it). */
-function checkLength(field: string, value: string, max: number): void {
-  if (value.length > max)
-    throw new HandleError(`\`${field}\` must be at most ${max} characters (got ${value.length})`);
-}
-
-function callArgs(args: Record<string, unknown>): { name: string; arguments: Record<string, unknown> } {
-  const { name, arguments: toolArgs } = args;
-  if (typeof name !== 'string' || name === '') {
-    throw new HandleError('call_tool needs `name`: the tool to run (manage_toolsets lists them)');
-  }
-  checkLength('name', name, TOOL_NAME_MAX);
-  if (
-    toolArgs !== undefined &&
-    (typeof toolArgs !== 'object' || toolArgs === null || Array.isArray(toolArgs))
-  ) {
-    throw new HandleError('call_tool’s `arguments` must be a JSON object with the tool’s parameters');
-  }
-  return { name, arguments: (toolArgs ?? {}) as Record<string, unknown> };
-}
-
-/** The longest tool name accepted (as on POST /mcp/tools/{name}/call). */
-const TOOL_NAME_MAX = 256;
 
 /** Builds the Server instance for one request (modern, view) or one session (legacy). */
 export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {

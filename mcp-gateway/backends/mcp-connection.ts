@@ -12,6 +12,16 @@ import type { Logger } from '../../lib/log.ts';
 import type { Redactor } from '../catalog/env-expand.ts';
 import { limitedFetch, type MessageTooLargeError } from './message-limit.ts';
 import { StdioTransport } from './stdio-transport.ts';
+import {
+  type McpServerSpec,
+  type ProtocolChoice,
+  UpstreamError,
+  type UpstreamState,
+  type UpstreamStatus,
+} from './upstream-types.ts';
+
+export type { McpServerSpec, ProtocolChoice, UpstreamState, UpstreamStatus };
+export { UpstreamError };
 
 // One connection to one upstream MCP server, shared by every toolset that names the same server. It
 // connects on first use, lists the tools (all pages), follows `notifications/tools/list_changed`, and
@@ -29,41 +39,6 @@ import { StdioTransport } from './stdio-transport.ts';
 //   reader catches it and reports to onerror) and calls tooLarge(), which logs and starts an async drop().
 //   The SDK's own SSE reader, reconnection timer and fetch promises catch into onerror.
 // - Timers: the SDK's request timeouts reject the call's promise; close()'s waits are unref'd promises.
-
-/** Which protocol handshake to use: the 2025 `initialize`, probe and pick, or the 2026-07-28 revision only. */
-export type ProtocolChoice = 'legacy' | 'auto' | '2026-07-28';
-
-/** An upstream server, with `${VAR}` references already filled in. */
-export type McpServerSpec =
-  | {
-      transport: 'stdio';
-      command: string;
-      args: string[];
-      env: Record<string, string>;
-      cwd?: string;
-      protocol: ProtocolChoice;
-    }
-  | { transport: 'http'; url: string; headers: Record<string, string>; protocol: ProtocolChoice };
-
-/** `idle`: not connected yet (connections are made on first use); `down`: failed, restarted on next use. */
-export type UpstreamState = 'idle' | 'connecting' | 'up' | 'down';
-
-/** What the admin listing and /health show about an upstream. */
-export interface UpstreamStatus {
-  state: UpstreamState;
-  reason?: string;
-  pid?: number;
-  protocol?: string;
-  restarts: number;
-}
-
-/** An upstream failure the call at hand cannot recover from; its message is safe to show (secrets redacted). */
-export class UpstreamError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = new.target.name;
-  }
-}
 
 /** What a connection needs from the gateway. */
 export interface ConnectionDeps {

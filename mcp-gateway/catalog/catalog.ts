@@ -1,5 +1,4 @@
 import type { Tool } from '@modelcontextprotocol/client';
-import type { Logger } from '../../lib/log.ts';
 import { createLogger } from '../../lib/log.ts';
 import type { Backend } from '../backends/backend.ts';
 import { mcpToolsetBackend } from '../backends/mcp-backend.ts';
@@ -13,16 +12,10 @@ import {
   type ToolsetRuntime,
   type WithheldTool,
 } from './build.ts';
-import { definitionHash, memoryPinStore, type PinStore, pinnedShape } from './pins.ts';
+import { definitionHash, memoryPinStore, pinnedShape } from './pins.ts';
 import { type ReloadResult, reloadCatalog } from './reload.ts';
 import { type ToolsetHit, ToolsetIndex } from './search.ts';
-import {
-  CatalogError,
-  loadToolsets,
-  type McpBackendSpec,
-  type ToolsetSources,
-  type ToolsetSpec,
-} from './toolset-files.ts';
+import { CatalogError, loadToolsets, type McpBackendSpec, type ToolsetSpec } from './toolset-files.ts';
 
 // The live toolset catalog: toolset files joined with what their backends serve. Native toolsets are
 // checked at start; upstream MCP servers connect on first activation (or at start when a toolset is
@@ -31,45 +24,11 @@ import {
 // whole catalog at once, or not at all, and starts no server the start would not have started.
 
 export type { CatalogTool, GatewayToolDefinition } from './build.ts';
+export type { CatalogOptions, Toolset, ToolsetStatus } from './catalog-types.ts';
+
+import type { CatalogOptions, Toolset, ToolsetStatus } from './catalog-types.ts';
+
 export { CatalogError, loadToolsetFiles, loadToolsets, type ToolsetSpec } from './toolset-files.ts';
-
-/** A toolset as declared, with the names of the tools it offers right now. */
-export type Toolset = ToolsetSpec & { tools: string[] };
-
-/** What the admin listing shows about a toolset beyond its id and tools. */
-export interface ToolsetStatus {
-  backend: string | { mcp: Record<string, unknown> };
-  health?: 'idle' | 'connecting' | 'up' | 'down' | 'error';
-  health_reason?: string;
-  withheld: {
-    name: string;
-    status: 'changed' | 'new';
-    hash: string;
-    definition: Record<string, unknown>;
-    diff?: string;
-  }[];
-}
-
-/** Options for buildCatalog; everything has a default so tests can pass only what they need. */
-export interface CatalogOptions {
-  /** How long to wait for native backends to come up at start. */
-  waitMs?: number;
-  /** Where listings and pins persist (the gateway store); default: in memory. */
-  store?: PinStore;
-  log?: Logger;
-  /**
-   * Where reload reads from: the shipped directory and the user's; `vars` is called at each reload, so
-   * variables added to .env are seen.
-   */
-  source?: ToolsetSources & { vars?: () => Record<string, string | undefined> };
-  /** Upstream connections: timeouts, the per-message cap, and the cap of a result the model is given. */
-  connection?: {
-    connectTimeoutMs?: number;
-    livenessTimeoutMs?: number;
-    maxMessageBytes?: number;
-    maxResultBytes?: number;
-  };
-}
 
 /** The loaded catalog the gateway's rules read from. */
 export type Catalog = Awaited<ReturnType<typeof buildCatalog>>;

@@ -2,9 +2,10 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LineCounter, parseDocument } from 'yaml';
-import { z } from 'zod';
+import type { z } from 'zod';
 import type { McpServerSpec } from '../backends/mcp-connection.ts';
 import { expandVariables, Redactor, referencedVariables } from './env-expand.ts';
+import { type McpBlock, ToolsetFile } from './toolset-schema.ts';
 
 // Toolset files: one YAML file per toolset, read and checked with file-and-line errors. The shipped ones are
 // in TOOLSETS_DIR (an error there refuses the whole directory); the user's own (USER_TOOLSETS_DIR, default
@@ -12,71 +13,6 @@ import { expandVariables, Redactor, referencedVariables } from './env-expand.ts'
 // toolset with the same id, and a user file with an error is skipped with a warning while the rest load.
 // A file names a native backend (`backend: tool-server`) or an upstream MCP server (`backend: {mcp: …}`),
 // whose `${VAR}` references are filled here, from the environment, and never shown again.
-
-const Name = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z0-9_]{1,64}$');
-const EnvName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a variable name like MEMORY_FILE_PATH');
-const Scalar = z.union([z.string(), z.number(), z.boolean()]).transform(String);
-
-const McpBlock = z
-  .strictObject({
-    command: z.string().min(1).optional(),
-    args: z.array(Scalar).optional(),
-    env: z.record(EnvName, Scalar).optional(),
-    cwd: z.string().min(1).optional(),
-    url: z.string().min(1).optional(),
-    headers: z.record(z.string().min(1), Scalar).optional(),
-    protocol: z.enum(['legacy', 'auto', '2026-07-28']).optional(),
-  })
-  .superRefine((m, ctx) => {
-    if ((m.command === undefined) === (m.url === undefined)) {
-      ctx.addIssue({
-        code: 'custom',
-        message: 'give either command (a stdio server) or url (Streamable HTTP)',
-      });
-    }
-    for (const key of ['args', 'env', 'cwd'] as const) {
-      if (m.url !== undefined && m[key] !== undefined)
-        ctx.addIssue({
-          code: 'custom',
-          path: [key],
-          message: `${key} is for stdio servers (command), not url`,
-        });
-    }
-    if (m.command !== undefined && m.headers !== undefined)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['headers'],
-        message: 'headers are for url servers, not command',
-      });
-  });
-
-// Unknown keys are refused, at the top as in the mcp block: a misspelt key (`tool:`, `defualt:`) must not be
-// silently ignored.
-const ToolsetFile = z.strictObject(
-  {
-    id: Name,
-    description: z.string().trim().min(1, 'must not be empty'),
-    default: z.boolean().default(false),
-    backend: z.union([z.string().min(1), z.strictObject({ mcp: McpBlock })]).default('tool-server'),
-    tools: z
-      .array(z.string().min(1).max(128))
-      .min(1, 'list at least one tool, or leave tools out')
-      .optional(),
-    prefix: z
-      .string()
-      .regex(/^[A-Za-z0-9_-]{1,32}$/, 'must be 1-32 letters, digits, _ or -')
-      .optional(),
-    pin: z.boolean().default(true),
-    timeout_seconds: z.number().positive().max(3600).default(60),
-  },
-  {
-    error: (issue) =>
-      issue.code === 'unrecognized_keys'
-        ? `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')}; a toolset file has ` +
-          'id, description, default, backend, tools, prefix, pin, timeout_seconds'
-        : undefined,
-  },
-);
 
 /** The meta-tool's name; no toolset may offer a tool by that name. */
 export const RESERVED_TOOL = 'manage_toolsets';

@@ -4,7 +4,10 @@ import {
   type Server,
   WebStandardStreamableHTTPServerTransport,
 } from '@modelcontextprotocol/server';
+import { Connection, type LegacyConnection } from './legacy-connection.ts';
 import { type LegacyInit, type LegacySessionStore, legacySessionKey } from './legacy-store.ts';
+
+export type { LegacyConnection };
 
 // The legacy leg (MCP 2025-11-25 and earlier): one protocol session per client, with list_changed sent to
 // that session alone when its toolsets change. A session acts in a gateway session of its own until its
@@ -13,42 +16,6 @@ import { type LegacyInit, type LegacySessionStore, legacySessionKey } from './le
 // toolsets. Sessions are bound to the credential that opened them, closed after an idle lifetime, and kept
 // in the gateway's database (legacy-store.ts) so that a restart does not strand a client that goes on
 // sending its Mcp-Session-Id.
-
-/** A legacy connection as the server factory sees it: whose it is, and which gateway session it acts in. */
-export interface LegacyConnection {
-  readonly credential: string | null;
-  /** Its own gateway session: the defaults, never changed (a change of toolsets takes a handle first). */
-  readonly ownSession: string;
-  /** The handle it acts in, once it has one. */
-  readonly handle: string | undefined;
-  /** Acts in `handle` from now on (undefined: in its own session again). */
-  bind(handle: string | undefined): void;
-}
-
-class Connection implements LegacyConnection {
-  /** The stored row's key, once the session is initialized. */
-  key: string | undefined;
-  #handle: string | undefined;
-
-  constructor(
-    readonly credential: string | null,
-    readonly ownSession: string,
-    handle: string | undefined,
-    private readonly store: LegacySessionStore,
-  ) {
-    this.#handle = handle;
-  }
-
-  get handle(): string | undefined {
-    return this.#handle;
-  }
-
-  bind(handle: string | undefined): void {
-    if (handle === this.#handle) return;
-    this.#handle = handle;
-    if (this.key !== undefined) this.store.setHandle(this.key, handle ?? null);
-  }
-}
 
 interface LegacySession {
   transport: WebStandardStreamableHTTPServerTransport;

@@ -1,0 +1,43 @@
+import type { Logger } from '../../lib/log.ts';
+import type { PinStore } from './pins.ts';
+import type { ToolsetSources, ToolsetSpec } from './toolset-files.ts';
+
+// What the catalog is built from and what it reports of each toolset (catalog.ts builds it).
+
+/** A toolset as declared, with the names of the tools it offers right now. */
+export type Toolset = ToolsetSpec & { tools: string[] };
+
+/** What the admin listing shows about a toolset beyond its id and tools. */
+export interface ToolsetStatus {
+  backend: string | { mcp: Record<string, unknown> };
+  health?: 'idle' | 'connecting' | 'up' | 'down' | 'error';
+  health_reason?: string;
+  withheld: {
+    name: string;
+    status: 'changed' | 'new';
+    hash: string;
+    definition: Record<string, unknown>;
+    diff?: string;
+  }[];
+}
+
+/** Options for buildCatalog; everything has a default so tests can pass only what they need. */
+export interface CatalogOptions {
+  /** How long to wait for native backends to come up at start. */
+  waitMs?: number;
+  /** Where listings and pins persist (the gateway store); default: in memory. */
+  store?: PinStore;
+  log?: Logger;
+  /**
+   * Where reload reads from: the shipped directory and the user's; `vars` is called at each reload, so
+   * variables added to .env are seen.
+   */
+  source?: ToolsetSources & { vars?: () => Record<string, string | undefined> };
+  /** Upstream connections: timeouts, the per-message cap, and the cap of a result the model is given. */
+  connection?: {
+    connectTimeoutMs?: number;
+    livenessTimeoutMs?: number;
+    maxMessageBytes?: number;
+    maxResultBytes?: number;
+  };
+}

@@ -1,0 +1,70 @@
+import { z } from 'zod';
+
+// What a toolset file may say: its zod schema (toolset-files.ts reads and checks the files with it).
+
+export const Name = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z0-9_]{1,64}$');
+export const EnvName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a variable name like MEMORY_FILE_PATH');
+export const Scalar = z.union([z.string(), z.number(), z.boolean()]).transform(String);
+
+export const McpBlock = z
+  .strictObject({
+    command: z.string().min(1).optional(),
+    args: z.array(Scalar).optional(),
+    env: z.record(EnvName, Scalar).optional(),
+    cwd: z.string().min(1).optional(),
+    url: z.string().min(1).optional(),
+    headers: z.record(z.string().min(1), Scalar).optional(),
+    protocol: z.enum(['legacy', 'auto', '2026-07-28']).optional(),
+  })
+  .superRefine((m, ctx) => {
+    if ((m.command === undefined) === (m.url === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'give either command (a stdio server) or url (Streamable HTTP)',
+      });
+    }
+    for (const key of ['args', 'env', 'cwd'] as const) {
+      if (m.url !== undefined && m[key] !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message: `${key} is for stdio servers (command), not url`,
+        });
+    }
+    if (m.command !== undefined && m.headers !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['headers'],
+        message: 'headers are for url servers, not command',
+      });
+  });
+
+// Unknown keys are refused, at the top as in the mcp block: a misspelt key (`tool:`, `defualt:`) must not be
+// silently ignored.
+export const ToolsetFile = z.strictObject(
+  {
+    id: Name,
+    description: z.string().trim().min(1, 'must not be empty'),
+    default: z.boolean().default(false),
+    backend: z.union([z.string().min(1), z.strictObject({ mcp: McpBlock })]).default('tool-server'),
+    tools: z
+      .array(z.string().min(1).max(128))
+      .min(1, 'list at least one tool, or leave tools out')
+      .optional(),
+    prefix: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,32}$/, 'must be 1-32 letters, digits, _ or -')
+      .optional(),
+    pin: z.boolean().default(true),
+    timeout_seconds: z.number().positive().max(3600).default(60),
+  },
+  {
+    error: (issue) =>
+      issue.code === 'unrecognized_keys'
+        ? `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')}; a toolset file has ` +
+          'id, description, default, backend, tools, prefix, pin, timeout_seconds'
+        : undefined,
+  },
+);

@@ -11,7 +11,9 @@ COPY tool-server ./tool-server
 COPY toolsets ./toolsets
 COPY cli ./cli
 COPY bin ./bin
-COPY start.ts start-stack.ts client.ts ./
+COPY start ./start
+COPY prompts ./prompts
+COPY client.ts ./
 ENV HOST=0.0.0.0 TOOLSHIFT_DATA_DIR=/data FS_ROOTS=/workspace TOOLSETS_DIR=/app/toolsets
 # FS_ROOTS entries must exist (a mounted volume replaces this empty one).
 RUN mkdir -p /workspace /data

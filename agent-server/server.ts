@@ -16,7 +16,7 @@ import { createAgent } from './tasks/agent.ts';
 import { createAgentMetrics } from './tasks/metrics.ts';
 
 /**
- * Builds the agent-server from config and listens; used by main.ts and by start.ts. `announce: false` (start.ts,
+ * Builds the agent-server from config and listens; used by main.ts and by start.ts. `announce: false` (start/start.ts,
  * which prints one ready line for the three services) logs where it listens at debug only.
  */
 export async function startAgentServer(

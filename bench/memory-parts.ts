@@ -45,7 +45,7 @@ async function main(layout: 'one' | 'two') {
   const tokens = await import('../lib/tokens.ts');
   let close: () => Promise<void>;
   if (layout === 'one') {
-    const { startStack } = await import('../start-stack.ts');
+    const { startStack } = await import('../start/stack.ts');
     stages.push(reading('services’ modules loaded'));
     tokens.createTokenCounter('o200k_base').text('load the rank table');
     stages.push(reading('tokenizer (o200k_base) loaded'));
@@ -58,7 +58,7 @@ async function main(layout: 'one' | 'two') {
     };
   } else {
     const { startAgentServer } = await import('../agent-server/server.ts');
-    const { startServiceThread } = await import('../start-threads.ts');
+    const { startServiceThread } = await import('../start/threads.ts');
     stages.push(reading('agent-server’s modules loaded'));
     tokens.createTokenCounter('o200k_base').text('load the rank table');
     stages.push(reading('tokenizer (o200k_base) loaded'));

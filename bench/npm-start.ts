@@ -109,7 +109,7 @@ export async function startNpm(env: Record<string, string>, cwd = process.cwd())
   const pid = descendants(child.pid as number)
     .filter((p) => {
       try {
-        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('start.ts');
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('start/start.ts');
       } catch {
         return false;
       }

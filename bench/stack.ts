@@ -1,7 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { loadConfig } from '../lib/config.ts';
-import { startStack } from '../start-stack.ts';
+import { startStack } from '../start/stack.ts';
 import type { Tool } from '../tool-server/kit/define.ts';
 
 // The three services started as `npm start` starts them (real HTTP between them, SQLite files, the real

@@ -25,7 +25,7 @@ import { createGatewayStore } from './store/store.ts';
 
 /**
  * Loads and checks the catalog against the backends, opens the state store, and listens. `announce: false`
- * (start.ts, which prints one ready line for the three services) logs where it listens at debug only.
+ * (start/start.ts, which prints one ready line for the three services) logs where it listens at debug only.
  */
 export async function startGateway(
   config: Config,

@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 
 const SERVICES = ['agent-server', 'mcp-gateway', 'tool-server'] as const;
 /** Folders of code outside the services, checked for circles (tests and fixtures are not). */
-const OTHER_CODE = ['lib', 'cli', 'bench', 'scripts'] as const;
+const OTHER_CODE = ['lib', 'cli', 'bench', 'scripts', 'start'] as const;
 /** What the CLI may take from a service beyond its contract: `toolsets import` runs on the user's machine. */
 const CLI_MAY_IMPORT = ['mcp-gateway/import/servers.ts'];
 

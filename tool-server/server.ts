@@ -15,7 +15,7 @@ import { webContextFrom } from './tools/web/context.ts';
 
 /**
  * Builds the tool-server from config and listens; used by main.ts and by start.ts. `extraTools` are served
- * beside the native ones (the benchmark's echo and fixed-delay probes); `announce: false` (start.ts, which
+ * beside the native ones (the benchmark's echo and fixed-delay probes); `announce: false` (start/start.ts, which
  * prints one ready line for the three services) logs where it listens at debug only.
  */
 export async function startToolServer(

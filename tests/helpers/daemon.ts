@@ -3,12 +3,12 @@ import { spawn } from 'node:child_process';
 export type ServiceName = 'agent-server' | 'mcp-gateway' | 'tool-server';
 
 /**
- * start.ts as `npm start` runs it, in its own process with exactly `env` (plus PATH); JSON logs on stdout, at
+ * start/start.ts as `npm start` runs it, in its own process with exactly `env` (plus PATH); JSON logs on stdout, at
  * debug unless `env` says (started together, the services log where they listen at debug only). `listening`
- * resolves with the three services' URLs, `ready` with the ready line start.ts prints on stderr.
+ * resolves with the three services' URLs, `ready` with the ready line start/start.ts prints on stderr.
  */
 export function startDaemon(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'start.ts'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'start/start.ts'], {
     env: {
       PATH: process.env.PATH,
       AGENT_PORT: '0',
@@ -46,7 +46,7 @@ export function startDaemon(env: Record<string, string>) {
         if (Object.keys(urls).length === 3) resolve(urls as Record<ServiceName, string>);
       }
     });
-    void exited.then((code) => reject(new Error(`start.ts exited (${code}): ${stderr}`)));
+    void exited.then((code) => reject(new Error(`start/start.ts exited (${code}): ${stderr}`)));
   });
   // A test that waits for `ready` alone, or for a start that fails, does not leave this unhandled.
   listening.catch(() => {});

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../../lib/config.ts';
 import type { Listening } from '../../lib/serve.ts';
-import { startStack } from '../../start-stack.ts';
+import { startStack } from '../../start/stack.ts';
 import { completion, MODEL_BASE_URL, modelEdge } from '../helpers/msw.ts';
 import { readSse } from '../helpers/sse.ts';
 

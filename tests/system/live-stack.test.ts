@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearerOf } from '../helpers/credentials.ts';
 import { completion } from '../helpers/msw.ts';
 
-// `npm start` as a user runs it (start.ts in a child process, JSON logs on stdout), with the model played by
+// `npm start` as a user runs it (start/start.ts in a child process, JSON logs on stdout), with the model played by
 // an OpenAI-compatible server on loopback: one request id in the logs of all three services, failures logged
 // with their reason, /metrics after a task, and no key or argument value in any log line.
 
@@ -98,7 +98,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
   const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`;
-  stack = spawn(process.execPath, ['--import', 'tsx', 'start.ts'], {
+  stack = spawn(process.execPath, ['--import', 'tsx', 'start/start.ts'], {
     env: {
       PATH: process.env.PATH,
       HOME: tmp,

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../lib/config.ts';
 import type { Listening } from '../../lib/serve.ts';
-import { startStack } from '../../start-stack.ts';
+import { startStack } from '../../start/stack.ts';
 
 // The official MCP conformance suite against the gateway's /mcp, over real HTTP. The suite needs Node 22:
 // tests/conformance/ holds it with a Node 22 binary from the registry (`npm ci --prefix tests/conformance`,

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { threadsWanted } from '../../start-threads.ts';
+import { threadsWanted } from '../../start/threads.ts';
 import { bearerOf } from '../helpers/credentials.ts';
 import { completion } from '../helpers/msw.ts';
 
@@ -52,9 +52,9 @@ afterAll(async () => {
   await rm(tmp, { recursive: true, force: true });
 });
 
-/** Starts start.ts with `env`; resolves with the agent's URL once all three services listen. */
+/** Starts start/start.ts with `env`; resolves with the agent's URL once all three services listen. */
 function start(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'start.ts'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'start/start.ts'], {
     env: {
       PATH: process.env.PATH,
       HOME: tmp,
@@ -64,7 +64,7 @@ function start(env: Record<string, string>) {
       OPENAI_BASE_URL: modelUrl,
       OPENAI_API_KEY: 'sk-test',
       LOG_FORMAT: 'json',
-      // Started together, the services say where they listen at debug only (start.ts prints the ready line).
+      // Started together, the services say where they listen at debug only (start/start.ts prints the ready line).
       LOG_LEVEL: 'debug',
       ...env,
     },
@@ -96,7 +96,7 @@ function start(env: Record<string, string>) {
         if (Object.keys(urls).length === 3) resolve({ agent: urls['agent-server'], pids });
       }
     });
-    void exited.then((code) => reject(new Error(`start.ts exited (${code}): ${stderr}`)));
+    void exited.then((code) => reject(new Error(`start/start.ts exited (${code}): ${stderr}`)));
   });
   return { child, listening, exited, stderr: () => stderr };
 }

@@ -1,10 +1,10 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import type { Config } from './lib/config.ts';
-import type { Listening } from './lib/serve.ts';
-import { startGateway } from './mcp-gateway/server.ts';
-import { startToolServer } from './tool-server/server.ts';
+import type { Config } from '../lib/config.ts';
+import type { Listening } from '../lib/serve.ts';
+import { startGateway } from '../mcp-gateway/server.ts';
+import { startToolServer } from '../tool-server/server.ts';
 
-// The tool-server and the gateway of `npm start` in a worker thread of their own (start-threads.ts): started
+// The tool-server and the gateway of `npm start` in a worker thread of their own (start/threads.ts): started
 // with the config the main thread resolved, they say where they listen, and close when told to.
 
 /** What the main thread hands the thread. */
@@ -23,7 +23,7 @@ interface Where {
 export type ServiceThreadMessage = { tools: Where; gateway: Where } | { error: string } | { closed: true };
 
 const port = parentPort;
-if (!port) throw new Error('service-thread.ts runs in a worker thread (start-threads.ts starts it)');
+if (!port) throw new Error('start/service-thread.ts runs in a worker thread (start/threads.ts starts it)');
 const { config, tty } = workerData as ServiceThreadData;
 // Logs go straight to the process's fd 1 (pino), so they look the way the terminal would have them.
 Object.defineProperty(process.stdout, 'isTTY', { value: tty, configurable: true });
@@ -41,7 +41,7 @@ async function closeAll() {
   running.length = 0;
 }
 try {
-  // Where each listens is said once, by start.ts (its ready line): logged here at debug only.
+  // Where each listens is said once, by start/start.ts (its ready line): logged here at debug only.
   const tools = await startToolServer(config, { announce: false });
   running.push(tools);
   const gateway = await startGateway(

@@ -1,16 +1,16 @@
 import path from 'node:path';
-import { startAgentServer } from './agent-server/server.ts';
-import type { Config } from './lib/config.ts';
-import { CREDENTIALS, type CredentialVariable } from './lib/credentials.ts';
-import { isLoopbackHost } from './lib/security.ts';
-import type { Listening } from './lib/serve.ts';
-import { startGateway } from './mcp-gateway/server.ts';
-import type { Tool } from './tool-server/kit/define.ts';
-import { startToolServer } from './tool-server/server.ts';
+import { startAgentServer } from '../agent-server/server.ts';
+import type { Config } from '../lib/config.ts';
+import { CREDENTIALS, type CredentialVariable } from '../lib/credentials.ts';
+import { isLoopbackHost } from '../lib/security.ts';
+import type { Listening } from '../lib/serve.ts';
+import { startGateway } from '../mcp-gateway/server.ts';
+import type { Tool } from '../tool-server/kit/define.ts';
+import { startToolServer } from '../tool-server/server.ts';
 
 /**
  * The three services in one process, each told where the one before it really listens (port 0 works). Each
- * logs where it listens at debug only: who starts them together says it once (start.ts: its ready line).
+ * logs where it listens at debug only: who starts them together says it once (start/start.ts: its ready line).
  */
 export async function startStack(
   config: Config,

@@ -1,19 +1,19 @@
 import { Worker } from 'node:worker_threads';
-import { startAgentServer } from './agent-server/server.ts';
-import type { Config } from './lib/config.ts';
-import type { Listening } from './lib/serve.ts';
+import { startAgentServer } from '../agent-server/server.ts';
+import type { Config } from '../lib/config.ts';
+import type { Listening } from '../lib/serve.ts';
 import type { ServiceThreadData, ServiceThreadMessage } from './service-thread.ts';
-import { startStack } from './start-stack.ts';
+import { startStack } from './stack.ts';
 
 // `npm start` with TOOLSHIFT_THREADS=2: the agent-server on the main thread, the gateway and the tool-server on
-// a worker thread (service-thread.ts), so the daemon uses two cores instead of one event loop — under a
+// a worker thread (start/service-thread.ts), so the daemon uses two cores instead of one event loop — under a
 // thousand concurrent tasks one loop is the ceiling, and the agent's share of a step is about the other two's
 // together. Still one process, the services talking over loopback HTTP as before. Not the default: the second
 // thread holds its own copy of the modules and the tokenizer (about 140 MiB, BENCHMARKS.md figure 11), and one
 // loop already keeps up with a couple of hundred concurrent tasks. A thread that fails takes the process down
 // with it rather than leaving a half-running daemon.
 
-/** The worker's source: loads service-thread.ts through tsx (a thread does not inherit the main thread's loader). */
+/** The worker's source: loads start/service-thread.ts through tsx (a thread does not inherit the main thread's loader). */
 const BOOT = `
 const { workerData } = require('node:worker_threads');
 import(workerData.loader).then((tsx) => tsx.tsImport(workerData.entry, workerData.entry));

@@ -12,9 +12,10 @@ import {
   clip,
   type StoredAuditRow,
 } from './audit.ts';
+import type { GatewayStore } from './interface.ts';
 import { SCHEMA } from './schema.ts';
 
-export type { AuditEntry, AuditFilter, AuditPage, AuditRow };
+export type { AuditEntry, AuditFilter, AuditPage, AuditRow, GatewayStore };
 export { AUDIT_DETAIL_MAX, AUDIT_SUBJECT_MAX, clip };
 
 // The gateway's state in SQLite: sessions, their active toolsets in activation order, the operator's
@@ -22,7 +23,6 @@ export { AUDIT_DETAIL_MAX, AUDIT_SUBJECT_MAX, clip };
 // each upstream toolset and the pinned (approved) definitions. The only module that speaks SQL for the gateway.
 
 /** The gateway's persistence; swap this module to move to another database. */
-export type GatewayStore = ReturnType<typeof createGatewayStore>;
 
 /**
  * Creates the tables if needed and returns the gateway's queries. Audit rows are committed together a few
@@ -32,7 +32,7 @@ export type GatewayStore = ReturnType<typeof createGatewayStore>;
 export function createGatewayStore(
   db: Db,
   onWriteError: (err: unknown) => void = (err) => process.emitWarning(`audit write failed: ${err}`),
-) {
+): GatewayStore {
   db.exec(SCHEMA);
   // Kept with the store, never thrown away: on Node 24 a collected statement can abort the process (sqlite.ts).
   const auditColumns = db.prepare<[string], { name: string }>('SELECT name FROM pragma_table_info(?)');

@@ -30,8 +30,9 @@ import type { CatalogOptions, Toolset, ToolsetStatus } from './catalog-types.ts'
 
 export { CatalogError, loadToolsetFiles, loadToolsets, type ToolsetSpec } from './toolset-files.ts';
 
-/** The loaded catalog the gateway's rules read from. */
-export type Catalog = Awaited<ReturnType<typeof buildCatalog>>;
+import type { Catalog } from './interface.ts';
+
+export type { Catalog };
 
 const isMcp = (spec: ToolsetSpec): spec is ToolsetSpec & { backend: McpBackendSpec } =>
   typeof spec.backend !== 'string';
@@ -41,7 +42,7 @@ export async function buildCatalog(
   initial: ToolsetSpec[],
   backends: Record<string, Backend>,
   opts: CatalogOptions = {},
-) {
+): Promise<Catalog> {
   const log = opts.log ?? createLogger('mcp-gateway', 'silent');
   const store = opts.store ?? memoryPinStore();
   const compile = schemaCompiler((message) => log.warn({ message }, 'a tool schema does not compile'));

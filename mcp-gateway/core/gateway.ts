@@ -17,13 +17,13 @@ import type {
 import { DEFAULT_SESSION, manageToolsetsDefinition, type RefusalCode } from '../contract.ts';
 import type { AuditEntry, AuditFilter, GatewayStore } from '../store/store.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
+import type { Gateway } from './interface.ts';
 import { manageToolsets } from './manage-toolsets.ts';
 import { operatorActions } from './operator.ts';
 import { Refusal } from './refusals.ts';
 import { fixedViews } from './views.ts';
 
-/** The gateway's rules in one place, shared by the REST routes and (later) the MCP face. */
-export type Gateway = ReturnType<typeof createGateway>;
+export type { Gateway };
 
 /** Session state, the operator ceiling, and enforcement of "only active tools may be called". */
 export function createGateway(deps: {
@@ -36,7 +36,7 @@ export function createGateway(deps: {
   toolTokenBudget?: number;
   /** The operator's policy, approvals and rate limits (ceiling.ts), checked on every path. */
   ceiling: Ceiling;
-}) {
+}): Gateway {
   const { catalog, store, log } = deps;
   const counter = deps.tokens ?? createTokenCounter();
   /** Tokens of the toolsets' tool definitions known so far (an upstream toolset not yet listed counts 0). */

@@ -1,0 +1,66 @@
+import type { McpConnection, UpstreamStatus } from '../backends/mcp-connection.ts';
+import type { ReloadResult } from '../catalog/reload.ts';
+import type { Approval } from '../ceiling/approvals.ts';
+import type { Ceiling } from '../ceiling/ceiling.ts';
+import type {
+  ChangeDefaultsRequest,
+  ChangeDefaultsResponse,
+  ChangeToolsetsRequest,
+  ChangeToolsetsResponse,
+  GatewayTool,
+  ListToolsetsResponse,
+  ManageToolsetsResponse,
+  ToolResult,
+  ToolsetInfo,
+} from '../contract.ts';
+import type { AuditFilter, AuditPage } from '../store/store.ts';
+
+/**
+ * The gateway's rules, the one set the REST routes and the MCP face both call (createGateway, gateway.ts):
+ * sessions and their toolsets, the user's defaults, tool calls, fixed views, and the operator's actions.
+ * Refusals are thrown as Refusal (refusals.ts).
+ */
+export interface Gateway {
+  /** The catalog with each toolset's state in a session; ranked by `query` when one is given. */
+  listToolsets(sessionId?: string, query?: string): ListToolsetsResponse;
+  /** Activates or deactivates toolsets in a session, or enables or disables them for everyone. */
+  changeToolsets(req: ChangeToolsetsRequest): Promise<ChangeToolsetsResponse>;
+  /** Changes which toolsets new sessions start with. */
+  changeDefaults(req: ChangeDefaultsRequest): ChangeDefaultsResponse;
+  /** The tools a session may call now. */
+  tools(sessionId?: string): GatewayTool[];
+  /** Runs a tool for a session: only an active, enabled tool, with valid arguments, within the ceiling. */
+  callTool(sessionId: string, name: string, args: Record<string, unknown>): Promise<ToolResult>;
+  /** The meta-tool with a model's raw arguments; a session's changes run one at a time. */
+  manageToolsets(sessionId: string, args: Record<string, unknown>): Promise<ManageToolsetsResponse>;
+  /** The upstream server behind an MCP-backed toolset, if it is one. */
+  upstream(toolsetId: string): McpConnection | undefined;
+  /** A fixed view's read of its upstream's prompts or resources, checked and audited on every request. */
+  viewUpstream(sessionId: string, toolsetId: string, what: string): Promise<McpConnection>;
+  /** Before every request to a fixed view: refuses when one of its toolsets is disabled or denied. */
+  checkView(sessionId: string, ids: readonly string[]): void;
+  /** Deletes a session that ended, with its active toolsets and its limits' counters. */
+  endSession(sessionId: string): void;
+  /** Upstream MCP servers and their state, for /health. */
+  upstreams(): Record<string, UpstreamStatus & { toolsets: string[] }>;
+  /** The operator's ceiling: policy, approvals, limits. */
+  readonly ceiling: Ceiling;
+  /** Approves or denies a pending approval, audited with who decided. */
+  decideApproval(id: string, approve: boolean, by: string, reason?: string): Approval;
+  /** Audit rows, newest first. */
+  listAudit(filter: AuditFilter): AuditPage;
+  /** Calls `listener` with the ids of toolsets whose tools changed; returns the unsubscribe. */
+  onCatalogChange(listener: (ids: string[]) => void): () => void;
+  /** Releases an upstream toolset's withheld tools an operator reviewed (by the hashes shown). */
+  approveToolset(
+    id: string,
+    reviewed: readonly { name: string; hash: string }[],
+  ): {
+    toolset_id: string;
+    approved: string[];
+    changed_since_shown: { name: string; hash: string }[];
+    toolset: ToolsetInfo | undefined;
+  };
+  /** Re-reads the toolset files; an invalid directory changes nothing. */
+  reloadToolsets(): Promise<ReloadResult>;
+}

@@ -7,7 +7,7 @@ import { makeStack } from './stack.ts';
 
 // The discovery catalog: the repository's own toolsets (native tools, memory, sequential thinking) plus the
 // GitHub MCP server's 117 recorded tool definitions split into toolsets (tests/fixtures/discovery/github),
-// served by an SDK v2 server on loopback. Used by tests/mcp-gateway/discovery.test.ts and `npm run bench`.
+// served by an SDK v2 server on loopback. Used by tests/mcp-gateway/catalog/discovery.test.ts and `npm run bench`.
 
 const FIXTURES = path.resolve('tests/fixtures/discovery');
 

@@ -1,15 +1,15 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { loadToolsetFiles } from '../../mcp-gateway/catalog/toolset-files.ts';
-import { createRegistry } from '../../tool-server/registry.ts';
-import { databaseTools } from '../../tool-server/tools/database/tools.ts';
-import { nativeTools } from '../../tool-server/tools/native.ts';
+import { loadToolsetFiles } from '../../../mcp-gateway/catalog/toolset-files.ts';
+import { createRegistry } from '../../../tool-server/registry.ts';
+import { databaseTools } from '../../../tool-server/tools/database/tools.ts';
+import { nativeTools } from '../../../tool-server/tools/native.ts';
 
 // The shipped toolset files against the tool-server that serves them: read with the gateway's own loader, so a
 // file the gateway would refuse at start fails here first, naming the file and the tool.
 
-const specs = loadToolsetFiles(fileURLToPath(new URL('../../toolsets', import.meta.url)));
+const specs = loadToolsetFiles(fileURLToPath(new URL('../../../toolsets', import.meta.url)));
 const native = specs.filter((s) => s.backend === 'tool-server');
 const served = new Set(
   createRegistry(nativeTools)

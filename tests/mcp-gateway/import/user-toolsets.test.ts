@@ -3,12 +3,12 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../client.ts';
-import { loadConfig } from '../../lib/config.ts';
-import type { Listening } from '../../lib/serve.ts';
-import { startGateway } from '../../mcp-gateway/server.ts';
-import { startToolServer } from '../../tool-server/server.ts';
-import { startMcpHttpServer, text } from '../helpers/mcp-http-server.ts';
+import { main } from '../../../client.ts';
+import { loadConfig } from '../../../lib/config.ts';
+import type { Listening } from '../../../lib/serve.ts';
+import { startGateway } from '../../../mcp-gateway/server.ts';
+import { startToolServer } from '../../../tool-server/server.ts';
+import { startMcpHttpServer, text } from '../../helpers/mcp-http-server.ts';
 
 // The desktop config people already have, imported with the real CLI into a real gateway (tool-server and
 // gateway listening on ports, the repository's shipped toolsets/): every server loads under its own prefix

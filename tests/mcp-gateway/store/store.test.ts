@@ -2,8 +2,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../lib/sqlite.ts';
-import { createGatewayStore, type GatewayStore } from '../../mcp-gateway/store/store.ts';
+import { openDatabase } from '../../../lib/sqlite.ts';
+import { createGatewayStore, type GatewayStore } from '../../../mcp-gateway/store/store.ts';
 
 // The gateway keeps sessions' active toolsets and the disabled set in memory: what it answers must still
 // follow the file when another connection changes it (a second gateway on the same data dir, an operator).

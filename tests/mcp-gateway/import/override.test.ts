@@ -3,9 +3,9 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { main } from '../../client.ts';
-import { NO_STORED_CREDENTIALS } from '../helpers/credentials.ts';
-import { asLoopback, makeStack, type Stack } from '../helpers/stack.ts';
+import { main } from '../../../client.ts';
+import { NO_STORED_CREDENTIALS } from '../../helpers/credentials.ts';
+import { asLoopback, makeStack, type Stack } from '../../helpers/stack.ts';
 
 // A user toolset with the id of a shipped one: `toolsets import` does not take a shipped id without --force;
 // with it, the user's file replaces the shipped toolset (until it is removed again). The repository's own

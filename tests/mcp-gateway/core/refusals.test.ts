@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { REFUSAL_STATUS } from '../../mcp-gateway/core/refusals.ts';
-import { makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
+import { REFUSAL_STATUS } from '../../../mcp-gateway/core/refusals.ts';
+import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 // The gateway's rules refuse with a code (contract.ts RefusalCode); the REST routes answer each code with one
 // status and put the code in the body, so the agent and other clients branch on meaning. The rules themselves

@@ -2,10 +2,10 @@ import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { main } from '../../client.ts';
-import { NO_STORED_CREDENTIALS } from '../helpers/credentials.ts';
-import { answer, call, calls, ScriptedModel, type Step } from '../helpers/scripted-model.ts';
-import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
+import { main } from '../../../client.ts';
+import { NO_STORED_CREDENTIALS } from '../../helpers/credentials.ts';
+import { answer, call, calls, ScriptedModel, type Step } from '../../helpers/scripted-model.ts';
+import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 const stacks: Stack[] = [];
 afterEach(async () => {

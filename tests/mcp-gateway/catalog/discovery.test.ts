@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { normalizeTerm, ToolsetIndex, tokenize } from '../../mcp-gateway/catalog/search.ts';
-import { discoveryCatalog, loadNeeds, measureRecall } from '../helpers/discovery.ts';
+import { normalizeTerm, ToolsetIndex, tokenize } from '../../../mcp-gateway/catalog/search.ts';
+import { discoveryCatalog, loadNeeds, measureRecall } from '../../helpers/discovery.ts';
 
 // Discovery: manage_toolsets LIST with a query ranks toolsets and their tools (BM25 with stemming and split
 // snake_case names). The test set (tests/fixtures/discovery/needs.json) runs against a catalog with the

@@ -3,8 +3,8 @@ import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isAlive, waitFor } from '../helpers/processes.ts';
-import { makeStack, retain, type Stack } from '../helpers/stack.ts';
+import { isAlive, waitFor } from '../../helpers/processes.ts';
+import { makeStack, retain, type Stack } from '../../helpers/stack.ts';
 
 // POST /mcp/admin/reload: re-reads the toolset files, starts nothing (a new server starts on first use, as
 // at start), drops what is gone (from every session too, its server stopped), skips a toolset whose names

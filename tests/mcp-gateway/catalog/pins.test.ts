@@ -1,9 +1,9 @@
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type FixtureTool, startMcpHttpServer, text } from '../helpers/mcp-http-server.ts';
-import { waitFor } from '../helpers/processes.ts';
-import { makeStack, retain, type Stack } from '../helpers/stack.ts';
+import { type FixtureTool, startMcpHttpServer, text } from '../../helpers/mcp-http-server.ts';
+import { waitFor } from '../../helpers/processes.ts';
+import { makeStack, retain, type Stack } from '../../helpers/stack.ts';
 
 // Rug-pull protection: upstream tool definitions are pinned the first time the gateway sees them. A later
 // listing that changes one (here announced with notifications/tools/list_changed) withholds it, as it

@@ -1,14 +1,14 @@
 import { access, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createGatewayClient } from '../../agent-server/clients/gateway.ts';
-import type { ModelRequest } from '../../agent-server/clients/model.ts';
-import { createTaskStore } from '../../agent-server/store/store.ts';
-import { createAgent } from '../../agent-server/tasks/agent.ts';
-import { loadConfig } from '../../lib/config.ts';
-import { openDatabase } from '../../lib/sqlite.ts';
-import { answer, call, calls, ScriptedModel } from '../helpers/scripted-model.ts';
-import { fetchOf, log, makeStack, retain, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
+import { createGatewayClient } from '../../../agent-server/clients/gateway.ts';
+import type { ModelRequest } from '../../../agent-server/clients/model.ts';
+import { createTaskStore } from '../../../agent-server/store/store.ts';
+import { createAgent } from '../../../agent-server/tasks/agent.ts';
+import { loadConfig } from '../../../lib/config.ts';
+import { openDatabase } from '../../../lib/sqlite.ts';
+import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';
+import { fetchOf, log, makeStack, retain, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 // TOOL_EXPOSURE=dispatch and `exposure` per task: the tools array stays [manage_toolsets, call_tool], the
 // activation result carries the new tools' definitions, and the gateway still judges every call.

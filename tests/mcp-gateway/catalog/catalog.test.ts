@@ -4,11 +4,11 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadToolsetFiles } from '../../mcp-gateway/catalog/catalog.ts';
-import { toolsetVariables } from '../../mcp-gateway/catalog/toolset-files.ts';
-import { startMcpHttpServer, text } from '../helpers/mcp-http-server.ts';
-import { isAlive } from '../helpers/processes.ts';
-import { makeStack, type Stack } from '../helpers/stack.ts';
+import { loadToolsetFiles } from '../../../mcp-gateway/catalog/catalog.ts';
+import { toolsetVariables } from '../../../mcp-gateway/catalog/toolset-files.ts';
+import { startMcpHttpServer, text } from '../../helpers/mcp-http-server.ts';
+import { isAlive } from '../../helpers/processes.ts';
+import { makeStack, type Stack } from '../../helpers/stack.ts';
 
 // Toolset files with MCP backends: ${VAR} (missing, present, never echoed), what a stdio child's
 // environment holds, name collisions and prefixes, include lists, and several files sharing one server.

@@ -4,10 +4,10 @@ import path from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { HttpResponse, http } from 'msw';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { openAIModel } from '../../agent-server/clients/model.ts';
-import { createPromptCatalog, loadPlaybooks } from '../../mcp-gateway/catalog/prompts.ts';
-import { completion, MODEL_BASE_URL, modelEdge } from '../helpers/msw.ts';
-import { makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
+import { openAIModel } from '../../../agent-server/clients/model.ts';
+import { createPromptCatalog, loadPlaybooks } from '../../../mcp-gateway/catalog/prompts.ts';
+import { completion, MODEL_BASE_URL, modelEdge } from '../../helpers/msw.ts';
+import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 const edge = modelEdge();
 afterAll(() => edge.close());

@@ -3,7 +3,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
+import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 let stack: Stack | undefined;
 afterEach(async () => {

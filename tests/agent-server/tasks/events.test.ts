@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { TaskDetail, TaskEvent } from '../../agent-server/contract.ts';
-import { answer, call, calls, ScriptedModel } from '../helpers/scripted-model.ts';
-import { makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
+import { TaskDetail, TaskEvent } from '../../../agent-server/contract.ts';
+import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';
+import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 // Task events are a contract (a union on `type`, each with its own data) that the CLI, the console and other
 // clients read: every event a real task records parses as the contract says.

@@ -3,10 +3,10 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { main } from '../../client.ts';
-import { NO_STORED_CREDENTIALS } from '../helpers/credentials.ts';
-import { startMcpHttpServer, text } from '../helpers/mcp-http-server.ts';
-import { asLoopback, makeStack, type Stack } from '../helpers/stack.ts';
+import { main } from '../../../client.ts';
+import { NO_STORED_CREDENTIALS } from '../../helpers/credentials.ts';
+import { startMcpHttpServer, text } from '../../helpers/mcp-http-server.ts';
+import { asLoopback, makeStack, type Stack } from '../../helpers/stack.ts';
 
 // `toolsets import` from a real desktop-client `mcpServers` file: one toolset file per server, described by
 // the server when it can be reached, secrets as ${VAR} and never written or printed; then `toolsets reload`

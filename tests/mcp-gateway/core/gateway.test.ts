@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { toolServerBackend } from '../../mcp-gateway/backends/tool-server-backend.ts';
-import { buildCatalog, loadToolsetFiles } from '../../mcp-gateway/catalog/catalog.ts';
-import { createToolServerApp } from '../../tool-server/app.ts';
-import { PathGuard } from '../../tool-server/guards/paths/guard.ts';
-import { createRegistry } from '../../tool-server/registry.ts';
-import { nativeTools } from '../../tool-server/tools/native.ts';
+import { toolServerBackend } from '../../../mcp-gateway/backends/tool-server-backend.ts';
+import { buildCatalog, loadToolsetFiles } from '../../../mcp-gateway/catalog/catalog.ts';
+import { createToolServerApp } from '../../../tool-server/app.ts';
+import { PathGuard } from '../../../tool-server/guards/paths/guard.ts';
+import { createRegistry } from '../../../tool-server/registry.ts';
+import { nativeTools } from '../../../tool-server/tools/native.ts';
 import {
   fetchOf,
   log,
@@ -17,7 +17,7 @@ import {
   retain,
   SPLIT_TOOLSETS,
   type Stack,
-} from '../helpers/stack.ts';
+} from '../../helpers/stack.ts';
 
 let stack: Stack | undefined;
 afterEach(async () => {

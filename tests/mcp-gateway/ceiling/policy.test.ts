@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parsePolicy } from '../../mcp-gateway/ceiling/policy.ts';
+import { parsePolicy } from '../../../mcp-gateway/ceiling/policy.ts';
 
 const POLICY = `
 default: allow

@@ -47,11 +47,14 @@ export const EXIT = {
 
 /** A wrong command line; exit 2 with a pointer to --help. */
 export class UsageError extends Error {
+  readonly command?: string;
+
   constructor(
     message: string,
-    readonly command?: string,
+    command?: string,
   ) {
     super(message);
+    this.command = command;
     this.name = new.target.name;
   }
 }

@@ -14,13 +14,18 @@ export interface ServiceEndpoint {
 
 /** A non-2xx answer from another service, carrying its status and its `error` message. */
 export class ServiceError extends Error {
+  readonly status: number;
+  readonly body: unknown;
+
   constructor(
-    readonly status: number,
+    status: number,
     message: string,
-    readonly body: unknown,
+    body: unknown,
     options?: ErrorOptions,
   ) {
     super(message, options);
+    this.status = status;
+    this.body = body;
     this.name = new.target.name;
   }
 }

@@ -6,11 +6,16 @@ export const MAX_JSON_DEPTH = 64;
 
 /** A JSON text that is malformed (`syntax`) or nests too deeply (`depth`); `detail` says where or how deep. */
 export class JsonInputError extends Error {
+  readonly kind: 'syntax' | 'depth';
+  readonly detail: string;
+
   constructor(
-    readonly kind: 'syntax' | 'depth',
-    readonly detail: string,
+    kind: 'syntax' | 'depth',
+    detail: string,
   ) {
     super(kind === 'syntax' ? `not valid JSON (${detail})` : detail);
+    this.kind = kind;
+    this.detail = detail;
     this.name = new.target.name;
   }
 }

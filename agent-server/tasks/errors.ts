@@ -26,10 +26,13 @@ export type StopReason = 'cancelled' | 'timed_out';
 
 /** Thrown into a task's in-flight work when it is stopped; the loop ends the task with `reason` as its status. */
 export class TaskStoppedError extends AgentError {
+  readonly reason: StopReason;
+
   constructor(
-    readonly reason: StopReason,
+    reason: StopReason,
     message = reason === 'cancelled' ? 'The task was cancelled' : 'The task reached its time limit',
   ) {
     super(message);
+    this.reason = reason;
   }
 }

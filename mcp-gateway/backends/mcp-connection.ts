@@ -74,12 +74,16 @@ export class McpConnection {
   private closed = false;
   private readonly listeners = new Set<(tools: Tool[]) => void>();
 
-  constructor(
-    /** How the server is named in messages: the file's command or URL, with `${VAR}` unexpanded. */
-    readonly label: string,
-    private readonly spec: McpServerSpec,
-    private readonly deps: ConnectionDeps,
-  ) {}
+  /** How the server is named in messages: the file's command or URL, with `${VAR}` unexpanded. */
+  readonly label: string;
+  private readonly spec: McpServerSpec;
+  private readonly deps: ConnectionDeps;
+
+  constructor(label: string, spec: McpServerSpec, deps: ConnectionDeps) {
+    this.label = label;
+    this.spec = spec;
+    this.deps = deps;
+  }
 
   status(): UpstreamStatus {
     const pid = this.transport instanceof StdioTransport ? this.transport.pid : undefined;

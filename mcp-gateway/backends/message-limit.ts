@@ -25,7 +25,11 @@ export class LineSplitter {
   private parts: Buffer[] = [];
   private held = 0;
 
-  constructor(private readonly limit: number) {}
+  private readonly limit: number;
+
+  constructor(limit: number) {
+    this.limit = limit;
+  }
 
   /** The complete lines in `chunk` (with what was held before); throws MessageTooLargeError past the cap. */
   push(chunk: Buffer): string[] {

@@ -55,7 +55,10 @@ export class StdioTransport implements Transport {
   /** Why this transport stopped the child itself (a message over the cap), for the call's error. */
   private stopReason?: string;
 
-  constructor(private readonly params: StdioParams) {
+  private readonly params: StdioParams;
+
+  constructor(params: StdioParams) {
+    this.params = params;
     this.lines = new LineSplitter(params.maxMessageBytes ?? 16 * 1024 * 1024);
   }
 

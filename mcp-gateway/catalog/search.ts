@@ -77,10 +77,10 @@ export class ToolsetIndex {
     processTerm: normalizeTerm,
   });
 
-  constructor(
-    toolsets: readonly SearchableToolset[],
-    private readonly weights: RankWeights = DEFAULT_WEIGHTS,
-  ) {
+  private readonly weights: RankWeights;
+
+  constructor(toolsets: readonly SearchableToolset[], weights: RankWeights = DEFAULT_WEIGHTS) {
+    this.weights = weights;
     const docs: Doc[] = [];
     for (const ts of toolsets) {
       docs.push({ id: `toolset:${ts.id}`, toolset: ts.id, tool: null, name: ts.id, text: ts.description });

@@ -5,13 +5,14 @@ import type { RefusalCode } from '../contract.ts';
 // (REFUSAL_STATUS, app.ts), and the MCP face turns any refusal into a tool error with its message.
 
 export class Refusal extends Error {
-  constructor(
-    readonly code: RefusalCode,
-    message: string,
-    /** More for the error body (a pending `approval`, `valid_ids`, `retry_after_s`). */
-    readonly details: Record<string, unknown> = {},
-  ) {
+  readonly code: RefusalCode;
+  /** More for the error body (a pending `approval`, `valid_ids`, `retry_after_s`). */
+  readonly details: Record<string, unknown>;
+
+  constructor(code: RefusalCode, message: string, details: Record<string, unknown> = {}) {
     super(message);
+    this.code = code;
+    this.details = details;
     this.name = new.target.name;
   }
 }

@@ -20,12 +20,19 @@ export class Connection implements LegacyConnection {
   key: string | undefined;
   #handle: string | undefined;
 
+  readonly credential: string | null;
+  readonly ownSession: string;
+  private readonly store: LegacySessionStore;
+
   constructor(
-    readonly credential: string | null,
-    readonly ownSession: string,
+    credential: string | null,
+    ownSession: string,
     handle: string | undefined,
-    private readonly store: LegacySessionStore,
+    store: LegacySessionStore,
   ) {
+    this.credential = credential;
+    this.ownSession = ownSession;
+    this.store = store;
     this.#handle = handle;
   }
 

@@ -40,7 +40,11 @@ export function answer(text: string): ModelReply {
 /** A Model that plays a script and records every request it was sent (deep copies). */
 export class ScriptedModel implements Model {
   readonly requests: ModelRequest[] = [];
-  constructor(private readonly steps: Step[]) {}
+  private readonly steps: Step[];
+
+  constructor(steps: Step[]) {
+    this.steps = steps;
+  }
 
   async complete(request: ModelRequest): Promise<ModelReply> {
     this.requests.push(structuredClone(request));

@@ -82,7 +82,11 @@ interface Protected {
  * a protected place (the default ./workspace inside the installation) stays writable: it was named as one.
  */
 export class ProtectedPaths {
-  private constructor(private readonly places: readonly Protected[]) {}
+  private readonly places: readonly Protected[];
+
+  private constructor(places: readonly Protected[]) {
+    this.places = places;
+  }
 
   /**
    * Each of `paths` (and the `installation`) as configured and as it really is; `insideRoot` tells which ones

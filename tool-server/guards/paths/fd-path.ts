@@ -50,11 +50,14 @@ export async function procFdWorks(realDir: string): Promise<boolean> {
 
 /** A directory inside the roots, held open (with /proc) so names inside it resolve against it, not its path. */
 export class VerifiedDir {
-  private constructor(
-    /** The real path it had when it was checked and opened. */
-    readonly real: string,
-    private readonly handle: FileHandle | null,
-  ) {}
+  /** The real path it had when it was checked and opened. */
+  readonly real: string;
+  private readonly handle: FileHandle | null;
+
+  private constructor(real: string, handle: FileHandle | null) {
+    this.real = real;
+    this.handle = handle;
+  }
 
   /**
    * Opens the directory at `real` (a path the guard has checked) and, with `verify`, confirms the descriptor

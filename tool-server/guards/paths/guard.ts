@@ -85,15 +85,22 @@ export class PathGuard {
   private readonly lock = new RwLock();
   private readonly layout: RootLayout;
 
+  /** True when tools act through verified descriptors (Linux /proc): the race-free mode. */
+  readonly raceFree: boolean;
+  private readonly protection: ProtectedPaths;
+  private readonly secrets: ProtectedPaths;
+
   private constructor(
     roots: Root[],
     patterns: readonly string[],
     home: string,
-    /** True when tools act through verified descriptors (Linux /proc): the race-free mode. */
-    readonly raceFree: boolean,
-    private readonly protection: ProtectedPaths,
-    private readonly secrets: ProtectedPaths,
+    raceFree: boolean,
+    protection: ProtectedPaths,
+    secrets: ProtectedPaths,
   ) {
+    this.raceFree = raceFree;
+    this.protection = protection;
+    this.secrets = secrets;
     this.roots = roots;
     this.layout = rootLayout(roots);
     this.home = home;

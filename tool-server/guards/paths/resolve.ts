@@ -28,8 +28,11 @@ export type Unresolvable =
 
 /** Thrown by resolveInside; carries only what is safe to tell about paths inside the roots. */
 export class ResolveError extends Error {
-  constructor(readonly reason: Unresolvable) {
+  readonly reason: Unresolvable;
+
+  constructor(reason: Unresolvable) {
     super(reason.kind);
+    this.reason = reason;
     this.name = new.target.name;
   }
 }

@@ -48,11 +48,14 @@ interface Held {
 
 /** Open directories for git runs: the descriptors to hand the child, and the watch over their paths. */
 export class GitPins {
-  private constructor(
-    private readonly held: Held[],
-    /** Shown in refusals: the repository as the caller gave it. */
-    private readonly shown: string,
-  ) {}
+  private readonly held: Held[];
+  /** Shown in refusals: the repository as the caller gave it. */
+  private readonly shown: string;
+
+  private constructor(held: Held[], shown: string) {
+    this.held = held;
+    this.shown = shown;
+  }
 
   /** Opens each of `reals` (real paths the guard has checked) with its chain; `reals[i]` is slotPath(i). */
   static async open(guard: PathGuard, reals: readonly string[], shown: string): Promise<GitPins> {

@@ -131,12 +131,13 @@ export interface GitOutput {
 
 /** git ran and failed; callers that expect a failure (an unknown ref) read `exitCode` and `stderr`. */
 export class GitFailure extends ToolError {
-  constructor(
-    message: string,
-    readonly exitCode: number | null,
-    readonly stderr: string,
-  ) {
+  readonly exitCode: number | null;
+  readonly stderr: string;
+
+  constructor(message: string, exitCode: number | null, stderr: string) {
     super(message);
+    this.exitCode = exitCode;
+    this.stderr = stderr;
   }
 }
 

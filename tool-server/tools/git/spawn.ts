@@ -41,7 +41,11 @@ class Capped {
   private size = 0;
   over = false;
 
-  constructor(private readonly cap: number) {}
+  private readonly cap: number;
+
+  constructor(cap: number) {
+    this.cap = cap;
+  }
 
   /** Keeps what fits; false once the cap is exceeded. */
   push(chunk: Buffer): boolean {

@@ -49,10 +49,7 @@ export const EXIT = {
 export class UsageError extends Error {
   readonly command?: string;
 
-  constructor(
-    message: string,
-    command?: string,
-  ) {
+  constructor(message: string, command?: string) {
     super(message);
     this.command = command;
     this.name = new.target.name;

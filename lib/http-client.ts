@@ -17,12 +17,7 @@ export class ServiceError extends Error {
   readonly status: number;
   readonly body: unknown;
 
-  constructor(
-    status: number,
-    message: string,
-    body: unknown,
-    options?: ErrorOptions,
-  ) {
+  constructor(status: number, message: string, body: unknown, options?: ErrorOptions) {
     super(message, options);
     this.status = status;
     this.body = body;

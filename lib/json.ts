@@ -9,10 +9,7 @@ export class JsonInputError extends Error {
   readonly kind: 'syntax' | 'depth';
   readonly detail: string;
 
-  constructor(
-    kind: 'syntax' | 'depth',
-    detail: string,
-  ) {
+  constructor(kind: 'syntax' | 'depth', detail: string) {
     super(kind === 'syntax' ? `not valid JSON (${detail})` : detail);
     this.kind = kind;
     this.detail = detail;

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { approvalsCommand, auditCommand } from './cli/approvals.ts';
@@ -11,6 +12,7 @@ import { toolsetsCommand } from './cli/toolsets.ts';
 import { type Config, loadConfig } from './lib/config.ts';
 import { CREDENTIALS, variableOfRole, withStoredCredentials } from './lib/credentials.ts';
 import { ServiceError } from './lib/http-client.ts';
+import { installationDir } from './lib/installation.ts';
 
 // The toolshift CLI: a thin client of the agent-server and the gateway's admin API. No business logic here.
 
@@ -18,7 +20,7 @@ export type { CliIo };
 
 /** The version in package.json, for --version. */
 function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('./package.json', import.meta.url), 'utf8')) as {
+  const pkg = JSON.parse(readFileSync(path.join(installationDir(), 'package.json'), 'utf8')) as {
     version: string;
   };
   return pkg.version;
@@ -127,6 +129,9 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
         );
       case 'token':
         return tokenCommand(rest, config, io);
+      case 'serve':
+        // bin/toolshift.js starts the daemon (start/entry.ts) before the CLI is loaded; main() alone cannot.
+        throw new UsageError('serve starts the daemon: run it as `toolshift serve` (or `npm start`)');
       case 'tasks':
         return await tasksCommand(
           rest,

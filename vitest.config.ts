@@ -14,6 +14,7 @@ const fast = (name: string) => ({
 
 export default defineConfig({
   test: {
+    globalSetup: ['tests/helpers/global-setup.ts'],
     testTimeout: 20_000,
     hookTimeout: 30_000,
     projects: [

@@ -98,6 +98,23 @@ A task pauses when the operator's policy asks about a call or an activation; the
 first decision wins (a second is told it came too late). Sends AGENT_API_TOKEN.
 
 ${EXIT_CODES}`,
+  serve: `toolshift serve — start the daemon
+
+Usage:
+  toolshift serve [--data-dir DIR]            the three services in one process
+  toolshift serve agent-server|mcp-gateway|tool-server   one service alone (one container each, say)
+
+The daemon prints one line once it listens: where the agent API and the MCP endpoint are, and where its
+data is. Ctrl-C (SIGINT) or SIGTERM stops it after the tasks in flight have recorded their state.
+
+Options:
+  --data-dir DIR   where the SQLite files, credentials.json, your toolsets and the default workspace live
+                   (default: TOOLSHIFT_DATA_DIR, else the user's data directory, ~/.local/share/toolshift
+                   on Linux); the shipped toolsets, policy and prompts are read from the installation
+
+Every setting is an environment variable (or a line of .env in the working directory): see
+docs/configuration.md. \`npm start\` in a checkout is \`toolshift serve\`.
+`,
   audit: `toolshift audit — the gateway's audit log, newest first, a page at a time
 
 Usage:
@@ -109,7 +126,7 @@ ${EXIT_CODES}`,
 };
 
 /** Every command, for usage errors and suggestions. */
-export const COMMANDS = ['run', 'tasks', 'toolsets', 'approvals', 'audit', 'token', 'help'] as const;
+export const COMMANDS = ['run', 'tasks', 'toolsets', 'approvals', 'audit', 'token', 'serve', 'help'] as const;
 
 /** The command nearest to a mistyped one (`task` → `tasks`), if one is close enough to be meant. */
 export function nearestCommand(typed: string): string | undefined {
@@ -138,6 +155,7 @@ export function nearestCommand(typed: string): string | undefined {
 export const HELP = `toolshift — run tasks and manage toolsets
 
 Usage:
+  toolshift serve [<service>] [--data-dir DIR]   start the daemon (all three services, or one)
   toolshift run "<goal>" | -          run a task with live progress; the answer goes to stdout
   toolshift tasks [list|show|watch|cancel] [<task_id>]
   toolshift toolsets [list|activate|deactivate|enable|disable|import|reload|approve] ...

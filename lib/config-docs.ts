@@ -91,12 +91,15 @@ export const SETTING_GROUPS: Group[] = [
   {
     title: 'Toolsets, upstream servers, the MCP face and the policy (mcp-gateway)',
     settings: {
-      TOOLSETS_DIR: { doc: 'the shipped toolset files' },
+      TOOLSETS_DIR: {
+        doc: 'the shipped toolset files (and the default policy.yaml)',
+        default: '`toolsets/` of the installation',
+      },
       USER_TOOLSETS_DIR: {
         doc: "the user's toolset files (`toolshift toolsets import` writes there), loaded after the shipped ones",
         default: '`$TOOLSHIFT_DATA_DIR/toolsets`',
       },
-      PROMPTS_DIR: { doc: 'playbook prompt files' },
+      PROMPTS_DIR: { doc: 'playbook prompt files', default: '`prompts/` of the installation' },
       POLICY_FILE: {
         doc: "the operator's policy (absent: everything allowed)",
         default: '`$TOOLSETS_DIR/policy.yaml`',
@@ -123,8 +126,8 @@ export const SETTING_GROUPS: Group[] = [
     title: 'Files, the web, git and databases (tool-server)',
     settings: {
       FS_ROOTS: {
-        doc: 'filesystem roots, `:`-separated; each must exist (only the default `./workspace` is created)',
-        default: '`./workspace`',
+        doc: 'filesystem roots, `:`-separated; each must exist (only the default workspace is created)',
+        default: '`$TOOLSHIFT_DATA_DIR/workspace`',
       },
       FS_READONLY_ROOTS: { doc: 'roots the file tools may read but not change, `:`-separated' },
       FS_MAX_READ_BYTES: { doc: 'cap of one text read' },
@@ -159,7 +162,8 @@ export const SETTING_GROUPS: Group[] = [
     title: 'Data, retention and logs (every service)',
     settings: {
       TOOLSHIFT_DATA_DIR: {
-        doc: 'SQLite files (`gateway.db`, `agent.db`, WAL mode) and the generated credentials',
+        doc: 'SQLite files (`gateway.db`, `agent.db`, WAL mode), the generated credentials, your toolsets and the default workspace; `toolshift serve --data-dir` sets it too',
+        default: 'the user\'s data directory: `$XDG_DATA_HOME/toolshift`, else `~/.local/share/toolshift` (macOS: `~/Library/Application Support/toolshift`)',
       },
       AUDIT_RETENTION_DAYS: { doc: 'audit rows older than this are deleted (0: kept for ever)' },
       AUDIT_MAX_ROWS: { doc: 'the oldest audit rows beyond this many are deleted' },

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { installationDir, userDataDir } from './installation.ts';
 import { TOKENIZERS } from './tokens.ts';
 
 // Every setting of every service, read once from the environment (and `.env` if present) and validated,
@@ -52,8 +53,8 @@ export const EnvSchema = z.object({
   TOOL_TOKEN_BUDGET: z.coerce.number().int().min(1).optional(),
   TOOL_EXPOSURE: z.enum(['native', 'dispatch'], { message: 'must be native or dispatch' }).default('native'),
   LOG_FORMAT: z.enum(['json', 'pretty', 'auto']).default('auto'),
-  TOOLSHIFT_DATA_DIR: z.string().default('./data'),
-  TOOLSETS_DIR: z.string().default('./toolsets'),
+  TOOLSHIFT_DATA_DIR: optionalString,
+  TOOLSETS_DIR: optionalString,
   USER_TOOLSETS_DIR: optionalString,
   FS_ROOTS: list,
   FS_READONLY_ROOTS: list,
@@ -83,7 +84,7 @@ export const EnvSchema = z.object({
     .int()
     .min(1024)
     .default(256 * 1024),
-  PROMPTS_DIR: z.string().default('./prompts'),
+  PROMPTS_DIR: optionalString,
   POLICY_FILE: optionalString,
   APPROVAL_TIMEOUT_S: z.coerce.number().int().min(1).default(600),
   MAX_CALLS_PER_MINUTE: z.coerce.number().int().min(1).default(120),
@@ -163,6 +164,11 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
     throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  // The data (SQLite files, credentials, the user's toolsets and the default workspace) lives in the user's
+  // data directory; what ships with toolshift (toolsets, policy, prompts) is read from where it is installed,
+  // so the daemon and the CLI behave the same whatever directory they are started from.
+  const dataDir = path.resolve(e.TOOLSHIFT_DATA_DIR ?? userDataDir(env));
+  const toolsetsDir = path.resolve(e.TOOLSETS_DIR ?? path.join(installationDir(), 'toolsets'));
   const local = (p: number) => `http://${reachableHost(e.HOST)}:${p}`;
   return {
     host: e.HOST,
@@ -186,9 +192,7 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
      */
     auth: {
       mode: e.TOOLSHIFT_AUTH,
-      credentialsFile: path.resolve(
-        e.TOOLSHIFT_CREDENTIALS_FILE ?? path.join(e.TOOLSHIFT_DATA_DIR, 'credentials.json'),
-      ),
+      credentialsFile: path.resolve(e.TOOLSHIFT_CREDENTIALS_FILE ?? path.join(dataDir, 'credentials.json')),
     },
     agent: {
       port: e.AGENT_PORT,
@@ -230,23 +234,24 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         maxMessageBytes: e.UPSTREAM_MAX_MESSAGE_BYTES,
         maxResultBytes: e.UPSTREAM_MAX_RESULT_BYTES,
       },
-      promptsDir: path.resolve(e.PROMPTS_DIR),
+      promptsDir: path.resolve(e.PROMPTS_DIR ?? path.join(installationDir(), 'prompts')),
       /** The operator's ceiling: policy file, how long an approval may stay pending, per-session limits. */
-      policyFile: path.resolve(e.POLICY_FILE ?? path.join(e.TOOLSETS_DIR, 'policy.yaml')),
+      policyFile: path.resolve(e.POLICY_FILE ?? path.join(toolsetsDir, 'policy.yaml')),
       approvalTimeoutMs: e.APPROVAL_TIMEOUT_S * 1000,
       limits: { callsPerMinute: e.MAX_CALLS_PER_MINUTE, activationsPerTask: e.MAX_ACTIVATIONS_PER_TASK },
       /** The most tool-definition tokens manage_toolsets may bring a session to (unset: no limit). */
       toolTokenBudget: e.TOOL_TOKEN_BUDGET,
-      toolsetsDir: path.resolve(e.TOOLSETS_DIR),
+      toolsetsDir,
       /** The user's own toolset files (`toolsets import` writes here), loaded after the shipped ones. */
-      userToolsetsDir: path.resolve(e.USER_TOOLSETS_DIR ?? path.join(e.TOOLSHIFT_DATA_DIR, 'toolsets')),
+      userToolsetsDir: path.resolve(e.USER_TOOLSETS_DIR ?? path.join(dataDir, 'toolsets')),
     },
     tools: {
       port: e.TOOL_SERVER_PORT,
       url: e.TOOL_SERVER_URL ?? local(e.TOOL_SERVER_PORT),
       token: e.TOOL_SERVER_TOKEN,
-      roots: (e.FS_ROOTS.length > 0 ? e.FS_ROOTS : ['./workspace']).map((r) => path.resolve(r)),
-      /** True when FS_ROOTS was set: its entries must then exist (only the default ./workspace is created). */
+      roots:
+        e.FS_ROOTS.length > 0 ? e.FS_ROOTS.map((r) => path.resolve(r)) : [path.join(dataDir, 'workspace')],
+      /** True when FS_ROOTS was set: its entries must then exist (only the default workspace is created). */
       rootsGiven: e.FS_ROOTS.length > 0,
       readOnlyRoots: e.FS_READONLY_ROOTS.map((r) => path.resolve(r)),
       maxReadBytes: e.FS_MAX_READ_BYTES,
@@ -279,7 +284,7 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
           : undefined,
       },
     },
-    dataDir: path.resolve(e.TOOLSHIFT_DATA_DIR),
+    dataDir,
     /** How long rows are kept (ms; 0: for ever) and how often the sweep runs: README "Limits and retention". */
     retention: {
       auditMs: days(e.AUDIT_RETENTION_DAYS),
@@ -307,7 +312,7 @@ export function reachableHost(host: string): string {
 
 /**
  * Refuses FS_ROOTS / FS_READONLY_ROOTS entries that do not exist (a typo must not become a new empty root);
- * only the default ./workspace, used when FS_ROOTS is unset, is created by the tool-server.
+ * only the default workspace ($TOOLSHIFT_DATA_DIR/workspace), used when FS_ROOTS is unset, is created by the tool-server.
  */
 export function checkRootsExist(tools: {
   roots: string[];

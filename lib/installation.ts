@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -20,4 +21,32 @@ export function installationDir(from: string = fileURLToPath(import.meta.url)): 
     }
     if (dir === path.dirname(dir)) throw new Error(`cannot find toolshift's package.json above ${from}`);
   }
+}
+
+/**
+ * Where toolshift keeps its data unless TOOLSHIFT_DATA_DIR says otherwise: the user's data directory, as
+ * other daemons do — `$XDG_DATA_HOME/toolshift` (default `~/.local/share/toolshift`) on Linux and other
+ * Unixes, `~/Library/Application Support/toolshift` on macOS, `%LOCALAPPDATA%\toolshift` on Windows. Read
+ * from `env` (not process.env) so a caller's environment decides; a relative XDG_DATA_HOME is ignored, as
+ * the XDG Base Directory specification says.
+ */
+export function userDataDir(
+  env: Record<string, string | undefined>,
+  platform: NodeJS.Platform = process.platform,
+): string {
+  const home = env.HOME || os.homedir();
+  if (platform === 'darwin') return path.join(home, 'Library', 'Application Support', 'toolshift');
+  if (platform === 'win32')
+    return path.join(env.LOCALAPPDATA || path.join(home, 'AppData', 'Local'), 'toolshift');
+  const xdg = env.XDG_DATA_HOME;
+  return path.join(xdg && path.isAbsolute(xdg) ? xdg : path.join(home, '.local', 'share'), 'toolshift');
+}
+
+/**
+ * A module beside the caller, for a worker or child process to load: `name` is its `.ts` file, run by Node's
+ * type stripping from a checkout; from the built package (`dist/`, where Node does not strip types under
+ * node_modules) the caller is a `.js` file and so is its sibling.
+ */
+export function siblingModule(callerUrl: string, name: string): URL {
+  return new URL(callerUrl.endsWith('.js') ? name.replace(/\.ts$/, '.js') : name, callerUrl);
 }

@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { startAgentServer } from '../agent-server/server.ts';
 import type { Config } from '../lib/config.ts';
+import { siblingModule } from '../lib/installation.ts';
 import type { Listening } from '../lib/serve.ts';
 import type { ServiceThreadData, ServiceThreadMessage } from './service-thread.ts';
 import { startStack } from './stack.ts';
@@ -13,23 +14,15 @@ import { startStack } from './stack.ts';
 // loop already keeps up with a couple of hundred concurrent tasks. A thread that fails takes the process down
 // with it rather than leaving a half-running daemon.
 
-/** The worker's source: loads start/service-thread.ts through tsx (a thread does not inherit the main thread's loader). */
-const BOOT = `
-const { workerData } = require('node:worker_threads');
-import(workerData.loader).then((tsx) => tsx.tsImport(workerData.entry, workerData.entry));
-`;
-
 type Started = { tools: Listening; gateway: Listening };
 
 /** Starts the tool-server and the gateway on a worker thread; resolves once both listen. */
 export function startServiceThread(config: Config): Promise<Started> {
-  const data: ServiceThreadData & { loader: string; entry: string } = {
-    config,
-    tty: process.stdout.isTTY === true,
-    loader: import.meta.resolve('tsx/esm/api'),
-    entry: new URL('./service-thread.ts', import.meta.url).href,
-  };
-  const worker = new Worker(BOOT, { eval: true, workerData: data, name: 'gateway and tool-server' });
+  const data: ServiceThreadData = { config, tty: process.stdout.isTTY === true };
+  const worker = new Worker(siblingModule(import.meta.url, './service-thread.ts'), {
+    workerData: data,
+    name: 'gateway and tool-server',
+  });
   let exited = false;
   worker.once('exit', () => {
     exited = true;

@@ -1,8 +1,8 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { LineCounter, parseDocument } from 'yaml';
 import type { z } from 'zod';
+import { installationDir, userDataDir } from '../../lib/installation.ts';
 import type { McpServerSpec } from '../backends/mcp-connection.ts';
 import { expandVariables, Redactor, referencedVariables } from './env-expand.ts';
 import { type McpBlock, ToolsetFile } from './toolset-schema.ts';
@@ -81,7 +81,7 @@ const POLICY_FILE_NAME = /^policy\.ya?ml$/;
 export function loadToolsetFiles(
   dir: string,
   vars: Record<string, string | undefined> = toolsetVariables({
-    dataDir: path.resolve(process.env.TOOLSHIFT_DATA_DIR ?? './data'),
+    dataDir: path.resolve(process.env.TOOLSHIFT_DATA_DIR ?? userDataDir(process.env)),
     toolsetsDir: dir,
   }),
 ): ToolsetSpec[] {
@@ -118,7 +118,7 @@ export interface LoadedToolsets {
 export function loadToolsets(
   sources: ToolsetSources,
   vars: Record<string, string | undefined> = toolsetVariables({
-    dataDir: path.resolve(process.env.TOOLSHIFT_DATA_DIR ?? './data'),
+    dataDir: path.resolve(process.env.TOOLSHIFT_DATA_DIR ?? userDataDir(process.env)),
     toolsetsDir: sources.dir,
   }),
 ): LoadedToolsets {
@@ -273,7 +273,7 @@ function mcpBackend(
 }
 
 /** Where the toolshift checkout keeps its npm binaries (servers installed as dependencies). */
-const PACKAGE_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'node_modules', '.bin');
+const PACKAGE_BIN = path.join(installationDir(), 'node_modules', '.bin');
 
 /** A bare command from node_modules/.bin (the working directory's, then toolshift's own), else from PATH. */
 export function resolveCommand(command: string, fileDir: string): string {

@@ -8,7 +8,7 @@ export type ServiceName = 'agent-server' | 'mcp-gateway' | 'tool-server';
  * resolves with the three services' URLs, `ready` with the ready line start/start.ts prints on stderr.
  */
 export function startDaemon(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'start/start.ts'], {
+  const child = spawn(process.execPath, ['start/start.ts'], {
     env: {
       PATH: process.env.PATH,
       AGENT_PORT: '0',

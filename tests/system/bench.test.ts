@@ -378,13 +378,7 @@ describe('npm run bench', () => {
       .map((f) => `./bench/${f}`);
     const loaded = spawnSync(
       process.execPath,
-      [
-        '--import',
-        'tsx',
-        '--input-type=module',
-        '-e',
-        `for (const m of ${JSON.stringify(modules)}) await import(m);`,
-      ],
+      ['--input-type=module', '-e', `for (const m of ${JSON.stringify(modules)}) await import(m);`],
       { encoding: 'utf8', env: { PATH: process.env.PATH }, timeout: 60_000 },
     );
     expect(loaded.stderr).not.toMatch(/Error/);

@@ -107,8 +107,6 @@ describe('npm start, in its own words', () => {
       const cli = await run(
         process.execPath,
         [
-          '--import',
-          'tsx',
           'client.ts',
           'run',
           '--quiet',
@@ -207,7 +205,7 @@ describe('npm start, in its own words', () => {
       expect(await daemon.stop()).toBe(0);
     }
     // `npm run start:agent`: the agent-server alone logs where it listens, at info.
-    const alone = spawn(process.execPath, ['--import', 'tsx', 'agent-server/main.ts'], {
+    const alone = spawn(process.execPath, ['agent-server/main.ts'], {
       env: {
         PATH: process.env.PATH,
         HOME: tmp,

@@ -98,7 +98,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => model.listen(0, '127.0.0.1', r));
   const modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`;
-  stack = spawn(process.execPath, ['--import', 'tsx', 'start/start.ts'], {
+  stack = spawn(process.execPath, ['start/start.ts'], {
     env: {
       PATH: process.env.PATH,
       HOME: tmp,

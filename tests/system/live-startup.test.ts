@@ -39,7 +39,7 @@ describe('start-up errors', () => {
     expect(loadConfig({ ...base(), OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1' }).agent.model.baseURL).toBe(
       'http://127.0.0.1:11434/v1',
     );
-    const child = spawn(process.execPath, ['--import', 'tsx', 'start/start.ts'], {
+    const child = spawn(process.execPath, ['start/start.ts'], {
       env: { PATH: process.env.PATH, HOME: tmp, ...base(), OPENAI_BASE_URL: 'localhost:11434' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -71,17 +71,17 @@ describe('a fresh install', () => {
         GATEWAY_URL: urls['mcp-gateway'],
         AGENT_URL: urls['agent-server'],
       };
-      const toolsets = await run(process.execPath, ['--import', 'tsx', 'client.ts', 'toolsets', '--json'], {
+      const toolsets = await run(process.execPath, ['client.ts', 'toolsets', '--json'], {
         env: cliEnv,
       });
       expect(JSON.parse(toolsets.stdout).toolsets.map((t: { id: string }) => t.id)).toContain(
         'file_system_tools',
       );
-      const tasks = await run(process.execPath, ['--import', 'tsx', 'client.ts', 'tasks', '--json'], {
+      const tasks = await run(process.execPath, ['client.ts', 'tasks', '--json'], {
         env: cliEnv,
       });
       expect(JSON.parse(tasks.stdout)).toBeDefined();
-      const token = await run(process.execPath, ['--import', 'tsx', 'client.ts', 'token'], { env: cliEnv });
+      const token = await run(process.execPath, ['client.ts', 'token'], { env: cliEnv });
       expect(token.stdout.trim()).toBe(storedToken(data, 'AGENT_API_TOKEN'));
       const api = await fetch(`${urls['agent-server']}/agent/tasks`, {
         headers: { authorization: `Bearer ${token.stdout.trim()}` },

@@ -54,7 +54,7 @@ afterAll(async () => {
 
 /** Starts start/start.ts with `env`; resolves with the agent's URL once all three services listen. */
 function start(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'start/start.ts'], {
+  const child = spawn(process.execPath, ['start/start.ts'], {
     env: {
       PATH: process.env.PATH,
       HOME: tmp,

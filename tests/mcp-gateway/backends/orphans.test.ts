@@ -52,7 +52,7 @@ describe('no orphans', () => {
       shipped('memory.yaml').replace('default: false', 'default: true'),
     );
     await writeFile(path.join(toolsets, 'everything.yaml'), `${EVERYTHING}default: true\n`);
-    const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'mcp-gateway/main.ts'], {
+    const child: ChildProcess = spawn(process.execPath, ['mcp-gateway/main.ts'], {
       env: {
         PATH: process.env.PATH,
         HOME: process.env.HOME,

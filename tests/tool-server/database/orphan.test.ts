@@ -1,9 +1,7 @@
 import { spawn } from 'node:child_process';
 import { mkdtemp, realpath, rm } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
@@ -36,7 +34,6 @@ const alive = (pid: number) => {
 
 it('a query process ends when its tool-server is killed during a runaway query', async () => {
   const runnerUrl = new URL('../../../tool-server/tools/database/runner.ts', import.meta.url).href;
-  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
   const job = (sql: string) =>
     JSON.stringify({ op: 'query', file: db, busyTimeoutMs: 100, sql, maxRows: 10, maxBytes: 10_000 });
   // A stand-in tool-server: one pool, a quick query (so the process is up), then one that never ends.
@@ -48,7 +45,7 @@ it('a query process ends when its tool-server is killed during a runaway query',
     setTimeout(() => console.log('pid ' + runner.pids()[0]), 100);
     setInterval(() => {}, 1000);
   `;
-  const server = spawn(process.execPath, ['--import', tsx, '--input-type=module', '-e', script], {
+  const server = spawn(process.execPath, ['--input-type=module', '-e', script], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let child = 0;

@@ -9,7 +9,7 @@ import { createDbRunner, type DbRunner } from '../../../tool-server/tools/databa
 import { type DatabaseToolContext, databaseTools } from '../../../tool-server/tools/database/tools.ts';
 
 // database_tools' normal results and error paths, on real SQLite files in a temporary root. The query
-// processes are real (tool-server/tools/database/worker.ts under tsx); one pool serves the whole file.
+// processes are real (tool-server/tools/database/worker.ts); one pool serves the whole file.
 
 let base: string;
 let root: string;

@@ -1,13 +1,13 @@
 import { type ChildProcess, fork } from 'node:child_process';
-import { createRequire } from 'node:module';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
+import { siblingModule } from '../../../lib/installation.ts';
 import { ToolError } from '../../kit/errors.ts';
 import type { DbJob, DbReply } from './ops.ts';
 
 // Runs database jobs off the tool-server's thread, in child processes (worker.ts), with a deadline. A
 // statement stuck inside SQLite (a recursive CTE that never ends) does not return to JavaScript, so neither a
 // timer in the same thread nor Worker.terminate() can stop it; killing its process does. Processes are reused
-// while they behave, so most calls skip the start-up (Node plus tsx, about a second on a busy machine).
+// while they behave, so most calls skip the start-up (a Node process, a few hundred ms on a busy machine).
 
 /** Runs jobs with a deadline; the tool-server keeps one (server.ts), a hand-built context gets one per call. */
 export interface DbRunner {
@@ -56,12 +56,10 @@ function tooSlow(job: DbJob, timeoutMs: number): ToolError {
 }
 
 function spawnProc(env: Record<string, string | undefined>): Proc {
-  const require = createRequire(import.meta.url);
-  const tsxLoader = pathToFileURL(require.resolve('tsx')).href;
   const childEnv: Record<string, string> = {};
   for (const key of CHILD_ENV_KEYS) if (env[key] !== undefined) childEnv[key] = env[key] as string;
-  const child = fork(fileURLToPath(new URL('./worker.ts', import.meta.url)), [], {
-    execArgv: ['--import', tsxLoader, '--max-old-space-size=512'],
+  const child = fork(fileURLToPath(siblingModule(import.meta.url, './worker.ts')), [], {
+    execArgv: ['--max-old-space-size=512'],
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     env: childEnv,
   });

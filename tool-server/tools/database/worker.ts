@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { type DbJob, runJob } from './ops.ts';
 
-// The entry of a query process (started by runner.ts with tsx's loader). It answers one job per message,
+// The entry of a query process (forked by runner.ts). It answers one job per message,
 // each on a fresh read-only connection. It is a process, not a worker thread: a statement running inside
 // sqlite3_step() never returns to JavaScript, so Worker.terminate() cannot stop it (the thread keeps running,
 // and even process.exit() waits for it); SIGKILL can.

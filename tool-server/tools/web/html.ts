@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { siblingModule } from '../../../lib/installation.ts';
 import { ToolError } from '../../kit/errors.ts';
 import { htmlToMarkdown } from './content.ts';
 import type { ConvertReply } from './html-worker.ts';
@@ -41,12 +42,6 @@ function tooSlow(job: Job): ToolError {
   );
 }
 
-/** A source that registers tsx in the worker before loading the TypeScript entry (Node 20 has no type stripping). */
-function workerSource(): string {
-  const entry = new URL('./html-worker.ts', import.meta.url).href;
-  return `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(entry)}); });`;
-}
-
 /** A pool of at most `size` conversion workers, started on first use; a worker past its deadline is terminated. */
 export function createHtmlConverter(size = 2): HtmlConverter {
   const idle: Worker[] = [];
@@ -68,8 +63,7 @@ export function createHtmlConverter(size = 2): HtmlConverter {
   }
 
   function startWorker(): Worker {
-    const worker = new Worker(workerSource(), {
-      eval: true,
+    const worker = new Worker(siblingModule(import.meta.url, './html-worker.ts'), {
       resourceLimits: { maxOldGenerationSizeMb: 1024 },
     });
     worker.unref();

@@ -163,7 +163,8 @@ export const SETTING_GROUPS: Group[] = [
     settings: {
       TOOLSHIFT_DATA_DIR: {
         doc: 'SQLite files (`gateway.db`, `agent.db`, WAL mode), the generated credentials, your toolsets and the default workspace; `toolshift serve --data-dir` sets it too',
-        default: 'the user\'s data directory: `$XDG_DATA_HOME/toolshift`, else `~/.local/share/toolshift` (macOS: `~/Library/Application Support/toolshift`)',
+        default:
+          "the user's data directory: `$XDG_DATA_HOME/toolshift`, else `~/.local/share/toolshift` (macOS: `~/Library/Application Support/toolshift`)",
       },
       AUDIT_RETENTION_DAYS: { doc: 'audit rows older than this are deleted (0: kept for ever)' },
       AUDIT_MAX_ROWS: { doc: 'the oldest audit rows beyond this many are deleted' },

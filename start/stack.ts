@@ -1,7 +1,9 @@
+import os from 'node:os';
 import path from 'node:path';
 import { startAgentServer } from '../agent-server/server.ts';
 import type { Config } from '../lib/config.ts';
 import { CREDENTIALS, type CredentialVariable } from '../lib/credentials.ts';
+import { installationDir } from '../lib/installation.ts';
 import { isLoopbackHost } from '../lib/security.ts';
 import type { Listening } from '../lib/serve.ts';
 import { startGateway } from '../mcp-gateway/server.ts';
@@ -52,9 +54,18 @@ export function checkPublicBind(config: Config): void {
   );
 }
 
-/** A path as the user would type it from here. */
+/** A path as the user would type it from here: relative inside the working directory, `~/…` in the home. */
 function shortPath(file: string): string {
-  return path.relative(process.cwd(), file) || file;
+  const here = path.relative(process.cwd(), file);
+  if (here === '') return '.';
+  if (!here.startsWith('..') && !path.isAbsolute(here)) return here;
+  const home = os.homedir();
+  return file.startsWith(home + path.sep) ? `~${file.slice(home.length)}` : file;
+}
+
+/** How the user runs the CLI: `toolshift` once installed as a package, `npx toolshift` in a checkout. */
+function cliCommand(): string {
+  return installationDir().split(path.sep).includes('node_modules') ? 'toolshift' : 'npx toolshift';
 }
 
 /** Where `npm start` can be reached, for its ready line. */
@@ -79,5 +90,6 @@ export function readyLine(at: ReadyAt, config: Config): string {
     config.auth.mode === 'none'
       ? 'no tokens (TOOLSHIFT_AUTH=none: open to every process on this machine)'
       : `credentials in ${shortPath(config.auth.credentialsFile)}`;
-  return `toolshift ready: ${where}; ${auth}; next: npx toolshift toolsets\n`;
+  const files = `data in ${shortPath(config.dataDir)}, files in ${config.tools.roots.map(shortPath).join(':')}`;
+  return `toolshift ready: ${where}; ${files}; ${auth}; next: ${cliCommand()} toolsets\n`;
 }

@@ -34,7 +34,7 @@ const defaults = loadConfig({});
 describe('docker-compose.yml', () => {
   const core = Object.entries(compose.services).filter(([, s]) => !s.profiles);
 
-  it('has one container per service, each built from this repo and started by its npm script', () => {
+  it('has one container per service, each built from this repo and started as `toolshift serve <service>`', () => {
     expect(core.map(([name]) => name).sort()).toEqual(['agent-server', 'mcp-gateway', 'tool-server']);
     const scripts = {
       'agent-server': 'start:agent',
@@ -43,9 +43,10 @@ describe('docker-compose.yml', () => {
     };
     for (const [name, s] of core) {
       expect(s.build).toBe('.');
-      const script = scripts[name as keyof typeof scripts];
-      expect(s.command).toEqual(['npm', 'run', script]);
-      expect(pkg.scripts[script]).toBeDefined();
+      // Node itself is the container's process (no npm in between to hold or drop SIGTERM), and the command
+      // is the one the service's npm script runs.
+      expect(s.command).toEqual(['node', 'bin/toolshift.js', 'serve', name]);
+      expect(pkg.scripts[scripts[name as keyof typeof scripts]]).toBe(`${s.command?.join(' ')}`);
     }
   });
 

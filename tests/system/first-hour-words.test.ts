@@ -67,7 +67,7 @@ function logLines(text: string): Line[] {
 }
 
 const READY =
-  /^toolshift ready: agent API (http:\/\/127\.0\.0\.1:\d+), MCP endpoint (http:\/\/127\.0\.0\.1:\d+)\/mcp; credentials in (\S+); next: npx toolshift toolsets\n$/;
+  /^toolshift ready: agent API (http:\/\/127\.0\.0\.1:\d+), MCP endpoint (http:\/\/127\.0\.0\.1:\d+)\/mcp; data in (\S+), files in (\S+); credentials in (\S+); next: npx toolshift toolsets\n$/;
 
 describe('npm start, in its own words', () => {
   it('prints one ready line, no listening blocks, and each toolset change once; the CLI and execute_task agree on its fields', async () => {
@@ -89,12 +89,16 @@ describe('npm start, in its own words', () => {
     try {
       const urls = await daemon.listening;
       await daemon.ready;
-      // stderr: exactly the ready line — where the agent API and the MCP endpoint are, the credentials, what next.
+      // stderr: exactly the ready line — where the agent API and the MCP endpoint are, the data, what next.
       const ready = READY.exec(daemon.stderr());
       expect(ready, daemon.stderr()).not.toBeNull();
       expect(ready?.[1]).toBe(urls['agent-server']);
       expect(ready?.[2]).toBe(urls['mcp-gateway']);
-      expect(ready?.[3]).toBe(path.relative(process.cwd(), path.join(data, 'credentials.json')));
+      // Where the data, the files the tools may touch and the tokens are (from ~: HOME is the test's directory).
+      const typed = (p = '') => path.resolve(p.replace(/^~(?=\/)/, tmp));
+      expect(typed(ready?.[3])).toBe(data);
+      expect(typed(ready?.[4])).toBe(path.join(dir, 'ws'));
+      expect(typed(ready?.[5])).toBe(path.join(data, 'credentials.json'));
       // Where each service listens is logged, at debug only: the default view shows none of it.
       const listening = logLines(stdout).filter((l) => l.msg.endsWith(' listening'));
       expect(listening.map((l) => [l.name, l.level]).sort()).toEqual([
@@ -251,7 +255,8 @@ describe('npm start, in its own words', () => {
       expect(await daemon.exited).toBe(1);
       return daemon.stderr();
     };
-    const file = path.relative(process.cwd(), path.join(dir, 'data', 'credentials.json'));
+    // HOME is the test's directory: the file is named from ~, as the user would type it.
+    const file = `~/${path.relative(tmp, path.join(dir, 'data', 'credentials.json'))}`;
     expect(await attempt({})).toBe(
       'toolshift failed to start: HOST=0.0.0.0 is not a loopback address, and there every service needs its ' +
         'token (anyone who can reach the ports could use them). Missing:\n' +

@@ -88,7 +88,8 @@ describe('a fresh install', () => {
       });
       expect(api.status).toBe(200);
       // Where the credentials are and how to use them is printed at start.
-      expect(daemon.stderr()).toContain(`credentials in ${path.relative(process.cwd(), file)}`);
+      // (HOME is the test's directory: a path in it is printed as the user would type it, from ~.)
+      expect(daemon.stderr()).toContain(`credentials in ~/${path.relative(tmp, file)};`);
     } finally {
       expect(await daemon.stop()).toBe(0);
     }

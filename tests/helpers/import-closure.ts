@@ -37,8 +37,11 @@ export function importClosure(root: string, entries: readonly string[]): Closure
     const code = readFileSync(full, 'utf8').replace(/^\s*(\/\/|\*|\/\*).*$/gm, '');
     for (const m of code.matchAll(RUNTIME_IMPORT)) {
       const spec = m[1] ?? m[2] ?? m[3] ?? m[4];
-      if (spec.startsWith('.')) queue.push(path.normalize(path.join(path.dirname(file), spec)));
-      else if (!spec.startsWith('node:') && !packages.has(packageOf(spec)))
+      const target = path.normalize(path.join(path.dirname(file), spec));
+      // dist/ is what `npm pack` builds for the package: bin/toolshift.js loads it only where no sources are.
+      if (spec.startsWith('.')) {
+        if (!target.startsWith(`dist${path.sep}`)) queue.push(target);
+      } else if (!spec.startsWith('node:') && !packages.has(packageOf(spec)))
         packages.set(packageOf(spec), file);
     }
   }

@@ -13,12 +13,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { goalMarker, startMockModel } from '../../bench/mock-model.ts';
+import { startRegistry } from '../helpers/registry.ts';
 
-// The package as a user gets it: `npm pack` (prepack builds dist/ and ships the lockfile as
-// npm-shrinkwrap.json), `npm i -g` of the tarball into an empty prefix (offline: from the npm cache `npm ci`
-// filled; better-sqlite3 is compiled for this Node as on a user's machine without a prebuilt binary), then
-// `toolshift serve` started from an empty directory with a fresh HOME, and a scripted task through the
-// installed CLI. Nothing here reads the source tree once the tarball exists.
+// The package as a user gets it: `npm publish` (its pack step builds dist/ and ships the lockfile as
+// npm-shrinkwrap.json) to a registry on loopback that holds only toolshift (tests/helpers/registry.ts), then
+// `npm i -g toolshift` from it into an empty prefix — every dependency comes from the shrinkwrap and the npm
+// cache `npm ci` filled, nothing from a network (better-sqlite3 is compiled for this Node, as on a machine
+// without a prebuilt binary) — then `toolshift serve` started from an empty directory with a fresh HOME, and
+// a scripted task through the installed CLI. Nothing here reads the source tree once it is published.
 
 const repo = process.cwd();
 const tmp = mkdtempSync(path.join(tmpdir(), 'toolshift-package-'));
@@ -27,7 +29,7 @@ const home = path.join(tmp, 'home');
 const elsewhere = path.join(tmp, 'elsewhere');
 const bin = path.join(prefix, 'bin', 'toolshift');
 const installed = path.join(prefix, 'lib', 'node_modules', 'toolshift');
-let tarball = '';
+let registry: Awaited<ReturnType<typeof startRegistry>>;
 
 /** npm as the user runs it, with this test's Node first on PATH (the shebangs find it there). */
 function npm(args: string[], cwd: string): string {
@@ -49,7 +51,10 @@ function userEnv(extra: Record<string, string> = {}): Record<string, string> {
   };
 }
 
-beforeAll(() => {
+beforeAll(async () => {
+  registry = await startRegistry();
+  const host = registry.url.replace(/^http:/, '');
+  const at = ['--registry', `${registry.url}/`, `--${host}/:_authToken=test`];
   // Pack from a copy of the tracked files (a green run must not depend on an uncommitted one, and the checkout
   // must not see prepack's dist/ appear under the other tests); node_modules is linked for the compiler.
   const src = path.join(tmp, 'src');
@@ -61,19 +66,33 @@ beforeAll(() => {
     .filter((f) => f !== '' && existsSync(path.join(repo, f)));
   for (const f of files) cpSync(path.join(repo, f), path.join(src, f), { recursive: true });
   symlinkSync(path.join(repo, 'node_modules'), path.join(src, 'node_modules'));
-  const packed = npm(['pack', '--json', '--pack-destination', tmp], src);
-  tarball = path.join(tmp, (JSON.parse(packed) as { filename: string }[])[0].filename);
+  npm(['publish', ...at], src);
   rmSync(src, { recursive: true, force: true });
   for (const dir of [prefix, home, elsewhere]) mkdirSync(dir, { recursive: true });
+  // --prefer-offline: what the cache holds is used as is; anything else is asked of the loopback registry
+  // (npm sends the shrinkwrap's registry URLs there too), which has only toolshift.
   npm(
-    ['install', '--global', '--offline', '--no-audit', '--no-fund', '--prefix', prefix, tarball],
+    [
+      'install',
+      '--global',
+      '--prefer-offline',
+      '--no-audit',
+      '--no-fund',
+      ...at,
+      '--prefix',
+      prefix,
+      'toolshift',
+    ],
     elsewhere,
   );
 }, 600_000);
 
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+afterAll(async () => {
+  await registry?.close();
+  rmSync(tmp, { recursive: true, force: true });
+});
 
-describe('npm pack, npm i -g, toolshift serve', () => {
+describe('npm publish, npm i -g, toolshift serve', () => {
   it('packs the built JavaScript, the shipped toolsets, policy and prompts, and the pinned tree, but no sources or tests', () => {
     const names = readdirSync(installed).sort();
     expect(names).toEqual(

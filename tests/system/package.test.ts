@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import {
   cpSync,
   existsSync,
@@ -11,6 +11,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { goalMarker, startMockModel } from '../../bench/mock-model.ts';
 import { startRegistry } from '../helpers/registry.ts';
@@ -29,17 +30,21 @@ const home = path.join(tmp, 'home');
 const elsewhere = path.join(tmp, 'elsewhere');
 const bin = path.join(prefix, 'bin', 'toolshift');
 const installed = path.join(prefix, 'lib', 'node_modules', 'toolshift');
+const run = promisify(execFile);
 let registry: Awaited<ReturnType<typeof startRegistry>>;
 
-/** npm as the user runs it, with this test's Node first on PATH (the shebangs find it there). */
-function npm(args: string[], cwd: string): string {
-  return execFileSync('npm', args, {
+/**
+ * npm as the user runs it, with this test's Node first on PATH (the shebangs find it there). Asynchronous: the
+ * registry it talks to answers from this process.
+ */
+async function npm(args: string[], cwd: string): Promise<string> {
+  const { stdout } = await run('npm', args, {
     cwd,
     encoding: 'utf8',
     env: { ...process.env, PATH: `${path.dirname(process.execPath)}:${process.env.PATH}` },
-    stdio: ['ignore', 'pipe', 'pipe'],
     maxBuffer: 64 * 1024 * 1024,
   });
+  return stdout;
 }
 
 /** The environment of the installed command: no TOOLSHIFT_* or XDG_* from the test run, HOME a fresh one. */
@@ -52,7 +57,8 @@ function userEnv(extra: Record<string, string> = {}): Record<string, string> {
 }
 
 beforeAll(async () => {
-  registry = await startRegistry();
+  const npmCache = (await npm(['config', 'get', 'cache'], repo)).trim();
+  registry = await startRegistry(npmCache);
   const host = registry.url.replace(/^http:/, '');
   const at = ['--registry', `${registry.url}/`, `--${host}/:_authToken=test`];
   // Pack from a copy of the tracked files (a green run must not depend on an uncommitted one, and the checkout
@@ -66,12 +72,12 @@ beforeAll(async () => {
     .filter((f) => f !== '' && existsSync(path.join(repo, f)));
   for (const f of files) cpSync(path.join(repo, f), path.join(src, f), { recursive: true });
   symlinkSync(path.join(repo, 'node_modules'), path.join(src, 'node_modules'));
-  npm(['publish', ...at], src);
+  await npm(['publish', ...at], src);
   rmSync(src, { recursive: true, force: true });
   for (const dir of [prefix, home, elsewhere]) mkdirSync(dir, { recursive: true });
   // --prefer-offline: what the cache holds is used as is; anything else is asked of the loopback registry
   // (npm sends the shrinkwrap's registry URLs there too), which has only toolshift.
-  npm(
+  await npm(
     [
       'install',
       '--global',
@@ -93,7 +99,7 @@ afterAll(async () => {
 });
 
 describe('npm publish, npm i -g, toolshift serve', () => {
-  it('packs the built JavaScript, the shipped toolsets, policy and prompts, and the pinned tree, but no sources or tests', () => {
+  it('packs the built JavaScript, the shipped toolsets and prompts, and the pinned tree, but no sources or tests', () => {
     const names = readdirSync(installed).sort();
     expect(names).toEqual(
       expect.arrayContaining(['bin', 'dist', 'toolsets', 'prompts', 'package.json', 'npm-shrinkwrap.json']),
@@ -101,7 +107,12 @@ describe('npm publish, npm i -g, toolshift serve', () => {
     for (const absent of ['tests', 'bench', 'scripts', 'agent-server', 'client.ts', 'tsconfig.json'])
       expect(names).not.toContain(absent);
     expect(existsSync(path.join(installed, 'dist', 'start', 'entry.js'))).toBe(true);
-    expect(existsSync(path.join(installed, 'toolsets', 'policy.yaml'))).toBe(true);
+    for (const shipped of [
+      'toolsets/file_system_tools.yaml',
+      'toolsets/memory.yaml',
+      'prompts/review-diff.yaml',
+    ])
+      expect(existsSync(path.join(installed, shipped))).toBe(true);
     // The dependencies are the ones the lockfile pins (the shrinkwrap), not the newest their ranges allow.
     const lock = JSON.parse(readFileSync(path.join(repo, 'package-lock.json'), 'utf8')) as {
       packages: Record<string, { version: string }>;

@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { approvalsCommand, auditCommand } from './cli/approvals.ts';
@@ -12,20 +10,13 @@ import { toolsetsCommand } from './cli/toolsets.ts';
 import { type Config, loadConfig } from './lib/config.ts';
 import { CREDENTIALS, variableOfRole, withStoredCredentials } from './lib/credentials.ts';
 import { ServiceError } from './lib/http-client.ts';
-import { installationDir } from './lib/installation.ts';
+import { installedVersion } from './lib/installation.ts';
 
 // The toolshift CLI: a thin client of the agent-server and the gateway's admin API. No business logic here.
 
 export type { CliIo };
 
 /** The version in package.json, for --version. */
-function version(): string {
-  const pkg = JSON.parse(readFileSync(path.join(installationDir(), 'package.json'), 'utf8')) as {
-    version: string;
-  };
-  return pkg.version;
-}
-
 /** Runs the CLI with `argv` (without node and script); resolves to the exit code (see cli/io.ts EXIT). */
 export async function main(argv: string[], io: CliIo): Promise<number> {
   let parsed: ReturnType<typeof parse>;
@@ -46,7 +37,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   }
   const { values, positionals } = parsed;
   if (values.version) {
-    io.stdout(`toolshift ${version()}\n`);
+    io.stdout(`toolshift ${installedVersion()}\n`);
     return EXIT.ok;
   }
   const [command, ...rest] = positionals;

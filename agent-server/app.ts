@@ -1,9 +1,11 @@
 import { Hono } from 'hono';
-import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
+import { HttpError, installBase, route } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
+import { serveOpenApi } from '../lib/openapi.ts';
 import { healthDetail, type Security } from '../lib/security.ts';
 import type { ModelHealth } from './clients/model.ts';
+import * as contract from './contract.ts';
 import { agentRoutes as routes } from './contract.ts';
 import { resumeAfter, streamTask } from './http/task-stream.ts';
 import type { TaskStore } from './store/store.ts';
@@ -108,6 +110,12 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
     });
   });
 
-  serveOpenApi(app, 'toolshift agent-server', Object.values(routes));
+  serveOpenApi(app, {
+    service: 'agent-server',
+    routes,
+    schemas: contract,
+    about:
+      'The agent-server: runs tasks (an LLM tool-calling loop whose model activates and dismisses its own toolsets), streams their events, and relays approvals.',
+  });
   return app;
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { EventStream } from '../lib/contract.ts';
 import { SessionId } from '../mcp-gateway/contract.ts';
 import { boundedRecord, boundedString, ErrorBody, LIMITS, pageLimit } from '../tool-server/contract.ts';
 import {
@@ -116,6 +117,18 @@ export const Health = z.looseObject({
   model: ModelHealth.optional(),
 });
 
+/** A task's events as Server-Sent Events (event name = the event's `type`), then one `result`. */
+export const TaskEventStream: EventStream = {
+  description:
+    'The task’s events as they are recorded (each event’s `data` is the whole event), then one `result` event ' +
+    'with the task’s outcome, after which the stream ends.',
+  idDescription: 'The event’s seq: send it back as Last-Event-ID (or ?after=) to resume after it',
+  events: {
+    ...Object.fromEntries(TaskEvent.options.map((o) => [o.shape.type.value, o])),
+    result: ExecuteTaskResponse,
+  },
+};
+
 /** A task id in a path (`task_` and a UUID: 41 characters). */
 const TaskIdParam = boundedString(LIMITS.id).min(1);
 
@@ -136,8 +149,11 @@ export const agentRoutes = {
     body: DecideApproval,
     responses: {
       200: z.object({ task_id: z.string(), call_id: z.string(), status: z.string() }),
+      403: ErrorBody,
       404: ErrorBody,
       409: ErrorBody,
+      502: ErrorBody,
+      504: ErrorBody,
     },
   },
   executeTask: {
@@ -147,6 +163,7 @@ export const agentRoutes = {
       'Run a task to its end; with Accept: text/event-stream, stream its events and then the result; with ' +
       'Prefer: respond-async or {"wait": false}, answer 202 at once',
     body: ExecuteTaskRequest,
+    stream: TaskEventStream,
     responses: { 200: ExecuteTaskResponse, 202: TaskAccepted, 400: ErrorBody, 503: ErrorBody },
   },
   taskEvents: {
@@ -158,6 +175,7 @@ export const agentRoutes = {
     params: z.object({ id: TaskIdParam }),
     query: z.object({ after: z.coerce.number().int().min(0).optional() }),
     produces: 'text/event-stream',
+    stream: TaskEventStream,
     responses: { 200: z.string(), 404: ErrorBody },
   },
   cancelTask: {

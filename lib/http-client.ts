@@ -1,6 +1,6 @@
 import { request } from 'undici';
 import type { z } from 'zod';
-import type { RouteSpec } from './http.ts';
+import type { RouteSpec } from './contract.ts';
 import { currentRequestId, REQUEST_ID_HEADER } from './request-id.ts';
 
 /** How one service reaches another: a base URL and a fetch (tests pass `app.request`). */

@@ -3,6 +3,8 @@ import type { Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
 import { z } from 'zod';
+import type { RouteSpec } from './contract.ts';
+import { ServiceError } from './http-client.ts';
 import { HttpError } from './http-error.ts';
 import { describeIssues } from './issues.ts';
 import { JsonInputError, parseJson } from './json.ts';
@@ -10,25 +12,10 @@ import type { Logger } from './log.ts';
 import { createMetrics, type Metrics, metricsRoute } from './metrics.ts';
 import { incomingOf } from './node-request.ts';
 import { REQUEST_ID_HEADER, requestIdFrom, withRequestId } from './request-id.ts';
-import { type Role, requireRole, type Security, securityMiddleware } from './security.ts';
+import { requireRole, type Security, securityMiddleware } from './security.ts';
 
+export { ErrorBody, type EventStream, type RouteSpec } from './contract.ts';
 export { HttpError };
-
-/** A route as a service's contract.ts declares it: the single source for validation and /openapi.json. */
-export interface RouteSpec {
-  method: 'get' | 'post' | 'put' | 'delete';
-  /** OpenAPI style, e.g. `/tools/{name}`. */
-  path: string;
-  summary: string;
-  params?: z.ZodType;
-  query?: z.ZodType;
-  body?: z.ZodType;
-  responses: Record<number, z.ZodType>;
-  /** Who may call it when the service has tokens; absent: any holder of one of the service's tokens. */
-  roles?: readonly Role[];
-  /** The media type of the 200 answer when it is not JSON (e.g. `text/plain` for /metrics). */
-  produces?: string;
-}
 
 type Part<S, K extends string> = S extends Record<K, infer T extends z.ZodType> ? z.output<T> : undefined;
 
@@ -36,6 +23,7 @@ type Part<S, K extends string> = S extends Record<K, infer T extends z.ZodType> 
 export interface RouteInput<S extends RouteSpec> {
   params: Part<S, 'params'>;
   query: Part<S, 'query'>;
+  headers: Part<S, 'headers'>;
   body: Part<S, 'body'>;
 }
 
@@ -90,6 +78,7 @@ export function route<S extends RouteSpec>(
     const input = {
       params: spec.params ? parseWith(spec.params, c.req.param(), 'path parameters') : undefined,
       query: spec.query ? parseWith(spec.query, c.req.query(), 'query parameters') : undefined,
+      headers: spec.headers ? parseWith(spec.headers, c.req.header(), 'headers') : undefined,
       body: spec.body ? parseWith(spec.body, await readJsonBody(c), 'request body') : undefined,
     } as RouteInput<S>;
     return handler(c, input);
@@ -123,6 +112,9 @@ export function installBase(app: Hono, log: Logger, security: Security, opts: Ba
     const err = opts.asHttpError?.(thrown) ?? thrown;
     if (err instanceof HttpError)
       return c.json({ error: err.message, ...err.details }, err.status, err.headers);
+    // A service behind this one unreachable or too slow: said as such, not as this service's own failure.
+    if (err instanceof ServiceError && (err.status === 502 || err.status === 504))
+      return c.json({ error: err.message }, err.status);
     const id = randomUUID();
     log.error({ err, path: c.req.path, error_id: id }, 'unhandled error');
     return c.json({ error: `Internal error (logged on the server as ${id})` }, 500);
@@ -169,64 +161,8 @@ export function installBase(app: Hono, log: Logger, security: Security, opts: Ba
   );
 }
 
-/** A zod schema as plain JSON Schema (no `$schema` key), for OpenAPI documents and tool parameters. */
+/** A zod schema as plain JSON Schema (no `$schema` key), for tool parameters. */
 export function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
   const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' });
   return rest;
-}
-
-/** Builds an OpenAPI 3.1 document from a service's contract routes. */
-function openApiDocument(title: string, specs: readonly RouteSpec[]): Record<string, unknown> {
-  const paths: Record<string, Record<string, unknown>> = {};
-  for (const spec of specs) {
-    const parameters = [...paramList(spec.params, 'path'), ...paramList(spec.query, 'query')];
-    const responses = Object.fromEntries(
-      Object.entries(spec.responses).map(([status, schema]) => [
-        status,
-        {
-          description: status.startsWith('2') ? 'OK' : 'Error',
-          content: {
-            [status === '200' && spec.produces ? spec.produces : 'application/json']: {
-              schema: jsonSchema(schema, 'output'),
-            },
-          },
-        },
-      ]),
-    );
-    paths[spec.path] ??= {};
-    paths[spec.path][spec.method] = {
-      summary: spec.summary,
-      ...(parameters.length > 0 ? { parameters } : {}),
-      ...(spec.body
-        ? {
-            requestBody: {
-              required: true,
-              content: { 'application/json': { schema: jsonSchema(spec.body, 'input') } },
-            },
-          }
-        : {}),
-      responses,
-    };
-  }
-  return { openapi: '3.1.0', info: { title, version: '0.1.0' }, paths };
-}
-
-function paramList(schema: z.ZodType | undefined, where: 'path' | 'query') {
-  if (!schema) return [];
-  const js = jsonSchema(schema, 'input') as { properties?: Record<string, unknown>; required?: string[] };
-  return Object.entries(js.properties ?? {}).map(([name, s]) => ({
-    name,
-    in: where,
-    required: where === 'path' || (js.required ?? []).includes(name),
-    schema: s,
-  }));
-}
-
-/**
- * Serves `GET /openapi.json` for the given routes. A service's contract lists GET /metrics too (as
- * lib/metrics.ts's `metricsRoute` does), though installBase() is what serves it.
- */
-export function serveOpenApi(app: Hono, title: string, specs: readonly RouteSpec[]): void {
-  const doc = openApiDocument(title, specs);
-  app.get('/openapi.json', (c) => c.json(doc));
 }

@@ -23,6 +23,12 @@ export function installationDir(from: string = fileURLToPath(import.meta.url)): 
   }
 }
 
+/** The version of the running toolshift, from its package.json. */
+export function installedVersion(): string {
+  const manifest = path.join(installationDir(), 'package.json');
+  return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
+}
+
 /**
  * Where toolshift keeps its data unless TOOLSHIFT_DATA_DIR says otherwise: the user's data directory, as
  * other daemons do — `$XDG_DATA_HOME/toolshift` (default `~/.local/share/toolshift`) on Linux and other

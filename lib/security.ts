@@ -3,6 +3,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
 import { browserDoor, isLoopbackHost, originAllowed, originSet } from './browser-door.ts';
 import type { Config } from './config.ts';
+import type { Role } from './contract.ts';
 import { DEFAULT_FLOOD_LIMITS, type FloodLimits, limitStreams } from './flood.ts';
 import { HttpError } from './http-error.ts';
 
@@ -13,11 +14,7 @@ export { isLoopbackHost };
 // on '*', and the only route without a token is GET /health. No service has OAuth, and says so to an
 // OAuth-capable client (404 on the discovery paths, a Bearer challenge without resource metadata).
 
-/**
- * Who may call a route: the operator, the agent-server, the gateway (as the tool-server's client), a user of
- * the agent-server's API, an MCP client of the gateway's MCP face.
- */
-export type Role = 'admin' | 'agent' | 'gateway' | 'user' | 'mcp' | 'approver';
+export type { Role };
 
 /** A credential a service accepts: its role, its value, and the variable that holds it (for messages). */
 export interface TokenSpec {
@@ -222,23 +219,43 @@ export function assertSafeBind(
 /** Which service a policy is for. */
 export type ServiceName = 'agent-server' | 'mcp-gateway' | 'tool-server';
 
+/** A credential a service accepts: its role, the variable that holds it, and who is given it. */
+export interface ServiceCredential {
+  role: Role;
+  variable: string;
+  who: string;
+}
+
+/** The credentials each service accepts, by role: securityFor() takes their values from config, /openapi.json names them. */
+export const SERVICE_CREDENTIALS: Record<ServiceName, readonly ServiceCredential[]> = {
+  'agent-server': [
+    { role: 'user', variable: 'AGENT_API_TOKEN', who: "users of the agent's API and the CLI" },
+  ],
+  'mcp-gateway': [
+    { role: 'admin', variable: 'GATEWAY_ADMIN_TOKEN', who: 'the operator' },
+    { role: 'agent', variable: 'GATEWAY_AGENT_TOKEN', who: 'the agent-server, as a client of the gateway' },
+    { role: 'mcp', variable: 'GATEWAY_MCP_TOKEN', who: "MCP clients of the gateway's /mcp" },
+    // A user of the agent's API may decide approvals (the agent-server relays the user's own token).
+    { role: 'approver', variable: 'AGENT_API_TOKEN', who: "users of the agent's API, deciding approvals" },
+  ],
+  'tool-server': [
+    { role: 'gateway', variable: 'TOOL_SERVER_TOKEN', who: "the gateway, as the tool-server's only client" },
+  ],
+};
+
 /**
  * A service's request policy from config: the tokens it accepts by role, and the allowed hosts and
  * origins. Refuses (throws) a public bind without the service's tokens, and two roles sharing a token.
  */
 export function securityFor(config: Config, service: ServiceName): Security {
-  const candidates: { role: Role; variable: string; value: string | undefined }[] =
-    service === 'agent-server'
-      ? [{ role: 'user', variable: 'AGENT_API_TOKEN', value: config.agent.apiToken }]
-      : service === 'mcp-gateway'
-        ? [
-            { role: 'admin', variable: 'GATEWAY_ADMIN_TOKEN', value: config.gateway.adminToken },
-            { role: 'agent', variable: 'GATEWAY_AGENT_TOKEN', value: config.gateway.agentToken },
-            { role: 'mcp', variable: 'GATEWAY_MCP_TOKEN', value: config.gateway.mcp.token },
-            // A user of the agent's API may decide approvals (the agent-server relays the user's own token).
-            { role: 'approver', variable: 'AGENT_API_TOKEN', value: config.agent.apiToken },
-          ]
-        : [{ role: 'gateway', variable: 'TOOL_SERVER_TOKEN', value: config.tools.token }];
+  const values: Record<string, string | undefined> = {
+    AGENT_API_TOKEN: config.agent.apiToken,
+    GATEWAY_ADMIN_TOKEN: config.gateway.adminToken,
+    GATEWAY_AGENT_TOKEN: config.gateway.agentToken,
+    GATEWAY_MCP_TOKEN: config.gateway.mcp.token,
+    TOOL_SERVER_TOKEN: config.tools.token,
+  };
+  const candidates = SERVICE_CREDENTIALS[service].map((c) => ({ ...c, value: values[c.variable] }));
   // GATEWAY_MCP_TOKEN and the approver's token are optional on a public bind: without them the MCP face and
   // approvals are the operator's alone.
   assertSafeBind(

@@ -1,10 +1,12 @@
 import { type Context, Hono } from 'hono';
-import { HttpError, installBase, route, serveOpenApi } from '../lib/http.ts';
+import { HttpError, installBase, route } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
+import { serveOpenApi } from '../lib/openapi.ts';
 import { healthDetail, requireRole, type Security } from '../lib/security.ts';
 import type { Backend } from './backends/backend.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './catalog/prompts.ts';
+import * as contract from './contract.ts';
 import { DEFAULT_SESSION, gatewayRoutes as routes, TASK_HEADER } from './contract.ts';
 import { type AuditActor, withActor } from './core/audit-context.ts';
 import type { Gateway } from './core/gateway.ts';
@@ -149,6 +151,12 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     }
   });
   deps.face.mount(app);
-  serveOpenApi(app, 'toolshift mcp-gateway', Object.values(routes));
+  serveOpenApi(app, {
+    service: 'mcp-gateway',
+    routes: { ...routes, ...contract.mcpFaceRoutes },
+    schemas: contract,
+    about:
+      "The MCP gateway: the toolset catalog, each session's active toolsets, the operator's policy and approvals, the audit trail, and tool calls routed to the tool-server or upstream MCP servers. Its MCP face is `/mcp`.",
+  });
   return app;
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { EventStream } from '../lib/contract.ts';
 import { boundedString, ErrorBody, Health, LIMITS, pageLimit, ToolResult } from '../tool-server/contract.ts';
 import { SessionId, ToolsetId } from './contract/base.ts';
 import {
@@ -130,6 +131,7 @@ export const gatewayRoutes = {
       401: ErrorBody,
       403: ErrorBody,
       409: ErrorBody,
+      429: ErrorBody,
       502: ErrorBody,
     },
   },
@@ -186,6 +188,7 @@ export const gatewayRoutes = {
       401: ErrorBody,
       403: ErrorBody,
       409: ErrorBody,
+      429: ErrorBody,
       502: ErrorBody,
     },
   },
@@ -205,7 +208,15 @@ export const gatewayRoutes = {
     // Any name is accepted here, so a model's misspelt tool gets "unknown tool, these are active" (404).
     params: z.object({ name: z.string().min(1).max(256) }),
     body: CallToolRequest,
-    responses: { 200: ToolResult, 400: ErrorBody, 403: ErrorBody, 404: ErrorBody, 502: ErrorBody },
+    responses: {
+      200: ToolResult,
+      400: ErrorBody,
+      403: ErrorBody,
+      404: ErrorBody,
+      409: ErrorBody,
+      429: ErrorBody,
+      502: ErrorBody,
+    },
   },
   health: {
     method: 'get',
@@ -225,3 +236,83 @@ export const gatewayRoutes = {
 
 /** The session the admin API acts on when a request names none. */
 export const DEFAULT_SESSION = 'default';
+
+/** A JSON-RPC 2.0 message (MCP's framing): a request, a notification, or a response. */
+export const JsonRpcMessage = z.looseObject({
+  jsonrpc: z.literal('2.0'),
+  id: z.union([z.string(), z.number()]).optional(),
+  method: z.string().optional(),
+  params: z.looseObject({}).optional(),
+  result: z.looseObject({}).optional(),
+  error: z.looseObject({ code: z.number(), message: z.string() }).optional(),
+});
+
+const McpHeaders = z.object({
+  'mcp-session-id': z
+    .string()
+    .optional()
+    .describe('The session a 2025-era client was given at initialize (the 2026 protocol has none)'),
+  'mcp-protocol-version': z.string().optional().describe('The protocol version negotiated at initialize'),
+});
+
+/** What the MCP face streams when it answers with an event stream: JSON-RPC messages. */
+const McpStream: EventStream = {
+  description: 'JSON-RPC messages from the server: the answer to the request, and notifications before it.',
+  idDescription: 'An event id, for a 2025-era client resuming its stream',
+  events: { message: JsonRpcMessage },
+};
+
+/**
+ * The MCP face (face/face.ts), described for /openapi.json: its messages are MCP's, checked by the MCP SDK
+ * rather than by route(), so these are documentation only. A POST answers with JSON or an event stream of
+ * JSON-RPC messages, as the client's Accept allows.
+ */
+export const mcpFaceRoutes = {
+  mcpPost: {
+    method: 'post',
+    path: '/mcp',
+    roles: ['mcp', 'admin'],
+    summary:
+      'Send an MCP message (Streamable HTTP, 2026 or 2025 era): tools/list gives manage_toolsets and call_tool, and the tools of the session’s active toolsets',
+    headers: McpHeaders,
+    body: JsonRpcMessage,
+    stream: McpStream,
+    responses: {
+      200: JsonRpcMessage,
+      202: z.looseObject({}),
+      400: JsonRpcMessage,
+      404: JsonRpcMessage,
+      503: ErrorBody,
+    },
+  },
+  mcpGet: {
+    method: 'get',
+    path: '/mcp',
+    roles: ['mcp', 'admin'],
+    summary: 'Open a 2025-era session’s stream of server messages (list-changed notifications)',
+    headers: McpHeaders,
+    produces: 'text/event-stream',
+    stream: McpStream,
+    responses: { 200: z.string(), 400: JsonRpcMessage, 404: JsonRpcMessage, 405: JsonRpcMessage },
+  },
+  mcpDelete: {
+    method: 'delete',
+    path: '/mcp',
+    roles: ['mcp', 'admin'],
+    summary: 'End a 2025-era session',
+    headers: McpHeaders,
+    responses: { 200: z.looseObject({}), 400: JsonRpcMessage, 404: JsonRpcMessage, 405: JsonRpcMessage },
+  },
+  mcpViewPost: {
+    method: 'post',
+    path: '/mcp/toolsets/{ids}',
+    roles: ['mcp', 'admin'],
+    summary:
+      'Send an MCP message to a fixed view: the tools of the comma-separated toolsets, activated for it, and no manage_toolsets',
+    params: z.object({ ids: z.string().describe('Toolset ids, comma-separated') }),
+    headers: McpHeaders,
+    body: JsonRpcMessage,
+    stream: McpStream,
+    responses: { 200: JsonRpcMessage, 202: z.looseObject({}), 400: JsonRpcMessage, 404: ErrorBody },
+  },
+} as const;

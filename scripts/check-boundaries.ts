@@ -32,9 +32,13 @@ function tsFiles(dir: string): string[] {
   });
 }
 
-/** A service's contract: its contract.ts, or a file of its contract/ folder (parts contract.ts re-exports). */
+/**
+ * A service's contract: its contract.ts, or a file of its contract/ folder (parts contract.ts re-exports); or
+ * lib/contract.ts, the base they are written on (a route, an event stream, the error body).
+ */
 function isContractFile(root: string, file: string): boolean {
   const rel = path.relative(root, file);
+  if (rel === path.join('lib', 'contract.ts')) return true;
   const service = serviceOf(root, file);
   if (!service) return false;
   return (

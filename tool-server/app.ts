@@ -1,8 +1,10 @@
 import { Hono } from 'hono';
-import { installBase, route, serveOpenApi } from '../lib/http.ts';
+import { installBase, route } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
+import { serveOpenApi } from '../lib/openapi.ts';
 import { healthDetail, type Security } from '../lib/security.ts';
+import * as contract from './contract.ts';
 import { toolServerRoutes as routes } from './contract.ts';
 import type { ToolContext } from './kit/define.ts';
 import type { ToolRegistry } from './registry.ts';
@@ -31,6 +33,11 @@ export function createToolServerApp<C extends ToolContext>(deps: ToolServerDeps<
       ? c.json({ status: 'ok' as const, tools: deps.registry.definitions().length })
       : c.json({ status: 'ok' as const }),
   );
-  serveOpenApi(app, 'toolshift tool-server', Object.values(routes));
+  serveOpenApi(app, {
+    service: 'tool-server',
+    routes,
+    schemas: contract,
+    about: 'The tool-server: the native tools (files, web, git, database), called by the gateway.',
+  });
   return app;
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ErrorBody } from '../lib/contract.ts';
 
 // The tool-server's HTTP API. Consumers (the gateway) import this file and nothing else of the service.
 
@@ -103,8 +104,7 @@ export function boundedRecord<T extends z.ZodType>(value: T, maxKeys: number) {
     .pipe(z.record(boundedString(LIMITS.id), value));
 }
 
-/** The body of every 4xx/5xx answer. */
-export const ErrorBody = z.looseObject({ error: z.string() });
+export { ErrorBody };
 
 export const Health = z.looseObject({ status: z.literal('ok') });
 

@@ -62,6 +62,25 @@ describe('HTTP plumbing', () => {
     expect(err).toMatchObject({ status: 504, message: 'http://slow/echo did not answer within 50 ms' });
   });
 
+  it('answers 504 (not an internal error) when a service behind it does not answer in time', async () => {
+    const hang = (_url: string, init?: RequestInit) =>
+      new Promise<Response>((_, reject) =>
+        init?.signal?.addEventListener('abort', () => reject(init.signal?.reason)),
+      );
+    const front = new Hono();
+    installBase(front, log, openSecurity);
+    route(front, { ...spec, path: '/relay' }, async (c, { body }) =>
+      c.json(await callRoute({ baseUrl: 'http://slow', fetch: hang, timeoutMs: 50 }, spec, { body })),
+    );
+    const res = await front.request('/relay', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ text: 'a' }),
+    });
+    expect(res.status).toBe(504);
+    expect(await res.json()).toEqual({ error: 'http://slow/echo did not answer within 50 ms' });
+  });
+
   it('round-trips through the contract on both sides', async () => {
     const res = await callRoute(
       { baseUrl: 'http://x', fetch: (u, i) => Promise.resolve(app.request(asLoopback(u), i)) },

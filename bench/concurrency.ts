@@ -81,7 +81,7 @@ async function snapshot(npm: NpmStart): Promise<MemorySnapshot> {
 
 /** Starts the mock model in its own process. */
 export async function startModelProcess(latencyMs: number) {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.resolve('bench/mock-model-main.ts')], {
+  const child = spawn(process.execPath, [path.resolve('bench/mock-model-main.ts')], {
     env: { ...process.env, MOCK_LATENCY_MS: String(latencyMs) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -2,11 +2,11 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-// Where `npm start`'s resident memory goes, measured in a process of its own (run with --expose-gc and the
-// tsx loader, as npm start runs): resident memory and V8 heap after each stage of starting the services. With
-// `one` (TOOLSHIFT_THREADS=1): Node with the TypeScript loader, the services' modules loaded, the tokenizer's
+// Where `npm start`'s resident memory goes, measured in a process of its own (run with --expose-gc on Node's
+// type stripping, as npm start runs): resident memory and V8 heap after each stage of starting the services. With
+// `one` (TOOLSHIFT_THREADS=1): Node alone, the services' modules loaded, the tokenizer's
 // rank table loaded, the three services listening. With `two` (npm start on more than one core): Node with the
-// loader, the agent-server's modules and the tokenizer, the gateway and the tool-server listening on a worker
+// the agent-server's modules and the tokenizer, the gateway and the tool-server listening on a worker
 // thread, the agent-server listening. A full collection of the main thread's heap runs before each reading (a
 // worker thread's heap is left to itself, as in npm start). Prints one JSON line.
 
@@ -29,7 +29,7 @@ function reading(stage: string): MemoryStage {
 }
 
 async function main(layout: 'one' | 'two') {
-  const stages: MemoryStage[] = [reading('node with the TypeScript loader')];
+  const stages: MemoryStage[] = [reading('node (type stripping, no loader)')];
   const dir = await mkdtemp(path.join(tmpdir(), 'toolshift-memory-'));
   await mkdir(path.join(dir, 'ws'));
   const { loadConfig } = await import('../lib/config.ts');

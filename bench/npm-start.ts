@@ -31,7 +31,8 @@ const children = (pid: number): number[] => {
   }
 };
 
-const descendants = (pid: number): number[] => children(pid).flatMap((c) => [c, ...descendants(c)]);
+/** Every process below `pid`, from /proc. */
+export const descendants = (pid: number): number[] => children(pid).flatMap((c) => [c, ...descendants(c)]);
 
 /** Resident memory of a process, from /proc. */
 export function rssOf(pid: number): number {
@@ -109,7 +110,7 @@ export async function startNpm(env: Record<string, string>, cwd = process.cwd())
   const pid = descendants(child.pid as number)
     .filter((p) => {
       try {
-        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('start/start.ts');
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('bin/toolshift.js');
       } catch {
         return false;
       }
@@ -135,7 +136,7 @@ export async function startNpm(env: Record<string, string>, cwd = process.cwd())
 }
 
 /** A free loopback port (bound and released; the services bind it a moment later). */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve) => {
     const s = net.createServer();
     s.listen(0, '127.0.0.1', () => {
@@ -146,8 +147,8 @@ function freePort(): Promise<number> {
 }
 
 /**
- * The three services as three processes, as `docker compose` runs them (`npm run start:tools`, `start:gateway`,
- * `start:agent`, one each), so they can use more than one core. Resident memory is the three summed.
+ * The three services as three processes, as `docker compose` runs them (`toolshift serve tool-server`, `mcp-gateway`,
+ * `agent-server`, one each), so they can use more than one core. Resident memory is the three summed.
  */
 export async function startSeparate(env: Record<string, string>, cwd = process.cwd()): Promise<NpmStart> {
   const [agentPort, gatewayPort, toolsPort] = [await freePort(), await freePort(), await freePort()];
@@ -177,7 +178,7 @@ export async function startSeparate(env: Record<string, string>, cwd = process.c
     ['mcp-gateway', `http://127.0.0.1:${gatewayPort}`],
     ['agent-server', `http://127.0.0.1:${agentPort}`],
   ] as const) {
-    const child = spawn(process.execPath, ['--import', 'tsx', `${service}/main.ts`], {
+    const child = spawn(process.execPath, ['bin/toolshift.js', 'serve', service], {
       cwd,
       env: full,
       stdio: ['ignore', 'ignore', 'inherit'],

@@ -306,8 +306,39 @@ export function renderReport(r: BenchResults): string {
     .join(', ');
   out.push(`- V8 heap spaces of the idle service (used): ${idleSpaces}.`);
   out.push(
-    "- The rest of resident memory is code (Node itself, V8's compiled code, the TypeScript loader's transpiled " +
-      "modules), SQLite's page caches, and allocator slack.",
+    "- The rest of resident memory is code (Node itself, V8's compiled code, the modules' stripped sources), " +
+      "SQLite's page caches, and allocator slack.",
+  );
+  out.push('');
+
+  const s = r.startup;
+  out.push('## 12. Start-up');
+  out.push('');
+  out.push(
+    `What \`npm start\` runs, started ${s.after.runs} times each on a fresh data directory and free ports, the two ` +
+      'commands alternating (bench/startup.ts): before, `tsx start/start.ts` (the script until toolshift ran on ' +
+      "Node's type stripping: tsx's CLI starts Node again with its loader, and esbuild transforms each module); " +
+      'after, `node bin/toolshift.js serve`. Ready is the time from spawning the command to its ready line; idle ' +
+      "memory is the command's process tree (tsx's CLI and its child summed), read 2 s after ready. npm's own " +
+      'process is the same for both and left out.',
+  );
+  out.push('');
+  out.push(
+    table(
+      ['command', 'ready, median', 'ready, slowest', 'idle resident, median', 'idle resident, largest'],
+      [s.before, s.after].map((f) => [
+        f.label,
+        ms(f.readyMs.median),
+        ms(f.readyMs.max),
+        `${f.idleRssMiB.median.toFixed(1)} MiB`,
+        `${f.idleRssMiB.max.toFixed(1)} MiB`,
+      ]),
+    ),
+  );
+  out.push('');
+  out.push(
+    `After / before: ready ${(s.after.readyMs.median / s.before.readyMs.median).toFixed(2)}×, idle resident ` +
+      `${(s.after.idleRssMiB.median / s.before.idleRssMiB.median).toFixed(2)}× (medians).`,
   );
   out.push('');
   return `${out.join('\n')}\n`;

@@ -11,24 +11,22 @@ import { latencyRun } from './latency-run.ts';
 import { describeMachine } from './machine.ts';
 import type { MemoryStage } from './memory-parts.ts';
 import { renderReport } from './report.ts';
+import { startupRun } from './startup.ts';
 import { tokenRun } from './token-run.ts';
 
 // `npm run bench`: every figure of the benchmark in one run, offline, then BENCHMARKS.md. Token economics and
 // discovery (1–5) on the benchmark catalog with the twelve tasks in three arms; the call path's latency (6–8);
 // the event log (10); `npm start` under a thousand concurrent tasks and its memory (9, 11), and the same load
 // with fewer tasks, with `npm start` on two threads (TOOLSHIFT_THREADS=2), and with the services as three processes. Environment: BENCH_TASKS (concurrent tasks,
-// default 1000), BENCH_FEWER_TASKS (default 200), BENCH_ROUNDS (latency samples, default 400), BENCH_OUT
+// default 1000), BENCH_FEWER_TASKS (default 200), BENCH_ROUNDS (latency samples, default 400), BENCH_STARTS (starts of each
+// command for the start-up figures, default 5), BENCH_OUT
 // (the report's path, default BENCHMARKS.md).
 
 function memoryParts(layout: 'one' | 'two'): MemoryStage[] {
-  const run = spawnSync(
-    process.execPath,
-    ['--expose-gc', '--import', 'tsx', path.resolve('bench/memory-parts.ts'), layout],
-    {
-      encoding: 'utf8',
-      env: { ...process.env, LOG_LEVEL: 'silent' },
-    },
-  );
+  const run = spawnSync(process.execPath, ['--expose-gc', path.resolve('bench/memory-parts.ts'), layout], {
+    encoding: 'utf8',
+    env: { ...process.env, LOG_LEVEL: 'silent' },
+  });
   const line = run.stdout.trim().split('\n').at(-1) ?? '';
   if (run.status !== 0 || !line.startsWith('{'))
     throw new Error(`memory-parts failed: ${run.stderr.slice(-1000)}`);
@@ -61,6 +59,11 @@ async function main() {
     const twoThreadsRun = await concurrencyRun(await dir('concurrency'), tasks, 1000, 'two-threads');
     step(`concurrency: ${tasks} tasks against the three services as separate processes`);
     const separateRun = await concurrencyRun(await dir('concurrency'), tasks, 1000, 'separate');
+    const startupRuns = Number(process.env.BENCH_STARTS ?? 5);
+    step(
+      `start-up and idle memory of npm start's command, before and after the loader went: ${startupRuns} starts each`,
+    );
+    const startup = await startupRun(startupRuns);
     step('memory, stage by stage');
     const memory = memoryParts('one');
     const memoryTwoThreads = memoryParts('two');
@@ -75,6 +78,7 @@ async function main() {
       concurrencyVariants: [fewerRun, twoThreadsRun, separateRun],
       memory,
       memoryTwoThreads,
+      startup,
     };
     const out = process.env.BENCH_OUT ?? 'BENCHMARKS.md';
     writeFileSync(out, renderReport(results));

@@ -341,6 +341,20 @@ describe('the report', () => {
         { stage: 'node', rss: 70e6, heapUsed: 5e6, external: 2e6, arrayBuffers: 0 },
         { stage: 'second thread', rss: 390e6, heapUsed: 60e6, external: 5e6, arrayBuffers: 0 },
       ],
+      startup: {
+        before: {
+          label: 'tsx start/start.ts (before)',
+          runs: 5,
+          readyMs: { median: 1600, max: 1900 },
+          idleRssMiB: { median: 260, max: 270 },
+        },
+        after: {
+          label: 'node bin/toolshift.js serve (after)',
+          runs: 5,
+          readyMs: { median: 800, max: 900 },
+          idleRssMiB: { median: 170, max: 180 },
+        },
+      },
     };
     const byFigure = Object.fromEntries(goals(results).map((g) => [g.figure, g]));
     expect(byFigure['2. Model calls per task, dynamic / all-loaded'].met).toBe(false);
@@ -359,6 +373,16 @@ describe('the report', () => {
       /\| 9\. 1,000 concurrent tasks: model turns\/s vs Little's-law ideal \| 0\.30 \(300 of 1,000 turns\/s\) \| ≥ 0\.9 \| \*\*missed\*\* \|/,
     );
     expect(text).toContain('gpt-4.1');
+    expect(
+      byFigure['12. npm start on type stripping / on tsx: ready time, idle resident memory (medians)'],
+    ).toMatchObject({
+      measured: '0.50 (800.00 ms vs 1600.00 ms), 0.65 (170 vs 260 MiB)',
+      met: true,
+    });
+    expect(text).toContain(
+      '| node bin/toolshift.js serve (after) | 800.00 ms | 900.00 ms | 170.0 MiB | 180.0 MiB |',
+    );
+    expect(text).toContain('After / before: ready 0.50×, idle resident 0.65× (medians).');
     expect(armKey('native', benchTasks('x')[0])).toBe('native:t01-project-overview');
   });
 });

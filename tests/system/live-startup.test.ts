@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -29,7 +29,31 @@ const base = () => ({
   LOG_LEVEL: 'silent',
 });
 
+/** A Node older than toolshift supports, if this machine has one (CI's own Node 20 runs npm there). */
+const oldNode = ['/usr/bin/node', '/usr/local/bin/node'].find((bin) => {
+  const run = spawnSync(bin, ['--version'], { encoding: 'utf8' });
+  const [major, minor] = (run.stdout ?? '').trim().slice(1).split('.').map(Number);
+  return run.status === 0 && (major < 22 || (major === 22 && minor < 18));
+});
+
 describe('start-up errors', () => {
+  it.skipIf(oldNode === undefined)(
+    'on an unsupported Node, stops with one line naming the Node it needs',
+    () => {
+      for (const args of [['serve'], ['--version']]) {
+        const run = spawnSync(oldNode as string, ['bin/toolshift.js', ...args], {
+          encoding: 'utf8',
+          env: { PATH: process.env.PATH, HOME: tmp, ...base() },
+        });
+        expect(run.status).toBe(1);
+        expect(run.stdout).toBe('');
+        expect(run.stderr).toMatch(
+          /^toolshift needs Node\.js 22\.18 or newer on the 22 line, 24, or 26 and later; this is Node 2[01]\.\d+\.\d+\n$/,
+        );
+      }
+    },
+  );
+
   it('refuses an OPENAI_BASE_URL that is not an http(s) URL, naming the variable (and npm start exits 1 saying so)', async () => {
     for (const bad of ['localhost:11434/v1', 'ftp://models.example/v1', 'not a url']) {
       expect(() => loadConfig({ ...base(), OPENAI_BASE_URL: bad })).toThrow(

@@ -174,11 +174,16 @@ describe('npm start, in its own words', () => {
       const openapi = (await (
         await fetch(`${urls['agent-server']}/openapi.json`, { headers: auth })
       ).json()) as {
-        paths: Record<string, { post?: { requestBody: { content: Record<string, { schema: unknown }> } } }>;
+        paths: Record<
+          string,
+          { post?: { requestBody: { content: Record<string, { schema: { $ref: string } }> } } }
+        >;
+        components: { schemas: Record<string, unknown> };
       };
-      expect(
-        openapi.paths['/agent/execute_task'].post?.requestBody.content['application/json'].schema,
-      ).toMatchObject({ additionalProperties: false });
+      const ref =
+        openapi.paths['/agent/execute_task'].post?.requestBody.content['application/json'].schema.$ref;
+      expect(ref).toBe('#/components/schemas/ExecuteTaskRequest');
+      expect(openapi.components.schemas.ExecuteTaskRequest).toMatchObject({ additionalProperties: false });
     } finally {
       expect(await daemon.stop()).toBe(0);
     }

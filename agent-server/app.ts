@@ -44,8 +44,8 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
   const app = new Hono();
   installBase(app, deps.log, deps.security, { metrics: deps.metrics });
 
-  const taskOrThrow = (id: string) => {
-    const task = store.getTask(id);
+  const taskOrThrow = async (id: string) => {
+    const task = await store.getTask(id);
     if (!task) throw new HttpError(404, `No task ${id}; GET /agent/tasks lists recent tasks`);
     return task;
   };
@@ -68,33 +68,35 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
     return c.json(await started.done);
   });
 
-  route(app, routes.taskEvents, (c, { params, query }) => {
-    taskOrThrow(params.id);
+  route(app, routes.taskEvents, async (c, { params, query }) => {
+    await taskOrThrow(params.id);
     return streamTask(c, streams, params.id, resumeAfter(c, query.after));
   });
 
   route(app, routes.cancelTask, async (c, { params }) => {
-    const task = taskOrThrow(params.id);
+    const task = await taskOrThrow(params.id);
     if (!(await agent.cancel(params.id))) {
       throw new HttpError(
         409,
         `Task ${params.id} is not running (status: ${task.status}); only a running task can be cancelled`,
       );
     }
-    return c.json(taskOrThrow(params.id));
+    return c.json(await taskOrThrow(params.id));
   });
 
-  route(app, routes.listApprovals, (c) => c.json({ approvals: agent.pendingApprovals() }));
+  route(app, routes.listApprovals, async (c) => c.json({ approvals: await agent.pendingApprovals() }));
 
   route(app, routes.decideApproval, async (c, { params, body }) =>
     c.json(await agent.decideApproval(params.id, params.call_id, body, c.req.header('authorization'))),
   );
 
-  route(app, routes.getTask, (c, { params }) =>
-    c.json({ ...taskOrThrow(params.id), events: store.events(params.id) }),
+  route(app, routes.getTask, async (c, { params }) =>
+    c.json({ ...(await taskOrThrow(params.id)), events: await store.events(params.id) }),
   );
 
-  route(app, routes.listTasks, (c, { query }) => c.json({ tasks: store.recentTasks(query.limit) }));
+  route(app, routes.listTasks, async (c, { query }) =>
+    c.json({ tasks: await store.recentTasks(query.limit) }),
+  );
 
   // Without a token, only whether it is up (like every service): the rest is for the service's callers.
   // With one, the model endpoint's last known state too; one known to be bad (unreachable, or answering

@@ -3,6 +3,7 @@ import type { Config } from '../lib/config.ts';
 import { leanFetch } from '../lib/lean-fetch.ts';
 import { createLogger, type Logger } from '../lib/log.ts';
 import { createMetrics } from '../lib/metrics.ts';
+import { openPostgres } from '../lib/postgres.ts';
 import { startRetention } from '../lib/retention.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
@@ -11,6 +12,7 @@ import { createTokenCounter } from '../lib/tokens.ts';
 import { createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
 import { openAIModel } from './clients/model.ts';
+import { createPostgresTaskStore } from './store/postgres.ts';
 import { createTaskStore } from './store/store.ts';
 import { createAgent } from './tasks/agent.ts';
 import { createAgentMetrics } from './tasks/metrics.ts';
@@ -32,10 +34,11 @@ export async function startAgentServer(
         '(the agent-server’s own credential, a different value)',
     );
   }
-  const store = createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')), (err) =>
-    log.error({ err }, 'a task record could not be written'),
-  );
-  const interrupted = store.failInterrupted();
+  const onWriteError = (err: unknown) => log.error({ err }, 'a task record could not be written');
+  const store = config.databaseUrl
+    ? await createPostgresTaskStore(openPostgres(config.databaseUrl, 'agent-server'), onWriteError)
+    : createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')), onWriteError);
+  const interrupted = await store.failInterrupted();
   if (interrupted > 0) log.warn({ interrupted }, 'marked tasks left running by a previous process as failed');
   const m = config.agent.model;
   const model =
@@ -89,7 +92,7 @@ export async function startAgentServer(
       config.http.limits,
     );
   } catch (err) {
-    store.close();
+    await store.close();
     throw err;
   }
   // The endpoint and model, never the key: enough to tell which provider a failing task was talking to.
@@ -104,7 +107,7 @@ export async function startAgentServer(
     'agent-server listening',
   );
   // Tasks a previous process left waiting for an approval go on waiting, and resume when it is decided.
-  const resumed = agent.resumeAll();
+  const resumed = await agent.resumeAll();
   if (resumed > 0) log.info({ tasks: resumed }, 'tasks awaiting approval picked up');
   // Finished tasks older than TASK_RETENTION_DAYS go, with their events (README "Limits and retention").
   const { retention: keep } = config;
@@ -127,7 +130,7 @@ export async function startAgentServer(
       await listening.close();
       await agent.shutdown();
       await retention.stop();
-      store.close();
+      await store.close();
     },
   };
 }

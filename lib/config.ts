@@ -54,6 +54,13 @@ export const EnvSchema = z.object({
   TOOL_EXPOSURE: z.enum(['native', 'dispatch'], { message: 'must be native or dispatch' }).default('native'),
   LOG_FORMAT: z.enum(['json', 'pretty', 'auto']).default('auto'),
   TOOLSHIFT_DATA_DIR: optionalString,
+  DATABASE_URL: z
+    .string()
+    .regex(
+      /^postgres(ql)?:\/\/\S+$/,
+      'must be a postgres:// (or postgresql://) URL, e.g. postgres://user:password@host:5432/toolshift',
+    )
+    .optional(),
   TOOLSETS_DIR: optionalString,
   USER_TOOLSETS_DIR: optionalString,
   FS_ROOTS: list,
@@ -285,6 +292,8 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       },
     },
     dataDir,
+    /** PostgreSQL for the agent-server's tasks and events (DATABASE_URL; unset: SQLite in the data directory). Never logged. */
+    databaseUrl: e.DATABASE_URL,
     /** How long rows are kept (ms; 0: for ever) and how often the sweep runs: README "Limits and retention". */
     retention: {
       auditMs: days(e.AUDIT_RETENTION_DAYS),

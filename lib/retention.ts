@@ -10,7 +10,7 @@ import type { Logger } from './log.ts';
 export interface RetentionRule {
   /** The table (or kind of row) it prunes, for the log and the counts. */
   name: string;
-  step(limit: number, now: number): number;
+  step(limit: number, now: number): number | Promise<number>;
   /** Rows per batch when the rows are heavier than usual (a task takes its events with it). */
   batch?: number;
 }
@@ -41,7 +41,7 @@ export function startRetention(
       let total = 0;
       try {
         while (!stopped) {
-          const n = rule.step(limit, now);
+          const n = await rule.step(limit, now);
           total += n;
           if (n < limit) break;
           await nextTurn();

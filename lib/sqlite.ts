@@ -48,6 +48,40 @@ export function openDatabase(file: string): Db {
 }
 
 /**
+ * Applies `component`'s migrations not applied yet, in order (step N is `migrations[N - 1]`), each in a
+ * transaction that records it in `schema_migrations` (the same scheme as lib/postgres.ts). A step may be a
+ * function, for a change SQLite cannot say in SQL alone. Returns the versions applied now.
+ */
+export function migrateSqlite(
+  db: Db,
+  component: string,
+  migrations: readonly (string | ((db: Db) => void))[],
+): number[] {
+  db.exec(
+    `CREATE TABLE IF NOT EXISTS schema_migrations (component TEXT NOT NULL, version INTEGER NOT NULL,
+     applied_at TEXT NOT NULL, PRIMARY KEY (component, version))`,
+  );
+  const seen = db.prepare<[string, number], { version: number }>(
+    'SELECT version FROM schema_migrations WHERE component = ? AND version = ?',
+  );
+  const record = db.prepare(
+    'INSERT INTO schema_migrations (component, version, applied_at) VALUES (?, ?, ?)',
+  );
+  const applied: number[] = [];
+  migrations.forEach((step, i) => {
+    const version = i + 1;
+    db.transaction(() => {
+      if (seen.get(component, version)) return;
+      if (typeof step === 'string') db.exec(step);
+      else step(db);
+      record.run(component, version, new Date().toISOString());
+      applied.push(version);
+    }).immediate();
+  });
+  return applied;
+}
+
+/**
  * How long a queued write may wait for others to share its commit. Short enough that nothing a person or a
  * client does notices (every read of the store commits first), long enough that a step's rows, the audit row
  * of its tool call and the next step's rows usually share one commit instead of costing one each, and that

@@ -53,7 +53,7 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
       await stream.writeSSE({ event: e.type, id: String(e.seq), data: JSON.stringify(e) });
     };
     try {
-      for (const e of deps.store.events(taskId, after)) await send(e);
+      for (const e of await deps.store.events(taskId, after)) await send(e);
       if (unsubscribe) {
         while (!stream.aborted && result === undefined) {
           if (queue.length === 0) await new Promise<void>((r) => (wake = r));
@@ -62,7 +62,7 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
         while (queue.length > 0 && !stream.aborted) await send(queue.shift() as TaskEvent);
       }
       if (stream.aborted) return;
-      const final = result ?? storedResult(deps.store, taskId);
+      const final = result ?? (await storedResult(deps.store, taskId));
       if (final) await stream.writeSSE({ event: 'result', data: JSON.stringify(final) });
     } finally {
       clearInterval(heartbeat);
@@ -71,7 +71,7 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
   });
 }
 
-function storedResult(store: TaskStore, taskId: string): ExecuteTaskResponse | undefined {
-  const task = store.getTask(taskId);
+async function storedResult(store: TaskStore, taskId: string): Promise<ExecuteTaskResponse | undefined> {
+  const task = await store.getTask(taskId);
   return task ? resultOf(task) : undefined;
 }

@@ -1,7 +1,10 @@
-import { createWriteBatch, type Db } from '../../lib/sqlite.ts';
-import type { EventType, Task, TaskEvent, TaskStatus, TokenTotals, Usage } from '../contract.ts';
+import { createWriteBatch, type Db, migrateSqlite } from '../../lib/sqlite.ts';
+import type { EventType, Task, TaskEvent } from '../contract.ts';
+import { type TaskOutcome, type TaskRow, type TaskStore, toTask } from './interface.ts';
 
-// Tasks and their events in SQLite: the only module that speaks SQL for the agent-server.
+export type { TaskOutcome, TaskStore };
+
+// Tasks and their events in SQLite, the embedded default (postgres.ts is the same store on PostgreSQL).
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS tasks (
@@ -30,105 +33,38 @@ CREATE TABLE IF NOT EXISTS task_events (
 );
 `;
 
-interface TaskRow {
-  pending_approval?: string | null;
-  resume_state?: string | null;
-  task_id: string;
-  session_id: string;
-  goal: string;
-  status: TaskStatus;
-  final_answer: string | null;
-  error: string | null;
-  steps: number;
-  usage: string;
-  toolsets_used: string;
-  tokens: string | null;
-  created_at: string;
-  finished_at: string | null;
-}
-
-function toTask({ pending_approval: _p, resume_state: _r, ...row }: TaskRow): Task {
-  return {
-    ...row,
-    usage: JSON.parse(row.usage),
-    toolsets_used: JSON.parse(row.toolsets_used),
-    tokens: row.tokens ? JSON.parse(row.tokens) : null,
-  };
-}
-
-/** Columns added after the first release; a database made before them gains them at start. */
-const ADDED_COLUMNS = [
-  'ALTER TABLE tasks ADD COLUMN tokens TEXT',
-  // A task paused for an approval: what it waits for, and the loop's state to resume from (also after a restart).
-  'ALTER TABLE tasks ADD COLUMN pending_approval TEXT',
-  'ALTER TABLE tasks ADD COLUMN resume_state TEXT',
+/**
+ * The schema's versions (lib/sqlite.ts migrateSqlite). A database made before migrations were recorded has
+ * the tables and perhaps some of the columns: step 1 only creates what is missing, step 2 adds each column
+ * it lacks.
+ */
+const MIGRATIONS = [
+  SCHEMA,
+  (db: Db) => {
+    const have = new Set(
+      db
+        .prepare<[], { name: string }>("SELECT name FROM pragma_table_info('tasks')")
+        .all()
+        .map((c) => c.name),
+    );
+    // The token totals; what a paused task waits for and the loop state it resumes from (also after a restart).
+    for (const column of ['tokens', 'pending_approval', 'resume_state'])
+      if (!have.has(column)) db.exec(`ALTER TABLE tasks ADD COLUMN ${column} TEXT`);
+  },
 ];
 
-/** How a task ended, as stored. */
-export interface TaskOutcome {
-  status: Exclude<TaskStatus, 'running' | 'awaiting_approval'>;
-  final_answer: string | null;
-  error: string | null;
-  steps: number;
-  usage: Usage;
-  toolsets_used: string[];
-  tokens: TokenTotals;
-}
-
 /**
- * The agent-server's persistence: the seam another database plugs into (createTaskStore is the SQLite one).
- * Writes of a task's creation, pause, resumption and end are durable when they return; events may be batched.
- */
-export interface TaskStore {
-  /** Records a new task (durable when it returns). */
-  createTask(taskId: string, sessionId: string, goal: string): void;
-  /** Records an event of a task, numbered after the last one; returns it as readers will see it. */
-  appendEvent(
-    taskId: string,
-    type: EventType,
-    durationMs: number | null,
-    data: Record<string, unknown>,
-  ): TaskEvent;
-  /** Records that the task waits for `pending`, with the loop state to resume from. */
-  pause(taskId: string, pending: unknown, state: unknown): void;
-  /** The task goes on after its pause. */
-  unpause(taskId: string): void;
-  /** Tasks paused for an approval, with what they wait for and their saved loop state. */
-  awaiting(): { task: Task; pending: unknown; state: unknown }[];
-  /** Records how the task ended. */
-  finishTask(taskId: string, outcome: TaskOutcome): void;
-  getTask(taskId: string): Task | undefined;
-  /** The task's events after `after` (a seq), in order. */
-  events(taskId: string, after?: number): TaskEvent[];
-  /** The newest tasks first. */
-  recentTasks(limit: number): Task[];
-  /** Marks tasks a stopped process left running as failed; returns how many. */
-  failInterrupted(): number;
-  /** Deletes up to `limit` finished tasks (with their events) older than `before`; returns how many. */
-  pruneTasks(before: string, limit: number): number;
-  /** Commits the batched writes now. */
-  flush(): void;
-  close(): void;
-}
-
-/**
- * Creates the tables if needed and returns the task queries. Event records are committed together a few
- * milliseconds after they are written (lib/sqlite.ts createWriteBatch): a step's five or six rows in one
- * commit, every read flushing first, a failure given to `onWriteError`. A task's creation, pause, resumption
- * and end are committed at once and throw when they fail.
+ * The SQLite task store: creates or migrates the tables and returns the task queries. Event records are
+ * committed together a few milliseconds after they are written (lib/sqlite.ts createWriteBatch): a step's five
+ * or six rows in one commit, every read flushing first, a failure given to `onWriteError`. A task's creation,
+ * pause, resumption and end are committed at once and reject when they fail. Every method does its work in
+ * the turn it is called in (the promises only carry the result).
  */
 export function createTaskStore(
   db: Db,
   onWriteError: (err: unknown) => void = (err) => process.emitWarning(`task store write failed: ${err}`),
 ): TaskStore {
-  db.exec(SCHEMA);
-  for (const sql of ADDED_COLUMNS) {
-    try {
-      db.exec(sql);
-    } catch (err) {
-      if (!/duplicate column/i.test((err as Error).message)) throw err;
-    }
-  }
+  migrateSqlite(db, 'agent-server', MIGRATIONS);
   const q = {
     insert: db.prepare(
       "INSERT INTO tasks (task_id, session_id, goal, status, created_at) VALUES (?, ?, ?, 'running', ?)",
@@ -186,7 +122,7 @@ export function createTaskStore(
   const lastSeq = new Map<string, number>();
   return {
     /** Records a new task, committed at once (a failure throws: the task must not run unrecorded). */
-    createTask(taskId: string, sessionId: string, goal: string) {
+    async createTask(taskId: string, sessionId: string, goal: string) {
       q.insert.run(taskId, sessionId, goal, new Date().toISOString());
       lastSeq.set(taskId, 0);
     },
@@ -213,17 +149,17 @@ export function createTaskStore(
      * Records that the task waits for `pending`, with the loop state to resume from: committed at once, after
      * the events queued before it (a failure throws: a pause nobody can find would never be decided).
      */
-    pause(taskId: string, pending: unknown, state: unknown) {
+    async pause(taskId: string, pending: unknown, state: unknown) {
       batch.flush();
       q.pause.run(JSON.stringify(pending), JSON.stringify(state), taskId);
     },
     /** The task runs again (its approval was decided); committed at once, like the pause. */
-    unpause(taskId: string) {
+    async unpause(taskId: string) {
       batch.flush();
       q.unpause.run(taskId);
     },
     /** Tasks paused for an approval, with what they wait for and their saved loop state. */
-    awaiting(): { task: Task; pending: unknown; state: unknown }[] {
+    async awaiting(): Promise<{ task: Task; pending: unknown; state: unknown }[]> {
       batch.flush();
       return q.awaiting.all().map((row) => ({
         task: toTask(row),
@@ -232,39 +168,39 @@ export function createTaskStore(
       }));
     },
     /** Stores how the task ended: committed at once, after the events queued before it (a failure throws). */
-    finishTask(taskId: string, o: TaskOutcome) {
+    async finishTask(taskId: string, o: TaskOutcome) {
       batch.flush();
       lastSeq.delete(taskId);
       finish(taskId, o);
     },
-    getTask(taskId: string): Task | undefined {
+    async getTask(taskId: string): Promise<Task | undefined> {
       batch.flush();
       const row = q.get.get(taskId);
       return row ? toTask(row) : undefined;
     },
     /** The task's events in order; with `after`, only those whose seq is greater (for resuming a stream). */
-    events(taskId: string, after = 0): TaskEvent[] {
+    async events(taskId: string, after = 0): Promise<TaskEvent[]> {
       batch.flush();
       return q.events.all(taskId, after).map((e) => ({ ...e, data: JSON.parse(e.data) }));
     },
-    recentTasks(limit: number): Task[] {
+    async recentTasks(limit: number): Promise<Task[]> {
       batch.flush();
       return q.recent.all(limit).map(toTask);
     },
     /** Tasks a previous process left running cannot resume yet: mark them failed, saying why. */
-    failInterrupted(): number {
+    async failInterrupted(): Promise<number> {
       batch.flush();
       return q.interrupt.run('the agent-server stopped while this task was running', new Date().toISOString())
         .changes;
     },
     /** Retention (lib/retention.ts): deletes at most `limit` tasks finished before `before` (ISO), with their events. */
-    pruneTasks(before: string, limit: number): number {
+    async pruneTasks(before: string, limit: number): Promise<number> {
       batch.flush();
       return q.prune.run(before, before, limit).changes;
     },
     /** Commits the queued writes now (for a reader outside this store, such as another process). */
-    flush: () => batch.flush(),
-    close() {
+    flush: async () => batch.flush(),
+    async close() {
       batch.flush();
       db.close();
     },

@@ -80,7 +80,7 @@ export function createAgent(deps: AgentDeps) {
       if (snapshot) {
         // The event first: the pause commits it with the paused state.
         emit('approval_needed', { ...pending });
-        deps.store.pause(taskId, pending, snapshot);
+        await deps.store.pause(taskId, pending, snapshot);
         deps.log.info(
           { task: taskId, approval: pending.approval_id, subject: pending.subject },
           'task awaits approval',
@@ -89,7 +89,7 @@ export function createAgent(deps: AgentDeps) {
       paused.add(taskId);
       try {
         const decision = await waiter.wait(taskId, gateway, pending, controller.signal);
-        deps.store.unpause(taskId);
+        await deps.store.unpause(taskId);
         emit('approval_decided', {
           call_id: pending.call_id,
           approval_id: pending.approval_id,
@@ -157,7 +157,10 @@ export function createAgent(deps: AgentDeps) {
         // The process is stopping: the task stays as stored (a paused one resumes at the next start).
         running.delete(taskId);
         listeners.clear();
-        return { ...resultOf(deps.store.getTask(taskId) as Task), error: controller.signal.reason.message };
+        return {
+          ...resultOf((await deps.store.getTask(taskId)) as Task),
+          error: controller.signal.reason.message,
+        };
       }
       try {
         emit(
@@ -174,7 +177,7 @@ export function createAgent(deps: AgentDeps) {
         );
       } finally {
         // In the same turn as the event (no reader sees one without the other); commits the task's last rows.
-        deps.store.finishTask(taskId, outcome);
+        await deps.store.finishTask(taskId, outcome);
       }
       const result: ExecuteTaskResponse = {
         status: outcome.status,
@@ -214,16 +217,17 @@ export function createAgent(deps: AgentDeps) {
     const sessionId = req.session_id ?? `ses_${randomUUID()}`;
     const maxSteps = req.max_steps ?? deps.defaultMaxSteps;
     const maxDurationS = req.max_duration_s ?? defaultMaxDurationS;
-    deps.store.createTask(taskId, sessionId, goal);
+    await deps.store.createTask(taskId, sessionId, goal);
     const exposure = req.exposure ?? deps.exposure ?? 'native';
     return launch({ taskId, sessionId, goal, maxSteps, maxDurationS, exposure }, { listener });
   }
 
   /** Resumes a task stored as paused (after a restart); it waits for its decision, then goes on. */
-  function resumePaused(taskId: string): void {
-    const paused = deps.store.awaiting().find((t) => t.task.task_id === taskId);
+  async function resumePaused(taskId: string): Promise<void> {
+    const paused = (await deps.store.awaiting()).find((t) => t.task.task_id === taskId);
     if (!paused?.pending || !paused.state || running.has(taskId) || !deps.model) return;
-    const first = deps.store.events(taskId).find((e) => e.type === 'task_started');
+    const first = (await deps.store.events(taskId)).find((e) => e.type === 'task_started');
+    if (running.has(taskId)) return;
     const started = first?.type === 'task_started' ? first.data : undefined;
     const maxDurationS = Number(started?.max_duration_s ?? defaultMaxDurationS);
     const elapsedS = (Date.now() - Date.parse(paused.task.created_at)) / 1000;
@@ -252,8 +256,8 @@ export function createAgent(deps: AgentDeps) {
     },
 
     /** What paused tasks wait for. */
-    pendingApprovals: (): PendingApproval[] =>
-      deps.store.awaiting().flatMap((t) => (t.pending ? [t.pending as PendingRecord] : [])),
+    pendingApprovals: async (): Promise<PendingApproval[]> =>
+      (await deps.store.awaiting()).flatMap((t) => (t.pending ? [t.pending as PendingRecord] : [])),
 
     /**
      * A human's decision on what task `taskId` waits for: relayed to the gateway with the human's own
@@ -266,7 +270,7 @@ export function createAgent(deps: AgentDeps) {
       body: { approve: boolean; reason?: string },
       authorization: string | undefined,
     ): Promise<{ task_id: string; call_id: string; status: string }> {
-      const paused = deps.store.awaiting().find((t) => t.task.task_id === taskId);
+      const paused = (await deps.store.awaiting()).find((t) => t.task.task_id === taskId);
       const pending = paused?.pending as PendingRecord | undefined;
       if (!pending || pending.call_id !== callId) {
         throw new HttpError(
@@ -276,7 +280,7 @@ export function createAgent(deps: AgentDeps) {
       }
       const decided = await relayDecision(deps.gateway, pending.approval_id, body, authorization);
       waiter.poke(taskId);
-      if (!running.has(taskId)) resumePaused(taskId);
+      if (!running.has(taskId)) await resumePaused(taskId);
       return { task_id: taskId, call_id: callId, status: decided.status };
     },
 
@@ -288,9 +292,9 @@ export function createAgent(deps: AgentDeps) {
     },
 
     /** Picks up the tasks a previous process left paused: each waits for its decision, then goes on. */
-    resumeAll(): number {
-      const all = deps.store.awaiting();
-      for (const t of all) resumePaused(t.task.task_id);
+    async resumeAll(): Promise<number> {
+      const all = await deps.store.awaiting();
+      for (const t of all) await resumePaused(t.task.task_id);
       return all.length;
     },
 

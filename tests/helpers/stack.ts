@@ -6,9 +6,11 @@ import { afterAll } from 'vitest';
 import { createAgentApp } from '../../agent-server/app.ts';
 import { createGatewayClient } from '../../agent-server/clients/gateway.ts';
 import type { Model } from '../../agent-server/clients/model.ts';
+import { createPostgresTaskStore } from '../../agent-server/store/postgres.ts';
 import { createTaskStore } from '../../agent-server/store/store.ts';
 import { createAgent } from '../../agent-server/tasks/agent.ts';
 import { createLogger, type Logger } from '../../lib/log.ts';
+import { openPostgres } from '../../lib/postgres.ts';
 import type { Role, Security } from '../../lib/security.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
@@ -130,6 +132,8 @@ export interface StackOptions {
   now?: () => number;
   /** The file tools' guard (default: one read-write root, the stack's temp workspace). */
   paths?: PathGuard;
+  /** PostgreSQL for the agent-server's tasks (as DATABASE_URL); default: SQLite in the data dir. */
+  databaseUrl?: string;
 }
 
 /** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
@@ -222,7 +226,9 @@ export async function makeStack(opts: StackOptions = {}) {
     now: opts.now,
   });
   const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity, face, prompts });
-  const taskStore = createTaskStore(openDatabase(path.join(dataDir, 'agent.db')));
+  const taskStore = opts.databaseUrl
+    ? await createPostgresTaskStore(openPostgres(opts.databaseUrl, 'test', { max: 4 }))
+    : createTaskStore(openDatabase(path.join(dataDir, 'agent.db')));
   const agent = createAgent({
     store: taskStore,
     gateway: createGatewayClient({
@@ -238,7 +244,7 @@ export async function makeStack(opts: StackOptions = {}) {
     approvalPollMs: 20,
   });
   // As the agent-server does at start: tasks left paused by a previous stack go on waiting.
-  agent.resumeAll();
+  await agent.resumeAll();
   const agentApp = createAgentApp({
     agent,
     store: taskStore,
@@ -263,9 +269,9 @@ export async function makeStack(opts: StackOptions = {}) {
     agent,
     taskStore,
     /** Commits the stores' queued writes (they commit a few milliseconds after they are written), for a test reading the files. */
-    flushWrites() {
+    async flushWrites() {
       gatewayStore.flush();
-      taskStore.flush();
+      await taskStore.flush();
     },
     /** POST JSON to an app and return status and parsed body. */
     async post(app: Hono, url: string, body: unknown, headers: Record<string, string> = {}) {
@@ -286,7 +292,7 @@ export async function makeStack(opts: StackOptions = {}) {
       await face.close();
       await catalog.close();
       gatewayStore.close();
-      taskStore.close();
+      await taskStore.close();
       if (!keepFiles) await rm(tmp, { recursive: true, force: true });
     },
   };

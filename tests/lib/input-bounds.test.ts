@@ -46,7 +46,7 @@ async function connect(s: Stack, era: 'modern' | 'legacy') {
 
 /** gateway.db with its WAL and shared-memory files: what the attack grew. */
 function dbBytes(s: Stack): number {
-  s.flushWrites();
+  void s.flushWrites(); // the SQLite stores write in this turn
   return ['', '-wal', '-shm']
     .map((suffix) => path.join(s.dataDir, `gateway.db${suffix}`))
     .reduce((sum, file) => {
@@ -128,7 +128,7 @@ describe('bounded inputs (issue 15 §4)', () => {
   it('pages a large audit table by cursor, and cuts rows stored before the bound', async () => {
     stack = await makeStack({ toolsets: SPLIT_TOOLSETS, tokens: TOKENS });
     const s = stack;
-    s.flushWrites();
+    await s.flushWrites();
     // 200,000 rows as a long-running gateway accumulates them, one with a 5 MB subject as an old database
     // may hold (the rows that made the listing answer 500 "Invalid string length").
     const db = new Database(path.join(s.dataDir, 'gateway.db'));

@@ -385,7 +385,7 @@ describe('smaller holes', () => {
     // Nothing was activated by the call that smuggled a field.
     const tools = await s.get(s.gatewayApp, `/mcp/tools?session_id=${result.body.session_id}`);
     expect(tools.body.tools).toEqual([]);
-    s.flushWrites();
+    await s.flushWrites();
     const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
     retain(db);
     const refused = db

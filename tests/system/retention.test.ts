@@ -56,7 +56,7 @@ describe('retention (issue 15 §4)', () => {
       });
       if (status === 'approve' || status === 'deny') approvals.decide(a.id, status === 'approve', 'admin');
     }
-    store.flush();
+    await store.flush();
     db.prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE subject = 'tool_2'").run(clock);
     db.prepare('UPDATE sessions SET created_at = ?').run(new Date(clock).toISOString());
     const insertAudit = db.prepare(
@@ -84,7 +84,7 @@ describe('retention (issue 15 §4)', () => {
     db.prepare("UPDATE sessions SET created_at = ? WHERE id = 'old_but_used'").run(oldAt);
     store.audit({ session_id: 'old_but_used', kind: 'call', subject: 'read_text_file', ok: true });
     approvals.request({ session_id: 'new_session', kind: 'call', subject: 'x', arguments: {}, reason: 'p' });
-    store.flush();
+    await store.flush();
     const counts = () => ({
       audit: count(db, 'SELECT COUNT(*) FROM audit'),
       sessions: count(db, 'SELECT COUNT(*) FROM sessions'),
@@ -114,7 +114,7 @@ describe('retention (issue 15 §4)', () => {
     expect(db.prepare('SELECT status FROM approvals').pluck().all()).toEqual(['pending', 'pending']);
     // What survives still works: the live handle resolves to its session with its toolsets.
     expect(store.activeToolsets(handles.use(liveHandle, null))).toEqual(['fs_read']);
-    store.close();
+    await store.close();
   });
 
   it('caps the audit table at AUDIT_MAX_ROWS, oldest first, whatever their age', async () => {
@@ -123,7 +123,7 @@ describe('retention (issue 15 §4)', () => {
     const approvals = createApprovalStore(db, { timeoutMs: 600_000 });
     const handles = createHandleStore(db, { idleMs: DAY });
     for (let i = 0; i < 2500; i++) store.audit({ session_id: 's', kind: 'call', subject: `t${i}`, ok: true });
-    store.flush();
+    await store.flush();
     const keep = loadConfig({ AUDIT_MAX_ROWS: '1000', AUDIT_RETENTION_DAYS: '0' }).retention;
     expect(keep.auditMs).toBe(0);
     const retention = startRetention(gatewayRetentionRules(keep, { store, approvals, handles }), {
@@ -137,7 +137,7 @@ describe('retention (issue 15 §4)', () => {
     expect(page.audit[999].subject).toBe('t1500');
     expect(page.next_cursor).not.toBeNull();
     expect(store.listAudit({ limit: 10, cursor: page.next_cursor ?? '' }).audit).toEqual([]);
-    store.close();
+    await store.close();
   });
 
   it('deletes finished tasks with their events and keeps running, paused and recent ones', async () => {
@@ -159,16 +159,16 @@ describe('retention (issue 15 §4)', () => {
       },
     };
     for (let i = 0; i < 120; i++) {
-      store.createTask(`task_old_${i}`, 's', 'old goal');
+      await store.createTask(`task_old_${i}`, 's', 'old goal');
       for (let e = 0; e < 5; e++) store.appendEvent(`task_old_${i}`, 'model_call', 1, { e });
-      store.finishTask(`task_old_${i}`, outcome);
+      await store.finishTask(`task_old_${i}`, outcome);
     }
-    store.createTask('task_old_running', 's', 'still running');
-    store.createTask('task_old_paused', 's', 'waits for a human');
-    store.pause('task_old_paused', { approval_id: 'apr_1' }, { messages: [] });
-    store.createTask('task_new', 's', 'new');
-    store.finishTask('task_new', outcome);
-    store.flush();
+    await store.createTask('task_old_running', 's', 'still running');
+    await store.createTask('task_old_paused', 's', 'waits for a human');
+    await store.pause('task_old_paused', { approval_id: 'apr_1' }, { messages: [] });
+    await store.createTask('task_new', 's', 'new');
+    await store.finishTask('task_new', outcome);
+    await store.flush();
     const old = new Date(Date.now() - 40 * DAY).toISOString();
     db.prepare("UPDATE tasks SET created_at = ?, finished_at = ? WHERE task_id LIKE 'task_old_%'").run(
       old,
@@ -198,8 +198,8 @@ describe('retention (issue 15 §4)', () => {
       'task_old_running',
     ]);
     expect(count(db, 'SELECT COUNT(*) FROM task_events')).toBe(0);
-    expect(store.awaiting().map((t) => t.task.task_id)).toEqual(['task_old_paused']);
-    store.close();
+    expect((await store.awaiting()).map((t) => t.task.task_id)).toEqual(['task_old_paused']);
+    await store.close();
   });
 
   it('sweeps once at start and on its timer by itself, and a failing rule does not stop the others', async () => {
@@ -334,6 +334,6 @@ describe('MCP handles and their sessions', () => {
     expect(handles.sweep()).toBe(99);
     expect(count(db, 'SELECT COUNT(*) FROM sessions')).toBe(0);
     expect(count(db, 'SELECT COUNT(*) FROM session_toolsets')).toBe(0);
-    store.close();
+    await store.close();
   });
 });

@@ -254,7 +254,7 @@ describe('dispatch exposure', () => {
       ['manage_toolsets'],
       ['manage_toolsets', 'read_text_file', 'list_directory', 'search_files'],
     ]);
-    store.close();
+    await store.close();
   });
 });
 

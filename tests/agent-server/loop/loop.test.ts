@@ -423,7 +423,7 @@ describe('tool-definition tokens', () => {
       `fs_read alone would bring the tool definitions to ${n(meta + fsRead)} tokens, over TOOL_TOKEN_BUDGET ` +
         `(${n(meta + 1)}): it cannot be activated.`,
     );
-    store.flush();
+    await store.flush();
     const db = new Database(path.join(stack.tmp, 'budget.db'), { readonly: true });
     retain(db);
     const audit = db
@@ -521,8 +521,8 @@ describe('the agent API', () => {
       'Task failed: Cannot reach http://gateway.invalid/mcp/admin/toolsets?session_id=' +
         `${result.session_id}: connect ECONNREFUSED 127.0.0.1:8080`,
     );
-    expect(store.getTask(result.task_id)?.status).toBe('failed');
-    store.close();
+    expect((await store.getTask(result.task_id))?.status).toBe('failed');
+    await store.close();
   });
 
   it('keeps running a task whose SSE client went away, and records its end', async () => {

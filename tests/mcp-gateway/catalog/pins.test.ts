@@ -231,7 +231,7 @@ describe('pinned upstream tool definitions', () => {
     expect(all.body.approved).toEqual(['exfiltrate']);
     expect(await names()).toEqual(['lookup', 'transfer', 'exfiltrate']);
 
-    s.flushWrites();
+    await s.flushWrites();
 
     const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
     const query = db.prepare("SELECT subject, ok, detail FROM audit WHERE kind = 'approve' ORDER BY id");

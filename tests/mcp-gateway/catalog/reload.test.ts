@@ -132,7 +132,7 @@ describe('reload', () => {
     );
     expect(gone.status).toBe(404);
 
-    s.flushWrites();
+    await s.flushWrites();
 
     const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
     const query = db.prepare("SELECT ok FROM audit WHERE kind = 'reload' ORDER BY id");

@@ -274,7 +274,7 @@ describe('tool listing and calls', () => {
     expect(
       both.body.toolsets.filter((t: { active: boolean }) => t.active).map((t: { id: string }) => t.id),
     ).toEqual(['fs_read', 'fs_write']);
-    s.flushWrites();
+    await s.flushWrites();
     const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
     const query = db.prepare('SELECT id FROM sessions');
     const sessions = query.all();

@@ -51,7 +51,7 @@ const nothingStarted = (s: Stack) =>
 
 /** The gateway's audit rows of kind read, as [subject, ok, detail]. */
 function readRows(s: Stack) {
-  s.flushWrites();
+  void s.flushWrites(); // the SQLite stores write in this turn
   const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
   try {
     return db.prepare("SELECT subject, ok, detail FROM audit WHERE kind = 'read' ORDER BY id").all() as {
@@ -110,7 +110,7 @@ describe('a fixed view of a toolset whose activation the policy denies', () => {
 
 /** The gateway session rows behind `id`: its session row and its active toolsets. */
 function sessionRows(s: Stack, id: string) {
-  s.flushWrites();
+  void s.flushWrites(); // the SQLite stores write in this turn
   const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
   try {
     return {

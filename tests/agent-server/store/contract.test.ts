@@ -1,0 +1,250 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { TaskOutcome, TaskStore } from '../../../agent-server/store/interface.ts';
+import { createPostgresTaskStore } from '../../../agent-server/store/postgres.ts';
+import { createTaskStore } from '../../../agent-server/store/store.ts';
+import { openPostgres } from '../../../lib/postgres.ts';
+import { openDatabase } from '../../../lib/sqlite.ts';
+import { freshDatabase } from '../../helpers/postgres.ts';
+
+// The agent-server's store contract, run on both implementations: SQLite (the embedded default) and
+// PostgreSQL (DATABASE_URL), the latter on the real server the test run starts (tests/helpers/postgres.ts).
+
+const dirs: string[] = [];
+afterAll(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+/** A way to open a store, and to open it again on the same data (a restart). */
+interface Backend {
+  name: string;
+  /** A fresh place for data; `open` opens a store on it (again and again). */
+  fresh(): Promise<{ open: () => Promise<TaskStore>; migrations: () => Promise<number[]> }>;
+}
+
+const sqlite: Backend = {
+  name: 'SQLite',
+  async fresh() {
+    const dir = await mkdtemp(path.join(tmpdir(), 'task-store-'));
+    dirs.push(dir);
+    const file = path.join(dir, 'agent.db');
+    return {
+      open: async () => createTaskStore(openDatabase(file)),
+      migrations: async () => {
+        const db = new Database(file, { readonly: true });
+        try {
+          return db
+            .prepare<[], { version: number }>(
+              "SELECT version FROM schema_migrations WHERE component = 'agent-server' ORDER BY version",
+            )
+            .all()
+            .map((r) => r.version);
+        } finally {
+          db.close();
+        }
+      },
+    };
+  },
+};
+
+const postgres: Backend = {
+  name: 'PostgreSQL',
+  async fresh() {
+    const url = await freshDatabase('tasks');
+    return {
+      open: () => createPostgresTaskStore(openPostgres(url, 'test', { max: 4 })),
+      migrations: async () => {
+        const client = new pg.Client({ connectionString: url });
+        await client.connect();
+        try {
+          const res = await client.query(
+            "SELECT version FROM schema_migrations WHERE component = 'agent-server' ORDER BY version",
+          );
+          return res.rows.map((r) => r.version as number);
+        } finally {
+          await client.end();
+        }
+      },
+    };
+  },
+};
+
+const outcome = (status: TaskOutcome['status'], answer: string | null = null): TaskOutcome => ({
+  status,
+  final_answer: answer,
+  error: status === 'failed' ? 'it broke' : null,
+  steps: 2,
+  usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+  toolsets_used: ['file_system_tools'],
+  tokens: { tool_definitions: 100, messages: 50, all_toolsets: 900 } as unknown as TaskOutcome['tokens'],
+});
+
+describe.each([sqlite, postgres])('the task store on $name', (backend) => {
+  it('records a task, numbers its events from 1, and reads them back in order (after a seq too)', async () => {
+    const store = await (await backend.fresh()).open();
+    try {
+      await store.createTask('task_a', 'ses_1', 'write a poem');
+      const appended = [1, 2, 3].map((i) => store.appendEvent('task_a', 'model_call', i * 10, { i }));
+      expect(appended.map((e) => e.seq)).toEqual([1, 2, 3]);
+      const events = await store.events('task_a');
+      expect(events.map((e) => [e.seq, e.type, e.duration_ms, e.data])).toEqual([
+        [1, 'model_call', 10, { i: 1 }],
+        [2, 'model_call', 20, { i: 2 }],
+        [3, 'model_call', 30, { i: 3 }],
+      ]);
+      expect((await store.events('task_a', 2)).map((e) => e.seq)).toEqual([3]);
+      expect(await store.getTask('task_a')).toMatchObject({
+        task_id: 'task_a',
+        session_id: 'ses_1',
+        goal: 'write a poem',
+        status: 'running',
+        final_answer: null,
+      });
+      expect(await store.getTask('task_missing')).toBeUndefined();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('lists recent tasks newest first, ties in the order they were created', async () => {
+    const store = await (await backend.fresh()).open();
+    try {
+      for (const id of ['task_1', 'task_2', 'task_3']) await store.createTask(id, 'ses', id);
+      expect((await store.recentTasks(2)).map((t) => t.task_id)).toEqual(['task_3', 'task_2']);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('ends a task with its outcome, its last events committed with it', async () => {
+    const store = await (await backend.fresh()).open();
+    try {
+      await store.createTask('task_f', 'ses', 'finish');
+      store.appendEvent('task_f', 'task_finished', 5, { status: 'completed' });
+      await store.finishTask('task_f', outcome('completed', 'done'));
+      const task = await store.getTask('task_f');
+      expect(task).toMatchObject({
+        status: 'completed',
+        final_answer: 'done',
+        steps: 2,
+        usage: { total_tokens: 15 },
+        toolsets_used: ['file_system_tools'],
+      });
+      expect(task?.finished_at).toMatch(/^\d{4}-\d\d-\d\dT/);
+      expect((await store.events('task_f')).map((e) => e.type)).toEqual(['task_finished']);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('pauses a task with what it waits for, and a restarted store resumes it and goes on numbering', async () => {
+    const place = await backend.fresh();
+    const first = await place.open();
+    await first.createTask('task_p', 'ses', 'needs a human');
+    first.appendEvent('task_p', 'task_started', null, {});
+    first.appendEvent('task_p', 'approval_needed', null, { approval_id: 'apr_1' });
+    await first.pause('task_p', { approval_id: 'apr_1', call_id: 'call_1' }, { messages: ['m'] });
+    expect((await first.getTask('task_p'))?.status).toBe('awaiting_approval');
+    await first.close();
+
+    const second = await place.open();
+    try {
+      const awaiting = await second.awaiting();
+      expect(awaiting.map((a) => [a.task.task_id, a.pending, a.state])).toEqual([
+        ['task_p', { approval_id: 'apr_1', call_id: 'call_1' }, { messages: ['m'] }],
+      ]);
+      await second.unpause('task_p');
+      expect(second.appendEvent('task_p', 'approval_decided', null, { approved: true }).seq).toBe(3);
+      expect((await second.getTask('task_p'))?.status).toBe('running');
+      expect(await second.awaiting()).toEqual([]);
+      expect((await second.events('task_p')).map((e) => e.seq)).toEqual([1, 2, 3]);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('marks tasks a stopped process left running as failed, leaving paused and finished ones', async () => {
+    const store = await (await backend.fresh()).open();
+    try {
+      await store.createTask('task_run', 'ses', 'running');
+      await store.createTask('task_wait', 'ses', 'paused');
+      await store.pause('task_wait', { approval_id: 'a' }, {});
+      await store.createTask('task_done', 'ses', 'done');
+      await store.finishTask('task_done', outcome('completed', 'ok'));
+      expect(await store.failInterrupted()).toBe(1);
+      expect(await store.getTask('task_run')).toMatchObject({
+        status: 'failed',
+        error: 'the agent-server stopped while this task was running',
+      });
+      expect((await store.getTask('task_wait'))?.status).toBe('awaiting_approval');
+      expect((await store.getTask('task_done'))?.status).toBe('completed');
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('prunes only finished tasks older than the cut-off, with their events', async () => {
+    const store = await (await backend.fresh()).open();
+    try {
+      await store.createTask('task_old', 'ses', 'old');
+      store.appendEvent('task_old', 'model_call', 1, {});
+      await store.finishTask('task_old', outcome('completed'));
+      await store.createTask('task_running', 'ses', 'still running');
+      const future = new Date(Date.now() + 60_000).toISOString();
+      expect(await store.pruneTasks(future, 10)).toBe(1);
+      expect(await store.getTask('task_old')).toBeUndefined();
+      expect(await store.events('task_old')).toEqual([]);
+      expect((await store.getTask('task_running'))?.status).toBe('running');
+      expect(await store.pruneTasks(new Date(0).toISOString(), 10)).toBe(0);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('records its schema version, and opening it again migrates nothing and keeps the data', async () => {
+    const place = await backend.fresh();
+    const first = await place.open();
+    await first.createTask('task_kept', 'ses', 'kept');
+    await first.close();
+    const versions = await place.migrations();
+    expect(versions.length).toBeGreaterThan(0);
+    expect(versions).toEqual(versions.map((_, i) => i + 1));
+    const second = await place.open();
+    try {
+      expect(await place.migrations()).toEqual(versions);
+      expect((await second.getTask('task_kept'))?.goal).toBe('kept');
+    } finally {
+      await second.close();
+    }
+  });
+});
+
+describe('the SQLite task store on a database made before migrations were recorded', () => {
+  it('adds the columns it lacks and keeps its tasks', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'task-store-old-'));
+    dirs.push(dir);
+    const file = path.join(dir, 'agent.db');
+    const old = new Database(file);
+    old.exec(`CREATE TABLE tasks (task_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, goal TEXT NOT NULL,
+      status TEXT NOT NULL, final_answer TEXT, error TEXT, steps INTEGER NOT NULL DEFAULT 0,
+      usage TEXT NOT NULL DEFAULT '{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}',
+      toolsets_used TEXT NOT NULL DEFAULT '[]', created_at TEXT NOT NULL, finished_at TEXT);
+      CREATE TABLE task_events (task_id TEXT NOT NULL REFERENCES tasks(task_id) ON DELETE CASCADE,
+      seq INTEGER NOT NULL, type TEXT NOT NULL, at TEXT NOT NULL, duration_ms REAL, data TEXT NOT NULL,
+      PRIMARY KEY (task_id, seq));
+      INSERT INTO tasks (task_id, session_id, goal, status, created_at) VALUES ('task_old', 's', 'from before', 'running', '2026-01-01T00:00:00.000Z');`);
+    old.close();
+    const store = createTaskStore(openDatabase(file));
+    try {
+      expect((await store.getTask('task_old'))?.goal).toBe('from before');
+      await store.pause('task_old', { approval_id: 'a' }, { s: 1 });
+      expect((await store.awaiting()).map((a) => a.state)).toEqual([{ s: 1 }]);
+    } finally {
+      await store.close();
+    }
+  });
+});

@@ -58,7 +58,7 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
       c.header('preference-applied', 'respond-async');
       c.header('location', `/agent/tasks/${started.task_id}`);
       return c.json(
-        { task_id: started.task_id, session_id: started.session_id, status: 'running' as const },
+        { task_id: started.task_id, session_id: started.session_id, status: started.status },
         202,
       );
     }

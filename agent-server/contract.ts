@@ -70,11 +70,14 @@ export const ExecuteTaskResponse = z.object({
 });
 export type ExecuteTaskResponse = z.infer<typeof ExecuteTaskResponse>;
 
-/** A task submitted with `Prefer: respond-async` or `wait: false`: it runs on; follow it at /events. */
+/**
+ * A task submitted with `Prefer: respond-async` or `wait: false`: it runs on (or, with MAX_CONCURRENT_TASKS
+ * running, waits in the queue and starts when a slot frees); follow it at /events.
+ */
 export const TaskAccepted = z.object({
   task_id: z.string(),
   session_id: z.string(),
-  status: z.literal('running'),
+  status: z.enum(['running', 'queued']),
 });
 
 export const Task = z.object({

@@ -72,6 +72,7 @@ export async function startAgentServer(
     metrics: createAgentMetrics(metrics),
     log,
     maxConcurrentTasks: config.agent.maxConcurrentTasks,
+    maxQueuedTasks: config.agent.maxQueuedTasks,
     exposure: config.agent.exposure,
   });
   let listening: Listening;

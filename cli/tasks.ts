@@ -88,7 +88,7 @@ async function tasks(args: string[], flags: TasksFlags, agent: ServiceEndpoint, 
       });
       for (const e of task.events) progress.onEvent(e);
       if (task.final_answer) io.stdout(`answer: ${task.final_answer}\n`);
-      if (task.status !== 'running' && task.status !== 'awaiting_approval') {
+      if (task.status !== 'queued' && task.status !== 'running' && task.status !== 'awaiting_approval') {
         const { events: _events, ...rest } = task;
         const durationMs = task.finished_at
           ? Date.parse(task.finished_at) - Date.parse(task.created_at)

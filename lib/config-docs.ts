@@ -38,7 +38,12 @@ export const SETTING_GROUPS: Group[] = [
         doc: "a task's wall-clock limit unless its request sets `max_duration_s` (then it ends `timed_out`)",
       },
       AGENT_SSE_HEARTBEAT_S: { doc: 'keep-alive comment interval of an idle task event stream' },
-      MAX_CONCURRENT_TASKS: { doc: 'tasks one agent-server runs at once (past it: 503 with `retry-after`)' },
+      MAX_CONCURRENT_TASKS: {
+        doc: 'tasks one agent-server runs at once; more are queued (`queued`, 202 when not waiting) and start as slots free',
+      },
+      MAX_QUEUED_TASKS: {
+        doc: 'tasks that may wait for a slot, kept across a restart (past it: 503 with `retry-after`; 0: no queue)',
+      },
       TOKENIZER: {
         doc: 'the encoding tokens are counted in: `o200k_base`, `cl100k_base`, `p50k_base`, `r50k_base`, `gpt2`',
       },

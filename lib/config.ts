@@ -97,6 +97,7 @@ export const EnvSchema = z.object({
   MAX_CALLS_PER_MINUTE: z.coerce.number().int().min(1).default(120),
   MAX_ACTIVATIONS_PER_TASK: z.coerce.number().int().min(1).default(20),
   MAX_CONCURRENT_TASKS: z.coerce.number().int().min(1).default(4),
+  MAX_QUEUED_TASKS: z.coerce.number().int().min(0).max(1_000_000).default(1000),
   TOOL_SERVER_TOKEN: optionalString,
   AGENT_API_TOKEN: optionalString,
   ALLOWED_HOSTS: commaList,
@@ -216,6 +217,7 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       exposure: e.TOOL_EXPOSURE,
       /** Tasks that may run at once (503 with retry-after beyond; paused ones do not count). */
       maxConcurrentTasks: e.MAX_CONCURRENT_TASKS,
+      maxQueuedTasks: e.MAX_QUEUED_TASKS,
       /** A task's wall-clock limit unless its request sets `max_duration_s`. */
       maxDurationS: e.AGENT_MAX_DURATION_S,
       /** How often an idle event stream sends a keep-alive comment. */

@@ -18,6 +18,7 @@ export const Usage = z.object({
 export type Usage = z.infer<typeof Usage>;
 
 export const TaskStatus = z.enum([
+  'queued',
   'running',
   'awaiting_approval',
   'completed',

@@ -2,7 +2,7 @@ import type { EventType, Task, TaskEvent, TaskStatus, TokenTotals, Usage } from 
 
 /** How a task ended, as stored. */
 export interface TaskOutcome {
-  status: Exclude<TaskStatus, 'running' | 'awaiting_approval'>;
+  status: Exclude<TaskStatus, 'queued' | 'running' | 'awaiting_approval'>;
   final_answer: string | null;
   error: string | null;
   steps: number;
@@ -18,8 +18,15 @@ export interface TaskOutcome {
  * events are numbered at once and written behind, in batches, and every read sees them.
  */
 export interface TaskStore {
-  /** Records a new task (durable when it resolves). */
-  createTask(taskId: string, sessionId: string, goal: string): Promise<void>;
+  /**
+   * Records a new task (durable when it resolves): running, or, with `queued`, waiting for a free slot with
+   * what it needs to start later (`request`, kept across a restart).
+   */
+  createTask(taskId: string, sessionId: string, goal: string, queued?: { request: unknown }): Promise<void>;
+  /** A queued task starts: it is running from now on. */
+  startQueued(taskId: string): Promise<void>;
+  /** Tasks waiting for a slot, oldest first, with what they need to start. */
+  queued(): Promise<{ task: Task; request: unknown }[]>;
   /**
    * Records an event of a task created, or found awaiting, through this store, numbered after its last one;
    * returns it as readers will see it. The write itself is batched (a failure goes to the store's onWriteError).
@@ -54,6 +61,7 @@ export interface TaskStore {
 
 /** A task as both stores keep its row: JSON columns as text. */
 export interface TaskRow {
+  request?: string | null;
   pending_approval?: string | null;
   resume_state?: string | null;
   task_id: string;
@@ -71,7 +79,7 @@ export interface TaskRow {
 }
 
 /** A stored row as the contract's Task. */
-export function toTask({ pending_approval: _p, resume_state: _r, ...row }: TaskRow): Task {
+export function toTask({ pending_approval: _p, resume_state: _r, request: _q, ...row }: TaskRow): Task {
   return {
     ...row,
     usage: JSON.parse(row.usage),

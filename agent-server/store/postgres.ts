@@ -37,6 +37,8 @@ const MIGRATIONS = [
      data TEXT NOT NULL,
      PRIMARY KEY (task_id, seq)
    );`,
+  // A queued task's request (steps, duration, exposure), to start it later, also after a restart.
+  'ALTER TABLE tasks ADD COLUMN request TEXT',
 ];
 
 /** How long an appended event may wait for others to share its INSERT. */
@@ -47,7 +49,7 @@ const MAX_ROWS_PER_INSERT = 1000;
 type Row = [string, number, EventType, string, number | null, string];
 
 const COLUMNS =
-  'task_id, session_id, goal, status, final_answer, error, steps, usage, toolsets_used, tokens, created_at, finished_at, pending_approval, resume_state';
+  'task_id, session_id, goal, status, final_answer, error, steps, usage, toolsets_used, tokens, created_at, finished_at, pending_approval, resume_state, request';
 
 /** The PostgreSQL task store on `pool`, its schema migrated first. */
 export async function createPostgresTaskStore(
@@ -103,15 +105,22 @@ export async function createPostgresTaskStore(
   };
 
   return {
-    async createTask(taskId, sessionId, goal) {
+    async createTask(taskId, sessionId, goal, queued) {
       lastSeq.set(taskId, 0);
       // Committed at once (a failure rejects: the task must not run unrecorded), with other tasks' queued events.
       await enqueue(async (rows) => {
         await inTransaction(pool, async (client) => {
           await insertEvents((sql, values) => client.query(sql, values), rows);
           await client.query(
-            "INSERT INTO tasks (task_id, session_id, goal, status, created_at) VALUES ($1, $2, $3, 'running', $4)",
-            [taskId, sessionId, goal, new Date().toISOString()],
+            'INSERT INTO tasks (task_id, session_id, goal, status, created_at, request) VALUES ($1, $2, $3, $4, $5, $6)',
+            [
+              taskId,
+              sessionId,
+              goal,
+              queued ? 'queued' : 'running',
+              new Date().toISOString(),
+              queued ? JSON.stringify(queued.request) : null,
+            ],
           );
         });
       });
@@ -129,6 +138,28 @@ export async function createPostgresTaskStore(
       pending.push([taskId, seq, type, at, durationMs, JSON.stringify(data)]);
       timer ??= setTimeout(() => void flush(), WRITE_BEHIND_MS);
       return { seq, type, at, duration_ms: durationMs, data } as TaskEvent;
+    },
+    async startQueued(taskId) {
+      await enqueue(async (rows) => {
+        await inTransaction(pool, async (client) => {
+          await client.query(
+            "UPDATE tasks SET status = 'running', request = NULL WHERE task_id = $1 AND status = 'queued'",
+            [taskId],
+          );
+          await insertEvents((sql, values) => client.query(sql, values), rows);
+        });
+      });
+    },
+    async queued() {
+      const rows = await read<TaskRow & { last_seq: number | null }>(
+        `SELECT ${COLUMNS}, (SELECT MAX(seq) FROM task_events e WHERE e.task_id = t.task_id) AS last_seq
+         FROM tasks t WHERE status = 'queued' ORDER BY created_at, n`,
+        [],
+      );
+      return rows.map(({ last_seq, ...row }) => {
+        if (!lastSeq.has(row.task_id)) lastSeq.set(row.task_id, last_seq ?? 0);
+        return { task: toTask(row), request: row.request ? JSON.parse(row.request) : null };
+      });
     },
     async pause(taskId, pendingApproval, state) {
       await enqueue(async (rows) => {
@@ -221,7 +252,7 @@ export async function createPostgresTaskStore(
       await flush();
       const res = await pool.query(
         `DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks WHERE created_at < $1
-         AND status NOT IN ('running', 'awaiting_approval') AND finished_at < $1 LIMIT $2)`,
+         AND status NOT IN ('queued', 'running', 'awaiting_approval') AND finished_at < $1 LIMIT $2)`,
         [before, limit],
       );
       return res.rowCount ?? 0;

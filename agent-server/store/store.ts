@@ -51,6 +51,8 @@ const MIGRATIONS = [
     for (const column of ['tokens', 'pending_approval', 'resume_state'])
       if (!have.has(column)) db.exec(`ALTER TABLE tasks ADD COLUMN ${column} TEXT`);
   },
+  // A queued task's request (steps, duration, exposure), to start it later, also after a restart.
+  'ALTER TABLE tasks ADD COLUMN request TEXT',
 ];
 
 /**
@@ -67,8 +69,12 @@ export function createTaskStore(
   migrateSqlite(db, 'agent-server', MIGRATIONS);
   const q = {
     insert: db.prepare(
-      "INSERT INTO tasks (task_id, session_id, goal, status, created_at) VALUES (?, ?, ?, 'running', ?)",
+      'INSERT INTO tasks (task_id, session_id, goal, status, created_at, request) VALUES (?, ?, ?, ?, ?, ?)',
     ),
+    start: db.prepare(
+      "UPDATE tasks SET status = 'running', request = NULL WHERE task_id = ? AND status = 'queued'",
+    ),
+    queued: db.prepare<[], TaskRow>("SELECT * FROM tasks WHERE status = 'queued' ORDER BY created_at, rowid"),
     addEvent: db.prepare<[string, number, EventType, string, number | null, string]>(
       'INSERT INTO task_events (task_id, seq, type, at, duration_ms, data) VALUES (?, ?, ?, ?, ?, ?)',
     ),
@@ -100,7 +106,7 @@ export function createTaskStore(
     // Finished tasks only (running and paused ones are never deleted); their events go with them (CASCADE).
     prune: db.prepare(
       `DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks WHERE created_at < ?
-       AND status NOT IN ('running', 'awaiting_approval') AND finished_at < ? LIMIT ?)`,
+       AND status NOT IN ('queued', 'running', 'awaiting_approval') AND finished_at < ? LIMIT ?)`,
     ),
   };
   const batch = createWriteBatch(db, onWriteError);
@@ -122,9 +128,22 @@ export function createTaskStore(
   const lastSeq = new Map<string, number>();
   return {
     /** Records a new task, committed at once (a failure throws: the task must not run unrecorded). */
-    async createTask(taskId: string, sessionId: string, goal: string) {
-      q.insert.run(taskId, sessionId, goal, new Date().toISOString());
+    async createTask(taskId: string, sessionId: string, goal: string, queued?: { request: unknown }) {
+      const status = queued ? 'queued' : 'running';
+      const request = queued ? JSON.stringify(queued.request) : null;
+      q.insert.run(taskId, sessionId, goal, status, new Date().toISOString(), request);
       lastSeq.set(taskId, 0);
+    },
+    async startQueued(taskId: string) {
+      batch.flush();
+      q.start.run(taskId);
+    },
+    async queued() {
+      batch.flush();
+      return q.queued.all().map((row) => ({
+        task: toTask(row),
+        request: row.request ? JSON.parse(row.request) : null,
+      }));
     },
     appendEvent(
       taskId: string,

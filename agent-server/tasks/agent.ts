@@ -18,7 +18,7 @@ import { createApprovalWaiter } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
 import { observeEvent } from './observer.ts';
-import { AgentShutdown, crashed, resultOf } from './outcome.ts';
+import { AgentShutdown, crashed, noSteps, resultOf } from './outcome.ts';
 import { relayDecision, renderGoal } from './relay.ts';
 
 /** What a paused task waits for, as stored and listed. */
@@ -27,6 +27,21 @@ type PendingRecord = PendingApproval;
 interface RunningTask {
   controller: AbortController;
   listeners: Set<TaskListener>;
+  done: Promise<ExecuteTaskResponse>;
+}
+
+/** What a task needs to start, kept with it while it waits in the queue (and across a restart). */
+interface QueuedRequest {
+  maxSteps: number;
+  maxDurationS: number;
+  exposure: ToolExposure;
+}
+
+/** A task waiting for a slot: who follows it, and its `done` for when it has run. */
+interface QueuedTask {
+  task: { taskId: string; sessionId: string; goal: string } & QueuedRequest;
+  listeners: Set<TaskListener>;
+  settle: (launched: Promise<ExecuteTaskResponse>) => void;
   done: Promise<ExecuteTaskResponse>;
 }
 
@@ -43,6 +58,30 @@ export function createAgent(deps: AgentDeps) {
   /** Tasks running or paused here, by id; `paused` are those waiting for an approval. */
   const paused = new Set<string>();
   const maxConcurrent = deps.maxConcurrentTasks ?? 4;
+  const maxQueued = deps.maxQueuedTasks ?? 1000;
+  /** Tasks waiting for a slot, oldest first; they start as running ones end or pause. */
+  const queue: QueuedTask[] = [];
+  const active = () => running.size - paused.size;
+
+  /** Starts queued tasks while there are free slots. */
+  function drain(): void {
+    while (queue.length > 0 && active() < maxConcurrent && deps.model) {
+      const next = queue.shift() as QueuedTask;
+      const launched = launch(next.task, { listeners: next.listeners, fromQueue: true });
+      next.settle(launched.done);
+    }
+  }
+
+  /** Queues a recorded task; its `done` settles once it has run. */
+  function enqueue(task: QueuedTask['task'], listener?: TaskListener): Promise<ExecuteTaskResponse> {
+    let settle: QueuedTask['settle'] = () => {};
+    const done = new Promise<ExecuteTaskResponse>((resolve, reject) => {
+      settle = (launched) => launched.then(resolve, reject);
+    });
+    queue.push({ task, listeners: new Set(listener ? [listener] : []), settle, done });
+    deps.log.info({ task: task.taskId, queued: queue.length }, 'task queued');
+    return done;
+  }
   const waiter = createApprovalWaiter(deps.approvalPollMs ?? 1000);
 
   /**
@@ -58,13 +97,22 @@ export function createAgent(deps: AgentDeps) {
       maxDurationS: number;
       exposure?: ToolExposure;
     },
-    opts: { listener?: TaskListener; resume?: { pending: PendingRecord; snapshot: LoopSnapshot } } = {},
+    opts: {
+      listener?: TaskListener;
+      /** The followers a queued task already has. */
+      listeners?: Set<TaskListener>;
+      /** A queued task starting: recorded as running first. */
+      fromQueue?: boolean;
+      resume?: { pending: PendingRecord; snapshot: LoopSnapshot };
+    } = {},
   ) {
     const { taskId, sessionId, maxSteps, maxDurationS } = task;
     const model = deps.model as Model;
     const gateway = deps.gateway.forTask(taskId);
     const controller = new AbortController();
-    const listeners = new Set<TaskListener>(opts.listener ? [opts.listener] : []);
+    const listeners = opts.listeners ?? new Set<TaskListener>(opts.listener ? [opts.listener] : []);
+    // Recorded as running before its first event (the store keeps the order of its writes).
+    const recorded = opts.fromQueue ? deps.store.startQueued(taskId) : Promise.resolve();
     const emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => {
       const event = deps.store.appendEvent(taskId, type, durationMs ?? null, data);
       observeEvent(event, taskId, deps);
@@ -87,6 +135,8 @@ export function createAgent(deps: AgentDeps) {
         );
       }
       paused.add(taskId);
+      // A paused task takes no slot: a queued one may start.
+      drain();
       try {
         const decision = await waiter.wait(taskId, gateway, pending, controller.signal);
         await deps.store.unpause(taskId);
@@ -116,6 +166,7 @@ export function createAgent(deps: AgentDeps) {
     }
     const started = performance.now();
     const done = (async (): Promise<ExecuteTaskResponse> => {
+      await recorded;
       const outcome = await (async () => {
         const resume = opts.resume
           ? { snapshot: opts.resume.snapshot, decision: await decide(opts.resume.pending) }
@@ -194,32 +245,66 @@ export function createAgent(deps: AgentDeps) {
       running.delete(taskId);
       for (const l of listeners) l.end?.(result);
       listeners.clear();
+      drain();
       return result;
     })();
     running.set(taskId, { controller, listeners, done });
-    return { task_id: taskId, session_id: sessionId, done };
+    return { task_id: taskId, session_id: sessionId, done, status: 'running' as 'running' | 'queued' };
   }
 
-  /** Starts a task and returns once it is recorded; the task runs until it ends, whoever is listening. */
+  /** Ends a queued task that never started, recording why (and telling its followers). */
+  async function endUnstarted(q: QueuedTask, status: 'cancelled', why: string): Promise<ExecuteTaskResponse> {
+    const { taskId, sessionId } = q.task;
+    const outcome = noSteps(status, why, tokens.name);
+    const { final_answer: _none, ...data } = outcome;
+    const event = deps.store.appendEvent(taskId, 'task_finished', 0, data);
+    for (const l of q.listeners) l.event(event);
+    await deps.store.finishTask(taskId, outcome);
+    const result: ExecuteTaskResponse = {
+      ...outcome,
+      task_id: taskId,
+      session_id: sessionId,
+      duration_ms: 0,
+      error: why,
+    };
+    for (const l of q.listeners) l.end?.(result);
+    return result;
+  }
+
+  /**
+   * Starts a task and returns once it is recorded; the task runs until it ends, whoever is listening. With
+   * MAX_CONCURRENT_TASKS running it is queued (recorded as `queued`, started when a slot frees, also after a
+   * restart); with the queue full too, refused with 503 and `retry-after`.
+   */
   async function start(req: ExecuteTaskRequest, listener?: TaskListener) {
     if (!deps.model) throw new ModelNotConfiguredError();
-    const active = running.size - paused.size;
-    if (active >= maxConcurrent) {
-      throw new HttpError(
-        503,
-        `${active} tasks are running, the most this agent-server runs at once (MAX_CONCURRENT_TASKS=${maxConcurrent}); retry shortly`,
-        {},
-        { 'retry-after': '5' },
-      );
+    const busy = active() >= maxConcurrent;
+    if (busy && queue.length >= maxQueued) {
+      const message =
+        maxQueued === 0
+          ? `${active()} tasks are running, the most this agent-server runs at once (MAX_CONCURRENT_TASKS=${maxConcurrent}); retry shortly`
+          : `${active()} tasks are running (MAX_CONCURRENT_TASKS=${maxConcurrent}) and ${queue.length} wait for a slot, ` +
+            `the most that may wait (MAX_QUEUED_TASKS=${maxQueued}); retry shortly`;
+      throw new HttpError(503, message, {}, { 'retry-after': '5' });
     }
     const goal = req.prompt ? await renderGoal(deps.gateway, req.prompt) : (req.goal as string);
     const taskId = `task_${randomUUID()}`;
     const sessionId = req.session_id ?? `ses_${randomUUID()}`;
-    const maxSteps = req.max_steps ?? deps.defaultMaxSteps;
-    const maxDurationS = req.max_duration_s ?? defaultMaxDurationS;
+    const request: QueuedRequest = {
+      maxSteps: req.max_steps ?? deps.defaultMaxSteps,
+      maxDurationS: req.max_duration_s ?? defaultMaxDurationS,
+      exposure: req.exposure ?? deps.exposure ?? 'native',
+    };
+    // Judged again after the awaits above: other requests may have taken the last slots meanwhile.
+    if (active() >= maxConcurrent || queue.length > 0) {
+      await deps.store.createTask(taskId, sessionId, goal, { request });
+      const done = enqueue({ taskId, sessionId, goal, ...request }, listener);
+      drain();
+      const status: 'running' | 'queued' = running.has(taskId) ? 'running' : 'queued';
+      return { task_id: taskId, session_id: sessionId, done, status };
+    }
     await deps.store.createTask(taskId, sessionId, goal);
-    const exposure = req.exposure ?? deps.exposure ?? 'native';
-    return launch({ taskId, sessionId, goal, maxSteps, maxDurationS, exposure }, { listener });
+    return launch({ taskId, sessionId, goal, ...request }, { listener });
   }
 
   /** Resumes a task stored as paused (after a restart); it waits for its decision, then goes on. */
@@ -286,6 +371,22 @@ export function createAgent(deps: AgentDeps) {
 
     /** Stops every task here without recording an end: paused ones stay paused for the next process. */
     async shutdown(): Promise<void> {
+      // Queued tasks stay queued in the store for the next start; whoever waits for one is told so.
+      for (const q of queue.splice(0)) {
+        q.settle(
+          Promise.resolve({
+            status: 'failed' as const,
+            final_answer: null,
+            task_id: q.task.taskId,
+            session_id: q.task.sessionId,
+            steps: 0,
+            usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+            toolsets_used: [],
+            error:
+              'the agent-server stopped before the task started; it stays queued and starts at the next start',
+          }),
+        );
+      }
       const all = [...running.values()];
       for (const t of all) t.controller.abort(new AgentShutdown());
       await Promise.allSettled(all.map((t) => t.done));
@@ -295,7 +396,19 @@ export function createAgent(deps: AgentDeps) {
     async resumeAll(): Promise<number> {
       const all = await deps.store.awaiting();
       for (const t of all) await resumePaused(t.task.task_id);
-      return all.length;
+      // Tasks a previous process queued and never started wait again, in their order.
+      const waiting = await deps.store.queued();
+      for (const { task, request } of waiting) {
+        if (queue.some((q) => q.task.taskId === task.task_id) || running.has(task.task_id)) continue;
+        void enqueue({
+          taskId: task.task_id,
+          sessionId: task.session_id,
+          goal: task.goal,
+          ...(request as QueuedRequest),
+        });
+      }
+      drain();
+      return all.length + waiting.length;
     },
 
     /**
@@ -303,7 +416,7 @@ export function createAgent(deps: AgentDeps) {
      * task is not running here (it has ended: its stored events are all there is).
      */
     follow(taskId: string, listener: TaskListener): (() => void) | undefined {
-      const task = running.get(taskId);
+      const task = running.get(taskId) ?? queue.find((q) => q.task.taskId === taskId);
       if (!task) return undefined;
       task.listeners.add(listener);
       return () => task.listeners.delete(listener);
@@ -314,6 +427,16 @@ export function createAgent(deps: AgentDeps) {
      * true once it has ended (or after `waitMs`), false when the task is not running here.
      */
     async cancel(taskId: string, waitMs = 10_000): Promise<boolean> {
+      const at = queue.findIndex((q) => q.task.taskId === taskId);
+      if (at !== -1) {
+        // Never started: it ends cancelled with nothing run.
+        const [queued] = queue.splice(at, 1);
+        queued.settle(
+          endUnstarted(queued, 'cancelled', 'The task was cancelled by a client before it started'),
+        );
+        await queued.done;
+        return true;
+      }
       const task = running.get(taskId);
       if (!task) return false;
       task.controller.abort(new TaskStoppedError('cancelled', 'The task was cancelled by a client'));

@@ -23,6 +23,8 @@ export interface AgentDeps {
   metrics?: AgentMetrics;
   /** Tasks that may run at once (MAX_CONCURRENT_TASKS); paused ones do not count. Default 4. */
   maxConcurrentTasks?: number;
+  /** Tasks that may wait for a slot beyond those (MAX_QUEUED_TASKS; 0: none wait, a busy agent answers 503). Default 1000. */
+  maxQueuedTasks?: number;
   /** How tasks show tools to the model unless a request says (TOOL_EXPOSURE; default native). */
   exposure?: ToolExposure;
   /** How often a paused task asks the gateway whether its approval was decided (default 1 s). */

@@ -14,7 +14,10 @@ export class AgentShutdown extends Error {
 /** A task's answer as stored: what the blocking call returns and what an event stream ends with. */
 export function resultOf(task: Task): ExecuteTaskResponse {
   return {
-    status: task.status === 'running' || task.status === 'awaiting_approval' ? 'failed' : task.status,
+    status:
+      task.status === 'queued' || task.status === 'running' || task.status === 'awaiting_approval'
+        ? 'failed'
+        : task.status,
     final_answer: task.final_answer,
     task_id: task.task_id,
     session_id: task.session_id,
@@ -27,12 +30,12 @@ export function resultOf(task: Task): ExecuteTaskResponse {
   };
 }
 
-/** The outcome of a loop that threw instead of ending (a bug): the task fails saying so. */
-export function crashed(err: unknown, tokenizer: string): LoopOutcome {
+/** The outcome of a task that made no step (ended before it started, or its loop threw at once). */
+export function noSteps(status: LoopOutcome['status'], error: string, tokenizer: string): LoopOutcome {
   return {
-    status: 'failed',
+    status,
     final_answer: null,
-    error: `Task failed: ${(err as Error).message}`,
+    error,
     steps: 0,
     usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
     toolsets_used: [],
@@ -45,4 +48,9 @@ export function crashed(err: unknown, tokenizer: string): LoopOutcome {
       message_tokens: 0,
     },
   };
+}
+
+/** The outcome of a loop that threw instead of ending (a bug): the task fails saying so. */
+export function crashed(err: unknown, tokenizer: string): LoopOutcome {
+  return noSteps('failed', `Task failed: ${(err as Error).message}`, tokenizer);
 }

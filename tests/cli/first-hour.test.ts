@@ -263,7 +263,7 @@ describe('one approvals surface', () => {
 });
 
 describe('a busy agent-server', () => {
-  it('run waits as retry-after says while MAX_CONCURRENT_TASKS run, says so, then runs', async () => {
+  it('run waits as retry-after says while MAX_CONCURRENT_TASKS run and nothing may queue, says so, then runs', async () => {
     let release: () => void = () => {};
     const held = new Promise<void>((r) => {
       release = r;
@@ -275,7 +275,7 @@ describe('a busy agent-server', () => {
       },
       answer('second done'),
     ]);
-    const s = await stack({ model, maxConcurrentTasks: 1 });
+    const s = await stack({ model, maxConcurrentTasks: 1, maxQueuedTasks: 0 });
     expect((await cli(s, 'run', '--detach', 'first')).code).toBe(0);
     const waits: number[] = [];
     const res = await cliWith(

@@ -119,6 +119,8 @@ export interface StackOptions {
   };
   /** Tasks that may run at once (default 4). */
   maxConcurrentTasks?: number;
+  /** Tasks that may wait for a slot (default 1000; 0: a busy agent answers 503). */
+  maxQueuedTasks?: number;
   /** The most legacy MCP sessions open at once (default 256). */
   mcpMaxSessions?: number;
   /** The operator's policy (POLICY_FILE's YAML); default: none, everything allowed. */
@@ -241,6 +243,7 @@ export async function makeStack(opts: StackOptions = {}) {
     defaultMaxSteps: opts.maxSteps ?? 20,
     log,
     maxConcurrentTasks: opts.maxConcurrentTasks,
+    maxQueuedTasks: opts.maxQueuedTasks,
     approvalPollMs: 20,
   });
   // As the agent-server does at start: tasks left paused by a previous stack go on waiting.

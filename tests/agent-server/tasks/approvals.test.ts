@@ -188,7 +188,7 @@ describe('approvals in the agent', () => {
     expect(rows).toContain('approval fs_write false');
   });
 
-  it('refuses a task beyond the concurrent-task cap with 503 and retry-after', async () => {
+  it('refuses a task beyond the concurrent-task cap with 503 and retry-after when nothing may queue', async () => {
     let release: () => void = () => {};
     const gate = new Promise<void>((r) => {
       release = r;
@@ -200,7 +200,7 @@ describe('approvals in the agent', () => {
       },
       answer('second'),
     ]);
-    const s = await stack({ model, maxConcurrentTasks: 1 });
+    const s = await stack({ model, maxConcurrentTasks: 1, maxQueuedTasks: 0 });
     const first = await submit(s, 'slow one');
     const res = await s.agentApp.request('/agent/execute_task', {
       method: 'POST',

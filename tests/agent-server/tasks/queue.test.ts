@@ -1,0 +1,141 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { freshDatabase } from '../../helpers/postgres.ts';
+import { answer, ScriptedModel } from '../../helpers/scripted-model.ts';
+import { makeStack, type Stack } from '../../helpers/stack.ts';
+
+// Tasks beyond MAX_CONCURRENT_TASKS wait in a queue kept in the store (`queued`), start in order as slots
+// free, survive a restart, can be cancelled before they start; a full queue answers 503 naming both limits.
+
+const stacks: Stack[] = [];
+afterEach(async () => {
+  for (const s of stacks.splice(0)) await s.close();
+});
+
+/** A model whose first reply waits for `release()`; the others answer at once with their order. */
+function heldModel() {
+  let release: () => void = () => {};
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  let n = 0;
+  const reply = async () => {
+    n += 1;
+    if (n === 1) await held;
+    return answer(`answer ${n}`);
+  };
+  return { model: new ScriptedModel([reply, reply, reply, reply]), release: () => release() };
+}
+
+async function submit(s: Stack, goal: string) {
+  const res = await s.post(s.agentApp, '/agent/execute_task', { goal, wait: false });
+  expect(res.status).toBe(202);
+  return res.body as { task_id: string; status: string };
+}
+
+const statusOf = async (s: Stack, id: string) => (await s.get(s.agentApp, `/agent/tasks/${id}`)).body.status;
+
+async function until(s: Stack, id: string, status: string) {
+  await expect.poll(() => statusOf(s, id), { timeout: 5000 }).toBe(status);
+}
+
+/** A task's stored status, read by a stack that starts no task (no model). */
+async function statusAfterStop(dataDir: string, databaseUrl: string | undefined, id: string) {
+  const reader = await makeStack({ dataDir, databaseUrl });
+  try {
+    return await statusOf(reader, id);
+  } finally {
+    await reader.close(true);
+  }
+}
+
+describe.each([
+  ['SQLite', async () => undefined],
+  ['PostgreSQL', () => freshDatabase('queue')],
+])('the task queue on %s', (_name, database) => {
+  it('queues tasks beyond MAX_CONCURRENT_TASKS and runs them in order as slots free', async () => {
+    const { model, release } = heldModel();
+    const s = await makeStack({ model, maxConcurrentTasks: 1, databaseUrl: await database() });
+    stacks.push(s);
+    const first = await submit(s, 'first');
+    expect(first.status).toBe('running');
+    const second = await submit(s, 'second');
+    const third = await submit(s, 'third');
+    expect([second.status, third.status]).toEqual(['queued', 'queued']);
+    expect(await statusOf(s, second.task_id)).toBe('queued');
+    const listed = (await s.get(s.agentApp, '/agent/tasks')).body.tasks.map(
+      (t: { status: string }) => t.status,
+    );
+    expect(listed).toEqual(['queued', 'queued', 'running']);
+    release();
+    for (const t of [first, second, third]) await until(s, t.task_id, 'completed');
+    const answers = await Promise.all(
+      [first, second, third].map(
+        async (t) => (await s.get(s.agentApp, `/agent/tasks/${t.task_id}`)).body.final_answer,
+      ),
+    );
+    expect(answers).toEqual(['answer 1', 'answer 2', 'answer 3']);
+  });
+
+  it('answers 503 naming both limits when the queue is full, and a waiting client gets its answer', async () => {
+    const { model, release } = heldModel();
+    const s = await makeStack({
+      model,
+      maxConcurrentTasks: 1,
+      maxQueuedTasks: 1,
+      databaseUrl: await database(),
+    });
+    stacks.push(s);
+    await submit(s, 'runs');
+    const waiting = s.post(s.agentApp, '/agent/execute_task', { goal: 'waits in the queue' });
+    await expect.poll(async () => (await s.get(s.agentApp, '/agent/tasks')).body.tasks.length).toBe(2);
+    const full = await s.post(s.agentApp, '/agent/execute_task', { goal: 'no room', wait: false });
+    expect(full.status).toBe(503);
+    expect(full.body.error).toBe(
+      '1 tasks are running (MAX_CONCURRENT_TASKS=1) and 1 wait for a slot, the most that may wait (MAX_QUEUED_TASKS=1); retry shortly',
+    );
+    release();
+    expect((await waiting).body).toMatchObject({ status: 'completed', final_answer: 'answer 2' });
+  });
+
+  it('cancels a queued task before it starts: nothing runs, its stream ends with the cancellation', async () => {
+    const { model, release } = heldModel();
+    const s = await makeStack({ model, maxConcurrentTasks: 1, databaseUrl: await database() });
+    stacks.push(s);
+    const first = await submit(s, 'first');
+    const queued = await submit(s, 'never runs');
+    const stream = s.agentApp.request(`/agent/tasks/${queued.task_id}/events`);
+    const cancelled = await s.post(s.agentApp, `/agent/tasks/${queued.task_id}/cancel`, {});
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body).toMatchObject({ status: 'cancelled', steps: 0 });
+    const text = await (await stream).text();
+    expect([...text.matchAll(/^event: (\w+)$/gm)].map((m) => m[1])).toEqual(['task_finished', 'result']);
+    release();
+    await until(s, first.task_id, 'completed');
+    expect(model.requests).toHaveLength(1);
+  });
+
+  it('keeps queued tasks across a restart and starts them then', async () => {
+    const databaseUrl = await database();
+    const { model, release } = heldModel();
+    const s = await makeStack({ model, maxConcurrentTasks: 1, databaseUrl });
+    await submit(s, 'holds the slot');
+    const queued = await submit(s, 'waits over a restart');
+    const dataDir = s.dataDir;
+    // The agent-server stops (the held model call then returns into a stopped task): the queue stays stored.
+    const closing = s.close(true);
+    release();
+    await closing;
+    expect(await statusAfterStop(dataDir, databaseUrl, queued.task_id)).toBe('queued');
+    const after = await makeStack({
+      model: new ScriptedModel([answer('after the restart')]),
+      dataDir,
+      databaseUrl,
+      maxConcurrentTasks: 1,
+    });
+    stacks.push(after);
+    await until(after, queued.task_id, 'completed');
+    expect((await after.get(after.agentApp, `/agent/tasks/${queued.task_id}`)).body.final_answer).toBe(
+      'after the restart',
+    );
+  });
+});

@@ -62,6 +62,8 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
         while (queue.length > 0 && !stream.aborted) await send(queue.shift() as TaskEvent);
       }
       if (stream.aborted) return;
+      // Events this process did not see (the task ran in another process sharing the store) come from the store.
+      for (const e of await deps.store.events(taskId, last)) await send(e);
       const final = result ?? (await storedResult(deps.store, taskId));
       if (final) await stream.writeSSE({ event: 'result', data: JSON.stringify(final) });
     } finally {

@@ -23,8 +23,8 @@ export interface TaskStore {
    * what it needs to start later (`request`, kept across a restart).
    */
   createTask(taskId: string, sessionId: string, goal: string, queued?: { request: unknown }): Promise<void>;
-  /** A queued task starts: it is running from now on. */
-  startQueued(taskId: string): Promise<void>;
+  /** Claims a queued task: it is running from now on. False when it is no longer queued (claimed elsewhere, ended). */
+  startQueued(taskId: string): Promise<boolean>;
   /** Tasks waiting for a slot, oldest first, with what they need to start. */
   queued(): Promise<{ task: Task; request: unknown }[]>;
   /**

@@ -140,15 +140,17 @@ export async function createPostgresTaskStore(
       return { seq, type, at, duration_ms: durationMs, data } as TaskEvent;
     },
     async startQueued(taskId) {
-      await enqueue(async (rows) => {
-        await inTransaction(pool, async (client) => {
-          await client.query(
+      return enqueue((rows) =>
+        inTransaction(pool, async (client) => {
+          await insertEvents((sql, values) => client.query(sql, values), rows);
+          // Only while still queued: of several processes claiming it, one gets the row.
+          const claimed = await client.query(
             "UPDATE tasks SET status = 'running', request = NULL WHERE task_id = $1 AND status = 'queued'",
             [taskId],
           );
-          await insertEvents((sql, values) => client.query(sql, values), rows);
-        });
-      });
+          return claimed.rowCount === 1;
+        }),
+      );
     },
     async queued() {
       const rows = await read<TaskRow & { last_seq: number | null }>(

@@ -136,7 +136,7 @@ export function createTaskStore(
     },
     async startQueued(taskId: string) {
       batch.flush();
-      q.start.run(taskId);
+      return q.start.run(taskId).changes === 1;
     },
     async queued() {
       batch.flush();

@@ -41,8 +41,10 @@ interface QueuedRequest {
 interface QueuedTask {
   task: { taskId: string; sessionId: string; goal: string } & QueuedRequest;
   listeners: Set<TaskListener>;
-  settle: (launched: Promise<ExecuteTaskResponse>) => void;
+  settle: (launched: Promise<ExecuteTaskResponse | undefined>) => void;
   done: Promise<ExecuteTaskResponse>;
+  /** Taken up from the store (no request here waits for it): if another process claims it, it is dropped. */
+  adopted: boolean;
 }
 
 export { resultOf };
@@ -59,29 +61,113 @@ export function createAgent(deps: AgentDeps) {
   const paused = new Set<string>();
   const maxConcurrent = deps.maxConcurrentTasks ?? 4;
   const maxQueued = deps.maxQueuedTasks ?? 1000;
+  const queuePollMs = deps.queuePollMs ?? 1000;
   /** Tasks waiting for a slot, oldest first; they start as running ones end or pause. */
   const queue: QueuedTask[] = [];
-  const active = () => running.size - paused.size;
+  /** Queued tasks being claimed in the store right now (each will take a slot). */
+  let claiming = 0;
+  const active = () => running.size - paused.size + claiming;
 
-  /** Starts queued tasks while there are free slots. */
+  /**
+   * Starts queued tasks while there are free slots. Each is claimed in the store first (queued → running, only
+   * if it is still queued), so when several agent-servers share one database a task runs on one of them; one
+   * claimed elsewhere is followed in the store until it ends.
+   */
   function drain(): void {
     while (queue.length > 0 && active() < maxConcurrent && deps.model) {
       const next = queue.shift() as QueuedTask;
-      const launched = launch(next.task, { listeners: next.listeners, fromQueue: true });
-      next.settle(launched.done);
+      claiming++;
+      void deps.store
+        .startQueued(next.task.taskId)
+        .then(
+          (claimed) => {
+            if (claimed) next.settle(launch(next.task, { listeners: next.listeners }).done);
+            else next.settle(next.adopted ? Promise.resolve(undefined) : ranElsewhere(next));
+          },
+          (err: unknown) => {
+            deps.log.error({ err, task: next.task.taskId }, 'a queued task could not be started');
+            queue.unshift(next);
+          },
+        )
+        .finally(() => {
+          claiming--;
+          drain();
+        });
+    }
+  }
+
+  /** A task this process queued that another process claimed: its end, read from the store once it is there. */
+  async function ranElsewhere(q: QueuedTask): Promise<ExecuteTaskResponse> {
+    for (;;) {
+      const task = await deps.store.getTask(q.task.taskId);
+      if (task && !['queued', 'running', 'awaiting_approval'].includes(task.status)) {
+        const result = resultOf(task);
+        for (const l of q.listeners) l.end?.(result);
+        return result;
+      }
+      await new Promise((r) => setTimeout(r, queuePollMs));
     }
   }
 
   /** Queues a recorded task; its `done` settles once it has run. */
-  function enqueue(task: QueuedTask['task'], listener?: TaskListener): Promise<ExecuteTaskResponse> {
+  function enqueue(
+    task: QueuedTask['task'],
+    opts: { listener?: TaskListener; adopted?: boolean } = {},
+  ): Promise<ExecuteTaskResponse> {
     let settle: QueuedTask['settle'] = () => {};
     const done = new Promise<ExecuteTaskResponse>((resolve, reject) => {
-      settle = (launched) => launched.then(resolve, reject);
+      settle = (launched) => launched.then((r) => resolve(r as ExecuteTaskResponse), reject);
     });
-    queue.push({ task, listeners: new Set(listener ? [listener] : []), settle, done });
-    deps.log.info({ task: task.taskId, queued: queue.length }, 'task queued');
+    queue.push({
+      task,
+      listeners: new Set(opts.listener ? [opts.listener] : []),
+      settle,
+      done,
+      adopted: opts.adopted ?? false,
+    });
+    if (!opts.adopted) deps.log.info({ task: task.taskId, queued: queue.length }, 'task queued');
     return done;
   }
+
+  /**
+   * Reconciles the local queue with the store's: a task queued here that is no longer queued there was claimed
+   * (or cancelled) by another process and is followed in the store; with free slots, queued tasks no one here
+   * holds (left by a stopped process, or another's) are taken up. Returns how many were taken up.
+   */
+  async function syncQueue(): Promise<number> {
+    const waiting = await deps.store.queued();
+    const stillQueued = new Set(waiting.map((w) => w.task.task_id));
+    for (let i = queue.length - 1; i >= 0; i--) {
+      const q = queue[i];
+      if (stillQueued.has(q.task.taskId)) continue;
+      queue.splice(i, 1);
+      q.settle(q.adopted ? Promise.resolve(undefined) : ranElsewhere(q));
+    }
+    let adopted = 0;
+    for (const { task, request } of waiting) {
+      if (active() + adopted >= maxConcurrent) break;
+      if (queue.some((q) => q.task.taskId === task.task_id) || running.has(task.task_id)) continue;
+      const r = request as QueuedRequest;
+      void enqueue({ taskId: task.task_id, sessionId: task.session_id, goal: task.goal, ...r }, { adopted: true });
+      adopted++;
+    }
+    drain();
+    return adopted;
+  }
+
+  // Now and then, the queue in the store is read (another agent-server's tasks, on a shared database); not
+  // while a read is in progress.
+  let looking = false;
+  const poll = setInterval(() => {
+    if (looking || !deps.model || (queue.length === 0 && active() >= maxConcurrent)) return;
+    looking = true;
+    syncQueue()
+      .catch((err: unknown) => deps.log.warn({ err }, 'could not read the task queue'))
+      .finally(() => {
+        looking = false;
+      });
+  }, queuePollMs);
+  poll.unref();
   const waiter = createApprovalWaiter(deps.approvalPollMs ?? 1000);
 
   /**
@@ -101,8 +187,6 @@ export function createAgent(deps: AgentDeps) {
       listener?: TaskListener;
       /** The followers a queued task already has. */
       listeners?: Set<TaskListener>;
-      /** A queued task starting: recorded as running first. */
-      fromQueue?: boolean;
       resume?: { pending: PendingRecord; snapshot: LoopSnapshot };
     } = {},
   ) {
@@ -111,8 +195,6 @@ export function createAgent(deps: AgentDeps) {
     const gateway = deps.gateway.forTask(taskId);
     const controller = new AbortController();
     const listeners = opts.listeners ?? new Set<TaskListener>(opts.listener ? [opts.listener] : []);
-    // Recorded as running before its first event (the store keeps the order of its writes).
-    const recorded = opts.fromQueue ? deps.store.startQueued(taskId) : Promise.resolve();
     const emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => {
       const event = deps.store.appendEvent(taskId, type, durationMs ?? null, data);
       observeEvent(event, taskId, deps);
@@ -166,7 +248,6 @@ export function createAgent(deps: AgentDeps) {
     }
     const started = performance.now();
     const done = (async (): Promise<ExecuteTaskResponse> => {
-      await recorded;
       const outcome = await (async () => {
         const resume = opts.resume
           ? { snapshot: opts.resume.snapshot, decision: await decide(opts.resume.pending) }
@@ -298,10 +379,9 @@ export function createAgent(deps: AgentDeps) {
     // Judged again after the awaits above: other requests may have taken the last slots meanwhile.
     if (active() >= maxConcurrent || queue.length > 0) {
       await deps.store.createTask(taskId, sessionId, goal, { request });
-      const done = enqueue({ taskId, sessionId, goal, ...request }, listener);
+      const done = enqueue({ taskId, sessionId, goal, ...request }, { listener });
       drain();
-      const status: 'running' | 'queued' = running.has(taskId) ? 'running' : 'queued';
-      return { task_id: taskId, session_id: sessionId, done, status };
+      return { task_id: taskId, session_id: sessionId, done, status: 'queued' as 'running' | 'queued' };
     }
     await deps.store.createTask(taskId, sessionId, goal);
     return launch({ taskId, sessionId, goal, ...request }, { listener });
@@ -371,6 +451,7 @@ export function createAgent(deps: AgentDeps) {
 
     /** Stops every task here without recording an end: paused ones stay paused for the next process. */
     async shutdown(): Promise<void> {
+      clearInterval(poll);
       // Queued tasks stay queued in the store for the next start; whoever waits for one is told so.
       for (const q of queue.splice(0)) {
         q.settle(
@@ -429,13 +510,14 @@ export function createAgent(deps: AgentDeps) {
     async cancel(taskId: string, waitMs = 10_000): Promise<boolean> {
       const at = queue.findIndex((q) => q.task.taskId === taskId);
       if (at !== -1) {
-        // Never started: it ends cancelled with nothing run.
+        // Never started: claimed (so no other process starts it), it ends cancelled with nothing run.
         const [queued] = queue.splice(at, 1);
-        queued.settle(
-          endUnstarted(queued, 'cancelled', 'The task was cancelled by a client before it started'),
-        );
-        await queued.done;
-        return true;
+        if (await deps.store.startQueued(taskId)) {
+          queued.settle(endUnstarted(queued, 'cancelled', 'The task was cancelled by a client before it started'));
+          await queued.done;
+          return true;
+        }
+        queued.settle(queued.adopted ? Promise.resolve(undefined) : ranElsewhere(queued));
       }
       const task = running.get(taskId);
       if (!task) return false;

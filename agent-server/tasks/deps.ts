@@ -25,6 +25,8 @@ export interface AgentDeps {
   maxConcurrentTasks?: number;
   /** Tasks that may wait for a slot beyond those (MAX_QUEUED_TASKS; 0: none wait, a busy agent answers 503). Default 1000. */
   maxQueuedTasks?: number;
+  /** How often, with free slots, the store is read for queued tasks no one here holds (default 1 s). */
+  queuePollMs?: number;
   /** How tasks show tools to the model unless a request says (TOOL_EXPOSURE; default native). */
   exposure?: ToolExposure;
   /** How often a paused task asks the gateway whether its approval was decided (default 1 s). */

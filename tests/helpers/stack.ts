@@ -121,6 +121,8 @@ export interface StackOptions {
   maxConcurrentTasks?: number;
   /** Tasks that may wait for a slot (default 1000; 0: a busy agent answers 503). */
   maxQueuedTasks?: number;
+  /** How often the agent looks for queued tasks in the store (default 1 s). */
+  queuePollMs?: number;
   /** The most legacy MCP sessions open at once (default 256). */
   mcpMaxSessions?: number;
   /** The operator's policy (POLICY_FILE's YAML); default: none, everything allowed. */
@@ -244,6 +246,7 @@ export async function makeStack(opts: StackOptions = {}) {
     log,
     maxConcurrentTasks: opts.maxConcurrentTasks,
     maxQueuedTasks: opts.maxQueuedTasks,
+    queuePollMs: opts.queuePollMs,
     approvalPollMs: 20,
   });
   // As the agent-server does at start: tasks left paused by a previous stack go on waiting.

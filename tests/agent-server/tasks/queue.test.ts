@@ -139,3 +139,44 @@ describe.each([
     );
   });
 });
+
+describe('two agent-servers on one PostgreSQL database', () => {
+  it('share the queue: the idle one claims what the busy one queued, each task runs once, and the busy one answers and streams it', async () => {
+    const databaseUrl = await freshDatabase('workers');
+    const { model: busyModel, release } = heldModel();
+    const busy = await makeStack({ model: busyModel, maxConcurrentTasks: 1, databaseUrl, queuePollMs: 50 });
+    stacks.push(busy);
+    const first = await submit(busy, 'holds the busy one');
+    try {
+      const waited = busy.post(busy.agentApp, '/agent/execute_task', { goal: 'waits on the busy one' });
+      await expect
+        .poll(async () => (await busy.get(busy.agentApp, '/agent/tasks')).body.tasks.length)
+        .toBe(2);
+      const queued = (await busy.get(busy.agentApp, '/agent/tasks')).body.tasks[0].task_id as string;
+      const stream = busy.agentApp.request(`/agent/tasks/${queued}/events`);
+
+      // The second agent-server starts on the same database with a free slot: it claims the queued task.
+      const idleModel = new ScriptedModel([answer('ran on the idle one')]);
+      const idle = await makeStack({ model: idleModel, maxConcurrentTasks: 2, databaseUrl, queuePollMs: 50 });
+      stacks.push(idle);
+      expect((await waited).body).toMatchObject({
+        status: 'completed',
+        final_answer: 'ran on the idle one',
+        task_id: queued,
+      });
+      const events = [...(await (await stream).text()).matchAll(/^event: (\w+)$/gm)].map((m) => m[1]);
+      expect(events[0]).toBe('task_started');
+      expect(events.filter((e) => e === 'task_started')).toHaveLength(1);
+      expect(events.slice(-2)).toEqual(['task_finished', 'result']);
+      expect(idleModel.requests).toHaveLength(1);
+      expect(busyModel.requests).toHaveLength(1);
+      const stored = (await idle.get(idle.agentApp, `/agent/tasks/${queued}`)).body.events as {
+        seq: number;
+      }[];
+      expect(stored.map((e) => e.seq)).toEqual(stored.map((_, i) => i + 1));
+    } finally {
+      release();
+    }
+    await until(busy, first.task_id, 'completed');
+  });
+});

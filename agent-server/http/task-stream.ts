@@ -6,7 +6,8 @@ import { type Agent, resultOf } from '../tasks/agent.ts';
 
 // A task's events as Server-Sent Events: what is stored (after the client's Last-Event-ID), then what happens
 // live while the task runs, then one `result` event. Each event's SSE id is its seq, so a client that lost
-// the connection resumes where it left off. Comments keep an idle stream open through proxies.
+// the connection resumes where it left off. Comments keep an idle stream open through proxies. A task not
+// running in this process (another agent-server on the same database runs it) is followed in the store.
 
 /** What a stream needs. */
 export interface TaskStreamDeps {
@@ -14,7 +15,11 @@ export interface TaskStreamDeps {
   store: TaskStore;
   /** How often an idle stream gets a keep-alive comment. */
   heartbeatMs: number;
+  /** How often the store is read for a task running in another process (sharing the database). Default 250 ms. */
+  pollMs?: number;
 }
+
+const FINISHED = (status: string) => !['queued', 'running', 'awaiting_approval'].includes(status);
 
 /** The seq a client has already seen: `Last-Event-ID` (set by EventSource on reconnect), else `?after=`. */
 export function resumeAfter(c: Context, after: number | undefined): number {
@@ -60,6 +65,24 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
           while (queue.length > 0 && !stream.aborted) await send(queue.shift() as TaskEvent);
         }
         while (queue.length > 0 && !stream.aborted) await send(queue.shift() as TaskEvent);
+      } else {
+        // Not running here: read the store until the task has ended (polling, the backstop of any wake-up).
+        for (;;) {
+          // A store that fails (closing with the service) ends the stream; the client reconnects.
+          const task = await deps.store.getTask(taskId).catch(() => undefined);
+          if (!task || FINISHED(task.status) || stream.aborted) {
+            if (!task) return;
+            break;
+          }
+          for (const e of await deps.store.events(taskId, last)) await send(e);
+          await new Promise<void>((r) => {
+            const t = setTimeout(r, deps.pollMs ?? 250);
+            wake = () => {
+              clearTimeout(t);
+              r();
+            };
+          });
+        }
       }
       if (stream.aborted) return;
       // Events this process did not see (the task ran in another process sharing the store) come from the store.

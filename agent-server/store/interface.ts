@@ -39,8 +39,11 @@ export interface TaskStore {
   ): TaskEvent;
   /** Records that the task waits for `pending`, with the loop state to resume from. */
   pause(taskId: string, pending: unknown, state: unknown): Promise<void>;
-  /** The task goes on after its pause. */
-  unpause(taskId: string): Promise<void>;
+  /**
+   * The task goes on after its pause: true for the one caller that moves it from awaiting to running (of
+   * several processes resuming it, one goes on).
+   */
+  unpause(taskId: string): Promise<boolean>;
   /** Tasks paused for an approval, with what they wait for and their saved loop state. */
   awaiting(): Promise<{ task: Task; pending: unknown; state: unknown }[]>;
   /** Records how the task ended. */

@@ -175,15 +175,17 @@ export async function createPostgresTaskStore(
       });
     },
     async unpause(taskId) {
-      await enqueue(async (rows) => {
-        await inTransaction(pool, async (client) => {
+      return enqueue((rows) =>
+        inTransaction(pool, async (client) => {
           await insertEvents((sql, values) => client.query(sql, values), rows);
-          await client.query(
-            "UPDATE tasks SET status = 'running', pending_approval = NULL, resume_state = NULL WHERE task_id = $1",
+          // Only while still paused: of several processes resuming it, one goes on.
+          const moved = await client.query(
+            "UPDATE tasks SET status = 'running', pending_approval = NULL, resume_state = NULL WHERE task_id = $1 AND status = 'awaiting_approval'",
             [taskId],
           );
-        });
-      });
+          return moved.rowCount === 1;
+        }),
+      );
     },
     async awaiting() {
       const rows = await read<TaskRow & { last_seq: number | null }>(

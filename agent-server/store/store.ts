@@ -97,7 +97,7 @@ export function createTaskStore(
       "UPDATE tasks SET status = 'awaiting_approval', pending_approval = ?, resume_state = ? WHERE task_id = ?",
     ),
     unpause: db.prepare(
-      "UPDATE tasks SET status = 'running', pending_approval = NULL, resume_state = NULL WHERE task_id = ?",
+      "UPDATE tasks SET status = 'running', pending_approval = NULL, resume_state = NULL WHERE task_id = ? AND status = 'awaiting_approval'",
     ),
     awaiting: db.prepare<[], TaskRow>(
       "SELECT * FROM tasks WHERE status = 'awaiting_approval' ORDER BY created_at",
@@ -175,7 +175,7 @@ export function createTaskStore(
     /** The task runs again (its approval was decided); committed at once, like the pause. */
     async unpause(taskId: string) {
       batch.flush();
-      q.unpause.run(taskId);
+      return q.unpause.run(taskId).changes === 1;
     },
     /** Tasks paused for an approval, with what they wait for and their saved loop state. */
     async awaiting(): Promise<{ task: Task; pending: unknown; state: unknown }[]> {

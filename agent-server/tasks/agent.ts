@@ -18,7 +18,7 @@ import { createApprovalWaiter } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
 import { observeEvent } from './observer.ts';
-import { AgentShutdown, crashed, noSteps, resultOf } from './outcome.ts';
+import { AgentShutdown, crashed, noSteps, ResumedElsewhere, resultOf } from './outcome.ts';
 import { relayDecision, renderGoal } from './relay.ts';
 
 /** What a paused task waits for, as stored and listed. */
@@ -82,7 +82,7 @@ export function createAgent(deps: AgentDeps) {
         .then(
           (claimed) => {
             if (claimed) next.settle(launch(next.task, { listeners: next.listeners }).done);
-            else next.settle(next.adopted ? Promise.resolve(undefined) : ranElsewhere(next));
+            else next.settle(next.adopted ? Promise.resolve(undefined) : ranElsewhere(next.task.taskId, next.listeners));
           },
           (err: unknown) => {
             deps.log.error({ err, task: next.task.taskId }, 'a queued task could not be started');
@@ -96,13 +96,13 @@ export function createAgent(deps: AgentDeps) {
     }
   }
 
-  /** A task this process queued that another process claimed: its end, read from the store once it is there. */
-  async function ranElsewhere(q: QueuedTask): Promise<ExecuteTaskResponse> {
+  /** A task that goes on in another process (claimed or resumed there): its end, read from the store once there. */
+  async function ranElsewhere(taskId: string, listeners: Set<TaskListener>): Promise<ExecuteTaskResponse> {
     for (;;) {
-      const task = await deps.store.getTask(q.task.taskId);
+      const task = await deps.store.getTask(taskId);
       if (task && !['queued', 'running', 'awaiting_approval'].includes(task.status)) {
         const result = resultOf(task);
-        for (const l of q.listeners) l.end?.(result);
+        for (const l of listeners) l.end?.(result);
         return result;
       }
       await new Promise((r) => setTimeout(r, queuePollMs));
@@ -141,7 +141,7 @@ export function createAgent(deps: AgentDeps) {
       const q = queue[i];
       if (stillQueued.has(q.task.taskId)) continue;
       queue.splice(i, 1);
-      q.settle(q.adopted ? Promise.resolve(undefined) : ranElsewhere(q));
+      q.settle(q.adopted ? Promise.resolve(undefined) : ranElsewhere(q.task.taskId, q.listeners));
     }
     let adopted = 0;
     for (const { task, request } of waiting) {
@@ -221,7 +221,12 @@ export function createAgent(deps: AgentDeps) {
       drain();
       try {
         const decision = await waiter.wait(taskId, gateway, pending, controller.signal);
-        await deps.store.unpause(taskId);
+        if (!(await deps.store.unpause(taskId))) {
+          // Another agent-server on the same database resumed it first: it goes on there, not here.
+          const elsewhere = new ResumedElsewhere();
+          controller.abort(elsewhere);
+          throw elsewhere;
+        }
         emit('approval_decided', {
           call_id: pending.call_id,
           approval_id: pending.approval_id,
@@ -285,6 +290,13 @@ export function createAgent(deps: AgentDeps) {
       });
       clearTimeout(timer);
       const durationMs = Math.round(performance.now() - started);
+      if (controller.signal.reason instanceof ResumedElsewhere) {
+        running.delete(taskId);
+        deps.log.info({ task: taskId }, 'task resumed by another agent-server');
+        const result = await ranElsewhere(taskId, listeners);
+        listeners.clear();
+        return result;
+      }
       if (controller.signal.reason instanceof AgentShutdown) {
         // The process is stopping: the task stays as stored (a paused one resumes at the next start).
         running.delete(taskId);
@@ -517,7 +529,7 @@ export function createAgent(deps: AgentDeps) {
           await queued.done;
           return true;
         }
-        queued.settle(queued.adopted ? Promise.resolve(undefined) : ranElsewhere(queued));
+        queued.settle(queued.adopted ? Promise.resolve(undefined) : ranElsewhere(queued.task.taskId, queued.listeners));
       }
       const task = running.get(taskId);
       if (!task) return false;

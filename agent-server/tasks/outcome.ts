@@ -11,6 +11,14 @@ export class AgentShutdown extends Error {
   }
 }
 
+/** The reason a paused task's loop stops here: another process sharing the store resumed it first. */
+export class ResumedElsewhere extends Error {
+  constructor() {
+    super('another agent-server resumed the task');
+    this.name = new.target.name;
+  }
+}
+
 /** A task's answer as stored: what the blocking call returns and what an event stream ends with. */
 export function resultOf(task: Task): ExecuteTaskResponse {
   return {

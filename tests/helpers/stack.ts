@@ -138,6 +138,8 @@ export interface StackOptions {
   paths?: PathGuard;
   /** PostgreSQL for the agent-server's tasks (as DATABASE_URL); default: SQLite in the data dir. */
   databaseUrl?: string;
+  /** The gateway the agent calls: another stack's, for a second agent-server beside it (default: its own). */
+  gatewayApp?: Hono;
 }
 
 /** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
@@ -237,7 +239,7 @@ export async function makeStack(opts: StackOptions = {}) {
     store: taskStore,
     gateway: createGatewayClient({
       baseUrl: 'http://gateway',
-      fetch: fetchOf(gatewayApp),
+      fetch: fetchOf(opts.gatewayApp ?? gatewayApp),
       headers: bearer(opts.tokens?.agent),
     }),
     model: opts.model,

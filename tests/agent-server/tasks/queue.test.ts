@@ -1,6 +1,8 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../../helpers/postgres.ts';
-import { answer, ScriptedModel } from '../../helpers/scripted-model.ts';
+import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';
 import { makeStack, type Stack } from '../../helpers/stack.ts';
 
 // Tasks beyond MAX_CONCURRENT_TASKS wait in a queue kept in the store (`queued`), start in order as slots
@@ -178,5 +180,87 @@ describe('two agent-servers on one PostgreSQL database', () => {
       release();
     }
     await until(busy, first.task_id, 'completed');
+  });
+
+  it('follows a task running on the other in an event stream, also after a reconnect with Last-Event-ID', async () => {
+    const databaseUrl = await freshDatabase('follow');
+    const { model, release } = heldModel();
+    const runner = await makeStack({ model, databaseUrl, queuePollMs: 50 });
+    stacks.push(runner);
+    const other = await makeStack({ databaseUrl, queuePollMs: 50 });
+    stacks.push(other);
+    const task = await submit(runner, 'runs on the first');
+    try {
+      // The first stream, on the other agent-server, sees what is stored so far and stays open.
+      const first = await other.agentApp.request(`/agent/tasks/${task.task_id}/events`);
+      const reader = (first.body as ReadableStream<Uint8Array>).getReader();
+      const head = new TextDecoder().decode((await reader.read()).value);
+      expect(head).toMatch(/^event: task_started\ndata: .*\nid: 1\n/);
+      await reader.cancel();
+      release();
+      // Reconnected after event 1: the rest, then the result, as the task ends on the first agent-server.
+      const again = await other.agentApp.request(`/agent/tasks/${task.task_id}/events`, {
+        headers: { 'last-event-id': '1' },
+      });
+      const text = await again.text();
+      const ids = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+      expect(ids[0]).toBe(2);
+      expect(ids).toEqual(ids.map((_, i) => i + 2));
+      const names = [...text.matchAll(/^event: (\w+)$/gm)].map((m) => m[1]);
+      expect(names.slice(-2)).toEqual(['task_finished', 'result']);
+      const result = JSON.parse(text.trim().split('\n').at(-1)?.slice('data: '.length) ?? '{}');
+      expect(result).toMatchObject({ status: 'completed', final_answer: 'answer 1' });
+    } finally {
+      release();
+    }
+  });
+
+  it('resumes a paused task on exactly one of them when the approval is decided on the other', async () => {
+    const databaseUrl = await freshDatabase('approve');
+    const firstModel = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['file_system_tools'] })),
+      calls(call('write_file', { path: 'once.txt', content: 'written once' })),
+      answer('finished on the first'),
+    ]);
+    const first = await makeStack({
+      model: firstModel,
+      databaseUrl,
+      policy: 'rules:\n  - { tool: write_file, decision: ask }\n',
+      queuePollMs: 50,
+    });
+    stacks.push(first);
+    const secondModel = new ScriptedModel([answer('finished on the second')]);
+    const second = await makeStack({
+      model: secondModel,
+      databaseUrl,
+      gatewayApp: first.gatewayApp,
+      queuePollMs: 50,
+    });
+    stacks.push(second);
+    const task = await submit(first, 'write once');
+    await until(first, task.task_id, 'awaiting_approval');
+    const pending = (await second.get(second.agentApp, '/agent/approvals')).body.approvals;
+    expect(pending.map((p: { task_id: string }) => p.task_id)).toEqual([task.task_id]);
+    const decided = await second.post(
+      second.agentApp,
+      `/agent/tasks/${task.task_id}/approvals/${pending[0].call_id}`,
+      { approve: true },
+    );
+    expect(decided.status).toBe(200);
+    await until(second, task.task_id, 'completed');
+    const done = (await second.get(second.agentApp, `/agent/tasks/${task.task_id}`)).body;
+    expect(['finished on the first', 'finished on the second']).toContain(done.final_answer);
+    // One model answered after the decision (three model calls in all), and the write ran once.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(firstModel.requests.length + secondModel.requests.length).toBe(3);
+    const writes = done.events.filter(
+      (e: { type: string; data: { name?: string } }) =>
+        e.type === 'tool_call' && e.data.name === 'write_file',
+    );
+    expect(writes).toHaveLength(1);
+    expect(done.events.filter((e: { type: string }) => e.type === 'approval_decided')).toHaveLength(1);
+    expect(await readFile(path.join(first.root, 'once.txt'), 'utf8')).toBe('written once');
+    const seqs = done.events.map((e: { seq: number }) => e.seq);
+    expect(seqs).toEqual(seqs.map((_: number, i: number) => i + 1));
   });
 });

@@ -3,7 +3,6 @@ import type { Config } from '../lib/config.ts';
 import { leanFetch } from '../lib/lean-fetch.ts';
 import { createLogger, type Logger } from '../lib/log.ts';
 import { createMetrics } from '../lib/metrics.ts';
-import { openPostgres } from '../lib/postgres.ts';
 import { startRetention } from '../lib/retention.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
@@ -12,7 +11,6 @@ import { createTokenCounter } from '../lib/tokens.ts';
 import { createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
 import { openAIModel } from './clients/model.ts';
-import { createPostgresTaskStore } from './store/postgres.ts';
 import { createTaskStore } from './store/store.ts';
 import { createAgent } from './tasks/agent.ts';
 import { createAgentMetrics } from './tasks/metrics.ts';
@@ -35,8 +33,13 @@ export async function startAgentServer(
     );
   }
   const onWriteError = (err: unknown) => log.error({ err }, 'a task record could not be written');
+  // PostgreSQL's client is loaded only when it is used: the embedded default starts without it.
   const store = config.databaseUrl
-    ? await createPostgresTaskStore(openPostgres(config.databaseUrl, 'agent-server'), onWriteError)
+    ? await (async (url: string) => {
+        const { openPostgres } = await import('../lib/postgres.ts');
+        const { createPostgresTaskStore } = await import('./store/postgres.ts');
+        return createPostgresTaskStore(openPostgres(url, 'agent-server'), onWriteError);
+      })(config.databaseUrl)
     : createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')), onWriteError);
   const interrupted = await store.failInterrupted();
   if (interrupted > 0) log.warn({ interrupted }, 'marked tasks left running by a previous process as failed');

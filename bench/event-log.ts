@@ -24,7 +24,7 @@ export interface EventLogRun {
 }
 
 /** A step record as the loop writes one (a model_call event of a tool-calling step). */
-function stepData(i: number) {
+export function stepData(i: number) {
   return {
     step: i,
     tools: ['manage_toolsets', 'read_text_file', 'list_directory', 'search_files'],

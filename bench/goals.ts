@@ -2,6 +2,7 @@ import type { ConcurrencyRun } from './concurrency.ts';
 import type { Recall } from './discovery.ts';
 import { type ArmFigures, PRICE } from './economics.ts';
 import type { EventLogRun } from './event-log.ts';
+import type { PgEventLogRun } from './event-log-pg.ts';
 import { f2, f3, mib, ms, n0, pct, usd } from './format.ts';
 import type { LatencyRun } from './latency-run.ts';
 import type { Machine } from './machine.ts';
@@ -26,6 +27,8 @@ export interface BenchResults {
   /** The same with TOOLSHIFT_THREADS=2. */
   memoryTwoThreads: MemoryStage[];
   startup: StartupResults;
+  /** Figure 10 on PostgreSQL (absent in reports made before it was measured). */
+  eventLogPg?: PgEventLogRun;
 }
 
 /** One line of the summary. */
@@ -146,6 +149,16 @@ export function goals(r: BenchResults): Goal[] {
       goal: '≥ 0.5',
       met: r.eventLog.storeRecordsPerS / r.eventLog.rawInsertsPerS >= 0.5,
     },
+    ...(r.eventLogPg && !r.eventLogPg.skipped
+      ? [
+          {
+            figure: '10. Step records/s through the PostgreSQL task store / raw pg inserts',
+            measured: `${f2(r.eventLogPg.storeRecordsPerS / r.eventLogPg.rawInsertsPerS)} (${n0(r.eventLogPg.storeRecordsPerS)} vs ${n0(r.eventLogPg.rawInsertsPerS)}/s)`,
+            goal: '≥ 0.5',
+            met: r.eventLogPg.storeRecordsPerS / r.eventLogPg.rawInsertsPerS >= 0.5,
+          },
+        ]
+      : []),
     {
       figure: '11. Resident memory of npm start: idle / after the concurrency run',
       measured: `${mib(c.idle.rss)} / ${mib(c.after.rss)}`,

@@ -269,6 +269,18 @@ export function renderReport(r: BenchResults): string {
       `per second with ${r.eventLog.batch} to a transaction; the faster is the baseline.`,
   );
   out.push('');
+  const pgLog = r.eventLogPg;
+  if (pgLog?.skipped) out.push(`On PostgreSQL: not measured (${pgLog.skipped}).`, '');
+  else if (pgLog) {
+    out.push(
+      `On PostgreSQL (a throwaway server on loopback, bench/event-log-pg.ts), ${n0(pgLog.records)} records through the ` +
+        `PostgreSQL task store — \`appendEvent\`, then its write-behind, one multi-row INSERT per flush of ${pgLog.batch} — ` +
+        `${n0(pgLog.storeRecordsPerS)} per second, against raw \`pg\` inserts of the same rows: ${n0(pgLog.rawRunPerS)} per ` +
+        `second one INSERT each, ${n0(pgLog.rawBatchedPerS)} per second as one multi-row INSERT of ${pgLog.batch}; the faster ` +
+        'is the baseline.',
+      '',
+    );
+  }
 
   out.push('## 11. Memory');
   out.push('');

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { concurrencyRun } from './concurrency.ts';
 import { recallAtScale } from './discovery.ts';
 import { eventLogRun } from './event-log.ts';
+import { pgEventLogRun } from './event-log-pg.ts';
 import { type BenchResults, goals } from './goals.ts';
 import { latencyRun } from './latency-run.ts';
 import { describeMachine } from './machine.ts';
@@ -49,6 +50,8 @@ async function main() {
     const latency = await latencyRun(await dir('latency'), Number(process.env.BENCH_ROUNDS ?? 400));
     step('event-log persistence');
     const eventLog = eventLogRun(await dir('events'));
+    step('event-log persistence on PostgreSQL');
+    const eventLogPg = await pgEventLogRun();
     const tasks = Number(process.env.BENCH_TASKS ?? 1000);
     step(`concurrency: ${tasks} tasks against npm start`);
     const concurrency = await concurrencyRun(await dir('concurrency'), tasks);
@@ -74,6 +77,7 @@ async function main() {
       scale,
       latency,
       eventLog,
+      eventLogPg,
       concurrency,
       concurrencyVariants: [fewerRun, twoThreadsRun, separateRun],
       memory,

@@ -1,4 +1,11 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startAgentServer } from '../../../agent-server/server.ts';
+import { loadConfig } from '../../../lib/config.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
 import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';
 import { makeStack, type Stack } from '../../helpers/stack.ts';
@@ -45,5 +52,34 @@ describe('tasks on PostgreSQL', () => {
     expect(events.map((e) => e.type)).toEqual(streamed.slice(0, -1));
     const list = await stack.get(stack.agentApp, '/agent/tasks');
     expect(list.body.tasks.map((t: { task_id: string }) => t.task_id)).toEqual([taskId]);
+  });
+
+  it('the agent-server started with DATABASE_URL keeps its tasks there, not in agent.db', async () => {
+    const databaseUrl = await freshDatabase('server');
+    const dir = await mkdtemp(path.join(tmpdir(), 'agent-pg-'));
+    const agent = await startAgentServer(
+      loadConfig({
+        AGENT_PORT: '0',
+        TOOLSHIFT_DATA_DIR: dir,
+        DATABASE_URL: databaseUrl,
+        LOG_LEVEL: 'silent',
+      }),
+    );
+    try {
+      const res = await fetch(`${agent.url}/agent/tasks`);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ tasks: [] });
+      expect(existsSync(path.join(dir, 'agent.db'))).toBe(false);
+      const client = new pg.Client({ connectionString: databaseUrl });
+      await client.connect();
+      const migrated = await client.query(
+        "SELECT version FROM schema_migrations WHERE component = 'agent-server'",
+      );
+      await client.end();
+      expect(migrated.rowCount).toBeGreaterThan(0);
+    } finally {
+      await agent.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

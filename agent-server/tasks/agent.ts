@@ -82,7 +82,10 @@ export function createAgent(deps: AgentDeps) {
         .then(
           (claimed) => {
             if (claimed) next.settle(launch(next.task, { listeners: next.listeners }).done);
-            else next.settle(next.adopted ? Promise.resolve(undefined) : ranElsewhere(next.task.taskId, next.listeners));
+            else
+              next.settle(
+                next.adopted ? Promise.resolve(undefined) : ranElsewhere(next.task.taskId, next.listeners),
+              );
           },
           (err: unknown) => {
             deps.log.error({ err, task: next.task.taskId }, 'a queued task could not be started');
@@ -148,7 +151,10 @@ export function createAgent(deps: AgentDeps) {
       if (active() + adopted >= maxConcurrent) break;
       if (queue.some((q) => q.task.taskId === task.task_id) || running.has(task.task_id)) continue;
       const r = request as QueuedRequest;
-      void enqueue({ taskId: task.task_id, sessionId: task.session_id, goal: task.goal, ...r }, { adopted: true });
+      void enqueue(
+        { taskId: task.task_id, sessionId: task.session_id, goal: task.goal, ...r },
+        { adopted: true },
+      );
       adopted++;
     }
     drain();
@@ -525,11 +531,15 @@ export function createAgent(deps: AgentDeps) {
         // Never started: claimed (so no other process starts it), it ends cancelled with nothing run.
         const [queued] = queue.splice(at, 1);
         if (await deps.store.startQueued(taskId)) {
-          queued.settle(endUnstarted(queued, 'cancelled', 'The task was cancelled by a client before it started'));
+          queued.settle(
+            endUnstarted(queued, 'cancelled', 'The task was cancelled by a client before it started'),
+          );
           await queued.done;
           return true;
         }
-        queued.settle(queued.adopted ? Promise.resolve(undefined) : ranElsewhere(queued.task.taskId, queued.listeners));
+        queued.settle(
+          queued.adopted ? Promise.resolve(undefined) : ranElsewhere(queued.task.taskId, queued.listeners),
+        );
       }
       const task = running.get(taskId);
       if (!task) return false;

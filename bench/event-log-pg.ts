@@ -2,7 +2,7 @@ import pg from 'pg';
 import { createPostgresTaskStore } from '../agent-server/store/postgres.ts';
 import { openPostgres } from '../lib/postgres.ts';
 import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
-import { stepData } from './event-log.ts';
+import { recordRates, stepData } from './event-log.ts';
 
 // Figure 10 on PostgreSQL: step records per second through the agent-server's PostgreSQL task store
 // (appendEvent, then its write-behind: one multi-row INSERT per flush) against raw `pg` inserts of the same rows
@@ -91,17 +91,7 @@ export async function pgEventLogRun(rounds = 100, batch = 50): Promise<PgEventLo
     }
     await raw.end();
     await store.close();
-    const records = rounds * batch;
-    const rawRunPerS = (records / rawMs) * 1000;
-    const rawBatchedPerS = (records / batchedMs) * 1000;
-    return {
-      storeRecordsPerS: (records / storeMs) * 1000,
-      rawInsertsPerS: Math.max(rawRunPerS, rawBatchedPerS),
-      rawRunPerS,
-      rawBatchedPerS,
-      batch,
-      records,
-    };
+    return { ...recordRates(rounds * batch, { storeMs, rawMs, batchedMs }), batch };
   } finally {
     server.stop();
   }

@@ -1,15 +1,8 @@
-import type { EventType, Task, TaskEvent, TaskStatus, TokenTotals, Usage } from '../contract.ts';
+import type { EventType, Task, TaskEvent, TaskStatus } from '../contract.ts';
+import type { LoopOutcome } from '../loop/loop.ts';
 
-/** How a task ended, as stored. */
-export interface TaskOutcome {
-  status: Exclude<TaskStatus, 'queued' | 'running' | 'awaiting_approval'>;
-  final_answer: string | null;
-  error: string | null;
-  steps: number;
-  usage: Usage;
-  toolsets_used: string[];
-  tokens: TokenTotals;
-}
+/** How a task ended, as stored: what its loop ended with. */
+export type TaskOutcome = LoopOutcome;
 
 /**
  * The agent-server's persistence, with two implementations: SQLite (store.ts, the embedded default) and

@@ -99,6 +99,29 @@ export async function createPostgresTaskStore(
         onWriteError(err);
       }
     });
+  /**
+   * One statement, committed with the events appended before it (in one transaction, after the writes queued
+   * before it); resolves to the rows it changed.
+   */
+  const afterEvents = (sql: string, values: unknown[]): Promise<number> =>
+    enqueue((rows) =>
+      inTransaction(pool, async (client) => {
+        await insertEvents((text, params) => client.query(text, params), rows);
+        return (await client.query(sql, values)).rowCount ?? 0;
+      }),
+    );
+  /** Tasks in `status`, oldest first, each with its last seq (their numbering goes on here, whoever began it). */
+  const tasksIn = async (status: 'queued' | 'awaiting_approval') => {
+    const rows = await read<TaskRow & { last_seq: number | null }>(
+      `SELECT ${COLUMNS}, (SELECT MAX(seq) FROM task_events e WHERE e.task_id = t.task_id) AS last_seq
+       FROM tasks t WHERE status = $1 ORDER BY created_at, n`,
+      [status],
+    );
+    return rows.map(({ last_seq, ...row }) => {
+      if (!lastSeq.has(row.task_id)) lastSeq.set(row.task_id, last_seq ?? 0);
+      return row;
+    });
+  };
   const read = async <T>(sql: string, values: unknown[]): Promise<T[]> => {
     await flush();
     return (await pool.query(sql, values)).rows as T[];
@@ -108,22 +131,17 @@ export async function createPostgresTaskStore(
     async createTask(taskId, sessionId, goal, queued) {
       lastSeq.set(taskId, 0);
       // Committed at once (a failure rejects: the task must not run unrecorded), with other tasks' queued events.
-      await enqueue(async (rows) => {
-        await inTransaction(pool, async (client) => {
-          await insertEvents((sql, values) => client.query(sql, values), rows);
-          await client.query(
-            'INSERT INTO tasks (task_id, session_id, goal, status, created_at, request) VALUES ($1, $2, $3, $4, $5, $6)',
-            [
-              taskId,
-              sessionId,
-              goal,
-              queued ? 'queued' : 'running',
-              new Date().toISOString(),
-              queued ? JSON.stringify(queued.request) : null,
-            ],
-          );
-        });
-      });
+      await afterEvents(
+        'INSERT INTO tasks (task_id, session_id, goal, status, created_at, request) VALUES ($1, $2, $3, $4, $5, $6)',
+        [
+          taskId,
+          sessionId,
+          goal,
+          queued ? 'queued' : 'running',
+          new Date().toISOString(),
+          queued ? JSON.stringify(queued.request) : null,
+        ],
+      );
     },
     appendEvent(taskId, type, durationMs, data): TaskEvent {
       const last = lastSeq.get(taskId);
@@ -139,92 +157,54 @@ export async function createPostgresTaskStore(
       timer ??= setTimeout(() => void flush(), WRITE_BEHIND_MS);
       return { seq, type, at, duration_ms: durationMs, data } as TaskEvent;
     },
-    async startQueued(taskId) {
-      return enqueue((rows) =>
-        inTransaction(pool, async (client) => {
-          await insertEvents((sql, values) => client.query(sql, values), rows);
-          // Only while still queued: of several processes claiming it, one gets the row.
-          const claimed = await client.query(
-            "UPDATE tasks SET status = 'running', request = NULL WHERE task_id = $1 AND status = 'queued'",
-            [taskId],
-          );
-          return claimed.rowCount === 1;
-        }),
-      );
-    },
+    // Only while still queued: of several processes claiming it, one gets the row.
+    startQueued: async (taskId) =>
+      (await afterEvents(
+        "UPDATE tasks SET status = 'running', request = NULL WHERE task_id = $1 AND status = 'queued'",
+        [taskId],
+      )) === 1,
     async queued() {
-      const rows = await read<TaskRow & { last_seq: number | null }>(
-        `SELECT ${COLUMNS}, (SELECT MAX(seq) FROM task_events e WHERE e.task_id = t.task_id) AS last_seq
-         FROM tasks t WHERE status = 'queued' ORDER BY created_at, n`,
-        [],
-      );
-      return rows.map(({ last_seq, ...row }) => {
-        if (!lastSeq.has(row.task_id)) lastSeq.set(row.task_id, last_seq ?? 0);
-        return { task: toTask(row), request: row.request ? JSON.parse(row.request) : null };
-      });
+      return (await tasksIn('queued')).map((row) => ({
+        task: toTask(row),
+        request: row.request ? JSON.parse(row.request) : null,
+      }));
     },
     async pause(taskId, pendingApproval, state) {
-      await enqueue(async (rows) => {
-        await inTransaction(pool, async (client) => {
-          await insertEvents((sql, values) => client.query(sql, values), rows);
-          await client.query(
-            "UPDATE tasks SET status = 'awaiting_approval', pending_approval = $1, resume_state = $2 WHERE task_id = $3",
-            [JSON.stringify(pendingApproval), JSON.stringify(state), taskId],
-          );
-        });
-      });
-    },
-    async unpause(taskId) {
-      return enqueue((rows) =>
-        inTransaction(pool, async (client) => {
-          await insertEvents((sql, values) => client.query(sql, values), rows);
-          // Only while still paused: of several processes resuming it, one goes on.
-          const moved = await client.query(
-            "UPDATE tasks SET status = 'running', pending_approval = NULL, resume_state = NULL WHERE task_id = $1 AND status = 'awaiting_approval'",
-            [taskId],
-          );
-          return moved.rowCount === 1;
-        }),
+      await afterEvents(
+        "UPDATE tasks SET status = 'awaiting_approval', pending_approval = $1, resume_state = $2 WHERE task_id = $3",
+        [JSON.stringify(pendingApproval), JSON.stringify(state), taskId],
       );
     },
+    // Only while still paused: of several processes resuming it, one goes on.
+    unpause: async (taskId) =>
+      (await afterEvents(
+        "UPDATE tasks SET status = 'running', pending_approval = NULL, resume_state = NULL WHERE task_id = $1 AND status = 'awaiting_approval'",
+        [taskId],
+      )) === 1,
     async awaiting() {
-      const rows = await read<TaskRow & { last_seq: number | null }>(
-        `SELECT ${COLUMNS}, (SELECT MAX(seq) FROM task_events e WHERE e.task_id = t.task_id) AS last_seq
-         FROM tasks t WHERE status = 'awaiting_approval' ORDER BY created_at, n`,
-        [],
-      );
-      return rows.map(({ last_seq, ...row }) => {
-        // A paused task is resumed here, perhaps by a process that did not start it: its numbering goes on.
-        if (!lastSeq.has(row.task_id)) lastSeq.set(row.task_id, last_seq ?? 0);
-        return {
-          task: toTask(row),
-          pending: row.pending_approval ? JSON.parse(row.pending_approval) : null,
-          state: row.resume_state ? JSON.parse(row.resume_state) : null,
-        };
-      });
+      return (await tasksIn('awaiting_approval')).map((row) => ({
+        task: toTask(row),
+        pending: row.pending_approval ? JSON.parse(row.pending_approval) : null,
+        state: row.resume_state ? JSON.parse(row.resume_state) : null,
+      }));
     },
     async finishTask(taskId, o: TaskOutcome) {
       lastSeq.delete(taskId);
-      await enqueue(async (rows) => {
-        await inTransaction(pool, async (client) => {
-          await insertEvents((sql, values) => client.query(sql, values), rows);
-          await client.query(
-            `UPDATE tasks SET status = $1, final_answer = $2, error = $3, steps = $4, usage = $5, toolsets_used = $6,
-             tokens = $7, finished_at = $8, pending_approval = NULL, resume_state = NULL WHERE task_id = $9`,
-            [
-              o.status,
-              o.final_answer,
-              o.error,
-              o.steps,
-              JSON.stringify(o.usage),
-              JSON.stringify(o.toolsets_used),
-              JSON.stringify(o.tokens),
-              new Date().toISOString(),
-              taskId,
-            ],
-          );
-        });
-      });
+      await afterEvents(
+        `UPDATE tasks SET status = $1, final_answer = $2, error = $3, steps = $4, usage = $5, toolsets_used = $6,
+         tokens = $7, finished_at = $8, pending_approval = NULL, resume_state = NULL WHERE task_id = $9`,
+        [
+          o.status,
+          o.final_answer,
+          o.error,
+          o.steps,
+          JSON.stringify(o.usage),
+          JSON.stringify(o.toolsets_used),
+          JSON.stringify(o.tokens),
+          new Date().toISOString(),
+          taskId,
+        ],
+      );
     },
     async getTask(taskId): Promise<Task | undefined> {
       const [row] = await read<TaskRow>(`SELECT ${COLUMNS} FROM tasks WHERE task_id = $1`, [taskId]);

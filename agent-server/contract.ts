@@ -98,9 +98,14 @@ export type Task = z.infer<typeof Task>;
 
 export const TaskDetail = Task.extend({ events: z.array(TaskEvent) });
 
+/**
+ * A decision. For a call whose outcome is unknown (kind `unknown_outcome`): `approve` runs it again, a denial
+ * skips it (the model is told it may have run), and `fail: true` (with `approve: false`) ends the task failed.
+ */
 export const DecideApproval = z.strictObject({
   approve: z.boolean(),
   reason: boundedString(LIMITS.reason).optional(),
+  fail: z.boolean().optional(),
 });
 
 /** The model endpoint's last known state (agent-server/clients/model.ts ModelHealth). */

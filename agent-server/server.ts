@@ -32,17 +32,18 @@ export async function startAgentServer(
         '(the agent-server’s own credential, a different value)',
     );
   }
-  const onWriteError = (err: unknown) => log.error({ err }, 'a task record could not be written');
+  const storeOptions = {
+    onWriteError: (err: unknown) => log.error({ err }, 'a task record could not be written'),
+    leaseMs: config.agent.leaseS * 1000,
+  };
   // PostgreSQL's client is loaded only when it is used: the embedded default starts without it.
   const store = config.databaseUrl
     ? await (async (url: string) => {
         const { openPostgres } = await import('../lib/postgres.ts');
         const { createPostgresTaskStore } = await import('./store/postgres.ts');
-        return createPostgresTaskStore(openPostgres(url, 'agent-server'), onWriteError);
+        return createPostgresTaskStore(openPostgres(url, 'agent-server'), storeOptions);
       })(config.databaseUrl)
-    : createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')), onWriteError);
-  const interrupted = await store.failInterrupted();
-  if (interrupted > 0) log.warn({ interrupted }, 'marked tasks left running by a previous process as failed');
+    : createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')), storeOptions);
   const m = config.agent.model;
   const model =
     m.apiKey || m.baseURL

@@ -166,6 +166,12 @@ export function createProgress(opts: ProgressOptions) {
           `  ${d.approved ? s.green('✓ approved') : s.red('✗ not approved')}${d.message ? s.dim(`: ${d.message}`) : ''}`,
         );
         break;
+      case 'task_resumed': {
+        const from = d.step === null ? 'from its start' : `from step ${d.step}`;
+        const open = d.unknown ? (d.rerun ? `; ${d.unknown} runs again` : `; ${d.unknown} may have run`) : '';
+        line(`  ${s.yellow('↻ resumed')} on ${d.worker} ${from}${open}`);
+        break;
+      }
       case 'task_finished':
         endActivity();
         break;

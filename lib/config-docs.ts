@@ -44,6 +44,11 @@ export const SETTING_GROUPS: Group[] = [
       MAX_QUEUED_TASKS: {
         doc: 'tasks that may wait for a slot, kept across a restart (past it: 503 with `retry-after`; 0: no queue)',
       },
+      TASK_LEASE_S: {
+        doc:
+          "how long a worker's claim on a running task lasts unrenewed (heartbeat every third); a task whose worker " +
+          'stopped goes to another worker this long after',
+      },
       TOKENIZER: {
         doc: 'the encoding tokens are counted in: `o200k_base`, `cl100k_base`, `p50k_base`, `r50k_base`, `gpt2`',
       },

@@ -98,6 +98,7 @@ export const EnvSchema = z.object({
   MAX_ACTIVATIONS_PER_TASK: z.coerce.number().int().min(1).default(20),
   MAX_CONCURRENT_TASKS: z.coerce.number().int().min(1).default(4),
   MAX_QUEUED_TASKS: z.coerce.number().int().min(0).max(1_000_000).default(1000),
+  TASK_LEASE_S: z.coerce.number().min(1).max(3600).default(30),
   TOOL_SERVER_TOKEN: optionalString,
   AGENT_API_TOKEN: optionalString,
   ALLOWED_HOSTS: commaList,
@@ -218,6 +219,8 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       /** Tasks that may run at once (503 with retry-after beyond; paused ones do not count). */
       maxConcurrentTasks: e.MAX_CONCURRENT_TASKS,
       maxQueuedTasks: e.MAX_QUEUED_TASKS,
+      /** How long a worker's claim on a running task lasts without a heartbeat (renewed every third). */
+      leaseS: e.TASK_LEASE_S,
       /** A task's wall-clock limit unless its request sets `max_duration_s`. */
       maxDurationS: e.AGENT_MAX_DURATION_S,
       /** How often an idle event stream sends a keep-alive comment. */

@@ -56,7 +56,8 @@ export const PendingApproval = z.object({
   task_id: z.string(),
   call_id: z.string(),
   approval_id: z.string(),
-  kind: z.enum(['call', 'activate']),
+  /** `unknown_outcome`: a call started before its worker stopped and may have run; approve runs it again. */
+  kind: z.enum(['call', 'activate', 'unknown_outcome']),
   subject: z.string(),
   arguments: z.record(z.string(), z.unknown()).nullable(),
   reason: z.string(),

@@ -14,6 +14,7 @@ export const EventType = z.enum([
   'toolset_change',
   'approval_needed',
   'approval_decided',
+  'task_resumed',
   'task_finished',
 ]);
 export type EventType = z.infer<typeof EventType>;
@@ -101,6 +102,18 @@ const EventData = {
     approved: z.boolean(),
     message: z.string().optional(),
   }),
+  /**
+   * The task goes on under another claim (its worker stopped, or its lease lapsed): from its checkpointed
+   * reply of `step`, the first `calls_done` calls answered as recorded; `unknown` names a call that started
+   * and never ended (run again when the tool says it is read-only or idempotent: `rerun`; else a human decides).
+   */
+  task_resumed: z.looseObject({
+    worker: z.string(),
+    step: StepNo.nullable(),
+    calls_done: z.number(),
+    unknown: z.string().nullable(),
+    rerun: z.boolean(),
+  }),
   task_finished: z.looseObject({
     status: z.string(),
     error: z.string().nullable(),
@@ -132,6 +145,7 @@ export const TaskEvent = z.discriminatedUnion('type', [
   eventOf('toolset_change'),
   eventOf('approval_needed'),
   eventOf('approval_decided'),
+  eventOf('task_resumed'),
   eventOf('task_finished'),
 ]);
 export type TaskEvent = z.infer<typeof TaskEvent>;

@@ -10,9 +10,11 @@ import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.
 import { buildModelRequest } from '../http/request.ts';
 import { ModelError, TaskStoppedError } from '../tasks/errors.ts';
 import { createExposure, systemPromptFor } from './exposure.ts';
+import { type RecordedCall, recoverReply, unknownOutcomeReason } from './recovery.ts';
 import { withToolList } from './tool-list.ts';
 import {
   type ApprovalDecision,
+  type CallJournal,
   type Emit,
   type PendingCall,
   runToolCalls,
@@ -52,6 +54,28 @@ export interface LoopDeps {
   signal?: AbortSignal;
   /** Pauses the task until a human decides on a call the policy asks about; `snapshot` is what to persist. */
   awaitApproval?: (pending: PendingCall, snapshot: LoopSnapshot) => Promise<ApprovalDecision>;
+  /**
+   * Where the task records its progress so another worker can go on from it: each reply with tool calls
+   * before they run (`checkpoint`), and each call as it starts and ends.
+   */
+  journal?: CallJournal & { checkpoint(snapshot: LoopSnapshot): Promise<void> };
+  /** This worker's name, in a `task_resumed` event. */
+  worker?: string;
+}
+
+/** How long a human has to decide about a call of unknown outcome (the task's own time limit comes first). */
+const UNKNOWN_OUTCOME_WAIT_MS = 7 * 24 * 3600 * 1000;
+
+/** A call's arguments as an object, for a human to read (null when they are not one). */
+function argumentsOf(call: ChatCompletionMessageFunctionToolCall): Record<string, unknown> | null {
+  try {
+    const value: unknown = JSON.parse(call.function.arguments);
+    return value && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
+  } catch {
+    return null;
+  }
 }
 
 /** How a task's loop ended. */
@@ -100,6 +124,11 @@ export async function runLoop(
     exposure?: ToolExposure;
     /** Going on from a pause, with the human's decision on the call that waited. */
     resume?: { snapshot: LoopSnapshot; decision: ApprovalDecision };
+    /**
+     * Going on from another worker's claim: its last checkpoint (null: none, the task starts over) and the
+     * calls it recorded since.
+     */
+    recovered?: { snapshot: LoopSnapshot | null; recorded: RecordedCall[] };
   },
   deps: LoopDeps,
 ): Promise<LoopOutcome> {
@@ -107,7 +136,7 @@ export async function runLoop(
   const { signal, emit } = deps;
   // The session's tool list is kept between steps and replaced when toolsets change (tool-list.ts).
   const gateway = withToolList(deps.gateway, sessionId);
-  const saved = input.resume?.snapshot;
+  const saved = input.resume?.snapshot ?? input.recovered?.snapshot ?? undefined;
   const exposure = createExposure(saved?.exposure ?? input.exposure);
   for (const name of saved?.shown ?? []) exposure.shown.add(name);
   const usage: Usage = saved?.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
@@ -143,12 +172,23 @@ export async function runLoop(
       },
       { role: 'user', content: input.goal },
     ];
+    /** The loop as it stands, answering call `index` of the reply `calls` of `step`. */
+    const snapshotAt = (pending: LoopSnapshot['pending']): LoopSnapshot => ({
+      messages,
+      steps,
+      usage,
+      tokens,
+      used: [...used],
+      exposure: exposure.mode,
+      shown: [...exposure.shown],
+      pending,
+    });
     /** Runs a reply's tool calls (or, resuming, the rest of them), pausing for approvals on the way. */
     const answer = async (
       calls: ChatCompletionMessageFunctionToolCall[],
       step: number,
       tools: GatewayTool[],
-      resume?: { index: number; done: ChatCompletionMessageParam[]; decision: ApprovalDecision },
+      resume?: { index: number; done: ChatCompletionMessageParam[]; decision?: ApprovalDecision },
     ) => {
       const awaitApproval = deps.awaitApproval;
       const toolMessages = await runToolCalls(calls, {
@@ -161,29 +201,64 @@ export async function runLoop(
         used,
         exposure,
         resume,
+        journal: deps.journal,
         awaitApproval:
           awaitApproval &&
           ((pending) =>
-            awaitApproval(pending, {
-              messages,
-              steps,
-              usage,
-              tokens,
-              used: [...used],
-              exposure: exposure.mode,
-              shown: [...exposure.shown],
-              pending: { step, calls, index: pending.index, done: pending.done, tools },
-            })),
+            awaitApproval(
+              pending,
+              snapshotAt({ step, calls, index: pending.index, done: pending.done, tools }),
+            )),
       });
       messages.push(...toolMessages);
     };
     if (input.resume && saved) {
       const p = saved.pending;
-      await answer(p.calls, p.step, p.tools, {
-        index: p.index,
-        done: p.done,
-        decision: input.resume.decision,
-      });
+      const { decision } = input.resume;
+      if (decision.fail) return end('failed', null, decision.fail);
+      await answer(p.calls, p.step, p.tools, { index: p.index, done: p.done, decision });
+    }
+    if (input.recovered) {
+      const p = saved?.pending;
+      const worker = deps.worker ?? 'unknown';
+      if (!p) emit('task_resumed', { worker, step: null, calls_done: 0, unknown: null, rerun: false });
+      else {
+        const r = recoverReply(p, input.recovered.recorded, exposure.mode === 'dispatch');
+        for (const id of r.after?.used ?? []) used.add(id);
+        for (const name of r.after?.shown ?? []) exposure.shown.add(name);
+        emit('task_resumed', {
+          worker,
+          step: p.step,
+          calls_done: r.index,
+          unknown: r.unknown?.name ?? null,
+          rerun: r.unknown?.safe ?? false,
+        });
+        let decision: ApprovalDecision | undefined;
+        if (r.unknown && !r.unknown.safe) {
+          const call = p.calls[r.index];
+          const why = unknownOutcomeReason(r.unknown.name);
+          decision = deps.awaitApproval
+            ? await deps.awaitApproval(
+                {
+                  call,
+                  approval: {
+                    id: `outcome_${call.id}`,
+                    kind: 'unknown_outcome',
+                    subject: r.unknown.name,
+                    arguments: argumentsOf(call),
+                    reason: why,
+                    expires_at: new Date(Date.now() + UNKNOWN_OUTCOME_WAIT_MS).toISOString(),
+                  },
+                  index: r.index,
+                  done: r.done,
+                },
+                snapshotAt({ ...p, index: r.index, done: r.done }),
+              )
+            : { approved: false, fail: `Task failed: ${why}` };
+          if (decision.fail) return end('failed', null, decision.fail);
+        }
+        await answer(p.calls, p.step, p.tools, { index: r.index, done: r.done, decision });
+      }
     }
     while (steps < maxSteps) {
       throwIfStopped(signal);
@@ -265,6 +340,10 @@ export async function runLoop(
       if (reply.tool_calls.length === 0) return end('completed', reply.content ?? '', null);
 
       messages.push({ role: 'assistant', content: reply.content, tool_calls: reply.tool_calls });
+      // On record before any of its calls runs: a worker taking the task over goes on from this reply.
+      await deps.journal?.checkpoint(
+        snapshotAt({ step, calls: reply.tool_calls, index: 0, done: [], tools }),
+      );
       await answer(reply.tool_calls, step, tools);
     }
     return end('max_steps', null, `The task reached max_steps (${maxSteps}) without a final answer`);

@@ -30,12 +30,34 @@ export interface ApprovalDecision {
   approved: boolean;
   /** Why not (denied with a reason, or no answer in time), for the model. */
   message?: string;
+  /** A call of unknown outcome not run again: the whole tool message the model gets instead. */
+  skipped?: string;
+  /** The task is to end failed, saying this. */
+  fail?: string;
+}
+
+/** What a task waits for a human about: an approval the gateway recorded, or a call of unknown outcome. */
+export type AskedApproval = Pick<Approval, 'id' | 'subject' | 'arguments' | 'reason' | 'expires_at'> & {
+  kind: Approval['kind'] | 'unknown_outcome';
+};
+
+/** A call's record once it ended: its tool message (null: it did not run) and the loop state after it. */
+export interface CallResult {
+  message: ChatCompletionMessageParam | null;
+  used: string[];
+  shown: string[];
+}
+
+/** Where a task records its calls as they start and end (tasks/agent.ts: the task store, fenced). */
+export interface CallJournal {
+  started(index: number, callId: string): Promise<void>;
+  finished(index: number, callId: string, result: CallResult): Promise<void>;
 }
 
 /** A tool call that waits for a human yes, with what the reply's earlier calls already answered. */
 export interface PendingCall {
   call: ChatCompletionMessageFunctionToolCall;
-  approval: Approval;
+  approval: AskedApproval;
   /** The call's position in the reply. */
   index: number;
   /** The tool messages of the reply's calls before it. */
@@ -57,8 +79,13 @@ export interface ToolStepContext {
   exposure?: Exposure;
   /** Waits for a human's decision on a call the policy asks about (absent: the refusal goes to the model). */
   awaitApproval?: (pending: PendingCall) => Promise<ApprovalDecision>;
-  /** Resuming a paused reply: start at this call, after these tool messages, with its decision known. */
-  resume?: { index: number; done: ChatCompletionMessageParam[]; decision: ApprovalDecision };
+  /**
+   * Resuming a reply: start at this call, after these tool messages, with its decision known (none: a call
+   * that never started, or one safe to run again).
+   */
+  resume?: { index: number; done: ChatCompletionMessageParam[]; decision?: ApprovalDecision };
+  /** Records each call as it starts and ends, so a task resumed elsewhere knows what ran. */
+  journal?: CallJournal;
 }
 
 /** The tool message for a call whose approval was not given. */
@@ -67,7 +94,9 @@ const notApproved = (
   args: unknown,
   decision: ApprovalDecision,
 ): ToolCallOutcome => ({
-  content: `Error: ${call.function.name} was not run: ${decision.message ?? 'a human denied it'}`,
+  content:
+    decision.skipped ??
+    `Error: ${call.function.name} was not run: ${decision.message ?? 'a human denied it'}`,
   ok: false,
   arguments: args,
 });
@@ -89,7 +118,15 @@ export async function runToolCalls(
     const started = performance.now();
     const name = ctx.exposure?.mode === 'dispatch' ? calledName(call) : call.function.name;
     ctx.emit('tool_call_started', { step: ctx.step, tool_call_id: call.id, name });
-    const run = () => executeToolCall(call, ctx.sessionId, ctx.gateway, ctx.signal, ctx.exposure);
+    const journal = ctx.journal;
+    const run = async () => {
+      // On record before it runs: if this worker stops now, whoever resumes the task knows it may have run.
+      await journal?.started(index, call.id);
+      const ran = await executeToolCall(call, ctx.sessionId, ctx.gateway, ctx.signal, ctx.exposure);
+      // Refused for an approval: nothing ran (a resumed task asks again).
+      if (ran.approval) await journal?.finished(index, call.id, { message: null, used: [], shown: [] });
+      return ran;
+    };
     const resumed = ctx.resume && index === ctx.resume.index ? ctx.resume.decision : undefined;
     let outcome =
       resumed && !resumed.approved ? notApproved(call, call.function.arguments, resumed) : await run();
@@ -105,12 +142,22 @@ export async function runToolCalls(
       outcome = decision.approved ? await run() : notApproved(call, outcome.arguments, decision);
     }
     throwIfStopped(ctx.signal);
-    messages.push({ role: 'tool', tool_call_id: call.id, content: outcome.content });
+    const message: ChatCompletionMessageParam = {
+      role: 'tool',
+      tool_call_id: call.id,
+      content: outcome.content,
+    };
+    messages.push(message);
     const toolset = toolsetOf.get(outcome.tool ?? call.function.name);
     if (outcome.ok && toolset) ctx.used.add(toolset);
+    if (outcome.change?.action === 'ACTIVATE') for (const id of outcome.change.toolset_ids) ctx.used.add(id);
+    await journal?.finished(index, call.id, {
+      message,
+      used: [...ctx.used],
+      shown: [...(ctx.exposure?.shown ?? [])],
+    });
     const resultBytes = Buffer.byteLength(outcome.content);
     if (outcome.change) {
-      if (outcome.change.action === 'ACTIVATE') for (const id of outcome.change.toolset_ids) ctx.used.add(id);
       ctx.emit(
         'toolset_change',
         {

@@ -4,25 +4,89 @@ import type { LoopOutcome } from '../loop/loop.ts';
 /** How a task ended, as stored: what its loop ended with. */
 export type TaskOutcome = LoopOutcome;
 
+/** One tool call of the reply a task's checkpoint holds, as recorded around its run. */
+export interface CallRecord {
+  /** The call's position in the reply. */
+  index: number;
+  call_id: string;
+  /** Recorded when the call ended; until then its outcome is unknown (it may have run, or not). */
+  finished: boolean;
+  /** The tool message the call answered with, and the loop state after it (toolsets used, tools shown). */
+  result: unknown;
+}
+
+/** A task claimed from the queue: where it goes on from (null: from its start), and its calls since then. */
+export interface Claim {
+  /** It ran before (on another worker, or before a restart): it goes on rather than starts. */
+  resumed: boolean;
+  state: unknown;
+  calls: CallRecord[];
+  /** What it needs to start (steps, duration, exposure), as submitted. */
+  request: unknown;
+}
+
+/** Who holds tasks through a store, and for how long a claim lasts without a heartbeat. */
+export interface LeaseOptions {
+  /** This worker, as its leases name it (host, process, a random part). */
+  holder?: string;
+  /** How long a lease lasts; heartbeats renew it at a third of that. */
+  leaseMs?: number;
+}
+
+export interface StoreOptions extends LeaseOptions {
+  /** A batched write that failed (the events of a task are then missing from the log). */
+  onWriteError?: (err: unknown) => void;
+}
+
+/** A write refused because this worker no longer holds the task's lease (it lapsed; another may run it). */
+export class LeaseLost extends Error {
+  readonly taskId: string;
+  constructor(taskId: string) {
+    super(`this worker no longer holds the lease of task ${taskId}`);
+    this.name = new.target.name;
+    this.taskId = taskId;
+  }
+}
+
 /**
  * The agent-server's persistence, with two implementations: SQLite (store.ts, the embedded default) and
  * PostgreSQL (postgres.ts, when DATABASE_URL names one); tests/agent-server/store/contract.test.ts runs the
- * same suite on both. Writes of a task's creation, pause, resumption and end are durable when they resolve;
- * events are numbered at once and written behind, in batches, and every read sees them.
+ * same suite on both.
+ *
+ * Tasks form a durable queue. A worker runs a task only while it holds its lease: taken when it creates or
+ * claims the task, renewed by a heartbeat, numbered by a fence that goes up with each claim. Every write of a
+ * running task (its events, checkpoints, call records, pause and end) carries the fence and is refused once
+ * the lease lapsed or another worker claimed the task: `onLeaseLost` hears of it. A lapsed lease is requeued
+ * (`requeueLapsed`) and the next claim goes on from the task's checkpoint. Writes of a task's creation,
+ * claim, checkpoint, calls, pause and end are durable when they resolve; events are numbered at once and
+ * written behind, in batches, and every read sees them.
  */
 export interface TaskStore {
+  /** This store's worker name (in its leases). */
+  readonly holder: string;
+  /** An embedded store: one process uses it, so at start every running task is one a stopped process left. */
+  readonly embedded: boolean;
   /**
-   * Records a new task (durable when it resolves): running, or, with `queued`, waiting for a free slot with
-   * what it needs to start later (`request`, kept across a restart).
+   * Records a new task (durable when it resolves) with what it needs to start (`request`): running, under
+   * this worker's lease, or with `queued` waiting for a worker to claim it.
    */
-  createTask(taskId: string, sessionId: string, goal: string, queued?: { request: unknown }): Promise<void>;
-  /** Claims a queued task: it is running from now on. False when it is no longer queued (claimed elsewhere, ended). */
-  startQueued(taskId: string): Promise<boolean>;
-  /** Tasks waiting for a slot, oldest first, with what they need to start. */
+  createTask(
+    taskId: string,
+    sessionId: string,
+    goal: string,
+    opts?: { queued?: boolean; request?: unknown },
+  ): Promise<void>;
+  /**
+   * Claims a queued task under this worker's lease: what it goes on from. Undefined when it is no longer
+   * queued (claimed by another worker, ended).
+   */
+  claim(taskId: string): Promise<Claim | undefined>;
+  /** Tasks waiting for a worker, oldest first, with what they need to start. */
   queued(): Promise<{ task: Task; request: unknown }[]>;
   /**
-   * Records an event of a task created, or found awaiting, through this store, numbered after its last one;
-   * returns it as readers will see it. The write itself is batched (a failure goes to the store's onWriteError).
+   * Records an event of a task this worker holds (or one it holds no lease of: unfenced), numbered after its
+   * last one; returns it as readers will see it. The write itself is batched (a failure goes to onWriteError,
+   * a refusal to onLeaseLost).
    */
   appendEvent(
     taskId: string,
@@ -30,24 +94,44 @@ export interface TaskStore {
     durationMs: number | null,
     data: Record<string, unknown>,
   ): TaskEvent;
-  /** Records that the task waits for `pending`, with the loop state to resume from. */
+  /**
+   * Records where the task goes on from if its worker stops: a reply whose tool calls are about to run. The
+   * call records of the reply before it are dropped. Throws LeaseLost when refused.
+   */
+  checkpoint(taskId: string, state: unknown): Promise<void>;
+  /** Records that call `index` of the checkpoint's reply starts now (durable before it runs). Throws LeaseLost. */
+  callStarted(taskId: string, index: number, callId: string): Promise<void>;
+  /** Records how call `index` ended. Throws LeaseLost. */
+  callFinished(taskId: string, index: number, callId: string, result: unknown): Promise<void>;
+  /** Records that the task waits for `pending`, with the loop state to resume from; the lease is let go. */
   pause(taskId: string, pending: unknown, state: unknown): Promise<void>;
   /**
-   * The task goes on after its pause: true for the one caller that moves it from awaiting to running (of
-   * several processes resuming it, one goes on).
+   * The task goes on after its pause, under this worker's lease: true for the one caller that moves it from
+   * awaiting to running (of several workers resuming it, one goes on).
    */
   unpause(taskId: string): Promise<boolean>;
-  /** Tasks paused for an approval, with what they wait for and their saved loop state. */
-  awaiting(): Promise<{ task: Task; pending: unknown; state: unknown }[]>;
-  /** Records how the task ended. */
+  /** Records a human's decision on a paused task's call (one the agent-server itself asks about); false when it is not paused for `callId`. */
+  decide(taskId: string, callId: string, decision: unknown): Promise<boolean>;
+  /** Tasks paused for an approval, with what they wait for, their saved loop state, and any decision recorded. */
+  awaiting(): Promise<{ task: Task; pending: unknown; state: unknown; decision: unknown }[]>;
+  /** The call records of the task's checkpointed reply. */
+  calls(taskId: string): Promise<CallRecord[]>;
+  /** Records how the task ended (throws LeaseLost when another worker holds it now). */
   finishTask(taskId: string, outcome: TaskOutcome): Promise<void>;
+  /** Gives a running task back to the queue (this worker stops): another worker, or the next start, claims it. */
+  release(taskId: string): Promise<void>;
   getTask(taskId: string): Promise<Task | undefined>;
   /** The task's events after `after` (a seq), in order. */
   events(taskId: string, after?: number): Promise<TaskEvent[]>;
   /** The newest tasks first. */
   recentTasks(limit: number): Promise<Task[]>;
-  /** Marks tasks a stopped process left running as failed; returns how many. */
-  failInterrupted(): Promise<number>;
+  /**
+   * Requeues running tasks whose lease lapsed (with `all`, every running task: an embedded store's previous
+   * process is gone); returns their ids.
+   */
+  requeueLapsed(all?: boolean): Promise<string[]>;
+  /** Hears of each task whose lease this worker lost. */
+  onLeaseLost(listener: (taskId: string) => void): void;
   /** Deletes up to `limit` finished tasks (with their events) older than `before`; returns how many. */
   pruneTasks(before: string, limit: number): Promise<number>;
   /** Commits the batched writes now. */
@@ -60,6 +144,10 @@ export interface TaskRow {
   request?: string | null;
   pending_approval?: string | null;
   resume_state?: string | null;
+  decision?: string | null;
+  lease_owner?: string | null;
+  lease_until?: unknown;
+  fence?: number | string;
   task_id: string;
   session_id: string;
   goal: string;
@@ -75,7 +163,16 @@ export interface TaskRow {
 }
 
 /** A stored row as the contract's Task. */
-export function toTask({ pending_approval: _p, resume_state: _r, request: _q, ...row }: TaskRow): Task {
+export function toTask({
+  pending_approval: _p,
+  resume_state: _r,
+  request: _q,
+  decision: _d,
+  lease_owner: _o,
+  lease_until: _u,
+  fence: _f,
+  ...row
+}: TaskRow): Task {
   return {
     ...row,
     usage: JSON.parse(row.usage),

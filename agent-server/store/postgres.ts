@@ -1,7 +1,8 @@
 import { inTransaction, migratePostgres, type Pool } from '../../lib/postgres.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
-import type { TaskOutcome, TaskRow, TaskStore } from './interface.ts';
+import type { CallRecord, StoreOptions, TaskOutcome, TaskRow, TaskStore } from './interface.ts';
 import { toTask } from './interface.ts';
+import { createLeases } from './leases.ts';
 
 // Tasks and their events in PostgreSQL (DATABASE_URL): the same store as store.ts's SQLite one, the same
 // contract suite (tests/agent-server/store/contract.test.ts). Events are numbered when they are appended and
@@ -39,23 +40,42 @@ const MIGRATIONS = [
    );`,
   // A queued task's request (steps, duration, exposure), to start it later, also after a restart.
   'ALTER TABLE tasks ADD COLUMN request TEXT',
+  // Leases (who runs a task, until when, under which fence), a human's decision recorded here, and the
+  // tool calls of a task's checkpointed reply.
+  `ALTER TABLE tasks ADD COLUMN lease_owner TEXT;
+   ALTER TABLE tasks ADD COLUMN lease_until TIMESTAMPTZ;
+   ALTER TABLE tasks ADD COLUMN fence BIGINT NOT NULL DEFAULT 0;
+   ALTER TABLE tasks ADD COLUMN decision TEXT;
+   CREATE TABLE task_calls (
+     task_id TEXT NOT NULL REFERENCES tasks(task_id) ON DELETE CASCADE,
+     idx INTEGER NOT NULL,
+     call_id TEXT NOT NULL,
+     finished BOOLEAN NOT NULL,
+     result TEXT,
+     PRIMARY KEY (task_id, idx)
+   );`,
 ];
 
 /** How long an appended event may wait for others to share its INSERT. */
 const WRITE_BEHIND_MS = 5;
-/** The most rows one INSERT carries (six parameters each, under PostgreSQL's 65,535). */
+/** The most rows one INSERT carries (seven parameters each, under PostgreSQL's 65,535). */
 const MAX_ROWS_PER_INSERT = 1000;
 
-type Row = [string, number, EventType, string, number | null, string];
+/** An event row, and the fence its task is held under here (null: written unfenced). */
+type Row = [string, number, EventType, string, number | null, string, number | null];
 
 const COLUMNS =
-  'task_id, session_id, goal, status, final_answer, error, steps, usage, toolsets_used, tokens, created_at, finished_at, pending_approval, resume_state, request';
+  'task_id, session_id, goal, status, final_answer, error, steps, usage, toolsets_used, tokens, created_at, finished_at, pending_approval, resume_state, request, decision, fence';
+
+/** A fenced statement's condition on `tasks`: held under fence $2 and its lease not lapsed ($1 is the task). */
+const HELD = 'task_id = $1 AND ($2::bigint IS NULL OR (fence = $2 AND lease_until > now()))';
+
+type Query = (sql: string, values: unknown[]) => Promise<{ rows: unknown[]; rowCount: number | null }>;
 
 /** The PostgreSQL task store on `pool`, its schema migrated first. */
-export async function createPostgresTaskStore(
-  pool: Pool,
-  onWriteError: (err: unknown) => void = (err) => process.emitWarning(`task store write failed: ${err}`),
-): Promise<TaskStore> {
+export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {}): Promise<TaskStore> {
+  const onWriteError =
+    opts.onWriteError ?? ((err: unknown) => process.emitWarning(`task store write failed: ${err}`));
   await migratePostgres(pool, 'agent-server', MIGRATIONS);
   /** The last seq given to each task this store appends to. */
   const lastSeq = new Map<string, number>();
@@ -63,18 +83,38 @@ export async function createPostgresTaskStore(
   let timer: NodeJS.Timeout | null = null;
   /** Writes run one after another, in the order they were queued. */
   let writing: Promise<void> = Promise.resolve();
+  const leases = createLeases(opts, async (held) => {
+    const res = await pool.query(
+      `UPDATE tasks t SET lease_until = now() + $3 * interval '1 millisecond'
+       FROM unnest($1::text[], $2::bigint[]) AS h(task_id, fence)
+       WHERE t.task_id = h.task_id AND t.fence = h.fence AND t.lease_until > now() RETURNING t.task_id`,
+      [held.map(([t]) => t), held.map(([, f]) => f), leases.leaseMs],
+    );
+    return res.rows.map((r) => r.task_id as string);
+  });
+  const lease = "now() + $LEASE * interval '1 millisecond'";
 
-  const insertEvents = async (query: (sql: string, values: unknown[]) => Promise<unknown>, rows: Row[]) => {
+  /** Inserts event rows; a row whose task is no longer held under its fence is refused (its lease is lost). */
+  const insertEvents = async (query: Query, rows: Row[]) => {
     for (let i = 0; i < rows.length; i += MAX_ROWS_PER_INSERT) {
       const chunk = rows.slice(i, i + MAX_ROWS_PER_INSERT);
-      const values = chunk.map(
-        (_, r) =>
-          `($${r * 6 + 1}, $${r * 6 + 2}, $${r * 6 + 3}, $${r * 6 + 4}, $${r * 6 + 5}, $${r * 6 + 6})`,
-      );
-      await query(
-        `INSERT INTO task_events (task_id, seq, type, at, duration_ms, data) VALUES ${values.join(', ')}`,
+      const values = chunk.map((_, r) => {
+        const n = r * 7;
+        return `($${n + 1}, $${n + 2}::int, $${n + 3}, $${n + 4}, $${n + 5}::float8, $${n + 6}, $${n + 7}::bigint)`;
+      });
+      const res = await query(
+        `INSERT INTO task_events (task_id, seq, type, at, duration_ms, data)
+         SELECT v.task_id, v.seq, v.type, v.at, v.duration_ms, v.data
+         FROM (VALUES ${values.join(', ')}) AS v(task_id, seq, type, at, duration_ms, data, fence)
+         JOIN tasks t ON t.task_id = v.task_id
+         WHERE v.fence IS NULL OR (t.fence = v.fence AND t.lease_until > now())
+         RETURNING task_id, seq`,
         chunk.flat(),
       );
+      if (res.rowCount === chunk.length) continue;
+      const written = new Set(res.rows.map((r) => (r as { task_id: string }).task_id));
+      for (const [taskId, , , , , , fence] of chunk)
+        if (fence !== null && !written.has(taskId)) leases.lose(taskId, fence);
     }
   };
   /** Queues `work` after the writes before it, with the events appended so far; `work` gets them. */
@@ -100,110 +140,239 @@ export async function createPostgresTaskStore(
       }
     });
   /**
-   * One statement, committed with the events appended before it (in one transaction, after the writes queued
-   * before it); resolves to the rows it changed.
+   * Statements committed with the events appended before them (in one transaction, after the writes queued
+   * before it); resolves to what `work` returns.
    */
-  const afterEvents = (sql: string, values: unknown[]): Promise<number> =>
+  const afterEvents = <T>(work: (query: Query) => Promise<T>): Promise<T> =>
     enqueue((rows) =>
       inTransaction(pool, async (client) => {
-        await insertEvents((text, params) => client.query(text, params), rows);
-        return (await client.query(sql, values)).rowCount ?? 0;
+        const query: Query = (text, params) => client.query(text, params);
+        await insertEvents(query, rows);
+        return work(query);
       }),
     );
-  /** Tasks in `status`, oldest first, each with its last seq (their numbering goes on here, whoever began it). */
-  const tasksIn = async (status: 'queued' | 'awaiting_approval') => {
-    const rows = await read<TaskRow & { last_seq: number | null }>(
-      `SELECT ${COLUMNS}, (SELECT MAX(seq) FROM task_events e WHERE e.task_id = t.task_id) AS last_seq
-       FROM tasks t WHERE status = $1 ORDER BY created_at, n`,
-      [status],
-    );
-    return rows.map(({ last_seq, ...row }) => {
-      if (!lastSeq.has(row.task_id)) lastSeq.set(row.task_id, last_seq ?? 0);
-      return row;
+  /** One statement after the events before it; resolves to its rows. */
+  const statement = <T>(sql: string, values: unknown[]) =>
+    afterEvents(async (query) => {
+      const withLease = sql.includes('$LEASE');
+      const text = sql.replaceAll('$LEASE', `$${values.length + 1}`);
+      return (await query(text, withLease ? [...values, leases.leaseMs] : values)).rows as T[];
     });
+  /** A fenced statement ($1 the task, $2 its fence) after the events before it; throws LeaseLost when refused. */
+  const fencedWrite = async (
+    taskId: string,
+    work: (query: Query, fence: number | null) => Promise<number>,
+  ) => {
+    const fence = leases.fence(taskId) ?? null;
+    const changed = await afterEvents((query) => work(query, fence));
+    leases.check(taskId, fence ?? undefined, changed);
   };
+  /** Tasks in `status`, oldest first. */
+  const tasksIn = (status: 'queued' | 'awaiting_approval') =>
+    read<TaskRow>(`SELECT ${COLUMNS} FROM tasks t WHERE status = $1 ORDER BY created_at, n`, [status]);
   const read = async <T>(sql: string, values: unknown[]): Promise<T[]> => {
     await flush();
     return (await pool.query(sql, values)).rows as T[];
   };
+  const callsOf = async (taskId: string): Promise<CallRecord[]> =>
+    (
+      await read<{ idx: number; call_id: string; finished: boolean; result: string | null }>(
+        'SELECT idx, call_id, finished, result FROM task_calls WHERE task_id = $1 ORDER BY idx',
+        [taskId],
+      )
+    ).map((c) => ({
+      index: c.idx,
+      call_id: c.call_id,
+      finished: c.finished,
+      result: c.result === null ? null : JSON.parse(c.result),
+    }));
+  /** Claimed (or resumed) under `fence`: its numbering goes on after its last event, whoever wrote it. */
+  const claimed = (taskId: string, fence: number, last: number | null) => {
+    leases.take(taskId, fence);
+    lastSeq.set(taskId, last ?? 0);
+  };
+  const LAST_SEQ = '(SELECT MAX(seq) FROM task_events e WHERE e.task_id = tasks.task_id) AS last_seq';
 
   return {
-    async createTask(taskId, sessionId, goal, queued) {
+    holder: leases.holder,
+    embedded: false,
+    async createTask(taskId, sessionId, goal, opts = {}) {
       lastSeq.set(taskId, 0);
+      const request = opts.request === undefined ? null : JSON.stringify(opts.request);
       // Committed at once (a failure rejects: the task must not run unrecorded), with other tasks' queued events.
-      await afterEvents(
-        'INSERT INTO tasks (task_id, session_id, goal, status, created_at, request) VALUES ($1, $2, $3, $4, $5, $6)',
-        [
-          taskId,
-          sessionId,
-          goal,
-          queued ? 'queued' : 'running',
-          new Date().toISOString(),
-          queued ? JSON.stringify(queued.request) : null,
-        ],
-      );
+      if (opts.queued) {
+        await statement(
+          `INSERT INTO tasks (task_id, session_id, goal, status, created_at, request, fence)
+           VALUES ($1, $2, $3, 'queued', $4, $5, 0)`,
+          [taskId, sessionId, goal, new Date().toISOString(), request],
+        );
+      } else {
+        await statement(
+          `INSERT INTO tasks (task_id, session_id, goal, status, created_at, request, lease_owner, lease_until, fence)
+           VALUES ($1, $2, $3, 'running', $4, $5, $6, ${lease}, 1)`,
+          [taskId, sessionId, goal, new Date().toISOString(), request, leases.holder],
+        );
+        leases.take(taskId, 1);
+      }
     },
     appendEvent(taskId, type, durationMs, data): TaskEvent {
       const last = lastSeq.get(taskId);
       if (last === undefined) {
         throw new Error(
-          `task ${taskId} was not created or found awaiting through this store: its events cannot be numbered`,
+          `task ${taskId} was not created or claimed through this store: its events cannot be numbered`,
         );
       }
       const seq = last + 1;
       lastSeq.set(taskId, seq);
       const at = new Date().toISOString();
-      pending.push([taskId, seq, type, at, durationMs, JSON.stringify(data)]);
+      pending.push([taskId, seq, type, at, durationMs, JSON.stringify(data), leases.fence(taskId) ?? null]);
       timer ??= setTimeout(() => void flush(), WRITE_BEHIND_MS);
       return { seq, type, at, duration_ms: durationMs, data } as TaskEvent;
     },
-    // Only while still queued: of several processes claiming it, one gets the row.
-    startQueued: async (taskId) =>
-      (await afterEvents(
-        "UPDATE tasks SET status = 'running', request = NULL WHERE task_id = $1 AND status = 'queued'",
-        [taskId],
-      )) === 1,
+    // Only while still queued: of several workers claiming it, one gets the row (the others skip it at once).
+    async claim(taskId) {
+      const [row] = await statement<{
+        fence: string;
+        last_seq: number | null;
+        resume_state: string | null;
+        request: string | null;
+      }>(
+        `UPDATE tasks SET status = 'running', lease_owner = $2, lease_until = ${lease}, fence = fence + 1
+         WHERE task_id = (SELECT task_id FROM tasks WHERE task_id = $1 AND status = 'queued' FOR UPDATE SKIP LOCKED)
+         RETURNING fence, resume_state, request, ${LAST_SEQ}`,
+        [taskId, leases.holder],
+      );
+      if (!row) return undefined;
+      claimed(taskId, Number(row.fence), row.last_seq);
+      return {
+        resumed: Number(row.fence) > 1,
+        state: row.resume_state ? JSON.parse(row.resume_state) : null,
+        calls: await callsOf(taskId),
+        request: row.request ? JSON.parse(row.request) : null,
+      };
+    },
     async queued() {
       return (await tasksIn('queued')).map((row) => ({
         task: toTask(row),
         request: row.request ? JSON.parse(row.request) : null,
       }));
     },
-    async pause(taskId, pendingApproval, state) {
-      await afterEvents(
-        "UPDATE tasks SET status = 'awaiting_approval', pending_approval = $1, resume_state = $2 WHERE task_id = $3",
-        [JSON.stringify(pendingApproval), JSON.stringify(state), taskId],
+    async checkpoint(taskId, state) {
+      await fencedWrite(taskId, async (query, fence) => {
+        const res = await query(`UPDATE tasks SET resume_state = $3 WHERE ${HELD}`, [
+          taskId,
+          fence,
+          JSON.stringify(state),
+        ]);
+        if (res.rowCount) await query('DELETE FROM task_calls WHERE task_id = $1', [taskId]);
+        return res.rowCount ?? 0;
+      });
+    },
+    async callStarted(taskId, index, callId) {
+      await fencedWrite(
+        taskId,
+        async (query, fence) =>
+          (
+            await query(
+              `INSERT INTO task_calls (task_id, idx, call_id, finished) SELECT $1, $3, $4, false
+             WHERE EXISTS (SELECT 1 FROM tasks WHERE ${HELD})
+             ON CONFLICT (task_id, idx) DO UPDATE SET call_id = EXCLUDED.call_id, finished = false, result = NULL`,
+              [taskId, fence, index, callId],
+            )
+          ).rowCount ?? 0,
       );
     },
-    // Only while still paused: of several processes resuming it, one goes on.
-    unpause: async (taskId) =>
-      (await afterEvents(
-        "UPDATE tasks SET status = 'running', pending_approval = NULL, resume_state = NULL WHERE task_id = $1 AND status = 'awaiting_approval'",
-        [taskId],
-      )) === 1,
+    async callFinished(taskId, index, callId, result) {
+      await fencedWrite(
+        taskId,
+        async (query, fence) =>
+          (
+            await query(
+              `INSERT INTO task_calls (task_id, idx, call_id, finished, result) SELECT $1, $3, $4, true, $5
+             WHERE EXISTS (SELECT 1 FROM tasks WHERE ${HELD})
+             ON CONFLICT (task_id, idx) DO UPDATE SET call_id = EXCLUDED.call_id, finished = true, result = EXCLUDED.result`,
+              [taskId, fence, index, callId, JSON.stringify(result)],
+            )
+          ).rowCount ?? 0,
+      );
+    },
+    async pause(taskId, pendingApproval, state) {
+      await fencedWrite(
+        taskId,
+        async (query, fence) =>
+          (
+            await query(
+              `UPDATE tasks SET status = 'awaiting_approval', pending_approval = $3, resume_state = $4, decision = NULL,
+             lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
+              [taskId, fence, JSON.stringify(pendingApproval), JSON.stringify(state)],
+            )
+          ).rowCount ?? 0,
+      );
+      leases.drop(taskId);
+    },
+    // Only while still paused: of several workers resuming it, one goes on.
+    async unpause(taskId) {
+      const [row] = await statement<{ fence: string; last_seq: number | null }>(
+        `UPDATE tasks SET status = 'running', pending_approval = NULL, decision = NULL, lease_owner = $2,
+         lease_until = ${lease}, fence = fence + 1 WHERE task_id = $1 AND status = 'awaiting_approval'
+         RETURNING fence, ${LAST_SEQ}`,
+        [taskId, leases.holder],
+      );
+      if (!row) return false;
+      claimed(taskId, Number(row.fence), row.last_seq);
+      return true;
+    },
+    async decide(taskId, callId, decision) {
+      const res = await pool.query(
+        `UPDATE tasks SET decision = $3 WHERE task_id = $1 AND status = 'awaiting_approval' AND decision IS NULL
+         AND (pending_approval::json ->> 'call_id') = $2`,
+        [taskId, callId, JSON.stringify(decision)],
+      );
+      return res.rowCount === 1;
+    },
     async awaiting() {
       return (await tasksIn('awaiting_approval')).map((row) => ({
         task: toTask(row),
         pending: row.pending_approval ? JSON.parse(row.pending_approval) : null,
         state: row.resume_state ? JSON.parse(row.resume_state) : null,
+        decision: row.decision ? JSON.parse(row.decision) : null,
       }));
     },
+    calls: callsOf,
     async finishTask(taskId, o: TaskOutcome) {
+      await fencedWrite(taskId, async (query, fence) => {
+        const res = await query(
+          `UPDATE tasks SET status = $3, final_answer = $4, error = $5, steps = $6, usage = $7, toolsets_used = $8,
+           tokens = $9, finished_at = $10, pending_approval = NULL, resume_state = NULL, decision = NULL,
+           lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
+          [
+            taskId,
+            fence,
+            o.status,
+            o.final_answer,
+            o.error,
+            o.steps,
+            JSON.stringify(o.usage),
+            JSON.stringify(o.toolsets_used),
+            JSON.stringify(o.tokens),
+            new Date().toISOString(),
+          ],
+        );
+        if (res.rowCount) await query('DELETE FROM task_calls WHERE task_id = $1', [taskId]);
+        return res.rowCount ?? 0;
+      });
+      leases.drop(taskId);
       lastSeq.delete(taskId);
-      await afterEvents(
-        `UPDATE tasks SET status = $1, final_answer = $2, error = $3, steps = $4, usage = $5, toolsets_used = $6,
-         tokens = $7, finished_at = $8, pending_approval = NULL, resume_state = NULL WHERE task_id = $9`,
-        [
-          o.status,
-          o.final_answer,
-          o.error,
-          o.steps,
-          JSON.stringify(o.usage),
-          JSON.stringify(o.toolsets_used),
-          JSON.stringify(o.tokens),
-          new Date().toISOString(),
-          taskId,
-        ],
+    },
+    async release(taskId) {
+      const fence = leases.fence(taskId);
+      leases.drop(taskId);
+      lastSeq.delete(taskId);
+      if (fence === undefined) return;
+      await statement(
+        `UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_until = NULL, fence = fence + 1
+         WHERE ${HELD} AND status = 'running'`,
+        [taskId, fence],
       );
     },
     async getTask(taskId): Promise<Task | undefined> {
@@ -224,14 +393,15 @@ export async function createPostgresTaskStore(
       );
       return rows.map(toTask);
     },
-    async failInterrupted() {
-      await flush();
-      const res = await pool.query(
-        "UPDATE tasks SET status = 'failed', error = $1, finished_at = $2 WHERE status = 'running'",
-        ['the agent-server stopped while this task was running', new Date().toISOString()],
+    async requeueLapsed(all = false) {
+      const rows = await read<{ task_id: string }>(
+        `UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_until = NULL, fence = fence + 1
+         WHERE status = 'running' AND ($1 OR lease_until IS NULL OR lease_until <= now()) RETURNING task_id`,
+        [all],
       );
-      return res.rowCount ?? 0;
+      return rows.map((r) => r.task_id);
     },
+    onLeaseLost: (listener) => void leases.onLost(listener),
     async pruneTasks(before, limit) {
       await flush();
       const res = await pool.query(
@@ -243,6 +413,7 @@ export async function createPostgresTaskStore(
     },
     flush,
     async close() {
+      leases.stop();
       await flush();
       await pool.end();
     },

@@ -1,6 +1,14 @@
 import { createWriteBatch, type Db, migrateSqlite } from '../../lib/sqlite.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
-import { type TaskOutcome, type TaskRow, type TaskStore, toTask } from './interface.ts';
+import {
+  type CallRecord,
+  type StoreOptions,
+  type TaskOutcome,
+  type TaskRow,
+  type TaskStore,
+  toTask,
+} from './interface.ts';
+import { createLeases } from './leases.ts';
 
 export type { TaskOutcome, TaskStore };
 
@@ -53,56 +61,108 @@ const MIGRATIONS = [
   },
   // A queued task's request (steps, duration, exposure), to start it later, also after a restart.
   'ALTER TABLE tasks ADD COLUMN request TEXT',
+  // Leases (who runs a task, until when, under which fence), a human's decision recorded here, and the
+  // tool calls of a task's checkpointed reply.
+  `ALTER TABLE tasks ADD COLUMN lease_owner TEXT;
+   ALTER TABLE tasks ADD COLUMN lease_until INTEGER;
+   ALTER TABLE tasks ADD COLUMN fence INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE tasks ADD COLUMN decision TEXT;
+   CREATE INDEX IF NOT EXISTS tasks_status ON tasks (status);
+   CREATE TABLE task_calls (
+     task_id TEXT NOT NULL REFERENCES tasks(task_id) ON DELETE CASCADE,
+     idx INTEGER NOT NULL,
+     call_id TEXT NOT NULL,
+     finished INTEGER NOT NULL,
+     result TEXT,
+     PRIMARY KEY (task_id, idx)
+   );`,
 ];
 
 /**
  * The SQLite task store: creates or migrates the tables and returns the task queries. Event records are
  * committed together a few milliseconds after they are written (lib/sqlite.ts createWriteBatch): a step's five
  * or six rows in one commit, every read flushing first, a failure given to `onWriteError`. A task's creation,
- * pause, resumption and end are committed at once and reject when they fail. Every method does its work in
- * the turn it is called in (the promises only carry the result).
+ * claim, checkpoint, calls, pause and end are committed at once and reject when they fail. Every method does
+ * its work in the turn it is called in (the promises only carry the result). Leases are kept as in the
+ * PostgreSQL store (one process uses the file, so they matter little here, but the contract is the same).
  */
-export function createTaskStore(
-  db: Db,
-  onWriteError: (err: unknown) => void = (err) => process.emitWarning(`task store write failed: ${err}`),
-): TaskStore {
+export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
+  const onWriteError =
+    opts.onWriteError ?? ((err: unknown) => process.emitWarning(`task store write failed: ${err}`));
   migrateSqlite(db, 'agent-server', MIGRATIONS);
+  /** A fenced write's condition: the task is held under this fence and its lease has not lapsed. */
+  const HELD = 'task_id = @task AND fence = @fence AND lease_until > @now';
   const q = {
     insert: db.prepare(
-      'INSERT INTO tasks (task_id, session_id, goal, status, created_at, request) VALUES (?, ?, ?, ?, ?, ?)',
+      `INSERT INTO tasks (task_id, session_id, goal, status, created_at, request, lease_owner, lease_until, fence)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
-    start: db.prepare(
-      "UPDATE tasks SET status = 'running', request = NULL WHERE task_id = ? AND status = 'queued'",
+    claim: db.prepare<{ task: string; holder: string; until: number }, TaskRow>(
+      `UPDATE tasks SET status = 'running', lease_owner = @holder, lease_until = @until, fence = fence + 1
+       WHERE task_id = @task AND status = 'queued' RETURNING *`,
     ),
     queued: db.prepare<[], TaskRow>("SELECT * FROM tasks WHERE status = 'queued' ORDER BY created_at, rowid"),
     addEvent: db.prepare<[string, number, EventType, string, number | null, string]>(
       'INSERT INTO task_events (task_id, seq, type, at, duration_ms, data) VALUES (?, ?, ?, ?, ?, ?)',
     ),
+    addFencedEvent: db.prepare(
+      `INSERT INTO task_events (task_id, seq, type, at, duration_ms, data)
+       SELECT @task, @seq, @type, @at, @duration, @data WHERE EXISTS (SELECT 1 FROM tasks WHERE ${HELD})`,
+    ),
     lastSeq: db.prepare<[string], { seq: number | null }>(
       'SELECT MAX(seq) AS seq FROM task_events WHERE task_id = ?',
     ),
+    checkpoint: db.prepare(`UPDATE tasks SET resume_state = @state WHERE ${HELD}`),
+    dropCalls: db.prepare('DELETE FROM task_calls WHERE task_id = ?'),
+    callStarted: db.prepare(
+      `INSERT OR REPLACE INTO task_calls (task_id, idx, call_id, finished, result)
+       SELECT @task, @idx, @call, 0, NULL WHERE EXISTS (SELECT 1 FROM tasks WHERE ${HELD})`,
+    ),
+    callFinished: db.prepare(
+      `INSERT OR REPLACE INTO task_calls (task_id, idx, call_id, finished, result)
+       SELECT @task, @idx, @call, 1, @result WHERE EXISTS (SELECT 1 FROM tasks WHERE ${HELD})`,
+    ),
+    calls: db.prepare<[string], { idx: number; call_id: string; finished: number; result: string | null }>(
+      'SELECT idx, call_id, finished, result FROM task_calls WHERE task_id = ? ORDER BY idx',
+    ),
     finish: db.prepare(
-      `UPDATE tasks SET status = ?, final_answer = ?, error = ?, steps = ?, usage = ?, toolsets_used = ?,
-       tokens = ?, finished_at = ? WHERE task_id = ?`,
+      `UPDATE tasks SET status = @status, final_answer = @answer, error = @error, steps = @steps, usage = @usage,
+       toolsets_used = @used, tokens = @tokens, finished_at = @at, pending_approval = NULL, resume_state = NULL,
+       decision = NULL, lease_owner = NULL, lease_until = NULL
+       WHERE task_id = @task AND (@fence IS NULL OR (fence = @fence AND lease_until > @now))`,
+    ),
+    release: db.prepare(
+      `UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_until = NULL, fence = fence + 1
+       WHERE ${HELD} AND status = 'running'`,
     ),
     get: db.prepare<[string], TaskRow>('SELECT * FROM tasks WHERE task_id = ?'),
     events: db.prepare<[string, number], Omit<TaskEvent, 'data'> & { data: string }>(
       'SELECT seq, type, at, duration_ms, data FROM task_events WHERE task_id = ? AND seq > ? ORDER BY seq',
     ),
     recent: db.prepare<[number], TaskRow>('SELECT * FROM tasks ORDER BY created_at DESC, rowid DESC LIMIT ?'),
-    interrupt: db.prepare(
-      "UPDATE tasks SET status = 'failed', error = ?, finished_at = ? WHERE status = 'running'",
+    requeue: db.prepare<{ all: number; now: number }, { task_id: string }>(
+      `UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_until = NULL, fence = fence + 1
+       WHERE status = 'running' AND (@all = 1 OR lease_until IS NULL OR lease_until <= @now) RETURNING task_id`,
     ),
     pause: db.prepare(
-      "UPDATE tasks SET status = 'awaiting_approval', pending_approval = ?, resume_state = ? WHERE task_id = ?",
+      `UPDATE tasks SET status = 'awaiting_approval', pending_approval = @pending, resume_state = @state,
+       decision = NULL, lease_owner = NULL, lease_until = NULL
+       WHERE task_id = @task AND (@fence IS NULL OR (fence = @fence AND lease_until > @now))`,
     ),
-    unpause: db.prepare(
-      "UPDATE tasks SET status = 'running', pending_approval = NULL, resume_state = NULL WHERE task_id = ? AND status = 'awaiting_approval'",
+    unpause: db.prepare<{ task: string; holder: string; until: number }, { fence: number }>(
+      `UPDATE tasks SET status = 'running', pending_approval = NULL, decision = NULL, lease_owner = @holder,
+       lease_until = @until, fence = fence + 1 WHERE task_id = @task AND status = 'awaiting_approval' RETURNING fence`,
+    ),
+    decide: db.prepare(
+      `UPDATE tasks SET decision = @decision WHERE task_id = @task AND status = 'awaiting_approval'
+       AND decision IS NULL AND json_extract(pending_approval, '$.call_id') = @call`,
     ),
     awaiting: db.prepare<[], TaskRow>(
       "SELECT * FROM tasks WHERE status = 'awaiting_approval' ORDER BY created_at",
     ),
-    clearPause: db.prepare('UPDATE tasks SET pending_approval = NULL, resume_state = NULL WHERE task_id = ?'),
+    renew: db.prepare(
+      'UPDATE tasks SET lease_until = @until WHERE task_id = @task AND fence = @fence AND lease_until > @now',
+    ),
     // Finished tasks only (running and paused ones are never deleted); their events go with them (CASCADE).
     prune: db.prepare(
       `DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks WHERE created_at < ?
@@ -110,33 +170,65 @@ export function createTaskStore(
     ),
   };
   const batch = createWriteBatch(db, onWriteError);
-  const finish = db.transaction((taskId: string, o: TaskOutcome) => {
-    q.clearPause.run(taskId);
-    q.finish.run(
-      o.status,
-      o.final_answer,
-      o.error,
-      o.steps,
-      JSON.stringify(o.usage),
-      JSON.stringify(o.toolsets_used),
-      JSON.stringify(o.tokens),
-      new Date().toISOString(),
-      taskId,
-    );
+  const renew = db.transaction((held: [string, number][]) => {
+    const now = Date.now();
+    const until = now + leases.leaseMs;
+    return held
+      .filter(([task, fence]) => q.renew.run({ task, fence, now, until }).changes === 1)
+      .map(([t]) => t);
   });
+  const leases = createLeases(opts, async (held) => {
+    batch.flush();
+    return renew(held);
+  });
+  /** The parameters of a fenced write of `taskId`. */
+  const fenced = (taskId: string) => ({ task: taskId, fence: leases.fence(taskId) ?? null, now: Date.now() });
+  /** Runs a fenced write (after the events before it); throws LeaseLost when it changed nothing. */
+  const write = (taskId: string, run: (params: ReturnType<typeof fenced>) => number) => {
+    batch.flush();
+    const params = fenced(taskId);
+    leases.check(taskId, params.fence ?? undefined, run(params));
+  };
   /** The last seq given to each task this process has events for (read from the table on first use). */
   const lastSeq = new Map<string, number>();
+  const claimed = (taskId: string, fence: number) => {
+    leases.take(taskId, fence);
+    lastSeq.set(taskId, q.lastSeq.get(taskId)?.seq ?? 0);
+  };
+  const callsOf = (taskId: string): CallRecord[] =>
+    q.calls.all(taskId).map((c) => ({
+      index: c.idx,
+      call_id: c.call_id,
+      finished: c.finished === 1,
+      result: c.result === null ? null : JSON.parse(c.result),
+    }));
   return {
+    holder: leases.holder,
+    embedded: true,
     /** Records a new task, committed at once (a failure throws: the task must not run unrecorded). */
-    async createTask(taskId: string, sessionId: string, goal: string, queued?: { request: unknown }) {
-      const status = queued ? 'queued' : 'running';
-      const request = queued ? JSON.stringify(queued.request) : null;
-      q.insert.run(taskId, sessionId, goal, status, new Date().toISOString(), request);
+    async createTask(taskId, sessionId, goal, opts = {}) {
+      const request = opts.request === undefined ? null : JSON.stringify(opts.request);
+      const now = new Date();
+      if (opts.queued)
+        q.insert.run(taskId, sessionId, goal, 'queued', now.toISOString(), request, null, null, 0);
+      else {
+        const until = now.getTime() + leases.leaseMs;
+        q.insert.run(taskId, sessionId, goal, 'running', now.toISOString(), request, leases.holder, until, 1);
+        leases.take(taskId, 1);
+      }
       lastSeq.set(taskId, 0);
     },
-    async startQueued(taskId: string) {
+    async claim(taskId) {
       batch.flush();
-      return q.start.run(taskId).changes === 1;
+      const row = q.claim.get({ task: taskId, holder: leases.holder, until: Date.now() + leases.leaseMs });
+      if (!row) return undefined;
+      claimed(taskId, Number(row.fence));
+      return {
+        resumed: Number(row.fence) > 1,
+        state: row.resume_state ? JSON.parse(row.resume_state) : null,
+        calls: callsOf(taskId),
+        request: row.request ? JSON.parse(row.request) : null,
+      };
     },
     async queued() {
       batch.flush();
@@ -145,12 +237,7 @@ export function createTaskStore(
         request: row.request ? JSON.parse(row.request) : null,
       }));
     },
-    appendEvent(
-      taskId: string,
-      type: EventType,
-      durationMs: number | null,
-      data: Record<string, unknown>,
-    ): TaskEvent {
+    appendEvent(taskId, type, durationMs, data): TaskEvent {
       const at = new Date().toISOString();
       let seq = lastSeq.get(taskId);
       if (seq === undefined) {
@@ -160,37 +247,102 @@ export function createTaskStore(
       seq += 1;
       lastSeq.set(taskId, seq);
       const text = JSON.stringify(data);
-      batch.add(() => q.addEvent.run(taskId, seq, type, at, durationMs, text));
+      const fence = leases.fence(taskId);
+      const n = seq;
+      batch.add(() => {
+        if (fence === undefined) q.addEvent.run(taskId, n, type, at, durationMs, text);
+        else {
+          const row = {
+            task: taskId,
+            seq: n,
+            type,
+            at,
+            duration: durationMs,
+            data: text,
+            fence,
+            now: Date.now(),
+          };
+          if (q.addFencedEvent.run(row).changes === 0) leases.lose(taskId, fence);
+        }
+      });
       // The emitter typed `data` by its `type` (Emit); stored rows are read back as what they were written as.
       return { seq, type, at, duration_ms: durationMs, data } as TaskEvent;
+    },
+    async checkpoint(taskId, state) {
+      const text = JSON.stringify(state);
+      write(taskId, (p) =>
+        db.transaction(() => {
+          const changed = q.checkpoint.run({ ...p, state: text }).changes;
+          if (changed) q.dropCalls.run(taskId);
+          return changed;
+        })(),
+      );
+    },
+    async callStarted(taskId, index, callId) {
+      write(taskId, (p) => q.callStarted.run({ ...p, idx: index, call: callId }).changes);
+    },
+    async callFinished(taskId, index, callId, result) {
+      const text = JSON.stringify(result);
+      write(taskId, (p) => q.callFinished.run({ ...p, idx: index, call: callId, result: text }).changes);
     },
     /**
      * Records that the task waits for `pending`, with the loop state to resume from: committed at once, after
      * the events queued before it (a failure throws: a pause nobody can find would never be decided).
      */
-    async pause(taskId: string, pending: unknown, state: unknown) {
-      batch.flush();
-      q.pause.run(JSON.stringify(pending), JSON.stringify(state), taskId);
+    async pause(taskId, pending, state) {
+      const [p, s] = [JSON.stringify(pending), JSON.stringify(state)];
+      write(taskId, (params) => q.pause.run({ ...params, pending: p, state: s }).changes);
+      leases.drop(taskId);
     },
-    /** The task runs again (its approval was decided); committed at once, like the pause. */
-    async unpause(taskId: string) {
+    /** The task runs again (its approval was decided), under this worker's lease; committed at once. */
+    async unpause(taskId) {
       batch.flush();
-      return q.unpause.run(taskId).changes === 1;
+      const row = q.unpause.get({ task: taskId, holder: leases.holder, until: Date.now() + leases.leaseMs });
+      if (!row) return false;
+      claimed(taskId, Number(row.fence));
+      return true;
+    },
+    async decide(taskId, callId, decision) {
+      return q.decide.run({ task: taskId, call: callId, decision: JSON.stringify(decision) }).changes === 1;
     },
     /** Tasks paused for an approval, with what they wait for and their saved loop state. */
-    async awaiting(): Promise<{ task: Task; pending: unknown; state: unknown }[]> {
+    async awaiting() {
       batch.flush();
       return q.awaiting.all().map((row) => ({
         task: toTask(row),
         pending: row.pending_approval ? JSON.parse(row.pending_approval) : null,
         state: row.resume_state ? JSON.parse(row.resume_state) : null,
+        decision: row.decision ? JSON.parse(row.decision) : null,
       }));
     },
+    calls: async (taskId) => callsOf(taskId),
     /** Stores how the task ended: committed at once, after the events queued before it (a failure throws). */
-    async finishTask(taskId: string, o: TaskOutcome) {
-      batch.flush();
+    async finishTask(taskId, o) {
+      write(taskId, (p) =>
+        db.transaction(() => {
+          const changed = q.finish.run({
+            ...p,
+            status: o.status,
+            answer: o.final_answer,
+            error: o.error,
+            steps: o.steps,
+            usage: JSON.stringify(o.usage),
+            used: JSON.stringify(o.toolsets_used),
+            tokens: JSON.stringify(o.tokens),
+            at: new Date().toISOString(),
+          }).changes;
+          if (changed) q.dropCalls.run(taskId);
+          return changed;
+        })(),
+      );
+      leases.drop(taskId);
       lastSeq.delete(taskId);
-      finish(taskId, o);
+    },
+    async release(taskId) {
+      batch.flush();
+      if (leases.fence(taskId) !== undefined) q.release.run(fenced(taskId));
+      leases.drop(taskId);
+      lastSeq.delete(taskId);
     },
     async getTask(taskId: string): Promise<Task | undefined> {
       batch.flush();
@@ -206,12 +358,11 @@ export function createTaskStore(
       batch.flush();
       return q.recent.all(limit).map(toTask);
     },
-    /** Tasks a previous process left running cannot resume yet: mark them failed, saying why. */
-    async failInterrupted(): Promise<number> {
+    async requeueLapsed(all = false) {
       batch.flush();
-      return q.interrupt.run('the agent-server stopped while this task was running', new Date().toISOString())
-        .changes;
+      return q.requeue.all({ all: all ? 1 : 0, now: Date.now() }).map((r) => r.task_id);
     },
+    onLeaseLost: (listener) => void leases.onLost(listener),
     /** Retention (lib/retention.ts): deletes at most `limit` tasks finished before `before` (ISO), with their events. */
     async pruneTasks(before: string, limit: number): Promise<number> {
       batch.flush();
@@ -220,6 +371,7 @@ export function createTaskStore(
     /** Commits the queued writes now (for a reader outside this store, such as another process). */
     flush: async () => batch.flush(),
     async close() {
+      leases.stop();
       batch.flush();
       db.close();
     },

@@ -13,13 +13,15 @@ import type {
   ToolExposure,
 } from '../contract.ts';
 import { type LoopSnapshot, runLoop } from '../loop/loop.ts';
+import type { RecordedCall } from '../loop/recovery.ts';
 import type { ApprovalDecision } from '../loop/tool-step.ts';
-import { createApprovalWaiter } from './approval-wait.ts';
+import type { Claim } from '../store/interface.ts';
+import { createApprovalWaiter, gatewayDecision, storedDecision } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
 import { observeEvent } from './observer.ts';
 import { AgentShutdown, crashed, noSteps, ResumedElsewhere, resultOf } from './outcome.ts';
-import { relayDecision, renderGoal } from './relay.ts';
+import { relayDecision, renderGoal, unknownOutcomeDecision } from './relay.ts';
 
 /** What a paused task waits for, as stored and listed. */
 type PendingRecord = PendingApproval;
@@ -37,9 +39,16 @@ interface QueuedRequest {
   exposure: ToolExposure;
 }
 
+/** A task as a worker runs it: its request, and when it was submitted (its time limit counts from then). */
+type TaskToRun = { taskId: string; sessionId: string; goal: string; createdAt: string } & QueuedRequest;
+
+/** The seconds left of a task's time limit (at least one). */
+const remainingS = (maxDurationS: number, createdAt: string) =>
+  Math.max(1, Math.ceil(maxDurationS - (Date.now() - Date.parse(createdAt)) / 1000));
+
 /** A task waiting for a slot: who follows it, and its `done` for when it has run. */
 interface QueuedTask {
-  task: { taskId: string; sessionId: string; goal: string } & QueuedRequest;
+  task: TaskToRun;
   listeners: Set<TaskListener>;
   settle: (launched: Promise<ExecuteTaskResponse | undefined>) => void;
   done: Promise<ExecuteTaskResponse>;
@@ -56,6 +65,15 @@ export function createAgent(deps: AgentDeps) {
   const running = new Map<string, RunningTask>();
   const tokens = deps.tokens ?? createTokenCounter();
   const defaultMaxDurationS = deps.defaultMaxDurationS ?? 1800;
+
+  // A task whose lease this worker lost (it lapsed; another worker may have claimed it) stops here at once:
+  // its writes are refused from now on, and it goes on wherever it is claimed next.
+  deps.store.onLeaseLost((taskId) => {
+    const task = running.get(taskId);
+    if (!task || task.controller.signal.aborted) return;
+    deps.log.warn({ task: taskId }, 'lost the lease of a running task; it goes on where it is claimed next');
+    task.controller.abort(new ResumedElsewhere('this worker lost its lease (it lapsed)'));
+  });
 
   /** Tasks running or paused here, by id; `paused` are those waiting for an approval. */
   const paused = new Set<string>();
@@ -78,10 +96,10 @@ export function createAgent(deps: AgentDeps) {
       const next = queue.shift() as QueuedTask;
       claiming++;
       void deps.store
-        .startQueued(next.task.taskId)
+        .claim(next.task.taskId)
         .then(
           (claimed) => {
-            if (claimed) next.settle(launch(next.task, { listeners: next.listeners }).done);
+            if (claimed) next.settle(launch(next.task, { listeners: next.listeners, claimed }).done);
             else
               next.settle(
                 next.adopted ? Promise.resolve(undefined) : ranElsewhere(next.task.taskId, next.listeners),
@@ -138,6 +156,9 @@ export function createAgent(deps: AgentDeps) {
    * holds (left by a stopped process, or another's) are taken up. Returns how many were taken up.
    */
   async function syncQueue(): Promise<number> {
+    // The sweeper: tasks whose worker stopped renewing their lease go back to the queue.
+    const lapsed = await deps.store.requeueLapsed();
+    if (lapsed.length > 0) deps.log.warn({ tasks: lapsed }, 'requeued tasks whose lease lapsed');
     const waiting = await deps.store.queued();
     const stillQueued = new Set(waiting.map((w) => w.task.task_id));
     for (let i = queue.length - 1; i >= 0; i--) {
@@ -150,11 +171,7 @@ export function createAgent(deps: AgentDeps) {
     for (const { task, request } of waiting) {
       if (active() + adopted >= maxConcurrent) break;
       if (queue.some((q) => q.task.taskId === task.task_id) || running.has(task.task_id)) continue;
-      const r = request as QueuedRequest;
-      void enqueue(
-        { taskId: task.task_id, sessionId: task.session_id, goal: task.goal, ...r },
-        { adopted: true },
-      );
+      void enqueue(toRun(task, request), { adopted: true });
       adopted++;
     }
     drain();
@@ -181,33 +198,38 @@ export function createAgent(deps: AgentDeps) {
    * stored in, once its approval is decided.
    */
   function launch(
-    task: {
-      taskId: string;
-      sessionId: string;
-      goal: string;
-      maxSteps: number;
-      maxDurationS: number;
-      exposure?: ToolExposure;
-    },
+    task: Omit<TaskToRun, 'exposure'> & { exposure?: ToolExposure },
     opts: {
       listener?: TaskListener;
       /** The followers a queued task already has. */
       listeners?: Set<TaskListener>;
       resume?: { pending: PendingRecord; snapshot: LoopSnapshot };
+      /** Claimed from the queue: a task that ran before goes on from its checkpoint. */
+      claimed?: Claim;
     } = {},
   ) {
-    const { taskId, sessionId, maxSteps, maxDurationS } = task;
+    const { taskId, sessionId, maxSteps } = task;
+    const recovered = opts.claimed?.resumed
+      ? {
+          snapshot: (opts.claimed.state as LoopSnapshot | null) ?? null,
+          recorded: opts.claimed.calls as RecordedCall[],
+        }
+      : undefined;
+    // A task that ran before has the rest of its time (counted from its submission).
+    const maxDurationS =
+      recovered || opts.resume ? remainingS(task.maxDurationS, task.createdAt) : task.maxDurationS;
     const model = deps.model as Model;
     const gateway = deps.gateway.forTask(taskId);
     const controller = new AbortController();
     const listeners = opts.listeners ?? new Set<TaskListener>(opts.listener ? [opts.listener] : []);
     const emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => {
+      if (controller.signal.reason instanceof ResumedElsewhere) return;
       const event = deps.store.appendEvent(taskId, type, durationMs ?? null, data);
       observeEvent(event, taskId, deps);
       for (const l of listeners) l.event(event);
     };
     const timer = setTimeout(() => {
-      const why = `The task reached its time limit (max_duration_s = ${maxDurationS})`;
+      const why = `The task reached its time limit (max_duration_s = ${task.maxDurationS})`;
       controller.abort(new TaskStoppedError('timed_out', why));
     }, maxDurationS * 1000);
 
@@ -226,7 +248,11 @@ export function createAgent(deps: AgentDeps) {
       // A paused task takes no slot: a queued one may start.
       drain();
       try {
-        const decision = await waiter.wait(taskId, gateway, pending, controller.signal);
+        const source =
+          pending.kind === 'unknown_outcome'
+            ? storedDecision(deps.store, taskId)
+            : gatewayDecision(gateway, pending);
+        const decision = await waiter.wait(taskId, source, pending, controller.signal);
         if (!(await deps.store.unpause(taskId))) {
           // Another agent-server on the same database resumed it first: it goes on there, not here.
           const elsewhere = new ResumedElsewhere();
@@ -245,7 +271,7 @@ export function createAgent(deps: AgentDeps) {
       }
     };
 
-    if (!opts.resume) {
+    if (!opts.resume && !recovered) {
       emit('task_started', {
         task_id: taskId,
         session_id: sessionId,
@@ -264,7 +290,7 @@ export function createAgent(deps: AgentDeps) {
           ? { snapshot: opts.resume.snapshot, decision: await decide(opts.resume.pending) }
           : undefined;
         return runLoop(
-          { sessionId, goal: task.goal, maxSteps, resume, exposure: task.exposure },
+          { sessionId, goal: task.goal, maxSteps, resume, recovered, exposure: task.exposure },
           {
             model,
             modelName: deps.modelName,
@@ -272,6 +298,12 @@ export function createAgent(deps: AgentDeps) {
             emit,
             tokens,
             signal: controller.signal,
+            worker: deps.store.holder,
+            journal: {
+              checkpoint: (snapshot) => deps.store.checkpoint(taskId, snapshot),
+              started: (index, callId) => deps.store.callStarted(taskId, index, callId),
+              finished: (index, callId, result) => deps.store.callFinished(taskId, index, callId, result),
+            },
             awaitApproval: (p, snapshot) =>
               decide(
                 {
@@ -298,13 +330,19 @@ export function createAgent(deps: AgentDeps) {
       const durationMs = Math.round(performance.now() - started);
       if (controller.signal.reason instanceof ResumedElsewhere) {
         running.delete(taskId);
-        deps.log.info({ task: taskId }, 'task resumed by another agent-server');
+        await deps.store.release(taskId).catch(() => {});
+        deps.log.info({ task: taskId }, 'task goes on in another agent-server');
         const result = await ranElsewhere(taskId, listeners);
         listeners.clear();
         return result;
       }
       if (controller.signal.reason instanceof AgentShutdown) {
-        // The process is stopping: the task stays as stored (a paused one resumes at the next start).
+        // The process is stopping: a running task goes back to the queue (another worker, or the next start,
+        // goes on from its checkpoint); a paused one stays paused.
+        if (!paused.has(taskId))
+          await deps.store
+            .release(taskId)
+            .catch((err: unknown) => deps.log.warn({ err, task: taskId }, 'could not requeue a task'));
         running.delete(taskId);
         listeners.clear();
         return {
@@ -327,7 +365,16 @@ export function createAgent(deps: AgentDeps) {
         );
       } finally {
         // In the same turn as the event (no reader sees one without the other); commits the task's last rows.
-        await deps.store.finishTask(taskId, outcome);
+        await deps.store.finishTask(taskId, outcome).catch(async (err: unknown) => {
+          if (!(controller.signal.reason instanceof ResumedElsewhere)) throw err;
+        });
+      }
+      if (controller.signal.reason instanceof ResumedElsewhere) {
+        // The lease was lost as the task ended: the worker that holds it now records its end.
+        running.delete(taskId);
+        const result = await ranElsewhere(taskId, listeners);
+        listeners.clear();
+        return result;
       }
       const result: ExecuteTaskResponse = {
         status: outcome.status,
@@ -395,14 +442,15 @@ export function createAgent(deps: AgentDeps) {
       exposure: req.exposure ?? deps.exposure ?? 'native',
     };
     // Judged again after the awaits above: other requests may have taken the last slots meanwhile.
+    const createdAt = new Date().toISOString();
     if (active() >= maxConcurrent || queue.length > 0) {
-      await deps.store.createTask(taskId, sessionId, goal, { request });
-      const done = enqueue({ taskId, sessionId, goal, ...request }, { listener });
+      await deps.store.createTask(taskId, sessionId, goal, { queued: true, request });
+      const done = enqueue({ taskId, sessionId, goal, createdAt, ...request }, { listener });
       drain();
       return { task_id: taskId, session_id: sessionId, done, status: 'queued' as 'running' | 'queued' };
     }
-    await deps.store.createTask(taskId, sessionId, goal);
-    return launch({ taskId, sessionId, goal, ...request }, { listener });
+    await deps.store.createTask(taskId, sessionId, goal, { request });
+    return launch({ taskId, sessionId, goal, createdAt, ...request }, { listener });
   }
 
   /** Resumes a task stored as paused (after a restart); it waits for its decision, then goes on. */
@@ -412,18 +460,31 @@ export function createAgent(deps: AgentDeps) {
     const first = (await deps.store.events(taskId)).find((e) => e.type === 'task_started');
     if (running.has(taskId)) return;
     const started = first?.type === 'task_started' ? first.data : undefined;
-    const maxDurationS = Number(started?.max_duration_s ?? defaultMaxDurationS);
-    const elapsedS = (Date.now() - Date.parse(paused.task.created_at)) / 1000;
     launch(
       {
         taskId,
         sessionId: paused.task.session_id,
         goal: paused.task.goal,
+        createdAt: paused.task.created_at,
         maxSteps: Number(started?.max_steps ?? deps.defaultMaxSteps),
-        maxDurationS: Math.max(1, Math.ceil(maxDurationS - elapsedS)),
+        maxDurationS: Number(started?.max_duration_s ?? defaultMaxDurationS),
       },
       { resume: { pending: paused.pending as PendingRecord, snapshot: paused.state as LoopSnapshot } },
     );
+  }
+
+  /** A stored task as a worker runs it (defaults for what a task recorded before requests were kept lacks). */
+  function toRun(task: Task, request: unknown): TaskToRun {
+    const r = (request ?? {}) as Partial<QueuedRequest>;
+    return {
+      taskId: task.task_id,
+      sessionId: task.session_id,
+      goal: task.goal,
+      createdAt: task.created_at,
+      maxSteps: r.maxSteps ?? deps.defaultMaxSteps,
+      maxDurationS: r.maxDurationS ?? defaultMaxDurationS,
+      exposure: r.exposure ?? deps.exposure ?? 'native',
+    };
   }
 
   return {
@@ -450,7 +511,7 @@ export function createAgent(deps: AgentDeps) {
     async decideApproval(
       taskId: string,
       callId: string,
-      body: { approve: boolean; reason?: string },
+      body: { approve: boolean; reason?: string; fail?: boolean },
       authorization: string | undefined,
     ): Promise<{ task_id: string; call_id: string; status: string }> {
       const paused = (await deps.store.awaiting()).find((t) => t.task.task_id === taskId);
@@ -461,10 +522,23 @@ export function createAgent(deps: AgentDeps) {
           `Task ${taskId} is not waiting for an approval of call ${callId}; GET /agent/approvals lists what tasks wait for`,
         );
       }
-      const decided = await relayDecision(deps.gateway, pending.approval_id, body, authorization);
+      let status: string;
+      if (pending.kind === 'unknown_outcome') {
+        // The agent-server's own question: decided in the store, where the waiting worker reads it.
+        if (!(await deps.store.decide(taskId, callId, unknownOutcomeDecision(pending.subject, body))))
+          throw new HttpError(409, `The call ${callId} of task ${taskId} was decided already`);
+        status = body.fail ? 'failed' : body.approve ? 'approved' : 'denied';
+      } else {
+        if (body.fail)
+          throw new HttpError(
+            400,
+            '`fail` is for a call of unknown outcome; this approval takes approve only',
+          );
+        status = (await relayDecision(deps.gateway, pending.approval_id, body, authorization)).status;
+      }
       waiter.poke(taskId);
       if (!running.has(taskId)) await resumePaused(taskId);
-      return { task_id: taskId, call_id: callId, status: decided.status };
+      return { task_id: taskId, call_id: callId, status };
     },
 
     /** Stops every task here without recording an end: paused ones stay paused for the next process. */
@@ -491,20 +565,22 @@ export function createAgent(deps: AgentDeps) {
       await Promise.allSettled(all.map((t) => t.done));
     },
 
-    /** Picks up the tasks a previous process left paused: each waits for its decision, then goes on. */
+    /**
+     * Picks up what a previous process left: paused tasks wait for their decision, then go on; queued ones wait
+     * again in their order, with (an embedded store) the tasks it left running, which go on from their
+     * checkpoints.
+     */
     async resumeAll(): Promise<number> {
+      const requeued = await deps.store.requeueLapsed(deps.store.embedded);
+      if (requeued.length > 0)
+        deps.log.warn({ tasks: requeued.length }, 'requeued tasks a stopped process left running');
       const all = await deps.store.awaiting();
       for (const t of all) await resumePaused(t.task.task_id);
       // Tasks a previous process queued and never started wait again, in their order.
       const waiting = await deps.store.queued();
       for (const { task, request } of waiting) {
         if (queue.some((q) => q.task.taskId === task.task_id) || running.has(task.task_id)) continue;
-        void enqueue({
-          taskId: task.task_id,
-          sessionId: task.session_id,
-          goal: task.goal,
-          ...(request as QueuedRequest),
-        });
+        void enqueue(toRun(task, request));
       }
       drain();
       return all.length + waiting.length;
@@ -530,7 +606,7 @@ export function createAgent(deps: AgentDeps) {
       if (at !== -1) {
         // Never started: claimed (so no other process starts it), it ends cancelled with nothing run.
         const [queued] = queue.splice(at, 1);
-        if (await deps.store.startQueued(taskId)) {
+        if (await deps.store.claim(taskId)) {
           queued.settle(
             endUnstarted(queued, 'cancelled', 'The task was cancelled by a client before it started'),
           );

@@ -1,12 +1,44 @@
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { PendingApproval } from '../contract.ts';
 import { type ApprovalDecision, throwIfStopped } from '../loop/tool-step.ts';
+import type { TaskStore } from '../store/interface.ts';
 
-// A paused task waiting for its approval: it asks the gateway (the one record of the decision, whoever made
-// it: a user through this agent-server, the operator at the gateway) until it is decided, expires, or the
-// task is stopped; a decision made here wakes the wait at once.
+// A paused task waiting for its decision: it asks where the decision is recorded until it is decided, expires,
+// or the task is stopped; a decision made here wakes the wait at once. A gateway approval is recorded at the
+// gateway (whoever made it: a user through an agent-server, the operator at the gateway); a decision about a
+// call of unknown outcome is the agent-server's own, in the task store every agent-server shares.
 
-/** Waits for approvals; `pollMs` is how often a waiting task asks the gateway. */
+/** Asks once for the decision on `pending` (undefined: not decided yet). */
+export type DecisionSource = (signal: AbortSignal) => Promise<ApprovalDecision | undefined>;
+
+/** The decision on a gateway approval, as the model will be told it. */
+export function gatewayDecision(gateway: GatewayClient, pending: PendingApproval): DecisionSource {
+  return async (signal) => {
+    const approval = await gateway.getApproval(pending.approval_id, signal).catch(() => undefined);
+    if (approval?.status === 'approved') return { approved: true };
+    if (approval?.status === 'denied') {
+      const why = approval.decision_reason ? `: ${approval.decision_reason}` : '';
+      return { approved: false, message: `a human denied it (${approval.decided_by ?? 'unknown'})${why}` };
+    }
+    if (approval?.status === 'expired' || approval?.status === 'used') return expired(pending);
+    return undefined;
+  };
+}
+
+/** The decision on a call of unknown outcome, recorded in the task store. */
+export function storedDecision(store: TaskStore, taskId: string): DecisionSource {
+  return async () => {
+    const paused = (await store.awaiting()).find((t) => t.task.task_id === taskId);
+    return (paused?.decision as ApprovalDecision | null) ?? undefined;
+  };
+}
+
+const expired = (pending: PendingApproval): ApprovalDecision => ({
+  approved: false,
+  message: `no human approved it before ${pending.expires_at}; the operator's policy requires approval (${pending.reason})`,
+});
+
+/** Waits for approvals; `pollMs` is how often a waiting task asks. */
 export function createApprovalWaiter(pollMs: number) {
   /** Wakes a paused task's wait at once (its approval was just decided here). */
   const pokes = new Map<string, () => void>();
@@ -15,29 +47,17 @@ export function createApprovalWaiter(pollMs: number) {
     /** The decision on `pending`, as the model will be told it. */
     async wait(
       taskId: string,
-      gateway: GatewayClient,
+      source: DecisionSource,
       pending: PendingApproval,
       signal: AbortSignal,
     ): Promise<ApprovalDecision> {
       const deadline = Date.parse(pending.expires_at);
       for (;;) {
         throwIfStopped(signal);
-        const approval = await gateway.getApproval(pending.approval_id, signal).catch(() => undefined);
+        const decision = await source(signal);
         throwIfStopped(signal);
-        if (approval?.status === 'approved') return { approved: true };
-        if (approval?.status === 'denied') {
-          const why = approval.decision_reason ? `: ${approval.decision_reason}` : '';
-          return {
-            approved: false,
-            message: `a human denied it (${approval.decided_by ?? 'unknown'})${why}`,
-          };
-        }
-        if (approval?.status === 'expired' || approval?.status === 'used' || Date.now() >= deadline) {
-          return {
-            approved: false,
-            message: `no human approved it before ${pending.expires_at}; the operator's policy requires approval (${pending.reason})`,
-          };
-        }
+        if (decision) return decision;
+        if (Date.now() >= deadline) return expired(pending);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(done, Math.max(10, Math.min(pollMs, deadline - Date.now())));
           function done() {

@@ -11,10 +11,13 @@ export class AgentShutdown extends Error {
   }
 }
 
-/** The reason a paused task's loop stops here: another process sharing the store resumed it first. */
+/**
+ * The reason a task's loop stops here: it goes on in another worker sharing the store (it resumed the paused
+ * task first, or this worker lost the task's lease).
+ */
 export class ResumedElsewhere extends Error {
-  constructor() {
-    super('another agent-server resumed the task');
+  constructor(why = 'another agent-server resumed the task') {
+    super(why);
     this.name = new.target.name;
   }
 }

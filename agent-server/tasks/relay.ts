@@ -2,6 +2,7 @@ import { HttpError } from '../../lib/http.ts';
 import { ServiceError } from '../../lib/http-client.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
 import type { ExecuteTaskRequest } from '../contract.ts';
+import type { ApprovalDecision } from '../loop/tool-step.ts';
 
 // What the agent-server asks of the gateway for a client of its own API, and how the gateway's answer becomes
 // that client's error: a playbook rendered as a task's goal, and a human's decision on an approval.
@@ -47,4 +48,25 @@ export async function relayDecision(
     if (code === 'not_found' || code === 'conflict') throw new HttpError(409, (err as Error).message);
     throw err;
   }
+}
+
+/** A human's decision on a call of unknown outcome, as the waiting task takes it. */
+export function unknownOutcomeDecision(
+  tool: string,
+  body: { approve: boolean; reason?: string; fail?: boolean },
+): ApprovalDecision {
+  const why = body.reason ? `: ${body.reason}` : '';
+  if (body.fail) {
+    return {
+      approved: false,
+      fail: `A human ended the task: the outcome of ${tool} was unknown (its worker stopped mid-call)${why}`,
+    };
+  }
+  if (body.approve) return { approved: true, message: `a human chose to run ${tool} again${why}` };
+  return {
+    approved: false,
+    skipped:
+      `Error: ${tool} was not run again. It started before the worker running it stopped and may have taken ` +
+      `effect once already; a human chose not to repeat it${why}. Check its effect before relying on it.`,
+  };
 }

@@ -100,6 +100,10 @@ tools: [write_file, edit_file, delete_file]
 
 export interface StackOptions {
   model?: Model;
+  /** Sees each request of the agent-server to the gateway, and decides when (and whether) it goes on. */
+  interceptGateway?: (request: Request, next: () => Promise<Response>) => Promise<Response>;
+  /** The task store's lease (ms) and worker name. */
+  lease?: { ms?: number; holder?: string };
   /** Toolset files to write into a temp toolsets dir; default: the repo's own toolsets/. */
   toolsets?: Record<string, string>;
   dataDir?: string;
@@ -232,14 +236,19 @@ export async function makeStack(opts: StackOptions = {}) {
     now: opts.now,
   });
   const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity, face, prompts });
+  const storeOptions = { leaseMs: opts.lease?.ms, holder: opts.lease?.holder };
   const taskStore = opts.databaseUrl
-    ? await createPostgresTaskStore(openPostgres(opts.databaseUrl, 'test', { max: 4 }))
-    : createTaskStore(openDatabase(path.join(dataDir, 'agent.db')));
+    ? await createPostgresTaskStore(openPostgres(opts.databaseUrl, 'test', { max: 4 }), storeOptions)
+    : createTaskStore(openDatabase(path.join(dataDir, 'agent.db')), storeOptions);
+  const toGateway = fetchOf(opts.gatewayApp ?? gatewayApp);
+  const intercept = opts.interceptGateway;
   const agent = createAgent({
     store: taskStore,
     gateway: createGatewayClient({
       baseUrl: 'http://gateway',
-      fetch: fetchOf(opts.gatewayApp ?? gatewayApp),
+      fetch: intercept
+        ? (input, init) => intercept(new Request(asLoopback(input), init), () => toGateway(input, init))
+        : toGateway,
       headers: bearer(opts.tokens?.agent),
     }),
     model: opts.model,

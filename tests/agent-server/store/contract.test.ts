@@ -4,7 +4,12 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { TaskOutcome, TaskStore } from '../../../agent-server/store/interface.ts';
+import {
+  LeaseLost,
+  type StoreOptions,
+  type TaskOutcome,
+  type TaskStore,
+} from '../../../agent-server/store/interface.ts';
 import { createPostgresTaskStore } from '../../../agent-server/store/postgres.ts';
 import { createTaskStore } from '../../../agent-server/store/store.ts';
 import { openPostgres } from '../../../lib/postgres.ts';
@@ -23,7 +28,10 @@ afterAll(async () => {
 interface Backend {
   name: string;
   /** A fresh place for data; `open` opens a store on it (again and again). */
-  fresh(): Promise<{ open: () => Promise<TaskStore>; migrations: () => Promise<number[]> }>;
+  fresh(): Promise<{
+    open: (opts?: StoreOptions) => Promise<TaskStore>;
+    migrations: () => Promise<number[]>;
+  }>;
 }
 
 const sqlite: Backend = {
@@ -33,7 +41,7 @@ const sqlite: Backend = {
     dirs.push(dir);
     const file = path.join(dir, 'agent.db');
     return {
-      open: async () => createTaskStore(openDatabase(file)),
+      open: async (opts) => createTaskStore(openDatabase(file), opts),
       migrations: async () => {
         const db = new Database(file, { readonly: true });
         try {
@@ -56,7 +64,7 @@ const postgres: Backend = {
   async fresh() {
     const url = await freshDatabase('tasks');
     return {
-      open: () => createPostgresTaskStore(openPostgres(url, 'test', { max: 4 })),
+      open: (opts) => createPostgresTaskStore(openPostgres(url, 'test', { max: 4 }), opts),
       migrations: async () => {
         const client = new pg.Client({ connectionString: url });
         await client.connect();
@@ -167,21 +175,133 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
     }
   });
 
-  it('marks tasks a stopped process left running as failed, leaving paused and finished ones', async () => {
+  it('requeues the tasks a stopped process left running; a claim goes on from their checkpoint and calls', async () => {
+    const place = await backend.fresh();
+    const first = await place.open();
+    await first.createTask('task_run', 'ses', 'running', { request: { maxSteps: 3 } });
+    first.appendEvent('task_run', 'task_started', null, {});
+    await first.checkpoint('task_run', { step: 1 });
+    await first.callStarted('task_run', 0, 'call_a');
+    await first.callFinished('task_run', 0, 'call_a', { message: 'a done' });
+    await first.callStarted('task_run', 1, 'call_b');
+    await first.createTask('task_wait', 'ses', 'paused');
+    await first.pause('task_wait', { approval_id: 'a' }, {});
+    await first.createTask('task_done', 'ses', 'done');
+    await first.finishTask('task_done', outcome('completed', 'ok'));
+    await first.close();
+
+    const second = await place.open();
+    try {
+      // The embedded store's previous process is gone: every running task; a shared one's only when lapsed.
+      expect(await second.requeueLapsed(second.embedded)).toEqual(second.embedded ? ['task_run'] : []);
+      if (!second.embedded) expect(await second.requeueLapsed(true)).toEqual(['task_run']);
+      expect((await second.queued()).map((q) => [q.task.task_id, q.request])).toEqual([
+        ['task_run', { maxSteps: 3 }],
+      ]);
+      expect((await second.getTask('task_wait'))?.status).toBe('awaiting_approval');
+      expect((await second.getTask('task_done'))?.status).toBe('completed');
+      const claim = await second.claim('task_run');
+      expect(claim).toEqual({
+        resumed: true,
+        state: { step: 1 },
+        request: { maxSteps: 3 },
+        calls: [
+          { index: 0, call_id: 'call_a', finished: true, result: { message: 'a done' } },
+          { index: 1, call_id: 'call_b', finished: false, result: null },
+        ],
+      });
+      expect(await second.claim('task_run')).toBeUndefined();
+      expect(second.appendEvent('task_run', 'task_resumed', null, {}).seq).toBe(2);
+      // A new checkpoint (the next reply) leaves the last reply's call records behind.
+      await second.checkpoint('task_run', { step: 2 });
+      expect(await second.calls('task_run')).toEqual([]);
+      await second.finishTask('task_run', outcome('completed', 'at last'));
+      expect((await second.events('task_run')).map((e) => [e.seq, e.type])).toEqual([
+        [1, 'task_started'],
+        [2, 'task_resumed'],
+      ]);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('renews a lease while its worker lives, and requeues it once the worker stops renewing it', async () => {
+    const place = await backend.fresh();
+    const slow = await place.open({ holder: 'slow', leaseMs: 300 });
+    const other = await place.open({ holder: 'other', leaseMs: 60_000 });
+    try {
+      await slow.createTask('task_l', 'ses', 'lapses');
+      slow.appendEvent('task_l', 'task_started', null, {});
+      await slow.checkpoint('task_l', { by: 'slow' });
+      await new Promise((r) => setTimeout(r, 700));
+      expect(await other.requeueLapsed()).toEqual([]);
+      // The worker stops (its heartbeat with it): the lease lapses and the sweeper requeues the task.
+      await slow.close();
+      await new Promise((r) => setTimeout(r, 400));
+      expect(await other.requeueLapsed()).toEqual(['task_l']);
+      const claim = await other.claim('task_l');
+      expect(claim).toMatchObject({ resumed: true, state: { by: 'slow' } });
+      expect(other.appendEvent('task_l', 'task_resumed', null, {}).seq).toBe(2);
+      expect((await other.events('task_l')).map((e) => e.seq)).toEqual([1, 2]);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('refuses the events, checkpoint, calls and end of a worker whose task was claimed by another', async () => {
+    const place = await backend.fresh();
+    const a = await place.open({ holder: 'a', leaseMs: 60_000 });
+    const b = await place.open({ holder: 'b', leaseMs: 60_000 });
+    const lost: string[] = [];
+    a.onLeaseLost((id) => lost.push(id));
+    try {
+      await a.createTask('task_f', 'ses', 'fenced');
+      a.appendEvent('task_f', 'task_started', null, {});
+      await a.checkpoint('task_f', { by: 'a' });
+      await a.flush();
+      // The sweeper judged a's lease lapsed (a froze) and b claimed the task: a higher fence.
+      expect(await b.requeueLapsed(true)).toEqual(['task_f']);
+      expect((await b.claim('task_f'))?.state).toEqual({ by: 'a' });
+      b.appendEvent('task_f', 'task_resumed', null, { by: 'b' });
+      await b.flush();
+      // a wakes up and goes on writing: every write is refused, and a hears its lease is gone.
+      a.appendEvent('task_f', 'model_call', null, { by: 'a, late' });
+      await a.flush();
+      expect(lost).toEqual(['task_f']);
+      await expect(a.checkpoint('task_f', { by: 'a, late' })).rejects.toBeInstanceOf(LeaseLost);
+      await expect(a.callStarted('task_f', 0, 'call_late')).rejects.toBeInstanceOf(LeaseLost);
+      await expect(a.finishTask('task_f', outcome('completed', 'a says done'))).rejects.toBeInstanceOf(
+        LeaseLost,
+      );
+      b.appendEvent('task_f', 'model_call', null, { by: 'b' });
+      const events = await b.events('task_f');
+      expect(events.map((e) => [e.seq, e.data])).toEqual([
+        [1, {}],
+        [2, { by: 'b' }],
+        [3, { by: 'b' }],
+      ]);
+      expect(await b.getTask('task_f')).toMatchObject({ status: 'running', final_answer: null });
+      expect((await b.claim('task_f')) ?? null).toBeNull();
+      expect(await b.calls('task_f')).toEqual([]);
+      await b.finishTask('task_f', outcome('completed', 'b did it'));
+      expect((await a.getTask('task_f'))?.final_answer).toBe('b did it');
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('records a human decision on a paused call once', async () => {
     const store = await (await backend.fresh()).open();
     try {
-      await store.createTask('task_run', 'ses', 'running');
-      await store.createTask('task_wait', 'ses', 'paused');
-      await store.pause('task_wait', { approval_id: 'a' }, {});
-      await store.createTask('task_done', 'ses', 'done');
-      await store.finishTask('task_done', outcome('completed', 'ok'));
-      expect(await store.failInterrupted()).toBe(1);
-      expect(await store.getTask('task_run')).toMatchObject({
-        status: 'failed',
-        error: 'the agent-server stopped while this task was running',
-      });
-      expect((await store.getTask('task_wait'))?.status).toBe('awaiting_approval');
-      expect((await store.getTask('task_done'))?.status).toBe('completed');
+      await store.createTask('task_d', 'ses', 'decide');
+      await store.pause('task_d', { call_id: 'call_1', kind: 'unknown_outcome' }, { s: 1 });
+      expect(await store.decide('task_d', 'call_other', { approved: true })).toBe(false);
+      expect(await store.decide('task_d', 'call_1', { approved: false, skipped: 'no' })).toBe(true);
+      expect(await store.decide('task_d', 'call_1', { approved: true })).toBe(false);
+      expect((await store.awaiting()).map((a) => a.decision)).toEqual([{ approved: false, skipped: 'no' }]);
+      expect(await store.unpause('task_d')).toBe(true);
+      expect(await store.awaiting()).toEqual([]);
     } finally {
       await store.close();
     }

@@ -116,11 +116,11 @@ describe.each([
     expect(model.requests).toHaveLength(1);
   });
 
-  it('keeps queued tasks across a restart and starts them then', async () => {
+  it('keeps queued tasks across a restart and starts them then, after the running one goes on', async () => {
     const databaseUrl = await database();
     const { model, release } = heldModel();
     const s = await makeStack({ model, maxConcurrentTasks: 1, databaseUrl });
-    await submit(s, 'holds the slot');
+    const held = await submit(s, 'holds the slot');
     const queued = await submit(s, 'waits over a restart');
     const dataDir = s.dataDir;
     // The agent-server stops (the held model call then returns into a stopped task): the queue stays stored.
@@ -128,8 +128,10 @@ describe.each([
     release();
     await closing;
     expect(await statusAfterStop(dataDir, databaseUrl, queued.task_id)).toBe('queued');
+    // The running task went back to the queue, ahead of the other (it was submitted first).
+    expect(await statusAfterStop(dataDir, databaseUrl, held.task_id)).toBe('queued');
     const after = await makeStack({
-      model: new ScriptedModel([answer('after the restart')]),
+      model: new ScriptedModel([answer('the held one, resumed'), answer('after the restart')]),
       dataDir,
       databaseUrl,
       maxConcurrentTasks: 1,
@@ -139,6 +141,12 @@ describe.each([
     expect((await after.get(after.agentApp, `/agent/tasks/${queued.task_id}`)).body.final_answer).toBe(
       'after the restart',
     );
+    const resumed = (await after.get(after.agentApp, `/agent/tasks/${held.task_id}`)).body;
+    expect(resumed.final_answer).toBe('the held one, resumed');
+    // One start, then (no reply was checkpointed) the task goes on from its beginning on the new process.
+    const types = (resumed.events as { type: string }[]).map((e) => e.type);
+    expect(types.filter((t) => t === 'task_started')).toHaveLength(1);
+    expect(types).toContain('task_resumed');
   });
 });
 

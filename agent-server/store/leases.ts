@@ -1,0 +1,83 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { LeaseLost, type StoreOptions } from './interface.ts';
+
+// The leases one worker holds through a task store (both stores use this): the fence of each task it runs,
+// the heartbeat that renews them all in one statement, and who hears when one is lost.
+
+/** How long a lease lasts by default; the heartbeat renews it every third of that. */
+export const DEFAULT_LEASE_MS = 30_000;
+
+export type Leases = ReturnType<typeof createLeases>;
+
+/**
+ * This worker's leases. `renew` extends the given (task, fence) leases that are still this worker's and
+ * unexpired, and returns the ids it extended; any other one is lost.
+ */
+export function createLeases(
+  opts: StoreOptions,
+  renew: (held: [taskId: string, fence: number][]) => Promise<string[]>,
+) {
+  const holder = opts.holder ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  const leaseMs = opts.leaseMs ?? DEFAULT_LEASE_MS;
+  /**
+   * The fence of each task this worker holds, or held until it lost the lease (its writes still carry that
+   * fence, so the database refuses them, until the worker lets go of the task).
+   */
+  const held = new Map<string, number>();
+  /** Tasks whose lease this worker lost. */
+  const lost = new Set<string>();
+  const listeners = new Set<(taskId: string) => void>();
+
+  /** The task's lease is gone (when `fence` is given: only if that is still the one held). */
+  const lose = (taskId: string, fence?: number) => {
+    if (!held.has(taskId) || lost.has(taskId) || (fence !== undefined && held.get(taskId) !== fence)) return;
+    lost.add(taskId);
+    for (const l of listeners) l(taskId);
+  };
+  let beating = false;
+  const heartbeat = setInterval(
+    () => {
+      if (beating || held.size === 0) return;
+      beating = true;
+      const leases = [...held].filter(([taskId]) => !lost.has(taskId));
+      renew(leases)
+        .then((ids) => {
+          const renewed = new Set(ids);
+          for (const [taskId, fence] of leases) if (!renewed.has(taskId)) lose(taskId, fence);
+        })
+        // The database unreachable: the leases lapse on their own if it stays so, and the next heartbeat says.
+        .catch(() => {})
+        .finally(() => {
+          beating = false;
+        });
+    },
+    Math.max(10, Math.floor(leaseMs / 3)),
+  );
+  heartbeat.unref();
+
+  return {
+    holder,
+    leaseMs,
+    /** The fence this worker holds the task under (undefined: none). */
+    fence: (taskId: string) => held.get(taskId),
+    take: (taskId: string, fence: number) => {
+      held.set(taskId, fence);
+      lost.delete(taskId);
+    },
+    /** Lets go of the task (it paused, ended, went back to the queue, or goes on elsewhere). */
+    drop: (taskId: string) => {
+      held.delete(taskId);
+      lost.delete(taskId);
+    },
+    lose,
+    /** Throws LeaseLost (and tells the listeners) when a fenced write of `taskId` changed nothing. */
+    check(taskId: string, fence: number | undefined, changed: number) {
+      if (changed > 0 || fence === undefined) return;
+      lose(taskId, fence);
+      throw new LeaseLost(taskId);
+    },
+    onLost: (listener: (taskId: string) => void) => listeners.add(listener),
+    stop: () => clearInterval(heartbeat),
+  };
+}

@@ -24,6 +24,8 @@ export interface AgentAppDeps {
   heartbeatMs?: number;
   /** The model endpoint's last known state, for /health (absent: none configured, or a scripted model). */
   modelHealth?: () => ModelHealth;
+  /** A worker (AGENT_ROLE=worker) serves no agent API: only /health and /metrics. */
+  worker?: boolean;
 }
 
 /** True when the client asked not to wait (RFC 7240 `Prefer: respond-async`). */
@@ -43,6 +45,15 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
   const streams = { agent, store, heartbeatMs: deps.heartbeatMs ?? 15_000 };
   const app = new Hono();
   installBase(app, deps.log, deps.security, { metrics: deps.metrics });
+  if (deps.worker) {
+    app.use('/agent/*', () => {
+      throw new HttpError(
+        404,
+        'This agent-server is a worker (AGENT_ROLE=worker): it runs queued tasks and serves no agent API; send ' +
+          'requests to an agent-server with AGENT_ROLE=api or all',
+      );
+    });
+  }
 
   const taskOrThrow = async (id: string) => {
     const task = await store.getTask(id);

@@ -75,7 +75,8 @@ export async function startAgentServer(
     tokens,
     metrics: createAgentMetrics(metrics),
     log,
-    maxConcurrentTasks: config.agent.maxConcurrentTasks,
+    // The API alone runs no task: each waits in the queue for a worker.
+    maxConcurrentTasks: config.agent.role === 'api' ? 0 : config.agent.maxConcurrentTasks,
     maxQueuedTasks: config.agent.maxQueuedTasks,
     exposure: config.agent.exposure,
   });
@@ -90,6 +91,7 @@ export async function startAgentServer(
         metrics,
         heartbeatMs: config.agent.heartbeatMs,
         modelHealth: model?.health,
+        worker: config.agent.role === 'worker',
       }),
       config.agent.port,
       config.host,

@@ -103,6 +103,8 @@ ${EXIT_CODES}`,
 Usage:
   toolshift serve [--data-dir DIR]            the three services in one process
   toolshift serve agent-server|mcp-gateway|tool-server   one service alone (one container each, say)
+  toolshift serve agent-api|worker            the agent API alone, or a task worker alone: several of
+                                              each on one PostgreSQL database (DATABASE_URL)
 
 The daemon prints one line once it listens: where the agent API and the MCP endpoint are, and where its
 data is. Ctrl-C (SIGINT) or SIGTERM stops it after the tasks in flight have recorded their state.

@@ -44,6 +44,11 @@ export const SETTING_GROUPS: Group[] = [
       MAX_QUEUED_TASKS: {
         doc: 'tasks that may wait for a slot, kept across a restart (past it: 503 with `retry-after`; 0: no queue)',
       },
+      AGENT_ROLE: {
+        doc:
+          '`all`: the agent API and a task worker in one; `api`: the API only (tasks wait for workers); `worker`: ' +
+          'runs queued tasks, serving only /health and /metrics (`toolshift serve worker`). `api` and `worker` need DATABASE_URL',
+      },
       TASK_LEASE_S: {
         doc:
           "how long a worker's claim on a running task lasts unrenewed (heartbeat every third); a task whose worker " +

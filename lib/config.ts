@@ -99,6 +99,7 @@ export const EnvSchema = z.object({
   MAX_CONCURRENT_TASKS: z.coerce.number().int().min(1).default(4),
   MAX_QUEUED_TASKS: z.coerce.number().int().min(0).max(1_000_000).default(1000),
   TASK_LEASE_S: z.coerce.number().min(1).max(3600).default(30),
+  AGENT_ROLE: z.enum(['all', 'api', 'worker'], { message: 'must be all, api or worker' }).default('all'),
   TOOL_SERVER_TOKEN: optionalString,
   AGENT_API_TOKEN: optionalString,
   ALLOWED_HOSTS: commaList,
@@ -173,6 +174,12 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
     throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  if (e.AGENT_ROLE !== 'all' && !e.DATABASE_URL) {
+    throw new Error(
+      `Invalid configuration:\n  AGENT_ROLE: ${e.AGENT_ROLE} needs DATABASE_URL (PostgreSQL): the API and its ` +
+        'workers share tasks only through it; with the embedded SQLite store one process does both (AGENT_ROLE=all)',
+    );
+  }
   // The data (SQLite files, credentials, the user's toolsets and the default workspace) lives in the user's
   // data directory; what ships with toolshift (toolsets, policy, prompts) is read from where it is installed,
   // so the daemon and the CLI behave the same whatever directory they are started from.
@@ -219,6 +226,11 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       /** Tasks that may run at once (503 with retry-after beyond; paused ones do not count). */
       maxConcurrentTasks: e.MAX_CONCURRENT_TASKS,
       maxQueuedTasks: e.MAX_QUEUED_TASKS,
+      /**
+       * What this agent-server does: `all` (the API, and it runs tasks), `api` (the API; tasks wait for
+       * workers), `worker` (runs queued tasks; only /health and /metrics are served).
+       */
+      role: e.AGENT_ROLE,
       /** How long a worker's claim on a running task lasts without a heartbeat (renewed every third). */
       leaseS: e.TASK_LEASE_S,
       /** A task's wall-clock limit unless its request sets `max_duration_s`. */

@@ -5,7 +5,7 @@ import { COMMAND_HELP } from '../cli/help.ts';
 // starts the daemon (all three services, or the one named), anything else is the CLI (client.ts). The daemon
 // and the CLI are imported only when asked for, so a CLI command loads none of the services.
 
-const SERVICES = ['agent-server', 'mcp-gateway', 'tool-server'] as const;
+const SERVICES = ['agent-server', 'mcp-gateway', 'tool-server', 'agent-api', 'worker'] as const;
 
 /** Parses `serve`'s arguments; a usage error is printed and ends the process with exit code 2. */
 function serveArgs(argv: string[]): { service?: (typeof SERVICES)[number]; dataDir?: string } {
@@ -33,7 +33,11 @@ const argv = process.argv.slice(2);
 if (argv[0] === 'serve' && !argv.includes('--help') && !argv.includes('-h')) {
   const { service, dataDir } = serveArgs(argv.slice(1));
   if (dataDir !== undefined) process.env.TOOLSHIFT_DATA_DIR = dataDir;
-  if (service === 'agent-server') await import('../agent-server/main.ts');
+  // The agent-server's two halves, apart (several of each on one PostgreSQL database): AGENT_ROLE says which.
+  if (service === 'agent-api') process.env.AGENT_ROLE = 'api';
+  if (service === 'worker') process.env.AGENT_ROLE = 'worker';
+  if (service === 'agent-server' || service === 'agent-api' || service === 'worker')
+    await import('../agent-server/main.ts');
   else if (service === 'mcp-gateway') await import('../mcp-gateway/main.ts');
   else if (service === 'tool-server') await import('../tool-server/main.ts');
   else await import('./start.ts');

@@ -113,7 +113,9 @@ export interface TaskStore {
   /** Records a human's decision on a paused task's call (one the agent-server itself asks about); false when it is not paused for `callId`. */
   decide(taskId: string, callId: string, decision: unknown): Promise<boolean>;
   /** Tasks paused for an approval, with what they wait for, their saved loop state, and any decision recorded. */
-  awaiting(): Promise<{ task: Task; pending: unknown; state: unknown; decision: unknown }[]>;
+  awaiting(): Promise<
+    { task: Task; pending: unknown; state: unknown; decision: unknown; request: unknown }[]
+  >;
   /** The call records of the task's checkpointed reply. */
   calls(taskId: string): Promise<CallRecord[]>;
   /** Records how the task ended (throws LeaseLost when another worker holds it now). */

@@ -336,6 +336,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         pending: row.pending_approval ? JSON.parse(row.pending_approval) : null,
         state: row.resume_state ? JSON.parse(row.resume_state) : null,
         decision: row.decision ? JSON.parse(row.decision) : null,
+        request: row.request ? JSON.parse(row.request) : null,
       }));
     },
     calls: callsOf,

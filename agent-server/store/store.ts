@@ -313,6 +313,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
         pending: row.pending_approval ? JSON.parse(row.pending_approval) : null,
         state: row.resume_state ? JSON.parse(row.resume_state) : null,
         decision: row.decision ? JSON.parse(row.decision) : null,
+        request: row.request ? JSON.parse(row.request) : null,
       }));
     },
     calls: async (taskId) => callsOf(taskId),

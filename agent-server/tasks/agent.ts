@@ -15,7 +15,7 @@ import type {
 import { type LoopSnapshot, runLoop } from '../loop/loop.ts';
 import type { RecordedCall } from '../loop/recovery.ts';
 import type { ApprovalDecision } from '../loop/tool-step.ts';
-import type { Claim } from '../store/interface.ts';
+import type { Claim, TaskStore } from '../store/interface.ts';
 import { createApprovalWaiter, gatewayDecision, storedDecision } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
@@ -159,6 +159,8 @@ export function createAgent(deps: AgentDeps) {
     // The sweeper: tasks whose worker stopped renewing their lease go back to the queue.
     const lapsed = await deps.store.requeueLapsed();
     if (lapsed.length > 0) deps.log.warn({ tasks: lapsed }, 'requeued tasks whose lease lapsed');
+    // Paused tasks no one here waits for (their worker stopped): this worker waits for their decision too.
+    for (const t of await deps.store.awaiting()) resumePaused(t);
     const waiting = await deps.store.queued();
     const stillQueued = new Set(waiting.map((w) => w.task.task_id));
     for (let i = queue.length - 1; i >= 0; i--) {
@@ -453,24 +455,17 @@ export function createAgent(deps: AgentDeps) {
     return launch({ taskId, sessionId, goal, createdAt, ...request }, { listener });
   }
 
-  /** Resumes a task stored as paused (after a restart); it waits for its decision, then goes on. */
-  async function resumePaused(taskId: string): Promise<void> {
-    const paused = (await deps.store.awaiting()).find((t) => t.task.task_id === taskId);
-    if (!paused?.pending || !paused.state || running.has(taskId) || !deps.model) return;
-    const first = (await deps.store.events(taskId)).find((e) => e.type === 'task_started');
-    if (running.has(taskId)) return;
-    const started = first?.type === 'task_started' ? first.data : undefined;
-    launch(
-      {
-        taskId,
-        sessionId: paused.task.session_id,
-        goal: paused.task.goal,
-        createdAt: paused.task.created_at,
-        maxSteps: Number(started?.max_steps ?? deps.defaultMaxSteps),
-        maxDurationS: Number(started?.max_duration_s ?? defaultMaxDurationS),
-      },
-      { resume: { pending: paused.pending as PendingRecord, snapshot: paused.state as LoopSnapshot } },
-    );
+  /**
+   * Waits here for the decision on a task stored as paused (its worker stopped, or paused it and moved on):
+   * the first worker to see the decision claims the task (unpause) and goes on from the paused state. An
+   * agent-server that runs no tasks (AGENT_ROLE=api) leaves it to the workers.
+   */
+  function resumePaused(paused: Awaited<ReturnType<TaskStore['awaiting']>>[number]): void {
+    const taskId = paused.task.task_id;
+    if (!paused.pending || !paused.state || running.has(taskId) || !deps.model || maxConcurrent === 0) return;
+    launch(toRun(paused.task, paused.request), {
+      resume: { pending: paused.pending as PendingRecord, snapshot: paused.state as LoopSnapshot },
+    });
   }
 
   /** A stored task as a worker runs it (defaults for what a task recorded before requests were kept lacks). */
@@ -537,7 +532,7 @@ export function createAgent(deps: AgentDeps) {
         status = (await relayDecision(deps.gateway, pending.approval_id, body, authorization)).status;
       }
       waiter.poke(taskId);
-      if (!running.has(taskId)) await resumePaused(taskId);
+      if (paused && !running.has(taskId)) resumePaused(paused);
       return { task_id: taskId, call_id: callId, status };
     },
 
@@ -575,7 +570,7 @@ export function createAgent(deps: AgentDeps) {
       if (requeued.length > 0)
         deps.log.warn({ tasks: requeued.length }, 'requeued tasks a stopped process left running');
       const all = await deps.store.awaiting();
-      for (const t of all) await resumePaused(t.task.task_id);
+      for (const t of all) resumePaused(t);
       // Tasks a previous process queued and never started wait again, in their order.
       const waiting = await deps.store.queued();
       for (const { task, request } of waiting) {

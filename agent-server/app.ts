@@ -24,6 +24,8 @@ export interface AgentAppDeps {
   heartbeatMs?: number;
   /** The model endpoint's last known state, for /health (absent: none configured, or a scripted model). */
   modelHealth?: () => ModelHealth;
+  /** How often a stream of a task running in another process reads the store besides its notifications. */
+  streamPollMs?: number;
   /** A worker (AGENT_ROLE=worker) serves no agent API: only /health and /metrics. */
   worker?: boolean;
 }
@@ -42,7 +44,7 @@ function prefersAsync(header: string | undefined): boolean {
 /** The agent-server's HTTP API; only main.ts listens. */
 export function createAgentApp(deps: AgentAppDeps): Hono {
   const { agent, store } = deps;
-  const streams = { agent, store, heartbeatMs: deps.heartbeatMs ?? 15_000 };
+  const streams = { agent, store, heartbeatMs: deps.heartbeatMs ?? 15_000, pollMs: deps.streamPollMs };
   const app = new Hono();
   installBase(app, deps.log, deps.security, { metrics: deps.metrics });
   if (deps.worker) {

@@ -77,3 +77,49 @@ export async function migratePostgres(
   }
   return applied;
 }
+
+/**
+ * Listens on `channels` with one connection of `pool`, held for as long as it listens; `onNotify` gets each
+ * notification. A lost connection is replaced after `retryMs` (what was sent meanwhile is lost: listeners
+ * keep polling as the backstop). Returns the function that stops listening.
+ */
+export function listenPostgres(
+  pool: Pool,
+  channels: readonly string[],
+  onNotify: (channel: string, payload: string) => void,
+  retryMs = 1000,
+): () => Promise<void> {
+  let client: pg.PoolClient | undefined;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const connect = async () => {
+    if (stopped) return;
+    try {
+      const c = await pool.connect();
+      c.on('notification', (n) => onNotify(n.channel, n.payload ?? ''));
+      c.on('error', (err) => {
+        if (client === c) client = undefined;
+        c.release(err);
+        if (!stopped) timer = setTimeout(() => void connect(), retryMs);
+      });
+      for (const channel of channels) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      if (stopped) {
+        c.release();
+        return;
+      }
+      client = c;
+    } catch {
+      if (!stopped) timer = setTimeout(() => void connect(), retryMs);
+    }
+  };
+  void connect();
+  return async () => {
+    stopped = true;
+    clearTimeout(timer);
+    const c = client;
+    client = undefined;
+    if (!c) return;
+    await c.query('UNLISTEN *').catch(() => {});
+    c.release();
+  };
+}

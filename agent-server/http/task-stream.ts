@@ -15,7 +15,10 @@ export interface TaskStreamDeps {
   store: TaskStore;
   /** How often an idle stream gets a keep-alive comment. */
   heartbeatMs: number;
-  /** How often the store is read for a task running in another process (sharing the database). Default 250 ms. */
+  /**
+   * How often the store is read for a task running in another process (sharing the database), as the
+   * backstop of the store's notifications. Default 250 ms, or 2 s on a store that notifies.
+   */
   pollMs?: number;
 }
 
@@ -50,6 +53,13 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
       },
     });
     stream.onAbort(poke);
+    // Another process sharing the store says it wrote events of this task (it runs there, or went there).
+    let told = false;
+    const stopHearing = deps.store.onChange((change) => {
+      if (change.kind !== 'events' || (change.taskIds !== '*' && !change.taskIds.includes(taskId))) return;
+      told = true;
+      poke();
+    });
     const heartbeat = setInterval(() => void stream.write(': keep-alive\n\n'), deps.heartbeatMs);
     let last = after;
     const send = async (e: TaskEvent) => {
@@ -57,26 +67,37 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
       last = e.seq;
       await stream.writeSSE({ event: e.type, id: String(e.seq), data: JSON.stringify(e) });
     };
+    /** Sends what the store holds past the last event sent. */
+    const sendStored = async () => {
+      told = false;
+      for (const e of await deps.store.events(taskId, last)) await send(e);
+    };
     try {
       for (const e of await deps.store.events(taskId, after)) await send(e);
       if (unsubscribe) {
+        // Followed here (running, or queued here and perhaps claimed by another process).
         while (!stream.aborted && result === undefined) {
-          if (queue.length === 0) await new Promise<void>((r) => (wake = r));
+          if (queue.length === 0 && !told) await new Promise<void>((r) => (wake = r));
           while (queue.length > 0 && !stream.aborted) await send(queue.shift() as TaskEvent);
+          if (told) await sendStored();
         }
         while (queue.length > 0 && !stream.aborted) await send(queue.shift() as TaskEvent);
       } else {
-        // Not running here: read the store until the task has ended (polling, the backstop of any wake-up).
+        // Not here: read the store whenever another process says it has new events of the task, and now and
+        // then besides (the backstop), until the task has ended.
+        const pollMs = deps.pollMs ?? (deps.store.embedded ? 250 : 2000);
         for (;;) {
+          told = false;
           // A store that fails (closing with the service) ends the stream; the client reconnects.
           const task = await deps.store.getTask(taskId).catch(() => undefined);
           if (!task || FINISHED(task.status) || stream.aborted) {
             if (!task) return;
             break;
           }
-          for (const e of await deps.store.events(taskId, last)) await send(e);
+          await sendStored();
+          if (told) continue;
           await new Promise<void>((r) => {
-            const t = setTimeout(r, deps.pollMs ?? 250);
+            const t = setTimeout(r, pollMs);
             wake = () => {
               clearTimeout(t);
               r();
@@ -86,12 +107,13 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
       }
       if (stream.aborted) return;
       // Events this process did not see (the task ran in another process sharing the store) come from the store.
-      for (const e of await deps.store.events(taskId, last)) await send(e);
+      await sendStored();
       const final = result ?? (await storedResult(deps.store, taskId));
       if (final) await stream.writeSSE({ event: 'result', data: JSON.stringify(final) });
     } finally {
       clearInterval(heartbeat);
       unsubscribe?.();
+      stopHearing();
     }
   });
 }

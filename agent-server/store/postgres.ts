@@ -1,6 +1,6 @@
-import { inTransaction, migratePostgres, type Pool } from '../../lib/postgres.ts';
+import { inTransaction, listenPostgres, migratePostgres, type Pool } from '../../lib/postgres.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
-import type { CallRecord, StoreOptions, TaskOutcome, TaskRow, TaskStore } from './interface.ts';
+import type { CallRecord, StoreChange, StoreOptions, TaskOutcome, TaskRow, TaskStore } from './interface.ts';
 import { toTask } from './interface.ts';
 import { createLeases } from './leases.ts';
 
@@ -67,6 +67,12 @@ type Row = [string, number, EventType, string, number | null, string, number | n
 const COLUMNS =
   'task_id, session_id, goal, status, final_answer, error, steps, usage, toolsets_used, tokens, created_at, finished_at, pending_approval, resume_state, request, decision, fence';
 
+/** The channels other processes hear on: tasks with new events (their ids), and changes to the queue. */
+const EVENTS_CHANNEL = 'toolshift_task_events';
+const QUEUE_CHANNEL = 'toolshift_task_queue';
+/** Under PostgreSQL's 8,000-byte notification payload. */
+const MAX_PAYLOAD = 7900;
+
 /** A fenced statement's condition on `tasks`: held under fence $2 and its lease not lapsed ($1 is the task). */
 const HELD = 'task_id = $1 AND ($2::bigint IS NULL OR (fence = $2 AND lease_until > now()))';
 
@@ -102,13 +108,20 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         const n = r * 7;
         return `($${n + 1}, $${n + 2}::int, $${n + 3}, $${n + 4}, $${n + 5}::float8, $${n + 6}, $${n + 7}::bigint)`;
       });
+      // The rows are refused unless their task is held under their fence; one notification for the batch
+      // wakes followers in other processes (its tasks' ids, or `*` for more than a payload holds).
       const res = await query(
-        `INSERT INTO task_events (task_id, seq, type, at, duration_ms, data)
-         SELECT v.task_id, v.seq, v.type, v.at, v.duration_ms, v.data
-         FROM (VALUES ${values.join(', ')}) AS v(task_id, seq, type, at, duration_ms, data, fence)
-         JOIN tasks t ON t.task_id = v.task_id
-         WHERE v.fence IS NULL OR (t.fence = v.fence AND t.lease_until > now())
-         RETURNING task_id, seq`,
+        `WITH ins AS (
+           INSERT INTO task_events (task_id, seq, type, at, duration_ms, data)
+           SELECT v.task_id, v.seq, v.type, v.at, v.duration_ms, v.data
+           FROM (VALUES ${values.join(', ')}) AS v(task_id, seq, type, at, duration_ms, data, fence)
+           JOIN tasks t ON t.task_id = v.task_id
+           WHERE v.fence IS NULL OR (t.fence = v.fence AND t.lease_until > now())
+           RETURNING task_id),
+         ids AS (SELECT string_agg(DISTINCT task_id, ',') AS list FROM ins),
+         sent AS (SELECT pg_notify('${EVENTS_CHANNEL}', CASE WHEN length(list) <= ${MAX_PAYLOAD} THEN list ELSE '*' END)
+                  FROM ids WHERE list IS NOT NULL)
+         SELECT ins.task_id FROM ins LEFT JOIN sent ON true`,
         chunk.flat(),
       );
       if (res.rowCount === chunk.length) continue;
@@ -117,6 +130,11 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         if (fence !== null && !written.has(taskId)) leases.lose(taskId, fence);
     }
   };
+  const wake = async () => {
+    await pool.query('SELECT pg_notify($1, $2)', [QUEUE_CHANNEL, '']);
+  };
+  const changeListeners = new Set<(change: StoreChange) => void>();
+  let unlisten: (() => Promise<void>) | undefined;
   /** Queues `work` after the writes before it, with the events appended so far; `work` gets them. */
   const enqueue = <T>(work: (rows: Row[]) => Promise<T>): Promise<T> => {
     if (timer) clearTimeout(timer);
@@ -206,6 +224,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
            VALUES ($1, $2, $3, 'queued', $4, $5, 0)`,
           [taskId, sessionId, goal, new Date().toISOString(), request],
         );
+        await wake();
       } else {
         await statement(
           `INSERT INTO tasks (task_id, session_id, goal, status, created_at, request, lease_owner, lease_until, fence)
@@ -244,6 +263,8 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       );
       if (!row) return undefined;
       claimed(taskId, Number(row.fence), row.last_seq);
+      // The process that queued it (and perhaps streams it) hears that it was claimed.
+      await wake();
       return {
         resumed: Number(row.fence) > 1,
         state: row.resume_state ? JSON.parse(row.resume_state) : null,
@@ -328,6 +349,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
          AND (pending_approval::json ->> 'call_id') = $2`,
         [taskId, callId, JSON.stringify(decision)],
       );
+      if (res.rowCount === 1) await wake();
       return res.rowCount === 1;
     },
     async awaiting() {
@@ -370,11 +392,12 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       leases.drop(taskId);
       lastSeq.delete(taskId);
       if (fence === undefined) return;
-      await statement(
+      const requeued = await statement(
         `UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_until = NULL, fence = fence + 1
-         WHERE ${HELD} AND status = 'running'`,
+         WHERE ${HELD} AND status = 'running' RETURNING task_id`,
         [taskId, fence],
       );
+      if (requeued.length > 0) await wake();
     },
     async getTask(taskId): Promise<Task | undefined> {
       const [row] = await read<TaskRow>(`SELECT ${COLUMNS} FROM tasks WHERE task_id = $1`, [taskId]);
@@ -400,9 +423,22 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
          WHERE status = 'running' AND ($1 OR lease_until IS NULL OR lease_until <= now()) RETURNING task_id`,
         [all],
       );
+      if (rows.length > 0) await wake();
       return rows.map((r) => r.task_id);
     },
     onLeaseLost: (listener) => void leases.onLost(listener),
+    onChange(listener) {
+      changeListeners.add(listener);
+      unlisten ??= listenPostgres(pool, [EVENTS_CHANNEL, QUEUE_CHANNEL], (channel, payload) => {
+        const change: StoreChange =
+          channel === QUEUE_CHANNEL
+            ? { kind: 'queue' }
+            : { kind: 'events', taskIds: payload === '*' ? '*' : payload.split(',') };
+        for (const l of changeListeners) l(change);
+      });
+      return () => changeListeners.delete(listener);
+    },
+    wake,
     async pruneTasks(before, limit) {
       await flush();
       const res = await pool.query(
@@ -416,6 +452,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     async close() {
       leases.stop();
       await flush();
+      await unlisten?.();
       await pool.end();
     },
   };

@@ -364,6 +364,9 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       return q.requeue.all({ all: all ? 1 : 0, now: Date.now() }).map((r) => r.task_id);
     },
     onLeaseLost: (listener) => void leases.onLost(listener),
+    // One process uses the file: nothing to hear, no one to wake.
+    onChange: () => () => {},
+    wake: async () => {},
     /** Retention (lib/retention.ts): deletes at most `limit` tasks finished before `before` (ISO), with their events. */
     async pruneTasks(before: string, limit: number): Promise<number> {
       batch.flush();

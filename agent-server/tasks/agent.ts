@@ -119,14 +119,34 @@ export function createAgent(deps: AgentDeps) {
 
   /** A task that goes on in another process (claimed or resumed there): its end, read from the store once there. */
   async function ranElsewhere(taskId: string, listeners: Set<TaskListener>): Promise<ExecuteTaskResponse> {
-    for (;;) {
-      const task = await deps.store.getTask(taskId);
-      if (task && !['queued', 'running', 'awaiting_approval'].includes(task.status)) {
-        const result = resultOf(task);
-        for (const l of listeners) l.end?.(result);
-        return result;
+    // Read again whenever the other process writes events of the task (its end is one), or now and then.
+    let wake: () => void = () => {};
+    let told = false;
+    const stopHearing = deps.store.onChange((change) => {
+      if (change.kind !== 'events' || (change.taskIds !== '*' && !change.taskIds.includes(taskId))) return;
+      told = true;
+      wake();
+    });
+    try {
+      for (;;) {
+        told = false;
+        const task = await deps.store.getTask(taskId);
+        if (task && !['queued', 'running', 'awaiting_approval'].includes(task.status)) {
+          const result = resultOf(task);
+          for (const l of listeners) l.end?.(result);
+          return result;
+        }
+        if (told) continue;
+        await new Promise<void>((r) => {
+          const timer = setTimeout(r, queuePollMs);
+          wake = () => {
+            clearTimeout(timer);
+            r();
+          };
+        });
       }
-      await new Promise((r) => setTimeout(r, queuePollMs));
+    } finally {
+      stopHearing();
     }
   }
 
@@ -180,19 +200,35 @@ export function createAgent(deps: AgentDeps) {
     return adopted;
   }
 
-  // Now and then, the queue in the store is read (another agent-server's tasks, on a shared database); not
-  // while a read is in progress.
+  // The queue in the store is read now and then (another agent-server's tasks, on a shared database), and
+  // at once when another process says it changed; never two reads at a time (a change meanwhile reads again).
   let looking = false;
-  const poll = setInterval(() => {
-    if (looking || !deps.model || (queue.length === 0 && active() >= maxConcurrent)) return;
+  let again = false;
+  const look = () => {
+    if (!deps.model || (queue.length === 0 && active() >= maxConcurrent)) return;
+    if (looking) {
+      again = true;
+      return;
+    }
     looking = true;
     syncQueue()
       .catch((err: unknown) => deps.log.warn({ err }, 'could not read the task queue'))
       .finally(() => {
         looking = false;
+        if (again) {
+          again = false;
+          look();
+        }
       });
-  }, queuePollMs);
+  };
+  const poll = setInterval(look, queuePollMs);
   poll.unref();
+  const stopHearing = deps.store.onChange((change) => {
+    if (change.kind !== 'queue') return;
+    // A task queued or requeued, or a decision made elsewhere: paused tasks ask again, free slots claim.
+    waiter.pokeAll();
+    look();
+  });
   const waiter = createApprovalWaiter(deps.approvalPollMs ?? 1000);
 
   /**
@@ -532,6 +568,8 @@ export function createAgent(deps: AgentDeps) {
         status = (await relayDecision(deps.gateway, pending.approval_id, body, authorization)).status;
       }
       waiter.poke(taskId);
+      // Workers in other processes waiting for it ask again now.
+      if (pending.kind !== 'unknown_outcome') await deps.store.wake().catch(() => {});
       if (paused && !running.has(taskId)) resumePaused(paused);
       return { task_id: taskId, call_id: callId, status };
     },
@@ -539,6 +577,7 @@ export function createAgent(deps: AgentDeps) {
     /** Stops every task here without recording an end: paused ones stay paused for the next process. */
     async shutdown(): Promise<void> {
       clearInterval(poll);
+      stopHearing();
       // Queued tasks stay queued in the store for the next start; whoever waits for one is told so.
       for (const q of queue.splice(0)) {
         q.settle(

@@ -44,6 +44,10 @@ export function createApprovalWaiter(pollMs: number) {
   const pokes = new Map<string, () => void>();
   return {
     poke: (taskId: string) => pokes.get(taskId)?.(),
+    /** Wakes every wait (a decision may have been made in another process). */
+    pokeAll: () => {
+      for (const poke of [...pokes.values()]) poke();
+    },
     /** The decision on `pending`, as the model will be told it. */
     async wait(
       taskId: string,

@@ -102,6 +102,8 @@ export interface StackOptions {
   model?: Model;
   /** Sees each request of the agent-server to the gateway, and decides when (and whether) it goes on. */
   interceptGateway?: (request: Request, next: () => Promise<Response>) => Promise<Response>;
+  /** How often a stream of a task running elsewhere reads the store besides notifications. */
+  streamPollMs?: number;
   /** The task store's lease (ms) and worker name. */
   lease?: { ms?: number; holder?: string };
   /** Toolset files to write into a temp toolsets dir; default: the repo's own toolsets/. */
@@ -267,6 +269,7 @@ export async function makeStack(opts: StackOptions = {}) {
     store: taskStore,
     log,
     security: tokenSecurity({ user: opts.tokens?.user }),
+    streamPollMs: opts.streamPollMs,
   });
   retained.push(gatewayStore, taskStore, handles);
   return {

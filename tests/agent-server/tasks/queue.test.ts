@@ -190,6 +190,43 @@ describe('two agent-servers on one PostgreSQL database', () => {
     await until(busy, first.task_id, 'completed');
   });
 
+  it('wake each other through notifications: with polling an hour apart, a task queued on one starts at once on the other, and a stream on the first follows it live', async () => {
+    const databaseUrl = await freshDatabase('notify');
+    const hour = 3_600_000;
+    const { model: busyModel, release } = heldModel();
+    const busy = await makeStack({
+      model: busyModel,
+      maxConcurrentTasks: 1,
+      databaseUrl,
+      queuePollMs: hour,
+      streamPollMs: hour,
+    });
+    stacks.push(busy);
+    const idleModel = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'LIST', toolset_ids: [] })),
+      answer('woken up'),
+    ]);
+    const idle = await makeStack({ model: idleModel, maxConcurrentTasks: 1, databaseUrl, queuePollMs: hour });
+    stacks.push(idle);
+    const first = await submit(busy, 'holds the busy one');
+    try {
+      const queued = await submit(busy, 'runs on the idle one');
+      expect(queued.status).toBe('queued');
+      // The busy one's stream of the queued task: every event comes live, though it runs on the other one.
+      const text = await (await busy.agentApp.request(`/agent/tasks/${queued.task_id}/events`)).text();
+      const events = [...text.matchAll(/^event: (\w+)$/gm)].map((m) => m[1]);
+      expect(events[0]).toBe('task_started');
+      expect(events.filter((e) => e === 'model_call')).toHaveLength(2);
+      expect(events).toContain('tool_call_started');
+      expect(events.slice(-2)).toEqual(['task_finished', 'result']);
+      expect(text).toContain('woken up');
+      expect(idleModel.requests).toHaveLength(2);
+    } finally {
+      release();
+    }
+    await until(busy, first.task_id, 'completed');
+  });
+
   it('follows a task running on the other in an event stream, also after a reconnect with Last-Event-ID', async () => {
     const databaseUrl = await freshDatabase('follow');
     const { model, release } = heldModel();

@@ -4,7 +4,9 @@ import { defineConfig } from 'vitest/config';
 // what needs the whole daemon, other processes or a long run (live stacks, start-up, floods, the conformance
 // suite, the benchmark's tests, snapshots, the docs). Each folder is a vitest project, so one service's tests
 // run alone (`npx vitest run --project tool-server`); stress tests (*.stress.test.ts) belong to `system`.
-// `npm test` runs every project (what CI runs); `npm run test:fast` all but `system`.
+// `npm test` runs every project (what CI runs); `npm run test:fast` all but `system`. `agent-server@postgres`
+// runs the agent-server's tests and the end-to-end test again with tasks in PostgreSQL (the server the test run
+// starts; tests/helpers/stack.ts and e2e read TOOLSHIFT_TEST_STORE).
 
 const STRESS = '**/*.stress.test.ts';
 const fast = (name: string) => ({
@@ -24,6 +26,21 @@ export default defineConfig({
       fast('cli'),
       fast('lib'),
       { extends: true, test: { name: 'system', include: ['tests/system/**/*.test.ts', `tests/${STRESS}`] } },
+      {
+        extends: true,
+        test: {
+          name: 'agent-server@postgres',
+          include: ['tests/agent-server/**/*.test.ts', 'tests/system/e2e.test.ts'],
+          // Already run on both stores, each explicitly.
+          exclude: [
+            STRESS,
+            'tests/agent-server/store/**',
+            'tests/agent-server/tasks/queue.test.ts',
+            'tests/agent-server/tasks/recovery.test.ts',
+          ],
+          env: { TOOLSHIFT_TEST_STORE: 'postgres' },
+        },
+      },
     ],
   },
 });

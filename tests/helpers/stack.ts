@@ -29,6 +29,7 @@ import { createToolServerApp } from '../../tool-server/app.ts';
 import { PathGuard } from '../../tool-server/guards/paths/guard.ts';
 import { createRegistry } from '../../tool-server/registry.ts';
 import { nativeTools } from '../../tool-server/tools/native.ts';
+import { freshDatabase } from './postgres.ts';
 
 export const log = createLogger('test', 'silent');
 const silent = log;
@@ -158,6 +159,19 @@ if (process.env.VITEST) {
   });
 }
 
+/** Each data dir's PostgreSQL database, when the tests run on PostgreSQL (a restart on the same dir finds it). */
+const databases = new Map<string, string>();
+
+/** The task database of a stack on `dataDir`: none (SQLite) unless TOOLSHIFT_TEST_STORE=postgres. */
+export async function testDatabaseFor(dataDir: string): Promise<string | undefined> {
+  if (process.env.TOOLSHIFT_TEST_STORE !== 'postgres') return undefined;
+  const known = databases.get(dataDir);
+  if (known) return known;
+  const url = await freshDatabase('stack');
+  databases.set(dataDir, url);
+  return url;
+}
+
 /** The three apps wired in-process through app.request (no ports), on a temp workspace and data dir. */
 export async function makeStack(opts: StackOptions = {}) {
   const log = opts.log ?? silent;
@@ -239,8 +253,9 @@ export async function makeStack(opts: StackOptions = {}) {
   });
   const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity, face, prompts });
   const storeOptions = { leaseMs: opts.lease?.ms, holder: opts.lease?.holder };
-  const taskStore = opts.databaseUrl
-    ? await createPostgresTaskStore(openPostgres(opts.databaseUrl, 'test', { max: 4 }), storeOptions)
+  const databaseUrl = opts.databaseUrl ?? (await testDatabaseFor(dataDir));
+  const taskStore = databaseUrl
+    ? await createPostgresTaskStore(openPostgres(databaseUrl, 'test', { max: 4 }), storeOptions)
     : createTaskStore(openDatabase(path.join(dataDir, 'agent.db')), storeOptions);
   const toGateway = fetchOf(opts.gatewayApp ?? gatewayApp);
   const intercept = opts.interceptGateway;

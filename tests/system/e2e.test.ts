@@ -10,6 +10,7 @@ import type { Listening } from '../../lib/serve.ts';
 import { startStack } from '../../start/stack.ts';
 import { completion, MODEL_BASE_URL, modelEdge } from '../helpers/msw.ts';
 import { readSse } from '../helpers/sse.ts';
+import { testDatabaseFor } from '../helpers/stack.ts';
 
 // The three services on loopback with real HTTP between them; only the model is mocked, at its HTTP edge.
 
@@ -28,6 +29,8 @@ beforeAll(async () => {
     TOOL_SERVER_PORT: '0',
     OPENAI_BASE_URL: MODEL_BASE_URL,
     OPENAI_API_KEY: 'test-key',
+    // The agent-server@postgres project runs this file again with the tasks in PostgreSQL.
+    DATABASE_URL: await testDatabaseFor(tmp),
     AGENT_MODEL: 'e2e-model',
     TOOLSHIFT_DATA_DIR: path.join(tmp, 'data'),
     FS_ROOTS: path.join(tmp, 'workspace'),

@@ -20,6 +20,8 @@ describe('task events', () => {
       answer('done'),
     ]);
     stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
+    // The agent-server@postgres project runs this file with the tasks in PostgreSQL.
+    expect(stack.taskStore.embedded).toBe(process.env.TOOLSHIFT_TEST_STORE !== 'postgres');
     const res = await stack.post(stack.agentApp, '/agent/execute_task', { goal: 'write a.txt' });
     expect(res.body.status).toBe('completed');
     const detail = TaskDetail.parse(

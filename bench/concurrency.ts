@@ -39,11 +39,13 @@ export interface MemorySnapshot {
  * How the services run: `npm start` (one thread), `npm start` with TOOLSHIFT_THREADS=2 (the gateway and the
  * tool-server on a second thread), or one process each (docker compose).
  */
-export type ServicesLayout = 'npm-start' | 'two-threads' | 'separate';
+export type ServicesLayout = 'npm-start' | 'two-threads' | 'separate' | 'postgres-workers';
 
 /** What the concurrency run measured. */
 export interface ConcurrencyRun {
   layout: ServicesLayout;
+  /** postgres-workers: how many worker processes ran the tasks. */
+  workers?: number;
   tasks: number;
   latencyMs: number;
   turnsPerTask: number;
@@ -103,12 +105,16 @@ export async function startModelProcess(latencyMs: number) {
   };
 }
 
-/** Runs N tasks at once in `dir`. */
+/**
+ * Runs N tasks at once in `dir`. `postgres-workers` runs the agent API and `workers` worker processes on the
+ * PostgreSQL database `databaseUrl`, each worker taking an equal share of the tasks at a time.
+ */
 export async function concurrencyRun(
   dir: string,
   tasks = 1000,
   latencyMs = 1000,
   layout: ServicesLayout = 'npm-start',
+  scaled?: { databaseUrl: string; workers: number },
 ): Promise<ConcurrencyRun> {
   const workspace = path.join(dir, 'ws');
   await mkdir(workspace, { recursive: true });
@@ -117,9 +123,22 @@ export async function concurrencyRun(
     'Meeting notes: ship 1.4.0 on Friday; Ann reviews invoices.\n',
   );
   const model = await startModelProcess(latencyMs);
-  const start = layout === 'separate' ? startSeparate : startNpm;
+  const start =
+    layout === 'postgres-workers'
+      ? (env: Record<string, string>) => startSeparate(env, process.cwd(), scaled?.workers ?? 1)
+      : layout === 'separate'
+        ? startSeparate
+        : startNpm;
+  const workers = scaled?.workers ?? 1;
   // The mock model is stopped if the services fail to start (else its process keeps the benchmark alive).
   const npm = await start({
+    ...(scaled
+      ? {
+          DATABASE_URL: scaled.databaseUrl,
+          MAX_QUEUED_TASKS: String(tasks * 2),
+          MAX_CONCURRENT_TASKS: String(Math.ceil(tasks / workers)),
+        }
+      : { MAX_CONCURRENT_TASKS: String(tasks * 2) }),
     ...(layout === 'two-threads' ? { TOOLSHIFT_THREADS: '2' } : {}),
     AGENT_PORT: '0',
     GATEWAY_PORT: '0',
@@ -129,7 +148,6 @@ export async function concurrencyRun(
     TOOLSHIFT_DATA_DIR: path.join(dir, 'data'),
     FS_ROOTS: workspace,
     ...BENCH_TOKENS,
-    MAX_CONCURRENT_TASKS: String(tasks * 2),
     AGENT_MODEL_TIMEOUT_MS: '120000',
   }).catch(async (err: unknown) => {
     await model.stop();
@@ -193,6 +211,7 @@ export async function concurrencyRun(
     const after = await snapshot(npm);
     return {
       layout,
+      ...(scaled ? { workers } : {}),
       tasks,
       latencyMs,
       turnsPerTask: CONCURRENCY_TURNS,

@@ -23,6 +23,8 @@ export interface BenchResults {
   concurrency: ConcurrencyRun;
   /** The same load in other shapes: fewer tasks on npm start, and the services as separate processes. */
   concurrencyVariants: ConcurrencyRun[];
+  /** Why the PostgreSQL worker runs were not measured (no server binaries). */
+  scaledSkipped?: string;
   memory: MemoryStage[];
   /** The same with TOOLSHIFT_THREADS=2. */
   memoryTwoThreads: MemoryStage[];

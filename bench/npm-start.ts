@@ -148,9 +148,15 @@ export function freePort(): Promise<number> {
 
 /**
  * The three services as three processes, as `docker compose` runs them (`toolshift serve tool-server`, `mcp-gateway`,
- * `agent-server`, one each), so they can use more than one core. Resident memory is the three summed.
+ * `agent-server`, one each), so they can use more than one core. Resident memory is the three summed. With
+ * `workers`, the agent-server is the agent API alone (`serve agent-api`) and that many `serve worker` processes
+ * (tasks in PostgreSQL: `env` has DATABASE_URL); resident memory and CPU are every process's summed.
  */
-export async function startSeparate(env: Record<string, string>, cwd = process.cwd()): Promise<NpmStart> {
+export async function startSeparate(
+  env: Record<string, string>,
+  cwd = process.cwd(),
+  workers = 0,
+): Promise<NpmStart> {
   const [agentPort, gatewayPort, toolsPort] = [await freePort(), await freePort(), await freePort()];
   const full = {
     ...process.env,
@@ -173,18 +179,20 @@ export async function startSeparate(env: Record<string, string>, cwd = process.c
     }
     throw new Error(`${url} did not come up within 50 s`);
   };
-  for (const [service, url] of [
-    ['tool-server', `http://127.0.0.1:${toolsPort}`],
-    ['mcp-gateway', `http://127.0.0.1:${gatewayPort}`],
-    ['agent-server', `http://127.0.0.1:${agentPort}`],
-  ] as const) {
+  const services: [string, number][] = [
+    ['tool-server', toolsPort],
+    ['mcp-gateway', gatewayPort],
+    [workers > 0 ? 'agent-api' : 'agent-server', agentPort],
+  ];
+  for (let w = 0; w < workers; w++) services.push(['worker', await freePort()]);
+  for (const [service, port] of services) {
     const child = spawn(process.execPath, ['bin/toolshift.js', 'serve', service], {
       cwd,
-      env: full,
+      env: { ...full, ...(service === 'worker' ? { AGENT_PORT: String(port) } : {}) },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     started.push(child);
-    await waitFor(url);
+    await waitFor(`http://127.0.0.1:${port}`);
   }
   const agentUrl = `http://127.0.0.1:${agentPort}`;
   const pids = started.map((c) => c.pid as number);

@@ -1,12 +1,13 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
 import { concurrencyRun, type ServicesLayout } from './concurrency.ts';
 import { latencyRun } from './latency-run.ts';
 
 // `npm run bench:one -- <concurrency|latency>`: one part of the benchmark, printed as JSON, for working on
-// it. BENCH_TASKS (default 1000) and BENCH_LAYOUT (npm-start or separate) for concurrency, BENCH_ROUNDS for
-// latency.
+// it. BENCH_TASKS (default 1000) and BENCH_LAYOUT (npm-start, two-threads, separate, or postgres-workers with
+// BENCH_WORKERS worker processes on a throwaway PostgreSQL) for concurrency, BENCH_ROUNDS for latency.
 const root = await mkdtemp(path.join(tmpdir(), 'toolshift-bench-'));
 try {
   const part = process.argv[2] ?? 'concurrency';
@@ -22,12 +23,18 @@ try {
       }),
     );
   } else {
+    const layout = (process.env.BENCH_LAYOUT ?? 'npm-start') as ServicesLayout;
+    const server = layout === 'postgres-workers' ? await startTestPostgres() : undefined;
+    if (server) process.env.TOOLSHIFT_TEST_POSTGRES_URL = server.url;
     const run = await concurrencyRun(
       root,
       Number(process.env.BENCH_TASKS ?? 1000),
       1000,
-      (process.env.BENCH_LAYOUT ?? 'npm-start') as ServicesLayout,
-    );
+      layout,
+      server
+        ? { databaseUrl: await freshDatabase('scaled'), workers: Number(process.env.BENCH_WORKERS ?? 2) }
+        : undefined,
+    ).finally(() => server?.stop());
     const { idle, after, ...rest } = run;
     console.log(
       JSON.stringify({

@@ -230,7 +230,9 @@ export function renderReport(r: BenchResults): string {
         ? '`npm start` (one thread)'
         : x.layout === 'two-threads'
           ? '`npm start`, `TOOLSHIFT_THREADS=2` (gateway and tool-server on a second thread)'
-          : 'three processes (as docker compose runs them)';
+          : x.layout === 'postgres-workers'
+            ? `PostgreSQL: agent API + ${x.workers} worker process${x.workers === 1 ? '' : 'es'} (+ gateway, tool-server)`
+            : 'three processes (as docker compose runs them)';
     out.push(
       table(
         [
@@ -254,6 +256,16 @@ export function renderReport(r: BenchResults): string {
           `${(x.rssPerHeldTaskBytes / 1024).toFixed(0)} KiB`,
         ]),
       ),
+    );
+  }
+  if (r.scaledSkipped)
+    out.push('', `With PostgreSQL and worker processes: not measured (${r.scaledSkipped}).`);
+  else {
+    out.push(
+      '',
+      'The PostgreSQL rows run the agent API (`toolshift serve agent-api`) and one or two `toolshift serve worker` ' +
+        'processes on a throwaway cluster, each worker taking an equal share of the tasks at a time; CPU and resident ' +
+        'memory are every process summed (the PostgreSQL server not included).',
     );
   }
   out.push('');

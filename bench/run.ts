@@ -3,7 +3,8 @@ import { writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { concurrencyRun } from './concurrency.ts';
+import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
+import { type ConcurrencyRun, concurrencyRun } from './concurrency.ts';
 import { recallAtScale } from './discovery.ts';
 import { eventLogRun } from './event-log.ts';
 import { pgEventLogRun } from './event-log-pg.ts';
@@ -62,6 +63,7 @@ async function main() {
     const twoThreadsRun = await concurrencyRun(await dir('concurrency'), tasks, 1000, 'two-threads');
     step(`concurrency: ${tasks} tasks against the three services as separate processes`);
     const separateRun = await concurrencyRun(await dir('concurrency'), tasks, 1000, 'separate');
+    const scaledRuns = await postgresWorkersRuns(dir, tasks, step);
     const startupRuns = Number(process.env.BENCH_STARTS ?? 5);
     step(
       `start-up and idle memory of npm start's command, before and after the loader went: ${startupRuns} starts each`,
@@ -79,7 +81,8 @@ async function main() {
       eventLog,
       eventLogPg,
       concurrency,
-      concurrencyVariants: [fewerRun, twoThreadsRun, separateRun],
+      concurrencyVariants: [fewerRun, twoThreadsRun, separateRun, ...scaledRuns.runs],
+      scaledSkipped: scaledRuns.skipped,
       memory,
       memoryTwoThreads,
       startup,
@@ -94,6 +97,37 @@ async function main() {
     console.log(`\nwrote ${out} in ${Math.round(results.durationS)} s`);
   } finally {
     await rm(root, { recursive: true, force: true });
+  }
+}
+
+/** The same tasks with the agent API and 1, then 2, worker processes on a throwaway PostgreSQL cluster. */
+async function postgresWorkersRuns(
+  dir: (name: string) => Promise<string>,
+  tasks: number,
+  step: (what: string) => void,
+): Promise<{ runs: ConcurrencyRun[]; skipped?: string }> {
+  let server: Awaited<ReturnType<typeof startTestPostgres>>;
+  try {
+    server = await startTestPostgres();
+  } catch (err) {
+    return { runs: [], skipped: (err as Error).message };
+  }
+  process.env.TOOLSHIFT_TEST_POSTGRES_URL = server.url;
+  try {
+    const runs: ConcurrencyRun[] = [];
+    for (const workers of [1, 2]) {
+      step(`concurrency: ${tasks} tasks, the agent API and ${workers} worker process(es) on PostgreSQL`);
+      const databaseUrl = await freshDatabase('scaled');
+      runs.push(
+        await concurrencyRun(await dir('concurrency'), tasks, 1000, 'postgres-workers', {
+          databaseUrl,
+          workers,
+        }),
+      );
+    }
+    return { runs };
+  } finally {
+    server.stop();
   }
 }
 

@@ -55,8 +55,7 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
     stream.onAbort(poke);
     // Another process sharing the store says it wrote events of this task (it runs there, or went there).
     let told = false;
-    const stopHearing = deps.store.onChange((change) => {
-      if (change.kind !== 'events' || (change.taskIds !== '*' && !change.taskIds.includes(taskId))) return;
+    const stopHearing = deps.store.onTaskEvents(taskId, () => {
       told = true;
       poke();
     });

@@ -25,9 +25,6 @@ export interface Claim {
   request: unknown;
 }
 
-/** What another process sharing the store did. */
-export type StoreChange = { kind: 'queue' } | { kind: 'events'; taskIds: string[] | '*' };
-
 /** Who holds tasks through a store, and for how long a claim lasts without a heartbeat. */
 export interface LeaseOptions {
   /** This worker, as its leases name it (host, process, a random part). */
@@ -138,11 +135,15 @@ export interface TaskStore {
   /** Hears of each task whose lease this worker lost. */
   onLeaseLost(listener: (taskId: string) => void): void;
   /**
-   * Hears what other processes sharing the store did: new events of tasks, or a change to the queue (a task
-   * queued or requeued, a decision). Coalesced and best-effort (a process polls as well); an embedded store
-   * has no other process and never calls it. Returns the function that stops listening.
+   * Hears when another process sharing the store changed the queue (a task queued, requeued or claimed, a
+   * decision made). Coalesced and best-effort (a process polls as well); an embedded store has no other
+   * process and never calls it. Returns the function that stops listening.
    */
-  onChange(listener: (change: StoreChange) => void): () => void;
+  onQueueChange(listener: () => void): () => void;
+  /** Hears when another process wrote events of task `taskId` (as onQueueChange: best-effort, coalesced). */
+  onTaskEvents(taskId: string, listener: () => void): () => void;
+  /** Hears when another process recorded the end of task `taskId` (best-effort). */
+  onTaskEnd(taskId: string, listener: () => void): () => void;
   /** Tells every process sharing the store to look at its queue and paused tasks now. */
   wake(): Promise<void>;
   /** Deletes up to `limit` finished tasks (with their events) older than `before`; returns how many. */

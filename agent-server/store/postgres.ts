@@ -1,6 +1,6 @@
 import { inTransaction, listenPostgres, migratePostgres, type Pool } from '../../lib/postgres.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
-import type { CallRecord, StoreChange, StoreOptions, TaskOutcome, TaskRow, TaskStore } from './interface.ts';
+import type { CallRecord, StoreOptions, TaskOutcome, TaskRow, TaskStore } from './interface.ts';
 import { toTask } from './interface.ts';
 import { createLeases } from './leases.ts';
 
@@ -70,6 +70,7 @@ const COLUMNS =
 /** The channels other processes hear on: tasks with new events (their ids), and changes to the queue. */
 const EVENTS_CHANNEL = 'toolshift_task_events';
 const QUEUE_CHANNEL = 'toolshift_task_queue';
+const END_CHANNEL = 'toolshift_task_ends';
 /** Under PostgreSQL's 8,000-byte notification payload. */
 const MAX_PAYLOAD = 7900;
 
@@ -88,7 +89,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   let pending: Row[] = [];
   let timer: NodeJS.Timeout | null = null;
   /** Writes run one after another, in the order they were queued. */
-  let writing: Promise<void> = Promise.resolve();
+  const writing: Promise<void> = Promise.resolve();
   const leases = createLeases(opts, async (held) => {
     const res = await pool.query(
       `UPDATE tasks t SET lease_until = now() + $3 * interval '1 millisecond'
@@ -133,23 +134,66 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   const wake = async () => {
     await pool.query('SELECT pg_notify($1, $2)', [QUEUE_CHANNEL, '']);
   };
-  const changeListeners = new Set<(change: StoreChange) => void>();
+  const queueListeners = new Set<() => void>();
+  /** Listeners of each task's events, by task: a notification names its tasks, each found at once. */
+  const eventListeners = new Map<string, Set<() => void>>();
+  const endListeners = new Map<string, Set<() => void>>();
   let unlisten: (() => Promise<void>) | undefined;
-  /** Queues `work` after the writes before it, with the events appended so far; `work` gets them. */
-  const enqueue = <T>(work: (rows: Row[]) => Promise<T>): Promise<T> => {
-    if (timer) clearTimeout(timer);
-    timer = null;
-    const rows = pending;
-    pending = [];
-    const result = writing.then(() => work(rows));
-    writing = result.then(
+  /** Starts listening once something wants to hear. */
+  const hear = () => {
+    unlisten ??= listenPostgres(pool, [EVENTS_CHANNEL, QUEUE_CHANNEL, END_CHANNEL], (channel, payload) => {
+      if (channel === QUEUE_CHANNEL) {
+        for (const l of [...queueListeners]) l();
+        return;
+      }
+      const listeners = channel === END_CHANNEL ? endListeners : eventListeners;
+      const ids = payload === '*' ? [...listeners.keys()] : payload.split(',');
+      for (const id of ids) for (const l of [...(listeners.get(id) ?? [])]) l();
+    });
+  };
+  const listenTo = (listeners: Map<string, Set<() => void>>, taskId: string, listener: () => void) => {
+    hear();
+    let set = listeners.get(taskId);
+    if (!set) listeners.set(taskId, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && listeners.get(taskId) === set) listeners.delete(taskId);
+    };
+  };
+  /** Each task's last write in flight: a task's writes commit in the order they were made. */
+  const tails = new Map<string, Promise<void>>();
+  /**
+   * Runs `work` with the pending events of task `taskId` (or, for null, of every task: a flush) once the
+   * earlier writes of those tasks have settled. Writes of different tasks run side by side (up to the pool).
+   */
+  const enqueue = <T>(taskId: string | null, work: (rows: Row[]) => Promise<T>): Promise<T> => {
+    let rows: Row[];
+    if (taskId === null) {
+      if (timer) clearTimeout(timer);
+      timer = null;
+      rows = pending;
+      pending = [];
+    } else {
+      rows = pending.filter((r) => r[0] === taskId);
+      if (rows.length > 0) pending = pending.filter((r) => r[0] !== taskId);
+    }
+    const tasks = new Set(rows.map((r) => r[0]));
+    if (taskId !== null) tasks.add(taskId);
+    const result = Promise.all([...tasks].map((t) => tails.get(t))).then(() => work(rows));
+    const settled = result.then(
       () => undefined,
       () => undefined,
     );
+    for (const t of tasks) tails.set(t, settled);
+    void settled.then(() => {
+      for (const t of tasks) if (tails.get(t) === settled) tails.delete(t);
+    });
     return result;
   };
-  const flush = () =>
-    enqueue(async (rows) => {
+  /** Writes the pending events, then waits for every write in flight: a read after it sees them all. */
+  const flush = async () => {
+    await enqueue(null, async (rows) => {
       if (rows.length === 0) return;
       try {
         await insertEvents((sql, values) => pool.query(sql, values), rows);
@@ -157,21 +201,25 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         onWriteError(err);
       }
     });
+    await Promise.all(tails.values());
+  };
   /**
-   * Statements committed with the events appended before them (in one transaction, after the writes queued
-   * before it); resolves to what `work` returns.
+   * Statements of task `taskId` committed with its events appended before them (in one transaction, after its
+   * earlier writes; without pending events, on their own); resolves to what `work` returns.
    */
-  const afterEvents = <T>(work: (query: Query) => Promise<T>): Promise<T> =>
-    enqueue((rows) =>
-      inTransaction(pool, async (client) => {
-        const query: Query = (text, params) => client.query(text, params);
-        await insertEvents(query, rows);
-        return work(query);
-      }),
+  const afterEvents = <T>(taskId: string, work: (query: Query) => Promise<T>): Promise<T> =>
+    enqueue(taskId, (rows) =>
+      rows.length === 0
+        ? work((text, params) => pool.query(text, params))
+        : inTransaction(pool, async (client) => {
+            const query: Query = (text, params) => client.query(text, params);
+            await insertEvents(query, rows);
+            return work(query);
+          }),
     );
-  /** One statement after the events before it; resolves to its rows. */
+  /** One statement of task `values[0]` after its events before it; resolves to its rows. */
   const statement = <T>(sql: string, values: unknown[]) =>
-    afterEvents(async (query) => {
+    afterEvents(values[0] as string, async (query) => {
       const withLease = sql.includes('$LEASE');
       const text = sql.replaceAll('$LEASE', `$${values.length + 1}`);
       return (await query(text, withLease ? [...values, leases.leaseMs] : values)).rows as T[];
@@ -182,7 +230,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     work: (query: Query, fence: number | null) => Promise<number>,
   ) => {
     const fence = leases.fence(taskId) ?? null;
-    const changed = await afterEvents((query) => work(query, fence));
+    const changed = await afterEvents(taskId, (query) => work(query, fence));
     leases.check(taskId, fence ?? undefined, changed);
   };
   /** Tasks in `status`, oldest first. */
@@ -381,7 +429,11 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
             new Date().toISOString(),
           ],
         );
-        if (res.rowCount) await query('DELETE FROM task_calls WHERE task_id = $1', [taskId]);
+        if (res.rowCount) {
+          await query('DELETE FROM task_calls WHERE task_id = $1', [taskId]);
+          // Whoever waits for its end in another process (a client of another agent API) hears it.
+          await query('SELECT pg_notify($1, $2)', [END_CHANNEL, taskId]);
+        }
         return res.rowCount ?? 0;
       });
       leases.drop(taskId);
@@ -427,17 +479,13 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       return rows.map((r) => r.task_id);
     },
     onLeaseLost: (listener) => void leases.onLost(listener),
-    onChange(listener) {
-      changeListeners.add(listener);
-      unlisten ??= listenPostgres(pool, [EVENTS_CHANNEL, QUEUE_CHANNEL], (channel, payload) => {
-        const change: StoreChange =
-          channel === QUEUE_CHANNEL
-            ? { kind: 'queue' }
-            : { kind: 'events', taskIds: payload === '*' ? '*' : payload.split(',') };
-        for (const l of changeListeners) l(change);
-      });
-      return () => changeListeners.delete(listener);
+    onQueueChange(listener) {
+      hear();
+      queueListeners.add(listener);
+      return () => queueListeners.delete(listener);
     },
+    onTaskEvents: (taskId, listener) => listenTo(eventListeners, taskId, listener),
+    onTaskEnd: (taskId, listener) => listenTo(endListeners, taskId, listener),
     wake,
     async pruneTasks(before, limit) {
       await flush();

@@ -365,7 +365,9 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     },
     onLeaseLost: (listener) => void leases.onLost(listener),
     // One process uses the file: nothing to hear, no one to wake.
-    onChange: () => () => {},
+    onQueueChange: () => () => {},
+    onTaskEvents: () => () => {},
+    onTaskEnd: () => () => {},
     wake: async () => {},
     /** Retention (lib/retention.ts): deletes at most `limit` tasks finished before `before` (ISO), with their events. */
     async pruneTasks(before: string, limit: number): Promise<number> {

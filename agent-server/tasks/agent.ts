@@ -42,6 +42,9 @@ interface QueuedRequest {
 /** A task as a worker runs it: its request, and when it was submitted (its time limit counts from then). */
 type TaskToRun = { taskId: string; sessionId: string; goal: string; createdAt: string } & QueuedRequest;
 
+/** How long a change to the queue heard from another process may wait for others to share one read. */
+const QUEUE_WAKE_MS = 20;
+
 /** The seconds left of a task's time limit (at least one). */
 const remainingS = (maxDurationS: number, createdAt: string) =>
   Math.max(1, Math.ceil(maxDurationS - (Date.now() - Date.parse(createdAt)) / 1000));
@@ -119,11 +122,10 @@ export function createAgent(deps: AgentDeps) {
 
   /** A task that goes on in another process (claimed or resumed there): its end, read from the store once there. */
   async function ranElsewhere(taskId: string, listeners: Set<TaskListener>): Promise<ExecuteTaskResponse> {
-    // Read again whenever the other process writes events of the task (its end is one), or now and then.
+    // Read again when the other process records the task's end, or now and then.
     let wake: () => void = () => {};
     let told = false;
-    const stopHearing = deps.store.onChange((change) => {
-      if (change.kind !== 'events' || (change.taskIds !== '*' && !change.taskIds.includes(taskId))) return;
+    const stopHearing = deps.store.onTaskEnd(taskId, () => {
       told = true;
       wake();
     });
@@ -181,11 +183,13 @@ export function createAgent(deps: AgentDeps) {
     if (lapsed.length > 0) deps.log.warn({ tasks: lapsed }, 'requeued tasks whose lease lapsed');
     // Paused tasks no one here waits for (their worker stopped): this worker waits for their decision too.
     for (const t of await deps.store.awaiting()) resumePaused(t);
+    // Only tasks queued here before the read are judged by it (one queued meanwhile may be missing from it).
+    const before = new Set(queue.map((q) => q.task.taskId));
     const waiting = await deps.store.queued();
     const stillQueued = new Set(waiting.map((w) => w.task.task_id));
     for (let i = queue.length - 1; i >= 0; i--) {
       const q = queue[i];
-      if (stillQueued.has(q.task.taskId)) continue;
+      if (stillQueued.has(q.task.taskId) || !before.has(q.task.taskId)) continue;
       queue.splice(i, 1);
       q.settle(q.adopted ? Promise.resolve(undefined) : ranElsewhere(q.task.taskId, q.listeners));
     }
@@ -223,11 +227,15 @@ export function createAgent(deps: AgentDeps) {
   };
   const poll = setInterval(look, queuePollMs);
   poll.unref();
-  const stopHearing = deps.store.onChange((change) => {
-    if (change.kind !== 'queue') return;
-    // A task queued or requeued, or a decision made elsewhere: paused tasks ask again, free slots claim.
-    waiter.pokeAll();
-    look();
+  let soon: NodeJS.Timeout | undefined;
+  const stopHearing = deps.store.onQueueChange(() => {
+    // A task queued, requeued or claimed, or a decision made elsewhere: paused tasks ask again, free slots
+    // claim. A burst of changes (a thousand claims) is one read a few milliseconds later, not a thousand.
+    soon ??= setTimeout(() => {
+      soon = undefined;
+      waiter.pokeAll();
+      look();
+    }, QUEUE_WAKE_MS);
   });
   const waiter = createApprovalWaiter(deps.approvalPollMs ?? 1000);
 
@@ -577,6 +585,7 @@ export function createAgent(deps: AgentDeps) {
     /** Stops every task here without recording an end: paused ones stay paused for the next process. */
     async shutdown(): Promise<void> {
       clearInterval(poll);
+      clearTimeout(soon);
       stopHearing();
       // Queued tasks stay queued in the store for the next start; whoever waits for one is told so.
       for (const q of queue.splice(0)) {

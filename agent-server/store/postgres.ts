@@ -153,8 +153,8 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   };
   const listenTo = (listeners: Map<string, Set<() => void>>, taskId: string, listener: () => void) => {
     hear();
-    let set = listeners.get(taskId);
-    if (!set) listeners.set(taskId, (set = new Set()));
+    const set = listeners.get(taskId) ?? new Set<() => void>();
+    listeners.set(taskId, set);
     set.add(listener);
     return () => {
       set.delete(listener);

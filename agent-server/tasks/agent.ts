@@ -85,8 +85,10 @@ export function createAgent(deps: AgentDeps) {
   const queuePollMs = deps.queuePollMs ?? 1000;
   /** Tasks waiting for a slot, oldest first; they start as running ones end or pause. */
   const queue: QueuedTask[] = [];
-  /** Queued tasks being claimed in the store right now (each will take a slot). */
+  /** Tasks being claimed or recorded as running right now (each will take a slot). */
   let claiming = 0;
+  /** Tasks being recorded as queued right now (each will take a place in the queue). */
+  let enqueuing = 0;
   const active = () => running.size - paused.size + claiming;
 
   /**
@@ -470,12 +472,13 @@ export function createAgent(deps: AgentDeps) {
    */
   async function start(req: ExecuteTaskRequest, listener?: TaskListener) {
     if (!deps.model) throw new ModelNotConfiguredError();
+    const waiting = () => queue.length + enqueuing;
     const busy = active() >= maxConcurrent;
-    if (busy && queue.length >= maxQueued) {
+    if (busy && waiting() >= maxQueued) {
       const message =
         maxQueued === 0
           ? `${active()} tasks are running, the most this agent-server runs at once (MAX_CONCURRENT_TASKS=${maxConcurrent}); retry shortly`
-          : `${active()} tasks are running (MAX_CONCURRENT_TASKS=${maxConcurrent}) and ${queue.length} wait for a slot, ` +
+          : `${active()} tasks are running (MAX_CONCURRENT_TASKS=${maxConcurrent}) and ${waiting()} wait for a slot, ` +
             `the most that may wait (MAX_QUEUED_TASKS=${maxQueued}); retry shortly`;
       throw new HttpError(503, message, {}, { 'retry-after': '5' });
     }
@@ -487,15 +490,26 @@ export function createAgent(deps: AgentDeps) {
       maxDurationS: req.max_duration_s ?? defaultMaxDurationS,
       exposure: req.exposure ?? deps.exposure ?? 'native',
     };
-    // Judged again after the awaits above: other requests may have taken the last slots meanwhile.
+    // Judged again after the awaits above: other requests may have taken the last slots meanwhile. The slot
+    // (or the place in the queue) is this request's from here, while the task is recorded.
     const createdAt = new Date().toISOString();
-    if (active() >= maxConcurrent || queue.length > 0) {
-      await deps.store.createTask(taskId, sessionId, goal, { queued: true, request });
+    if (active() >= maxConcurrent || waiting() > 0) {
+      enqueuing++;
+      try {
+        await deps.store.createTask(taskId, sessionId, goal, { queued: true, request });
+      } finally {
+        enqueuing--;
+      }
       const done = enqueue({ taskId, sessionId, goal, createdAt, ...request }, { listener });
       drain();
       return { task_id: taskId, session_id: sessionId, done, status: 'queued' as 'running' | 'queued' };
     }
-    await deps.store.createTask(taskId, sessionId, goal, { request });
+    claiming++;
+    try {
+      await deps.store.createTask(taskId, sessionId, goal, { request });
+    } finally {
+      claiming--;
+    }
     return launch({ taskId, sessionId, goal, createdAt, ...request }, { listener });
   }
 

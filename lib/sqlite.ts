@@ -113,12 +113,13 @@ const isRowError = (err: unknown) => String((err as { code?: unknown }).code).st
 export function createWriteBatch(
   db: Db,
   onError: (err: unknown) => void,
-  opts: { maxWrites?: number; delayMs?: number } = {},
+  opts: { maxWrites?: number; delayMs?: number; onBegin?: () => void } = {},
 ): WriteBatch {
-  const { maxWrites = 500, delayMs = GROUP_COMMIT_MS } = opts;
+  const { maxWrites = 500, delayMs = GROUP_COMMIT_MS, onBegin } = opts;
   let queue: (() => void)[] = [];
   let scheduled: NodeJS.Timeout | null = null;
   const transaction = db.transaction((writes: (() => void)[]) => {
+    onBegin?.();
     for (const write of writes) write();
   });
   function flush() {

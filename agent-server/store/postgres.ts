@@ -105,27 +105,28 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   const insertEvents = async (query: Query, rows: Row[]) => {
     for (let i = 0; i < rows.length; i += MAX_ROWS_PER_INSERT) {
       const chunk = rows.slice(i, i + MAX_ROWS_PER_INSERT);
-      const values = chunk.map((_, r) => {
-        const n = r * 7;
-        return `($${n + 1}, $${n + 2}::int, $${n + 3}, $${n + 4}, $${n + 5}::float8, $${n + 6}, $${n + 7}::bigint)`;
-      });
+      // One array per column (seven parameters whatever the batch's size), unnested into rows.
+      const columns = [0, 1, 2, 3, 4, 5, 6].map((c) => chunk.map((row) => row[c]));
       // The rows are refused unless their task is held under their fence; one notification for the batch
       // wakes followers in other processes (its tasks' ids, or `*` for more than a payload holds).
       const res = await query(
         `WITH ins AS (
            INSERT INTO task_events (task_id, seq, type, at, duration_ms, data)
            SELECT v.task_id, v.seq, v.type, v.at, v.duration_ms, v.data
-           FROM (VALUES ${values.join(', ')}) AS v(task_id, seq, type, at, duration_ms, data, fence)
-           JOIN tasks t ON t.task_id = v.task_id
-           WHERE v.fence IS NULL OR (t.fence = v.fence AND t.lease_until > now())
+           FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::float8[], $6::text[], $7::bigint[])
+             AS v(task_id, seq, type, at, duration_ms, data, fence)
+           WHERE v.fence IS NULL OR EXISTS (SELECT 1 FROM tasks t
+             WHERE t.task_id = v.task_id AND t.fence = v.fence AND t.lease_until > now())
            RETURNING task_id),
-         ids AS (SELECT string_agg(DISTINCT task_id, ',') AS list FROM ins),
+         written AS (SELECT task_id, count(*) AS n FROM ins GROUP BY task_id),
+         ids AS (SELECT string_agg(task_id, ',') AS list FROM written),
          sent AS (SELECT pg_notify('${EVENTS_CHANNEL}', CASE WHEN length(list) <= ${MAX_PAYLOAD} THEN list ELSE '*' END)
                   FROM ids WHERE list IS NOT NULL)
-         SELECT ins.task_id FROM ins LEFT JOIN sent ON true`,
-        chunk.flat(),
+         SELECT written.task_id, written.n FROM written LEFT JOIN sent ON true`,
+        columns,
       );
-      if (res.rowCount === chunk.length) continue;
+      const count = res.rows.reduce((sum: number, r) => sum + Number((r as { n: string }).n), 0);
+      if (count === chunk.length) continue;
       const written = new Set(res.rows.map((r) => (r as { task_id: string }).task_id));
       for (const [taskId, , , , , , fence] of chunk)
         if (fence !== null && !written.has(taskId)) leases.lose(taskId, fence);

@@ -105,9 +105,8 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     addEvent: db.prepare<[string, number, EventType, string, number | null, string]>(
       'INSERT INTO task_events (task_id, seq, type, at, duration_ms, data) VALUES (?, ?, ?, ?, ?, ?)',
     ),
-    addFencedEvent: db.prepare(
-      `INSERT INTO task_events (task_id, seq, type, at, duration_ms, data)
-       SELECT @task, @seq, @type, @at, @duration, @data WHERE EXISTS (SELECT 1 FROM tasks WHERE ${HELD})`,
+    held: db.prepare<{ task: string; fence: number; now: number }, { held: number }>(
+      `SELECT 1 AS held FROM tasks WHERE ${HELD}`,
     ),
     lastSeq: db.prepare<[string], { seq: number | null }>(
       'SELECT MAX(seq) AS seq FROM task_events WHERE task_id = ?',
@@ -169,7 +168,9 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
        AND status NOT IN ('queued', 'running', 'awaiting_approval') AND finished_at < ? LIMIT ?)`,
     ),
   };
-  const batch = createWriteBatch(db, onWriteError);
+  /** Whether each task was held under a fence, as checked in the commit being written (once, not per row). */
+  const fenceChecked = new Map<string, boolean>();
+  const batch = createWriteBatch(db, onWriteError, { onBegin: () => fenceChecked.clear() });
   const renew = db.transaction((held: [string, number][]) => {
     const now = Date.now();
     const until = now + leases.leaseMs;
@@ -185,9 +186,22 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
   const fenced = (taskId: string) => ({ task: taskId, fence: leases.fence(taskId) ?? null, now: Date.now() });
   /** Runs a fenced write (after the events before it); throws LeaseLost when it changed nothing. */
   const write = (taskId: string, run: (params: ReturnType<typeof fenced>) => number) => {
-    batch.flush();
     const params = fenced(taskId);
-    leases.check(taskId, params.fence ?? undefined, run(params));
+    // In the same commit as the events queued before it: one commit, not two.
+    let changed: number | undefined;
+    let failed: { err: unknown } | undefined;
+    batch.add(() => {
+      try {
+        changed = run(params);
+      } catch (err) {
+        failed = { err };
+      }
+    });
+    batch.flush();
+    if (failed) throw failed.err;
+    // The batch's commit failed before it got to this write (onWriteError has the cause).
+    if (changed === undefined) throw new Error(`the task store could not record a write of task ${taskId}`);
+    leases.check(taskId, params.fence ?? undefined, changed);
   };
   /** The last seq given to each task this process has events for (read from the table on first use). */
   const lastSeq = new Map<string, number>();
@@ -250,20 +264,17 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       const fence = leases.fence(taskId);
       const n = seq;
       batch.add(() => {
-        if (fence === undefined) q.addEvent.run(taskId, n, type, at, durationMs, text);
-        else {
-          const row = {
-            task: taskId,
-            seq: n,
-            type,
-            at,
-            duration: durationMs,
-            data: text,
-            fence,
-            now: Date.now(),
-          };
-          if (q.addFencedEvent.run(row).changes === 0) leases.lose(taskId, fence);
+        if (fence !== undefined) {
+          const key = `${taskId} ${fence}`;
+          let held = fenceChecked.get(key);
+          if (held === undefined) {
+            held = q.held.get({ task: taskId, fence, now: Date.now() }) !== undefined;
+            fenceChecked.set(key, held);
+          }
+          // Refused: this worker no longer holds the task (another claimed it, or the lease lapsed).
+          if (!held) return leases.lose(taskId, fence);
         }
+        q.addEvent.run(taskId, n, type, at, durationMs, text);
       });
       // The emitter typed `data` by its `type` (Emit); stored rows are read back as what they were written as.
       return { seq, type, at, duration_ms: durationMs, data } as TaskEvent;

@@ -96,12 +96,19 @@ export interface TaskStore {
   ): TaskEvent;
   /**
    * Records where the task goes on from if its worker stops: a reply whose tool calls are about to run. The
-   * call records of the reply before it are dropped. Throws LeaseLost when refused.
+   * call records of the reply before it are dropped. Written behind, in the task's order: it is durable once
+   * the reply's first call is recorded as started (a refusal goes to onLeaseLost).
    */
   checkpoint(taskId: string, state: unknown): Promise<void>;
-  /** Records that call `index` of the checkpoint's reply starts now (durable before it runs). Throws LeaseLost. */
+  /**
+   * Records that call `index` of the checkpoint's reply starts now, with every write of the task before it
+   * (the checkpoint, the last call's end): durable when it resolves, before the call runs. Throws LeaseLost.
+   */
   callStarted(taskId: string, index: number, callId: string): Promise<void>;
-  /** Records how call `index` ended. Throws LeaseLost. */
+  /**
+   * Records how call `index` ended; written behind, in the task's order (lost in a crash, the call looks
+   * unfinished: the safe side). A refusal goes to onLeaseLost.
+   */
   callFinished(taskId: string, index: number, callId: string, result: unknown): Promise<void>;
   /** Records that the task waits for `pending`, with the loop state to resume from; the lease is let go. */
   pause(taskId: string, pending: unknown, state: unknown): Promise<void>;

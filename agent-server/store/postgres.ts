@@ -234,6 +234,13 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     const changed = await afterEvents(taskId, (query) => work(query, fence));
     leases.check(taskId, fence ?? undefined, changed);
   };
+  /** A fenced statement queued in the task's order and not waited for (refused: onLeaseLost; failed: onWriteError). */
+  const fencedBehind = (taskId: string, work: (query: Query, fence: number | null) => Promise<number>) => {
+    const fence = leases.fence(taskId) ?? null;
+    afterEvents(taskId, (query) => work(query, fence)).then((changed) => {
+      if (changed === 0 && fence !== null) leases.lose(taskId, fence);
+    }, onWriteError);
+  };
   /** Tasks in `status`, oldest first. */
   const tasksIn = (status: 'queued' | 'awaiting_approval') =>
     read<TaskRow>(`SELECT ${COLUMNS} FROM tasks t WHERE status = $1 ORDER BY created_at, n`, [status]);
@@ -327,8 +334,9 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         request: row.request ? JSON.parse(row.request) : null,
       }));
     },
+    // Written behind, in the task's order: the call that starts next waits for it (callStarted), before it runs.
     async checkpoint(taskId, state) {
-      await fencedWrite(taskId, async (query, fence) => {
+      fencedBehind(taskId, async (query, fence) => {
         const res = await query(`UPDATE tasks SET resume_state = $3 WHERE ${HELD}`, [
           taskId,
           fence,
@@ -352,8 +360,10 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
           ).rowCount ?? 0,
       );
     },
+    // Written behind, as the checkpoint (lost in a crash, the call only looks unfinished: the safe side).
+    // Written behind, as the checkpoint (lost in a crash, the call only looks unfinished: the safe side).
     async callFinished(taskId, index, callId, result) {
-      await fencedWrite(
+      fencedBehind(
         taskId,
         async (query, fence) =>
           (

@@ -203,6 +203,13 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     if (changed === undefined) throw new Error(`the task store could not record a write of task ${taskId}`);
     leases.check(taskId, params.fence ?? undefined, changed);
   };
+  /** A fenced write committed with the next batch (a refusal goes to onLeaseLost, a failure to onWriteError). */
+  const writeBehind = (taskId: string, run: (params: ReturnType<typeof fenced>) => number) => {
+    const params = fenced(taskId);
+    batch.add(() => {
+      if (run(params) === 0 && params.fence !== null) leases.lose(taskId, params.fence);
+    });
+  };
   /** The last seq given to each task this process has events for (read from the table on first use). */
   const lastSeq = new Map<string, number>();
   const claimed = (taskId: string, fence: number) => {
@@ -279,22 +286,24 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       // The emitter typed `data` by its `type` (Emit); stored rows are read back as what they were written as.
       return { seq, type, at, duration_ms: durationMs, data } as TaskEvent;
     },
+    // Written behind: the call that starts next commits them (callStarted), before it runs.
     async checkpoint(taskId, state) {
       const text = JSON.stringify(state);
-      write(taskId, (p) =>
-        db.transaction(() => {
-          const changed = q.checkpoint.run({ ...p, state: text }).changes;
-          if (changed) q.dropCalls.run(taskId);
-          return changed;
-        })(),
-      );
+      writeBehind(taskId, (p) => {
+        const changed = q.checkpoint.run({ ...p, state: text }).changes;
+        if (changed) q.dropCalls.run(taskId);
+        return changed;
+      });
     },
     async callStarted(taskId, index, callId) {
       write(taskId, (p) => q.callStarted.run({ ...p, idx: index, call: callId }).changes);
     },
     async callFinished(taskId, index, callId, result) {
       const text = JSON.stringify(result);
-      write(taskId, (p) => q.callFinished.run({ ...p, idx: index, call: callId, result: text }).changes);
+      writeBehind(
+        taskId,
+        (p) => q.callFinished.run({ ...p, idx: index, call: callId, result: text }).changes,
+      );
     },
     /**
      * Records that the task waits for `pending`, with the loop state to resume from: committed at once, after
@@ -327,7 +336,10 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
         request: row.request ? JSON.parse(row.request) : null,
       }));
     },
-    calls: async (taskId) => callsOf(taskId),
+    async calls(taskId) {
+      batch.flush();
+      return callsOf(taskId);
+    },
     /** Stores how the task ended: committed at once, after the events queued before it (a failure throws). */
     async finishTask(taskId, o) {
       write(taskId, (p) =>

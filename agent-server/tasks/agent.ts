@@ -42,6 +42,21 @@ interface QueuedRequest {
 /** A task as a worker runs it: its request, and when it was submitted (its time limit counts from then). */
 type TaskToRun = { taskId: string; sessionId: string; goal: string; createdAt: string } & QueuedRequest;
 
+/**
+ * A checkpoint as stored: the offered tools without their descriptions and schemas (going on needs only which
+ * toolset each belongs to and what it declares; the next request lists the tools afresh).
+ */
+function checkpointOf(snapshot: LoopSnapshot): LoopSnapshot {
+  const tools = snapshot.pending.tools.map(({ name, toolset, annotations }) => ({
+    name,
+    toolset,
+    annotations,
+    description: '',
+    parameters: {},
+  }));
+  return { ...snapshot, pending: { ...snapshot.pending, tools } };
+}
+
 /** How long a change to the queue heard from another process may wait for others to share one read. */
 const QUEUE_WAKE_MS = 20;
 
@@ -348,7 +363,7 @@ export function createAgent(deps: AgentDeps) {
             signal: controller.signal,
             worker: deps.store.holder,
             journal: {
-              checkpoint: (snapshot) => deps.store.checkpoint(taskId, snapshot),
+              checkpoint: (snapshot) => deps.store.checkpoint(taskId, checkpointOf(snapshot)),
               started: (index, callId) => deps.store.callStarted(taskId, index, callId),
               finished: (index, callId, result) => deps.store.callFinished(taskId, index, callId, result),
             },

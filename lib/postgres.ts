@@ -89,37 +89,52 @@ export function listenPostgres(
   onNotify: (channel: string, payload: string) => void,
   retryMs = 1000,
 ): () => Promise<void> {
-  let client: pg.PoolClient | undefined;
+  /** The listening connection, and how to give it back (once). */
+  let client: { c: pg.PoolClient; free: (err?: Error) => void } | undefined;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
+  /** Connects again after `retryMs` (once, however many ways the connection failed). */
+  const retry = () => {
+    if (stopped || timer) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      void connect();
+    }, retryMs);
+  };
   const connect = async () => {
     if (stopped) return;
+    let free: ((err?: Error) => void) | undefined;
     try {
       const c = await pool.connect();
+      let released = false;
+      free = (err?: Error) => {
+        if (released) return;
+        released = true;
+        if (client?.c === c) client = undefined;
+        c.release(err);
+      };
+      const release = free;
       c.on('notification', (n) => onNotify(n.channel, n.payload ?? ''));
       c.on('error', (err) => {
-        if (client === c) client = undefined;
-        c.release(err);
-        if (!stopped) timer = setTimeout(() => void connect(), retryMs);
+        release(err);
+        retry();
       });
       for (const channel of channels) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
-      if (stopped) {
-        c.release();
-        return;
-      }
-      client = c;
-    } catch {
-      if (!stopped) timer = setTimeout(() => void connect(), retryMs);
+      if (stopped) return release();
+      client = { c, free: release };
+    } catch (err) {
+      // A connection that could not listen goes back broken (the pool drops it), and listening starts over.
+      free?.(err as Error);
+      retry();
     }
   };
   void connect();
   return async () => {
     stopped = true;
     clearTimeout(timer);
-    const c = client;
-    client = undefined;
-    if (!c) return;
-    await c.query('UNLISTEN *').catch(() => {});
-    c.release();
+    const current = client;
+    if (!current) return;
+    await current.c.query('UNLISTEN *').catch(() => {});
+    current.free();
   };
 }

@@ -66,6 +66,7 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
       last = e.seq;
       await stream.writeSSE({ event: e.type, id: String(e.seq), data: JSON.stringify(e) });
     };
+    const pollMs = deps.pollMs ?? (deps.store.embedded ? 250 : 2000);
     /** Sends what the store holds past the last event sent. */
     const sendStored = async () => {
       told = false;
@@ -76,7 +77,21 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
       if (unsubscribe) {
         // Followed here (running, or queued here and perhaps claimed by another process).
         while (!stream.aborted && result === undefined) {
-          if (queue.length === 0 && !told) await new Promise<void>((r) => (wake = r));
+          if (queue.length === 0 && !told) {
+            // On a shared store the task may have gone to another process: its events are read now and
+            // then besides the notifications (the backstop).
+            let backstop: NodeJS.Timeout | undefined;
+            await new Promise<void>((r) => {
+              wake = r;
+              if (!deps.store.embedded) {
+                backstop = setTimeout(() => {
+                  told = true;
+                  poke();
+                }, pollMs);
+              }
+            });
+            clearTimeout(backstop);
+          }
           while (queue.length > 0 && !stream.aborted) await send(queue.shift() as TaskEvent);
           if (told) await sendStored();
         }
@@ -84,7 +99,6 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
       } else {
         // Not here: read the store whenever another process says it has new events of the task, and now and
         // then besides (the backstop), until the task has ended.
-        const pollMs = deps.pollMs ?? (deps.store.embedded ? 250 : 2000);
         for (;;) {
           told = false;
           // A store that fails (closing with the service) ends the stream; the client reconnects.

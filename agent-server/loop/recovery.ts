@@ -15,6 +15,7 @@ import type { CallResult } from './tool-step.ts';
 /** A call of the checkpointed reply as its worker recorded it. */
 export interface RecordedCall {
   index: number;
+  call_id: string;
   finished: boolean;
   result: unknown;
 }
@@ -50,7 +51,10 @@ export function recoverReply(
   recorded: readonly RecordedCall[],
   dispatch: boolean,
 ): RecoveredReply {
-  const at = new Map(recorded.map((r) => [r.index, r]));
+  // Only records of this reply's calls count (a record is matched by its call's id as well as its place).
+  const at = new Map(
+    recorded.filter((r) => r.call_id === pending.calls[r.index]?.id).map((r) => [r.index, r]),
+  );
   const done = [...pending.done];
   let index = pending.index;
   let after: RecoveredReply['after'];

@@ -75,7 +75,8 @@ const END_CHANNEL = 'toolshift_task_ends';
 const MAX_PAYLOAD = 7900;
 
 /** A fenced statement's condition on `tasks`: held under fence $2 and its lease not lapsed ($1 is the task). */
-const HELD = 'task_id = $1 AND ($2::bigint IS NULL OR (fence = $2 AND lease_until > now()))';
+const HELD =
+  "task_id = $1 AND (($2::bigint IS NULL AND status IN ('queued', 'running', 'awaiting_approval')) OR (fence = $2 AND lease_until > now()))";
 
 type Query = (sql: string, values: unknown[]) => Promise<{ rows: unknown[]; rowCount: number | null }>;
 
@@ -116,7 +117,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
            FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::float8[], $6::text[], $7::bigint[])
              AS v(task_id, seq, type, at, duration_ms, data, fence)
            WHERE v.fence IS NULL OR EXISTS (SELECT 1 FROM tasks t
-             WHERE t.task_id = v.task_id AND t.fence = v.fence AND t.lease_until > now())
+             WHERE t.task_id = v.task_id AND t.fence = v.fence AND t.lease_until > now() FOR SHARE)
            RETURNING task_id),
          written AS (SELECT task_id, count(*) AS n FROM ins GROUP BY task_id),
          ids AS (SELECT string_agg(task_id, ',') AS list FROM written),
@@ -232,15 +233,29 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   ) => {
     const fence = leases.fence(taskId) ?? null;
     const changed = await afterEvents(taskId, (query) => work(query, fence));
+    const behind = failedBehind.get(taskId);
+    if (behind !== undefined) {
+      failedBehind.delete(taskId);
+      throw behind;
+    }
     leases.check(taskId, fence ?? undefined, changed);
   };
   /** A fenced statement queued in the task's order and not waited for (refused: onLeaseLost; failed: onWriteError). */
   const fencedBehind = (taskId: string, work: (query: Query, fence: number | null) => Promise<number>) => {
     const fence = leases.fence(taskId) ?? null;
-    afterEvents(taskId, (query) => work(query, fence)).then((changed) => {
-      if (changed === 0 && fence !== null) leases.lose(taskId, fence);
-    }, onWriteError);
+    afterEvents(taskId, (query) => work(query, fence)).then(
+      (changed) => {
+        if (changed === 0 && fence !== null) leases.lose(taskId, fence);
+      },
+      (err: unknown) => {
+        // The task's next fenced write fails with it: a call must not start on a checkpoint never recorded.
+        failedBehind.set(taskId, err);
+        onWriteError(err);
+      },
+    );
   };
+  /** A write behind that failed, by task: its next fenced write throws it. */
+  const failedBehind = new Map<string, unknown>();
   /** Tasks in `status`, oldest first. */
   const tasksIn = (status: 'queued' | 'awaiting_approval') =>
     read<TaskRow>(`SELECT ${COLUMNS} FROM tasks t WHERE status = $1 ORDER BY created_at, n`, [status]);
@@ -265,7 +280,15 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     leases.take(taskId, fence);
     lastSeq.set(taskId, last ?? 0);
   };
-  const LAST_SEQ = '(SELECT MAX(seq) FROM task_events e WHERE e.task_id = tasks.task_id) AS last_seq';
+  /**
+   * The task's last seq, read after its claim committed: a statement of its own (a fresh snapshot) sees every
+   * event the previous holder committed, and the fence keeps it from writing more (its check locks the row).
+   */
+  const lastSeqOf = async (taskId: string) =>
+    Number(
+      (await pool.query('SELECT MAX(seq) AS last FROM task_events WHERE task_id = $1', [taskId])).rows[0]
+        ?.last ?? 0,
+    );
 
   return {
     holder: leases.holder,
@@ -314,11 +337,11 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       }>(
         `UPDATE tasks SET status = 'running', lease_owner = $2, lease_until = ${lease}, fence = fence + 1
          WHERE task_id = (SELECT task_id FROM tasks WHERE task_id = $1 AND status = 'queued' FOR UPDATE SKIP LOCKED)
-         RETURNING fence, resume_state, request, ${LAST_SEQ}`,
+         RETURNING fence, resume_state, request`,
         [taskId, leases.holder],
       );
       if (!row) return undefined;
-      claimed(taskId, Number(row.fence), row.last_seq);
+      claimed(taskId, Number(row.fence), await lastSeqOf(taskId));
       // The process that queued it (and perhaps streams it) hears that it was claimed.
       await wake();
       return {
@@ -353,7 +376,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
           (
             await query(
               `INSERT INTO task_calls (task_id, idx, call_id, finished) SELECT $1, $3, $4, false
-             WHERE EXISTS (SELECT 1 FROM tasks WHERE ${HELD})
+             WHERE EXISTS (SELECT 1 FROM tasks WHERE ${HELD} FOR SHARE)
              ON CONFLICT (task_id, idx) DO UPDATE SET call_id = EXCLUDED.call_id, finished = false, result = NULL`,
               [taskId, fence, index, callId],
             )
@@ -369,7 +392,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
           (
             await query(
               `INSERT INTO task_calls (task_id, idx, call_id, finished, result) SELECT $1, $3, $4, true, $5
-             WHERE EXISTS (SELECT 1 FROM tasks WHERE ${HELD})
+             WHERE EXISTS (SELECT 1 FROM tasks WHERE ${HELD} FOR SHARE)
              ON CONFLICT (task_id, idx) DO UPDATE SET call_id = EXCLUDED.call_id, finished = true, result = EXCLUDED.result`,
               [taskId, fence, index, callId, JSON.stringify(result)],
             )
@@ -395,11 +418,11 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       const [row] = await statement<{ fence: string; last_seq: number | null }>(
         `UPDATE tasks SET status = 'running', pending_approval = NULL, decision = NULL, lease_owner = $2,
          lease_until = ${lease}, fence = fence + 1 WHERE task_id = $1 AND status = 'awaiting_approval'
-         RETURNING fence, ${LAST_SEQ}`,
+         RETURNING fence`,
         [taskId, leases.holder],
       );
       if (!row) return false;
-      claimed(taskId, Number(row.fence), row.last_seq);
+      claimed(taskId, Number(row.fence), await lastSeqOf(taskId));
       return true;
     },
     async decide(taskId, callId, decision) {

@@ -128,7 +128,8 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       `UPDATE tasks SET status = @status, final_answer = @answer, error = @error, steps = @steps, usage = @usage,
        toolsets_used = @used, tokens = @tokens, finished_at = @at, pending_approval = NULL, resume_state = NULL,
        decision = NULL, lease_owner = NULL, lease_until = NULL
-       WHERE task_id = @task AND (@fence IS NULL OR (fence = @fence AND lease_until > @now))`,
+       WHERE task_id = @task AND ((@fence IS NULL AND status IN ('queued', 'running', 'awaiting_approval'))
+       OR (fence = @fence AND lease_until > @now))`,
     ),
     release: db.prepare(
       `UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_until = NULL, fence = fence + 1
@@ -146,7 +147,8 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     pause: db.prepare(
       `UPDATE tasks SET status = 'awaiting_approval', pending_approval = @pending, resume_state = @state,
        decision = NULL, lease_owner = NULL, lease_until = NULL
-       WHERE task_id = @task AND (@fence IS NULL OR (fence = @fence AND lease_until > @now))`,
+       WHERE task_id = @task AND ((@fence IS NULL AND status IN ('queued', 'running', 'awaiting_approval'))
+       OR (fence = @fence AND lease_until > @now))`,
     ),
     unpause: db.prepare<{ task: string; holder: string; until: number }, { fence: number }>(
       `UPDATE tasks SET status = 'running', pending_approval = NULL, decision = NULL, lease_owner = @holder,
@@ -198,6 +200,11 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       }
     });
     batch.flush();
+    const behind = failedBehind.get(taskId);
+    if (behind !== undefined) {
+      failedBehind.delete(taskId);
+      throw behind;
+    }
     if (failed) throw failed.err;
     // The batch's commit failed before it got to this write (onWriteError has the cause).
     if (changed === undefined) throw new Error(`the task store could not record a write of task ${taskId}`);
@@ -207,9 +214,17 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
   const writeBehind = (taskId: string, run: (params: ReturnType<typeof fenced>) => number) => {
     const params = fenced(taskId);
     batch.add(() => {
-      if (run(params) === 0 && params.fence !== null) leases.lose(taskId, params.fence);
+      try {
+        if (run(params) === 0 && params.fence !== null) leases.lose(taskId, params.fence);
+      } catch (err) {
+        // The task's next fenced write fails with it: a call must not start on a checkpoint never recorded.
+        failedBehind.set(taskId, err);
+        onWriteError(err);
+      }
     });
   };
+  /** A write behind that failed, by task: its next fenced write throws it. */
+  const failedBehind = new Map<string, unknown>();
   /** The last seq given to each task this process has events for (read from the table on first use). */
   const lastSeq = new Map<string, number>();
   const claimed = (taskId: string, fence: number) => {
@@ -363,10 +378,12 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       lastSeq.delete(taskId);
     },
     async release(taskId) {
-      batch.flush();
-      if (leases.fence(taskId) !== undefined) q.release.run(fenced(taskId));
+      const params = fenced(taskId);
+      // Let go here whatever the database says (a failed write then lapses, and the sweeper requeues it).
       leases.drop(taskId);
       lastSeq.delete(taskId);
+      batch.flush();
+      if (params.fence !== null) q.release.run(params);
     },
     async getTask(taskId: string): Promise<Task | undefined> {
       batch.flush();

@@ -15,7 +15,7 @@ import type {
 import { type LoopSnapshot, runLoop } from '../loop/loop.ts';
 import type { RecordedCall } from '../loop/recovery.ts';
 import type { ApprovalDecision } from '../loop/tool-step.ts';
-import type { Claim, TaskStore } from '../store/interface.ts';
+import { type Claim, LeaseLost, type TaskStore } from '../store/interface.ts';
 import { createApprovalWaiter, gatewayDecision, storedDecision } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
@@ -88,10 +88,16 @@ export function createAgent(deps: AgentDeps) {
   // its writes are refused from now on, and it goes on wherever it is claimed next.
   deps.store.onLeaseLost((taskId) => {
     const task = running.get(taskId);
-    if (!task || task.controller.signal.aborted) return;
+    if (!task) return;
+    movedOn.add(taskId);
     deps.log.warn({ task: taskId }, 'lost the lease of a running task; it goes on where it is claimed next');
     task.controller.abort(new ResumedElsewhere('this worker lost its lease (it lapsed)'));
   });
+  /**
+   * Tasks running here that go on in another worker (it resumed the paused task first, or this worker lost the
+   * lease): whatever else stopped them, this worker writes nothing more of them.
+   */
+  const movedOn = new Set<string>();
 
   /** Tasks running or paused here, by id; `paused` are those waiting for an approval. */
   const paused = new Set<string>();
@@ -104,6 +110,8 @@ export function createAgent(deps: AgentDeps) {
   let claiming = 0;
   /** Tasks being recorded as queued right now (each will take a place in the queue). */
   let enqueuing = 0;
+  /** A claim just failed: the queue waits for its next poll rather than trying again at once. */
+  let failedClaim = false;
   const active = () => running.size - paused.size + claiming;
 
   /**
@@ -128,11 +136,14 @@ export function createAgent(deps: AgentDeps) {
           (err: unknown) => {
             deps.log.error({ err, task: next.task.taskId }, 'a queued task could not be started');
             queue.unshift(next);
+            failedClaim = true;
           },
         )
         .finally(() => {
           claiming--;
-          drain();
+          // After a failed claim (the database refusing), the next try waits for the queue's poll.
+          if (failedClaim) failedClaim = false;
+          else drain();
         });
     }
   }
@@ -286,7 +297,7 @@ export function createAgent(deps: AgentDeps) {
     const controller = new AbortController();
     const listeners = opts.listeners ?? new Set<TaskListener>(opts.listener ? [opts.listener] : []);
     const emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => {
-      if (controller.signal.reason instanceof ResumedElsewhere) return;
+      if (movedOn.has(taskId)) return;
       const event = deps.store.appendEvent(taskId, type, durationMs ?? null, data);
       observeEvent(event, taskId, deps);
       for (const l of listeners) l.event(event);
@@ -310,18 +321,31 @@ export function createAgent(deps: AgentDeps) {
       paused.add(taskId);
       // A paused task takes no slot: a queued one may start.
       drain();
+      /** Claims the paused task to go on with it here; false (and the task is left) when another worker did. */
+      const claimPaused = async () => {
+        if (await deps.store.unpause(taskId)) return true;
+        movedOn.add(taskId);
+        controller.abort(new ResumedElsewhere());
+        return false;
+      };
       try {
         const source =
           pending.kind === 'unknown_outcome'
-            ? storedDecision(deps.store, taskId)
+            ? storedDecision(deps.store, taskId, pending.call_id)
             : gatewayDecision(gateway, pending);
-        const decision = await waiter.wait(taskId, source, pending, controller.signal);
-        if (!(await deps.store.unpause(taskId))) {
-          // Another agent-server on the same database resumed it first: it goes on there, not here.
-          const elsewhere = new ResumedElsewhere();
-          controller.abort(elsewhere);
-          throw elsewhere;
+        let decision: ApprovalDecision;
+        try {
+          decision = await waiter.wait(taskId, source, pending, controller.signal);
+        } catch (err) {
+          // Stopped while paused (its time limit, a cancel): only the worker that claims the task records its
+          // end; another worker resumed it meanwhile: it goes on there. Stopping the process leaves it paused.
+          if (err instanceof ResumedElsewhere) {
+            movedOn.add(taskId);
+            controller.abort(err);
+          } else if (!(controller.signal.reason instanceof AgentShutdown)) await claimPaused();
+          throw err;
         }
+        if (!(await claimPaused())) throw controller.signal.reason;
         emit('approval_decided', {
           call_id: pending.call_id,
           approval_id: pending.approval_id,
@@ -391,14 +415,17 @@ export function createAgent(deps: AgentDeps) {
       });
       clearTimeout(timer);
       const durationMs = Math.round(performance.now() - started);
-      if (controller.signal.reason instanceof ResumedElsewhere) {
+      /** The task goes on in another worker: its end is read from the store once it is there. */
+      const elsewhere = async () => {
         running.delete(taskId);
+        movedOn.delete(taskId);
         await deps.store.release(taskId).catch(() => {});
         deps.log.info({ task: taskId }, 'task goes on in another agent-server');
         const result = await ranElsewhere(taskId, listeners);
         listeners.clear();
         return result;
-      }
+      };
+      if (movedOn.has(taskId) || controller.signal.reason instanceof ResumedElsewhere) return elsewhere();
       if (controller.signal.reason instanceof AgentShutdown) {
         // The process is stopping: a running task goes back to the queue (another worker, or the next start,
         // goes on from its checkpoint); a paused one stays paused.
@@ -429,16 +456,16 @@ export function createAgent(deps: AgentDeps) {
       } finally {
         // In the same turn as the event (no reader sees one without the other); commits the task's last rows.
         await deps.store.finishTask(taskId, outcome).catch(async (err: unknown) => {
-          if (!(controller.signal.reason instanceof ResumedElsewhere)) throw err;
+          if (err instanceof LeaseLost || movedOn.has(taskId)) return;
+          // Not recorded (the database failing): the lease is let go, so once it lapses the task is requeued
+          // and goes on from its checkpoint; whoever waits here is told.
+          running.delete(taskId);
+          await deps.store.release(taskId).catch(() => {});
+          throw err;
         });
       }
-      if (controller.signal.reason instanceof ResumedElsewhere) {
-        // The lease was lost as the task ended: the worker that holds it now records its end.
-        running.delete(taskId);
-        const result = await ranElsewhere(taskId, listeners);
-        listeners.clear();
-        return result;
-      }
+      // The lease was lost as the task ended: the worker that holds it now records its end.
+      if (movedOn.has(taskId)) return elsewhere();
       const result: ExecuteTaskResponse = {
         status: outcome.status,
         final_answer: outcome.final_answer,
@@ -458,6 +485,8 @@ export function createAgent(deps: AgentDeps) {
       return result;
     })();
     running.set(taskId, { controller, listeners, done });
+    // A task that could not record its end rejects `done` for its waiters; nobody waiting is no crash.
+    done.catch((err: unknown) => deps.log.error({ err, task: taskId }, 'a task ended unrecorded'));
     return { task_id: taskId, session_id: sessionId, done, status: 'running' as 'running' | 'queued' };
   }
 
@@ -678,7 +707,12 @@ export function createAgent(deps: AgentDeps) {
       if (at !== -1) {
         // Never started: claimed (so no other process starts it), it ends cancelled with nothing run.
         const [queued] = queue.splice(at, 1);
-        if (await deps.store.claim(taskId)) {
+        const claimed = await deps.store.claim(taskId).catch((err: unknown) => {
+          // Not claimed (the database failing): it waits in the queue as before, and the client is told.
+          queue.splice(at, 0, queued);
+          throw err;
+        });
+        if (claimed) {
           queued.settle(
             endUnstarted(queued, 'cancelled', 'The task was cancelled by a client before it started'),
           );

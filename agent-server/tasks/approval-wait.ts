@@ -2,6 +2,7 @@ import type { GatewayClient } from '../clients/gateway.ts';
 import type { PendingApproval } from '../contract.ts';
 import { type ApprovalDecision, throwIfStopped } from '../loop/tool-step.ts';
 import type { TaskStore } from '../store/interface.ts';
+import { ResumedElsewhere } from './outcome.ts';
 
 // A paused task waiting for its decision: it asks where the decision is recorded until it is decided, expires,
 // or the task is stopped; a decision made here wakes the wait at once. A gateway approval is recorded at the
@@ -25,10 +26,14 @@ export function gatewayDecision(gateway: GatewayClient, pending: PendingApproval
   };
 }
 
-/** The decision on a call of unknown outcome, recorded in the task store. */
-export function storedDecision(store: TaskStore, taskId: string): DecisionSource {
+/**
+ * The decision on a call of unknown outcome, recorded in the task store; throws ResumedElsewhere once the task
+ * no longer waits for it (another worker took the decision and went on).
+ */
+export function storedDecision(store: TaskStore, taskId: string, callId: string): DecisionSource {
   return async () => {
     const paused = (await store.awaiting()).find((t) => t.task.task_id === taskId);
+    if ((paused?.pending as { call_id?: string } | null)?.call_id !== callId) throw new ResumedElsewhere();
     return (paused?.decision as ApprovalDecision | null) ?? undefined;
   };
 }

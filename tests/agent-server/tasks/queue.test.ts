@@ -260,6 +260,41 @@ describe('two agent-servers on one PostgreSQL database', () => {
     }
   });
 
+  it('ends a paused task that runs out of time once, on the one that claims it; the other stays up', async () => {
+    const databaseUrl = await freshDatabase('paused_timeout');
+    const model = () =>
+      new ScriptedModel([
+        calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['file_system_tools'] })),
+        calls(call('write_file', { path: 'never.txt', content: 'never written' })),
+      ]);
+    const policy = 'rules:\n  - { tool: write_file, decision: ask }\n';
+    const first = await makeStack({ model: model(), databaseUrl, policy, queuePollMs: 50 });
+    stacks.push(first);
+    const second = await makeStack({
+      model: model(),
+      databaseUrl,
+      gatewayApp: first.gatewayApp,
+      queuePollMs: 50,
+    });
+    stacks.push(second);
+    const res = await first.post(first.agentApp, '/agent/execute_task', {
+      goal: 'waits past its time',
+      wait: false,
+      max_duration_s: 2,
+    });
+    const taskId = res.body.task_id as string;
+    await until(first, taskId, 'awaiting_approval');
+    // Both wait for the decision (the second took the paused task up from the store); neither gets one.
+    await expect.poll(() => statusOf(second, taskId), { timeout: 10_000 }).toBe('timed_out');
+    await new Promise((r) => setTimeout(r, 500));
+    const task = (await second.get(second.agentApp, `/agent/tasks/${taskId}`)).body;
+    expect(task.status).toBe('timed_out');
+    expect(task.events.filter((e: { type: string }) => e.type === 'task_finished')).toHaveLength(1);
+    const seqs = task.events.map((e: { seq: number }) => e.seq);
+    expect(seqs).toEqual(seqs.map((_: number, i: number) => i + 1));
+    for (const s of [first, second]) expect((await s.agentApp.request('/health')).status).toBe(200);
+  });
+
   it('resumes a paused task on exactly one of them when the approval is decided on the other', async () => {
     const databaseUrl = await freshDatabase('approve');
     const firstModel = new ScriptedModel([

@@ -290,8 +290,15 @@ describe('task event streams on a listening agent-server', () => {
       });
     };
     try {
-      // No Accept at all (curl's default is */*): the route streams anyway, so the answer is what counts.
-      for (let i = 0; i < 3; i++) expect((await follow()).status).toBe(200);
+      // No Accept at all (curl's default is */*): the route streams anyway, so the answer is what counts. The
+      // answers are kept: undici cancels the body of a Response that is garbage-collected, which would close
+      // the stream and free its slot mid-test.
+      const open: Response[] = [];
+      for (let i = 0; i < 3; i++) {
+        const res = await follow();
+        expect(res.status).toBe(200);
+        open.push(res);
+      }
       for (const accept of [undefined, '*/*', 'text/event-stream']) {
         const refused = await follow(accept);
         expect(refused.status).toBe(429);
@@ -301,6 +308,7 @@ describe('task event streams on a listening agent-server', () => {
       expect((await fetch(`${server.url}/health`)).status).toBe(200);
       const task = await (await fetch(`${server.url}/agent/tasks/${task_id}`)).json();
       expect(task.status).toBe('running');
+      expect(open).toHaveLength(3);
       // A follower that leaves gives its slot back.
       held[0].abort();
       await new Promise((r) => setTimeout(r, 300));

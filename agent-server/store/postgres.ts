@@ -331,7 +331,6 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     async claim(taskId) {
       const [row] = await statement<{
         fence: string;
-        last_seq: number | null;
         resume_state: string | null;
         request: string | null;
       }>(
@@ -415,7 +414,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     },
     // Only while still paused: of several workers resuming it, one goes on.
     async unpause(taskId) {
-      const [row] = await statement<{ fence: string; last_seq: number | null }>(
+      const [row] = await statement<{ fence: string }>(
         `UPDATE tasks SET status = 'running', pending_approval = NULL, decision = NULL, lease_owner = $2,
          lease_until = ${lease}, fence = fence + 1 WHERE task_id = $1 AND status = 'awaiting_approval'
          RETURNING fence`,

@@ -209,8 +209,9 @@ export function createAgent(deps: AgentDeps) {
     // The sweeper: tasks whose worker stopped renewing their lease go back to the queue.
     const lapsed = await deps.store.requeueLapsed();
     if (lapsed.length > 0) deps.log.warn({ tasks: lapsed }, 'requeued tasks whose lease lapsed');
-    // Paused tasks no one here waits for (their worker stopped): this worker waits for their decision too.
-    for (const t of await deps.store.awaiting()) resumePaused(t);
+    // Paused tasks no one here waits for (their worker stopped): this worker waits for their decision too. An
+    // embedded store has no other worker: its paused tasks all have their wait here since the start.
+    if (!deps.store.embedded) for (const t of await deps.store.awaiting()) resumePaused(t);
     // Only tasks queued here before the read are judged by it (one queued meanwhile may be missing from it).
     const before = new Set(queue.map((q) => q.task.taskId));
     const waiting = await deps.store.queued();

@@ -182,8 +182,8 @@ export const SETTING_GROUPS: Group[] = [
           "the user's data directory: `$XDG_DATA_HOME/toolshift`, else `~/.local/share/toolshift` (macOS: `~/Library/Application Support/toolshift`)",
       },
       DATABASE_URL: {
-        doc: "PostgreSQL (`postgres://user:password@host:5432/db`) for the agent-server's tasks and events, its schema migrated at start; the gateway's state stays in SQLite for now",
-        default: 'unset: SQLite (`agent.db`) in the data directory',
+        doc: "PostgreSQL (`postgres://user:password@host:5432/db`) for the agent-server's tasks and events and the gateway's state (sessions, ceiling, pins, approvals, handles, audit), shared by every replica; schemas migrated at start",
+        default: 'unset: SQLite (`agent.db`, `gateway.db`) in the data directory',
       },
       AUDIT_RETENTION_DAYS: { doc: 'audit rows older than this are deleted (0: kept for ever)' },
       AUDIT_MAX_ROWS: { doc: 'the oldest audit rows beyond this many are deleted' },

@@ -309,7 +309,7 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       },
     },
     dataDir,
-    /** PostgreSQL for the agent-server's tasks and events (DATABASE_URL; unset: SQLite in the data directory). Never logged. */
+    /** PostgreSQL for the agent-server's tasks and the gateway's state (DATABASE_URL; unset: SQLite in the data directory). Never logged. */
     databaseUrl: e.DATABASE_URL,
     /** How long rows are kept (ms; 0: for ever) and how often the sweep runs: README "Limits and retention". */
     retention: {

@@ -13,13 +13,13 @@ import { toolServerBackend } from './backends/tool-server-backend.ts';
 import { buildCatalog, type Catalog, loadToolsets } from './catalog/catalog.ts';
 import { createPromptCatalog } from './catalog/prompts.ts';
 import { toolsetVariables } from './catalog/toolset-files.ts';
-import { createApprovalStore } from './ceiling/approvals.ts';
+import { approvalStore, createApprovalStore } from './ceiling/approvals.ts';
 import { type Ceiling, createCeiling } from './ceiling/ceiling.ts';
 import { createGateway } from './core/gateway.ts';
 import { instrumentGateway } from './core/metrics.ts';
 import { createMcpFace } from './face/face.ts';
-import { createHandleStore } from './face/handles.ts';
-import { createLegacySessionStore } from './face/legacy-store.ts';
+import { createHandleStore, handleStore } from './face/handles.ts';
+import { createLegacySessionStore, legacySessionStore } from './face/legacy-store.ts';
 import { gatewayRetentionRules } from './store/retention.ts';
 import { createGatewayStore } from './store/store.ts';
 
@@ -39,8 +39,19 @@ export async function startGateway(
       headers: config.tools.token ? { authorization: `Bearer ${config.tools.token}` } : undefined,
     }),
   };
-  const db = openDatabase(path.join(config.dataDir, 'gateway.db'));
-  const store = createGatewayStore(db, (err) => log.error({ err }, 'an audit row could not be written'));
+  const onWriteError = (err: unknown) => log.error({ err }, 'an audit row could not be written');
+  // PostgreSQL when DATABASE_URL names one (shared by every replica), else SQLite in the data directory.
+  const shared = config.databaseUrl
+    ? await import('./store/postgres.ts').then((m) =>
+        m.openPostgresGatewayState(config.databaseUrl as string, { onWriteError }),
+      )
+    : null;
+  const db = shared ? null : openDatabase(path.join(config.dataDir, 'gateway.db'));
+  const store = shared?.store ?? createGatewayStore(db as NonNullable<typeof db>, onWriteError);
+  const closeStore = async () => {
+    if (shared) await shared.close();
+    else store.close();
+  };
   // ${TOOLSHIFT_DATA_DIR} and ${TOOLSETS_DIR} in toolset files are the resolved config values, set or not.
   const vars = toolsetVariables({ dataDir: config.dataDir, toolsetsDir: config.gateway.toolsetsDir });
   const dir = config.gateway.toolsetsDir;
@@ -67,12 +78,15 @@ export async function startGateway(
       },
     });
   } catch (err) {
-    store.close();
+    await closeStore();
     throw err;
   }
   const metrics = createMetrics({ processMetrics: true });
   let ceiling: Ceiling;
-  const approvals = createApprovalStore(db, { timeoutMs: config.gateway.approvalTimeoutMs });
+  const approvalOptions = { timeoutMs: config.gateway.approvalTimeoutMs };
+  const approvals = shared
+    ? approvalStore(shared.approvals, approvalOptions)
+    : createApprovalStore(db as NonNullable<typeof db>, approvalOptions);
   try {
     ceiling = createCeiling({
       policyFile: config.gateway.policyFile,
@@ -82,7 +96,7 @@ export async function startGateway(
     });
   } catch (err) {
     await catalog.close();
-    store.close();
+    await closeStore();
     throw err;
   }
   // Loaded now (about a second, once per thread) so the first activation does not wait for it.
@@ -101,21 +115,33 @@ export async function startGateway(
   );
   const prompts = createPromptCatalog(config.gateway.promptsDir);
   // A deleted handle (evicted or expired) takes its gateway session with it.
-  const handles = createHandleStore(db, {
+  const handleOptions = {
     idleMs: config.gateway.mcp.handleIdleMs,
-    onDrop: (ids) => store.dropSessions(ids),
-  });
+    onDrop: (ids: string[]) => store.dropSessions(ids),
+  };
+  const handles = shared
+    ? handleStore(shared.handles, handleOptions)
+    : createHandleStore(db as NonNullable<typeof db>, handleOptions);
   const face = createMcpFace({
     gateway,
     prompts,
     handles,
-    legacyStore: createLegacySessionStore(db),
+    legacyStore: shared
+      ? legacySessionStore(shared.legacy)
+      : createLegacySessionStore(db as NonNullable<typeof db>),
     sessionIdleMs: config.gateway.mcp.sessionIdleMs,
     maxSessions: config.gateway.mcp.maxSessions,
     onError: (err) => log.warn({ err: err.message }, 'MCP face'),
   });
   // An upstream server's tools changed (list_changed, a withheld definition): MCP clients hear of it.
   gateway.onCatalogChange(() => void face.announce());
+  // Another replica's change: the ceiling or the defaults (everyone's tools may have changed), a session's
+  // toolsets (its MCP clients here hear list_changed), approved pins (released here too).
+  const stopListening = shared?.listen((change) => {
+    if (change.kind === 'settings') void face.announce();
+    else if (change.kind === 'session') face.toolsChangedIn(change.id);
+    else catalog.repinned(change.id);
+  });
   const app = createGatewayApp({ gateway, backends, log, security, face, prompts, metrics });
   const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT', config.http.limits);
   log[opts.announce === false ? 'debug' : 'info'](
@@ -133,7 +159,8 @@ export async function startGateway(
       await retention.stop();
       await face.close();
       await catalog.close();
-      store.close();
+      await stopListening?.();
+      await closeStore();
     },
   };
 }

@@ -297,6 +297,14 @@ export async function buildCatalog(
       }
       return { approved: pending.map((w) => w.exposed), changedSinceShown };
     },
+    /** Another gateway replica approved tools of toolset `id`: its pins are read again, releasing them here too. */
+    repinned(id: string): void {
+      const rt = runtimes.get(id);
+      if (!rt || !isMcp(rt.spec)) return;
+      const next = new Map(runtimes);
+      next.set(id, mcpToolsetRuntime(rt.spec, null, false));
+      install(specs, next, [id]);
+    },
     /**
      * Re-reads the toolset files and swaps the catalog, or throws (CatalogError) and changes nothing. Starts
      * only the servers of new or changed `default` toolsets, as the start does.

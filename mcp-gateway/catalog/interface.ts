@@ -33,6 +33,8 @@ export interface Catalog {
     id: string,
     reviewed: readonly { name: string; hash: string }[],
   ): { approved: string[]; changedSinceShown: { name: string; hash: string }[] };
+  /** Another gateway replica approved tools of toolset `id`: its pins are read again. */
+  repinned(id: string): void;
   /** Re-reads the toolset files and swaps the catalog, or throws (CatalogError) and changes nothing. */
   reload(): Promise<ReloadResult>;
   /** Called with the ids of toolsets whose tools changed (listings, approvals, reloads); returns the unsubscribe. */

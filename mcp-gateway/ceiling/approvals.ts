@@ -51,7 +51,7 @@ export interface Approval {
   decision_reason: string | null;
 }
 
-interface Row {
+export interface ApprovalRow {
   id: string;
   session_id: string;
   task_id: string | null;
@@ -97,28 +97,45 @@ const hashOf = (args: Record<string, unknown> | undefined) =>
     .update(canonical(args ?? {}))
     .digest('hex');
 
-/** The approvals table. */
-export type ApprovalStore = ReturnType<typeof createApprovalStore>;
+/** The statements approvals need: SQLite's below, PostgreSQL's in store/postgres.ts. */
+export interface ApprovalQueries {
+  /** Marks pending approvals created before `before` (ms) expired, dated `timeoutMs` after their creation. */
+  expire(timeoutMs: number, before: number): void;
+  find(
+    session: string,
+    kind: string,
+    subject: string,
+    hash: string,
+    status: Approval['status'],
+  ): ApprovalRow | undefined;
+  insert(row: Omit<ApprovalRow, 'status' | 'decided_by' | 'decision_reason'> & { args_hash: string }): void;
+  spend(id: string): void;
+  get(id: string): ApprovalRow | undefined;
+  /** Decides a pending approval; the rows changed (0: it was not pending). */
+  decide(status: 'approved' | 'denied', at: number, by: string, reason: string | null, id: string): number;
+  prune(before: number, limit: number): number;
+  list(filter: { status: string | null; session_id: string | null; limit: number }): ApprovalRow[];
+  transaction<T>(work: () => T): T;
+}
 
-/** Creates the table if needed; `timeoutMs` is how long a request may stay pending. */
-export function createApprovalStore(db: Db, opts: { timeoutMs: number; now?: () => number }) {
+/** The SQLite statements of the approvals table (created if needed). */
+export function sqliteApprovalQueries(db: Db): ApprovalQueries {
   db.exec(SCHEMA);
-  const now = opts.now ?? Date.now;
   const q = {
     // Dated when it expired, not when that was noticed, so retention counts its age from then.
     expire: db.prepare(
       "UPDATE approvals SET status = 'expired', decided_at = created_at + ? WHERE status = 'pending' AND created_at < ?",
     ),
-    find: db.prepare<[string, string, string, string, string], Row>(
+    find: db.prepare<[string, string, string, string, string], ApprovalRow>(
       `SELECT * FROM approvals WHERE session_id = ? AND kind = ? AND subject = ? AND args_hash = ? AND status = ?
        ORDER BY created_at LIMIT 1`,
     ),
     insert: db.prepare(
       `INSERT INTO approvals (id, session_id, task_id, kind, subject, arguments, args_hash, reason, status, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
+       VALUES (@id, @session_id, @task_id, @kind, @subject, @arguments, @args_hash, @reason, 'pending', @created_at)`,
     ),
     spend: db.prepare("UPDATE approvals SET status = 'used' WHERE id = ? AND status = 'approved'"),
-    get: db.prepare<[string], Row>('SELECT * FROM approvals WHERE id = ?'),
+    get: db.prepare<[string], ApprovalRow>('SELECT * FROM approvals WHERE id = ?'),
     decide: db.prepare(
       "UPDATE approvals SET status = ?, decided_at = ?, decided_by = ?, decision_reason = ? WHERE id = ? AND status = 'pending'",
     ),
@@ -127,82 +144,106 @@ export function createApprovalStore(db: Db, opts: { timeoutMs: number; now?: () 
       `DELETE FROM approvals WHERE id IN (SELECT id FROM approvals WHERE status != 'pending'
        AND COALESCE(decided_at, created_at) < ? LIMIT ?)`,
     ),
-    list: db.prepare<{ status: string | null; session_id: string | null; limit: number }, Row>(
+    list: db.prepare<{ status: string | null; session_id: string | null; limit: number }, ApprovalRow>(
       `SELECT * FROM approvals WHERE (@status IS NULL OR status = @status)
        AND (@session_id IS NULL OR session_id = @session_id) ORDER BY created_at DESC LIMIT @limit`,
     ),
   };
-  const show = (r: Row): Approval => ({
+  return {
+    expire: (timeoutMs, before) => void q.expire.run(timeoutMs, before),
+    find: (...args) => q.find.get(...args),
+    insert: (row) => void q.insert.run(row),
+    spend: (id) => void q.spend.run(id),
+    get: (id) => q.get.get(id),
+    decide: (...args) => q.decide.run(...args).changes,
+    prune: (before, limit) => q.prune.run(before, limit).changes,
+    list: (filter) => q.list.all(filter),
+    transaction: (work) => db.transaction(work)(),
+  };
+}
+
+/** The approvals table (SQLite, created if needed); `timeoutMs` is how long a request may stay pending. */
+export function createApprovalStore(db: Db, opts: { timeoutMs: number; now?: () => number }): ApprovalStore {
+  return approvalStore(sqliteApprovalQueries(db), opts);
+}
+
+/** Approvals over `q`, whichever database answers it. */
+export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now?: () => number }) {
+  const now = opts.now ?? Date.now;
+  const show = (r: ApprovalRow): Approval => ({
     ...r,
     arguments: r.arguments === null ? null : JSON.parse(r.arguments),
     created_at: new Date(r.created_at).toISOString(),
     expires_at: new Date(r.created_at + opts.timeoutMs).toISOString(),
   });
-  const expire = () => q.expire.run(opts.timeoutMs, now() - opts.timeoutMs);
+  const expire = () => q.expire(opts.timeoutMs, now() - opts.timeoutMs);
   return {
     /** Whether an approved, unused approval of exactly this request exists (without spending it). */
     approved: (s: ApprovalSubject): boolean => {
       expire();
-      return q.find.get(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved') !== undefined;
+      return q.find(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved') !== undefined;
     },
     /** Spends an approved, unused approval of exactly this request; the approval, or null when there was none. */
-    spend: db.transaction((s: ApprovalSubject): Approval | null => {
-      expire();
-      const row = q.find.get(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved');
-      if (!row) return null;
-      q.spend.run(row.id);
-      return show(row);
-    }),
-    /** The pending approval of exactly this request, created if there is none. */
-    request: db.transaction((s: ApprovalSubject): Approval => {
-      expire();
-      const hash = hashOf(s.arguments);
-      const existing = q.find.get(s.session_id, s.kind, s.subject, hash, 'pending');
-      if (existing) return show(existing);
-      const id = `apr_${randomBytes(12).toString('base64url')}`;
-      q.insert.run(
-        id,
-        s.session_id,
-        s.task_id ?? null,
-        s.kind,
-        s.subject,
-        s.arguments ? storedArguments(s.arguments, hash) : null,
-        hash,
-        s.reason,
-        now(),
-      );
-      return show(q.get.get(id) as Row);
-    }),
-    /** Decides a pending approval; null when it does not exist, or the current row when it was not pending. */
-    decide: db.transaction(
-      (
-        id: string,
-        approve: boolean,
-        by: string,
-        reason?: string,
-      ): { approval: Approval; changed: boolean } | null => {
+    spend: (s: ApprovalSubject): Approval | null =>
+      q.transaction(() => {
         expire();
-        const changed =
-          q.decide.run(approve ? 'approved' : 'denied', now(), by, reason ?? null, id).changes > 0;
-        const row = q.get.get(id);
+        const row = q.find(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved');
+        if (!row) return null;
+        q.spend(row.id);
+        return show(row);
+      }),
+    /** The pending approval of exactly this request, created if there is none. */
+    request: (s: ApprovalSubject): Approval =>
+      q.transaction(() => {
+        expire();
+        const hash = hashOf(s.arguments);
+        const existing = q.find(s.session_id, s.kind, s.subject, hash, 'pending');
+        if (existing) return show(existing);
+        const id = `apr_${randomBytes(12).toString('base64url')}`;
+        q.insert({
+          id,
+          session_id: s.session_id,
+          task_id: s.task_id ?? null,
+          kind: s.kind,
+          subject: s.subject,
+          arguments: s.arguments ? storedArguments(s.arguments, hash) : null,
+          args_hash: hash,
+          reason: s.reason,
+          created_at: now(),
+        });
+        return show(q.get(id) as ApprovalRow);
+      }),
+    /** Decides a pending approval; null when it does not exist, or the current row when it was not pending. */
+    decide: (
+      id: string,
+      approve: boolean,
+      by: string,
+      reason?: string,
+    ): { approval: Approval; changed: boolean } | null =>
+      q.transaction(() => {
+        expire();
+        const changed = q.decide(approve ? 'approved' : 'denied', now(), by, reason ?? null, id) > 0;
+        const row = q.get(id);
         return row ? { approval: show(row), changed } : null;
-      },
-    ),
+      }),
     get: (id: string): Approval | null => {
       expire();
-      const row = q.get.get(id);
+      const row = q.get(id);
       return row ? show(row) : null;
     },
     /** Retention (lib/retention.ts): deletes at most `limit` approvals decided (or expired) before `before` (ms). */
     prune(before: number, limit: number): number {
       expire();
-      return q.prune.run(before, limit).changes;
+      return q.prune(before, limit);
     },
     list(filter: { status?: string; session_id?: string; limit: number }): Approval[] {
       expire();
-      return q.list
-        .all({ status: filter.status ?? null, session_id: filter.session_id ?? null, limit: filter.limit })
+      return q
+        .list({ status: filter.status ?? null, session_id: filter.session_id ?? null, limit: filter.limit })
         .map(show);
     },
   };
 }
+
+/** The approvals table, on either database. */
+export type ApprovalStore = ReturnType<typeof approvalStore>;

@@ -153,6 +153,8 @@ export function createMcpFace(opts: McpFaceOptions) {
       }
       await legacy.broadcastToolsChanged();
     },
+    /** A gateway session's toolsets changed on another replica: the legacy sessions acting in it here hear it. */
+    toolsChangedIn: (sessionId: string) => legacy.toolsChangedIn(sessionId),
     /** Open legacy sessions, for tests and health. */
     legacySessions: () => legacy.size,
     async close(): Promise<void> {

@@ -40,6 +40,11 @@ export class Connection implements LegacyConnection {
     return this.#handle;
   }
 
+  /** Takes the handle as stored (another gateway replica may have bound the session). */
+  sync(handle: string | undefined): void {
+    this.#handle = handle;
+  }
+
   bind(handle: string | undefined): void {
     if (handle === this.#handle) return;
     this.#handle = handle;

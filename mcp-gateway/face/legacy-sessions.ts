@@ -90,6 +90,7 @@ export class LegacySessions {
     const authInfo = { token: '', clientId: credential ?? 'local', scopes: [] };
     if (sid) {
       let session = this.sessions.get(sid);
+      if (session && !this.current(sid, session)) session = undefined;
       if (!session) {
         const revived = await this.reviveOnce(sid, credential, request.url);
         if (revived instanceof Response) return revived;
@@ -119,10 +120,35 @@ export class LegacySessions {
     );
   }
 
-  /** Tells the sessions acting in `handle` that their tool list changed (a change made on any connection). */
-  toolsChangedIn(handle: string): void {
-    for (const s of this.sessions.values())
-      if (s.conn.handle === handle) void s.server.sendToolListChanged().catch(() => undefined);
+  /**
+   * Tells the sessions acting in gateway session `id` (a handle, or a session's own) that their tool list
+   * changed: a change made on any connection, here or on another gateway replica.
+   */
+  toolsChangedIn(id: string): void {
+    for (const [sid, s] of this.sessions) {
+      if ((s.conn.handle ?? s.conn.ownSession) !== id || !this.current(sid, s)) continue;
+      void s.server.sendToolListChanged().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Whether a session open here is still current, its handle as stored: another gateway replica sharing the
+   * database may have served it since (and bound it to a handle) or ended it (then it is closed here too).
+   */
+  private current(sid: string, session: LegacySession): boolean {
+    let row: ReturnType<LegacySessionStore['get']>;
+    try {
+      row = this.store.get(session.key);
+    } catch {
+      return true; // a closed store (shutdown): served as it is
+    }
+    if (row) {
+      session.conn.sync(row.handle ?? undefined);
+      return true;
+    }
+    this.sessions.delete(sid);
+    void session.transport.close().catch(() => undefined);
+    return false;
   }
 
   /** Open sessions (for health and tests). */
@@ -276,11 +302,11 @@ export class LegacySessions {
   async sweep(): Promise<void> {
     const cutoff = this.now() - this.idleMs;
     for (const [id, session] of this.sessions) {
-      if (session.lastSeen < cutoff) {
-        this.sessions.delete(id);
-        await session.transport.close().catch(() => undefined);
-        this.ended(session.key, session.conn.ownSession);
-      }
+      if (session.lastSeen >= cutoff) continue;
+      this.sessions.delete(id);
+      await session.transport.close().catch(() => undefined);
+      // Idle here but used through another replica since: only this replica's copy closes.
+      if (!this.usedElsewhere(session.key, cutoff)) this.ended(session.key, session.conn.ownSession);
     }
     try {
       // Open sessions are judged by their time in memory (the stored one may be SAVE_SEEN_MS older).
@@ -288,6 +314,15 @@ export class LegacySessions {
       for (const row of this.store.idle(cutoff)) if (!open.has(row.key)) this.ended(row.key, row.ownSession);
     } catch {
       // A closed store (shutdown): the next start sweeps them.
+    }
+  }
+
+  /** Whether the stored session was used since `cutoff` (by another replica: this one's use is in memory). */
+  private usedElsewhere(key: string, cutoff: number): boolean {
+    try {
+      return (this.store.get(key)?.lastSeen ?? 0) >= cutoff;
+    } catch {
+      return false;
     }
   }
 

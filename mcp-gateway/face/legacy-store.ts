@@ -47,27 +47,38 @@ export function legacySessionKey(sessionId: string): string {
   return createHash('sha256').update(sessionId).digest('base64url');
 }
 
-/** The legacy sessions table; `LegacySessions` (legacy-sessions.ts) is its only user. */
-export type LegacySessionStore = ReturnType<typeof createLegacySessionStore>;
+/** A legacy session's row as stored. */
+export interface LegacyRow {
+  credential: string | null;
+  own_session: string;
+  handle: string | null;
+  init: string;
+  last_seen: number;
+}
 
-/** Creates the table if needed and returns its queries. */
-export function createLegacySessionStore(db: Db) {
+/** The statements legacy sessions need: SQLite's below, PostgreSQL's in store/postgres.ts. */
+export interface LegacyQueries {
+  /** Inserts or replaces a session's row. */
+  save(key: string, row: Omit<LegacyRow, 'last_seen'>, now: number): void;
+  get(key: string): LegacyRow | undefined;
+  setHandle(handle: string | null, key: string): void;
+  /** Moves last_seen forward (never back), in one transaction for all. */
+  touch(seen: readonly (readonly [string, number])[]): void;
+  drop(key: string): void;
+  idle(before: number, limit: number): { id_hash: string; own_session: string }[];
+}
+
+/** The SQLite statements of the legacy sessions table (created if needed). */
+export function sqliteLegacyQueries(db: Db): LegacyQueries {
   db.exec(SCHEMA);
   const q = {
     insert: db.prepare(
       `INSERT OR REPLACE INTO mcp_legacy_sessions (id_hash, credential, own_session, handle, init, created_at, last_seen)
        VALUES (?, ?, ?, ?, ?, ?, ?)`,
     ),
-    get: db.prepare<
-      [string],
-      {
-        credential: string | null;
-        own_session: string;
-        handle: string | null;
-        init: string;
-        last_seen: number;
-      }
-    >('SELECT credential, own_session, handle, init, last_seen FROM mcp_legacy_sessions WHERE id_hash = ?'),
+    get: db.prepare<[string], LegacyRow>(
+      'SELECT credential, own_session, handle, init, last_seen FROM mcp_legacy_sessions WHERE id_hash = ?',
+    ),
     setHandle: db.prepare('UPDATE mcp_legacy_sessions SET handle = ? WHERE id_hash = ?'),
     touch: db.prepare('UPDATE mcp_legacy_sessions SET last_seen = ? WHERE id_hash = ? AND last_seen < ?'),
     drop: db.prepare('DELETE FROM mcp_legacy_sessions WHERE id_hash = ?'),
@@ -79,6 +90,26 @@ export function createLegacySessionStore(db: Db) {
     for (const [key, at] of seen) q.touch.run(at, key, at);
   });
   return {
+    save: (key, r, now) => void q.insert.run(key, r.credential, r.own_session, r.handle, r.init, now, now),
+    get: (key) => q.get.get(key),
+    setHandle: (handle, key) => void q.setHandle.run(handle, key),
+    touch: (seen) => touchAll(seen),
+    drop: (key) => void q.drop.run(key),
+    idle: (before, limit) => q.idle.all(before, limit),
+  };
+}
+
+/** The legacy sessions table in SQLite (created if needed). */
+export function createLegacySessionStore(db: Db): LegacySessionStore {
+  return legacySessionStore(sqliteLegacyQueries(db));
+}
+
+/** The legacy sessions table, on either database; `LegacySessions` (legacy-sessions.ts) is its only user. */
+export type LegacySessionStore = ReturnType<typeof legacySessionStore>;
+
+/** Legacy sessions over `q`, whichever database answers it. */
+export function legacySessionStore(q: LegacyQueries) {
+  return {
     /** Records a session just initialized. */
     save(key: string, row: Omit<StoredLegacySession, 'lastSeen'>, now: number): void {
       let init = JSON.stringify(row.init);
@@ -89,11 +120,11 @@ export function createLegacySessionStore(db: Db) {
           clientInfo: { name: 'unknown', version: '0' },
         });
       }
-      q.insert.run(key, row.credential, row.ownSession, row.handle, init, now, now);
+      q.save(key, { credential: row.credential, own_session: row.ownSession, handle: row.handle, init }, now);
     },
     /** The stored session, or undefined. */
     get(key: string): StoredLegacySession | undefined {
-      const r = q.get.get(key);
+      const r = q.get(key);
       if (!r) return undefined;
       return {
         credential: r.credential,
@@ -105,19 +136,19 @@ export function createLegacySessionStore(db: Db) {
     },
     /** Records the handle a session now acts in (null: its own session again). */
     setHandle(key: string, handle: string | null): void {
-      q.setHandle.run(handle, key);
+      q.setHandle(handle, key);
     },
     /** Records when sessions were last used (never moves a time back). */
     touch(seen: readonly (readonly [string, number])[]): void {
-      if (seen.length > 0) touchAll(seen);
+      if (seen.length > 0) q.touch(seen);
     },
     /** Forgets a session that ended. */
     drop(key: string): void {
-      q.drop.run(key);
+      q.drop(key);
     },
     /** At most `limit` stored sessions unused since `before` (ms), oldest first. */
     idle(before: number, limit = 500): { key: string; ownSession: string }[] {
-      return q.idle.all(before, limit).map((r) => ({ key: r.id_hash, ownSession: r.own_session }));
+      return q.idle(before, limit).map((r) => ({ key: r.id_hash, ownSession: r.own_session }));
     },
   };
 }

@@ -57,6 +57,13 @@ export interface AuditPage {
 export const AUDIT_SUBJECT_MAX = 512;
 export const AUDIT_DETAIL_MAX = 2048;
 
+/**
+ * How much of a stored text the listing serves: a row written under the bounds above is served whole, with the
+ * marker saying what was cut at write time; a row stored before the bounds is cut here.
+ */
+export const LISTED_SUBJECT_MAX = AUDIT_SUBJECT_MAX + 64;
+export const LISTED_DETAIL_MAX = AUDIT_DETAIL_MAX + 64;
+
 /** `text` cut to `max` characters with a marker saying how much was cut. */
 export function clip(text: string, max: number, length = text.length): string {
   return length <= max ? text : `${text.slice(0, max)}… [${length - max} more characters]`;

@@ -10,13 +10,14 @@ import {
   type AuditQuery,
   type AuditRow,
   clip,
+  LISTED_DETAIL_MAX,
+  LISTED_SUBJECT_MAX,
   type StoredAuditRow,
 } from './audit.ts';
 import type { GatewayStore } from './interface.ts';
 import { SCHEMA } from './schema.ts';
 
 export type { AuditEntry, AuditFilter, AuditPage, AuditRow, GatewayStore };
-export { AUDIT_DETAIL_MAX, AUDIT_SUBJECT_MAX, clip };
 
 // The gateway's state in SQLite: sessions, their active toolsets in activation order, the operator's
 // enabled/disabled ceiling, an audit trail, and the upstream MCP tool definitions: the last listing of
@@ -48,8 +49,8 @@ export function createGatewayStore(
   // A listed row's texts are cut in SQL: a row stored before the write bound may hold megabytes.
   const auditPage = (where: string) =>
     db.prepare<AuditQuery, StoredAuditRow>(
-      `SELECT id, at, session_id, task_id, actor, kind, substr(subject, 1, ${AUDIT_SUBJECT_MAX}) AS subject,
-         length(subject) AS subject_length, ok, substr(detail, 1, ${AUDIT_DETAIL_MAX}) AS detail,
+      `SELECT id, at, session_id, task_id, actor, kind, substr(subject, 1, ${LISTED_SUBJECT_MAX}) AS subject,
+         length(subject) AS subject_length, ok, substr(detail, 1, ${LISTED_DETAIL_MAX}) AS detail,
          length(detail) AS detail_length
        FROM audit WHERE ${where} id < @cursor AND id >= @from ORDER BY id DESC LIMIT @limit`,
     );
@@ -295,8 +296,8 @@ export function createGatewayStore(
       const stmt = filter.session_id ? q.auditBySession : filter.task_id ? q.auditByTask : q.auditAll;
       const audit = stmt.all(params).map(({ subject_length, detail_length, ...r }) => ({
         ...r,
-        subject: clip(r.subject, AUDIT_SUBJECT_MAX, subject_length),
-        detail: r.detail === null ? null : clip(r.detail, AUDIT_DETAIL_MAX, detail_length ?? 0),
+        subject: clip(r.subject, LISTED_SUBJECT_MAX, subject_length),
+        detail: r.detail === null ? null : clip(r.detail, LISTED_DETAIL_MAX, detail_length ?? 0),
         ok: r.ok === 1,
         actor: r.actor ?? 'unknown',
       }));

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../client.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
 import { APPROVAL_ARGUMENTS_MAX, createApprovalStore } from '../../mcp-gateway/ceiling/approvals.ts';
-import { AUDIT_DETAIL_MAX, AUDIT_SUBJECT_MAX } from '../../mcp-gateway/store/store.ts';
+import { LISTED_DETAIL_MAX, LISTED_SUBJECT_MAX } from '../../mcp-gateway/store/audit.ts';
 import { LIMITS } from '../../tool-server/contract.ts';
 import { NO_STORED_CREDENTIALS } from '../helpers/credentials.ts';
 import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
@@ -149,10 +149,10 @@ describe('bounded inputs (issue 15 §4)', () => {
     expect(first.body.audit).toHaveLength(1000);
     const huge = first.body.audit[0];
     expect(huge.subject).toBe(
-      `${'x'.repeat(AUDIT_SUBJECT_MAX)}… [${5_000_000 - AUDIT_SUBJECT_MAX} more characters]`,
+      `${'x'.repeat(LISTED_SUBJECT_MAX)}… [${5_000_000 - LISTED_SUBJECT_MAX} more characters]`,
     );
-    expect(huge.detail.startsWith('y'.repeat(AUDIT_DETAIL_MAX))).toBe(true);
-    expect(huge.detail.length).toBeLessThan(AUDIT_DETAIL_MAX + 64);
+    expect(huge.detail.startsWith('y'.repeat(LISTED_DETAIL_MAX))).toBe(true);
+    expect(huge.detail.length).toBeLessThan(LISTED_DETAIL_MAX + 64);
 
     // The next page starts right after the first, without a gap or a repeat.
     const second = await page(`limit=1000&cursor=${first.body.next_cursor}`);

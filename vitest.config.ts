@@ -4,9 +4,9 @@ import { defineConfig } from 'vitest/config';
 // what needs the whole daemon, other processes or a long run (live stacks, start-up, floods, the conformance
 // suite, the benchmark's tests, snapshots, the docs). Each folder is a vitest project, so one service's tests
 // run alone (`npx vitest run --project tool-server`); stress tests (*.stress.test.ts) belong to `system`.
-// `npm test` runs every project (what CI runs); `npm run test:fast` all but `system`. `agent-server@postgres`
-// runs the agent-server's tests and the end-to-end test again with tasks in PostgreSQL (the server the test run
-// starts; tests/helpers/stack.ts and e2e read TOOLSHIFT_TEST_STORE).
+// `npm test` runs every project (what CI runs); `npm run test:fast` all but `system`. `postgres` runs the
+// agent-server's and the gateway's tests and the end-to-end test again with tasks and the gateway's state in
+// PostgreSQL (the server the test run starts; tests/helpers/stack.ts and e2e read TOOLSHIFT_TEST_STORE).
 
 const STRESS = '**/*.stress.test.ts';
 const fast = (name: string) => ({
@@ -29,14 +29,26 @@ export default defineConfig({
       {
         extends: true,
         test: {
-          name: 'agent-server@postgres',
-          include: ['tests/agent-server/**/*.test.ts', 'tests/system/e2e.test.ts'],
-          // Already run on both stores, each explicitly.
+          name: 'postgres',
+          include: [
+            'tests/agent-server/**/*.test.ts',
+            'tests/mcp-gateway/**/*.test.ts',
+            'tests/system/e2e.test.ts',
+          ],
           exclude: [
             STRESS,
+            // Already run on both stores, each explicitly.
             'tests/agent-server/store/**',
             'tests/agent-server/tasks/queue.test.ts',
             'tests/agent-server/tasks/recovery.test.ts',
+            'tests/mcp-gateway/store/**',
+            // They read the SQLite file itself (what is on disk, and what is not).
+            'tests/mcp-gateway/catalog/catalog.test.ts',
+            'tests/mcp-gateway/catalog/pins.test.ts',
+            'tests/mcp-gateway/catalog/reload.test.ts',
+            'tests/mcp-gateway/core/gateway.test.ts',
+            'tests/mcp-gateway/face/http.test.ts',
+            'tests/mcp-gateway/face/view-policy-sessions.test.ts',
           ],
           env: { TOOLSHIFT_TEST_STORE: 'postgres' },
         },

@@ -1,3 +1,4 @@
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { type Config, readEnv } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
@@ -46,6 +47,8 @@ export async function startGateway(
         m.openPostgresGatewayState(config.databaseUrl as string, { onWriteError }),
       )
     : null;
+  // The data directory holds what toolset files put there (${TOOLSHIFT_DATA_DIR}), whichever database is used.
+  mkdirSync(config.dataDir, { recursive: true });
   const db = shared ? null : openDatabase(path.join(config.dataDir, 'gateway.db'));
   const store = shared?.store ?? createGatewayStore(db as NonNullable<typeof db>, onWriteError);
   const closeStore = async () => {

@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Hono } from 'hono';
@@ -18,12 +18,13 @@ import { toolServerBackend } from '../../mcp-gateway/backends/tool-server-backen
 import { buildCatalog, loadToolsets } from '../../mcp-gateway/catalog/catalog.ts';
 import { createPromptCatalog } from '../../mcp-gateway/catalog/prompts.ts';
 import { toolsetVariables } from '../../mcp-gateway/catalog/toolset-files.ts';
-import { createApprovalStore } from '../../mcp-gateway/ceiling/approvals.ts';
+import { approvalStore, createApprovalStore } from '../../mcp-gateway/ceiling/approvals.ts';
 import { createCeiling, type Limits } from '../../mcp-gateway/ceiling/ceiling.ts';
 import { createGateway } from '../../mcp-gateway/core/gateway.ts';
 import { createMcpFace } from '../../mcp-gateway/face/face.ts';
-import { createHandleStore } from '../../mcp-gateway/face/handles.ts';
-import { createLegacySessionStore } from '../../mcp-gateway/face/legacy-store.ts';
+import { createHandleStore, handleStore } from '../../mcp-gateway/face/handles.ts';
+import { createLegacySessionStore, legacySessionStore } from '../../mcp-gateway/face/legacy-store.ts';
+import { openPostgresGatewayState } from '../../mcp-gateway/store/postgres.ts';
 import { createGatewayStore } from '../../mcp-gateway/store/store.ts';
 import { createToolServerApp } from '../../tool-server/app.ts';
 import { PathGuard } from '../../tool-server/guards/paths/guard.ts';
@@ -162,7 +163,7 @@ if (process.env.VITEST) {
 /** Each data dir's PostgreSQL database, when the tests run on PostgreSQL (a restart on the same dir finds it). */
 const databases = new Map<string, string>();
 
-/** The task database of a stack on `dataDir`: none (SQLite) unless TOOLSHIFT_TEST_STORE=postgres. */
+/** The database of a stack on `dataDir` (tasks and the gateway's state): none (SQLite) unless TOOLSHIFT_TEST_STORE=postgres. */
 export async function testDatabaseFor(dataDir: string): Promise<string | undefined> {
   if (process.env.TOOLSHIFT_TEST_STORE !== 'postgres') return undefined;
   const known = databases.get(dataDir);
@@ -199,8 +200,13 @@ export async function makeStack(opts: StackOptions = {}) {
       headers: bearer(opts.tokens?.gateway),
     }),
   };
-  const gatewayDb = openDatabase(path.join(dataDir, 'gateway.db'));
-  const gatewayStore = createGatewayStore(gatewayDb);
+  // PostgreSQL for the gateway's state and the tasks when the run says so (TOOLSHIFT_TEST_STORE), else SQLite.
+  const databaseUrl = opts.databaseUrl ?? (await testDatabaseFor(dataDir));
+  const shared = databaseUrl ? await openPostgresGatewayState(databaseUrl) : null;
+  await mkdir(dataDir, { recursive: true });
+  const gatewayDb = shared ? null : openDatabase(path.join(dataDir, 'gateway.db'));
+  const sqlite = () => gatewayDb as NonNullable<typeof gatewayDb>;
+  const gatewayStore = shared?.store ?? createGatewayStore(sqlite());
   // ${VAR} in toolset files: the process environment plus the test's own, and this stack's data dir.
   const vars = toolsetVariables({ dataDir, toolsetsDir }, { ...process.env, ...opts.vars });
   // The user's toolsets, as the gateway reads them by default: <data dir>/toolsets, loaded after the shipped.
@@ -217,10 +223,10 @@ export async function makeStack(opts: StackOptions = {}) {
   );
   const policyFile = path.join(tmp, 'policy.yaml');
   if (opts.policy) await writeFile(policyFile, opts.policy);
-  const approvals = createApprovalStore(gatewayDb, {
-    timeoutMs: opts.approvalTimeoutMs ?? 600_000,
-    now: opts.now,
-  });
+  const approvalOptions = { timeoutMs: opts.approvalTimeoutMs ?? 600_000, now: opts.now };
+  const approvals = shared
+    ? approvalStore(shared.approvals, approvalOptions)
+    : createApprovalStore(sqlite(), approvalOptions);
   const ceiling = createCeiling({
     policyFile,
     approvals,
@@ -235,25 +241,27 @@ export async function makeStack(opts: StackOptions = {}) {
     mcp: opts.tokens?.mcp,
     approver: opts.tokens?.user,
   });
-  const handles = createHandleStore(gatewayDb, {
+  const handleOptions = {
     idleMs: opts.handleIdleMs ?? 3_600_000,
     now: opts.now,
     // As mcp-gateway/server.ts wires it: a deleted handle takes its session with it.
-    onDrop: (ids) => gatewayStore.dropSessions(ids),
-  });
+    onDrop: (ids: string[]) => gatewayStore.dropSessions(ids),
+  };
+  const handles = shared
+    ? handleStore(shared.handles, handleOptions)
+    : createHandleStore(sqlite(), handleOptions);
   const prompts = createPromptCatalog(opts.promptsDir ?? path.resolve('prompts'));
   const face = createMcpFace({
     gateway,
     handles,
     prompts,
-    legacyStore: createLegacySessionStore(gatewayDb),
+    legacyStore: shared ? legacySessionStore(shared.legacy) : createLegacySessionStore(sqlite()),
     sessionIdleMs: 3_600_000,
     maxSessions: opts.mcpMaxSessions,
     now: opts.now,
   });
   const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity, face, prompts });
   const storeOptions = { leaseMs: opts.lease?.ms, holder: opts.lease?.holder };
-  const databaseUrl = opts.databaseUrl ?? (await testDatabaseFor(dataDir));
   const taskStore = databaseUrl
     ? await createPostgresTaskStore(openPostgres(databaseUrl, 'test', { max: 4 }), storeOptions)
     : createTaskStore(openDatabase(path.join(dataDir, 'agent.db')), storeOptions);
@@ -326,7 +334,8 @@ export async function makeStack(opts: StackOptions = {}) {
       await agent.shutdown();
       await face.close();
       await catalog.close();
-      gatewayStore.close();
+      if (shared) await shared.close();
+      else gatewayStore.close();
       await taskStore.close();
       if (!keepFiles) await rm(tmp, { recursive: true, force: true });
     },

@@ -29,7 +29,7 @@ beforeAll(async () => {
     TOOL_SERVER_PORT: '0',
     OPENAI_BASE_URL: MODEL_BASE_URL,
     OPENAI_API_KEY: 'test-key',
-    // The agent-server@postgres project runs this file again with the tasks in PostgreSQL.
+    // The `postgres` project runs this file again with the tasks and the gateway's state in PostgreSQL.
     DATABASE_URL: await testDatabaseFor(tmp),
     AGENT_MODEL: 'e2e-model',
     TOOLSHIFT_DATA_DIR: path.join(tmp, 'data'),

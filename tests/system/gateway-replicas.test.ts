@@ -95,9 +95,9 @@ const useTool = (on: Listening, session: string, name: string, args: Record<stri
 
 describe('two gateway replicas on one PostgreSQL', () => {
   it('serve one session: a change on one is used on the other at its next request', async () => {
-    expect((await change(a, { action: 'ACTIVATE', session_id: 'ses_r1', toolset_ids: ['fs_write'] })).status).toBe(
-      200,
-    );
+    expect(
+      (await change(a, { action: 'ACTIVATE', session_id: 'ses_r1', toolset_ids: ['fs_write'] })).status,
+    ).toBe(200);
     const tools = await call(b, 'GET', '/mcp/tools?session_id=ses_r1');
     expect((tools.body.tools as { name: string }[]).map((t) => t.name)).toContain('write_file');
     const written = await useTool(b, 'ses_r1', 'write_file', { path: 'from-b.txt', content: 'via b' });
@@ -106,7 +106,9 @@ describe('two gateway replicas on one PostgreSQL', () => {
     // The audit trail is one: a's listing shows the call b served (written within a few ms, in a batch).
     await vi.waitFor(async () => {
       const audit = await call(a, 'GET', '/mcp/admin/audit?session_id=ses_r1&limit=10', undefined, ADMIN);
-      expect((audit.body.audit as { kind: string; subject: string }[]).map((r) => [r.kind, r.subject])).toEqual([
+      expect(
+        (audit.body.audit as { kind: string; subject: string }[]).map((r) => [r.kind, r.subject]),
+      ).toEqual([
         ['call', 'write_file'],
         ['activate', 'fs_write'],
       ]);
@@ -189,7 +191,10 @@ describe('two gateway replicas on one PostgreSQL', () => {
     await vi.waitFor(() => expect(heard).toContain('tools/list_changed'), { timeout: 5000 });
     expect((await first.client.listTools()).tools.map((t) => t.name)).toContain('read_text_file');
     await writeFile(path.join(workspace, 'seen.txt'), 'read through a');
-    const read = (await first.client.callTool({ name: 'read_text_file', arguments: { path: 'seen.txt' } })) as {
+    const read = (await first.client.callTool({
+      name: 'read_text_file',
+      arguments: { path: 'seen.txt' },
+    })) as {
       content: { text: string }[];
     };
     expect(read.content[0].text).toContain('read through a');

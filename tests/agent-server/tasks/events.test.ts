@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TaskDetail, TaskEvent } from '../../../agent-server/contract.ts';
 import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';
@@ -20,8 +22,10 @@ describe('task events', () => {
       answer('done'),
     ]);
     stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
-    // The agent-server@postgres project runs this file with the tasks in PostgreSQL.
-    expect(stack.taskStore.embedded).toBe(process.env.TOOLSHIFT_TEST_STORE !== 'postgres');
+    // The `postgres` project runs this file with the tasks and the gateway's state in PostgreSQL.
+    const embedded = process.env.TOOLSHIFT_TEST_STORE !== 'postgres';
+    expect(stack.taskStore.embedded).toBe(embedded);
+    expect(existsSync(path.join(stack.dataDir, 'gateway.db'))).toBe(embedded);
     const res = await stack.post(stack.agentApp, '/agent/execute_task', { goal: 'write a.txt' });
     expect(res.body.status).toBe('completed');
     const detail = TaskDetail.parse(

@@ -4,6 +4,7 @@ import { type ArmFigures, PRICE } from './economics.ts';
 import type { EventLogRun } from './event-log.ts';
 import type { PgEventLogRun } from './event-log-pg.ts';
 import { f2, f3, mib, ms, n0, pct, usd } from './format.ts';
+import type { ReplicasRun } from './gateway-replicas.ts';
 import type { LatencyRun } from './latency-run.ts';
 import type { Machine } from './machine.ts';
 import type { MemoryStage } from './memory-parts.ts';
@@ -31,6 +32,8 @@ export interface BenchResults {
   startup: StartupResults;
   /** Figure 10 on PostgreSQL (absent in reports made before it was measured). */
   eventLogPg?: PgEventLogRun;
+  /** Figure 13: gateway replicas on PostgreSQL (absent in reports made before it was measured). */
+  replicas?: ReplicasRun;
 }
 
 /** One line of the summary. */
@@ -158,6 +161,16 @@ export function goals(r: BenchResults): Goal[] {
             measured: `${f2(r.eventLogPg.storeRecordsPerS / r.eventLogPg.rawInsertsPerS)} (${n0(r.eventLogPg.storeRecordsPerS)} vs ${n0(r.eventLogPg.rawInsertsPerS)}/s)`,
             goal: '≥ 0.5',
             met: r.eventLogPg.storeRecordsPerS / r.eventLogPg.rawInsertsPerS >= 0.5,
+          },
+        ]
+      : []),
+    ...(r.replicas && !r.replicas.skipped
+      ? [
+          {
+            figure: "13. An operator's DISABLE on one gateway replica refused by another: p50 / p95",
+            measured: `${r.replicas.disableMs.p50} ms / ${r.replicas.disableMs.p95} ms`,
+            goal: '(reported)',
+            met: null,
           },
         ]
       : []),

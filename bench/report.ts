@@ -365,5 +365,27 @@ export function renderReport(r: BenchResults): string {
       `${(s.after.idleRssMiB.median / s.before.idleRssMiB.median).toFixed(2)}× (medians).`,
   );
   out.push('');
+  const rep = r.replicas;
+  if (rep) {
+    out.push('## 13. Gateway replicas on PostgreSQL');
+    out.push('');
+    if (rep.skipped) out.push(`Not measured (${rep.skipped}).`);
+    else {
+      out.push(
+        `Two gateways on one throwaway PostgreSQL (bench/gateway-replicas.ts). Each keeps the operator's disabled set in ` +
+          'memory and drops it when another replica announces a change (LISTEN/NOTIFY, sent in the same transaction ' +
+          `as the change). Over ${rep.disableMs.rounds} DISABLEs, alternating which replica got it, the time from its ` +
+          `answer until the other replica lists the toolset disabled (read back to back): p50 ${rep.disableMs.p50} ms, ` +
+          `p95 ${rep.disableMs.p95} ms, slowest ${rep.disableMs.max} ms. A session's toolsets are not cached: every ` +
+          'request reads them, so a change is used by any replica at its next request.',
+        '',
+        `What the shared store costs a call: a read_text_file through the gateway (and the tool-server behind it), ` +
+          `${rep.callMs.calls} calls each, alternating: p50 ${rep.callMs.sqlite} ms with the gateway on SQLite, ` +
+          `${rep.callMs.postgres} ms on a replica on PostgreSQL (the session's read and the audit row go through ` +
+          'one connection on a worker thread, lib/postgres-sync.ts).',
+      );
+    }
+    out.push('');
+  }
   return `${out.join('\n')}\n`;
 }

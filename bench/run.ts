@@ -8,6 +8,7 @@ import { type ConcurrencyRun, concurrencyRun } from './concurrency.ts';
 import { recallAtScale } from './discovery.ts';
 import { eventLogRun } from './event-log.ts';
 import { pgEventLogRun } from './event-log-pg.ts';
+import { replicasRun } from './gateway-replicas.ts';
 import { type BenchResults, goals } from './goals.ts';
 import { latencyRun } from './latency-run.ts';
 import { describeMachine } from './machine.ts';
@@ -64,6 +65,8 @@ async function main() {
     step(`concurrency: ${tasks} tasks against the three services as separate processes`);
     const separateRun = await concurrencyRun(await dir('concurrency'), tasks, 1000, 'separate');
     const scaledRuns = await postgresWorkersRuns(dir, tasks, step);
+    step('gateway replicas on PostgreSQL: DISABLE across replicas, a call on each store');
+    const replicas = await replicasRun();
     const startupRuns = Number(process.env.BENCH_STARTS ?? 5);
     step(
       `start-up and idle memory of npm start's command, before and after the loader went: ${startupRuns} starts each`,
@@ -86,6 +89,7 @@ async function main() {
       memory,
       memoryTwoThreads,
       startup,
+      replicas,
     };
     const out = process.env.BENCH_OUT ?? 'BENCHMARKS.md';
     writeFileSync(out, renderReport(results));

@@ -42,6 +42,8 @@ export default defineConfig({
             'tests/agent-server/tasks/queue.test.ts',
             'tests/agent-server/tasks/recovery.test.ts',
             'tests/mcp-gateway/store/**',
+            // No state of the gateway's in them: the upstream connections alone.
+            'tests/mcp-gateway/backends/**',
             // They read the SQLite file itself (what is on disk, and what is not).
             'tests/mcp-gateway/catalog/catalog.test.ts',
             'tests/mcp-gateway/catalog/pins.test.ts',

@@ -135,6 +135,15 @@ export const SETTING_GROUPS: Group[] = [
       UPSTREAM_MAX_RESULT_BYTES: {
         doc: "the most of an upstream tool's result the model is given (cut with a marker)",
       },
+      UPSTREAM_MAX_PROCESSES: {
+        doc: 'the most stdio MCP servers one gateway runs at once (one process per server); starting one more stops the least recently used one with no call in flight',
+      },
+      UPSTREAM_IDLE_S: {
+        doc: 'a stdio MCP server unused this long is stopped, and started again on its next use (0: never); what it kept only in memory is lost then',
+      },
+      UPSTREAM_MAX_CONCURRENT_CALLS: {
+        doc: 'calls in flight at once per upstream server; more wait (within their timeout), up to four times as many, beyond that refused',
+      },
     },
   },
   {

@@ -91,6 +91,9 @@ export const EnvSchema = z.object({
     .int()
     .min(1024)
     .default(256 * 1024),
+  UPSTREAM_MAX_PROCESSES: z.coerce.number().int().min(1).max(1000).default(32),
+  UPSTREAM_IDLE_S: z.coerce.number().int().min(0).default(600),
+  UPSTREAM_MAX_CONCURRENT_CALLS: z.coerce.number().int().min(1).max(1000).default(16),
   PROMPTS_DIR: optionalString,
   POLICY_FILE: optionalString,
   APPROVAL_TIMEOUT_S: z.coerce.number().int().min(1).default(600),
@@ -253,10 +256,16 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         sessionIdleMs: e.MCP_SESSION_IDLE_S * 1000,
         maxSessions: e.MCP_MAX_SESSIONS,
       },
-      /** Upstream MCP servers: the most one message may hold, and the most of a result the model is given. */
+      /**
+       * Upstream MCP servers: the most one message may hold, the most of a result the model is given, the
+       * stdio servers running at once and their idle lifetime, and the calls in flight per server.
+       */
       upstream: {
         maxMessageBytes: e.UPSTREAM_MAX_MESSAGE_BYTES,
         maxResultBytes: e.UPSTREAM_MAX_RESULT_BYTES,
+        maxProcesses: e.UPSTREAM_MAX_PROCESSES,
+        idleMs: e.UPSTREAM_IDLE_S * 1000,
+        maxConcurrentCalls: e.UPSTREAM_MAX_CONCURRENT_CALLS,
       },
       promptsDir: path.resolve(e.PROMPTS_DIR ?? path.join(installationDir(), 'prompts')),
       /** The operator's ceiling: policy file, how long an approval may stay pending, per-session limits. */

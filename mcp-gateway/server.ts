@@ -11,6 +11,7 @@ import { createTokenCounter } from '../lib/tokens.ts';
 import { createGatewayApp } from './app.ts';
 import type { Backend } from './backends/backend.ts';
 import { toolServerBackend } from './backends/tool-server-backend.ts';
+import { UpstreamPool } from './backends/upstream-pool.ts';
 import { buildCatalog, type Catalog, loadToolsets } from './catalog/catalog.ts';
 import { createPromptCatalog } from './catalog/prompts.ts';
 import { toolsetVariables } from './catalog/toolset-files.ts';
@@ -60,6 +61,12 @@ export async function startGateway(
   const dir = config.gateway.toolsetsDir;
   // The shipped toolsets, then the user's own (USER_TOOLSETS_DIR, where `toolsets import` writes).
   const userDir = config.gateway.userToolsetsDir;
+  // This replica's stdio servers: bounded, and stopped when unused (upstream-pool.ts).
+  const pool = new UpstreamPool({
+    maxProcesses: config.gateway.upstream.maxProcesses,
+    idleMs: config.gateway.upstream.idleMs,
+    log,
+  });
   let catalog: Catalog;
   try {
     const loaded = loadToolsets({ dir, userDir }, vars);
@@ -72,6 +79,8 @@ export async function startGateway(
       connection: {
         maxMessageBytes: config.gateway.upstream.maxMessageBytes,
         maxResultBytes: config.gateway.upstream.maxResultBytes,
+        maxConcurrentCalls: config.gateway.upstream.maxConcurrentCalls,
+        pool,
       },
       // A reload sees variables added to .env since the start (a changed value needs a restart).
       source: {
@@ -81,6 +90,7 @@ export async function startGateway(
       },
     });
   } catch (err) {
+    pool.close();
     await closeStore();
     throw err;
   }
@@ -99,6 +109,7 @@ export async function startGateway(
     });
   } catch (err) {
     await catalog.close();
+    pool.close();
     await closeStore();
     throw err;
   }
@@ -162,6 +173,7 @@ export async function startGateway(
       await retention.stop();
       await face.close();
       await catalog.close();
+      pool.close();
       await stopListening?.();
       await closeStore();
     },

@@ -12,6 +12,7 @@ import type { Logger } from '../../lib/log.ts';
 import type { Redactor } from '../catalog/env-expand.ts';
 import { limitedFetch, type MessageTooLargeError } from './message-limit.ts';
 import { StdioTransport } from './stdio-transport.ts';
+import type { PooledServer, UpstreamPool } from './upstream-pool.ts';
 import {
   type McpServerSpec,
   type ProtocolChoice,
@@ -50,9 +51,14 @@ export interface ConnectionDeps {
   livenessTimeoutMs?: number;
   /** The largest message the server may send (a stdio line, an HTTP body, one SSE event); default 16 MiB. */
   maxMessageBytes?: number;
+  /** The gateway's stdio servers, bounded and stopped when idle (upstream-pool.ts); none: unbounded. */
+  pool?: UpstreamPool;
+  /** Calls in flight at once (UPSTREAM_MAX_CONCURRENT_CALLS); more wait, up to four times as many. */
+  maxConcurrentCalls?: number;
 }
 
 const MAX_BACKOFF_MS = 30_000;
+const DEFAULT_MAX_CONCURRENT_CALLS = 16;
 const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 /** 0 for the first failure (restart on the very next use), then 1 s, 2 s, 4 s … up to 30 s. */
@@ -61,7 +67,7 @@ export function backoffMs(failures: number): number {
 }
 
 /** A lazily connected, self-restarting client of one upstream MCP server. */
-export class McpConnection {
+export class McpConnection implements PooledServer {
   private client?: Client;
   private transport?: StdioTransport | StreamableHTTPClientTransport;
   private connecting?: Promise<void>;
@@ -73,6 +79,12 @@ export class McpConnection {
   private reason?: string;
   private closed = false;
   private readonly listeners = new Set<(tools: Tool[]) => void>();
+  /** Why a server that was up is idle now (stopped unused); shown until it starts again. */
+  private idleReason?: string;
+  /** Calls waiting for one in flight to finish. */
+  private readonly waiting: (() => void)[] = [];
+  lastUsed = Date.now();
+  inFlight = 0;
 
   /** How the server is named in messages: the file's command or URL, with `${VAR}` unexpanded. */
   readonly label: string;
@@ -87,9 +99,10 @@ export class McpConnection {
 
   status(): UpstreamStatus {
     const pid = this.transport instanceof StdioTransport ? this.transport.pid : undefined;
+    const reason = this.reason ?? (this.state === 'idle' ? this.idleReason : undefined);
     return {
       state: this.state,
-      ...(this.reason ? { reason: this.reason } : {}),
+      ...(reason ? { reason } : {}),
       ...(pid && this.state === 'up' ? { pid } : {}),
       ...(this.client?.getNegotiatedProtocolVersion()
         ? { protocol: this.client.getNegotiatedProtocolVersion() }
@@ -112,6 +125,7 @@ export class McpConnection {
 
   /** The server's tools, connecting (or restarting) first if needed. */
   async listTools(): Promise<Tool[]> {
+    this.lastUsed = Date.now();
     await this.ensureUp();
     return this.tools;
   }
@@ -142,6 +156,70 @@ export class McpConnection {
 
   /** Calls a tool; a timeout sends `notifications/cancelled` upstream and checks the server still answers. */
   async callTool(name: string, args: Record<string, unknown>, timeoutMs: number): Promise<CallToolResult> {
+    const started = Date.now();
+    await this.slot(name, timeoutMs);
+    try {
+      return await this.call(name, args, Math.max(1, timeoutMs - (Date.now() - started)));
+    } finally {
+      this.inFlight--;
+      this.lastUsed = Date.now();
+      this.waiting.shift()?.();
+    }
+  }
+
+  /**
+   * Takes a place among the calls in flight, waiting (within the call's time) while the server has its fill;
+   * beyond four times that many waiting the call is refused at once.
+   */
+  private async slot(name: string, timeoutMs: number): Promise<void> {
+    this.lastUsed = Date.now();
+    const max = this.deps.maxConcurrentCalls ?? DEFAULT_MAX_CONCURRENT_CALLS;
+    if (this.inFlight < max) {
+      this.inFlight++;
+      return;
+    }
+    if (this.waiting.length >= 4 * max) {
+      throw new UpstreamError(
+        `${this.label} is busy: ${this.inFlight} calls in flight and ${this.waiting.length} waiting ` +
+          `(UPSTREAM_MAX_CONCURRENT_CALLS=${max}); ${name} was not sent, try again shortly`,
+      );
+    }
+    await new Promise<void>((resolve, reject) => {
+      const turn = () => {
+        clearTimeout(timer);
+        this.inFlight++;
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        const at = this.waiting.indexOf(turn);
+        if (at >= 0) this.waiting.splice(at, 1);
+        reject(
+          new UpstreamError(
+            `${this.label}: ${name} waited ${timeoutMs} ms for one of the ${max} calls in flight to finish and was not sent`,
+          ),
+        );
+      }, timeoutMs);
+      this.waiting.push(turn);
+    });
+  }
+
+  /** Stops an idle server's process when no call is in flight (the pool's idle shutdown, or room for another). */
+  async stopUnused(reason: string): Promise<boolean> {
+    if (this.inFlight > 0 || this.connecting) return false;
+    const client = this.client;
+    if (this.state !== 'up' || !client) return true;
+    this.client = undefined;
+    this.state = 'idle';
+    this.idleReason = reason;
+    await this.shutdown(client, this.transport);
+    return true;
+  }
+
+  private async call(
+    name: string,
+    args: Record<string, unknown>,
+    timeoutMs: number,
+  ): Promise<CallToolResult> {
     await this.ensureUp();
     const client = this.client as Client;
     try {
@@ -182,6 +260,7 @@ export class McpConnection {
     method: K,
     params?: Parameters<Client[K]>[0],
   ): Promise<Awaited<ReturnType<Client[K]>>> {
+    this.lastUsed = Date.now();
     await this.ensureUp();
     const client = this.client as Client;
     const capability = method.endsWith('Prompts') || method === 'getPrompt' ? 'prompts' : 'resources';
@@ -205,6 +284,14 @@ export class McpConnection {
   }
 
   private async connect(): Promise<void> {
+    const stdio = this.spec.transport === 'stdio';
+    if (stdio && this.deps.pool) {
+      try {
+        await this.deps.pool.admit(this);
+      } catch (err) {
+        throw new UpstreamError(`${this.label} was not started: ${(err as Error).message}`);
+      }
+    }
     this.state = 'connecting';
     const timeout = this.deps.connectTimeoutMs ?? 30_000;
     const options: ClientOptions = {
@@ -276,6 +363,7 @@ export class McpConnection {
       if (this.state === 'connecting' && this.reason) this.restarts++;
       this.state = 'up';
       this.reason = undefined;
+      this.idleReason = undefined;
       this.deps.log.info({ upstream: this.label, tools: tools.length }, 'upstream MCP server connected');
     } catch (err) {
       const detail = transport instanceof StdioTransport ? transport.describeExit() : '';
@@ -321,6 +409,7 @@ export class McpConnection {
   }
 
   private async shutdown(client: Client | undefined, transport: McpConnection['transport']) {
+    this.deps.pool?.left(this);
     try {
       if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
         await transport.terminateSession().catch(() => {});

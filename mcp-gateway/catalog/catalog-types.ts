@@ -1,4 +1,5 @@
 import type { Logger } from '../../lib/log.ts';
+import type { UpstreamPool } from '../backends/upstream-pool.ts';
 import type { PinStore } from './pins.ts';
 import type { ToolsetSources, ToolsetSpec } from './toolset-files.ts';
 
@@ -33,11 +34,16 @@ export interface CatalogOptions {
    * variables added to .env are seen.
    */
   source?: ToolsetSources & { vars?: () => Record<string, string | undefined> };
-  /** Upstream connections: timeouts, the per-message cap, and the cap of a result the model is given. */
+  /**
+   * Upstream connections: timeouts, the per-message cap, the cap of a result the model is given, calls in
+   * flight per server, and the pool that bounds the stdio servers running at once.
+   */
   connection?: {
     connectTimeoutMs?: number;
     livenessTimeoutMs?: number;
     maxMessageBytes?: number;
     maxResultBytes?: number;
+    maxConcurrentCalls?: number;
+    pool?: UpstreamPool;
   };
 }

@@ -90,6 +90,98 @@ describe('docker-compose.yml', () => {
     }
   });
 
+  describe('the `scale` profile', () => {
+    const scaled = Object.entries(compose.services).filter(([, svc]) => svc.profiles?.includes('scale'));
+    const s = compose.services;
+    const nginx = readFileSync('deploy/scale/nginx.conf', 'utf8');
+    const upstream = (name: string) =>
+      [
+        ...(nginx.match(new RegExp(`upstream ${name} \\{([^}]*)\\}`))?.[1] ?? '').matchAll(
+          /server ([\w.-]+:\d+)/g,
+        ),
+      ].map((m) => m[1]);
+
+    it('runs PostgreSQL, two gateways, an agent API, two workers and a load balancer, all behind the profile', () => {
+      expect(scaled.map(([name]) => name).sort()).toEqual(
+        ['agent-api', 'gateway-1', 'gateway-2', 'lb', 'postgres', 'worker-1', 'worker-2'].sort(),
+      );
+      expect(s['gateway-1'].command).toEqual(['node', 'bin/toolshift.js', 'serve', 'mcp-gateway']);
+      expect(s['gateway-2'].command).toEqual(['node', 'bin/toolshift.js', 'serve', 'mcp-gateway']);
+      expect(s['agent-api'].command).toEqual(['node', 'bin/toolshift.js', 'serve', 'agent-api']);
+      expect(s['worker-1'].command).toEqual(['node', 'bin/toolshift.js', 'serve', 'worker']);
+      expect(s['worker-2'].command).toEqual(['node', 'bin/toolshift.js', 'serve', 'worker']);
+      expect(pkg.scripts['start:agent-api']).toBe('node bin/toolshift.js serve agent-api');
+      expect(pkg.scripts['start:worker']).toBe('node bin/toolshift.js serve worker');
+    });
+
+    it('shares one PostgreSQL between every gateway and agent process, and gives each gateway its own data dir', () => {
+      const url = s['agent-api'].environment?.DATABASE_URL;
+      expect(url).toMatch(
+        /^postgres:\/\/toolshift:\$\{POSTGRES_PASSWORD:-toolshift\}@postgres:5432\/toolshift$/,
+      );
+      for (const name of ['gateway-1', 'gateway-2', 'worker-1', 'worker-2']) {
+        expect(s[name].environment?.DATABASE_URL).toBe(url);
+        expect(s[name].depends_on?.postgres.condition).toBe('service_healthy');
+      }
+      const dataVolume = (name: string) => s[name].volumes?.find((v) => v.endsWith(':/data'));
+      expect(dataVolume('gateway-1')).toBe('gateway-1-data:/data');
+      expect(dataVolume('gateway-2')).toBe('gateway-2-data:/data');
+      expect(compose.volumes).toHaveProperty('postgres-data');
+      expect(s.postgres.ports).toBeUndefined();
+      expect(s.postgres.healthcheck?.test).toContain('pg_isready');
+    });
+
+    it('balances the agent API and both gateways, and every process reaches the gateways through it', () => {
+      expect(upstream('gateways')).toEqual(['gateway-1:8080', 'gateway-2:8080']);
+      expect(upstream('agent_api')).toEqual(['agent-api:8000']);
+      expect(nginx).toContain('proxy_buffering off'); // event streams pass through as written
+      expect(s.lb.ports).toEqual(['127.0.0.1:9000:8000', '127.0.0.1:9080:8080']);
+      expect(s.lb.volumes).toContain('./deploy/scale/nginx.conf:/etc/nginx/nginx.conf:ro');
+      for (const name of ['agent-api', 'worker-1', 'worker-2'])
+        expect(s[name].environment?.GATEWAY_URL).toBe('http://lb:8080');
+      for (const name of ['gateway-1', 'gateway-2', 'agent-api', 'worker-1', 'worker-2']) {
+        expect(s.lb.depends_on?.[name].condition).toBe('service_healthy');
+        expect(s[name].healthcheck?.test.join(' ')).toMatch(/127\.0\.0\.1:80[08]0\/health/);
+        expect(s[name].ports).toBeUndefined();
+      }
+      expect(s.lb.healthcheck?.test.join(' ')).toContain('/lb-health');
+      expect(nginx).toContain('location = /lb-health');
+    });
+
+    it('each replica starts with its tokens and answers the host the load balancer passes on', async () => {
+      const shared = path.join(await mkdtemp(path.join(tmpdir(), 'compose-scale-')), 'credentials.json');
+      const roles: [string, ServiceName, Record<string, string>][] = [
+        ['gateway-1', 'mcp-gateway', {}],
+        ['gateway-2', 'mcp-gateway', {}],
+        ['agent-api', 'agent-server', { AGENT_ROLE: 'api' }],
+        ['worker-1', 'agent-server', { AGENT_ROLE: 'worker' }],
+      ];
+      for (const [name, service, extra] of roles) {
+        const config = withCredentials(
+          loadConfig({ ...environment(name, dotenv), ...extra, TOOLSHIFT_CREDENTIALS_FILE: shared }),
+        );
+        expect(config.databaseUrl).toMatch(/^postgres:\/\/toolshift:toolshift@postgres:5432\/toolshift$/);
+        const security = securityFor(config, service);
+        const app = new Hono();
+        installBase(app, log, security);
+        app.get('/probe', (c) => c.json({ ok: true }));
+        const token = security.tokens[0].token;
+        const host = name.startsWith('worker')
+          ? `${name}:8000`
+          : name.startsWith('gateway')
+            ? 'lb:8080'
+            : 'lb:8000';
+        expect(
+          (await app.request('/probe', { headers: { host, authorization: `Bearer ${token}` } })).status,
+        ).toBe(200);
+        const rebound = await app.request('/probe', {
+          headers: { host: 'evil.example', authorization: `Bearer ${token}` },
+        });
+        expect(rebound.status).toBe(403);
+      }
+    });
+  });
+
   it('keeps the model server optional, behind a profile', () => {
     expect(compose.services.ollama.profiles).toEqual(['ollama']);
     expect(compose.services.ollama.healthcheck).toBeDefined();

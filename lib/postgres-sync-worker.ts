@@ -28,7 +28,10 @@ function connect(r: Extract<Request, { op: 'query' }>): Promise<pg.Client> {
       connectionString: r.url,
       application_name: `toolshift ${r.service}`,
       connectionTimeoutMillis: r.timeoutMs,
+      // The server cancels a slow statement; a server that went silent is given up here.
       statement_timeout: r.timeoutMs,
+      query_timeout: r.timeoutMs + 1000,
+      keepAlive: true,
     });
     // A dropped connection is forgotten: the next statement opens a new one.
     c.on('error', () => clients.delete(r.conn));

@@ -52,6 +52,20 @@ export async function migratePostgres(
   component: string,
   migrations: readonly string[],
 ): Promise<number[]> {
+  try {
+    return await migrate(pool, component, migrations);
+  } catch (err) {
+    // The address is not repeated: DATABASE_URL may carry a password.
+    throw new Error(
+      `${component} cannot use its PostgreSQL database (DATABASE_URL): ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
+  }
+}
+
+async function migrate(pool: Pool, component: string, migrations: readonly string[]): Promise<number[]> {
   await pool.query(
     `CREATE TABLE IF NOT EXISTS schema_migrations (
        component TEXT NOT NULL, version INTEGER NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now(),

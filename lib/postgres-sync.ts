@@ -3,7 +3,8 @@ import { createSyncFn } from 'synckit';
 // PostgreSQL for code written against a synchronous database (the gateway's stores, written for SQLite): each
 // statement runs on a connection held by one worker thread while the caller waits, as a better-sqlite3 call
 // waits for the disk. Statements of one connection run in order, so a transaction is BEGIN … COMMIT sent one
-// by one. A stuck server is an error after `timeoutMs`, not a thread waiting for ever.
+// by one. A stuck server is an error after `timeoutMs` (3 s to connect), not a thread waiting for ever, and once
+// it could not be reached the next statements fail at once for RETRY_MS rather than each waiting again.
 
 interface Reply {
   rows: Record<string, unknown>[];
@@ -16,6 +17,19 @@ const call = createSyncFn<(r: unknown) => Promise<Reply>>(
 );
 
 let nextConn = 1;
+
+/** How long statements fail at once after the server could not be reached. */
+const RETRY_MS = 2000;
+
+/**
+ * Whether `err` says the server cannot be reached (rather than refusing a statement): no SQLSTATE, or one of
+ * class 08 (connection exception) or 57P (the server shutting down).
+ */
+function unreachable(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
+  return code.startsWith('08') || code.startsWith('57P');
+}
 
 /** One connection to PostgreSQL with synchronous statements. */
 export interface SyncPostgres {
@@ -36,8 +50,26 @@ export function openSyncPostgres(
 ): SyncPostgres {
   const conn = nextConn++;
   const timeoutMs = opts.timeoutMs ?? 10_000;
-  const send = (sql: string, params: readonly unknown[] = []) =>
-    call({ op: 'query', conn, url, service, timeoutMs, sql, params });
+  /** After a failure to reach the server, statements fail at once for a moment instead of waiting each. */
+  let downUntil = 0;
+  let downBecause = '';
+  const send = (sql: string, params: readonly unknown[] = []) => {
+    // ROLLBACK goes through: it ends a transaction the worker holds as lost.
+    if (Date.now() < downUntil && sql !== 'ROLLBACK') {
+      throw new Error(
+        `PostgreSQL is unreachable (${downBecause}); trying again in ${downUntil - Date.now()} ms`,
+      );
+    }
+    try {
+      return call({ op: 'query', conn, url, service, timeoutMs, sql, params });
+    } catch (err) {
+      if (unreachable(err)) {
+        downUntil = Date.now() + RETRY_MS;
+        downBecause = (err as Error).message;
+      }
+      throw err;
+    }
+  };
   let depth = 0;
   return {
     query: <T>(sql: string, params?: readonly unknown[]) => send(sql, params).rows as T[],

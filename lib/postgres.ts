@@ -18,6 +18,8 @@ export function openPostgres(url: string, service: string, opts: { max?: number 
     application_name: `toolshift ${service}`,
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
+    // A connection a firewall dropped silently (the listening one above all) is noticed.
+    keepAlive: true,
     statement_timeout: STATEMENT_TIMEOUT_MS,
   });
   // An idle client's connection dropping (the server restarting) is reported on the pool; the next query
@@ -95,14 +97,15 @@ async function migrate(pool: Pool, component: string, migrations: readonly strin
 /**
  * Listens on `channels` with one connection of `pool`, held for as long as it listens; `onNotify` gets each
  * notification. A lost connection is replaced after `retryMs` (what was sent meanwhile is lost: listeners
- * keep polling as the backstop). Returns the function that stops listening.
+ * keep polling as the backstop); `onListen` is called each time listening (re)starts. Returns the stop.
  */
 export function listenPostgres(
   pool: Pool,
   channels: readonly string[],
   onNotify: (channel: string, payload: string) => void,
-  retryMs = 1000,
+  opts: { retryMs?: number; onListen?: () => void } = {},
 ): () => Promise<void> {
+  const retryMs = opts.retryMs ?? 1000;
   /** The listening connection, and how to give it back (once). */
   let client: { c: pg.PoolClient; free: (err?: Error) => void } | undefined;
   let stopped = false;
@@ -136,6 +139,7 @@ export function listenPostgres(
       for (const channel of channels) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
       if (stopped) return release();
       client = { c, free: release };
+      opts.onListen?.();
     } catch (err) {
       // A connection that could not listen goes back broken (the pool drops it), and listening starts over.
       free?.(err as Error);

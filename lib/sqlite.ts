@@ -16,25 +16,36 @@ const UNWRITABLE = new Set([
   'SQLITE_READONLY',
 ]);
 
+/** Creates the data directory `dir` if needed; one that cannot be written is refused naming it and TOOLSHIFT_DATA_DIR. */
+export function writableDataDir(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true });
+    accessSync(dir, constants.W_OK);
+  } catch (err) {
+    throw unwritable(dir, err);
+  }
+}
+
+function unwritable(dir: string, err: unknown): unknown {
+  const code = String((err as NodeJS.ErrnoException).code);
+  if (!UNWRITABLE.has(code)) return err;
+  return new Error(
+    `Cannot write the data directory ${dir} (${code}): make it writable, or set ` +
+      'TOOLSHIFT_DATA_DIR to a directory toolshift may write.',
+  );
+}
+
 /**
  * Opens (and creates) a SQLite file with WAL and a busy timeout, so several processes can share it. A data
  * directory that cannot be created or written is refused naming the path and TOOLSHIFT_DATA_DIR.
  */
 export function openDatabase(file: string): Db {
+  if (file !== ':memory:') writableDataDir(path.dirname(file));
   let db: Db;
   try {
-    if (file !== ':memory:') {
-      mkdirSync(path.dirname(file), { recursive: true });
-      accessSync(path.dirname(file), constants.W_OK);
-    }
     db = new Database(file);
   } catch (err) {
-    const code = String((err as NodeJS.ErrnoException).code);
-    if (!UNWRITABLE.has(code)) throw err;
-    throw new Error(
-      `Cannot write the data directory ${path.dirname(file)} (${code}): make it writable, or set ` +
-        'TOOLSHIFT_DATA_DIR to a directory toolshift may write.',
-    );
+    throw unwritable(path.dirname(file), err);
   }
   // exec, not db.pragma(): pragma() prepares a throwaway statement, and on Node 24 better-sqlite3 12 aborts
   // the process when V8 collects a statement outside a JS context. Stores prepare theirs once and keep them.

@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { type Config, readEnv } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
@@ -6,7 +5,7 @@ import { createMetrics } from '../lib/metrics.ts';
 import { startRetention } from '../lib/retention.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
-import { openDatabase } from '../lib/sqlite.ts';
+import { openDatabase, writableDataDir } from '../lib/sqlite.ts';
 import { createTokenCounter } from '../lib/tokens.ts';
 import { createGatewayApp } from './app.ts';
 import type { Backend } from './backends/backend.ts';
@@ -49,7 +48,7 @@ export async function startGateway(
       )
     : null;
   // The data directory holds what toolset files put there (${TOOLSHIFT_DATA_DIR}), whichever database is used.
-  mkdirSync(config.dataDir, { recursive: true });
+  writableDataDir(config.dataDir);
   const db = shared ? null : openDatabase(path.join(config.dataDir, 'gateway.db'));
   const store = shared?.store ?? createGatewayStore(db as NonNullable<typeof db>, onWriteError);
   const closeStore = async () => {

@@ -84,7 +84,9 @@ export class McpConnection implements PooledServer {
   /** Calls waiting for one in flight to finish. */
   private readonly waiting: (() => void)[] = [];
   lastUsed = Date.now();
-  inFlight = 0;
+  /** Tool calls in flight (capped), and other requests (listings, prompts, resources) in flight. */
+  private calls = 0;
+  private uses = 0;
 
   /** How the server is named in messages: the file's command or URL, with `${VAR}` unexpanded. */
   readonly label: string;
@@ -125,9 +127,27 @@ export class McpConnection implements PooledServer {
 
   /** The server's tools, connecting (or restarting) first if needed. */
   async listTools(): Promise<Tool[]> {
+    return this.using(async () => {
+      await this.ensureUp();
+      return this.tools;
+    });
+  }
+
+  /** Requests in flight of any kind: a server with one is not stopped for idleness or for room. */
+  get inFlight(): number {
+    return this.calls + this.uses;
+  }
+
+  /** Runs a request other than a tool call, counted as in use. */
+  private async using<T>(work: () => Promise<T>): Promise<T> {
+    this.uses++;
     this.lastUsed = Date.now();
-    await this.ensureUp();
-    return this.tools;
+    try {
+      return await work();
+    } finally {
+      this.uses--;
+      this.lastUsed = Date.now();
+    }
   }
 
   /** The last tool list seen, without connecting. */
@@ -161,7 +181,7 @@ export class McpConnection implements PooledServer {
     try {
       return await this.call(name, args, Math.max(1, timeoutMs - (Date.now() - started)));
     } finally {
-      this.inFlight--;
+      this.calls--;
       this.lastUsed = Date.now();
       this.waiting.shift()?.();
     }
@@ -174,20 +194,20 @@ export class McpConnection implements PooledServer {
   private async slot(name: string, timeoutMs: number): Promise<void> {
     this.lastUsed = Date.now();
     const max = this.deps.maxConcurrentCalls ?? DEFAULT_MAX_CONCURRENT_CALLS;
-    if (this.inFlight < max) {
-      this.inFlight++;
+    if (this.calls < max) {
+      this.calls++;
       return;
     }
     if (this.waiting.length >= 4 * max) {
       throw new UpstreamError(
-        `${this.label} is busy: ${this.inFlight} calls in flight and ${this.waiting.length} waiting ` +
+        `${this.label} is busy: ${this.calls} calls in flight and ${this.waiting.length} waiting ` +
           `(UPSTREAM_MAX_CONCURRENT_CALLS=${max}); ${name} was not sent, try again shortly`,
       );
     }
     await new Promise<void>((resolve, reject) => {
       const turn = () => {
         clearTimeout(timer);
-        this.inFlight++;
+        this.calls++;
         resolve();
       };
       const timer = setTimeout(() => {
@@ -260,7 +280,13 @@ export class McpConnection implements PooledServer {
     method: K,
     params?: Parameters<Client[K]>[0],
   ): Promise<Awaited<ReturnType<Client[K]>>> {
-    this.lastUsed = Date.now();
+    return this.using(() => this.pass(method, params));
+  }
+
+  private async pass<K extends 'listPrompts' | 'getPrompt' | 'listResources' | 'readResource'>(
+    method: K,
+    params?: Parameters<Client[K]>[0],
+  ): Promise<Awaited<ReturnType<Client[K]>>> {
     await this.ensureUp();
     const client = this.client as Client;
     const capability = method.endsWith('Prompts') || method === 'getPrompt' ? 'prompts' : 'resources';

@@ -55,16 +55,19 @@ export class UpstreamPool {
    */
   async admit(server: PooledServer): Promise<void> {
     if (this.running.has(server)) return;
+    // Each running server is asked once: one that would not stop (a call or a connect just began) is passed over.
+    const asked = new Set<PooledServer>();
     while (this.running.size >= this.opts.maxProcesses) {
       const idle = [...this.running]
-        .filter((s) => s.inFlight === 0)
+        .filter((s) => s.inFlight === 0 && !asked.has(s))
         .sort((a, b) => a.lastUsed - b.lastUsed)[0];
       if (!idle) {
         throw new PoolFullError(
-          `${this.running.size} upstream servers are running and every one has a call in flight ` +
+          `${this.running.size} upstream servers are running and every one is in use ` +
             `(UPSTREAM_MAX_PROCESSES=${this.opts.maxProcesses}); try again when one finishes`,
         );
       }
+      asked.add(idle);
       this.running.delete(idle);
       const stopped = await idle.stopUnused(
         `stopped to make room for ${server.label} (UPSTREAM_MAX_PROCESSES=${this.opts.maxProcesses}); it starts again on its next use`,

@@ -109,7 +109,8 @@ export interface ApprovalQueries {
     status: Approval['status'],
   ): ApprovalRow | undefined;
   insert(row: Omit<ApprovalRow, 'status' | 'decided_by' | 'decision_reason'> & { args_hash: string }): void;
-  spend(id: string): void;
+  /** Marks an approved approval used; false when it was not approved any more (another spent it). */
+  spend(id: string): boolean;
   get(id: string): ApprovalRow | undefined;
   /** Decides a pending approval; the rows changed (0: it was not pending). */
   decide(status: 'approved' | 'denied', at: number, by: string, reason: string | null, id: string): number;
@@ -153,7 +154,7 @@ export function sqliteApprovalQueries(db: Db): ApprovalQueries {
     expire: (timeoutMs, before) => void q.expire.run(timeoutMs, before),
     find: (...args) => q.find.get(...args),
     insert: (row) => void q.insert.run(row),
-    spend: (id) => void q.spend.run(id),
+    spend: (id) => q.spend.run(id).changes > 0,
     get: (id) => q.get.get(id),
     decide: (...args) => q.decide.run(...args).changes,
     prune: (before, limit) => q.prune.run(before, limit).changes,
@@ -183,15 +184,26 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
       expire();
       return q.find(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved') !== undefined;
     },
-    /** Spends an approved, unused approval of exactly this request; the approval, or null when there was none. */
-    spend: (s: ApprovalSubject): Approval | null =>
-      q.transaction(() => {
-        expire();
-        const row = q.find(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved');
-        if (!row) return null;
-        q.spend(row.id);
-        return show(row);
-      }),
+    /**
+     * Spends an approved, unused approval of each request, all or none: the approvals, or null when one has
+     * none (never approved, or spent meanwhile by another gateway sharing the database).
+     */
+    spend: (subjects: readonly ApprovalSubject[]): Approval[] | null => {
+      const none = new Error('not approved');
+      try {
+        return q.transaction(() => {
+          expire();
+          return subjects.map((s) => {
+            const row = q.find(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved');
+            if (!row || !q.spend(row.id)) throw none;
+            return show({ ...row, status: 'used' });
+          });
+        });
+      } catch (err) {
+        if (err === none) return null;
+        throw err;
+      }
+    },
     /** The pending approval of exactly this request, created if there is none. */
     request: (s: ApprovalSubject): Approval =>
       q.transaction(() => {
@@ -211,7 +223,8 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
           reason: s.reason,
           created_at: now(),
         });
-        return show(q.get(id) as ApprovalRow);
+        // Another gateway on the same database may have asked the same a moment before: that one stands.
+        return show(q.get(id) ?? (q.find(s.session_id, s.kind, s.subject, hash, 'pending') as ApprovalRow));
       }),
     /** Decides a pending approval; null when it does not exist, or the current row when it was not pending. */
     decide: (

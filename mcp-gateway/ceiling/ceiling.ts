@@ -40,19 +40,23 @@ export function createCeiling(opts: CeilingOptions) {
    * pending and refuses with 409 (spending none, so a retry after the approvals finds them all).
    */
   function requireApprovals(subjects: ApprovalSubject[], what: (s: ApprovalSubject) => string): void {
-    const missing = subjects.filter((s) => !opts.approvals.approved(s));
+    let missing = subjects.filter((s) => !opts.approvals.approved(s));
     if (missing.length === 0) {
-      for (const s of subjects) {
-        const spent = opts.approvals.spend(s);
-        opts.audit({
-          session_id: s.session_id,
-          kind: 'approval',
-          subject: s.subject,
-          ok: true,
-          detail: `used ${spent?.id} (approved by ${spent?.decided_by})`,
-        });
+      // All or none, once: another gateway on the same database may have spent one since.
+      const spent = opts.approvals.spend(subjects);
+      if (spent) {
+        for (const a of spent) {
+          opts.audit({
+            session_id: a.session_id,
+            kind: 'approval',
+            subject: a.subject,
+            ok: true,
+            detail: `used ${a.id} (approved by ${a.decided_by})`,
+          });
+        }
+        return;
       }
-      return;
+      missing = subjects.filter((s) => !opts.approvals.approved(s));
     }
     const pending = missing.map((s) => opts.approvals.request(s));
     for (const p of pending) {

@@ -240,7 +240,11 @@ export class LegacySessions {
     );
     await replay.text();
     const session = this.sessions.get(sid);
-    if (session) this.seen(session);
+    if (session) {
+      // Recorded at once: another replica's sweep judges the session by its stored last use.
+      session.savedSeen = 0;
+      this.seen(session);
+    }
     return session;
   }
 
@@ -306,21 +310,26 @@ export class LegacySessions {
       this.sessions.delete(id);
       await session.transport.close().catch(() => undefined);
       // Idle here but used through another replica since: only this replica's copy closes.
-      if (!this.usedElsewhere(session.key, cutoff)) this.ended(session.key, session.conn.ownSession);
+      if (!this.usedElsewhere(session)) this.ended(session.key, session.conn.ownSession);
     }
     try {
-      // Open sessions are judged by their time in memory (the stored one may be SAVE_SEEN_MS older).
+      // Open sessions are judged by their time in memory; stored ones with SAVE_SEEN_MS to spare, as the
+      // replica serving one writes its last use that much later at most.
       const open = new Set([...this.sessions.values()].map((s) => s.key));
-      for (const row of this.store.idle(cutoff)) if (!open.has(row.key)) this.ended(row.key, row.ownSession);
+      for (const row of this.store.idle(cutoff - SAVE_SEEN_MS))
+        if (!open.has(row.key)) this.ended(row.key, row.ownSession);
     } catch {
       // A closed store (shutdown): the next start sweeps them.
     }
   }
 
-  /** Whether the stored session was used since `cutoff` (by another replica: this one's use is in memory). */
-  private usedElsewhere(key: string, cutoff: number): boolean {
+  /**
+   * Whether another replica used the session since this one last recorded a use: the stored last use is then
+   * later than what this replica wrote (it writes its own at most every SAVE_SEEN_MS, as the others do).
+   */
+  private usedElsewhere(session: LegacySession): boolean {
     try {
-      return (this.store.get(key)?.lastSeen ?? 0) >= cutoff;
+      return (this.store.get(session.key)?.lastSeen ?? 0) > session.savedSeen;
     } catch {
       return false;
     }

@@ -71,6 +71,12 @@ const MIGRATIONS = [
      id_hash TEXT PRIMARY KEY, credential TEXT, own_session TEXT NOT NULL, handle TEXT, init TEXT NOT NULL,
      created_at BIGINT NOT NULL, last_seen BIGINT NOT NULL);
    CREATE INDEX mcp_legacy_sessions_seen ON mcp_legacy_sessions (last_seen);`,
+  // One pending approval per request, whichever replica asks: a second ask finds the first.
+  `UPDATE approvals a SET status = 'expired', decided_at = a.created_at WHERE a.status = 'pending' AND EXISTS (
+     SELECT 1 FROM approvals b WHERE b.status = 'pending' AND b.session_id = a.session_id AND b.kind = a.kind
+     AND b.subject = a.subject AND b.args_hash = a.args_hash AND (b.created_at, b.id) < (a.created_at, a.id));
+   CREATE UNIQUE INDEX approvals_one_pending ON approvals (session_id, kind, subject, args_hash)
+     WHERE status = 'pending';`,
 ];
 
 /** What another replica changed: the ceiling or defaults, a session's toolsets, a toolset's pins. */
@@ -89,6 +95,9 @@ export interface PostgresGatewayState {
   listen(onChange: (change: GatewayChange) => void): () => Promise<void>;
   close(): Promise<void>;
 }
+
+/** How long a replica keeps the disabled set and the defaults at most, notifications or not. */
+const CACHE_MS = 1000;
 
 /** The most audit rows written in one statement. */
 const AUDIT_BATCH = 500;
@@ -113,11 +122,12 @@ export async function openPostgresGatewayState(
   const db = openSyncPostgres(url, 'mcp-gateway');
   /** This replica's name in its notifications, so it does not act on its own. */
   const origin = randomBytes(6).toString('base64url');
-  const notify = (change: GatewayChange) =>
-    db.query('SELECT pg_notify($1, $2)', [
-      GATEWAY_CHANNEL,
-      JSON.stringify({ origin, ...change }).slice(0, 7900),
-    ]);
+  const notify = (change: GatewayChange) => {
+    let payload = JSON.stringify({ origin, ...change });
+    // Ids are bounded by the contracts; one that would not fit a notification tells everyone to read afresh.
+    if (Buffer.byteLength(payload) > 7900) payload = JSON.stringify({ origin, kind: 'settings' });
+    db.query('SELECT pg_notify($1, $2)', [GATEWAY_CHANNEL, payload]);
+  };
   const store = postgresGatewayStore(db, notify, opts.onWriteError);
   const stops = new Set<() => Promise<void>>();
   return {
@@ -126,18 +136,24 @@ export async function openPostgresGatewayState(
     handles: postgresHandleQueries(db),
     legacy: postgresLegacyQueries(db, notify),
     listen(onChange) {
-      const stop = listenPostgres(pool, [GATEWAY_CHANNEL], (_channel, payload) => {
-        let sent: GatewayChange & { origin?: string };
-        try {
-          sent = JSON.parse(payload);
-        } catch {
-          return;
-        }
-        const { origin: from, ...change } = sent;
-        if (from === origin) return;
-        if (change.kind === 'settings') store.forget();
-        onChange(change);
-      });
+      // Whatever was announced while not listening is lost: what is kept is read afresh once listening (again).
+      const stop = listenPostgres(
+        pool,
+        [GATEWAY_CHANNEL],
+        (_channel, payload) => {
+          let sent: GatewayChange & { origin?: string };
+          try {
+            sent = JSON.parse(payload);
+          } catch {
+            return;
+          }
+          const { origin: from, ...change } = sent;
+          if (from === origin) return;
+          if (change.kind === 'settings') store.forget();
+          onChange(change);
+        },
+        { onListen: store.forget },
+      );
       stops.add(stop);
       return () => {
         stops.delete(stop);
@@ -173,9 +189,18 @@ function postgresGatewayStore(
 ): GatewayStore & { forget(): void } {
   let disabled: ReadonlySet<string> | null = null;
   let overrides: ReadonlyMap<string, boolean> | null = null;
+  let readAt = 0;
   const forget = () => {
     disabled = null;
     overrides = null;
+  };
+  /** The cache as kept: dropped on a notification, and read afresh at least every CACHE_MS whatever was heard. */
+  const fresh = () => {
+    const now = Date.now();
+    if (now - readAt > CACHE_MS) {
+      forget();
+      readAt = now;
+    }
   };
   /** A change of the ceiling or the defaults: cached here, announced to the others. */
   const settingsChange = <T>(work: () => T): T => {
@@ -189,12 +214,15 @@ function postgresGatewayStore(
       forget();
     }
   };
-  const sessionChange = <T>(id: string, work: () => T): T =>
+  /** A change of a session's toolsets, announced to the others when `changed` says it changed anything. */
+  const sessionChange = <T>(id: string, work: () => T, changed: (result: T) => boolean): T =>
     db.transaction(() => {
       const result = work();
-      notify({ kind: 'session', id });
+      if (changed(result)) notify({ kind: 'session', id });
       return result;
     });
+  /** Toolsets a session may hold: never one disabled, whatever this replica's cache said a moment ago. */
+  const ENABLED = 'NOT EXISTS (SELECT 1 FROM toolset_settings s WHERE s.toolset_id = t.id AND NOT s.enabled)';
 
   const pending: unknown[][] = [];
   let timer: NodeJS.Timeout | null = null;
@@ -231,21 +259,26 @@ function postgresGatewayStore(
   return {
     forget,
     ensureSession: (sessionId, defaults) =>
-      sessionChange(sessionId, () => {
-        const created =
-          db.run('INSERT INTO sessions (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
-            sessionId,
-            new Date().toISOString(),
-          ]) > 0;
-        if (created && defaults.length > 0) {
-          db.run(
-            `INSERT INTO session_toolsets (session_id, toolset_id, seq)
-             SELECT $1, t.id, t.n FROM unnest($2::text[]) WITH ORDINALITY AS t(id, n) ON CONFLICT DO NOTHING`,
-            [sessionId, defaults],
-          );
-        }
-        return created;
-      }),
+      sessionChange(
+        sessionId,
+        () => {
+          const created =
+            db.run('INSERT INTO sessions (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
+              sessionId,
+              new Date().toISOString(),
+            ]) > 0;
+          if (created && defaults.length > 0) {
+            db.run(
+              `INSERT INTO session_toolsets (session_id, toolset_id, seq)
+               SELECT $1, t.id, t.n FROM unnest($2::text[]) WITH ORDINALITY AS t(id, n) WHERE ${ENABLED}
+               ON CONFLICT DO NOTHING`,
+              [sessionId, defaults],
+            );
+          }
+          return created;
+        },
+        (created) => created,
+      ),
     activeToolsets(sessionId) {
       const rows = db.query<{ toolset_id: string | null }>(
         `SELECT t.toolset_id FROM sessions s LEFT JOIN session_toolsets t ON t.session_id = s.id
@@ -256,33 +289,44 @@ function postgresGatewayStore(
       return rows.flatMap((r) => (r.toolset_id === null ? [] : [r.toolset_id]));
     },
     activate: (sessionId, ids) =>
-      sessionChange(sessionId, () => {
-        const added = new Set(
-          db
-            .query<{ toolset_id: string }>(
-              `INSERT INTO session_toolsets (session_id, toolset_id, seq)
-               SELECT $1, t.id, (SELECT COALESCE(MAX(seq), 0) FROM session_toolsets WHERE session_id = $1) + t.n
-               FROM unnest($2::text[]) WITH ORDINALITY AS t(id, n)
-               ON CONFLICT DO NOTHING RETURNING toolset_id`,
-              [sessionId, ids],
-            )
-            .map((r) => r.toolset_id),
-        );
-        return ids.filter((id) => added.has(id));
-      }),
+      sessionChange(
+        sessionId,
+        () => {
+          // The session's row is locked first: two replicas activating in one session at once number in turn.
+          db.query('SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE', [sessionId]);
+          const added = new Set(
+            db
+              .query<{ toolset_id: string }>(
+                `INSERT INTO session_toolsets (session_id, toolset_id, seq)
+                 SELECT $1, t.id, (SELECT COALESCE(MAX(seq), 0) FROM session_toolsets WHERE session_id = $1) + t.n
+                 FROM unnest($2::text[]) WITH ORDINALITY AS t(id, n) WHERE ${ENABLED}
+                 ON CONFLICT DO NOTHING RETURNING toolset_id`,
+                [sessionId, ids],
+              )
+              .map((r) => r.toolset_id),
+          );
+          return ids.filter((id) => added.has(id));
+        },
+        (added) => added.length > 0,
+      ),
     deactivate: (sessionId, ids) =>
-      sessionChange(sessionId, () => {
-        const removed = new Set(
-          db
-            .query<{ toolset_id: string }>(
-              'DELETE FROM session_toolsets WHERE session_id = $1 AND toolset_id = ANY($2) RETURNING toolset_id',
-              [sessionId, ids],
-            )
-            .map((r) => r.toolset_id),
-        );
-        return ids.filter((id) => removed.has(id));
-      }),
+      sessionChange(
+        sessionId,
+        () => {
+          const removed = new Set(
+            db
+              .query<{ toolset_id: string }>(
+                'DELETE FROM session_toolsets WHERE session_id = $1 AND toolset_id = ANY($2) RETURNING toolset_id',
+                [sessionId, ids],
+              )
+              .map((r) => r.toolset_id),
+          );
+          return ids.filter((id) => removed.has(id));
+        },
+        (removed) => removed.length > 0,
+      ),
     disabledToolsets() {
+      fresh();
       disabled ??= new Set(
         db
           .query<{ toolset_id: string }>('SELECT toolset_id FROM toolset_settings WHERE NOT enabled')
@@ -291,6 +335,7 @@ function postgresGatewayStore(
       return disabled;
     },
     defaultOverrides() {
+      fresh();
       overrides ??= new Map(
         db
           .query<{ toolset_id: string; active: boolean }>('SELECT toolset_id, active FROM toolset_defaults')
@@ -432,18 +477,15 @@ function postgresGatewayStore(
     },
     pruneIdleSessions(before, limit) {
       const since = firstSince(before) ?? String(Number.MAX_SAFE_INTEGER);
-      const ids = db
-        .query<{ id: string }>(
-          `SELECT s.id FROM sessions s WHERE s.created_at < $1
+      // One statement: a session another replica uses meanwhile is judged with its rows as they are then.
+      return db.run(
+        `DELETE FROM sessions WHERE id IN (SELECT s.id FROM sessions s WHERE s.created_at < $1
            AND NOT EXISTS (SELECT 1 FROM audit a WHERE a.session_id = s.id AND a.id >= $2)
            AND NOT EXISTS (SELECT 1 FROM mcp_handles h WHERE h.handle = s.id)
            AND NOT EXISTS (SELECT 1 FROM approvals p WHERE p.session_id = s.id AND p.status = 'pending')
-           LIMIT $3`,
-          [before, since, limit],
-        )
-        .map((r) => r.id);
-      dropSessions(ids);
-      return ids.length;
+           LIMIT $3 FOR UPDATE SKIP LOCKED)`,
+        [before, since, limit],
+      );
     },
     flush,
     close() {
@@ -469,11 +511,12 @@ function postgresApprovalQueries(db: SyncPostgres): ApprovalQueries {
     insert: (r) =>
       void db.run(
         `INSERT INTO approvals (id, session_id, task_id, kind, subject, arguments, args_hash, reason, status, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9)`,
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9) ON CONFLICT DO NOTHING`,
         [r.id, r.session_id, r.task_id, r.kind, r.subject, r.arguments, r.args_hash, r.reason, r.created_at],
       ),
+    // A second replica spending the same approval waits for the first's commit, then finds it used.
     spend: (id) =>
-      void db.run("UPDATE approvals SET status = 'used' WHERE id = $1 AND status = 'approved'", [id]),
+      db.run("UPDATE approvals SET status = 'used' WHERE id = $1 AND status = 'approved'", [id]) > 0,
     get: (id) => db.query<ApprovalRow>('SELECT * FROM approvals WHERE id = $1', [id])[0],
     decide: (status, at, by, reason, id) =>
       db.run(

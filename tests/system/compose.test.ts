@@ -139,11 +139,19 @@ describe('docker-compose.yml', () => {
       expect(s.lb.volumes).toContain('./deploy/scale/nginx.conf:/etc/nginx/nginx.conf:ro');
       for (const name of ['agent-api', 'worker-1', 'worker-2'])
         expect(s[name].environment?.GATEWAY_URL).toBe('http://lb:8080');
-      for (const name of ['gateway-1', 'gateway-2', 'agent-api', 'worker-1', 'worker-2']) {
+      // The balancer waits for what it fronts; the workers, which reach the gateways through it, wait for it.
+      for (const name of ['gateway-1', 'gateway-2', 'agent-api'])
         expect(s.lb.depends_on?.[name].condition).toBe('service_healthy');
+      for (const name of ['worker-1', 'worker-2'])
+        expect(s[name].depends_on?.lb.condition).toBe('service_healthy');
+      expect(Object.keys(s.lb.depends_on ?? {})).not.toContain('worker-1');
+      for (const name of ['gateway-1', 'gateway-2', 'agent-api', 'worker-1', 'worker-2']) {
         expect(s[name].healthcheck?.test.join(' ')).toMatch(/127\.0\.0\.1:80[08]0\/health/);
         expect(s[name].ports).toBeUndefined();
       }
+      // nginx 1.27.3+ looks the replicas' names up again (`resolve`); the image pins a line that has it.
+      expect(s.lb.image).toBe('nginx:1.28-alpine');
+      expect(nginx).toMatch(/server gateway-1:8080 resolve/);
       expect(s.lb.healthcheck?.test.join(' ')).toContain('/lb-health');
       expect(nginx).toContain('location = /lb-health');
     });

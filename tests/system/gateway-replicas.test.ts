@@ -158,6 +158,12 @@ describe('two gateway replicas on one PostgreSQL', () => {
     expect(again.status).toBe(409); // the first decision wins, whichever replica got the second
     expect((await useTool(a, 'ses_r3', 'delete_file', { path: 'doomed.txt' })).status).toBe(200);
     await expect(readFile(path.join(workspace, 'doomed.txt'))).rejects.toThrow(/ENOENT/);
+    // One approval, one call, whichever replica the same request reaches next: the other asks anew.
+    await writeFile(path.join(workspace, 'doomed.txt'), 'back');
+    const again2 = await useTool(b, 'ses_r3', 'delete_file', { path: 'doomed.txt' });
+    expect(again2.status).toBe(409);
+    expect((again2.body.approval as { id: string }).id).not.toBe(approvalId);
+    expect(await readFile(path.join(workspace, 'doomed.txt'), 'utf8')).toBe('back');
   });
 
   it('a legacy MCP session opened on one replica is served on the other, and hears a change made there', async () => {

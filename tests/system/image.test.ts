@@ -142,7 +142,19 @@ describe('the image (Dockerfile)', () => {
       services: Record<string, { command?: string[]; build?: string }>;
     };
     const built = Object.entries(compose.services).filter(([, s]) => s.build === '.');
-    expect(built.length).toBe(3);
+    // The three services, and the `scale` profile's gateways, agent API and workers.
+    expect(built.map(([name]) => name).sort()).toEqual(
+      [
+        'agent-server',
+        'mcp-gateway',
+        'tool-server',
+        'gateway-1',
+        'gateway-2',
+        'agent-api',
+        'worker-1',
+        'worker-2',
+      ].sort(),
+    );
     for (const [name, s] of built)
       expect(s.command?.slice(0, 3), name).toEqual(['node', path.normalize(ENTRY), 'serve']);
   });

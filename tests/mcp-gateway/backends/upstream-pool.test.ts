@@ -56,6 +56,25 @@ const alive = (pid: number) => {
 };
 
 describe('the stdio upstream pool', () => {
+  it('passes over a server that will not stop (it just got busy) and refuses, rather than asking it for ever', async () => {
+    const pool = new UpstreamPool({ maxProcesses: 1, idleMs: 0, log });
+    pools.push(pool);
+    let asked = 0;
+    const stubborn = {
+      label: 'stubborn',
+      lastUsed: 0,
+      inFlight: 0,
+      stopUnused: async () => {
+        asked++;
+        return false;
+      },
+    };
+    await pool.admit(stubborn);
+    await expect(pool.admit({ ...stubborn, label: 'newcomer' })).rejects.toThrow(/every one is in use/);
+    expect(asked).toBe(1);
+    expect(pool.size).toBe(1);
+  });
+
   it('holds calls beyond the cap in flight until one finishes, and refuses beyond four times as many waiting', async () => {
     const s = server('capped', { maxConcurrentCalls: 2 });
     await s.conn.listTools();
@@ -125,7 +144,7 @@ describe('the stdio upstream pool', () => {
     const busy = b.append('b2', 800);
     await vi.waitFor(async () => expect(await b.lines()).toEqual(['b1', 'b2']));
     await expect(a.append('a2')).rejects.toThrow(
-      /alpha was not started: 1 upstream servers are running and every one has a call in flight/,
+      /alpha was not started: 1 upstream servers are running and every one is in use/,
     );
     await busy;
     await a.append('a3');

@@ -39,8 +39,8 @@ interface Replica {
 
 interface Backend {
   name: string;
-  /** Opens `n` replicas on one fresh place for data. */
-  replicas(n: number, now?: () => number): Promise<Replica[]>;
+  /** Opens `n` replicas on one fresh place for data; those in `deaf` do not listen for the others' changes. */
+  replicas(n: number, now?: () => number, opts?: { deaf?: number[] }): Promise<Replica[]>;
 }
 
 const sqlite: Backend = {
@@ -65,13 +65,13 @@ const sqlite: Backend = {
 
 const postgres: Backend = {
   name: 'PostgreSQL',
-  async replicas(n, now) {
+  async replicas(n, now, opts) {
     const url = await freshDatabase('gateway');
     const out: Replica[] = [];
     for (let i = 0; i < n; i++) {
       const state = await openPostgresGatewayState(url);
       const heard: GatewayChange[] = [];
-      const stop = state.listen((change) => heard.push(change));
+      const stop = opts?.deaf?.includes(i) ? async () => {} : state.listen((change) => heard.push(change));
       out.push({
         store: state.store,
         approvals: approvalStore(state.approvals, { timeoutMs: 60_000, now }),
@@ -140,11 +140,24 @@ describe.each([sqlite, postgres])('the gateway store on $name', (backend) => {
             expect.arrayContaining([{ kind: 'session', id: 's1' }, { kind: 'settings' }]),
           ),
         );
-        expect(b.heard.filter((c) => c.kind === 'session')).toHaveLength(1); // a's ensureSession, not b's activate
+        // a's ensureSession only: b's own activate is not heard back by b.
+        expect(b.heard.filter((c) => c.kind === 'session')).toEqual([{ kind: 'session', id: 's1' }]);
       }
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it('a replica that hears nothing (its notifications lost) still sees a DISABLE within about a second', async () => {
+    const [a, deaf] = await backend.replicas(2, undefined, { deaf: [1] });
+    try {
+      expect([...deaf.store.disabledToolsets()]).toEqual([]);
+      a.store.setEnabled('fs', false);
+      await vi.waitFor(() => expect([...deaf.store.disabledToolsets()]).toEqual(['fs']), { timeout: 3000 });
+    } finally {
+      await a.close();
+      await deaf.close();
     }
   });
 
@@ -215,8 +228,9 @@ describe.each([sqlite, postgres])('the gateway store on $name', (backend) => {
         approval: { status: 'approved', decided_by: 'operator' },
       });
       expect(a.approvals.approved(subject)).toBe(true);
-      expect(a.approvals.spend(subject)?.id).toBe(pending.id);
-      expect(b.approvals.spend(subject)).toBeNull();
+      expect(a.approvals.spend([subject])?.map((p) => [p.id, p.status])).toEqual([[pending.id, 'used']]);
+      expect(b.approvals.spend([subject])).toBeNull();
+      expect(b.approvals.approved(subject)).toBe(false);
       const late = b.approvals.request({ ...subject, subject: 'edit_file' });
       now += 61_000;
       expect(a.approvals.get(late.id)?.status).toBe('expired');

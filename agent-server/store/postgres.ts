@@ -89,8 +89,6 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   const lastSeq = new Map<string, number>();
   let pending: Row[] = [];
   let timer: NodeJS.Timeout | null = null;
-  /** Writes run one after another, in the order they were queued. */
-  const writing: Promise<void> = Promise.resolve();
   const leases = createLeases(opts, async (held) => {
     const res = await pool.query(
       `UPDATE tasks t SET lease_until = now() + $3 * interval '1 millisecond'

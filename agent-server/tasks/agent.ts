@@ -1,78 +1,36 @@
 import { randomUUID } from 'node:crypto';
 import { HttpError } from '../../lib/http.ts';
-import { currentRequestId } from '../../lib/request-id.ts';
 import { createTokenCounter } from '../../lib/tokens.ts';
-import type { Model } from '../clients/model.ts';
 import type {
-  EventType,
   ExecuteTaskRequest,
   ExecuteTaskResponse,
   PendingApproval,
   Task,
   TaskEvent,
-  ToolExposure,
 } from '../contract.ts';
-import { type LoopSnapshot, runLoop } from '../loop/loop.ts';
-import type { RecordedCall } from '../loop/recovery.ts';
-import type { ApprovalDecision } from '../loop/tool-step.ts';
-import { type Claim, LeaseLost, type TaskStore } from '../store/interface.ts';
-import { createApprovalWaiter, gatewayDecision, storedDecision } from './approval-wait.ts';
+import type { LoopSnapshot } from '../loop/loop.ts';
+import type { TaskStore } from '../store/interface.ts';
+import { createApprovalWaiter } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
-import { observeEvent } from './observer.ts';
-import { AgentShutdown, crashed, noSteps, ResumedElsewhere, resultOf } from './outcome.ts';
+import { AgentShutdown, ResumedElsewhere, resultOf } from './outcome.ts';
+import { createTaskQueue } from './queue.ts';
 import { relayDecision, renderGoal, unknownOutcomeDecision } from './relay.ts';
+import {
+  followElsewhere,
+  launchTask,
+  type QueuedRequest,
+  type RunningTask,
+  type TaskToRun,
+  type Worker,
+} from './run.ts';
+
+// A task's lifecycle as the API sees it: start (at once, or queued), approvals, cancel, follow, shutdown and
+// what a previous process left. The queue is queue.ts, one task's run is run.ts; this wires them to one
+// worker's state.
 
 /** What a paused task waits for, as stored and listed. */
 type PendingRecord = PendingApproval;
-
-interface RunningTask {
-  controller: AbortController;
-  listeners: Set<TaskListener>;
-  done: Promise<ExecuteTaskResponse>;
-}
-
-/** What a task needs to start, kept with it while it waits in the queue (and across a restart). */
-interface QueuedRequest {
-  maxSteps: number;
-  maxDurationS: number;
-  exposure: ToolExposure;
-}
-
-/** A task as a worker runs it: its request, and when it was submitted (its time limit counts from then). */
-type TaskToRun = { taskId: string; sessionId: string; goal: string; createdAt: string } & QueuedRequest;
-
-/**
- * A checkpoint as stored: the offered tools without their descriptions and schemas (going on needs only which
- * toolset each belongs to and what it declares; the next request lists the tools afresh).
- */
-function checkpointOf(snapshot: LoopSnapshot): LoopSnapshot {
-  const tools = snapshot.pending.tools.map(({ name, toolset, annotations }) => ({
-    name,
-    toolset,
-    annotations,
-    description: '',
-    parameters: {},
-  }));
-  return { ...snapshot, pending: { ...snapshot.pending, tools } };
-}
-
-/** How long a change to the queue heard from another process may wait for others to share one read. */
-const QUEUE_WAKE_MS = 20;
-
-/** The seconds left of a task's time limit (at least one). */
-const remainingS = (maxDurationS: number, createdAt: string) =>
-  Math.max(1, Math.ceil(maxDurationS - (Date.now() - Date.parse(createdAt)) / 1000));
-
-/** A task waiting for a slot: who follows it, and its `done` for when it has run. */
-interface QueuedTask {
-  task: TaskToRun;
-  listeners: Set<TaskListener>;
-  settle: (launched: Promise<ExecuteTaskResponse | undefined>) => void;
-  done: Promise<ExecuteTaskResponse>;
-  /** Taken up from the store (no request here waits for it): if another process claims it, it is dropped. */
-  adopted: boolean;
-}
 
 export { resultOf };
 
@@ -81,8 +39,15 @@ export type Agent = ReturnType<typeof createAgent>;
 
 export function createAgent(deps: AgentDeps) {
   const running = new Map<string, RunningTask>();
+  const paused = new Set<string>();
+  const movedOn = new Set<string>();
   const tokens = deps.tokens ?? createTokenCounter();
   const defaultMaxDurationS = deps.defaultMaxDurationS ?? 1800;
+  const maxConcurrent = deps.maxConcurrentTasks ?? 4;
+  const maxQueued = deps.maxQueuedTasks ?? 1000;
+  const queuePollMs = deps.queuePollMs ?? 1000;
+  const slots = { claiming: 0, enqueuing: 0 };
+  const active = () => running.size - paused.size + slots.claiming;
 
   // A task whose lease this worker lost (it lapsed; another worker may have claimed it) stops here at once:
   // its writes are refused from now on, and it goes on wherever it is claimed next.
@@ -93,422 +58,29 @@ export function createAgent(deps: AgentDeps) {
     deps.log.warn({ task: taskId }, 'lost the lease of a running task; it goes on where it is claimed next');
     task.controller.abort(new ResumedElsewhere('this worker lost its lease (it lapsed)'));
   });
-  /**
-   * Tasks running here that go on in another worker (it resumed the paused task first, or this worker lost the
-   * lease): whatever else stopped them, this worker writes nothing more of them.
-   */
-  const movedOn = new Set<string>();
 
-  /** Tasks running or paused here, by id; `paused` are those waiting for an approval. */
-  const paused = new Set<string>();
-  const maxConcurrent = deps.maxConcurrentTasks ?? 4;
-  const maxQueued = deps.maxQueuedTasks ?? 1000;
-  const queuePollMs = deps.queuePollMs ?? 1000;
-  /** Tasks waiting for a slot, oldest first; they start as running ones end or pause. */
-  const queue: QueuedTask[] = [];
-  /** Tasks being claimed or recorded as running right now (each will take a slot). */
-  let claiming = 0;
-  /** Tasks being recorded as queued right now (each will take a place in the queue). */
-  let enqueuing = 0;
-  /** A claim just failed: the queue waits for its next poll rather than trying again at once. */
-  let failedClaim = false;
-  const active = () => running.size - paused.size + claiming;
-
-  /**
-   * Starts queued tasks while there are free slots. Each is claimed in the store first (queued → running, only
-   * if it is still queued), so when several agent-servers share one database a task runs on one of them; one
-   * claimed elsewhere is followed in the store until it ends.
-   */
-  function drain(): void {
-    while (queue.length > 0 && active() < maxConcurrent && deps.model) {
-      const next = queue.shift() as QueuedTask;
-      claiming++;
-      void deps.store
-        .claim(next.task.taskId)
-        .then(
-          (claimed) => {
-            if (claimed) next.settle(launch(next.task, { listeners: next.listeners, claimed }).done);
-            else
-              next.settle(
-                next.adopted ? Promise.resolve(undefined) : ranElsewhere(next.task.taskId, next.listeners),
-              );
-          },
-          (err: unknown) => {
-            deps.log.error({ err, task: next.task.taskId }, 'a queued task could not be started');
-            queue.unshift(next);
-            failedClaim = true;
-          },
-        )
-        .finally(() => {
-          claiming--;
-          // After a failed claim (the database refusing), the next try waits for the queue's poll.
-          if (failedClaim) failedClaim = false;
-          else drain();
-        });
-    }
-  }
-
-  /** A task that goes on in another process (claimed or resumed there): its end, read from the store once there. */
-  async function ranElsewhere(taskId: string, listeners: Set<TaskListener>): Promise<ExecuteTaskResponse> {
-    // Read again when the other process records the task's end, or now and then.
-    let wake: () => void = () => {};
-    let told = false;
-    const stopHearing = deps.store.onTaskEnd(taskId, () => {
-      told = true;
-      wake();
-    });
-    try {
-      for (;;) {
-        told = false;
-        const task = await deps.store.getTask(taskId);
-        if (task && !['queued', 'running', 'awaiting_approval'].includes(task.status)) {
-          const result = resultOf(task);
-          for (const l of listeners) l.end?.(result);
-          return result;
-        }
-        if (told) continue;
-        await new Promise<void>((r) => {
-          const timer = setTimeout(r, queuePollMs);
-          wake = () => {
-            clearTimeout(timer);
-            r();
-          };
-        });
-      }
-    } finally {
-      stopHearing();
-    }
-  }
-
-  /** Queues a recorded task; its `done` settles once it has run. */
-  function enqueue(
-    task: QueuedTask['task'],
-    opts: { listener?: TaskListener; adopted?: boolean } = {},
-  ): Promise<ExecuteTaskResponse> {
-    let settle: QueuedTask['settle'] = () => {};
-    const done = new Promise<ExecuteTaskResponse>((resolve, reject) => {
-      settle = (launched) => launched.then((r) => resolve(r as ExecuteTaskResponse), reject);
-    });
-    queue.push({
-      task,
-      listeners: new Set(opts.listener ? [opts.listener] : []),
-      settle,
-      done,
-      adopted: opts.adopted ?? false,
-    });
-    if (!opts.adopted) deps.log.info({ task: task.taskId, queued: queue.length }, 'task queued');
-    return done;
-  }
-
-  /**
-   * Reconciles the local queue with the store's: a task queued here that is no longer queued there was claimed
-   * (or cancelled) by another process and is followed in the store; with free slots, queued tasks no one here
-   * holds (left by a stopped process, or another's) are taken up. Returns how many were taken up.
-   */
-  async function syncQueue(): Promise<number> {
-    // The sweeper: tasks whose worker stopped renewing their lease go back to the queue.
-    const lapsed = await deps.store.requeueLapsed();
-    if (lapsed.length > 0) deps.log.warn({ tasks: lapsed }, 'requeued tasks whose lease lapsed');
-    // Paused tasks no one here waits for (their worker stopped): this worker waits for their decision too. An
-    // embedded store has no other worker: its paused tasks all have their wait here since the start.
-    if (!deps.store.embedded) for (const t of await deps.store.awaiting()) resumePaused(t);
-    // Only tasks queued here before the read are judged by it (one queued meanwhile may be missing from it).
-    const before = new Set(queue.map((q) => q.task.taskId));
-    const waiting = await deps.store.queued();
-    const stillQueued = new Set(waiting.map((w) => w.task.task_id));
-    for (let i = queue.length - 1; i >= 0; i--) {
-      const q = queue[i];
-      if (stillQueued.has(q.task.taskId) || !before.has(q.task.taskId)) continue;
-      queue.splice(i, 1);
-      q.settle(q.adopted ? Promise.resolve(undefined) : ranElsewhere(q.task.taskId, q.listeners));
-    }
-    let adopted = 0;
-    for (const { task, request } of waiting) {
-      if (active() + adopted >= maxConcurrent) break;
-      if (queue.some((q) => q.task.taskId === task.task_id) || running.has(task.task_id)) continue;
-      void enqueue(toRun(task, request), { adopted: true });
-      adopted++;
-    }
-    drain();
-    return adopted;
-  }
-
-  // The queue in the store is read now and then (another agent-server's tasks, on a shared database), and
-  // at once when another process says it changed; never two reads at a time (a change meanwhile reads again).
-  let looking = false;
-  let again = false;
-  const look = () => {
-    if (!deps.model || (queue.length === 0 && active() >= maxConcurrent)) return;
-    if (looking) {
-      again = true;
-      return;
-    }
-    looking = true;
-    syncQueue()
-      .catch((err: unknown) => deps.log.warn({ err }, 'could not read the task queue'))
-      .finally(() => {
-        looking = false;
-        if (again) {
-          again = false;
-          look();
-        }
-      });
+  const worker: Worker = {
+    deps,
+    tokens,
+    running,
+    paused,
+    movedOn,
+    waiter: createApprovalWaiter(deps.approvalPollMs ?? 1000),
+    drain: () => queue.drain(),
+    ranElsewhere: (taskId, listeners) => followElsewhere(deps.store, queuePollMs, taskId, listeners),
   };
-  const poll = setInterval(look, queuePollMs);
-  poll.unref();
-  let soon: NodeJS.Timeout | undefined;
-  const stopHearing = deps.store.onQueueChange(() => {
-    // A task queued, requeued or claimed, or a decision made elsewhere: paused tasks ask again, free slots
-    // claim. A burst of changes (a thousand claims) is one read a few milliseconds later, not a thousand.
-    soon ??= setTimeout(() => {
-      soon = undefined;
-      waiter.pokeAll();
-      look();
-    }, QUEUE_WAKE_MS);
+  const launch = (task: Parameters<typeof launchTask>[1], opts?: Parameters<typeof launchTask>[2]) =>
+    launchTask(worker, task, opts);
+  const queue = createTaskQueue(worker, {
+    slots,
+    active,
+    maxConcurrent,
+    pollMs: queuePollMs,
+    launch,
+    toRun,
+    resumePaused,
   });
-  const waiter = createApprovalWaiter(deps.approvalPollMs ?? 1000);
-
-  /**
-   * Runs a task's loop apart from any request: from the start, or (after a restart) from the pause it was
-   * stored in, once its approval is decided.
-   */
-  function launch(
-    task: Omit<TaskToRun, 'exposure'> & { exposure?: ToolExposure },
-    opts: {
-      listener?: TaskListener;
-      /** The followers a queued task already has. */
-      listeners?: Set<TaskListener>;
-      resume?: { pending: PendingRecord; snapshot: LoopSnapshot };
-      /** Claimed from the queue: a task that ran before goes on from its checkpoint. */
-      claimed?: Claim;
-    } = {},
-  ) {
-    const { taskId, sessionId, maxSteps } = task;
-    const recovered = opts.claimed?.resumed
-      ? {
-          snapshot: (opts.claimed.state as LoopSnapshot | null) ?? null,
-          recorded: opts.claimed.calls as RecordedCall[],
-        }
-      : undefined;
-    // A task that ran before has the rest of its time (counted from its submission).
-    const maxDurationS =
-      recovered || opts.resume ? remainingS(task.maxDurationS, task.createdAt) : task.maxDurationS;
-    const model = deps.model as Model;
-    const gateway = deps.gateway.forTask(taskId);
-    const controller = new AbortController();
-    const listeners = opts.listeners ?? new Set<TaskListener>(opts.listener ? [opts.listener] : []);
-    const emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => {
-      if (movedOn.has(taskId)) return;
-      const event = deps.store.appendEvent(taskId, type, durationMs ?? null, data);
-      observeEvent(event, taskId, deps);
-      for (const l of listeners) l.event(event);
-    };
-    const timer = setTimeout(() => {
-      const why = `The task reached its time limit (max_duration_s = ${task.maxDurationS})`;
-      controller.abort(new TaskStoppedError('timed_out', why));
-    }, maxDurationS * 1000);
-
-    /** Pauses on record, waits for the human, and says what was decided. */
-    const decide = async (pending: PendingRecord, snapshot?: LoopSnapshot): Promise<ApprovalDecision> => {
-      if (snapshot) {
-        // The event first: the pause commits it with the paused state.
-        emit('approval_needed', { ...pending });
-        await deps.store.pause(taskId, pending, snapshot);
-        deps.log.info(
-          { task: taskId, approval: pending.approval_id, subject: pending.subject },
-          'task awaits approval',
-        );
-      }
-      paused.add(taskId);
-      // A paused task takes no slot: a queued one may start.
-      drain();
-      /** Claims the paused task to go on with it here; false (and the task is left) when another worker did. */
-      const claimPaused = async () => {
-        if (await deps.store.unpause(taskId)) return true;
-        movedOn.add(taskId);
-        controller.abort(new ResumedElsewhere());
-        return false;
-      };
-      try {
-        const source =
-          pending.kind === 'unknown_outcome'
-            ? storedDecision(deps.store, taskId, pending.call_id)
-            : gatewayDecision(gateway, pending);
-        let decision: ApprovalDecision;
-        try {
-          decision = await waiter.wait(taskId, source, pending, controller.signal);
-        } catch (err) {
-          // Stopped while paused (its time limit, a cancel): only the worker that claims the task records its
-          // end; another worker resumed it meanwhile: it goes on there. Stopping the process leaves it paused.
-          if (err instanceof ResumedElsewhere) {
-            movedOn.add(taskId);
-            controller.abort(err);
-          } else if (!(controller.signal.reason instanceof AgentShutdown)) await claimPaused();
-          throw err;
-        }
-        if (!(await claimPaused())) throw controller.signal.reason;
-        emit('approval_decided', {
-          call_id: pending.call_id,
-          approval_id: pending.approval_id,
-          approved: decision.approved,
-          ...(decision.message ? { message: decision.message } : {}),
-        });
-        return decision;
-      } finally {
-        paused.delete(taskId);
-      }
-    };
-
-    if (!opts.resume && !recovered) {
-      emit('task_started', {
-        task_id: taskId,
-        session_id: sessionId,
-        goal: task.goal,
-        max_steps: maxSteps,
-        max_duration_s: maxDurationS,
-        exposure: task.exposure ?? 'native',
-        model: deps.modelName,
-        request_id: currentRequestId() ?? null,
-      });
-    }
-    const started = performance.now();
-    const done = (async (): Promise<ExecuteTaskResponse> => {
-      const outcome = await (async () => {
-        const resume = opts.resume
-          ? { snapshot: opts.resume.snapshot, decision: await decide(opts.resume.pending) }
-          : undefined;
-        return runLoop(
-          { sessionId, goal: task.goal, maxSteps, resume, recovered, exposure: task.exposure },
-          {
-            model,
-            modelName: deps.modelName,
-            gateway,
-            emit,
-            tokens,
-            signal: controller.signal,
-            worker: deps.store.holder,
-            journal: {
-              checkpoint: (snapshot) => deps.store.checkpoint(taskId, checkpointOf(snapshot)),
-              started: (index, callId) => deps.store.callStarted(taskId, index, callId),
-              finished: (index, callId, result) => deps.store.callFinished(taskId, index, callId, result),
-            },
-            awaitApproval: (p, snapshot) =>
-              decide(
-                {
-                  task_id: taskId,
-                  call_id: p.call.id,
-                  approval_id: p.approval.id,
-                  kind: p.approval.kind,
-                  subject: p.approval.subject,
-                  arguments: p.approval.arguments,
-                  reason: p.approval.reason,
-                  expires_at: p.approval.expires_at,
-                },
-                snapshot,
-              ),
-          },
-        );
-      })().catch((err: unknown) => {
-        const stop = err instanceof TaskStoppedError ? err : undefined;
-        return stop
-          ? { ...crashed(err, tokens.name), status: stop.reason, error: stop.message }
-          : crashed(err, tokens.name);
-      });
-      clearTimeout(timer);
-      const durationMs = Math.round(performance.now() - started);
-      /** The task goes on in another worker: its end is read from the store once it is there. */
-      const elsewhere = async () => {
-        running.delete(taskId);
-        movedOn.delete(taskId);
-        await deps.store.release(taskId).catch(() => {});
-        deps.log.info({ task: taskId }, 'task goes on in another agent-server');
-        const result = await ranElsewhere(taskId, listeners);
-        listeners.clear();
-        return result;
-      };
-      if (movedOn.has(taskId) || controller.signal.reason instanceof ResumedElsewhere) return elsewhere();
-      if (controller.signal.reason instanceof AgentShutdown) {
-        // The process is stopping: a running task goes back to the queue (another worker, or the next start,
-        // goes on from its checkpoint); a paused one stays paused.
-        if (!paused.has(taskId))
-          await deps.store
-            .release(taskId)
-            .catch((err: unknown) => deps.log.warn({ err, task: taskId }, 'could not requeue a task'));
-        running.delete(taskId);
-        listeners.clear();
-        return {
-          ...resultOf((await deps.store.getTask(taskId)) as Task),
-          error: controller.signal.reason.message,
-        };
-      }
-      try {
-        emit(
-          'task_finished',
-          {
-            status: outcome.status,
-            error: outcome.error,
-            steps: outcome.steps,
-            usage: outcome.usage,
-            tokens: outcome.tokens,
-            toolsets_used: outcome.toolsets_used,
-          },
-          durationMs,
-        );
-      } finally {
-        // In the same turn as the event (no reader sees one without the other); commits the task's last rows.
-        await deps.store.finishTask(taskId, outcome).catch(async (err: unknown) => {
-          if (err instanceof LeaseLost || movedOn.has(taskId)) return;
-          // Not recorded (the database failing): the lease is let go, so once it lapses the task is requeued
-          // and goes on from its checkpoint; whoever waits here is told.
-          running.delete(taskId);
-          await deps.store.release(taskId).catch(() => {});
-          throw err;
-        });
-      }
-      // The lease was lost as the task ended: the worker that holds it now records its end.
-      if (movedOn.has(taskId)) return elsewhere();
-      const result: ExecuteTaskResponse = {
-        status: outcome.status,
-        final_answer: outcome.final_answer,
-        task_id: taskId,
-        session_id: sessionId,
-        steps: outcome.steps,
-        usage: outcome.usage,
-        toolsets_used: outcome.toolsets_used,
-        tokens: outcome.tokens,
-        duration_ms: durationMs,
-        ...(outcome.error ? { error: outcome.error } : {}),
-      };
-      running.delete(taskId);
-      for (const l of listeners) l.end?.(result);
-      listeners.clear();
-      drain();
-      return result;
-    })();
-    running.set(taskId, { controller, listeners, done });
-    // A task that could not record its end rejects `done` for its waiters; nobody waiting is no crash.
-    done.catch((err: unknown) => deps.log.error({ err, task: taskId }, 'a task ended unrecorded'));
-    return { task_id: taskId, session_id: sessionId, done, status: 'running' as 'running' | 'queued' };
-  }
-
-  /** Ends a queued task that never started, recording why (and telling its followers). */
-  async function endUnstarted(q: QueuedTask, status: 'cancelled', why: string): Promise<ExecuteTaskResponse> {
-    const { taskId, sessionId } = q.task;
-    const outcome = noSteps(status, why, tokens.name);
-    const { final_answer: _none, ...data } = outcome;
-    const event = deps.store.appendEvent(taskId, 'task_finished', 0, data);
-    for (const l of q.listeners) l.event(event);
-    await deps.store.finishTask(taskId, outcome);
-    const result: ExecuteTaskResponse = {
-      ...outcome,
-      task_id: taskId,
-      session_id: sessionId,
-      duration_ms: 0,
-      error: why,
-    };
-    for (const l of q.listeners) l.end?.(result);
-    return result;
-  }
+  const { waiter } = worker;
 
   /**
    * Starts a task and returns once it is recorded; the task runs until it ends, whoever is listening. With
@@ -517,7 +89,7 @@ export function createAgent(deps: AgentDeps) {
    */
   async function start(req: ExecuteTaskRequest, listener?: TaskListener) {
     if (!deps.model) throw new ModelNotConfiguredError();
-    const waiting = () => queue.length + enqueuing;
+    const waiting = () => queue.items.length + slots.enqueuing;
     const busy = active() >= maxConcurrent;
     if (busy && waiting() >= maxQueued) {
       const message =
@@ -539,21 +111,21 @@ export function createAgent(deps: AgentDeps) {
     // (or the place in the queue) is this request's from here, while the task is recorded.
     const createdAt = new Date().toISOString();
     if (active() >= maxConcurrent || waiting() > 0) {
-      enqueuing++;
+      slots.enqueuing++;
       try {
         await deps.store.createTask(taskId, sessionId, goal, { queued: true, request });
       } finally {
-        enqueuing--;
+        slots.enqueuing--;
       }
-      const done = enqueue({ taskId, sessionId, goal, createdAt, ...request }, { listener });
-      drain();
+      const done = queue.enqueue({ taskId, sessionId, goal, createdAt, ...request }, { listener });
+      queue.drain();
       return { task_id: taskId, session_id: sessionId, done, status: 'queued' as 'running' | 'queued' };
     }
-    claiming++;
+    slots.claiming++;
     try {
       await deps.store.createTask(taskId, sessionId, goal, { request });
     } finally {
-      claiming--;
+      slots.claiming--;
     }
     return launch({ taskId, sessionId, goal, createdAt, ...request }, { listener });
   }
@@ -643,11 +215,9 @@ export function createAgent(deps: AgentDeps) {
 
     /** Stops every task here without recording an end: paused ones stay paused for the next process. */
     async shutdown(): Promise<void> {
-      clearInterval(poll);
-      clearTimeout(soon);
-      stopHearing();
+      queue.stop();
       // Queued tasks stay queued in the store for the next start; whoever waits for one is told so.
-      for (const q of queue.splice(0)) {
+      for (const q of queue.items.splice(0)) {
         q.settle(
           Promise.resolve({
             status: 'failed' as const,
@@ -681,10 +251,10 @@ export function createAgent(deps: AgentDeps) {
       // Tasks a previous process queued and never started wait again, in their order.
       const waiting = await deps.store.queued();
       for (const { task, request } of waiting) {
-        if (queue.some((q) => q.task.taskId === task.task_id) || running.has(task.task_id)) continue;
-        void enqueue(toRun(task, request));
+        if (queue.items.some((q) => q.task.taskId === task.task_id) || running.has(task.task_id)) continue;
+        void queue.enqueue(toRun(task, request));
       }
-      drain();
+      queue.drain();
       return all.length + waiting.length;
     },
 
@@ -693,7 +263,7 @@ export function createAgent(deps: AgentDeps) {
      * task is not running here (it has ended: its stored events are all there is).
      */
     follow(taskId: string, listener: TaskListener): (() => void) | undefined {
-      const task = running.get(taskId) ?? queue.find((q) => q.task.taskId === taskId);
+      const task = running.get(taskId) ?? queue.items.find((q) => q.task.taskId === taskId);
       if (!task) return undefined;
       task.listeners.add(listener);
       return () => task.listeners.delete(listener);
@@ -704,24 +274,26 @@ export function createAgent(deps: AgentDeps) {
      * true once it has ended (or after `waitMs`), false when the task is not running here.
      */
     async cancel(taskId: string, waitMs = 10_000): Promise<boolean> {
-      const at = queue.findIndex((q) => q.task.taskId === taskId);
+      const at = queue.items.findIndex((q) => q.task.taskId === taskId);
       if (at !== -1) {
         // Never started: claimed (so no other process starts it), it ends cancelled with nothing run.
-        const [queued] = queue.splice(at, 1);
+        const [queued] = queue.items.splice(at, 1);
         const claimed = await deps.store.claim(taskId).catch((err: unknown) => {
           // Not claimed (the database failing): it waits in the queue as before, and the client is told.
-          queue.splice(at, 0, queued);
+          queue.items.splice(at, 0, queued);
           throw err;
         });
         if (claimed) {
           queued.settle(
-            endUnstarted(queued, 'cancelled', 'The task was cancelled by a client before it started'),
+            queue.endUnstarted(queued, 'cancelled', 'The task was cancelled by a client before it started'),
           );
           await queued.done;
           return true;
         }
         queued.settle(
-          queued.adopted ? Promise.resolve(undefined) : ranElsewhere(queued.task.taskId, queued.listeners),
+          queued.adopted
+            ? Promise.resolve(undefined)
+            : worker.ranElsewhere(queued.task.taskId, queued.listeners),
         );
       }
       const task = running.get(taskId);

@@ -44,6 +44,9 @@ const expired = (pending: PendingApproval): ApprovalDecision => ({
 });
 
 /** Waits for approvals; `pollMs` is how often a waiting task asks. */
+/** Paused tasks' waits for their decisions, woken at once when one is decided. */
+export type ApprovalWaiter = ReturnType<typeof createApprovalWaiter>;
+
 export function createApprovalWaiter(pollMs: number) {
   /** Wakes a paused task's wait at once (its approval was just decided here). */
   const pokes = new Map<string, () => void>();

@@ -1,0 +1,338 @@
+import { currentRequestId } from '../../lib/request-id.ts';
+import type { TokenCounter } from '../../lib/tokens.ts';
+import type { Model } from '../clients/model.ts';
+import type { EventType, ExecuteTaskResponse, PendingApproval, Task, ToolExposure } from '../contract.ts';
+import { type LoopSnapshot, runLoop } from '../loop/loop.ts';
+import type { RecordedCall } from '../loop/recovery.ts';
+import type { ApprovalDecision } from '../loop/tool-step.ts';
+import { type Claim, LeaseLost, type TaskStore } from '../store/interface.ts';
+import { type ApprovalWaiter, gatewayDecision, storedDecision } from './approval-wait.ts';
+import type { AgentDeps, TaskListener } from './deps.ts';
+import { TaskStoppedError } from './errors.ts';
+import { observeEvent } from './observer.ts';
+import { AgentShutdown, crashed, ResumedElsewhere, resultOf } from './outcome.ts';
+
+// One task's run in this process (launchTask): its loop apart from any request, its events stored and
+// published, its pauses for a human, and its end — or, when another worker goes on with it, following it
+// there (followElsewhere). The queue that starts tasks is queue.ts; agent.ts wires the two.
+
+/** What a paused task waits for, as stored and listed. */
+type PendingRecord = PendingApproval;
+
+/** A task running (or paused) here. */
+export interface RunningTask {
+  controller: AbortController;
+  listeners: Set<TaskListener>;
+  done: Promise<ExecuteTaskResponse>;
+}
+
+/** What a task needs to start, kept with it while it waits in the queue (and across a restart). */
+export interface QueuedRequest {
+  maxSteps: number;
+  maxDurationS: number;
+  exposure: ToolExposure;
+}
+
+/** A task as a worker runs it: its request, and when it was submitted (its time limit counts from then). */
+export type TaskToRun = {
+  taskId: string;
+  sessionId: string;
+  goal: string;
+  createdAt: string;
+} & QueuedRequest;
+
+/** This process's tasks, shared by the queue and the runs. */
+export interface Worker {
+  deps: AgentDeps;
+  tokens: TokenCounter;
+  /** Tasks running or paused here, by id. */
+  running: Map<string, RunningTask>;
+  /** Those of them waiting for an approval (they take no slot). */
+  paused: Set<string>;
+  /**
+   * Tasks running here that go on in another worker (it resumed the paused task first, or this worker lost the
+   * lease): whatever else stopped them, this worker writes nothing more of them.
+   */
+  movedOn: Set<string>;
+  waiter: ApprovalWaiter;
+  /** Starts queued tasks while slots are free. */
+  drain(): void;
+  /** Follows a task that goes on in another process until its end. */
+  ranElsewhere(taskId: string, listeners: Set<TaskListener>): Promise<ExecuteTaskResponse>;
+}
+
+/**
+ * A checkpoint as stored: the offered tools without their descriptions and schemas (going on needs only which
+ * toolset each belongs to and what it declares; the next request lists the tools afresh).
+ */
+function checkpointOf(snapshot: LoopSnapshot): LoopSnapshot {
+  const tools = snapshot.pending.tools.map(({ name, toolset, annotations }) => ({
+    name,
+    toolset,
+    annotations,
+    description: '',
+    parameters: {},
+  }));
+  return { ...snapshot, pending: { ...snapshot.pending, tools } };
+}
+
+/** The seconds left of a task's time limit (at least one). */
+const remainingS = (maxDurationS: number, createdAt: string) =>
+  Math.max(1, Math.ceil(maxDurationS - (Date.now() - Date.parse(createdAt)) / 1000));
+
+/** A task that goes on in another process (claimed or resumed there): its end, read from the store once there. */
+export async function followElsewhere(
+  store: TaskStore,
+  pollMs: number,
+  taskId: string,
+  listeners: Set<TaskListener>,
+): Promise<ExecuteTaskResponse> {
+  // Read again when the other process records the task's end, or now and then.
+  let wake: () => void = () => {};
+  let told = false;
+  const stopHearing = store.onTaskEnd(taskId, () => {
+    told = true;
+    wake();
+  });
+  try {
+    for (;;) {
+      told = false;
+      const task = await store.getTask(taskId);
+      if (task && !['queued', 'running', 'awaiting_approval'].includes(task.status)) {
+        const result = resultOf(task);
+        for (const l of listeners) l.end?.(result);
+        return result;
+      }
+      if (told) continue;
+      await new Promise<void>((r) => {
+        const timer = setTimeout(r, pollMs);
+        wake = () => {
+          clearTimeout(timer);
+          r();
+        };
+      });
+    }
+  } finally {
+    stopHearing();
+  }
+}
+
+export function launchTask(
+  w: Worker,
+  task: Omit<TaskToRun, 'exposure'> & { exposure?: ToolExposure },
+  opts: {
+    listener?: TaskListener;
+    /** The followers a queued task already has. */
+    listeners?: Set<TaskListener>;
+    resume?: { pending: PendingRecord; snapshot: LoopSnapshot };
+    /** Claimed from the queue: a task that ran before goes on from its checkpoint. */
+    claimed?: Claim;
+  } = {},
+) {
+  const { taskId, sessionId, maxSteps } = task;
+  const recovered = opts.claimed?.resumed
+    ? {
+        snapshot: (opts.claimed.state as LoopSnapshot | null) ?? null,
+        recorded: opts.claimed.calls as RecordedCall[],
+      }
+    : undefined;
+  // A task that ran before has the rest of its time (counted from its submission).
+  const maxDurationS =
+    recovered || opts.resume ? remainingS(task.maxDurationS, task.createdAt) : task.maxDurationS;
+  const model = w.deps.model as Model;
+  const gateway = w.deps.gateway.forTask(taskId);
+  const controller = new AbortController();
+  const listeners = opts.listeners ?? new Set<TaskListener>(opts.listener ? [opts.listener] : []);
+  const emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => {
+    if (w.movedOn.has(taskId)) return;
+    const event = w.deps.store.appendEvent(taskId, type, durationMs ?? null, data);
+    observeEvent(event, taskId, w.deps);
+    for (const l of listeners) l.event(event);
+  };
+  const timer = setTimeout(() => {
+    const why = `The task reached its time limit (max_duration_s = ${task.maxDurationS})`;
+    controller.abort(new TaskStoppedError('timed_out', why));
+  }, maxDurationS * 1000);
+
+  /** Pauses on record, waits for the human, and says what was decided. */
+  const decide = async (pending: PendingRecord, snapshot?: LoopSnapshot): Promise<ApprovalDecision> => {
+    if (snapshot) {
+      // The event first: the pause commits it with the paused state.
+      emit('approval_needed', { ...pending });
+      await w.deps.store.pause(taskId, pending, snapshot);
+      w.deps.log.info(
+        { task: taskId, approval: pending.approval_id, subject: pending.subject },
+        'task awaits approval',
+      );
+    }
+    w.paused.add(taskId);
+    // A paused task takes no slot: a queued one may start.
+    w.drain();
+    /** Claims the paused task to go on with it here; false (and the task is left) when another worker did. */
+    const claimPaused = async () => {
+      if (await w.deps.store.unpause(taskId)) return true;
+      w.movedOn.add(taskId);
+      controller.abort(new ResumedElsewhere());
+      return false;
+    };
+    try {
+      const source =
+        pending.kind === 'unknown_outcome'
+          ? storedDecision(w.deps.store, taskId, pending.call_id)
+          : gatewayDecision(gateway, pending);
+      let decision: ApprovalDecision;
+      try {
+        decision = await w.waiter.wait(taskId, source, pending, controller.signal);
+      } catch (err) {
+        // Stopped while paused (its time limit, a cancel): only the worker that claims the task records its
+        // end; another worker resumed it meanwhile: it goes on there. Stopping the process leaves it w.paused.
+        if (err instanceof ResumedElsewhere) {
+          w.movedOn.add(taskId);
+          controller.abort(err);
+        } else if (!(controller.signal.reason instanceof AgentShutdown)) await claimPaused();
+        throw err;
+      }
+      if (!(await claimPaused())) throw controller.signal.reason;
+      emit('approval_decided', {
+        call_id: pending.call_id,
+        approval_id: pending.approval_id,
+        approved: decision.approved,
+        ...(decision.message ? { message: decision.message } : {}),
+      });
+      return decision;
+    } finally {
+      w.paused.delete(taskId);
+    }
+  };
+
+  if (!opts.resume && !recovered) {
+    emit('task_started', {
+      task_id: taskId,
+      session_id: sessionId,
+      goal: task.goal,
+      max_steps: maxSteps,
+      max_duration_s: maxDurationS,
+      exposure: task.exposure ?? 'native',
+      model: w.deps.modelName,
+      request_id: currentRequestId() ?? null,
+    });
+  }
+  const started = performance.now();
+  const done = (async (): Promise<ExecuteTaskResponse> => {
+    const outcome = await (async () => {
+      const resume = opts.resume
+        ? { snapshot: opts.resume.snapshot, decision: await decide(opts.resume.pending) }
+        : undefined;
+      return runLoop(
+        { sessionId, goal: task.goal, maxSteps, resume, recovered, exposure: task.exposure },
+        {
+          model,
+          modelName: w.deps.modelName,
+          gateway,
+          emit,
+          tokens: w.tokens,
+          signal: controller.signal,
+          worker: w.deps.store.holder,
+          journal: {
+            checkpoint: (snapshot) => w.deps.store.checkpoint(taskId, checkpointOf(snapshot)),
+            started: (index, callId) => w.deps.store.callStarted(taskId, index, callId),
+            finished: (index, callId, result) => w.deps.store.callFinished(taskId, index, callId, result),
+          },
+          awaitApproval: (p, snapshot) =>
+            decide(
+              {
+                task_id: taskId,
+                call_id: p.call.id,
+                approval_id: p.approval.id,
+                kind: p.approval.kind,
+                subject: p.approval.subject,
+                arguments: p.approval.arguments,
+                reason: p.approval.reason,
+                expires_at: p.approval.expires_at,
+              },
+              snapshot,
+            ),
+        },
+      );
+    })().catch((err: unknown) => {
+      const stop = err instanceof TaskStoppedError ? err : undefined;
+      return stop
+        ? { ...crashed(err, w.tokens.name), status: stop.reason, error: stop.message }
+        : crashed(err, w.tokens.name);
+    });
+    clearTimeout(timer);
+    const durationMs = Math.round(performance.now() - started);
+    /** The task goes on in another worker: its end is read from the store once it is there. */
+    const elsewhere = async () => {
+      w.running.delete(taskId);
+      w.movedOn.delete(taskId);
+      await w.deps.store.release(taskId).catch(() => {});
+      w.deps.log.info({ task: taskId }, 'task goes on in another agent-server');
+      const result = await w.ranElsewhere(taskId, listeners);
+      listeners.clear();
+      return result;
+    };
+    if (w.movedOn.has(taskId) || controller.signal.reason instanceof ResumedElsewhere) return elsewhere();
+    if (controller.signal.reason instanceof AgentShutdown) {
+      // The process is stopping: a running task goes back to the queue (another worker, or the next start,
+      // goes on from its checkpoint); a paused one stays w.paused.
+      if (!w.paused.has(taskId))
+        await w.deps.store
+          .release(taskId)
+          .catch((err: unknown) => w.deps.log.warn({ err, task: taskId }, 'could not requeue a task'));
+      w.running.delete(taskId);
+      listeners.clear();
+      return {
+        ...resultOf((await w.deps.store.getTask(taskId)) as Task),
+        error: controller.signal.reason.message,
+      };
+    }
+    try {
+      emit(
+        'task_finished',
+        {
+          status: outcome.status,
+          error: outcome.error,
+          steps: outcome.steps,
+          usage: outcome.usage,
+          tokens: outcome.tokens,
+          toolsets_used: outcome.toolsets_used,
+        },
+        durationMs,
+      );
+    } finally {
+      // In the same turn as the event (no reader sees one without the other); commits the task's last rows.
+      await w.deps.store.finishTask(taskId, outcome).catch(async (err: unknown) => {
+        if (err instanceof LeaseLost || w.movedOn.has(taskId)) return;
+        // Not recorded (the database failing): the lease is let go, so once it lapses the task is requeued
+        // and goes on from its checkpoint; whoever waits here is told.
+        w.running.delete(taskId);
+        await w.deps.store.release(taskId).catch(() => {});
+        throw err;
+      });
+    }
+    // The lease was lost as the task ended: the worker that holds it now records its end.
+    if (w.movedOn.has(taskId)) return elsewhere();
+    const result: ExecuteTaskResponse = {
+      status: outcome.status,
+      final_answer: outcome.final_answer,
+      task_id: taskId,
+      session_id: sessionId,
+      steps: outcome.steps,
+      usage: outcome.usage,
+      toolsets_used: outcome.toolsets_used,
+      tokens: outcome.tokens,
+      duration_ms: durationMs,
+      ...(outcome.error ? { error: outcome.error } : {}),
+    };
+    w.running.delete(taskId);
+    for (const l of listeners) l.end?.(result);
+    listeners.clear();
+    w.drain();
+    return result;
+  })();
+  w.running.set(taskId, { controller, listeners, done });
+  // A task that could not record its end rejects `done` for its waiters; nobody waiting is no crash.
+  done.catch((err: unknown) => w.deps.log.error({ err, task: taskId }, 'a task ended unrecorded'));
+  return { task_id: taskId, session_id: sessionId, done, status: 'running' as 'running' | 'queued' };
+}

@@ -164,16 +164,6 @@ export function goals(r: BenchResults): Goal[] {
           },
         ]
       : []),
-    ...(r.replicas && !r.replicas.skipped
-      ? [
-          {
-            figure: "13. An operator's DISABLE on one gateway replica refused by another: p50 / p95",
-            measured: `${r.replicas.disableMs.p50} ms / ${r.replicas.disableMs.p95} ms`,
-            goal: '(reported)',
-            met: null,
-          },
-        ]
-      : []),
     {
       figure: '11. Resident memory of npm start: idle / after the concurrency run',
       measured: `${mib(c.idle.rss)} / ${mib(c.after.rss)}`,
@@ -188,5 +178,15 @@ export function goals(r: BenchResults): Goal[] {
         r.startup.after.readyMs.median < r.startup.before.readyMs.median &&
         r.startup.after.idleRssMiB.median < r.startup.before.idleRssMiB.median,
     },
+    ...(r.replicas && !r.replicas.skipped
+      ? [
+          {
+            figure: "13. An operator's DISABLE on one gateway replica refused by another: p50 / p95",
+            measured: `${r.replicas.disableMs.p50} ms / ${r.replicas.disableMs.p95} ms`,
+            goal: '(reported)',
+            met: null,
+          },
+        ]
+      : []),
   ];
 }

@@ -264,8 +264,9 @@ export function renderReport(r: BenchResults): string {
     out.push(
       '',
       'The PostgreSQL rows run the agent API (`toolshift serve agent-api`) and one or two `toolshift serve worker` ' +
-        'processes on a throwaway cluster, each worker taking an equal share of the tasks at a time; CPU and resident ' +
-        'memory are every process summed (the PostgreSQL server not included).',
+        'processes on a throwaway cluster, each worker taking an equal share of the tasks at a time, and the gateway ' +
+        'with its state on the same database; CPU and resident memory are every process summed (the PostgreSQL ' +
+        'server not included).',
     );
   }
   out.push('');

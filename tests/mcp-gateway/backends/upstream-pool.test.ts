@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { McpConnection } from '../../../mcp-gateway/backends/mcp-connection.ts';
 import { UpstreamPool } from '../../../mcp-gateway/backends/upstream-pool.ts';
 import { Redactor } from '../../../mcp-gateway/catalog/env-expand.ts';
+import { isAlive } from '../../helpers/processes.ts';
 import { log } from '../../helpers/stack.ts';
 
 // Issue 19: each gateway replica runs its stdio upstream servers in a bounded pool — one process per server,
@@ -45,15 +46,6 @@ function server(name: string, deps: { pool?: UpstreamPool; maxConcurrentCalls?: 
     conn.callTool('append_line', { line, hold_ms: holdMs }, timeoutMs);
   return { conn, ledger, lines, append };
 }
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe('the stdio upstream pool', () => {
   it('passes over a server that will not stop (it just got busy) and refuses, rather than asking it for ever', async () => {
@@ -109,7 +101,7 @@ describe('the stdio upstream pool', () => {
     const s = server('sleepy', { pool });
     await s.append('one');
     const pid = s.conn.status().pid as number;
-    expect(alive(pid)).toBe(true);
+    expect(isAlive(pid)).toBe(true);
     expect(pool.size).toBe(1);
     await vi.waitFor(
       () => {
@@ -120,7 +112,7 @@ describe('the stdio upstream pool', () => {
       },
       { timeout: 5000 },
     );
-    await vi.waitFor(() => expect(alive(pid)).toBe(false));
+    await vi.waitFor(() => expect(isAlive(pid)).toBe(false));
     expect(pool.size).toBe(0);
     // The next call starts a new process; a stop for idleness is not a failure.
     await s.append('two');
@@ -138,7 +130,7 @@ describe('the stdio upstream pool', () => {
     const alphaPid = a.conn.status().pid as number;
     await b.append('b1');
     expect(a.conn.status()).toMatchObject({ state: 'idle', reason: expect.stringMatching(/room for beta/) });
-    await vi.waitFor(() => expect(alive(alphaPid)).toBe(false));
+    await vi.waitFor(() => expect(isAlive(alphaPid)).toBe(false));
     expect(pool.size).toBe(1);
     // beta busy with a call: alpha cannot start, and says why.
     const busy = b.append('b2', 800);

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { isAlive } from '../../helpers/processes.ts';
 
 // A query process whose tool-server dies mid-query (killed, crashed) must not run on as an orphan: a statement
 // inside SQLite never lets it hear that its IPC channel closed, so a watchdog thread in it ends it instead.
@@ -22,15 +23,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(base, { recursive: true, force: true });
 });
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 it('a query process ends when its tool-server is killed during a runaway query', async () => {
   const runnerUrl = new URL('../../../tool-server/tools/database/runner.ts', import.meta.url).href;
@@ -59,13 +51,13 @@ it('a query process ends when its tool-server is killed during a runaway query',
       });
       server.once('exit', (code) => reject(new Error(`the stand-in server exited (${code}): ${out}`)));
     });
-    expect(alive(child)).toBe(true);
+    expect(isAlive(child)).toBe(true);
     server.kill('SIGKILL');
     // Wait for the orphan to go (the watchdog looks every 500 ms); bounded, not timed.
-    for (let i = 0; i < 100 && alive(child); i++) await new Promise((r) => setTimeout(r, 100));
-    expect(alive(child)).toBe(false);
+    for (let i = 0; i < 100 && isAlive(child); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(isAlive(child)).toBe(false);
   } finally {
     server.kill('SIGKILL');
-    if (child && alive(child)) process.kill(child, 'SIGKILL');
+    if (child && isAlive(child)) process.kill(child, 'SIGKILL');
   }
 });

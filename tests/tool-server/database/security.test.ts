@@ -18,6 +18,7 @@ import { openReadOnly } from '../../../tool-server/tools/database/open.ts';
 import { createDbRunner, type DbRunner } from '../../../tool-server/tools/database/runner.ts';
 import { type DatabaseToolContext, databaseTools } from '../../../tool-server/tools/database/tools.ts';
 import { fileSystemTools } from '../../../tool-server/tools/files/tools.ts';
+import { isAlive } from '../../helpers/processes.ts';
 
 // The attacks on database_tools, each shown failing by its effect: the call is refused with a clear error
 // and the database file is byte-for-byte what it was, with no file created beside it or elsewhere. Where a
@@ -297,14 +298,6 @@ describe('pragmas', () => {
 
 describe('a query that never ends', () => {
   const RUNAWAY = 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c';
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
 
   it('is stopped at the deadline while other calls are answered; its process is killed', async () => {
     const registry = createRegistry([...fileSystemTools, ...databaseTools]);
@@ -332,7 +325,7 @@ describe('a query that never ends', () => {
     expect(result.error).toMatch(
       /The query ran longer than 2000 ms and was stopped \(its process was killed/,
     );
-    const dead = during.filter((pid) => !alive(pid));
+    const dead = during.filter((pid) => !isAlive(pid));
     expect(dead).toHaveLength(1);
     expect(runner.pids()).not.toContain(dead[0]);
     expect(snapshot()).toEqual(before);

@@ -116,23 +116,42 @@ export async function approvalsCommand(
   return EXIT.ok;
 }
 
+/** What `toolshift audit` searches by (each exact), as the gateway's audit listing takes them. */
+export interface AuditFlags {
+  session?: string;
+  task?: string;
+  since?: string;
+  until?: string;
+  actor?: string;
+  kind?: string;
+  toolset?: string;
+  tool?: string;
+  outcome?: string;
+}
+
 /**
- * `toolshift audit [--session ID] [--task ID] [--since ISO] [--limit N] [--cursor C]`: the gateway's audit
- * trail, a page at a time (the last line says how to ask for the next, older page).
+ * `toolshift audit [filters] [--limit N] [--cursor C] [--json | --jsonl]`: the gateway's audit trail, a page at a
+ * time (the last line says how to ask for the next, older page); `--jsonl` streams every matching row.
  */
 export async function auditCommand(
-  flags: { json: boolean; session?: string; task?: string; since?: string; cursor?: string; limit: number },
+  flags: AuditFlags & { json: boolean; jsonl?: boolean; cursor?: string; limit: number },
   gateway: ServiceEndpoint,
   io: CliIo,
 ): Promise<number> {
+  const search = {
+    session_id: flags.session,
+    task_id: flags.task,
+    since: flags.since,
+    until: flags.until,
+    actor: flags.actor,
+    kind: flags.kind,
+    toolset: flags.toolset,
+    tool: flags.tool,
+    outcome: flags.outcome,
+  };
+  if (flags.jsonl) return exportAudit(search, gateway, io);
   const { audit, next_cursor } = await callRoute(gateway, gatewayRoutes.listAudit, {
-    query: {
-      session_id: flags.session,
-      task_id: flags.task,
-      since: flags.since,
-      cursor: flags.cursor,
-      limit: String(flags.limit),
-    },
+    query: { ...search, cursor: flags.cursor, limit: String(flags.limit) },
   });
   if (flags.json) {
     io.stdout(`${JSON.stringify({ audit, next_cursor })}\n`);
@@ -147,5 +166,34 @@ export async function auditCommand(
     );
   }
   if (next_cursor) io.stdout(`older rows: toolshift audit --cursor ${next_cursor} (with the same filters)\n`);
+  return EXIT.ok;
+}
+
+/** Every matching row as JSON lines on stdout, as the gateway streams them (`toolshift audit --jsonl > audit.jsonl`). */
+async function exportAudit(
+  search: Record<string, string | undefined>,
+  gateway: ServiceEndpoint,
+  io: CliIo,
+): Promise<number> {
+  const query = new URLSearchParams(
+    Object.entries(search).filter((e): e is [string, string] => e[1] !== undefined),
+  ).toString();
+  const doFetch = gateway.fetch ?? fetch;
+  const res = await doFetch(
+    `${gateway.baseUrl}${gatewayRoutes.exportAudit.path}${query ? `?${query}` : ''}`,
+    {
+      headers: gateway.headers,
+    },
+  );
+  if (!res.ok || !res.body) {
+    const text = await res.text();
+    let message = text;
+    try {
+      message = JSON.parse(text).error ?? text;
+    } catch {}
+    throw new ServiceError(res.status, message, text);
+  }
+  const decoder = new TextDecoder();
+  for await (const chunk of res.body) io.stdout(decoder.decode(chunk, { stream: true }));
   return EXIT.ok;
 }

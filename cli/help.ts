@@ -120,7 +120,12 @@ docs/configuration.md. \`npm start\` in a checkout is \`toolshift serve\`.
   audit: `toolshift audit — the gateway's audit log, newest first, a page at a time
 
 Usage:
-  toolshift audit [--session ID] [--task ID] [--since ISO] [--limit N] [--cursor C] [--json]
+  toolshift audit [filters] [--limit N] [--cursor C] [--json]
+  toolshift audit [filters] --jsonl > audit.jsonl     every matching row, as JSON lines
+
+Filters (each exact): --session ID  --task ID  --since ISO  --until ISO  --actor WHO
+  --kind call|activate|deactivate|enable|disable|manage|approve|approval|reload|policy|limit|read|default
+  --toolset ID (its changes and the calls of its tools)  --tool NAME (its calls)  --outcome ok|refused
 
 Each page ends with the command for the next one (--cursor). Sends GATEWAY_ADMIN_TOKEN.
 

@@ -140,6 +140,26 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     c.json(gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason)),
   );
   route(app, routes.listAudit, (c, { query }) => c.json(gateway.listAudit(query)));
+  // A page of rows read each time the client has taken the last: memory stays one page, whatever the table holds.
+  route(app, routes.exportAudit, (c, { query }) => {
+    const pages = gateway.exportAudit(query);
+    const encoder = new TextEncoder();
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        const next = pages.next();
+        if (next.done) return controller.close();
+        controller.enqueue(encoder.encode(next.value.map((row) => `${JSON.stringify(row)}\n`).join('')));
+      },
+      cancel() {
+        pages.return(undefined);
+      },
+    });
+    return c.body(body, 200, {
+      'content-type': 'application/x-ndjson; charset=utf-8',
+      'content-disposition': 'attachment; filename="toolshift-audit.jsonl"',
+      'cache-control': 'no-store',
+    });
+  });
   route(app, routes.listPrompts, (c) => c.json({ prompts: deps.prompts.list() }));
   route(app, routes.renderPrompt, (c, { params, body }) => {
     try {

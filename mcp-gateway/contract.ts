@@ -8,6 +8,7 @@ import {
   ApproveToolsetResponse,
   AUDIT_PAGE_MAX,
   AuditPage,
+  AuditSearch,
   DecideApprovalRequest,
   PolicyInfo,
   PromptInfo,
@@ -88,12 +89,7 @@ export const gatewayRoutes = {
     summary:
       'The audit trail, newest first, a page at a time (pass next_cursor as cursor): toolset changes, refused ' +
       'and approved calls, operator changes',
-    query: z.object({
-      session_id: SessionId.optional(),
-      task_id: boundedString(LIMITS.sessionId).optional(),
-      since: boundedString(LIMITS.cursor)
-        .pipe(z.string().datetime({ offset: true }))
-        .optional(),
+    query: AuditSearch.extend({
       /** The `next_cursor` of the previous page: rows older than it (keyset paging, fast on any table size). */
       cursor: boundedString(LIMITS.cursor)
         .pipe(z.string().regex(/^[1-9][0-9]{0,15}$/, 'must be the next_cursor of an earlier page'))
@@ -101,6 +97,16 @@ export const gatewayRoutes = {
       limit: pageLimit(AUDIT_PAGE_MAX, 100),
     }),
     responses: { 200: AuditPage },
+  },
+  exportAudit: {
+    method: 'get',
+    path: '/mcp/admin/audit/export',
+    roles: ['admin'],
+    summary:
+      'Every audit row the filters match, newest first, as JSON lines (one row per line, streamed a page at a time)',
+    query: AuditSearch,
+    produces: 'application/x-ndjson',
+    responses: { 200: z.string() },
   },
   listPrompts: {
     method: 'get',

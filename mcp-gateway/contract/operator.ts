@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { boundedRecord, boundedString, LIMITS } from '../../tool-server/contract.ts';
+import { SessionId, ToolsetId } from './base.ts';
 import { ToolsetInfo } from './toolsets.ts';
 
 // The gateway's contract, part three: what the operator reviews and decides (approvals, reloads, the policy,
@@ -107,6 +108,45 @@ export const AuditRow = z.object({
   ok: z.boolean(),
   detail: z.string().nullable(),
 });
+
+/** What the audit rows are about: an entry's kind. */
+export const AUDIT_KINDS = [
+  'activate',
+  'deactivate',
+  'enable',
+  'disable',
+  'call',
+  'manage',
+  'approve',
+  'reload',
+  'policy',
+  'approval',
+  'limit',
+  'read',
+  'default',
+] as const;
+
+const instant = (what: string) =>
+  boundedString(LIMITS.cursor).pipe(
+    z.string().datetime({ offset: true, message: `${what} must be an ISO 8601 time` }),
+  );
+
+/**
+ * What the audit listing and its export search by; every filter is exact. `toolset` finds the toolset's own
+ * changes and the calls of its tools; `tool` the calls of one tool.
+ */
+export const AuditSearch = z.object({
+  session_id: SessionId.optional(),
+  task_id: boundedString(LIMITS.sessionId).optional(),
+  since: instant('since').optional(),
+  until: instant('until').optional(),
+  actor: boundedString(512).optional(),
+  kind: z.enum(AUDIT_KINDS).optional(),
+  toolset: ToolsetId.optional(),
+  tool: boundedString(LIMITS.id).optional(),
+  outcome: z.enum(['ok', 'refused']).optional(),
+});
+export type AuditSearch = z.infer<typeof AuditSearch>;
 
 /** The most audit rows one page holds; with each row's texts capped (AUDIT_TEXT_MAX), a page stays a few MiB. */
 export const AUDIT_PAGE_MAX = 1000;

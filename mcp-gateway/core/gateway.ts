@@ -6,6 +6,7 @@ import { UpstreamError } from '../backends/mcp-connection.ts';
 import { type Catalog, CatalogError } from '../catalog/catalog.ts';
 import type { Ceiling } from '../ceiling/ceiling.ts';
 import type {
+  AuditSearch as AuditSearchQuery,
   ChangeDefaultsRequest,
   ChangeDefaultsResponse,
   ChangeToolsetsRequest,
@@ -14,8 +15,8 @@ import type {
   ListToolsetsResponse,
   ToolResult,
 } from '../contract.ts';
-import { DEFAULT_SESSION, manageToolsetsDefinition, type RefusalCode } from '../contract.ts';
-import type { AuditEntry, AuditFilter, GatewayStore } from '../store/store.ts';
+import { AUDIT_PAGE_MAX, DEFAULT_SESSION, manageToolsetsDefinition, type RefusalCode } from '../contract.ts';
+import type { AuditEntry, AuditFilter, AuditRow, GatewayStore } from '../store/store.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
 import type { Gateway } from './interface.ts';
 import { manageToolsets } from './manage-toolsets.ts';
@@ -288,6 +289,17 @@ export function createGateway(deps: {
       }
     },
   };
+  /**
+   * The store's filter for a search: a toolset stands for its own changes (a subject naming it, alone or in a
+   * list) and the calls of its tools; a tool for its calls; the outcome for `ok`.
+   */
+  function auditFilter(search: AuditSearchQuery & { cursor?: string; limit: number }): AuditFilter {
+    const { toolset, tool, outcome, ...rest } = search;
+    let subjects: string[] | undefined;
+    if (toolset) subjects = [toolset, ...(catalog.toolset(toolset)?.tools ?? [])];
+    if (tool) subjects = subjects && !subjects.includes(tool) ? [] : [tool];
+    return { ...rest, subjects, ok: outcome === undefined ? undefined : outcome === 'ok' };
+  }
   const oneAtATime = serialiser();
   const ops = { catalog, store, log, ceiling: deps.ceiling, listToolsets: api.listToolsets, validIds };
   return {
@@ -305,8 +317,19 @@ export function createGateway(deps: {
     upstreams: () => catalog.upstreams(),
     /** The operator's ceiling: policy, approvals, limits (ceiling.ts). */
     ceiling: deps.ceiling,
-    /** Audit rows, newest first. */
-    listAudit: (filter: AuditFilter) => store.listAudit(filter),
+    /** Audit rows, newest first, a page at a time. */
+    listAudit: (search: AuditSearchQuery & { cursor?: string; limit: number }) =>
+      store.listAudit(auditFilter(search)),
+    /** Every audit row the search matches, newest first, a page at a time (for an export). */
+    *exportAudit(search: AuditSearchQuery): Generator<AuditRow[]> {
+      const filter = auditFilter({ ...search, limit: AUDIT_PAGE_MAX });
+      for (;;) {
+        const page = store.listAudit(filter);
+        if (page.audit.length > 0) yield page.audit;
+        if (!page.next_cursor) return;
+        filter.cursor = page.next_cursor;
+      }
+    },
     /** Calls `listener` with the ids of toolsets whose tools changed (upstream list_changed, approvals, reloads). */
     onCatalogChange: (listener: (ids: string[]) => void) => catalog.onChange(listener),
     /**

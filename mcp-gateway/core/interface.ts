@@ -3,6 +3,7 @@ import type { ReloadResult } from '../catalog/reload.ts';
 import type { Approval } from '../ceiling/approvals.ts';
 import type { Ceiling } from '../ceiling/ceiling.ts';
 import type {
+  AuditSearch,
   ChangeDefaultsRequest,
   ChangeDefaultsResponse,
   ChangeToolsetsRequest,
@@ -13,7 +14,7 @@ import type {
   ToolResult,
   ToolsetInfo,
 } from '../contract.ts';
-import type { AuditFilter, AuditPage } from '../store/store.ts';
+import type { AuditPage, AuditRow } from '../store/store.ts';
 
 /**
  * The gateway's rules, the one set the REST routes and the MCP face both call (createGateway, gateway.ts):
@@ -47,8 +48,10 @@ export interface Gateway {
   readonly ceiling: Ceiling;
   /** Approves or denies a pending approval, audited with who decided. */
   decideApproval(id: string, approve: boolean, by: string, reason?: string): Approval;
-  /** Audit rows, newest first. */
-  listAudit(filter: AuditFilter): AuditPage;
+  /** Audit rows the search matches, newest first, a page at a time. */
+  listAudit(search: AuditSearch & { cursor?: string; limit: number }): AuditPage;
+  /** Every audit row the search matches, newest first, a page at a time (an export). */
+  exportAudit(search: AuditSearch): Generator<AuditRow[]>;
   /** Calls `listener` with the ids of toolsets whose tools changed; returns the unsubscribe. */
   onCatalogChange(listener: (ids: string[]) => void): () => void;
   /** Releases an upstream toolset's withheld tools an operator reviewed (by the hashes shown). */

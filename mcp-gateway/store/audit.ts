@@ -35,13 +35,44 @@ export interface AuditRow {
   detail: string | null;
 }
 
-/** What the audit listing filters on; `cursor` is the `next_cursor` of the page before (rows older than it). */
+/**
+ * What the audit listing filters on, each exactly; `cursor` is the `next_cursor` of the page before (rows older
+ * than it). `subjects`: rows whose subject is one of these, or a comma-separated list holding one.
+ */
 export interface AuditFilter {
   session_id?: string;
   task_id?: string;
   since?: string;
+  until?: string;
+  actor?: string;
+  kind?: string;
+  subjects?: readonly string[];
+  ok?: boolean;
   cursor?: string;
   limit: number;
+}
+
+/**
+ * The WHERE conditions of a listing (the same for both databases but for how parameters are named) and the
+ * key its statement is kept under.
+ */
+export function auditConditions(
+  filter: AuditFilter,
+  param: (name: string) => string,
+  subjectMatch: (param: string) => string,
+): { conditions: string[]; key: string; params: string[] } {
+  const conditions: string[] = [];
+  const params: string[] = [];
+  const use = (name: string) => {
+    params.push(name);
+    return param(name);
+  };
+  for (const column of ['session_id', 'task_id', 'actor', 'kind'] as const)
+    if (filter[column] !== undefined) conditions.push(`${column} = ${use(column)}`);
+  if (filter.ok !== undefined) conditions.push(`ok = ${use('ok')}`);
+  if (filter.subjects) conditions.push(subjectMatch(use('subjects')));
+  if (filter.until) conditions.push(`id <= ${use('to')}`);
+  return { conditions, key: conditions.join(' AND '), params };
 }
 
 /** A page of audit rows, newest first; `next_cursor` is null on the last page. */
@@ -67,14 +98,6 @@ export const LISTED_DETAIL_MAX = AUDIT_DETAIL_MAX + 64;
 /** `text` cut to `max` characters with a marker saying how much was cut. */
 export function clip(text: string, max: number, length = text.length): string {
   return length <= max ? text : `${text.slice(0, max)}… [${length - max} more characters]`;
-}
-
-export interface AuditQuery {
-  session_id: string | null;
-  task_id: string | null;
-  cursor: number;
-  from: number;
-  limit: number;
 }
 
 export type StoredAuditRow = Omit<AuditRow, 'ok' | 'actor'> & {

@@ -13,6 +13,7 @@ import {
   type AuditFilter,
   type AuditPage,
   type AuditRow,
+  auditConditions,
   clip,
   LISTED_DETAIL_MAX,
   LISTED_SUBJECT_MAX,
@@ -77,6 +78,9 @@ const MIGRATIONS = [
      AND b.subject = a.subject AND b.args_hash = a.args_hash AND (b.created_at, b.id) < (a.created_at, a.id));
    CREATE UNIQUE INDEX approvals_one_pending ON approvals (session_id, kind, subject, args_hash)
      WHERE status = 'pending';`,
+  // The audit listing searches by actor and by kind too.
+  `CREATE INDEX audit_actor ON audit (actor, id);
+   CREATE INDEX audit_kind ON audit (kind, id);`,
 ];
 
 /** What another replica changed: the ceiling or defaults, a session's toolsets, a toolset's pins. */
@@ -439,19 +443,31 @@ function postgresGatewayStore(
     listAudit(filter: AuditFilter): AuditPage {
       flush();
       const from = filter.since ? firstSince(filter.since) : '1';
-      if (from === undefined) return { audit: [], next_cursor: null };
-      const cursor = filter.cursor ?? String(Number.MAX_SAFE_INTEGER);
-      const rows = filter.session_id
-        ? db.query<StoredAudit>(auditPage('session_id = $4 AND ($5::text IS NULL OR task_id = $5) AND'), [
-            cursor,
-            from,
-            filter.limit,
-            filter.session_id,
-            filter.task_id ?? null,
-          ])
-        : filter.task_id
-          ? db.query<StoredAudit>(auditPage('task_id = $4 AND'), [cursor, from, filter.limit, filter.task_id])
-          : db.query<StoredAudit>(auditPage(''), [cursor, from, filter.limit]);
+      const to = filter.until
+        ? db.query<{ id: string }>('SELECT id FROM audit WHERE at <= $1 ORDER BY at DESC, id DESC LIMIT 1', [
+            filter.until,
+          ])[0]?.id
+        : String(Number.MAX_SAFE_INTEGER);
+      if (from === undefined || to === undefined || filter.subjects?.length === 0)
+        return { audit: [], next_cursor: null };
+      const values: Record<string, unknown> = {
+        ...filter,
+        ok: filter.ok,
+        subjects: filter.subjects ? [...filter.subjects] : undefined,
+        to,
+      };
+      const params: unknown[] = [filter.cursor ?? String(Number.MAX_SAFE_INTEGER), from, filter.limit];
+      const { conditions } = auditConditions(
+        filter,
+        (name) => {
+          params.push(values[name]);
+          return `$${params.length}`;
+        },
+        // A subject equal to one of them, or a comma-separated list of toolsets holding one.
+        (subjects) =>
+          `EXISTS (SELECT 1 FROM unnest(${subjects}::text[]) j(v) WHERE strpos(',' || audit.subject || ',', ',' || j.v || ',') > 0)`,
+      );
+      const rows = db.query<StoredAudit>(auditPage(conditions.map((c) => `${c} AND `).join('')), params);
       const audit: AuditRow[] = rows.map(({ subject_length, detail_length, ...r }) => ({
         ...r,
         id: Number(r.id),

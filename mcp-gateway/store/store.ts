@@ -1,3 +1,4 @@
+import type { Statement } from 'better-sqlite3';
 import { createWriteBatch, type Db } from '../../lib/sqlite.ts';
 import type { Pin, PinnedDefinition } from '../catalog/pins.ts';
 import { currentActor } from '../core/audit-context.ts';
@@ -7,8 +8,8 @@ import {
   type AuditEntry,
   type AuditFilter,
   type AuditPage,
-  type AuditQuery,
   type AuditRow,
+  auditConditions,
   clip,
   LISTED_DETAIL_MAX,
   LISTED_SUBJECT_MAX,
@@ -45,15 +46,37 @@ export function createGatewayStore(
   db.exec(`CREATE INDEX IF NOT EXISTS audit_session ON audit (session_id, id);
     CREATE INDEX IF NOT EXISTS audit_task ON audit (task_id, id);
     CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
+    CREATE INDEX IF NOT EXISTS audit_actor ON audit (actor, id);
+    CREATE INDEX IF NOT EXISTS audit_kind ON audit (kind, id);
     CREATE INDEX IF NOT EXISTS sessions_created ON sessions (created_at);`);
   // A listed row's texts are cut in SQL: a row stored before the write bound may hold megabytes.
-  const auditPage = (where: string) =>
-    db.prepare<AuditQuery, StoredAuditRow>(
-      `SELECT id, at, session_id, task_id, actor, kind, substr(subject, 1, ${LISTED_SUBJECT_MAX}) AS subject,
-         length(subject) AS subject_length, ok, substr(detail, 1, ${LISTED_DETAIL_MAX}) AS detail,
-         length(detail) AS detail_length
-       FROM audit WHERE ${where} id < @cursor AND id >= @from ORDER BY id DESC LIMIT @limit`,
+  // One statement per combination of filters, each able to walk an index, prepared at its first use and kept
+  // (at most one per combination).
+  const auditPages = new Map<string, Statement<Record<string, unknown>, StoredAuditRow>>();
+  const auditPage = (filter: AuditFilter) => {
+    const { conditions, key, params } = auditConditions(
+      filter,
+      (name) => `@${name}`,
+      // A subject equal to one of them (one instr against them all joined, read once), or a comma-separated
+      // list of toolsets holding one (only subjects with a comma are looked into).
+      (subjects) =>
+        `(instr((SELECT ',' || group_concat(value, ',') || ',' FROM json_each(${subjects})), ',' || subject || ',') > 0
+          OR (instr(subject, ',') > 0 AND EXISTS (SELECT 1 FROM json_each(${subjects}) j
+            WHERE instr(',' || audit.subject || ',', ',' || j.value || ',') > 0)))`,
     );
+    let stmt = auditPages.get(key);
+    if (!stmt) {
+      stmt = db.prepare<Record<string, unknown>, StoredAuditRow>(
+        `SELECT id, at, session_id, task_id, actor, kind, substr(subject, 1, ${LISTED_SUBJECT_MAX}) AS subject,
+           length(subject) AS subject_length, ok, substr(detail, 1, ${LISTED_DETAIL_MAX}) AS detail,
+           length(detail) AS detail_length
+         FROM audit WHERE ${conditions.map((c) => `${c} AND `).join('')}id < @cursor AND id >= @from
+         ORDER BY id DESC LIMIT @limit`,
+      );
+      auditPages.set(key, stmt);
+    }
+    return { stmt, params };
+  };
   const q = {
     auditColumns,
     hasSession: db.prepare<[string], { id: string }>('SELECT id FROM sessions WHERE id = ?'),
@@ -85,9 +108,6 @@ export function createGatewayStore(
       'INSERT INTO audit (at, session_id, kind, subject, ok, detail, actor, task_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
     ),
     // One statement per filter, each able to walk its index (an `@x IS NULL OR` filter could not).
-    auditAll: auditPage(''),
-    auditBySession: auditPage('session_id = @session_id AND (@task_id IS NULL OR task_id = @task_id) AND'),
-    auditByTask: auditPage('task_id = @task_id AND'),
     pruneAuditBefore: db.prepare(
       'DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? ORDER BY at LIMIT ?)',
     ),
@@ -99,6 +119,11 @@ export function createGatewayStore(
     // Rows are appended in time order, so `since` becomes the first id at or after it (audit_at).
     auditFirstSince: db
       .prepare<[string], number | null>('SELECT id FROM audit WHERE at >= ? ORDER BY at, id LIMIT 1')
+      .pluck(),
+    auditLastUntil: db
+      .prepare<[string], number | null>(
+        'SELECT id FROM audit WHERE at <= ? ORDER BY at DESC, id DESC LIMIT 1',
+      )
       .pluck(),
     listing: db.prepare<[string], { definition: string }>(
       'SELECT definition FROM upstream_tools WHERE toolset_id = ? ORDER BY position',
@@ -285,16 +310,28 @@ export function createGatewayStore(
     listAudit(filter: AuditFilter): AuditPage {
       batch.flush();
       const from = filter.since ? q.auditFirstSince.get(filter.since) : 1;
-      if (from === null || from === undefined) return { audit: [], next_cursor: null };
-      const params: AuditQuery = {
-        session_id: filter.session_id ?? null,
-        task_id: filter.task_id ?? null,
+      const to = filter.until ? q.auditLastUntil.get(filter.until) : Number.MAX_SAFE_INTEGER;
+      const none = { audit: [], next_cursor: null };
+      if (from === null || from === undefined || to === null || to === undefined) return none;
+      if (filter.subjects?.length === 0) return none;
+      const params: Record<string, unknown> = {
+        session_id: filter.session_id,
+        task_id: filter.task_id,
+        actor: filter.actor,
+        kind: filter.kind,
+        ok: filter.ok === undefined ? undefined : filter.ok ? 1 : 0,
+        subjects: filter.subjects ? JSON.stringify(filter.subjects) : undefined,
+        to,
         cursor: filter.cursor ? Number(filter.cursor) : Number.MAX_SAFE_INTEGER,
         from,
         limit: filter.limit,
       };
-      const stmt = filter.session_id ? q.auditBySession : filter.task_id ? q.auditByTask : q.auditAll;
-      const audit = stmt.all(params).map(({ subject_length, detail_length, ...r }) => ({
+      // better-sqlite3 refuses named parameters the statement does not use.
+      const page = auditPage(filter);
+      const used = Object.fromEntries(
+        [...page.params, 'cursor', 'from', 'limit'].map((name) => [name, params[name]]),
+      );
+      const audit = page.stmt.all(used).map(({ subject_length, detail_length, ...r }) => ({
         ...r,
         subject: clip(r.subject, LISTED_SUBJECT_MAX, subject_length),
         detail: r.detail === null ? null : clip(r.detail, LISTED_DETAIL_MAX, detail_length ?? 0),

@@ -304,6 +304,7 @@ export async function makeStack(opts: StackOptions = {}) {
     userToolsetsDir,
     catalog,
     ceiling,
+    gatewayStore,
     policyFile,
     gateway,
     toolApp,

@@ -8,6 +8,7 @@ import {
   approvalStore,
   createApprovalStore,
 } from '../../../mcp-gateway/ceiling/approvals.ts';
+import { withActor } from '../../../mcp-gateway/core/audit-context.ts';
 import { createHandleStore, type HandleStore, handleStore } from '../../../mcp-gateway/face/handles.ts';
 import {
   createLegacySessionStore,
@@ -205,6 +206,58 @@ describe.each([sqlite, postgres])('the gateway store on $name', (backend) => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it('searches the audit trail by actor, kind, subject (a list of toolsets too), outcome and time', async () => {
+    const [a] = await backend.replicas(1);
+    try {
+      const write = (actor: string, entry: Parameters<GatewayStore['audit']>[0]) =>
+        withActor({ actor, task_id: actor === 'model in task t1' ? 't1' : undefined }, () =>
+          a.store.audit(entry),
+        );
+      write('admin', { session_id: null, kind: 'disable', subject: 'fs_write', ok: true });
+      write('model in task t1', {
+        session_id: 's1',
+        kind: 'activate',
+        subject: 'fs_read,fs_write',
+        ok: true,
+      });
+      write('model in task t1', {
+        session_id: 's1',
+        kind: 'call',
+        subject: 'write_file',
+        ok: false,
+        detail: 'no',
+      });
+      write('model in task t1', { session_id: 's1', kind: 'call', subject: 'read_text_file', ok: true });
+      write('mcp', { session_id: 's2', kind: 'call', subject: 'fs_write_extra', ok: true });
+      a.store.flush();
+      const subjects = (filter: Partial<Parameters<GatewayStore['listAudit']>[0]>) =>
+        a.store.listAudit({ limit: 50, ...filter }).audit.map((r) => r.subject);
+      expect(subjects({ actor: 'admin' })).toEqual(['fs_write']);
+      expect(subjects({ kind: 'call' })).toEqual(['fs_write_extra', 'read_text_file', 'write_file']);
+      expect(subjects({ ok: false })).toEqual(['write_file']);
+      expect(subjects({ kind: 'call', ok: true, session_id: 's1' })).toEqual(['read_text_file']);
+      // A toolset's rows: alone or in a list, never a subject that merely starts with its id.
+      expect(subjects({ subjects: ['fs_write', 'write_file'] })).toEqual([
+        'write_file',
+        'fs_read,fs_write',
+        'fs_write',
+      ]);
+      expect(subjects({ subjects: [] })).toEqual([]);
+      expect(subjects({ task_id: 't1', subjects: ['fs_read'] })).toEqual(['fs_read,fs_write']);
+      expect(subjects({ until: '2000-01-01T00:00:00Z' })).toEqual([]);
+      expect(subjects({ until: '2999-01-01T00:00:00Z', actor: 'mcp' })).toEqual(['fs_write_extra']);
+      // Paging goes on within the search.
+      const first = a.store.listAudit({ kind: 'call', limit: 2 });
+      expect(
+        a.store
+          .listAudit({ kind: 'call', limit: 2, cursor: first.next_cursor ?? '' })
+          .audit.map((r) => r.subject),
+      ).toEqual(['write_file']);
+    } finally {
+      await a.close();
     }
   });
 

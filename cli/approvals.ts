@@ -1,5 +1,5 @@
 import { agentRoutes, type PendingApproval } from '../agent-server/contract.ts';
-import { callRoute, type ServiceEndpoint, ServiceError } from '../lib/http-client.ts';
+import { callRoute, errorOf, type ServiceEndpoint, ServiceError } from '../lib/http-client.ts';
 import { type Approval, gatewayRoutes } from '../mcp-gateway/contract.ts';
 import { type CliIo, EXIT, UsageError } from './io.ts';
 
@@ -185,14 +185,7 @@ async function exportAudit(
       headers: gateway.headers,
     },
   );
-  if (!res.ok || !res.body) {
-    const text = await res.text();
-    let message = text;
-    try {
-      message = JSON.parse(text).error ?? text;
-    } catch {}
-    throw new ServiceError(res.status, message, text);
-  }
+  if (!res.ok || !res.body) throw await errorOf(res);
   const decoder = new TextDecoder();
   for await (const chunk of res.body) io.stdout(decoder.decode(chunk, { stream: true }));
   return EXIT.ok;

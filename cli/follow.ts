@@ -1,7 +1,6 @@
 import { createParser } from 'eventsource-parser';
 import type { ExecuteTaskResponse, TaskEvent } from '../agent-server/contract.ts';
-import type { ServiceEndpoint } from '../lib/http-client.ts';
-import { ServiceError } from '../lib/http-client.ts';
+import { errorOf, type ServiceEndpoint } from '../lib/http-client.ts';
 
 // Following a task's event stream (GET /agent/tasks/:id/events) to its `result`, resuming with Last-Event-ID
 // when the connection drops, so a restart of a proxy or a flaky link costs no events.
@@ -71,14 +70,7 @@ export async function followTask(
     }
     connected = true;
     back();
-    if (!res.ok || !res.body) {
-      const text = await res.text();
-      let message = text;
-      try {
-        message = JSON.parse(text).error ?? text;
-      } catch {}
-      throw new ServiceError(res.status, message, text);
-    }
+    if (!res.ok || !res.body) throw await errorOf(res);
     let result: ExecuteTaskResponse | undefined;
     const parser = createParser({
       onEvent: (m) => {

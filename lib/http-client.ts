@@ -25,6 +25,16 @@ export class ServiceError extends Error {
   }
 }
 
+/** A non-2xx streamed answer (read outside callRoute) as a ServiceError: its `error` message, else its text. */
+export async function errorOf(res: Response): Promise<ServiceError> {
+  const text = await res.text();
+  let message = text;
+  try {
+    message = JSON.parse(text).error ?? text;
+  } catch {}
+  return new ServiceError(res.status, message, text);
+}
+
 /** The current request's id, so the next service logs the same one (lib/request-id.ts). */
 export function requestIdHeader(): Record<string, string> {
   const id = currentRequestId();

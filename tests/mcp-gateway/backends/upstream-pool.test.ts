@@ -52,8 +52,9 @@ describe('the stdio upstream pool', () => {
     const pool = new UpstreamPool({ maxProcesses: 1, idleMs: 0, log });
     pools.push(pool);
     let asked = 0;
-    const stubborn = {
-      label: 'stubborn',
+    // A running server as the pool sees it (PooledServer), one that answers every request to stop with no.
+    const neverStops = {
+      label: 'never-stops',
       lastUsed: 0,
       inFlight: 0,
       stopUnused: async () => {
@@ -61,8 +62,8 @@ describe('the stdio upstream pool', () => {
         return false;
       },
     };
-    await pool.admit(stubborn);
-    await expect(pool.admit({ ...stubborn, label: 'newcomer' })).rejects.toThrow(/every one is in use/);
+    await pool.admit(neverStops);
+    await expect(pool.admit({ ...neverStops, label: 'newcomer' })).rejects.toThrow(/every one is in use/);
     expect(asked).toBe(1);
     expect(pool.size).toBe(1);
   });

@@ -9,7 +9,7 @@ import { tasksCommand } from './cli/tasks.ts';
 import { toolsetsCommand } from './cli/toolsets.ts';
 import { type Config, loadConfig } from './lib/config.ts';
 import { CREDENTIALS, variableOfRole, withStoredCredentials } from './lib/credentials.ts';
-import { ServiceError } from './lib/http-client.ts';
+import { errorOf, type ServiceEndpoint, ServiceError } from './lib/http-client.ts';
 import { installedVersion } from './lib/installation.ts';
 
 // The toolshift CLI: a thin client of the agent-server and the gateway's admin API. No business logic here.
@@ -127,6 +127,8 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
         );
       case 'token':
         return tokenCommand(rest, config, io);
+      case 'console':
+        return await consoleCommand(rest, config, agent, io);
       case 'serve':
         // bin/toolshift.js starts the daemon (start/entry.ts) before the CLI is loaded; main() alone cannot.
         throw new UsageError('serve starts the daemon: run it as `toolshift serve` (or `npm start`)');
@@ -188,6 +190,39 @@ function credentialHint(command: string, status: number, config: Config): string
         '(written by the daemon at its first start): run the CLI where the daemon runs, set TOOLSHIFT_DATA_DIR ' +
         `to the daemon's data directory, or set ${variable} to the value the server was started with.`
     : `The credential in ${variable} is not allowed to do this.`;
+}
+
+/**
+ * `toolshift console [role]`: a one-time login link to the console for the role's token (the operator's by
+ * default), minted by the agent-server, which checks the token as a login would.
+ */
+async function consoleCommand(
+  rest: string[],
+  config: Config,
+  agent: ServiceEndpoint,
+  io: CliIo,
+): Promise<number> {
+  const role = rest[0] ?? 'admin';
+  if (!['admin', 'api', 'viewer'].includes(role) || rest.length > 1)
+    throw new UsageError(`unknown role "${rest.join(' ')}"; roles: admin, api, viewer`, 'console');
+  const variable = variableOfRole(role);
+  const token = variable && CREDENTIALS[variable].get(config);
+  const base = config.agent.url.replace(/\/$/, '');
+  if (config.auth.mode === 'none' && !token) {
+    io.stdout(`${base}/console/ (TOOLSHIFT_AUTH=none: no login)\n`);
+    return EXIT.ok;
+  }
+  if (!token) return tokenCommand([role], config, io);
+  const res = await (agent.fetch ?? fetch)(`${base}/console/links`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ token }),
+  });
+  if (!res.ok) throw await errorOf(res);
+  const link = (await res.json()) as { url: string; role: string; expires_at: string };
+  io.stdout(`${link.url}\n`);
+  io.stderr(`Logs a browser in once as ${link.role}, until ${link.expires_at}.\n`);
+  return EXIT.ok;
 }
 
 /** `toolshift token [role]`: prints a credential for scripts and curl (api by default). */

@@ -1,10 +1,13 @@
 import { Hono } from 'hono';
 import { HttpError, installBase, route } from '../lib/http.ts';
+import type { ServiceEndpoint } from '../lib/http-client.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { serveOpenApi } from '../lib/openapi.ts';
 import { healthDetail, type Security } from '../lib/security.ts';
 import type { ModelHealth } from './clients/model.ts';
+import { installConsole } from './console/routes.ts';
+import type { Logins } from './console/sessions.ts';
 import * as contract from './contract.ts';
 import { agentRoutes as routes } from './contract.ts';
 import { resumeAfter, streamTask } from './http/task-stream.ts';
@@ -28,6 +31,8 @@ export interface AgentAppDeps {
   streamPollMs?: number;
   /** A worker (AGENT_ROLE=worker) serves no agent API: only /health and /metrics. */
   worker?: boolean;
+  /** The web console at /console: its logins (the same as `security.console`'s) and the gateway it shows. */
+  console?: { logins: Logins; gateway: ServiceEndpoint };
 }
 
 /** True when the client asked not to wait (RFC 7240 `Prefer: respond-async`). */
@@ -99,9 +104,12 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
 
   route(app, routes.listApprovals, async (c) => c.json({ approvals: await agent.pendingApprovals() }));
 
-  route(app, routes.decideApproval, async (c, { params, body }) =>
-    c.json(await agent.decideApproval(params.id, params.call_id, body, c.req.header('authorization'))),
-  );
+  // The human's own credential goes to the gateway: their bearer token, or the token their console login holds.
+  route(app, routes.decideApproval, async (c, { params, body }) => {
+    const login = c.get('consoleLogin');
+    const authorization = c.req.header('authorization') ?? (login ? `Bearer ${login.token}` : undefined);
+    return c.json(await agent.decideApproval(params.id, params.call_id, body, authorization));
+  });
 
   route(app, routes.getTask, async (c, { params }) =>
     c.json({ ...(await taskOrThrow(params.id)), events: await store.events(params.id) }),
@@ -124,6 +132,16 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
       ...(model ? { model } : {}),
     });
   });
+
+  if (deps.console && !deps.worker) {
+    installConsole(app, {
+      agent,
+      store,
+      logins: deps.console.logins,
+      gateway: deps.console.gateway,
+      modelHealth: deps.modelHealth,
+    });
+  }
 
   serveOpenApi(app, {
     service: 'agent-server',

@@ -11,6 +11,7 @@ import { createTokenCounter } from '../lib/tokens.ts';
 import { createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
 import { openAIModel } from './clients/model.ts';
+import { createLogins } from './console/sessions.ts';
 import { createTaskStore } from './store/store.ts';
 import { createAgent } from './tasks/agent.ts';
 import { createAgentMetrics } from './tasks/metrics.ts';
@@ -61,6 +62,15 @@ export async function startAgentServer(
   const tokens = createTokenCounter(config.tokenizer);
   tokens.text('warm');
   const metrics = createMetrics({ processMetrics: true });
+  // The console's logins: a session cookie becomes a second way in, checked with the rest (lib/security.ts).
+  const consoleGateway = { baseUrl: config.gateway.url };
+  const logins = createLogins({
+    store,
+    security,
+    gateway: consoleGateway,
+    sessionMs: config.console.sessionMs,
+  });
+  if (security.tokens.length > 0) security.console = logins.door;
   const gateway = createGatewayClient({
     baseUrl: config.gateway.url,
     headers: config.gateway.agentToken ? { authorization: `Bearer ${config.gateway.agentToken}` } : undefined,
@@ -92,6 +102,7 @@ export async function startAgentServer(
         heartbeatMs: config.agent.heartbeatMs,
         modelHealth: model?.health,
         worker: config.agent.role === 'worker',
+        console: { logins, gateway: consoleGateway },
       }),
       config.agent.port,
       config.host,
@@ -119,16 +130,21 @@ export async function startAgentServer(
   // Finished tasks older than TASK_RETENTION_DAYS go, with their events (README "Limits and retention").
   const { retention: keep } = config;
   const retention = startRetention(
-    keep.taskMs > 0
-      ? [
-          {
-            name: 'tasks',
-            // A task takes its events (up to a few thousand rows) with it: fewer per statement.
-            batch: 50,
-            step: (limit, now) => store.pruneTasks(new Date(now - keep.taskMs).toISOString(), limit),
-          },
-        ]
-      : [],
+    [
+      ...(keep.taskMs > 0
+        ? [
+            {
+              name: 'tasks',
+              // A task takes its events (up to a few thousand rows) with it: fewer per statement.
+              batch: 50,
+              step: (limit: number, now: number) =>
+                store.pruneTasks(new Date(now - keep.taskMs).toISOString(), limit),
+            },
+          ]
+        : []),
+      // Expired console logins and login links.
+      { name: 'console logins', batch: 500, step: (limit: number) => store.pruneLogins(limit) },
+    ],
     { intervalMs: keep.intervalMs, log },
   );
   return {

@@ -25,7 +25,8 @@ Usage:
   toolshift token [role]
 
 Roles: api (AGENT_API_TOKEN, the default), admin (GATEWAY_ADMIN_TOKEN), agent (GATEWAY_AGENT_TOKEN),
-mcp (GATEWAY_MCP_TOKEN, for MCP clients of /mcp), tool-server (TOOL_SERVER_TOKEN).
+mcp (GATEWAY_MCP_TOKEN, for MCP clients of /mcp), viewer (VIEWER_TOKEN, read only), tool-server
+(TOOL_SERVER_TOKEN).
 
   curl -H "Authorization: Bearer $(toolshift token)" http://127.0.0.1:8000/agent/tasks
 
@@ -117,6 +118,16 @@ Options:
 Every setting is an environment variable (or a line of .env in the working directory): see
 docs/configuration.md. \`npm start\` in a checkout is \`toolshift serve\`.
 `,
+  console: `toolshift console — print a one-time login link to the web console
+
+Usage:
+  toolshift console [admin|api|viewer]
+
+The link logs a browser in once, within 10 minutes, as the operator (admin, the default: everything), an
+approver (api: runs tasks, decides approvals) or a viewer (reads only). The browser keeps an HttpOnly session
+cookie, never the token. Logging in with a token on the console's login page works too.
+
+${EXIT_CODES}`,
   audit: `toolshift audit — the gateway's audit log, newest first, a page at a time
 
 Usage:
@@ -133,7 +144,17 @@ ${EXIT_CODES}`,
 };
 
 /** Every command, for usage errors and suggestions. */
-export const COMMANDS = ['run', 'tasks', 'toolsets', 'approvals', 'audit', 'token', 'serve', 'help'] as const;
+export const COMMANDS = [
+  'run',
+  'tasks',
+  'toolsets',
+  'approvals',
+  'audit',
+  'console',
+  'token',
+  'serve',
+  'help',
+] as const;
 
 /** The command nearest to a mistyped one (`task` → `tasks`), if one is close enough to be meant. */
 export function nearestCommand(typed: string): string | undefined {
@@ -168,7 +189,8 @@ Usage:
   toolshift toolsets [list|activate|deactivate|enable|disable|import|reload|approve] ...
   toolshift approvals [list|approve|deny] ...   what paused tasks wait for, and deciding it
   toolshift audit [--session ID] [--task ID] [--since ISO]   the gateway's audit log
-  toolshift token [api|admin|agent|mcp|tool-server]   print a credential (for curl and scripts)
+  toolshift console [admin|api|viewer]   a one-time login link to the web console
+  toolshift token [api|admin|agent|mcp|viewer|tool-server]   print a credential (for curl and scripts)
   toolshift help <command>            options of one command (or: toolshift <command> --help)
   toolshift --version
 

@@ -93,6 +93,11 @@ export const SETTING_GROUPS: Group[] = [
         default: 'generated',
       },
       TOOL_SERVER_TOKEN: { doc: "the gateway's token at the tool-server", default: 'generated' },
+      VIEWER_TOKEN: {
+        doc: 'read-only access to the agent-server and the gateway (a console login that changes nothing)',
+        default: 'generated',
+      },
+      CONSOLE_SESSION_H: { doc: 'how long a console login lasts, in hours', default: '12' },
       TOOLSHIFT_INSECURE: { doc: '`1`: listen on a non-loopback `HOST` without the tokens anyway' },
       ALLOWED_HOSTS: { doc: 'comma-separated `Host` names accepted besides loopback' },
       ALLOWED_ORIGINS: { doc: 'comma-separated browser origins accepted besides loopback' },

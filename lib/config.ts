@@ -105,6 +105,12 @@ export const EnvSchema = z.object({
   AGENT_ROLE: z.enum(['all', 'api', 'worker'], { message: 'must be all, api or worker' }).default('all'),
   TOOL_SERVER_TOKEN: optionalString,
   AGENT_API_TOKEN: optionalString,
+  VIEWER_TOKEN: optionalString,
+  CONSOLE_SESSION_H: z.coerce
+    .number()
+    .min(0.1)
+    .max(24 * 30)
+    .default(12),
   ALLOWED_HOSTS: commaList,
   ALLOWED_ORIGINS: commaList,
   MAX_CONNECTIONS: z.coerce.number().int().min(8).default(2048),
@@ -241,6 +247,11 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       /** How often an idle event stream sends a keep-alive comment. */
       heartbeatMs: Math.round(e.AGENT_SSE_HEARTBEAT_S * 1000),
       apiToken: e.AGENT_API_TOKEN,
+    },
+    /** The web console (agent-server/console): the viewer's token, and how long a login lasts. */
+    console: {
+      viewerToken: e.VIEWER_TOKEN,
+      sessionMs: Math.round(e.CONSOLE_SESSION_H * 3_600_000),
     },
     gateway: {
       port: e.GATEWAY_PORT,

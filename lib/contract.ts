@@ -6,9 +6,10 @@ import { z } from 'zod';
 
 /**
  * Who may call a route: the operator, the agent-server, the gateway (as the tool-server's client), a user of
- * the agent-server's API, an MCP client of the gateway's MCP face, a user deciding an approval.
+ * the agent-server's API, an MCP client of the gateway's MCP face, a user deciding an approval, and a viewer
+ * (reads everything, changes nothing: the console's read-only login).
  */
-export type Role = 'admin' | 'agent' | 'gateway' | 'user' | 'mcp' | 'approver';
+export type Role = 'admin' | 'agent' | 'gateway' | 'user' | 'mcp' | 'approver' | 'viewer';
 
 /** A route as a service's contract.ts declares it: the single source for validation and /openapi.json. */
 export interface RouteSpec {

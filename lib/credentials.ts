@@ -60,6 +60,15 @@ export const CREDENTIALS = {
       c.gateway.mcp.token = v;
     },
   },
+  VIEWER_TOKEN: {
+    role: 'viewer',
+    publicBind: undefined,
+    what: 'read-only users (the console and the API: tasks, toolsets, approvals, audit)',
+    get: (c: Config) => c.console.viewerToken,
+    set: (c: Config, v: string) => {
+      c.console.viewerToken = v;
+    },
+  },
   TOOL_SERVER_TOKEN: {
     role: 'tool-server',
     publicBind: 'tool-server',

@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
+import { getCookie } from 'hono/cookie';
 import { cors } from 'hono/cors';
 import { browserDoor, isLoopbackHost, originAllowed, originSet } from './browser-door.ts';
 import type { Config } from './config.ts';
@@ -35,6 +36,35 @@ export interface Security {
   listenHost: string;
   /** Connection and event-stream caps, header and body timeouts (lib/flood.ts); defaults when absent. */
   limits?: FloodLimits;
+  /** The web console's logins (the agent-server only): a session cookie as a second way in. */
+  console?: ConsoleDoor;
+}
+
+/** A console login behind a session cookie (agent-server/console/sessions.ts keeps them). */
+export interface ConsoleLogin {
+  role: Role;
+  /** A digest of the session (never its secret), as a bearer token's digest is for a token. */
+  credential: string;
+  /** The value every state-changing request of this login carries in `x-csrf-token`. */
+  csrf: string;
+  /** The token the login was made with, for the console's calls to the gateway on the user's behalf. */
+  token: string;
+}
+
+/**
+ * How a service takes console logins. Everything under `prefix` that changes state must come from the
+ * console's own origin; a cookie authenticates any route, and a state-changing one only with its CSRF token.
+ */
+export interface ConsoleDoor {
+  prefix: string;
+  /** The cookie's name for a request (cookies ignore ports, so it names the port). */
+  cookieOf(c: Context): string;
+  /** The login a cookie's value opens, or undefined (unknown, expired, logged out). */
+  resolve(secret: string): Promise<ConsoleLogin | undefined>;
+  /** Routes open without a credential (the login page, the assets): `METHOD path`. */
+  open: ReadonlySet<string>;
+  /** Where a browser without a login asking for a console page is sent. */
+  loginPath: string;
 }
 
 /**
@@ -46,7 +76,81 @@ export type Principal = { role: Role; variable: string; credential: string } | {
 declare module 'hono' {
   interface ContextVariableMap {
     principal: Principal;
+    /** Set when the request came with a console session cookie. */
+    consoleLogin: ConsoleLogin;
   }
+}
+
+const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/**
+ * Whether a browser request comes from the page's own origin: its Origin names exactly the Host it was sent
+ * to (any loopback port is another site here: cookies and SameSite ignore ports), or, without Origin, the
+ * browser says same-origin. A request with neither is not from a page (browsers send one of them).
+ */
+function sameOrigin(c: Context): boolean {
+  const origin = c.req.header('origin');
+  if (origin === undefined) return c.req.header('sec-fetch-site') === 'same-origin';
+  return originIsHost(c, origin);
+}
+
+/** A page of another origin sent this (a program without Origin and Sec-Fetch-Site did not). */
+function fromOtherPage(c: Context): boolean {
+  const origin = c.req.header('origin');
+  if (origin !== undefined) return !originIsHost(c, origin);
+  const site = c.req.header('sec-fetch-site');
+  return site !== undefined && site !== 'same-origin' && site !== 'none';
+}
+
+function originIsHost(c: Context, origin: string): boolean {
+  try {
+    const url = new URL(origin);
+    return (
+      (url.protocol === 'http:' || url.protocol === 'https:') &&
+      url.host === (c.req.header('host') ?? '').toLowerCase()
+    );
+  } catch {
+    return false;
+  }
+}
+
+function refuseConsole(why: string): never {
+  throw new HttpError(
+    403,
+    `${why}: a console request that changes something must come from the console's own page (same origin)` +
+      ' and carry its CSRF token in x-csrf-token',
+  );
+}
+
+/**
+ * The console's way in, for a request without Authorization: its session cookie. Returns whether the request
+ * may go on (a login, or a route open to all); throws for a cookie's state change without its proof.
+ */
+async function consoleEntry(c: Context, door: ConsoleDoor): Promise<boolean> {
+  const unsafe = UNSAFE.has(c.req.method);
+  const inConsole = c.req.path === door.prefix || c.req.path.startsWith(`${door.prefix}/`);
+  if (unsafe && inConsole && fromOtherPage(c)) refuseConsole('Cross-origin request refused');
+  const secret = getCookie(c, door.cookieOf(c));
+  const login = secret && secret.length <= 200 ? await door.resolve(secret) : undefined;
+  if (login) {
+    if (unsafe) {
+      if (!sameOrigin(c)) refuseConsole('Cross-origin request refused');
+      const csrf = c.req.header('x-csrf-token');
+      if (csrf === undefined || !tokenMatches(csrf, login.csrf)) refuseConsole('Missing or wrong CSRF token');
+    }
+    c.set('principal', {
+      role: login.role,
+      variable: `a console login (${login.role})`,
+      credential: login.credential,
+    });
+    c.set('consoleLogin', login);
+    return true;
+  }
+  if (door.open.has(`${c.req.method} ${c.req.path}`)) return true;
+  if (c.req.method === 'GET' && inConsole) {
+    throw new HttpError(303, 'Log in to the console first', {}, { location: door.loginPath });
+  }
+  return false;
 }
 
 function digest(value: string): Buffer {
@@ -120,6 +224,7 @@ function authenticate(security: Security): MiddlewareHandler {
       return next();
     }
     const header = c.req.header('authorization') ?? '';
+    if (header === '' && security.console && (await consoleEntry(c, security.console))) return next();
     const presented = /^Bearer\s+(.+)$/i.exec(header)?.[1]?.trim();
     // Compare against every token so the time taken does not say which role exists.
     const matches = security.tokens.filter(
@@ -230,6 +335,7 @@ export interface ServiceCredential {
 export const SERVICE_CREDENTIALS: Record<ServiceName, readonly ServiceCredential[]> = {
   'agent-server': [
     { role: 'user', variable: 'AGENT_API_TOKEN', who: "users of the agent's API and the CLI" },
+    { role: 'viewer', variable: 'VIEWER_TOKEN', who: 'read-only users (tasks, their events, approvals)' },
   ],
   'mcp-gateway': [
     { role: 'admin', variable: 'GATEWAY_ADMIN_TOKEN', who: 'the operator' },
@@ -237,6 +343,7 @@ export const SERVICE_CREDENTIALS: Record<ServiceName, readonly ServiceCredential
     { role: 'mcp', variable: 'GATEWAY_MCP_TOKEN', who: "MCP clients of the gateway's /mcp" },
     // A user of the agent's API may decide approvals (the agent-server relays the user's own token).
     { role: 'approver', variable: 'AGENT_API_TOKEN', who: "users of the agent's API, deciding approvals" },
+    { role: 'viewer', variable: 'VIEWER_TOKEN', who: 'read-only users (toolsets, approvals, audit)' },
   ],
   'tool-server': [
     { role: 'gateway', variable: 'TOOL_SERVER_TOKEN', who: "the gateway, as the tool-server's only client" },
@@ -254,6 +361,7 @@ export function securityFor(config: Config, service: ServiceName): Security {
     GATEWAY_AGENT_TOKEN: config.gateway.agentToken,
     GATEWAY_MCP_TOKEN: config.gateway.mcp.token,
     TOOL_SERVER_TOKEN: config.tools.token,
+    VIEWER_TOKEN: config.console.viewerToken,
   };
   const candidates = SERVICE_CREDENTIALS[service].map((c) => ({ ...c, value: values[c.variable] }));
   // GATEWAY_MCP_TOKEN and the approver's token are optional on a public bind: without them the MCP face and
@@ -261,7 +369,7 @@ export function securityFor(config: Config, service: ServiceName): Security {
   assertSafeBind(
     service,
     config.host,
-    candidates.filter((c) => c.role !== 'mcp' && c.role !== 'approver'),
+    candidates.filter((c) => c.role !== 'mcp' && c.role !== 'approver' && c.role !== 'viewer'),
     config.http.insecure,
   );
   const tokens = candidates.flatMap((c) =>

@@ -56,7 +56,7 @@ export const gatewayRoutes = {
   listApprovals: {
     method: 'get',
     path: '/mcp/admin/approvals',
-    roles: ['admin', 'approver'],
+    roles: ['admin', 'approver', 'viewer'],
     summary: 'Approvals, newest first (status=pending for the open ones)',
     query: z.object({
       status: z.enum(['pending', 'approved', 'denied', 'expired', 'used']).optional(),
@@ -68,7 +68,7 @@ export const gatewayRoutes = {
   getApproval: {
     method: 'get',
     path: '/mcp/admin/approvals/{id}',
-    roles: ['admin', 'approver', 'agent'],
+    roles: ['admin', 'approver', 'agent', 'viewer'],
     summary: 'One approval (the agent-server waits on its status)',
     params: z.object({ id: z.string().min(1).max(64) }),
     responses: { 200: Approval, 404: ErrorBody },
@@ -85,7 +85,7 @@ export const gatewayRoutes = {
   listAudit: {
     method: 'get',
     path: '/mcp/admin/audit',
-    roles: ['admin'],
+    roles: ['admin', 'approver', 'viewer'],
     summary:
       'The audit trail, newest first, a page at a time (pass next_cursor as cursor): toolset changes, refused ' +
       'and approved calls, operator changes',
@@ -101,7 +101,7 @@ export const gatewayRoutes = {
   exportAudit: {
     method: 'get',
     path: '/mcp/admin/audit/export',
-    roles: ['admin'],
+    roles: ['admin', 'approver', 'viewer'],
     summary:
       'Every audit row the filters match, newest first, as JSON lines (one row per line, streamed a page at a time)',
     query: AuditSearch,
@@ -111,7 +111,7 @@ export const gatewayRoutes = {
   listPrompts: {
     method: 'get',
     path: '/mcp/prompts',
-    roles: ['admin', 'agent', 'mcp'],
+    roles: ['admin', 'agent', 'mcp', 'approver', 'viewer'],
     summary: 'The playbook prompts (PROMPTS_DIR) with their arguments',
     responses: { 200: z.object({ prompts: z.array(PromptInfo) }) },
   },
@@ -177,7 +177,7 @@ export const gatewayRoutes = {
   listToolsets: {
     method: 'get',
     path: '/mcp/admin/toolsets',
-    roles: ['admin', 'agent'],
+    roles: ['admin', 'agent', 'approver', 'viewer'],
     summary: 'The toolset catalog with each toolset’s state in a session',
     query: ListToolsetsQuery,
     responses: { 200: ListToolsetsResponse, 400: ErrorBody, 401: ErrorBody },

@@ -72,7 +72,7 @@ function cliCommand(): string {
 export interface ReadyAt {
   agent: string;
   gateway: string;
-  /** The web console, once there is one. */
+  /** The web console (a one-time login link when there are tokens). */
   console?: string;
 }
 

@@ -132,8 +132,20 @@ export interface TaskStore {
   getTask(taskId: string): Promise<Task | undefined>;
   /** The task's events after `after` (a seq), in order. */
   events(taskId: string, after?: number): Promise<TaskEvent[]>;
-  /** The newest tasks first. */
-  recentTasks(limit: number): Promise<Task[]>;
+  /** The newest tasks first; with a filter, those in a status, whose goal holds some text, older than a task. */
+  recentTasks(limit: number, filter?: TaskFilter): Promise<Task[]>;
+  /** How many tasks are in each status (statuses with none are absent). */
+  countTasks(): Promise<Partial<Record<TaskStatus, number>>>;
+  /** Stores a console login or a one-time login code (agent-server/console/sessions.ts). */
+  saveLogin(login: StoredLogin): Promise<void>;
+  /** The unexpired console session whose secret hashes to `idHash`. */
+  login(idHash: string): Promise<StoredLogin | undefined>;
+  /** Removes a login code and returns it when it was unexpired: once, across every process. */
+  takeLoginCode(idHash: string): Promise<StoredLogin | undefined>;
+  /** Ends a console session (logging out). */
+  dropLogin(idHash: string): Promise<void>;
+  /** Deletes up to `limit` expired logins and codes; returns how many. */
+  pruneLogins(limit: number): Promise<number>;
   /**
    * Requeues running tasks whose lease lapsed (with `all`, every running task: an embedded store's previous
    * process is gone); returns their ids.
@@ -158,6 +170,34 @@ export interface TaskStore {
   /** Commits the batched writes now. */
   flush(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** Which tasks a listing shows (every part optional). */
+export interface TaskFilter {
+  status?: TaskStatus;
+  /** Text the goal contains (case-insensitive for ASCII letters). */
+  goal?: string;
+  /** Only tasks listed after this one (the previous page's last task: keyset paging). */
+  after?: string;
+}
+
+/**
+ * A console login (`session`) or a one-time login code (`code`), as stored: the hash of its secret, the role it
+ * grants, and the token it was made with, sealed with a key only the secret gives (the database alone holds
+ * no token).
+ */
+export interface StoredLogin {
+  id_hash: string;
+  kind: 'session' | 'code';
+  role: string;
+  sealed: string;
+  /** Milliseconds since the epoch. */
+  expires_at: number;
+}
+
+/** `LIKE` text that matches `text` literally (escaping with `\`). */
+export function likePattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
 /** A task as both stores keep its row: JSON columns as text. */

@@ -1,7 +1,15 @@
 import { inTransaction, listenPostgres, migratePostgres, type Pool } from '../../lib/postgres.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
-import type { CallRecord, StoreOptions, TaskOutcome, TaskRow, TaskStore } from './interface.ts';
-import { toTask } from './interface.ts';
+import type {
+  CallRecord,
+  StoredLogin,
+  StoreOptions,
+  TaskFilter,
+  TaskOutcome,
+  TaskRow,
+  TaskStore,
+} from './interface.ts';
+import { likePattern, toTask } from './interface.ts';
 import { createLeases } from './leases.ts';
 
 // Tasks and their events in PostgreSQL (DATABASE_URL): the same store as store.ts's SQLite one, the same
@@ -54,6 +62,15 @@ const MIGRATIONS = [
      result TEXT,
      PRIMARY KEY (task_id, idx)
    );`,
+  // The console: its logins and one-time login codes; listings by status, newest first.
+  `CREATE TABLE console_logins (
+     id_hash TEXT PRIMARY KEY,
+     kind TEXT NOT NULL,
+     role TEXT NOT NULL,
+     sealed TEXT NOT NULL,
+     expires_at BIGINT NOT NULL
+   );
+   CREATE INDEX tasks_status_created ON tasks (status, created_at);`,
 ];
 
 /** How long an appended event may wait for others to share its INSERT. */
@@ -493,12 +510,64 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       );
       return rows.map((e) => ({ ...e, data: JSON.parse(e.data) }) as TaskEvent);
     },
-    async recentTasks(limit) {
+    async recentTasks(limit, filter: TaskFilter = {}) {
+      const values: unknown[] = [limit];
+      const where: string[] = [];
+      if (filter.status) where.push(`status = $${values.push(filter.status)}`);
+      if (filter.goal) where.push(`goal ILIKE $${values.push(likePattern(filter.goal))}`);
+      if (filter.after)
+        where.push(
+          `(created_at, n) < (SELECT created_at, n FROM tasks WHERE task_id = $${values.push(filter.after)})`,
+        );
       const rows = await read<TaskRow>(
-        `SELECT ${COLUMNS} FROM tasks ORDER BY created_at DESC, n DESC LIMIT $1`,
-        [limit],
+        `SELECT ${COLUMNS} FROM tasks ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+         ORDER BY created_at DESC, n DESC LIMIT $1`,
+        values,
       );
       return rows.map(toTask);
+    },
+    async countTasks() {
+      const rows = await read<{ status: Task['status']; n: string }>(
+        'SELECT status, COUNT(*) AS n FROM tasks GROUP BY status',
+        [],
+      );
+      return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+    },
+    async saveLogin(login) {
+      await pool.query(
+        'INSERT INTO console_logins (id_hash, kind, role, sealed, expires_at) VALUES ($1, $2, $3, $4, $5)',
+        [login.id_hash, login.kind, login.role, login.sealed, login.expires_at],
+      );
+    },
+    async login(idHash) {
+      const [row] = (
+        await pool.query<StoredLogin>(
+          "SELECT * FROM console_logins WHERE id_hash = $1 AND kind = 'session' AND expires_at > $2",
+          [idHash, Date.now()],
+        )
+      ).rows;
+      return row && { ...row, expires_at: Number(row.expires_at) };
+    },
+    async takeLoginCode(idHash) {
+      const [row] = (
+        await pool.query<StoredLogin>(
+          "DELETE FROM console_logins WHERE id_hash = $1 AND kind = 'code' RETURNING *",
+          [idHash],
+        )
+      ).rows;
+      return row && Number(row.expires_at) > Date.now()
+        ? { ...row, expires_at: Number(row.expires_at) }
+        : undefined;
+    },
+    async dropLogin(idHash) {
+      await pool.query('DELETE FROM console_logins WHERE id_hash = $1', [idHash]);
+    },
+    async pruneLogins(limit) {
+      const res = await pool.query(
+        'DELETE FROM console_logins WHERE id_hash IN (SELECT id_hash FROM console_logins WHERE expires_at <= $1 LIMIT $2)',
+        [Date.now(), limit],
+      );
+      return res.rowCount ?? 0;
     },
     async requeueLapsed(all = false) {
       const rows = await read<{ task_id: string }>(

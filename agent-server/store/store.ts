@@ -2,7 +2,10 @@ import { createWriteBatch, type Db, migrateSqlite } from '../../lib/sqlite.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
 import {
   type CallRecord,
+  likePattern,
+  type StoredLogin,
   type StoreOptions,
+  type TaskFilter,
   type TaskOutcome,
   type TaskRow,
   type TaskStore,
@@ -76,6 +79,15 @@ const MIGRATIONS = [
      result TEXT,
      PRIMARY KEY (task_id, idx)
    );`,
+  // The console: its logins and one-time login codes; listings by status, newest first.
+  `CREATE TABLE console_logins (
+     id_hash TEXT PRIMARY KEY,
+     kind TEXT NOT NULL,
+     role TEXT NOT NULL,
+     sealed TEXT NOT NULL,
+     expires_at INTEGER NOT NULL
+   );
+   CREATE INDEX tasks_status_created ON tasks (status, created_at);`,
 ];
 
 /**
@@ -165,6 +177,22 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       'UPDATE tasks SET lease_until = @until WHERE task_id = @task AND fence = @fence AND lease_until > @now',
     ),
     // Finished tasks only (running and paused ones are never deleted); their events go with them (CASCADE).
+    counts: db.prepare<[], { status: Task['status']; n: number }>(
+      'SELECT status, COUNT(*) AS n FROM tasks GROUP BY status',
+    ),
+    saveLogin: db.prepare<StoredLogin>(
+      'INSERT INTO console_logins (id_hash, kind, role, sealed, expires_at) VALUES (@id_hash, @kind, @role, @sealed, @expires_at)',
+    ),
+    login: db.prepare<[string, number], StoredLogin>(
+      "SELECT * FROM console_logins WHERE id_hash = ? AND kind = 'session' AND expires_at > ?",
+    ),
+    takeCode: db.prepare<[string], StoredLogin>(
+      "DELETE FROM console_logins WHERE id_hash = ? AND kind = 'code' RETURNING *",
+    ),
+    dropLogin: db.prepare<[string]>('DELETE FROM console_logins WHERE id_hash = ?'),
+    pruneLogins: db.prepare<[number, number]>(
+      'DELETE FROM console_logins WHERE id_hash IN (SELECT id_hash FROM console_logins WHERE expires_at <= ? LIMIT ?)',
+    ),
     prune: db.prepare(
       `DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks WHERE created_at < ?
        AND status NOT IN ('queued', 'running', 'awaiting_approval') AND finished_at < ? LIMIT ?)`,
@@ -172,6 +200,26 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
   };
   /** Whether each task was held under a fence, as checked in the commit being written (once, not per row). */
   const fenceChecked = new Map<string, boolean>();
+  /** The listing's statement for the parts a filter has (prepared once per combination). */
+  const byFilter = new Map<string, ReturnType<typeof db.prepare<Record<string, unknown>, TaskRow>>>();
+  const filtered = (f: TaskFilter) => {
+    const key = `${!!f.status}${!!f.goal}${!!f.after}`;
+    let statement = byFilter.get(key);
+    if (!statement) {
+      const where = [
+        ...(f.status ? ['status = @status'] : []),
+        ...(f.goal ? ["goal LIKE @goal ESCAPE '\\'"] : []),
+        ...(f.after
+          ? ['(created_at, rowid) < (SELECT created_at, rowid FROM tasks WHERE task_id = @after)']
+          : []),
+      ];
+      statement = db.prepare<Record<string, unknown>, TaskRow>(
+        `SELECT * FROM tasks WHERE ${where.join(' AND ')} ORDER BY created_at DESC, rowid DESC LIMIT @limit`,
+      );
+      byFilter.set(key, statement);
+    }
+    return statement;
+  };
   const batch = createWriteBatch(db, onWriteError, { onBegin: () => fenceChecked.clear() });
   const renew = db.transaction((held: [string, number][]) => {
     const now = Date.now();
@@ -395,10 +443,28 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       batch.flush();
       return q.events.all(taskId, after).map((e) => ({ ...e, data: JSON.parse(e.data) }));
     },
-    async recentTasks(limit: number): Promise<Task[]> {
+    async recentTasks(limit: number, filter: TaskFilter = {}): Promise<Task[]> {
       batch.flush();
-      return q.recent.all(limit).map(toTask);
+      if (!filter.status && !filter.goal && !filter.after) return q.recent.all(limit).map(toTask);
+      return filtered(filter)
+        .all({ ...filter, goal: filter.goal && likePattern(filter.goal), limit })
+        .map(toTask);
     },
+    async countTasks() {
+      return Object.fromEntries(q.counts.all().map((r) => [r.status, r.n]));
+    },
+    async saveLogin(login) {
+      q.saveLogin.run(login);
+    },
+    login: async (idHash) => q.login.get(idHash, Date.now()),
+    async takeLoginCode(idHash) {
+      const row = q.takeCode.get(idHash);
+      return row && row.expires_at > Date.now() ? row : undefined;
+    },
+    async dropLogin(idHash) {
+      q.dropLogin.run(idHash);
+    },
+    pruneLogins: async (limit) => q.pruneLogins.run(Date.now(), limit).changes,
     async requeueLapsed(all = false) {
       batch.flush();
       return q.requeue.all({ all: all ? 1 : 0, now: Date.now() }).map((r) => r.task_id);

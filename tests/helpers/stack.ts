@@ -52,6 +52,7 @@ export function tokenSecurity(tokens: Partial<Record<Role, string>>): Security {
     user: 'AGENT_API_TOKEN',
     mcp: 'GATEWAY_MCP_TOKEN',
     approver: 'AGENT_API_TOKEN',
+    viewer: 'VIEWER_TOKEN',
   };
   return {
     ...openSecurity,

@@ -1,0 +1,393 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Context, Hono } from 'hono';
+import { html } from 'hono/html';
+import { secureHeaders } from 'hono/secure-headers';
+import { z } from 'zod';
+import { callRoute, errorOf, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
+import { HttpError } from '../../lib/http-error.ts';
+import { requireRole } from '../../lib/security.ts';
+import {
+  ApproveToolsetRequest,
+  AUDIT_KINDS,
+  AuditSearch,
+  gatewayRoutes,
+  type ToolsetInfo,
+} from '../../mcp-gateway/contract.ts';
+import type { ModelHealth } from '../clients/model.ts';
+import { TaskStatus } from '../contract.ts';
+import type { TaskStore } from '../store/interface.ts';
+import type { Agent } from '../tasks/agent.ts';
+import {
+  AUDIT_PAGE,
+  approvalsPage,
+  auditPage,
+  type Can,
+  type Frame,
+  layout,
+  loginPage,
+  overviewPage,
+  runPage,
+  type ServiceHealth,
+  TASK_PAGE,
+  taskPage,
+  tasksPage,
+  toolsetsPage,
+} from './pages.ts';
+import { CONSOLE_PREFIX, LINK_MS, type Logins, ROLE_NAMES } from './sessions.ts';
+
+// The web console, served by the agent-server at /console: pages rendered here from the agent's store and the
+// gateway's contract routes (called with the logged-in user's own token, so the gateway decides what each
+// role may do, as it does for the API), one stylesheet and one script. lib/security.ts lets a request in by
+// its session cookie, and a state-changing one only with the login's CSRF token from the console's origin.
+
+export interface ConsoleDeps {
+  agent: Agent;
+  store: TaskStore;
+  logins: Logins;
+  /** The gateway, without credentials: each call carries the user's. */
+  gateway: ServiceEndpoint;
+  modelHealth?: () => ModelHealth;
+}
+
+/** The stylesheet and script, read once; their hash versions their URLs. */
+const ASSETS = {
+  'console.js': {
+    type: 'text/javascript; charset=utf-8',
+    body: readFileSync(new URL('./assets/console.js', import.meta.url), 'utf8'),
+  },
+  'console.css': {
+    type: 'text/css; charset=utf-8',
+    body: readFileSync(new URL('./assets/console.css', import.meta.url), 'utf8'),
+  },
+};
+const VERSION = createHash('sha256')
+  .update(ASSETS['console.js'].body + ASSETS['console.css'].body)
+  .digest('hex')
+  .slice(0, 12);
+
+/** Only the console's own script and stylesheet; nothing inline, nothing from elsewhere, no framing. */
+const pageHeaders = secureHeaders({
+  contentSecurityPolicy: {
+    defaultSrc: ["'none'"],
+    scriptSrc: ["'self'"],
+    styleSrc: ["'self'"],
+    imgSrc: ["'self'"],
+    connectSrc: ["'self'"],
+    formAction: ["'self'"],
+    frameAncestors: ["'none'"],
+    baseUri: ["'none'"],
+    requireTrustedTypesFor: ["'script'"],
+  },
+  strictTransportSecurity: false,
+  referrerPolicy: 'no-referrer',
+});
+
+const Token = z.object({ token: z.string().min(1).max(512) });
+const ToolsetToggle = z.strictObject({
+  action: z.enum(['ENABLE', 'DISABLE']),
+  toolset_ids: z.array(z.string().min(1).max(128)).min(1).max(64),
+});
+
+function parse<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success)
+    throw new HttpError(400, `Invalid request body: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
+  return parsed.data;
+}
+
+export function installConsole(app: Hono, deps: ConsoleDeps): void {
+  const { store, agent, logins } = deps;
+
+  /** Who is logged in, what they may do, and the gateway as them. */
+  const viewOf = (c: Context) => {
+    const principal = c.get('principal');
+    const login = c.get('consoleLogin');
+    const role = principal?.role ?? 'local';
+    const bearer = /^Bearer\s+(.+)$/i.exec(c.req.header('authorization') ?? '')?.[1];
+    const token = login?.token ?? bearer;
+    const can: Can = {
+      run: role === 'local' || role === 'user' || role === 'admin',
+      decide: role === 'local' || role === 'user' || role === 'admin',
+      operate: role === 'local' || role === 'admin',
+    };
+    const gateway: ServiceEndpoint = {
+      ...deps.gateway,
+      timeoutMs: 10_000,
+      headers: token ? { authorization: `Bearer ${token}` } : undefined,
+    };
+    return { role, can, gateway, csrf: login?.csrf };
+  };
+
+  const page = (c: Context, title: string, section: Frame['section'], body: ReturnType<typeof layout>) => {
+    const view = viewOf(c);
+    c.header('cache-control', 'no-store');
+    return c.html(
+      layout(
+        {
+          title,
+          section,
+          role: ROLE_NAMES[view.role] ?? view.role,
+          csrf: view.csrf,
+          version: VERSION,
+          can: view.can,
+        },
+        body,
+      ),
+    );
+  };
+
+  app.use(`${CONSOLE_PREFIX}/*`, pageHeaders);
+  app.use(CONSOLE_PREFIX, pageHeaders);
+  app.get(CONSOLE_PREFIX, (c) => c.redirect('/console/', 303));
+
+  app.get('/console/assets/:name', (c) => {
+    const asset = ASSETS[c.req.param('name') as keyof typeof ASSETS];
+    if (!asset) throw new HttpError(404, 'No such console asset');
+    c.header('content-type', asset.type);
+    c.header(
+      'cache-control',
+      c.req.query('v') === VERSION ? 'public, max-age=31536000, immutable' : 'no-cache',
+    );
+    return c.body(asset.body);
+  });
+
+  app.get('/console/login', async (c) => {
+    c.header('cache-control', 'no-store');
+    const code = c.req.query('code');
+    if (code !== undefined) {
+      if (await logins.redeem(c, code)) return c.redirect('/console/', 303);
+      return c.html(
+        loginPage(
+          VERSION,
+          'This login link was used already or has expired (links work once, for 10 minutes): log in with a ' +
+            'token, or run `npx toolshift console` for a new link.',
+        ),
+        401,
+      );
+    }
+    if (c.get('principal')) return c.redirect('/console/', 303);
+    return c.html(loginPage(VERSION));
+  });
+
+  app.post('/console/login', async (c) => {
+    const { token } = parse(Token, await c.req.json().catch(() => undefined));
+    const role = await logins.logIn(c, token);
+    c.header('cache-control', 'no-store');
+    return c.json({ role: ROLE_NAMES[role] ?? role });
+  });
+
+  app.post('/console/links', async (c) => {
+    const { token } = parse(Token, await c.req.json().catch(() => undefined));
+    const link = await logins.link(token);
+    const origin = `${new URL(c.req.url).protocol}//${c.req.header('host')}`;
+    c.header('cache-control', 'no-store');
+    return c.json({
+      url: `${origin}/console/login?code=${link.code}`,
+      role: ROLE_NAMES[link.role] ?? link.role,
+      expires_at: new Date(link.expires_at).toISOString(),
+      valid_s: LINK_MS / 1000,
+    });
+  });
+
+  app.post('/console/logout', async (c) => {
+    await logins.logOut(c);
+    return c.json({ logged_out: true });
+  });
+
+  /** A gateway answer, or the reason it could not be had (the page says so instead of failing). */
+  const attempt = async <T>(
+    work: Promise<T>,
+  ): Promise<{ ok: true; value: T } | { ok: false; error: string }> => {
+    try {
+      return { ok: true, value: await work };
+    } catch (err) {
+      if (err instanceof ServiceError) return { ok: false, error: err.message };
+      throw err;
+    }
+  };
+
+  app.get('/console/', async (c) => {
+    const view = viewOf(c);
+    const [gatewayHealth, toolsets, counts, approvals, failures] = await Promise.all([
+      attempt(callRoute(view.gateway, gatewayRoutes.health)),
+      attempt(callRoute(view.gateway, gatewayRoutes.listToolsets)),
+      store.countTasks(),
+      agent.pendingApprovals(),
+      store.recentTasks(8, { status: 'failed' }),
+    ]);
+    const model = agent.modelConfigured ? deps.modelHealth?.() : undefined;
+    const services: ServiceHealth[] = [
+      {
+        name: 'agent-server',
+        state:
+          !agent.modelConfigured || model?.state === 'unreachable' || model?.state === 'error'
+            ? 'degraded'
+            : 'ok',
+        detail: !agent.modelConfigured
+          ? 'no model configured (OPENAI_API_KEY or OPENAI_BASE_URL)'
+          : `model ${model?.state ?? 'scripted'}${model?.error ? `: ${model.error}` : ''}`,
+      },
+      gatewayHealth.ok
+        ? { name: 'mcp-gateway', state: 'ok', detail: 'answering' }
+        : { name: 'mcp-gateway', state: 'down', detail: gatewayHealth.error },
+      backendHealth(gatewayHealth),
+    ];
+    const upstreams = toolsets.ok
+      ? toolsets.value.toolsets.flatMap((t) =>
+          t.health ? [{ id: t.id, health: t.health, reason: t.health_reason }] : [],
+        )
+      : [];
+    return page(
+      c,
+      'Overview',
+      'overview',
+      overviewPage({ services, counts, approvals: approvals.length, failures, upstreams }),
+    );
+  });
+
+  app.get('/console/toolsets', async (c) => {
+    const view = viewOf(c);
+    const listed = await attempt(callRoute(view.gateway, gatewayRoutes.listToolsets));
+    if (!listed.ok)
+      return page(c, 'Toolsets', 'toolsets', problem(`The gateway did not answer: ${listed.error}`));
+    const all = listed.value.toolsets.reduce(
+      (sum: number, t: ToolsetInfo) => sum + (t.definition_tokens ?? 0),
+      0,
+    );
+    return page(c, 'Toolsets', 'toolsets', toolsetsPage(listed.value.toolsets, view.can, all));
+  });
+
+  const TaskQuery = z.object({
+    status: z.union([TaskStatus, z.literal('')]).optional(),
+    goal: z.string().max(200).optional(),
+    after: z.string().max(64).optional(),
+  });
+  app.get('/console/tasks', async (c) => {
+    const query = parse(TaskQuery, c.req.query());
+    const filter = {
+      status: query.status || undefined,
+      goal: query.goal || undefined,
+      after: query.after || undefined,
+    };
+    const tasks = await store.recentTasks(TASK_PAGE, filter);
+    return page(c, 'Tasks', 'tasks', tasksPage(tasks, filter, TaskStatus.options));
+  });
+
+  app.get('/console/tasks/:id', async (c) => {
+    const task = await store.getTask(c.req.param('id').slice(0, 64));
+    if (!task)
+      throw new HttpError(404, `No task ${c.req.param('id').slice(0, 64)}; /console/tasks lists them`);
+    return page(c, `Task ${task.task_id}`, 'tasks', taskPage(task, viewOf(c).can));
+  });
+
+  app.get('/console/approvals', async (c) =>
+    page(c, 'Approvals', 'approvals', approvalsPage(await agent.pendingApprovals(), viewOf(c).can)),
+  );
+
+  const AuditQuery = AuditSearch.extend({ cursor: z.string().max(20).optional() });
+  /** The audit search as the form sends it: empty fields are absent. */
+  const auditQuery = (c: Context) => {
+    const given = Object.fromEntries(Object.entries(c.req.query()).filter(([, v]) => v !== ''));
+    const parsed = AuditQuery.safeParse(given);
+    return { given, parsed };
+  };
+  app.get('/console/audit', async (c) => {
+    const view = viewOf(c);
+    const { given, parsed } = auditQuery(c);
+    if (!parsed.success) {
+      const why = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+      c.status(400);
+      return page(
+        c,
+        'Audit',
+        'audit',
+        html`${problem(`Invalid search — ${why}`)}${auditPage([], null, given, AUDIT_KINDS)}`,
+      );
+    }
+    const found = await attempt(
+      callRoute(view.gateway, gatewayRoutes.listAudit, { query: { ...given, limit: String(AUDIT_PAGE) } }),
+    );
+    if (!found.ok) return page(c, 'Audit', 'audit', problem(`The gateway did not answer: ${found.error}`));
+    return page(
+      c,
+      'Audit',
+      'audit',
+      auditPage(found.value.audit, found.value.next_cursor, given, AUDIT_KINDS),
+    );
+  });
+
+  app.get('/console/audit/export', async (c) => {
+    const view = viewOf(c);
+    const { given, parsed } = auditQuery(c);
+    if (!parsed.success) throw new HttpError(400, `Invalid audit search: ${parsed.error.issues[0]?.message}`);
+    const { cursor: _, ...search } = given;
+    const url = `${deps.gateway.baseUrl.replace(/\/$/, '')}/mcp/admin/audit/export?${new URLSearchParams(search)}`;
+    const res = await (deps.gateway.fetch ?? fetch)(url, { headers: view.gateway.headers });
+    if (!res.ok) throw await errorOf(res);
+    return new Response(res.body, {
+      headers: {
+        'content-type': 'application/x-ndjson; charset=utf-8',
+        'content-disposition': 'attachment; filename="audit.jsonl"',
+        'cache-control': 'no-store',
+      },
+    });
+  });
+
+  app.get('/console/run', async (c) => {
+    const view = viewOf(c);
+    const prompts = view.can.run
+      ? await attempt(callRoute(view.gateway, gatewayRoutes.listPrompts))
+      : undefined;
+    return page(c, 'Run a task', 'run', runPage(prompts?.ok ? prompts.value.prompts : [], view.can));
+  });
+
+  // The operator's changes, relayed to the gateway with the operator's own token (the gateway checks it too).
+  const operator = (c: Context, what: string) => {
+    requireRole(c, ['admin'], what);
+    return viewOf(c).gateway;
+  };
+  app.post('/console/actions/toolsets', async (c) => {
+    const gateway = operator(c, 'Enabling and disabling toolsets');
+    const body = parse(ToolsetToggle, await c.req.json().catch(() => undefined));
+    return c.json(await relay(callRoute(gateway, gatewayRoutes.changeToolsets, { body })));
+  });
+  app.post('/console/actions/toolsets/:id/approve', async (c) => {
+    const gateway = operator(c, 'Approving upstream changes');
+    const body = parse(ApproveToolsetRequest, await c.req.json().catch(() => undefined));
+    return c.json(
+      await relay(
+        callRoute(gateway, gatewayRoutes.approveToolset, { params: { id: c.req.param('id') }, body }),
+      ),
+    );
+  });
+  app.post('/console/actions/reload', async (c) => {
+    const gateway = operator(c, 'Reloading toolsets');
+    return c.json(await relay(callRoute(gateway, gatewayRoutes.reloadToolsets)));
+  });
+}
+
+/** A gateway refusal as this service's answer (its status and message); the gateway unreachable is a 502. */
+async function relay<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    if (err instanceof ServiceError && err.status >= 400 && err.status < 500)
+      throw new HttpError(err.status as 400, err.message);
+    throw err;
+  }
+}
+
+function backendHealth(health: { ok: true; value: unknown } | { ok: false; error: string }): ServiceHealth {
+  const body = health.ok ? health.value : undefined;
+  const backends = (body as { backends?: Record<string, { ok: boolean; error?: string }> } | undefined)
+    ?.backends;
+  const tools = backends?.['tool-server'];
+  if (!tools) return { name: 'tool-server', state: health.ok ? 'ok' : 'down', detail: 'through the gateway' };
+  return tools.ok
+    ? { name: 'tool-server', state: 'ok', detail: 'answering the gateway' }
+    : { name: 'tool-server', state: 'down', detail: tools.error ?? 'not answering the gateway' };
+}
+
+/** A problem the page shows instead of (or above) its content. */
+const problem = (message: string) => html`<p class="flash error" role="alert">${message}</p>`;

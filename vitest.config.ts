@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config';
 // The tests mirror the code: tests/<service>/… for each service, tests/cli and tests/lib, and tests/system for
 // what needs the whole daemon, other processes or a long run (live stacks, start-up, floods, the conformance
 // suite, the benchmark's tests, snapshots, the docs). Each folder is a vitest project, so one service's tests
-// run alone (`npx vitest run --project tool-server`); stress tests (*.stress.test.ts) belong to `system`.
+// run alone (`npx vitest run --project tool-server`); stress tests (*.stress.test.ts) belong to `system`;
+// `console` drives the web console in headless Chromium.
 // `npm test` runs every project (what CI runs); `npm run test:fast` all but `system`. `postgres` runs the
 // agent-server's and the gateway's tests and the end-to-end test again with tasks and the gateway's state in
 // PostgreSQL (the server the test run starts; tests/helpers/stack.ts and e2e read TOOLSHIFT_TEST_STORE).
@@ -26,6 +27,11 @@ export default defineConfig({
       fast('cli'),
       fast('lib'),
       { extends: true, test: { name: 'system', include: ['tests/system/**/*.test.ts', `tests/${STRESS}`] } },
+      // The web console in real headless Chromium (Debian's chromium, driven by playwright-core).
+      {
+        extends: true,
+        test: { name: 'console', include: ['tests/console/**/*.test.ts'], testTimeout: 60_000 },
+      },
       {
         extends: true,
         test: {

@@ -56,6 +56,7 @@ function head(title: string, version: string, csrf?: string) {
     <meta name="color-scheme" content="light dark" />
     ${csrf ? html`<meta name="csrf-token" content="${csrf}" />` : ''}
     <title>${title} · toolshift</title>
+    <link rel="icon" href="/console/assets/icon.svg?v=${version}" type="image/svg+xml" />
     <link rel="stylesheet" href="/console/assets/console.css?v=${version}" />
     <script type="module" src="/console/assets/console.js?v=${version}"></script>`;
 }
@@ -325,7 +326,7 @@ export function tasksPage(
 }
 
 export function taskPage(task: Task, can: Can): Html {
-  return html`<section class="task" data-task="${task.task_id}" data-can-decide="${can.decide}">
+  return html`<section class="task" data-task="${task.task_id}" data-can-decide="${String(can.decide)}">
     <dl class="facts">
       <dt>Status</dt><dd data-field="status">${status(task.status)}</dd>
       <dt>Goal</dt><dd class="goal">${task.goal}</dd>
@@ -350,7 +351,7 @@ export function taskPage(task: Task, can: Can): Html {
 
 export function approvalsPage(approvals: PendingApproval[], can: Can): Html {
   return html`<p class="muted">This list follows the queue live.</p>
-    <div data-approvals data-can-decide="${can.decide}">
+    <div data-approvals data-can-decide="${String(can.decide)}">
       ${approvals.length === 0 ? html`<p class="muted" data-empty>Nothing waits for a human.</p>` : ''}
       ${approvals.map((a) => approvalCard(a, can))}
     </div>`;

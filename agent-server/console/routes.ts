@@ -60,6 +60,10 @@ const ASSETS = {
     type: 'text/css; charset=utf-8',
     body: readFileSync(new URL('./assets/console.css', import.meta.url), 'utf8'),
   },
+  'icon.svg': {
+    type: 'image/svg+xml',
+    body: readFileSync(new URL('./assets/icon.svg', import.meta.url), 'utf8'),
+  },
 };
 const VERSION = createHash('sha256')
   .update(ASSETS['console.js'].body + ASSETS['console.css'].body)
@@ -142,7 +146,8 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
   app.get(CONSOLE_PREFIX, (c) => c.redirect('/console/', 303));
 
   app.get('/console/assets/:name', (c) => {
-    const asset = ASSETS[c.req.param('name') as keyof typeof ASSETS];
+    const name = c.req.param('name');
+    const asset = Object.hasOwn(ASSETS, name) ? ASSETS[name as keyof typeof ASSETS] : undefined;
     if (!asset) throw new HttpError(404, 'No such console asset');
     c.header('content-type', asset.type);
     c.header(

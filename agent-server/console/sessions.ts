@@ -126,6 +126,7 @@ export function createLogins(deps: LoginDeps) {
       'POST /console/links',
       'GET /console/assets/console.js',
       'GET /console/assets/console.css',
+      'GET /console/assets/icon.svg',
     ]),
     async resolve(secret): Promise<ConsoleLogin | undefined> {
       const row = await store.login(hashOf(secret));

@@ -187,6 +187,16 @@ export function createAgent(deps: AgentDeps) {
       const paused = (await deps.store.awaiting()).find((t) => t.task.task_id === taskId);
       const pending = paused?.pending as PendingRecord | undefined;
       if (!pending || pending.call_id !== callId) {
+        // Decided already (by another human, another tab): the first decision stands, and this one is told so.
+        const decided = (await deps.store.events(taskId)).find(
+          (e) => e.type === 'approval_decided' && e.data.call_id === callId,
+        );
+        if (decided?.type === 'approval_decided') {
+          throw new HttpError(
+            409,
+            `The call ${callId} of task ${taskId} was decided already (${decided.data.approved ? 'approved' : 'denied'}); the first decision stands`,
+          );
+        }
         throw new HttpError(
           404,
           `Task ${taskId} is not waiting for an approval of call ${callId}; GET /agent/approvals lists what tasks wait for`,

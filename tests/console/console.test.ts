@@ -1,0 +1,469 @@
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium, startCuttableProxy } from '../helpers/browser.ts';
+import { storedToken } from '../helpers/credentials.ts';
+import { startDaemon } from '../helpers/daemon.ts';
+import { completion } from '../helpers/msw.ts';
+import { startTestPostgres } from '../helpers/postgres.ts';
+
+// The console in real headless Chromium against the daemon as `npm start` runs it (its own process), on the
+// embedded store and again on PostgreSQL. The model is scripted at the OpenAI HTTP edge. The browser reaches
+// the agent-server through a TCP proxy the test can cut, to force the event stream to reconnect.
+// CONSOLE_SCREENSHOTS=<dir> also saves each page, light and dark (the README's pictures: docs/console).
+
+const SHOTS = process.env.CONSOLE_SCREENSHOTS;
+
+/** Activates file_system_tools, writes `<name>.txt` (the policy asks a human first), then answers. */
+function scriptedModel(): Server {
+  return createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => {
+      body += c;
+    });
+    req.on('end', () => {
+      const { messages } = JSON.parse(body) as { messages: { role: string; content: unknown }[] };
+      const goal = String(messages.find((m) => m.role === 'user')?.content ?? '');
+      const name = /write (\S+)/.exec(goal)?.[1] ?? 'note';
+      const turn = messages.filter((m) => m.role === 'assistant').length;
+      const call = (id: string, fn: string, args: unknown) => ({
+        id,
+        type: 'function',
+        function: { name: fn, arguments: JSON.stringify(args) },
+      });
+      const reply =
+        turn === 0
+          ? completion({
+              content: 'I need the file tools.',
+              tool_calls: [
+                call('c1', 'manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['file_system_tools'] }),
+              ],
+            })
+          : turn === 1
+            ? completion({
+                tool_calls: [
+                  call('c2', 'write_file', { path: `${name}.txt`, content: `written for ${name}` }),
+                ],
+              })
+            : completion({ content: `done: ${name}.txt is written` });
+      // Slow enough to watch the events arrive one by one.
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(reply));
+      }, 250);
+    });
+  });
+}
+
+/** Pages of another origin: a form and fetches aimed at the console (the attacker's site). */
+function attackerSite(target: () => string): Server {
+  return createServer((_req, res) => {
+    const console = target();
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end(`<!doctype html><html><body>
+<form id="f" method="POST" action="${console}/console/actions/toolsets" enctype="text/plain">
+<input name='{"action":"DISABLE","toolset_ids":["web_tools"],"x":"' value='"}'></form>
+<script>
+window.results = {};
+const hit = (name, url, init) => fetch(url, { credentials: 'include', ...init })
+  .then((r) => { window.results[name] = r.type + ':' + r.status; })
+  .catch((e) => { window.results[name] = 'blocked'; });
+window.done = Promise.all([
+  hit('disable-json', '${console}/console/actions/toolsets', { method: 'POST', headers: { 'content-type': 'application/json', 'x-csrf-token': 'guess' }, body: '{"action":"DISABLE","toolset_ids":["web_tools"]}' }),
+  hit('disable-plain', '${console}/console/actions/toolsets', { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: '{"action":"DISABLE","toolset_ids":["web_tools"]}' }),
+  hit('run-plain', '${console}/agent/execute_task', { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: '{"goal":"write pwned","wait":false}' }),
+  hit('logout', '${console}/console/logout', { method: 'POST', mode: 'no-cors' }),
+  hit('reload', '${console}/console/actions/reload', { method: 'POST', mode: 'no-cors' }),
+]).then(() => document.getElementById('f').submit());
+</script></body></html>`);
+  });
+}
+
+const listen = async (server: Server) => {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return (server.address() as AddressInfo).port;
+};
+
+describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
+  let tmp: string;
+  let data: string;
+  let ws: string;
+  let model: Server;
+  let attacker: Server;
+  let attackerPort: number;
+  let daemon: ReturnType<typeof startDaemon>;
+  let proxy: Awaited<ReturnType<typeof startCuttableProxy>>;
+  let browser: Awaited<ReturnType<typeof launchChromium>>;
+  let consoleUrl: string;
+  let gatewayUrl: string;
+  let agentUrl: string;
+  let stopPostgres: (() => Promise<void> | void) | undefined;
+  const problems: string[] = [];
+
+  const admin = () => ({ authorization: `Bearer ${storedToken(data, 'GATEWAY_ADMIN_TOKEN')}` });
+  const user = () => ({ authorization: `Bearer ${storedToken(data, 'AGENT_API_TOKEN')}` });
+  const toolset = async (id: string) => {
+    const res = await fetch(`${gatewayUrl}/mcp/admin/toolsets`, { headers: admin() });
+    const { toolsets } = (await res.json()) as { toolsets: { id: string; enabled: boolean }[] };
+    return toolsets.find((t) => t.id === id);
+  };
+  const taskCount = async () => {
+    const res = await fetch(`${agentUrl}/agent/tasks?limit=500`, { headers: user() });
+    return ((await res.json()) as { tasks: unknown[] }).tasks.length;
+  };
+  const newPage = async () => {
+    const page = await browser.context.newPage();
+    // A policy violation (CSP, Trusted Types) or a script error fails the test.
+    // (Refused requests the tests make on purpose show as failed loads: not counted.)
+    page.on('console', (m) => {
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(m.text());
+    });
+    page.on('pageerror', (e) => problems.push(e.message));
+    return page;
+  };
+  const shoot = async (page: Page, name: string) => {
+    if (!SHOTS || store !== 'sqlite') return;
+    await mkdir(SHOTS, { recursive: true });
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      await page.screenshot({
+        path: path.join(SHOTS, `${name}-${scheme}.png`),
+        fullPage: true,
+        animations: 'disabled',
+        caret: 'hide',
+      });
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
+  };
+
+  beforeAll(async () => {
+    tmp = await mkdtemp(path.join(tmpdir(), `console-${store}-`));
+    data = path.join(tmp, 'data');
+    ws = path.join(tmp, 'ws');
+    await mkdir(ws, { recursive: true });
+    const policy = path.join(tmp, 'policy.yaml');
+    await writeFile(policy, 'default: allow\nrules:\n  - { tool: write_file, decision: ask }\n');
+    model = scriptedModel();
+    const modelPort = await listen(model);
+    attacker = attackerSite(() => consoleUrl);
+    attackerPort = await listen(attacker);
+    const env: Record<string, string> = {
+      TOOLSHIFT_DATA_DIR: data,
+      FS_ROOTS: ws,
+      HOME: tmp,
+      OPENAI_BASE_URL: `http://127.0.0.1:${modelPort}/v1`,
+      OPENAI_API_KEY: 'sk-test',
+      POLICY_FILE: policy,
+    };
+    if (store === 'postgres') {
+      const pg = await startTestPostgres();
+      stopPostgres = pg.stop;
+      env.DATABASE_URL = pg.url;
+    }
+    daemon = startDaemon(env);
+    const urls = await daemon.listening;
+    await daemon.ready;
+    agentUrl = urls['agent-server'];
+    gatewayUrl = urls['mcp-gateway'];
+    proxy = await startCuttableProxy({ host: '127.0.0.1', port: Number(new URL(agentUrl).port) });
+    consoleUrl = `http://127.0.0.1:${proxy.port}`;
+    browser = await launchChromium({ hosts: ['evil.test'] });
+  }, 90_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    proxy?.cut();
+    await proxy?.close();
+    await daemon?.stop();
+    await stopPostgres?.();
+    for (const server of [model, attacker]) {
+      server?.closeAllConnections();
+      await new Promise((r) => server?.close(r));
+    }
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  it('logs in with a token for an HttpOnly, SameSite=Strict cookie; the token is nowhere on the page', async () => {
+    const page = await newPage();
+    await page.goto(`${consoleUrl}/console/`);
+    // Without a login, the login page.
+    expect(new URL(page.url()).pathname).toBe('/console/login');
+    // A wrong token: told which tokens open the console.
+    await page.fill('input[name=token]', 'ts_admin_wrong');
+    await page.click('button[type=submit]');
+    await expect.poll(() => page.textContent('.flash')).toContain('VIEWER_TOKEN');
+    const token = storedToken(data, 'GATEWAY_ADMIN_TOKEN');
+    await page.fill('input[name=token]', token);
+    await page.click('button[type=submit]');
+    await page.waitForURL(`${consoleUrl}/console/`);
+    expect(await page.textContent('.role')).toBe('operator');
+    expect(await page.textContent('main')).toContain('mcp-gateway');
+    // The cookie: HttpOnly (no script reads it), SameSite=Strict; the token is in no page or URL.
+    const cookies = await browser.context.cookies(consoleUrl);
+    expect(cookies).toHaveLength(1);
+    expect(cookies[0]).toMatchObject({
+      httpOnly: true,
+      sameSite: 'Strict',
+      name: `toolshift_console_${proxy.port}`,
+    });
+    expect(await page.evaluate(() => document.cookie)).toBe('');
+    for (const p of ['/console/', '/console/toolsets', '/console/run']) {
+      const html = await (await page.goto(`${consoleUrl}${p}`))?.text();
+      expect(html).not.toContain(token);
+      expect(page.url()).not.toContain(token);
+    }
+    await shoot(page, 'overview');
+    await page.close();
+  });
+
+  it('disables and enables a toolset', async () => {
+    const page = await newPage();
+    await page.goto(`${consoleUrl}/console/toolsets`);
+    const row = page.locator('tr[data-toolset="web_tools"]');
+    await row.getByRole('button', { name: 'Disable' }).click();
+    await expect.poll(() => row.locator('.enabled').textContent()).toBe('disabled');
+    expect((await toolset('web_tools'))?.enabled).toBe(false);
+    await row.getByRole('button', { name: 'Enable' }).click();
+    await expect.poll(() => row.locator('.enabled').textContent()).toBe('enabled');
+    expect((await toolset('web_tools'))?.enabled).toBe(true);
+    await shoot(page, 'toolsets');
+    await page.close();
+  });
+
+  it('runs a scripted task and shows its events live, across a dropped connection; approving in the task view finishes it', async () => {
+    const page = await newPage();
+    await page.goto(`${consoleUrl}/console/run`);
+    await shoot(page, 'run');
+    await page.fill('form[data-run]:not([data-prompt]) textarea[name=goal]', 'write live-report');
+    await page.click('form[data-run]:not([data-prompt]) button[type=submit]');
+    await page.waitForURL(/\/console\/tasks\/task_/);
+    const events = page.locator('[data-events] li');
+    // The first events arrive while the task runs; the toolset change is marked.
+    await expect.poll(() => page.locator('li.ev-toolset_change').count(), { timeout: 10_000 }).toBe(1);
+    // The task waits for a human (write_file asks): the approval shows in the task view.
+    await page.locator('[data-pending] form.decide').waitFor({ timeout: 10_000 });
+    const before = await events.count();
+    const streamsBefore = proxy.heads.filter((h) => /^GET \/agent\/tasks\/\S+\/events/.test(h)).length;
+    // The network drops: the page says so, and the browser reconnects with the last id it saw.
+    expect(proxy.cut()).toBeGreaterThan(0);
+    await expect
+      .poll(() => proxy.heads.filter((h) => /^GET \/agent\/tasks\/\S+\/events/.test(h)).length, {
+        timeout: 15_000,
+      })
+      .toBeGreaterThan(streamsBefore);
+    const resumed = proxy.heads.filter((h) => /^GET \/agent\/tasks\/\S+\/events/.test(h)).at(-1) ?? '';
+    expect(resumed.toLowerCase()).toContain(`last-event-id: ${before}`);
+    await expect.poll(() => page.getAttribute('[data-stream-state]', 'data-state')).toBe('live');
+    await page.fill('[data-pending] input[name=reason]', 'checked by the console test');
+    await page.click('[data-pending] button[value=true]');
+    await expect
+      .poll(() => page.getAttribute('[data-stream-state]', 'data-state'), { timeout: 15_000 })
+      .toBe('finished');
+    expect(await page.textContent('[data-result]')).toContain('done: live-report.txt is written');
+    expect(await readFile(path.join(ws, 'live-report.txt'), 'utf8')).toBe('written for live-report');
+    // Every event once, in order, none lost across the reconnect.
+    const seqs = await events.evaluateAll((lis) => lis.map((li) => Number(li.getAttribute('data-seq'))));
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+    const types = await events.evaluateAll((lis) => lis.map((li) => li.getAttribute('data-type')));
+    expect(types).toContain('approval_decided');
+    expect(types.at(-1)).toBe('task_finished');
+    // The chart: one bar pair per model request.
+    expect(Number(await page.getAttribute('[data-chart]', 'data-points'))).toBe(
+      types.filter((t) => t === 'model_request').length,
+    );
+    await shoot(page, 'task');
+    await page.close();
+  });
+
+  it('approves from the live approvals list; a second decision is told it came too late', async () => {
+    const first = await newPage();
+    const second = await newPage();
+    await first.goto(`${consoleUrl}/console/approvals`);
+    await second.goto(`${consoleUrl}/console/approvals`);
+    const res = await fetch(`${agentUrl}/agent/execute_task`, {
+      method: 'POST',
+      headers: { ...user(), 'content-type': 'application/json' },
+      body: JSON.stringify({ goal: 'write queued-note', wait: false }),
+    });
+    const { task_id } = (await res.json()) as { task_id: string };
+    // The queue is followed live: the request appears in both without a reload.
+    const card = (page: Page) => page.locator(`[data-approval^="${task_id}/"]`);
+    await card(first).waitFor({ timeout: 15_000 });
+    await card(second).waitFor({ timeout: 15_000 });
+    await shoot(first, 'approvals');
+    await card(first).getByRole('button', { name: 'Approve' }).click();
+    await expect.poll(() => first.textContent('.flash')).toContain('Approved');
+    await card(second).getByRole('button', { name: 'Deny' }).click();
+    await expect.poll(() => second.textContent('.flash')).toContain('Too late');
+    await expect
+      .poll(
+        async () => {
+          const r = await fetch(`${agentUrl}/agent/tasks/${task_id}`, { headers: user() });
+          return ((await r.json()) as { status: string }).status;
+        },
+        { timeout: 15_000 },
+      )
+      .toBe('completed');
+    expect(await readFile(path.join(ws, 'queued-note.txt'), 'utf8')).toBe('written for queued-note');
+    await first.close();
+    await second.close();
+  });
+
+  it('finds the audit rows and exports them as JSON lines', async () => {
+    const page = await newPage();
+    await page.goto(`${consoleUrl}/console/audit?toolset=web_tools`);
+    const kinds = await page.locator('tr[data-audit] td:nth-child(3)').allTextContents();
+    expect(kinds).toEqual(['enable', 'disable']);
+    await page.goto(`${consoleUrl}/console/audit?tool=write_file`);
+    const rows = await page
+      .locator('tr[data-audit]')
+      .evaluateAll((trs) =>
+        trs.map((tr) => [...tr.querySelectorAll('td')].slice(1, 5).map((td) => td.textContent?.trim())),
+      );
+    // The write asked first (refused until approved), the operator's approval from the console, then the call.
+    expect(rows).toContainEqual(['admin', 'approval', 'write_file', 'ok']);
+    expect(rows).toContainEqual([expect.stringMatching(/^model in task /), 'call', 'write_file', 'ok']);
+    expect(rows).toContainEqual([expect.stringMatching(/^model in task /), 'call', 'write_file', 'refused']);
+    await page.goto(`${consoleUrl}/console/audit`);
+    await shoot(page, 'audit');
+    // The export link downloads every matching row as JSON lines.
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.goto(`${consoleUrl}/console/audit?kind=disable`).then(() => page.click('a[download]')),
+    ]);
+    const lines = (await readFile(await download.path(), 'utf8')).trim().split('\n');
+    expect(lines.map((l) => JSON.parse(l).kind)).toEqual(['disable']);
+    // A bad filter says what is valid.
+    await page.goto(`${consoleUrl}/console/audit?since=yesterday`);
+    expect(await page.textContent('.flash.error')).toContain('since');
+    await page.goto(`${consoleUrl}/console/tasks?status=completed`);
+    expect(await page.locator('tbody tr').count()).toBe(2);
+    await shoot(page, 'tasks');
+    await page.close();
+  });
+
+  it('refuses what a page of another origin sends, with nothing changed', async () => {
+    const tasksBefore = await taskCount();
+    const heads = proxy.heads.length;
+    for (const origin of [`http://evil.test:${attackerPort}`, `http://127.0.0.1:${attackerPort}`]) {
+      // Not newPage(): the attacker's page logs its own blocked requests.
+      const page = await browser.context.newPage();
+      await page.goto(`${origin}/`);
+      await page.waitForURL((u) => u.href.startsWith(consoleUrl), { timeout: 10_000 }).catch(() => {});
+      await page.waitForLoadState();
+      // The form's POST landed on the console and was refused (text/plain is not JSON: 415).
+      expect(await page.textContent('body')).toMatch(/Content-Type: application\/json|not allowed|refused/);
+      await page.close();
+    }
+    // The requests reached the agent-server (the server refused them, not only the browser)…
+    const sent = proxy.heads.slice(heads);
+    expect(
+      sent.some((h) => h.startsWith('POST /console/logout') && /origin: http:\/\/127\.0\.0\.1/i.test(h)),
+    ).toBe(true);
+    // …and nothing changed: the toolset, the tasks, the operator's login (the cookie still opens the console).
+    expect((await toolset('web_tools'))?.enabled).toBe(true);
+    expect(await taskCount()).toBe(tasksBefore);
+    const page = await newPage();
+    await page.goto(`${consoleUrl}/console/toolsets`);
+    expect(new URL(page.url()).pathname).toBe('/console/toolsets');
+    expect(await page.textContent('.role')).toBe('operator');
+    await page.close();
+  });
+
+  it('refuses a foreign Host on pages, the API and the event stream', async () => {
+    const page = await newPage();
+    const task = (
+      (await (await fetch(`${agentUrl}/agent/tasks?limit=1`, { headers: user() })).json()) as {
+        tasks: { task_id: string }[];
+      }
+    ).tasks[0].task_id;
+    for (const p of ['/console/', '/console/login', '/agent/tasks', `/agent/tasks/${task}/events`]) {
+      const res = await page.goto(`http://evil.test:${proxy.port}${p}`);
+      expect(res?.status(), p).toBe(403);
+      expect(await res?.text()).toContain('is not allowed');
+    }
+    await page.close();
+  });
+
+  it('gives a viewer no way to change anything, and logging out ends the session', async () => {
+    const viewer = await launchChromium();
+    try {
+      const page = await viewer.context.newPage();
+      await page.goto(`${consoleUrl}/console/login`);
+      await page.fill('input[name=token]', storedToken(data, 'VIEWER_TOKEN'));
+      await page.click('button[type=submit]');
+      await page.waitForURL(`${consoleUrl}/console/`);
+      expect(await page.textContent('.role')).toBe('viewer');
+      await page.goto(`${consoleUrl}/console/toolsets`);
+      expect(await page.locator('tr[data-toolset] button').count()).toBe(0);
+      // Its own page's request, with its CSRF token: refused by role.
+      const status = await page.evaluate(async () => {
+        const csrf = document.querySelector('meta[name="csrf-token"]')?.getAttribute('content') ?? '';
+        const r = await fetch('/console/actions/toolsets', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-csrf-token': csrf },
+          body: JSON.stringify({ action: 'DISABLE', toolset_ids: ['web_tools'] }),
+        });
+        const run = await fetch('/agent/execute_task', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-csrf-token': csrf },
+          body: JSON.stringify({ goal: 'write viewer', wait: false }),
+        });
+        return [r.status, run.status];
+      });
+      expect(status).toEqual([403, 403]);
+      expect((await toolset('web_tools'))?.enabled).toBe(true);
+      // Without the CSRF token, even the operator's own page is refused.
+      const cookie = (await viewer.context.cookies(consoleUrl))[0];
+      const noCsrf = await fetch(`${consoleUrl}/console/logout`, {
+        method: 'POST',
+        headers: { cookie: `${cookie.name}=${cookie.value}`, origin: consoleUrl },
+      });
+      expect(noCsrf.status).toBe(403);
+      // Logging out: back to the login page, and the old cookie opens nothing any more.
+      await page.getByRole('button', { name: 'Log out' }).click();
+      await page.waitForURL(`${consoleUrl}/console/login`);
+      const after = await fetch(`${consoleUrl}/console/toolsets`, {
+        headers: { cookie: `${cookie.name}=${cookie.value}` },
+        redirect: 'manual',
+      });
+      expect(after.status).toBe(303);
+      expect(after.headers.get('location')).toBe('/console/login');
+      if (SHOTS && store === 'sqlite') await shotLogin(page);
+    } finally {
+      await viewer.close();
+    }
+  });
+
+  it('a one-time login link works once', async () => {
+    const res = await fetch(`${consoleUrl}/console/links`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: storedToken(data, 'AGENT_API_TOKEN') }),
+    });
+    const { url, role } = (await res.json()) as { url: string; role: string };
+    expect(role).toBe('approver');
+    const other = await launchChromium();
+    try {
+      const page = await other.context.newPage();
+      await page.goto(url);
+      expect(new URL(page.url()).pathname).toBe('/console/');
+      expect(await page.textContent('.role')).toBe('approver');
+      const again = await (await other.context.newPage()).goto(url);
+      expect(again?.status()).toBe(401);
+      expect(await again?.text()).toContain('used already or has expired');
+    } finally {
+      await other.close();
+    }
+    expect(problems).toEqual([]);
+  });
+
+  async function shotLogin(page: Page) {
+    await page.goto(`${consoleUrl}/console/login`);
+    await shoot(page, 'login');
+  }
+});

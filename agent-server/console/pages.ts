@@ -341,7 +341,7 @@ export function taskPage(task: Task, can: Can): Html {
     <div class="pending" data-pending hidden></div>
     <figure class="chart">
       <figcaption>Tool-definition tokens each model request carried (filled) against all toolsets at once (outline)</figcaption>
-      <svg data-chart viewBox="0 0 600 120" role="img" aria-label="tokens per request"></svg>
+      <svg data-chart viewBox="0 0 600 120" preserveAspectRatio="xMinYMid meet" role="img" aria-label="tokens per request"></svg>
     </figure>
     <p class="muted" data-stream-state>Connecting…</p>
     <ol class="events" data-events></ol>

@@ -28,6 +28,11 @@ function scriptedModel(): Server {
     req.on('end', () => {
       const { messages } = JSON.parse(body) as { messages: { role: string; content: unknown }[] };
       const goal = String(messages.find((m) => m.role === 'user')?.content ?? '');
+      if (goal.includes('break')) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: 'this model does not take that request', type: 'invalid_request_error' } }));
+        return;
+      }
       const name = /write (\S+)/.exec(goal)?.[1] ?? 'note';
       const turn = messages.filter((m) => m.role === 'assistant').length;
       const call = (id: string, fn: string, args: unknown) => ({
@@ -216,7 +221,6 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       expect(html).not.toContain(token);
       expect(page.url()).not.toContain(token);
     }
-    await shoot(page, 'overview');
     await page.close();
   });
 
@@ -340,6 +344,17 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
     // A bad filter says what is valid.
     await page.goto(`${consoleUrl}/console/audit?since=yesterday`);
     expect(await page.textContent('.flash.error')).toContain('since');
+    // A task that fails: the overview shows it with its reason.
+    const failed = await fetch(`${agentUrl}/agent/execute_task`, {
+      method: 'POST',
+      headers: { ...user(), 'content-type': 'application/json' },
+      body: JSON.stringify({ goal: 'break the model' }),
+    });
+    expect(((await failed.json()) as { status: string }).status).toBe('failed');
+    await page.goto(`${consoleUrl}/console/`);
+    expect(await page.textContent('[data-count="running"]')).toBe('0');
+    expect(await page.textContent('td.reason')).toContain('this model does not take that request');
+    await shoot(page, 'overview');
     await page.goto(`${consoleUrl}/console/tasks?status=completed`);
     expect(await page.locator('tbody tr').count()).toBe(2);
     await shoot(page, 'tasks');

@@ -18,6 +18,11 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** Replaces a node's children, skipping the absent ones (replaceChildren would print "null"). */
+function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 function flash(message, kind = 'info') {
   const box = document.querySelector('.flash');
   if (!box) return;
@@ -121,9 +126,8 @@ async function decide(form, submitter) {
     );
   }
   flash(`${approve ? 'Approved' : 'Denied'}: the task goes on.`);
-  form.closest('[data-approval], [data-pending]')?.replaceChildren(
-    el('p', { class: 'decided' }, approve ? 'Approved.' : 'Denied.'),
-  );
+  const card = form.closest('[data-approval], [data-pending]');
+  if (card) fill(card, el('p', { class: 'decided' }, approve ? 'Approved.' : 'Denied.'));
 }
 
 function decideForm(taskId, callId) {
@@ -248,34 +252,40 @@ function describe(e) {
 
 const SVG = 'http://www.w3.org/2000/svg';
 
-/** Bars of each request's tool-definition tokens against all toolsets' (an outline). */
+/** Bars of each request's tool-definition tokens against all toolsets' (a dashed outline), with the scale. */
 function drawChart(svg, points) {
   const max = Math.max(1, ...points.map((p) => Math.max(p.used, p.all)));
-  const width = 600;
   const height = 120;
-  const step = Math.min(60, width / Math.max(points.length, 1));
-  const bars = points.flatMap((p, i) => {
-    const x = i * step + 4;
-    const all = document.createElementNS(SVG, 'rect');
-    const h = (p.all / max) * (height - 20);
-    all.setAttribute('x', x);
-    all.setAttribute('y', height - h);
-    all.setAttribute('width', step - 8);
-    all.setAttribute('height', h);
-    all.setAttribute('class', 'all');
-    const used = document.createElementNS(SVG, 'rect');
-    const u = (p.used / max) * (height - 20);
-    used.setAttribute('x', x);
-    used.setAttribute('y', height - u);
-    used.setAttribute('width', step - 8);
-    used.setAttribute('height', u);
-    used.setAttribute('class', 'used');
+  const top = 18;
+  const step = 34;
+  const rect = (x, value, cls) => {
+    const node = document.createElementNS(SVG, 'rect');
+    const h = (value / max) * (height - top);
+    node.setAttribute('x', x);
+    node.setAttribute('y', height - h);
+    node.setAttribute('width', step - 10);
+    node.setAttribute('height', Math.max(h, 1));
+    node.setAttribute('class', cls);
+    return node;
+  };
+  const nodes = points.flatMap((p, i) => {
+    const x = 60 + i * step;
+    const used = rect(x, p.used, 'used');
     const title = document.createElementNS(SVG, 'title');
     title.textContent = `request ${i + 1}: ${p.used} of ${p.all} tokens`;
     used.append(title);
-    return [all, used];
+    return [rect(x, p.all, 'all'), used];
   });
-  svg.replaceChildren(...bars);
+  const scale = document.createElementNS(SVG, 'text');
+  scale.setAttribute('x', 0);
+  scale.setAttribute('y', 12);
+  scale.textContent = `${max} tokens`;
+  const base = document.createElementNS(SVG, 'text');
+  base.setAttribute('x', 0);
+  base.setAttribute('y', height);
+  base.textContent = '0';
+  svg.replaceChildren(scale, base, ...nodes);
+  svg.setAttribute('viewBox', `0 0 ${Math.max(600, 70 + points.length * step)} ${height}`);
   svg.dataset.points = String(points.length);
 }
 
@@ -290,7 +300,7 @@ function followTask(view) {
   const points = [];
   let last = 0;
   const setStatus = (s) => {
-    statusField.replaceChildren(el('span', { class: `status s-${s}` }, s.replace('_', ' ')));
+    fill(statusField, el('span', { class: `status s-${s}` }, s.replace('_', ' ')));
   };
   const source = new EventSource(`/agent/tasks/${encodeURIComponent(id)}/events`);
   source.onopen = () => {
@@ -323,7 +333,8 @@ function followTask(view) {
     if (e.type === 'approval_needed') {
       setStatus('awaiting_approval');
       pending.hidden = false;
-      pending.replaceChildren(
+      fill(
+        pending,
         el('h2', {}, `Waiting for you: ${KIND_TITLE[e.data.kind] ?? e.data.kind} `, el('code', {}, e.data.subject)),
         el('p', { class: 'reason' }, e.data.reason),
         e.data.arguments ? el('pre', { class: 'args' }, JSON.stringify(e.data.arguments, null, 2)) : null,
@@ -359,7 +370,8 @@ function followTask(view) {
     pending.hidden = true;
     const box = view.querySelector('[data-result]');
     box.hidden = false;
-    box.replaceChildren(
+    fill(
+      box,
       el('h2', {}, `Result: ${r.status}`),
       r.final_answer ? el('blockquote', {}, r.final_answer) : null,
       r.error ? el('p', { class: 'reason' }, r.error) : null,

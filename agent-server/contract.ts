@@ -153,7 +153,7 @@ export const agentRoutes = {
     path: '/agent/tasks/{id}/approvals/{call_id}',
     summary:
       'Approve or deny what a task waits for; the task resumes (also after a restart of the agent-server)',
-    roles: ['user', 'admin'],
+    roles: ['user'],
     params: z.object({ id: TaskIdParam, call_id: boundedString(LIMITS.callId).min(1) }),
     body: DecideApproval,
     responses: {
@@ -168,7 +168,7 @@ export const agentRoutes = {
   executeTask: {
     method: 'post',
     path: '/agent/execute_task',
-    roles: ['user', 'admin'],
+    roles: ['user'],
     summary:
       'Run a task to its end; with Accept: text/event-stream, stream its events and then the result; with ' +
       'Prefer: respond-async or {"wait": false}, answer 202 at once',
@@ -191,7 +191,7 @@ export const agentRoutes = {
   cancelTask: {
     method: 'post',
     path: '/agent/tasks/{id}/cancel',
-    roles: ['user', 'admin'],
+    roles: ['user'],
     summary:
       'Cancel a running task: it stops between steps and any model or tool call in flight is abandoned; ' +
       'answers once it has stopped',

@@ -42,7 +42,10 @@ export interface Security {
 
 /** A console login behind a session cookie (agent-server/console/sessions.ts keeps them). */
 export interface ConsoleLogin {
+  /** The role this service's routes see (the operator's login acts as a user of the agent's API here). */
   role: Role;
+  /** The role the login was made for: what the console lets it do (the gateway checks it again). */
+  consoleRole: Role;
   /** A digest of the session (never its secret), as a bearer token's digest is for a token. */
   credential: string;
   /** The value every state-changing request of this login carries in `x-csrf-token`. */

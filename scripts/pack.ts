@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, rmSync } from 'node:fs';
+import { copyFileSync, cpSync, rmSync } from 'node:fs';
 
 // `npm pack` / `npm publish` hooks (package.json prepack and postpack). Before: build dist/ (the JavaScript the
 // installed package runs) and ship the lockfile as npm-shrinkwrap.json, so `npm i -g toolshift` installs the
@@ -12,6 +12,8 @@ if (step === 'before') {
   execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.build.json'], {
     stdio: 'inherit',
   });
+  // The console's stylesheet, script and icon are served as they are, beside the compiled routes.
+  cpSync('agent-server/console/assets', 'dist/agent-server/console/assets', { recursive: true });
   copyFileSync('package-lock.json', 'npm-shrinkwrap.json');
 } else if (step === 'after') {
   rmSync('dist', { recursive: true, force: true });

@@ -6,7 +6,6 @@ import { secureHeaders } from 'hono/secure-headers';
 import { z } from 'zod';
 import { callRoute, errorOf, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
 import { HttpError } from '../../lib/http-error.ts';
-import { requireRole } from '../../lib/security.ts';
 import {
   ApproveToolsetRequest,
   AUDIT_KINDS,
@@ -107,7 +106,7 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
   const viewOf = (c: Context) => {
     const principal = c.get('principal');
     const login = c.get('consoleLogin');
-    const role = principal?.role ?? 'local';
+    const role: string = login?.consoleRole ?? principal?.role ?? 'local';
     const bearer = /^Bearer\s+(.+)$/i.exec(c.req.header('authorization') ?? '')?.[1];
     const token = login?.token ?? bearer;
     const can: Can = {
@@ -349,8 +348,12 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
 
   // The operator's changes, relayed to the gateway with the operator's own token (the gateway checks it too).
   const operator = (c: Context, what: string) => {
-    requireRole(c, ['admin'], what);
-    return viewOf(c).gateway;
+    const view = viewOf(c);
+    if (!view.can.operate)
+      throw new HttpError(403, `${what} needs the operator's login (GATEWAY_ADMIN_TOKEN)`, {
+        required_roles: ['admin'],
+      });
+    return view.gateway;
   };
   app.post('/console/actions/toolsets', async (c) => {
     const gateway = operator(c, 'Enabling and disabling toolsets');

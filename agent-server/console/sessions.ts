@@ -133,7 +133,8 @@ export function createLogins(deps: LoginDeps) {
       const token = row && unseal(secret, row.sealed);
       if (!row || token === undefined) return undefined;
       return {
-        role: row.role as Role,
+        role: row.role === 'admin' ? 'user' : (row.role as Role),
+        consoleRole: row.role as Role,
         credential: row.id_hash,
         csrf: createHmac('sha256', secret).update('csrf').digest('base64url'),
         token,

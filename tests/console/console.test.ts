@@ -30,7 +30,11 @@ function scriptedModel(): Server {
       const goal = String(messages.find((m) => m.role === 'user')?.content ?? '');
       if (goal.includes('break')) {
         res.writeHead(400, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: 'this model does not take that request', type: 'invalid_request_error' } }));
+        res.end(
+          JSON.stringify({
+            error: { message: 'this model does not take that request', type: 'invalid_request_error' },
+          }),
+        );
         return;
       }
       const name = /write (\S+)/.exec(goal)?.[1] ?? 'note';

@@ -151,6 +151,7 @@ describe('/openapi.json', () => {
       'agent',
       'approver',
       'mcp',
+      'viewer',
     ]);
     expect(gateway.components.securitySchemes.admin).toMatchObject({ type: 'http', scheme: 'bearer' });
     expect(gateway.components.securitySchemes.admin.description).toMatch(/GATEWAY_ADMIN_TOKEN/);
@@ -158,7 +159,7 @@ describe('/openapi.json', () => {
     expect(tools.components.securitySchemes.gateway.description).toMatch(/TOOL_SERVER_TOKEN/);
     expect(gateway.paths['/mcp/admin/policy'].get.security).toEqual([{ admin: [] }]);
     expect(gateway.paths['/mcp'].post.security).toEqual([{ mcp: [] }, { admin: [] }]);
-    expect(agent.paths['/health'].get.security).toEqual([{}, { user: [] }]);
+    expect(agent.paths['/health'].get.security).toEqual([{}, { user: [] }, { viewer: [] }]);
     expect(agent.paths['/health'].get.responses['401']).toBeUndefined();
   });
 

@@ -162,7 +162,7 @@ describe('the credentials file', () => {
     const file = path.join(tmp, 'race', 'credentials.json');
     const all = Array.from({ length: 8 }, () => loadOrCreateCredentials(file));
     for (const tokens of all) expect(tokens).toEqual(all[0]);
-    expect(new Set(Object.values(all[0])).size).toBe(5);
+    expect(new Set(Object.values(all[0])).size).toBe(6);
     expect(statSync(file).mode & 0o777).toBe(0o600);
   });
 

@@ -311,6 +311,100 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
     }
   });
 
+  it('lists tasks by status and by text in the goal, a page after another, and counts them by status', async () => {
+    const store = await (await backend.fresh()).open();
+    try {
+      for (let i = 1; i <= 7; i++)
+        await store.createTask(`task_${i}`, 'ses', `goal ${i}${i % 2 ? ' Odd_50%' : ''}`);
+      for (const id of ['task_1', 'task_2', 'task_3']) await store.finishTask(id, outcome('completed'));
+      await store.finishTask('task_4', outcome('failed'));
+      const ids = (tasks: { task_id: string }[]) => tasks.map((t) => t.task_id);
+      expect(ids(await store.recentTasks(10, { status: 'completed' }))).toEqual([
+        'task_3',
+        'task_2',
+        'task_1',
+      ]);
+      // Case-insensitive for ASCII; `%` and `_` are text, not wildcards.
+      expect(ids(await store.recentTasks(10, { goal: 'odd_50%' }))).toEqual([
+        'task_7',
+        'task_5',
+        'task_3',
+        'task_1',
+      ]);
+      expect(ids(await store.recentTasks(10, { goal: 'd_5' }))).toEqual([
+        'task_7',
+        'task_5',
+        'task_3',
+        'task_1',
+      ]);
+      expect(ids(await store.recentTasks(10, { goal: '_%' }))).toEqual([]);
+      expect(ids(await store.recentTasks(10, { goal: 'odd', status: 'completed' }))).toEqual([
+        'task_3',
+        'task_1',
+      ]);
+      // Keyset pages: each starts after the previous page's last task, none repeated or skipped.
+      const first = await store.recentTasks(3);
+      const second = await store.recentTasks(3, { after: first.at(-1)?.task_id });
+      const third = await store.recentTasks(3, { after: second.at(-1)?.task_id });
+      expect([...ids(first), ...ids(second), ...ids(third)]).toEqual([
+        'task_7',
+        'task_6',
+        'task_5',
+        'task_4',
+        'task_3',
+        'task_2',
+        'task_1',
+      ]);
+      expect(await store.countTasks()).toEqual({ completed: 3, failed: 1, running: 3 });
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('keeps console logins until they expire or end, and gives a login code once', async () => {
+    const place = await backend.fresh();
+    const store = await place.open();
+    const other = await place.open();
+    try {
+      const soon = Date.now() + 60_000;
+      await store.saveLogin({
+        id_hash: 'h_session',
+        kind: 'session',
+        role: 'admin',
+        sealed: 'x',
+        expires_at: soon,
+      });
+      await store.saveLogin({
+        id_hash: 'h_old',
+        kind: 'session',
+        role: 'viewer',
+        sealed: 'y',
+        expires_at: Date.now() - 1,
+      });
+      await store.saveLogin({ id_hash: 'h_code', kind: 'code', role: 'user', sealed: 'z', expires_at: soon });
+      // Another process on the same data sees the login (one on SQLite is the same file, reopened).
+      expect(await other.login('h_session')).toEqual({
+        id_hash: 'h_session',
+        kind: 'session',
+        role: 'admin',
+        sealed: 'x',
+        expires_at: soon,
+      });
+      expect(await store.login('h_old')).toBeUndefined();
+      // A code is not a session, and is taken once across processes.
+      expect(await store.login('h_code')).toBeUndefined();
+      const taken = await Promise.all([store.takeLoginCode('h_code'), other.takeLoginCode('h_code')]);
+      expect(taken.filter(Boolean).map((t) => t?.role)).toEqual(['user']);
+      await store.dropLogin('h_session');
+      expect(await other.login('h_session')).toBeUndefined();
+      expect(await store.pruneLogins(10)).toBe(1);
+      expect(await store.pruneLogins(10)).toBe(0);
+    } finally {
+      await store.close();
+      await other.close();
+    }
+  });
+
   it('prunes only finished tasks older than the cut-off, with their events', async () => {
     const store = await (await backend.fresh()).open();
     try {

@@ -72,10 +72,15 @@ describe('approvals in the agent', () => {
     expect(await readFile(path.join(s.root, 'ok.txt'), 'utf8')).toBe('approved content');
     expect(done.final_answer).toMatch(/tool said: .*"action":"created"/);
     expect(done.events.map((e: { type: string }) => e.type)).toContain('approval_decided');
-    // Nothing is pending any more, and a second decision is refused.
+    // Nothing is pending any more, and a second decision is told the first one stands.
     expect((await s.get(s.agentApp, '/agent/approvals')).body.approvals).toEqual([]);
+    const second = await s.post(s.agentApp, `/agent/tasks/${taskId}/approvals/call_write`, {
+      approve: false,
+    });
+    expect(second.status).toBe(409);
+    expect(second.body.error).toMatch(/decided already \(approved\); the first decision stands/);
     expect(
-      (await s.post(s.agentApp, `/agent/tasks/${taskId}/approvals/call_write`, { approve: true })).status,
+      (await s.post(s.agentApp, `/agent/tasks/${taskId}/approvals/call_other`, { approve: true })).status,
     ).toBe(404);
   });
 

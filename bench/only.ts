@@ -3,16 +3,19 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
 import { concurrencyRun, type ServicesLayout } from './concurrency.ts';
+import { consoleRun } from './console.ts';
 import { replicasRun } from './gateway-replicas.ts';
 import { latencyRun } from './latency-run.ts';
 
-// `npm run bench:one -- <concurrency|latency|replicas>`: one part of the benchmark, printed as JSON, for working on
+// `npm run bench:one -- <concurrency|latency|replicas|console>`: one part of the benchmark, printed as JSON, for working on
 // it. BENCH_TASKS (default 1000) and BENCH_LAYOUT (npm-start, two-threads, separate, or postgres-workers with
 // BENCH_WORKERS worker processes on a throwaway PostgreSQL) for concurrency, BENCH_ROUNDS for latency.
 const root = await mkdtemp(path.join(tmpdir(), 'toolshift-bench-'));
 try {
   const part = process.argv[2] ?? 'concurrency';
-  if (part === 'replicas') {
+  if (part === 'console') {
+    console.log(JSON.stringify(await consoleRun()));
+  } else if (part === 'replicas') {
     console.log(JSON.stringify(await replicasRun()));
   } else if (part === 'latency') {
     const r = await latencyRun(root, Number(process.env.BENCH_ROUNDS ?? 400));

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
 import { type ConcurrencyRun, concurrencyRun } from './concurrency.ts';
+import { consoleRun } from './console.ts';
 import { recallAtScale } from './discovery.ts';
 import { eventLogRun } from './event-log.ts';
 import { pgEventLogRun } from './event-log-pg.ts';
@@ -67,6 +68,8 @@ async function main() {
     const scaledRuns = await postgresWorkersRuns(dir, tasks, step);
     step('gateway replicas on PostgreSQL: DISABLE across replicas, a call on each store');
     const replicas = await replicasRun();
+    step("the console's pages with 10,000 tasks and 100,000 audit rows in the stores");
+    const consolePages = await consoleRun();
     const startupRuns = Number(process.env.BENCH_STARTS ?? 5);
     step(
       `start-up and idle memory of npm start's command, before and after the loader went: ${startupRuns} starts each`,
@@ -90,6 +93,7 @@ async function main() {
       memoryTwoThreads,
       startup,
       replicas,
+      console: consolePages,
     };
     const out = process.env.BENCH_OUT ?? 'BENCHMARKS.md';
     writeFileSync(out, renderReport(results));

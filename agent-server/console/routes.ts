@@ -4,8 +4,8 @@ import type { Context, Hono } from 'hono';
 import { html } from 'hono/html';
 import { secureHeaders } from 'hono/secure-headers';
 import { z } from 'zod';
+import { HttpError, type RouteSpec, route } from '../../lib/http.ts';
 import { callRoute, errorOf, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
-import { HttpError } from '../../lib/http-error.ts';
 import {
   ApproveToolsetRequest,
   AUDIT_KINDS,
@@ -86,11 +86,46 @@ const pageHeaders = secureHeaders({
   referrerPolicy: 'no-referrer',
 });
 
-const Token = z.object({ token: z.string().min(1).max(512) });
-const ToolsetToggle = z.strictObject({
-  action: z.enum(['ENABLE', 'DISABLE']),
-  toolset_ids: z.array(z.string().min(1).max(128)).min(1).max(64),
-});
+const Token = z.strictObject({ token: z.string().min(1).max(512) });
+
+/**
+ * The console's JSON routes, read and checked by lib/http.ts as every contract route is (body limits, JSON
+ * depth, the schema's message); they are the console's own, not part of the agent-server's API document.
+ */
+const consoleRoutes = {
+  login: {
+    method: 'post',
+    path: '/console/login',
+    summary: 'Log in with a token',
+    body: Token,
+    responses: {},
+  },
+  link: {
+    method: 'post',
+    path: '/console/links',
+    summary: 'A one-time login link',
+    body: Token,
+    responses: {},
+  },
+  toggle: {
+    method: 'post',
+    path: '/console/actions/toolsets',
+    summary: 'Enable or disable toolsets',
+    body: z.strictObject({
+      action: z.enum(['ENABLE', 'DISABLE']),
+      toolset_ids: z.array(z.string().min(1).max(128)).min(1).max(64),
+    }),
+    responses: {},
+  },
+  approve: {
+    method: 'post',
+    path: '/console/actions/toolsets/{id}/approve',
+    summary: 'Approve withheld upstream tools as shown',
+    params: z.object({ id: z.string().min(1).max(128) }),
+    body: ApproveToolsetRequest,
+    responses: {},
+  },
+} satisfies Record<string, RouteSpec>;
 
 function parse<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
   const parsed = schema.safeParse(value);
@@ -174,15 +209,13 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
     return c.html(loginPage(VERSION));
   });
 
-  app.post('/console/login', async (c) => {
-    const { token } = parse(Token, await c.req.json().catch(() => undefined));
+  route(app, consoleRoutes.login, async (c, { body: { token } }) => {
     const role = await logins.logIn(c, token);
     c.header('cache-control', 'no-store');
     return c.json({ role: ROLE_NAMES[role] ?? role });
   });
 
-  app.post('/console/links', async (c) => {
-    const { token } = parse(Token, await c.req.json().catch(() => undefined));
+  route(app, consoleRoutes.link, async (c, { body: { token } }) => {
     const link = await logins.link(token);
     const origin = `${new URL(c.req.url).protocol}//${c.req.header('host')}`;
     c.header('cache-control', 'no-store');
@@ -355,18 +388,14 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
       });
     return view.gateway;
   };
-  app.post('/console/actions/toolsets', async (c) => {
+  route(app, consoleRoutes.toggle, async (c, { body }) => {
     const gateway = operator(c, 'Enabling and disabling toolsets');
-    const body = parse(ToolsetToggle, await c.req.json().catch(() => undefined));
     return c.json(await relay(callRoute(gateway, gatewayRoutes.changeToolsets, { body })));
   });
-  app.post('/console/actions/toolsets/:id/approve', async (c) => {
+  route(app, consoleRoutes.approve, async (c, { params, body }) => {
     const gateway = operator(c, 'Approving upstream changes');
-    const body = parse(ApproveToolsetRequest, await c.req.json().catch(() => undefined));
     return c.json(
-      await relay(
-        callRoute(gateway, gatewayRoutes.approveToolset, { params: { id: c.req.param('id') }, body }),
-      ),
+      await relay(callRoute(gateway, gatewayRoutes.approveToolset, { params: { id: params.id }, body })),
     );
   });
   app.post('/console/actions/reload', async (c) => {

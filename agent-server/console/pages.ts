@@ -10,7 +10,7 @@ import type {
 type AuditRow = z.infer<typeof AuditRowSchema>;
 type PromptInfo = z.infer<typeof PromptSchema>;
 
-import type { PendingApproval, Task, TaskStatus } from '../contract.ts';
+import { EventType, type PendingApproval, type Task, type TaskStatus } from '../contract.ts';
 
 // The console's pages as server-rendered HTML (hono/html escapes every interpolated value). No inline script
 // or style: the page's behaviour is /console/assets/console.js, its look console.css (the CSP allows only
@@ -249,7 +249,7 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
                       can.operate
                         ? html`<button
                             type="button"
-                            data-post="/console/actions/toolsets/${t.id}/approve"
+                            data-post="/console/actions/toolsets/${encodeURIComponent(t.id)}/approve"
                             data-body="${JSON.stringify({ tools: t.withheld.map((w) => ({ name: w.name, hash: w.hash })) })}"
                             data-then="reload"
                           >
@@ -326,7 +326,12 @@ export function tasksPage(
 }
 
 export function taskPage(task: Task, can: Can): Html {
-  return html`<section class="task" data-task="${task.task_id}" data-can-decide="${String(can.decide)}">
+  return html`<section
+    class="task"
+    data-task="${task.task_id}"
+    data-can-decide="${String(can.decide)}"
+    data-event-types="${EventType.options.join(' ')}"
+  >
     <dl class="facts">
       <dt>Status</dt><dd data-field="status">${status(task.status)}</dd>
       <dt>Goal</dt><dd class="goal">${task.goal}</dd>
@@ -335,7 +340,7 @@ export function taskPage(task: Task, can: Can): Html {
     </dl>
     ${
       can.run
-        ? html`<p class="actions"><button type="button" data-post="/agent/tasks/${task.task_id}/cancel" data-cancel>Cancel</button></p>`
+        ? html`<p class="actions"><button type="button" data-post="/agent/tasks/${encodeURIComponent(task.task_id)}/cancel" data-cancel>Cancel</button></p>`
         : ''
     }
     <div class="pending" data-pending hidden></div>
@@ -368,7 +373,7 @@ export function approvalCard(a: PendingApproval, can: Can): Html {
 }
 
 function decideForm(taskId: string, callId: string) {
-  return html`<form class="decide" data-decide="/agent/tasks/${taskId}/approvals/${callId}">
+  return html`<form class="decide" data-decide="/agent/tasks/${encodeURIComponent(taskId)}/approvals/${encodeURIComponent(callId)}">
     <input name="reason" placeholder="Reason (optional)" maxlength="500" />
     <button type="submit" name="approve" value="true">Approve</button>
     <button type="submit" name="approve" value="false" class="deny">Deny</button>

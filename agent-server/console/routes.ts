@@ -195,6 +195,11 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
     c.header('cache-control', 'no-store');
     const code = c.req.query('code');
     if (code !== undefined) {
+      // A link is opened from outside the browser (a terminal, a chat): a page of another port on this host,
+      // which the browser calls same-site, must not log the user in (or out of their own login) with its code.
+      const site = c.req.header('sec-fetch-site');
+      if (site !== undefined && site !== 'none' && site !== 'same-origin')
+        throw new HttpError(403, 'A login link works when opened directly, not from another page');
       if (await logins.redeem(c, code)) return c.redirect('/console/', 303);
       return c.html(
         loginPage(
@@ -356,9 +361,9 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
 
   app.get('/console/audit/export', async (c) => {
     const view = viewOf(c);
-    const { given, parsed } = auditQuery(c);
+    const { parsed } = auditQuery(c);
     if (!parsed.success) throw new HttpError(400, `Invalid audit search: ${parsed.error.issues[0]?.message}`);
-    const { cursor: _, ...search } = given;
+    const { cursor: _, ...search } = parsed.data as Record<string, string>;
     const url = `${deps.gateway.baseUrl.replace(/\/$/, '')}/mcp/admin/audit/export?${new URLSearchParams(search)}`;
     const res = await (deps.gateway.fetch ?? fetch)(url, { headers: view.gateway.headers });
     if (!res.ok) throw await errorOf(res);

@@ -85,20 +85,32 @@ export function createLogins(deps: LoginDeps) {
   async function roleOf(token: string): Promise<Role> {
     const own = deps.security.tokens.find((t) => tokenMatches(token, t.token));
     if (own && (own.role === 'user' || own.role === 'viewer')) return own.role;
+    // A gateway that answers its operator's route without any token would vouch for any string.
+    if (await gatewayAccepts(undefined)) {
+      throw new HttpError(
+        401,
+        'The gateway takes no token, so no operator login can be checked: log in with AGENT_API_TOKEN or VIEWER_TOKEN, ' +
+          'or set GATEWAY_ADMIN_TOKEN on the gateway',
+      );
+    }
+    if (await gatewayAccepts(token)) return 'admin';
+    throw new HttpError(
+      401,
+      'That token does not open the console: log in with VIEWER_TOKEN (read only), AGENT_API_TOKEN (run tasks, ' +
+        'decide approvals) or GATEWAY_ADMIN_TOKEN (everything); `toolshift token <role>` prints each',
+    );
+  }
+
+  /** Whether the gateway answers its operator-only route with `token` (or with none). */
+  async function gatewayAccepts(token: string | undefined): Promise<boolean> {
     try {
       await callRoute(
-        { ...deps.gateway, headers: { authorization: `Bearer ${token}` } },
+        { ...deps.gateway, headers: token ? { authorization: `Bearer ${token}` } : undefined },
         gatewayRoutes.getPolicy,
       );
-      return 'admin';
+      return true;
     } catch (err) {
-      if (err instanceof ServiceError && (err.status === 401 || err.status === 403)) {
-        throw new HttpError(
-          401,
-          'That token does not open the console: log in with VIEWER_TOKEN (read only), AGENT_API_TOKEN (run tasks, ' +
-            'decide approvals) or GATEWAY_ADMIN_TOKEN (everything); `toolshift token <role>` prints each',
-        );
-      }
+      if (err instanceof ServiceError && (err.status === 401 || err.status === 403)) return false;
       throw err;
     }
   }
@@ -132,6 +144,12 @@ export function createLogins(deps: LoginDeps) {
       const row = await store.login(hashOf(secret));
       const token = row && unseal(secret, row.sealed);
       if (!row || token === undefined) return undefined;
+      // A login made with this service's own token ends when that token is changed (rotated).
+      if (
+        row.role !== 'admin' &&
+        !deps.security.tokens.some((t) => t.role === row.role && tokenMatches(token, t.token))
+      )
+        return undefined;
       return {
         role: row.role === 'admin' ? 'user' : (row.role as Role),
         consoleRole: row.role as Role,

@@ -133,7 +133,11 @@ async function decide(form, submitter) {
 function decideForm(taskId, callId) {
   return el(
     'form',
-    { class: 'decide', 'data-decide': `/agent/tasks/${taskId}/approvals/${callId}` },
+    // Encoded: a call id is the model's text, and `../` in it must not aim the click at another route.
+    {
+      class: 'decide',
+      'data-decide': `/agent/tasks/${encodeURIComponent(taskId)}/approvals/${encodeURIComponent(callId)}`,
+    },
     el('input', { name: 'reason', placeholder: 'Reason (optional)', maxlength: 500 }),
     el('button', { type: 'submit', name: 'approve', value: 'true' }, 'Approve'),
     el('button', { type: 'submit', name: 'approve', value: 'false', class: 'deny' }, 'Deny'),
@@ -347,20 +351,8 @@ function followTask(view) {
       setStatus('running');
     }
   };
-  for (const type of [
-    'task_started',
-    'model_request',
-    'model_retry',
-    'model_call',
-    'tool_call_started',
-    'tool_call',
-    'toolset_change',
-    'approval_needed',
-    'approval_decided',
-    'task_resumed',
-    'task_finished',
-  ])
-    source.addEventListener(type, onEvent);
+  // The event names, from the contract (the page lists them).
+  for (const type of view.dataset.eventTypes.split(' ')) source.addEventListener(type, onEvent);
   source.addEventListener('result', (message) => {
     source.close();
     const r = JSON.parse(message.data);

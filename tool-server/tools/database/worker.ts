@@ -20,8 +20,10 @@ process.on('disconnect', () => process.exit(0));
 
 // 'disconnect' is not seen while a statement runs on this thread, so a thread of its own watches for the
 // tool-server dying mid-query (killed, crashed) and ends this process, which would otherwise run on, orphaned.
+// The parent's pid is read here, not in the thread: a thread that starts late (a loaded machine) after the
+// tool-server has already died would read its new parent and never notice.
 new Worker(
-  `const parent = process.ppid;
+  `const parent = ${process.ppid};
    setInterval(() => { if (process.ppid !== parent) process.kill(process.pid, 'SIGKILL'); }, 500);`,
   { eval: true },
 ).unref();

@@ -8,6 +8,7 @@ import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase } from '../lib/sqlite.ts';
 import { createTokenCounter } from '../lib/tokens.ts';
+import { startServiceTracing } from '../lib/trace-setup.ts';
 import { createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
 import { openAIModel } from './clients/model.ts';
@@ -26,6 +27,7 @@ export async function startAgentServer(
 ): Promise<Listening> {
   const log = opts.log ?? createLogger('agent-server', config.logLevel, undefined, config.logFormat);
   const security = securityFor(config, 'agent-server');
+  const tracing = await startServiceTracing('agent-server', config, log);
   if (config.gateway.adminToken && !config.gateway.agentToken) {
     // The agent never holds the operator's token: with the gateway locked, it needs its own.
     throw new Error(
@@ -80,6 +82,7 @@ export async function startAgentServer(
     gateway,
     model,
     modelName: m.name,
+    modelBaseURL: m.baseURL,
     defaultMaxSteps: config.agent.maxSteps,
     defaultMaxDurationS: config.agent.maxDurationS,
     tokens,
@@ -154,6 +157,7 @@ export async function startAgentServer(
       await agent.shutdown();
       await retention.stop();
       await store.close();
+      await tracing?.shutdown();
     },
   };
 }

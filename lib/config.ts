@@ -3,6 +3,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { installationDir, userDataDir } from './installation.ts';
 import { TOKENIZERS } from './tokens.ts';
+import { SAMPLERS, type TracingSettings } from './tracing.ts';
 
 // Every setting of every service, read once from the environment (and `.env` if present) and validated,
 // so a typo in a port or a root fails at start with the variable's name, not later with a stack trace.
@@ -26,6 +27,22 @@ const optionalString = z
   .string()
   .optional()
   .transform((v) => (v && v.trim() !== '' ? v.trim() : undefined));
+
+/** A yes/no variable: 1/true or 0/false (empty: no). */
+const flag = z
+  .enum(['', '0', '1', 'true', 'false'], { message: 'must be true or false (1 or 0)' })
+  .optional()
+  .transform((v) => v === '1' || v === 'true');
+const httpUrl = optionalString.refine(
+  (v) => v === undefined || (URL.canParse(v) && /^https?:$/.test(new URL(v).protocol)),
+  'must be an http(s) URL, e.g. http://127.0.0.1:4318',
+);
+const otlpProtocol = z
+  .enum(['http/protobuf', 'http/json'], {
+    message:
+      'must be http/protobuf or http/json (grpc is not supported; use the OTLP/HTTP port, usually 4318)',
+  })
+  .optional();
 
 /** Days a kind of row is kept (fractions allowed); 0 keeps it for ever. */
 const retentionDays = z.coerce.number().min(0).max(36_500).default(30);
@@ -170,7 +187,71 @@ export const EnvSchema = z.object({
   SESSION_RETENTION_DAYS: retentionDays,
   RETENTION_INTERVAL_S: z.coerce.number().int().min(10).max(86_400).default(3600),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  // OpenTelemetry traces (lib/tracing.ts): the standard variables, off unless an endpoint is set.
+  OTEL_SDK_DISABLED: flag,
+  OTEL_TRACES_EXPORTER: z
+    .enum(['otlp', 'none', ''], { message: 'must be otlp or none (traces go out over OTLP/HTTP only)' })
+    .optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl,
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: httpUrl,
+  OTEL_EXPORTER_OTLP_HEADERS: optionalString,
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: optionalString,
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol,
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol,
+  OTEL_SERVICE_NAME: optionalString,
+  OTEL_RESOURCE_ATTRIBUTES: optionalString,
+  OTEL_TRACES_SAMPLER: z
+    .enum(SAMPLERS, { message: `must be one of ${SAMPLERS.join(', ')}` })
+    .default('parentbased_always_on'),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1),
+  OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: flag,
 });
+
+/**
+ * `key=value,key2=value2` with percent-encoded values, as OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES
+ * are written; a pair without `=` is an error naming the variable.
+ */
+function keyValues(variable: string, raw: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of (raw ?? '').split(',')) {
+    if (pair.trim() === '') continue;
+    const at = pair.indexOf('=');
+    if (at <= 0) {
+      throw new Error(
+        `Invalid configuration:\n  ${variable}: "${pair.trim().slice(0, 40)}" is not key=value ` +
+          '(write key=value pairs separated by commas, values percent-encoded)',
+      );
+    }
+    let value = pair.slice(at + 1).trim();
+    try {
+      value = decodeURIComponent(value);
+    } catch {}
+    out[pair.slice(0, at).trim()] = value;
+  }
+  return out;
+}
+
+/** The tracing settings, or undefined when tracing is off (no endpoint, OTEL_SDK_DISABLED, exporter none). */
+function tracingSettings(e: z.infer<typeof EnvSchema>): TracingSettings | undefined {
+  if (e.OTEL_SDK_DISABLED || e.OTEL_TRACES_EXPORTER === 'none') return undefined;
+  const base = e.OTEL_EXPORTER_OTLP_ENDPOINT;
+  const url =
+    e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (base ? `${base.replace(/\/+$/, '')}/v1/traces` : undefined);
+  if (!url) return undefined;
+  return {
+    url,
+    headers: {
+      ...keyValues('OTEL_EXPORTER_OTLP_HEADERS', e.OTEL_EXPORTER_OTLP_HEADERS),
+      ...keyValues('OTEL_EXPORTER_OTLP_TRACES_HEADERS', e.OTEL_EXPORTER_OTLP_TRACES_HEADERS),
+    },
+    protocol: e.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? e.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf',
+    sampler: e.OTEL_TRACES_SAMPLER,
+    ratio: e.OTEL_TRACES_SAMPLER_ARG,
+    serviceName: e.OTEL_SERVICE_NAME ?? 'toolshift',
+    resource: keyValues('OTEL_RESOURCE_ATTRIBUTES', e.OTEL_RESOURCE_ATTRIBUTES),
+    content: e.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
+  };
+}
 
 /** The validated configuration shared by all three services. */
 export type Config = ReturnType<typeof loadConfig>;
@@ -342,6 +423,8 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
     },
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
+    /** OpenTelemetry traces (lib/tracing.ts): undefined when off. */
+    tracing: tracingSettings(e),
     /** The encoding tool-definition and message tokens are counted in (lib/tokens.ts). */
     tokenizer: e.TOKENIZER,
   };

@@ -2,6 +2,7 @@ import { request } from 'undici';
 import type { z } from 'zod';
 import type { RouteSpec } from './contract.ts';
 import { currentRequestId, REQUEST_ID_HEADER } from './request-id.ts';
+import { traceHeaders } from './tracing.ts';
 
 /** How one service reaches another: a base URL and a fetch (tests pass `app.request`). */
 export interface ServiceEndpoint {
@@ -96,7 +97,12 @@ export async function callRoute<S extends RouteSpec>(
   try {
     res = await exchange(endpoint, url, {
       method: spec.method.toUpperCase(),
-      headers: { 'content-type': 'application/json', ...requestIdHeader(), ...endpoint.headers },
+      headers: {
+        'content-type': 'application/json',
+        ...requestIdHeader(),
+        ...traceHeaders(),
+        ...endpoint.headers,
+      },
       body,
       signal: controller.signal,
     });

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Context, Hono } from 'hono';
+import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
 import { z } from 'zod';
@@ -13,6 +13,7 @@ import { createMetrics, type Metrics, metricsRoute } from './metrics.ts';
 import { incomingOf } from './node-request.ts';
 import { REQUEST_ID_HEADER, requestIdFrom, withRequestId } from './request-id.ts';
 import { requireRole, type Security, securityMiddleware } from './security.ts';
+import { context, extractContext, SpanKind, SpanStatusCode, trace, tracingOf } from './tracing.ts';
 
 export { ErrorBody, type EventStream, type RouteSpec } from './contract.ts';
 export { HttpError };
@@ -96,6 +97,47 @@ export interface BaseOptions {
   metrics?: Metrics;
   /** The service's own refusals as HTTP errors (the gateway's rules know no HTTP); others go on as they are. */
   asHttpError?: (err: unknown) => HttpError | undefined;
+  /** Requests that start a trace of their own when they carry none (the gateway's MCP face); others only join one. */
+  traceRoots?: (path: string) => boolean;
+}
+
+/**
+ * With tracing on, a SERVER span per request that continues a trace (`traceparent`): the hops between the
+ * services and from an upstream's caller join the caller's trace. A request that carries none starts no trace
+ * (a health check, a poll, the CLI), except where `roots` says (an MCP client's call). Off: a pass-through.
+ */
+function serverSpans(service: string, roots?: (path: string) => boolean): MiddlewareHandler {
+  return async (c, next) => {
+    const tracing = tracingOf(service);
+    if (!tracing) return next();
+    const traceparent = c.req.header('traceparent');
+    const parent = extractContext({ traceparent, tracestate: c.req.header('tracestate') });
+    if (!parent && !roots?.(c.req.path)) return next();
+    const base = parent ?? context.active();
+    const span = tracing.tracer.startSpan(
+      c.req.method,
+      {
+        kind: SpanKind.SERVER,
+        attributes: { 'http.request.method': c.req.method, 'url.path': c.req.path },
+      },
+      base,
+    );
+    try {
+      await context.with(trace.setSpan(base, span), next);
+    } finally {
+      const matched = routePath(c, -1);
+      if (matched !== '*' && matched !== '/*') {
+        span.updateName(`${c.req.method} ${matched}`);
+        span.setAttribute('http.route', matched);
+      }
+      span.setAttribute('http.response.status_code', c.res.status);
+      if (c.res.status >= 500) {
+        span.setAttribute('error.type', String(c.res.status));
+        span.setStatus({ code: SpanStatusCode.ERROR });
+      }
+      span.end();
+    }
+  };
 }
 
 /**
@@ -119,6 +161,8 @@ export function installBase(app: Hono, log: Logger, security: Security, opts: Ba
     log.error({ err, path: c.req.path, error_id: id }, 'unhandled error');
     return c.json({ error: `Internal error (logged on the server as ${id})` }, 500);
   });
+  // Outermost, so the access line below is written inside the request's span (it carries its trace id).
+  if (typeof service === 'string') app.use('*', serverSpans(service, opts.traceRoots));
   app.use('*', async (c, next) => {
     const requestId = requestIdFrom(c.req.header(REQUEST_ID_HEADER));
     c.header(REQUEST_ID_HEADER, requestId);

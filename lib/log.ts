@@ -1,6 +1,7 @@
 import { pino } from 'pino';
 import pretty from 'pino-pretty';
 import { currentRequestId } from './request-id.ts';
+import { logTraceIds } from './tracing.ts';
 
 /** A pino logger. */
 export type Logger = pino.Logger;
@@ -22,7 +23,8 @@ const REDACT = [
 
 /**
  * One logger per service, named so the three services' lines can be told apart. Every line carries the
- * request id of the request it was written for (lib/request-id.ts), so one task can be followed across services.
+ * request id of the request it was written for (lib/request-id.ts), so one task can be followed across services,
+ * and with tracing on the trace_id and span_id of the span it was written in.
  */
 export function createLogger(
   service: string,
@@ -34,9 +36,11 @@ export function createLogger(
     name: service,
     level,
     redact: { paths: REDACT, censor: '[redacted]' },
+    // The request id, and (tracing on) the trace and span the line was written in, so it leads to its trace.
     mixin: () => {
       const id = currentRequestId();
-      return id ? { request_id: id } : {};
+      const ids = logTraceIds();
+      return id ? { request_id: id, ...ids } : ids;
     },
   };
   const prettyWanted = format === 'pretty' || (format === 'auto' && !destination && process.stdout.isTTY);

@@ -13,6 +13,9 @@ import type { Gateway } from './core/gateway.ts';
 import { REFUSAL_STATUS, Refusal } from './core/refusals.ts';
 import type { McpFace } from './face/face.ts';
 
+/** The MCP face's routes: all toolsets at /mcp, views at /mcp/toolsets/<ids>. */
+const isFacePath = (path: string) => path === '/mcp' || path.startsWith('/mcp/toolsets/');
+
 /** Who a request is, for the audit trail: the operator, the model in a task, an MCP client, a user. */
 function actorOf(c: Context): AuditActor {
   const principal = c.get('principal');
@@ -21,8 +24,7 @@ function actorOf(c: Context): AuditActor {
   if ((role === 'agent' || role === 'local') && task && /^[A-Za-z0-9_.:-]{1,128}$/.test(task)) {
     return { actor: `model in task ${task}`, task_id: task };
   }
-  if (c.req.path === '/mcp' || c.req.path.startsWith('/mcp/toolsets/'))
-    return { actor: `mcp client (${role})` };
+  if (isFacePath(c.req.path)) return { actor: `mcp client (${role})` };
   return { actor: role === 'approver' ? 'user (AGENT_API_TOKEN)' : role };
 }
 
@@ -56,7 +58,12 @@ function refusalAsHttpError(err: unknown): HttpError | undefined {
 export function createGatewayApp(deps: GatewayDeps): Hono {
   const { gateway } = deps;
   const app = new Hono();
-  installBase(app, deps.log, deps.security, { metrics: deps.metrics, asHttpError: refusalAsHttpError });
+  installBase(app, deps.log, deps.security, {
+    metrics: deps.metrics,
+    asHttpError: refusalAsHttpError,
+    // An MCP client's call starts a trace when it carries none; the admin and agent routes only join one.
+    traceRoots: isFacePath,
+  });
   // Every audit row of the request records who acted (audit-context.ts).
   app.use('*', (c, next) => withActor(actorOf(c), next));
   route(app, routes.changeToolsets, async (c, { body }) => {

@@ -7,6 +7,7 @@ import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
 import { openDatabase, writableDataDir } from '../lib/sqlite.ts';
 import { createTokenCounter } from '../lib/tokens.ts';
+import { startServiceTracing } from '../lib/trace-setup.ts';
 import { createGatewayApp } from './app.ts';
 import type { Backend } from './backends/backend.ts';
 import { toolServerBackend } from './backends/tool-server-backend.ts';
@@ -33,6 +34,7 @@ export async function startGateway(
   opts: { backendWaitMs?: number; announce?: boolean } = {},
 ): Promise<Listening> {
   const log = createLogger('mcp-gateway', config.logLevel, undefined, config.logFormat);
+  const tracing = await startServiceTracing('mcp-gateway', config, log);
   const security = securityFor(config, 'mcp-gateway');
   const backends: Record<string, Backend> = {
     'tool-server': toolServerBackend({
@@ -175,6 +177,7 @@ export async function startGateway(
       pool.close();
       await stopListening?.();
       await closeStore();
+      await tracing?.shutdown();
     },
   };
 }

@@ -4,6 +4,7 @@ import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { serveOpenApi } from '../lib/openapi.ts';
 import { healthDetail, type Security } from '../lib/security.ts';
+import { GENAI, trace } from '../lib/tracing.ts';
 import * as contract from './contract.ts';
 import { toolServerRoutes as routes } from './contract.ts';
 import type { ToolContext } from './kit/define.ts';
@@ -24,9 +25,14 @@ export function createToolServerApp<C extends ToolContext>(deps: ToolServerDeps<
   const app = new Hono();
   installBase(app, deps.log, deps.security, { metrics: deps.metrics });
   route(app, routes.listTools, (c) => c.json(deps.registry.definitions()));
-  route(app, routes.callTool, async (c, { params, body }) =>
-    c.json(await deps.registry.call(params.name, body ?? {}, deps.context)),
-  );
+  route(app, routes.callTool, async (c, { params, body }) => {
+    // The request's span (tracing on: a hop of a traced call) names the tool and says how it ended.
+    const span = trace.getActiveSpan();
+    span?.setAttribute(GENAI.toolName, params.name);
+    const result = await deps.registry.call(params.name, body ?? {}, deps.context);
+    if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
+    return c.json(result);
+  });
   // Without a token, only whether it is up (like every service): the rest is for the service's callers.
   route(app, routes.health, (c) =>
     healthDetail(c)

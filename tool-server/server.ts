@@ -5,6 +5,7 @@ import { createLogger } from '../lib/log.ts';
 import { createMetrics, observeToolCall } from '../lib/metrics.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
+import { startServiceTracing } from '../lib/trace-setup.ts';
 import { createToolServerApp } from './app.ts';
 import { PathGuard } from './guards/paths/guard.ts';
 import type { Tool } from './kit/define.ts';
@@ -23,6 +24,7 @@ export async function startToolServer(
   opts: { extraTools?: readonly Tool[]; announce?: boolean } = {},
 ): Promise<Listening> {
   const log = createLogger('tool-server', config.logLevel, undefined, config.logFormat);
+  const tracing = await startServiceTracing('tool-server', config, log);
   const security = securityFor(config, 'tool-server');
   checkRootsExist(config.tools);
   const paths = await PathGuard.create({
@@ -72,6 +74,7 @@ export async function startToolServer(
   return {
     ...listening,
     close: async () => {
+      await tracing?.shutdown();
       databases.close();
       await listening.close();
     },

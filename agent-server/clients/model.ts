@@ -23,6 +23,10 @@ export interface ModelReply {
   finish_reason?: string | null;
   /** Attempts the call took (1 when it was not retried). */
   attempts?: number;
+  /** What the response says of itself (for traces): the model that answered, its id, prompt tokens served from cache. */
+  model?: string;
+  id?: string;
+  cached_tokens?: number;
 }
 
 /** A retry about to happen: the attempt that failed, why, and how long the client waits before the next. */
@@ -268,6 +272,11 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
               total_tokens: res.usage?.total_tokens ?? 0,
             },
             attempts: attempt,
+            ...(typeof res.model === 'string' ? { model: res.model } : {}),
+            ...(typeof res.id === 'string' ? { id: res.id } : {}),
+            ...(typeof res.usage?.prompt_tokens_details?.cached_tokens === 'number'
+              ? { cached_tokens: res.usage.prompt_tokens_details.cached_tokens }
+              : {}),
           };
         } catch (err) {
           if (err instanceof ModelError) throw err;

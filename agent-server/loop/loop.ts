@@ -5,7 +5,7 @@ import type {
 import type { TokenCounter } from '../../lib/tokens.ts';
 import { type GatewayTool, manageToolsetsDefinition, type ToolsetInfo } from '../../mcp-gateway/contract.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
-import type { Model } from '../clients/model.ts';
+import type { Model, ModelReply, ModelRequest } from '../clients/model.ts';
 import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.ts';
 import { buildModelRequest } from '../http/request.ts';
 import { ModelError, TaskStoppedError } from '../tasks/errors.ts';
@@ -33,6 +33,8 @@ export interface LoopSnapshot {
   /** The task's exposure mode, and (dispatch) the tools whose definitions the conversation holds. */
   exposure?: ToolExposure;
   shown?: string[];
+  /** The task's trace attempt this was saved in (`traceparent`), so the attempt going on from it links to it. */
+  trace?: string;
   /** The reply being answered: its tool calls, the one waiting, and the tool messages of those before it. */
   pending: {
     step: number;
@@ -61,6 +63,8 @@ export interface LoopDeps {
   journal?: CallJournal & { checkpoint(snapshot: LoopSnapshot): Promise<void> };
   /** This worker's name, in a `task_resumed` event. */
   worker?: string;
+  /** The task's trace (tasks/trace.ts), told each request and reply when tracing is on. */
+  trace?: { request(request: ModelRequest): void; reply(reply: ModelReply): void };
 }
 
 /** How long a human has to decide about a call of unknown outcome (the task's own time limit comes first). */
@@ -287,11 +291,13 @@ export async function runLoop(
         tokenizer: deps.tokens.name,
         exposure: exposure.mode,
       });
+      deps.trace?.request(request);
       const started = performance.now();
       const reply = await deps.model.complete(request, {
         signal,
         onRetry: (retry) => emit('model_retry', { step, ...retry }),
       });
+      deps.trace?.reply(reply);
       steps = step;
       // Counted once the model answered: a request that failed cost nothing and saved nothing.
       tokens.requests++;

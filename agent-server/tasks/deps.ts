@@ -14,6 +14,8 @@ export interface AgentDeps {
   gateway: GatewayClient;
   model: Model | undefined;
   modelName: string;
+  /** The model endpoint (for traces' server.address); the provider's default when absent. */
+  modelBaseURL?: string;
   defaultMaxSteps: number;
   log: Logger;
   /** A task's wall-clock limit when its request sets none (AGENT_MAX_DURATION_S; default 30 min). */

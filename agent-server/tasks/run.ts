@@ -1,5 +1,6 @@
 import { currentRequestId } from '../../lib/request-id.ts';
 import type { TokenCounter } from '../../lib/tokens.ts';
+import { withSpanHolder } from '../../lib/tracing.ts';
 import type { Model } from '../clients/model.ts';
 import type { EventType, ExecuteTaskResponse, PendingApproval, Task, ToolExposure } from '../contract.ts';
 import { type LoopSnapshot, runLoop } from '../loop/loop.ts';
@@ -11,6 +12,7 @@ import type { AgentDeps, TaskListener } from './deps.ts';
 import { TaskStoppedError } from './errors.ts';
 import { observeEvent } from './observer.ts';
 import { AgentShutdown, crashed, ResumedElsewhere, resultOf } from './outcome.ts';
+import { TaskTrace } from './trace.ts';
 
 // One task's run in this process (launchTask): its loop apart from any request, its events stored and
 // published, its pauses for a human, and its end — or, when another worker goes on with it, following it
@@ -65,7 +67,7 @@ export interface Worker {
  * A checkpoint as stored: the offered tools without their descriptions and schemas (going on needs only which
  * toolset each belongs to and what it declares; the next request lists the tools afresh).
  */
-function checkpointOf(snapshot: LoopSnapshot): LoopSnapshot {
+function checkpointOf(snapshot: LoopSnapshot, trace?: string): LoopSnapshot {
   const tools = snapshot.pending.tools.map(({ name, toolset, annotations }) => ({
     name,
     toolset,
@@ -73,7 +75,7 @@ function checkpointOf(snapshot: LoopSnapshot): LoopSnapshot {
     description: '',
     parameters: {},
   }));
-  return { ...snapshot, pending: { ...snapshot.pending, tools } };
+  return { ...snapshot, ...(trace ? { trace } : {}), pending: { ...snapshot.pending, tools } };
 }
 
 /** The seconds left of a task's time limit (at least one). */
@@ -143,8 +145,20 @@ export function launchTask(
   const gateway = w.deps.gateway.forTask(taskId);
   const controller = new AbortController();
   const listeners = opts.listeners ?? new Set<TaskListener>(opts.listener ? [opts.listener] : []);
+  // Its spans (tracing on): made from its events; a task going on links to the attempt it goes on from.
+  const traced = TaskTrace.for({
+    taskId,
+    sessionId,
+    model: w.deps.modelName,
+    exposure: task.exposure ?? 'native',
+    baseURL: w.deps.modelBaseURL,
+    requestId: currentRequestId() ?? null,
+  });
+  if (opts.resume) traced?.resumeWaiting(opts.resume.pending, opts.resume.snapshot.trace);
+  else if (recovered) traced?.begin(recovered.snapshot?.trace);
   const emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => {
     if (w.movedOn.has(taskId)) return;
+    traced?.event(type, data);
     const event = w.deps.store.appendEvent(taskId, type, durationMs ?? null, data);
     observeEvent(event, taskId, w.deps);
     for (const l of listeners) l.event(event);
@@ -157,12 +171,17 @@ export function launchTask(
   /** Pauses on record, waits for the human, and says what was decided. */
   const decide = async (pending: PendingRecord, snapshot?: LoopSnapshot): Promise<ApprovalDecision> => {
     if (snapshot) {
-      // The event first: the pause commits it with the paused state.
-      emit('approval_needed', { ...pending });
-      await w.deps.store.pause(taskId, pending, snapshot);
+      // Logged in the call's span (its trace ids on the line); the event then ends that attempt's trace.
       w.deps.log.info(
         { task: taskId, approval: pending.approval_id, subject: pending.subject },
         'task awaits approval',
+      );
+      // The event first: the pause commits it with the paused state.
+      emit('approval_needed', { ...pending });
+      await w.deps.store.pause(
+        taskId,
+        pending,
+        traced ? { ...snapshot, trace: traced.attemptParent() } : snapshot,
       );
     }
     w.paused.add(taskId);
@@ -218,7 +237,7 @@ export function launchTask(
     });
   }
   const started = performance.now();
-  const done = (async (): Promise<ExecuteTaskResponse> => {
+  const run = async (): Promise<ExecuteTaskResponse> => {
     const outcome = await (async () => {
       const resume = opts.resume
         ? { snapshot: opts.resume.snapshot, decision: await decide(opts.resume.pending) }
@@ -233,8 +252,10 @@ export function launchTask(
           tokens: w.tokens,
           signal: controller.signal,
           worker: w.deps.store.holder,
+          trace: traced,
           journal: {
-            checkpoint: (snapshot) => w.deps.store.checkpoint(taskId, checkpointOf(snapshot)),
+            checkpoint: (snapshot) =>
+              w.deps.store.checkpoint(taskId, checkpointOf(snapshot, traced?.attemptParent())),
             started: (index, callId) => w.deps.store.callStarted(taskId, index, callId),
             finished: (index, callId, result) => w.deps.store.callFinished(taskId, index, callId, result),
           },
@@ -264,6 +285,8 @@ export function launchTask(
     const durationMs = Math.round(performance.now() - started);
     /** The task goes on in another worker: its end is read from the store once it is there. */
     const elsewhere = async () => {
+      // Whatever of its trace is still open ends here; the worker going on starts an attempt linked to it.
+      traced?.release('elsewhere');
       w.running.delete(taskId);
       w.movedOn.delete(taskId);
       await w.deps.store.release(taskId).catch(() => {});
@@ -274,6 +297,7 @@ export function launchTask(
     };
     if (w.movedOn.has(taskId) || controller.signal.reason instanceof ResumedElsewhere) return elsewhere();
     if (controller.signal.reason instanceof AgentShutdown) {
+      traced?.release('shutdown');
       // The process is stopping: a running task goes back to the queue (another worker, or the next start,
       // goes on from its checkpoint); a paused one stays w.paused.
       if (!w.paused.has(taskId))
@@ -330,7 +354,9 @@ export function launchTask(
     listeners.clear();
     w.drain();
     return result;
-  })();
+  };
+  // The task's calls carry its current span (lib/tracing.ts), whichever attempt that is.
+  const done = traced ? withSpanHolder(traced, run) : run();
   w.running.set(taskId, { controller, listeners, done });
   // A task that could not record its end rejects `done` for its waiters; nobody waiting is no crash.
   done.catch((err: unknown) => w.deps.log.error({ err, task: taskId }, 'a task ended unrecorded'));

@@ -9,6 +9,7 @@ import {
   type Tool,
 } from '@modelcontextprotocol/client';
 import type { Logger } from '../../lib/log.ts';
+import { traceMeta } from '../../lib/tracing.ts';
 import type { Redactor } from '../catalog/env-expand.ts';
 import { limitedFetch, type MessageTooLargeError } from './message-limit.ts';
 import { StdioTransport } from './stdio-transport.ts';
@@ -243,7 +244,12 @@ export class McpConnection implements PooledServer {
     await this.ensureUp();
     const client = this.client as Client;
     try {
-      const result = await client.callTool({ name, arguments: args }, { timeout: timeoutMs });
+      // The caller's trace goes along in `_meta` (the MCP conventions), so a server that traces joins it.
+      const meta = traceMeta();
+      const result = await client.callTool(
+        meta ? { name, arguments: args, _meta: meta } : { name, arguments: args },
+        { timeout: timeoutMs },
+      );
       this.failures = 0;
       return result;
     } catch (err) {

@@ -2,6 +2,7 @@ import { ServiceError } from '../../lib/http-client.ts';
 import type { Logger } from '../../lib/log.ts';
 import { serialiser } from '../../lib/serialiser.ts';
 import { createTokenCounter, type TokenCounter } from '../../lib/tokens.ts';
+import { GENAI, inSpan, MCP, SpanKind, TOOLSHIFT, trace } from '../../lib/tracing.ts';
 import { UpstreamError } from '../backends/mcp-connection.ts';
 import { type Catalog, CatalogError } from '../catalog/catalog.ts';
 import type { Ceiling } from '../ceiling/ceiling.ts';
@@ -238,6 +239,7 @@ export function createGateway(deps: {
         store.audit({ session_id: sessionId, kind: 'call', subject: name, ok, detail });
       const refuse = (code: RefusalCode, message: string) => {
         audit(false, message);
+        trace.getActiveSpan()?.setAttribute('toolshift.refusal', code);
         return new Refusal(code, message);
       };
       await catalog.refreshFor(name);
@@ -276,7 +278,27 @@ export function createGateway(deps: {
         args,
       );
       try {
-        const result = await tool.backend.callTool(name, args);
+        // A span of the call to its backend (tracing on): the tool-server or the upstream server joins it.
+        const result = await inSpan(
+          'mcp-gateway',
+          `tools/call ${name}`,
+          {
+            kind: SpanKind.CLIENT,
+            attributes: {
+              [MCP.method]: 'tools/call',
+              [GENAI.operation]: 'execute_tool',
+              [GENAI.toolName]: name,
+              [TOOLSHIFT.toolset]: tool.toolset,
+              [TOOLSHIFT.session]: sessionId,
+              'toolshift.backend': tool.backend.name,
+            },
+          },
+          async (span) => {
+            const result = await tool.backend.callTool(name, args);
+            if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
+            return result;
+          },
+        );
         audit(result.success, result.error);
         return result;
       } catch (err) {

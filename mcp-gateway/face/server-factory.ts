@@ -9,6 +9,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { HttpError } from '../../lib/http.ts';
 import { describeIssues } from '../../lib/issues.ts';
+import { extractContext, GENAI, inSpan, MCP, type Span, SpanKind } from '../../lib/tracing.ts';
 import { LIMITS } from '../../tool-server/contract.ts';
 import { CALL_TOOL, MANAGE_TOOLSETS, RenderPromptRequest } from '../contract.ts';
 import type { Gateway } from '../core/gateway.ts';
@@ -216,7 +217,21 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
       return errorResult(`The tool name must be at most ${TOOL_NAME_MAX} characters (got ${name.length})`);
     }
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
-    return refusalsAsErrors(async () => {
+    // A client's trace context in `params._meta` (the MCP conventions) is continued; else the HTTP request's.
+    const parent = extractContext(request.params._meta as Record<string, unknown> | undefined);
+    return inSpan(
+      'mcp-gateway',
+      `tools/call ${name}`,
+      {
+        kind: SpanKind.SERVER,
+        parent,
+        attributes: { [MCP.method]: 'tools/call', [GENAI.toolName]: name, 'toolshift.face': mode.kind },
+      },
+      (span) => callFromClient(name, args, span),
+    );
+  });
+  const callFromClient = (name: string, args: Record<string, unknown>, span: Span | undefined) =>
+    refusalsAsErrors(async () => {
       if (mode.kind === 'modern') {
         if (name === MANAGE_TOOLSETS) return manageModern(args, mode.credential);
         if (name !== CALL_TOOL) {
@@ -239,8 +254,10 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
         throw new HandleError(`Unknown tool ${name} in this view of ${mode.toolsets.join(', ')}`);
       }
       return toCallToolResult(await gateway.callTool(session(true), name, args));
+    }).then((result) => {
+      if (span && (result as { isError?: boolean }).isError) span.setAttribute(GENAI.errorType, 'tool_error');
+      return result;
     });
-  });
 
   // A view of one upstream server's toolset passes that server's own prompts and resources through, each
   // read checked (enabled, active in the view) and audited by the gateway first: a disabled toolset's server

@@ -1,0 +1,414 @@
+import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import {
+  GENAI,
+  ROOT_CONTEXT,
+  type ServiceTracing,
+  type Span,
+  type SpanHolder,
+  SpanKind,
+  SpanStatusCode,
+  TOOLSHIFT,
+  trace,
+  tracingOf,
+} from '../../lib/tracing.ts';
+import type { ModelReply, ModelRequest } from '../clients/model.ts';
+import type { EventType, PendingApproval, ToolExposure } from '../contract.ts';
+
+// A task's spans, following the OpenTelemetry GenAI conventions: an `invoke_agent` span per attempt, a
+// `chat {model}` span per model call and an `execute_tool {name}` span per tool call under it. They are made
+// from the task's own events (tasks/run.ts's emit), which already say when each model call and tool call
+// starts and ends. A wait for a human ends the attempt (so a task that waits hours is not one day-long span);
+// the decision starts the next attempt, a new trace linked to the one before. The task's HTTP calls to the
+// gateway carry the current span (lib/tracing.ts: the holder), so the gateway, the tool-server and any
+// upstream MCP server join the same trace.
+
+/** The agent's name in gen_ai.agent.name and the attempt span's name. */
+const AGENT = 'toolshift';
+
+/** A span context as `traceparent` text (stored with a pause or a checkpoint, to link the next attempt). */
+function traceparentOf(span: Span): string {
+  const c = span.spanContext();
+  return `00-${c.traceId}-${c.spanId}-0${c.traceFlags & 1}`;
+}
+
+/** The span context a stored `traceparent` names, if it is one. */
+function linkFrom(traceparent: string | undefined) {
+  const m = traceparent ? /^00-([0-9a-f]{32})-([0-9a-f]{16})-0([01])$/.exec(traceparent) : null;
+  return m ? { traceId: m[1], spanId: m[2], traceFlags: Number(m[3]), isRemote: true } : undefined;
+}
+
+/** What a task's trace needs to know about it. */
+export interface TaskTraceInfo {
+  taskId: string;
+  sessionId: string;
+  model: string;
+  exposure: ToolExposure;
+  /** The model endpoint, for server.address / server.port. */
+  baseURL?: string;
+  requestId?: string | null;
+}
+
+/** An OpenAI chat message in the GenAI conventions' message shape (role and parts). */
+function messageParts(m: ChatCompletionMessageParam): Record<string, unknown> {
+  const parts: Record<string, unknown>[] = [];
+  const content = (m as { content?: unknown }).content;
+  if (typeof content === 'string') {
+    parts.push(
+      m.role === 'tool'
+        ? { type: 'tool_call_response', id: m.tool_call_id, response: content }
+        : { type: 'text', content },
+    );
+  } else if (Array.isArray(content)) {
+    for (const p of content as { type?: string; text?: string }[])
+      if (p.type === 'text') parts.push({ type: 'text', content: p.text });
+  }
+  for (const c of (m as { tool_calls?: ModelReply['tool_calls'] }).tool_calls ?? []) {
+    parts.push({ type: 'tool_call', id: c.id, name: c.function.name, arguments: c.function.arguments });
+  }
+  return { role: m.role, parts };
+}
+
+export class TaskTrace implements SpanHolder {
+  /** What the task's outgoing calls carry now (lib/tracing.ts); undefined between attempts. */
+  current: Span | undefined;
+  private attempt: Span | undefined;
+  private chat: Span | undefined;
+  private tool: Span | undefined;
+  private toolName: string | undefined;
+  private attempts = 0;
+  /** The attempt before, ended at a wait or by another worker: the next one links to it. */
+  private previous: string | undefined;
+  private pausedAt: number | undefined;
+  /** The call that waits for a decision: its span is opened again when the decision comes. */
+  private waiting: { id: string; name: string } | undefined;
+  private readonly server: Record<string, string | number>;
+
+  private readonly tracing: ServiceTracing;
+  private readonly info: TaskTraceInfo;
+
+  constructor(tracing: ServiceTracing, info: TaskTraceInfo) {
+    this.tracing = tracing;
+    this.info = info;
+    const url = URL.parse(info.baseURL ?? 'https://api.openai.com/v1');
+    this.server = url
+      ? {
+          'server.address': url.hostname,
+          'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+        }
+      : {};
+  }
+
+  /** The trace for a task, when the agent-server traces. */
+  static for(info: TaskTraceInfo): TaskTrace | undefined {
+    const tracing = tracingOf('agent-server');
+    return tracing ? new TaskTrace(tracing, info) : undefined;
+  }
+
+  /** The current attempt as `traceparent` text, to store with a pause or a checkpoint. */
+  attemptParent(): string | undefined {
+    return this.attempt ? traceparentOf(this.attempt) : this.previous;
+  }
+
+  private redacted(value: unknown): string {
+    return this.tracing.redact(typeof value === 'string' ? value : JSON.stringify(value));
+  }
+
+  /**
+   * Starts an attempt: the task's first, or its going on after a wait or on another worker (`previous`: the
+   * attempt before, as stored).
+   */
+  begin(previous?: string): void {
+    if (this.attempt) return;
+    const before = linkFrom(previous ?? this.previous);
+    this.attempts++;
+    const span = this.tracing.tracer.startSpan(
+      `invoke_agent ${AGENT}`,
+      {
+        kind: SpanKind.INTERNAL,
+        attributes: {
+          [GENAI.operation]: 'invoke_agent',
+          [GENAI.agentName]: AGENT,
+          [GENAI.provider]: 'openai',
+          [GENAI.requestModel]: this.info.model,
+          [GENAI.conversation]: this.info.sessionId,
+          [TOOLSHIFT.task]: this.info.taskId,
+          [TOOLSHIFT.session]: this.info.sessionId,
+          [TOOLSHIFT.exposure]: this.info.exposure,
+          [TOOLSHIFT.attempt]: this.attempts,
+          ...(this.info.requestId ? { [TOOLSHIFT.requestId]: this.info.requestId } : {}),
+        },
+        links: before ? [{ context: before, attributes: { [TOOLSHIFT.status]: 'previous_attempt' } }] : [],
+      },
+      ROOT_CONTEXT,
+    );
+    this.attempt = span;
+    this.current = span;
+  }
+
+  private child(name: string, kind: SpanKind, attributes: Record<string, string | number | boolean>) {
+    if (!this.attempt) this.begin();
+    return this.tracing.tracer.startSpan(
+      name,
+      { kind, attributes },
+      trace.setSpan(ROOT_CONTEXT, this.attempt as Span),
+    );
+  }
+
+  /** The request about to be sent (content, when captured). */
+  request(request: ModelRequest): void {
+    if (!this.chat || !this.tracing.content) return;
+    this.chat.setAttribute(GENAI.inputMessages, this.redacted(request.messages.map(messageParts)));
+  }
+
+  /** The model's reply: what the response says about itself, and (content captured) the reply. */
+  reply(reply: ModelReply): void {
+    const span = this.chat;
+    if (!span) return;
+    if (reply.model) span.setAttribute(GENAI.responseModel, reply.model);
+    if (reply.id) span.setAttribute(GENAI.responseId, reply.id);
+    if (typeof reply.cached_tokens === 'number')
+      span.setAttribute(GENAI.cachedInputTokens, reply.cached_tokens);
+    if (this.tracing.content) {
+      const message = messageParts({
+        role: 'assistant',
+        content: reply.content,
+        tool_calls: reply.tool_calls,
+      } as ChatCompletionMessageParam);
+      span.setAttribute(
+        GENAI.outputMessages,
+        this.redacted([{ ...message, finish_reason: reply.finish_reason ?? 'stop' }]),
+      );
+    }
+  }
+
+  /** One event of the task, as tasks/run.ts records it. */
+  event(type: EventType, data: Record<string, unknown>): void {
+    switch (type) {
+      case 'task_started':
+        this.begin();
+        if (this.tracing.content && typeof data.goal === 'string')
+          this.attempt?.setAttribute(TOOLSHIFT.goal, this.tracing.redact(data.goal));
+        return;
+      case 'task_resumed':
+        this.begin();
+        this.attempt?.addEvent('task_resumed', {
+          worker: String(data.worker),
+          calls_done: Number(data.calls_done ?? 0),
+        });
+        return;
+      case 'model_request': {
+        this.endChat('superseded');
+        this.chat = this.child(`chat ${this.info.model}`, SpanKind.CLIENT, {
+          [GENAI.operation]: 'chat',
+          [GENAI.provider]: 'openai',
+          [GENAI.requestModel]: this.info.model,
+          ...this.server,
+          [TOOLSHIFT.step]: Number(data.step),
+          [TOOLSHIFT.toolTokens]: Number(data.tool_tokens ?? 0),
+          [TOOLSHIFT.allToolsetsTokens]: Number(data.all_toolsets_tool_tokens ?? 0),
+          'toolshift.tools.count': Array.isArray(data.tools) ? data.tools.length : 0,
+        });
+        return;
+      }
+      case 'model_retry':
+        this.chat?.addEvent('retry', {
+          'toolshift.retry.attempt': Number(data.attempt),
+          ...(typeof data.status === 'number' ? { 'http.response.status_code': data.status } : {}),
+          'toolshift.retry.reason': this.tracing.redact(String(data.reason ?? '')).slice(0, 500),
+          'toolshift.retry.delay_ms': Number(data.delay_ms ?? 0),
+        });
+        return;
+      case 'model_call': {
+        const span = this.chat;
+        if (!span) return;
+        const usage = data.usage as { prompt_tokens?: number; completion_tokens?: number } | undefined;
+        span.setAttributes({
+          [GENAI.finishReasons]: [String(data.finish_reason ?? 'stop')],
+          [GENAI.inputTokens]: usage?.prompt_tokens ?? 0,
+          [GENAI.outputTokens]: usage?.completion_tokens ?? 0,
+          'toolshift.model.attempts': Number(data.attempts ?? 1),
+        });
+        span.end();
+        this.chat = undefined;
+        return;
+      }
+      case 'tool_call_started':
+        this.openTool(String(data.tool_call_id), String(data.name));
+        return;
+      case 'tool_call': {
+        const span = this.tool ?? this.openTool(String(data.tool_call_id), String(data.name));
+        if (data.name !== this.toolName) {
+          // A dispatch task's call_tool ran the tool it named: the span bears that tool's name.
+          span.updateName(`execute_tool ${String(data.name)}`);
+          span.setAttribute(GENAI.toolName, String(data.name));
+        }
+        if (typeof data.toolset === 'string') span.setAttribute(TOOLSHIFT.toolset, data.toolset);
+        span.setAttribute(TOOLSHIFT.outcome, data.ok ? 'ok' : 'error');
+        if (!data.ok) {
+          span.setAttribute(GENAI.errorType, 'tool_error');
+          span.setStatus({ code: SpanStatusCode.ERROR });
+        }
+        if (this.tracing.content) {
+          span.setAttribute(GENAI.toolArguments, this.redacted(data.arguments));
+          span.setAttribute(GENAI.toolResult, this.redacted(data.output));
+        }
+        this.closeTool();
+        return;
+      }
+      case 'toolset_change': {
+        const span = this.tool ?? this.openTool(String(data.tool_call_id), 'manage_toolsets');
+        const tokens = data.tool_definition_tokens as { change?: number; total?: number } | undefined;
+        span.setAttributes({
+          [TOOLSHIFT.outcome]: 'ok',
+          [TOOLSHIFT.toolsetAction]: String(data.action),
+          [TOOLSHIFT.toolsetsChanged]: (data.toolset_ids as string[]) ?? [],
+          [TOOLSHIFT.toolsetsActive]: (data.active_toolsets as string[]) ?? [],
+          'toolshift.tools.added': ((data.added_tools as string[]) ?? []).length,
+          'toolshift.tools.removed': ((data.removed_tools as string[]) ?? []).length,
+          ...(typeof tokens?.total === 'number' && typeof tokens.change === 'number'
+            ? {
+                [TOOLSHIFT.tokensBefore]: tokens.total - tokens.change,
+                [TOOLSHIFT.tokensAfter]: tokens.total,
+              }
+            : {}),
+        });
+        this.attempt?.addEvent('toolset_change', {
+          [TOOLSHIFT.toolsetAction]: String(data.action),
+          [TOOLSHIFT.toolsetsChanged]: (data.toolset_ids as string[]) ?? [],
+        });
+        this.closeTool();
+        return;
+      }
+      case 'approval_needed':
+        this.awaiting(data as unknown as PendingApproval);
+        return;
+      case 'approval_decided': {
+        const waited = this.pausedAt === undefined ? undefined : Date.now() - this.pausedAt;
+        this.pausedAt = undefined;
+        this.begin();
+        this.attempt?.setAttributes({
+          [TOOLSHIFT.approvalId]: String(data.approval_id),
+          [TOOLSHIFT.approved]: data.approved === true,
+          ...(waited !== undefined ? { [TOOLSHIFT.approvalWaitMs]: waited } : {}),
+        });
+        // The call that waited runs now (or is reported not run): its span in the new attempt.
+        if (this.waiting) this.openTool(this.waiting.id, this.waiting.name);
+        this.waiting = undefined;
+        return;
+      }
+      case 'task_finished':
+        this.finish(String(data.status), typeof data.error === 'string' ? data.error : null, data.usage);
+        return;
+    }
+  }
+
+  /** The task waits for a human: the call's span and the attempt end here; the decision starts the next. */
+  awaiting(pending: PendingApproval): void {
+    const name =
+      this.toolName ?? (pending.kind === 'activate' ? 'manage_toolsets' : pending.subject || 'unknown');
+    this.waiting = { id: pending.call_id, name };
+    this.pausedAt = Date.now();
+    if (this.tool) {
+      this.tool.setAttributes({
+        [TOOLSHIFT.outcome]: 'awaiting_approval',
+        [TOOLSHIFT.approvalId]: pending.approval_id,
+        [TOOLSHIFT.approvalKind]: pending.kind,
+      });
+      this.closeTool();
+    }
+    if (this.attempt) {
+      this.attempt.setAttributes({
+        [TOOLSHIFT.status]: 'awaiting_approval',
+        [TOOLSHIFT.approvalId]: pending.approval_id,
+        [TOOLSHIFT.approvalKind]: pending.kind,
+      });
+      this.previous = traceparentOf(this.attempt);
+      this.attempt.end();
+      this.attempt = undefined;
+    }
+    this.current = undefined;
+  }
+
+  /** Restarted while the task waited: the attempt before is the stored one. */
+  resumeWaiting(pending: PendingApproval, previous: string | undefined): void {
+    this.previous = previous;
+    this.waiting = {
+      id: pending.call_id,
+      name: pending.kind === 'activate' ? 'manage_toolsets' : pending.subject,
+    };
+  }
+
+  private openTool(id: string, name: string): Span {
+    this.closeTool();
+    const span = this.child(`execute_tool ${name}`, SpanKind.INTERNAL, {
+      [GENAI.operation]: 'execute_tool',
+      [GENAI.toolName]: name,
+      [GENAI.toolCallId]: id,
+      [GENAI.toolType]: 'function',
+    });
+    this.tool = span;
+    this.toolName = name;
+    this.current = span;
+    return span;
+  }
+
+  private closeTool(): void {
+    this.tool?.end();
+    this.tool = undefined;
+    this.toolName = undefined;
+    this.current = this.attempt;
+  }
+
+  private endChat(why: string): void {
+    if (!this.chat) return;
+    this.chat.setAttribute(GENAI.errorType, why);
+    this.chat.setStatus({ code: SpanStatusCode.ERROR, message: why });
+    this.chat.end();
+    this.chat = undefined;
+  }
+
+  /** The task ended (its status and error as recorded). */
+  private finish(status: string, error: string | null, usage: unknown): void {
+    if (!this.attempt) this.begin();
+    const span = this.attempt as Span;
+    // A model call or a tool call cut short by the end (a failure, a cancel, the time limit).
+    if (this.chat) {
+      if (error) this.chat.setStatus({ code: SpanStatusCode.ERROR, message: error.slice(0, 500) });
+      this.chat.setAttribute(GENAI.errorType, status === 'failed' ? 'model_error' : status);
+      this.chat.end();
+      this.chat = undefined;
+    }
+    if (this.tool) {
+      this.tool.setAttribute(TOOLSHIFT.outcome, status);
+      this.closeTool();
+    }
+    const u = usage as { prompt_tokens?: number; completion_tokens?: number } | undefined;
+    span.setAttributes({
+      [TOOLSHIFT.status]: status,
+      [GENAI.inputTokens]: u?.prompt_tokens ?? 0,
+      [GENAI.outputTokens]: u?.completion_tokens ?? 0,
+    });
+    if (status !== 'completed') {
+      span.setAttribute(GENAI.errorType, status);
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: this.tracing.redact(error ?? status).slice(0, 500),
+      });
+    }
+    span.end();
+    this.attempt = undefined;
+    this.current = undefined;
+  }
+
+  /** The task stops here without an end of its own (the process stopping, another worker going on). */
+  release(why: string): void {
+    if (this.chat) this.endChat(why);
+    if (this.tool) this.closeTool();
+    if (this.attempt) {
+      this.attempt.setAttribute(TOOLSHIFT.status, why);
+      this.attempt.end();
+      this.attempt = undefined;
+    }
+    this.current = undefined;
+  }
+}

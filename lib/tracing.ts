@@ -1,0 +1,351 @@
+import os from 'node:os';
+import {
+  type Attributes,
+  type Context,
+  context,
+  createContextKey,
+  DiagLogLevel,
+  diag,
+  propagation,
+  ROOT_CONTEXT,
+  type Span,
+  type SpanContext,
+  SpanKind,
+  SpanStatusCode,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
+import type { Logger } from './log.ts';
+
+// OpenTelemetry traces (OTLP over HTTP), off unless an OTLP endpoint is configured (lib/config.ts: the
+// standard OTEL_* variables). Each service has a tracer provider of its own, so the three services of one
+// process are three services in a trace viewer. The SDK is loaded only when tracing is on: off, every helper
+// here returns at its first line (the figure is in BENCHMARKS.md).
+//
+// Span and attribute names follow the OpenTelemetry GenAI and MCP semantic conventions, which are still marked
+// "development": the few names used are copied here (GENAI, MCP) rather than imported from the incubating entry
+// point of @opentelemetry/semantic-conventions, which may rename them in any release.
+
+/** GenAI semantic-convention attribute names (opentelemetry.io/docs/specs/semconv/gen-ai/). */
+export const GENAI = {
+  operation: 'gen_ai.operation.name',
+  provider: 'gen_ai.provider.name',
+  agentName: 'gen_ai.agent.name',
+  agentId: 'gen_ai.agent.id',
+  conversation: 'gen_ai.conversation.id',
+  requestModel: 'gen_ai.request.model',
+  responseModel: 'gen_ai.response.model',
+  responseId: 'gen_ai.response.id',
+  finishReasons: 'gen_ai.response.finish_reasons',
+  inputTokens: 'gen_ai.usage.input_tokens',
+  outputTokens: 'gen_ai.usage.output_tokens',
+  cachedInputTokens: 'gen_ai.usage.cache_read.input_tokens',
+  toolName: 'gen_ai.tool.name',
+  toolCallId: 'gen_ai.tool.call.id',
+  toolType: 'gen_ai.tool.type',
+  toolArguments: 'gen_ai.tool.call.arguments',
+  toolResult: 'gen_ai.tool.call.result',
+  inputMessages: 'gen_ai.input.messages',
+  outputMessages: 'gen_ai.output.messages',
+  errorType: 'error.type',
+} as const;
+
+/** MCP semantic-convention attribute names (opentelemetry.io/docs/specs/semconv/gen-ai/mcp/). */
+export const MCP = {
+  method: 'mcp.method.name',
+  session: 'mcp.session.id',
+  protocolVersion: 'mcp.protocol.version',
+  requestId: 'jsonrpc.request.id',
+} as const;
+
+/** toolshift's own attributes, all under one namespace. */
+export const TOOLSHIFT = {
+  task: 'toolshift.task.id',
+  session: 'toolshift.session.id',
+  attempt: 'toolshift.task.attempt',
+  status: 'toolshift.task.status',
+  exposure: 'toolshift.exposure',
+  requestId: 'toolshift.request.id',
+  step: 'toolshift.step',
+  toolset: 'toolshift.toolset',
+  outcome: 'toolshift.tool.outcome',
+  toolsetAction: 'toolshift.toolsets.action',
+  toolsetsChanged: 'toolshift.toolsets.changed',
+  toolsetsActive: 'toolshift.toolsets.active',
+  tokensBefore: 'toolshift.tool_definition_tokens.before',
+  tokensAfter: 'toolshift.tool_definition_tokens.after',
+  toolTokens: 'toolshift.tool_definition_tokens',
+  allToolsetsTokens: 'toolshift.all_toolsets_tool_tokens',
+  approvalId: 'toolshift.approval.id',
+  approvalKind: 'toolshift.approval.kind',
+  approvalWaitMs: 'toolshift.approval.wait_ms',
+  approved: 'toolshift.approval.approved',
+  upstream: 'toolshift.upstream',
+  goal: 'toolshift.task.goal',
+} as const;
+
+/** Which spans a sampler keeps: the standard OTEL_TRACES_SAMPLER names. */
+export const SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+export type SamplerName = (typeof SAMPLERS)[number];
+
+/** Tracing as configured (lib/config.ts); absent when off. */
+export interface TracingSettings {
+  /** Where spans go: the OTLP/HTTP traces URL (…/v1/traces). */
+  url: string;
+  headers: Record<string, string>;
+  protocol: 'http/protobuf' | 'http/json';
+  sampler: SamplerName;
+  /** The ratio of the *traceidratio samplers (0..1). */
+  ratio: number;
+  /** The first part of each service's name (OTEL_SERVICE_NAME, default toolshift). */
+  serviceName: string;
+  /** OTEL_RESOURCE_ATTRIBUTES. */
+  resource: Record<string, string>;
+  /** Prompts, arguments and results on spans (off by default); secrets are removed whatever this says. */
+  content: boolean;
+}
+
+/** The longest attribute value a span keeps (content is cut there): an exported span stays bounded. */
+export const ATTRIBUTE_VALUE_LIMIT = 16 * 1024;
+
+/** One service's tracing: its tracer, whether content is captured, and how secrets are removed from it. */
+export interface ServiceTracing {
+  tracer: Tracer;
+  content: boolean;
+  /** `text` with every known secret replaced by `[redacted]`. */
+  redact(text: string): string;
+  /** Sends what is buffered and stops (the service is closing). */
+  shutdown(): Promise<void>;
+}
+
+const services = new Map<string, ServiceTracing>();
+let globalsSet = false;
+
+/** The tracing of `service` in this thread, when it is on. */
+export function tracingOf(service: string): ServiceTracing | undefined {
+  return services.size === 0 ? undefined : services.get(service);
+}
+
+/** True when any service of this thread traces (the cheap test every helper below starts with). */
+export function tracingOn(): boolean {
+  return services.size > 0;
+}
+
+/** Secrets shorter than this are not searched for (they would match ordinary text). */
+const MIN_SECRET = 8;
+
+/** Replaces every known secret in text; longest first, so a secret containing another goes whole. */
+export function secretRedactor(secrets: readonly (string | undefined)[]): (text: string) => string {
+  const known = [
+    ...new Set(secrets.filter((s): s is string => typeof s === 'string' && s.length >= MIN_SECRET)),
+  ];
+  known.sort((a, b) => b.length - a.length);
+  // A bearer credential of any kind, known or not, whatever the settings.
+  const bearer = /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/gi;
+  return (text) => {
+    let out = text;
+    for (const s of known) if (out.includes(s)) out = out.split(s).join('[redacted]');
+    return out.replace(bearer, '$1 [redacted]');
+  };
+}
+
+function samplerFor(
+  sdk: typeof import('@opentelemetry/sdk-trace'),
+  name: SamplerName,
+  ratio: number,
+): import('@opentelemetry/sdk-trace').Sampler {
+  const { AlwaysOnSampler, AlwaysOffSampler, TraceIdRatioBasedSampler, ParentBasedSampler } = sdk;
+  switch (name) {
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'traceidratio':
+      return new TraceIdRatioBasedSampler(ratio);
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) });
+    default:
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+/** Export failures are logged at most once a minute (a collector that is down would otherwise fill the log). */
+function quietDiag(log: Logger): void {
+  let last = 0;
+  const warn = (message: string, ...args: unknown[]) => {
+    const now = Date.now();
+    if (now - last < 60_000) return;
+    last = now;
+    log.warn({ detail: args.map(String).join(' ').slice(0, 500) }, `tracing: ${message}`);
+  };
+  diag.setLogger(
+    { error: warn, warn, info: () => {}, debug: () => {}, verbose: () => {} },
+    { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
+  );
+}
+
+/**
+ * Starts tracing for `service` when `settings` say so (else returns undefined and nothing is loaded): its own
+ * tracer provider (service.name `<OTEL_SERVICE_NAME>-<service>`), a batch processor (bounded queue: spans are
+ * dropped, never buffered without limit, when the collector cannot keep up) and the OTLP/HTTP exporter.
+ */
+export async function startTracing(
+  service: string,
+  settings: TracingSettings | undefined,
+  opts: { log: Logger; secrets: readonly (string | undefined)[]; version?: string },
+): Promise<ServiceTracing | undefined> {
+  if (!settings) return undefined;
+  const sdk = await import('@opentelemetry/sdk-trace');
+  const { resourceFromAttributes } = await import('@opentelemetry/resources');
+  const exporterModule =
+    settings.protocol === 'http/json'
+      ? await import('@opentelemetry/exporter-trace-otlp-http')
+      : await import('@opentelemetry/exporter-trace-otlp-proto');
+  if (!globalsSet) {
+    const { AsyncLocalStorageContextManager } = await import('@opentelemetry/context-async-hooks');
+    const { W3CTraceContextPropagator } = await import('@opentelemetry/core');
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+    quietDiag(opts.log);
+    globalsSet = true;
+  }
+  const exporter = new exporterModule.OTLPTraceExporter({ url: settings.url, headers: settings.headers });
+  const provider = new sdk.TracerProvider({
+    resource: resourceFromAttributes({
+      ...settings.resource,
+      'service.name': `${settings.serviceName}-${service}`,
+      'service.namespace': settings.serviceName,
+      'service.instance.id': `${os.hostname()}:${process.pid}`,
+      ...(opts.version ? { 'service.version': opts.version } : {}),
+    }),
+    sampler: samplerFor(sdk, settings.sampler, settings.ratio),
+    spanLimits: { attributeValueLengthLimit: ATTRIBUTE_VALUE_LIMIT, eventCountLimit: 64, linkCountLimit: 8 },
+    spanProcessors: [
+      new sdk.BatchSpanProcessor({
+        exporter,
+        maxQueueSize: 4096,
+        maxExportBatchSize: 512,
+        scheduledDelayMillis: 1000,
+      }),
+    ],
+  });
+  const redact = secretRedactor([...opts.secrets, ...Object.values(settings.headers)]);
+  const tracing: ServiceTracing = {
+    tracer: provider.getTracer('toolshift', opts.version),
+    content: settings.content,
+    redact,
+    shutdown: async () => {
+      services.delete(service);
+      await provider.shutdown().catch(() => {});
+    },
+  };
+  services.set(service, tracing);
+  return tracing;
+}
+
+/**
+ * A task's current span, kept in its async context: the agent loop's spans come and go (an attempt ends at an
+ * approval wait and another begins), so what the task's HTTP calls carry is read from here when they are made.
+ */
+export interface SpanHolder {
+  current: Span | undefined;
+}
+const HOLDER = createContextKey('toolshift span holder');
+
+/** Runs `fn` (and everything it awaits) with `holder` as its source of the current span. */
+export function withSpanHolder<T>(holder: SpanHolder, fn: () => T): T {
+  return context.with(context.active().setValue(HOLDER, holder), fn);
+}
+
+/** The context whose span outgoing calls carry: the task's current span, else the active one. */
+function outgoingContext(): Context {
+  const active = context.active();
+  const holder = active.getValue(HOLDER) as SpanHolder | undefined;
+  if (!holder) return active;
+  return holder.current ? trace.setSpan(ROOT_CONTEXT, holder.current) : ROOT_CONTEXT;
+}
+
+/** The current span's context, if any (for log lines). */
+function currentSpanContext(): SpanContext | undefined {
+  return trace.getSpanContext(outgoingContext());
+}
+
+/** `traceparent` (and `tracestate`) for an outgoing HTTP request; empty when tracing is off or no span is current. */
+export function traceHeaders(): Record<string, string> {
+  if (!globalsSet || services.size === 0) return {};
+  const carrier: Record<string, string> = {};
+  propagation.inject(outgoingContext(), carrier);
+  return carrier;
+}
+
+/** The trace and span ids for a log line, so it leads to its trace; empty when there are none. */
+export function logTraceIds(): { trace_id?: string; span_id?: string } {
+  if (!globalsSet || services.size === 0) return {};
+  const sc = currentSpanContext();
+  return sc && sc.traceId !== '00000000000000000000000000000000'
+    ? { trace_id: sc.traceId, span_id: sc.spanId }
+    : {};
+}
+
+/** The context a carrier (HTTP headers, or an MCP request's `params._meta`) continues, if it carries one. */
+export function extractContext(carrier: Record<string, unknown> | undefined): Context | undefined {
+  if (!carrier || !globalsSet) return undefined;
+  const { traceparent, tracestate } = carrier;
+  if (typeof traceparent !== 'string') return undefined;
+  const fields: Record<string, string> = { traceparent };
+  if (typeof tracestate === 'string') fields.tracestate = tracestate;
+  const ctx = propagation.extract(ROOT_CONTEXT, fields);
+  return trace.getSpanContext(ctx) ? ctx : undefined;
+}
+
+/** `traceparent`/`tracestate` of the active span, as an MCP request's `params._meta` carries them. */
+export function traceMeta(): Record<string, string> | undefined {
+  const headers = traceHeaders();
+  return headers.traceparent ? headers : undefined;
+}
+
+/**
+ * Runs `fn` inside a span of `service` (when it traces) and ends it: an exception ends it as an error (its
+ * type in error.type) and is thrown on. Without tracing `fn` runs as it is, given no span.
+ */
+export async function inSpan<T>(
+  service: string,
+  name: string,
+  options: { kind?: SpanKind; attributes?: Attributes; parent?: Context },
+  fn: (span: Span | undefined) => Promise<T>,
+): Promise<T> {
+  const tracing = tracingOf(service);
+  if (!tracing) return fn(undefined);
+  const parent = options.parent ?? context.active();
+  const span = tracing.tracer.startSpan(
+    name,
+    { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes },
+    parent,
+  );
+  try {
+    return await context.with(trace.setSpan(parent, span), () => fn(span));
+  } catch (err) {
+    failSpan(span, err);
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+/** Marks a span failed: error.type (the error's class, or what the caller names) and the status message. */
+export function failSpan(span: Span, err: unknown, type?: string): void {
+  const e = err as { name?: string; message?: string } | undefined;
+  span.setAttribute(GENAI.errorType, type ?? e?.name ?? 'Error');
+  span.setStatus({ code: SpanStatusCode.ERROR, message: String(e?.message ?? err).slice(0, 500) });
+}
+
+export { type Context, context, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace };

@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { storedToken } from '../helpers/credentials.ts';
 import { startDaemon } from '../helpers/daemon.ts';
@@ -21,6 +22,9 @@ const GOAL = 'Say hello through the echo server, list the workspace and write no
 const API_KEY = 'sk-test-model-key-4f1c2a9e';
 const UPSTREAM_SECRET = 'upstream-secret-b7d3e5a1c9';
 const OTLP_SECRET = 'otlp-header-secret-0c8e2f';
+const CLIENT_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
+const CLIENT_SPAN = '00f067aa0ba902b7';
+const CLIENT_TRACEPARENT = `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01`;
 
 function scriptedModel(): Server {
   let requests = 0;
@@ -158,6 +162,20 @@ backend:
       return task.status === 'completed';
     }, 'the task completed');
     expect(await readFile(path.join(ws, 'note.txt'), 'utf8')).toBe('traced');
+    // An MCP client that traces: its call's trace context in params._meta is continued by the gateway's face.
+    const client = new Client({ name: 'traced-client', version: '1.0.0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${urls['mcp-gateway']}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${storedToken(data, 'GATEWAY_MCP_TOKEN')}` } },
+      }),
+    );
+    const listed = await client.callTool({
+      name: 'manage_toolsets',
+      arguments: { action: 'LIST' },
+      _meta: { traceparent: CLIENT_TRACEPARENT },
+    });
+    expect(listed.isError).toBeFalsy();
+    await client.close();
     // Stopping the daemon sends what its batches still hold.
     await daemon.stop();
     const credentials = JSON.parse(await readFile(path.join(data, 'credentials.json'), 'utf8')) as Record<
@@ -371,6 +389,21 @@ describe('traces of a task across the three services and an upstream server', ()
     expect(bytes).not.toContain('echo: hello');
     for (const secret of [API_KEY, UPSTREAM_SECRET, OTLP_SECRET, ...Object.values(run.credentials)])
       expect(bytes).not.toContain(secret);
+  });
+
+  it("the gateway's MCP face continues the trace a client sends in params._meta", () => {
+    const served = one(
+      spans,
+      (s) => s.traceId === CLIENT_TRACE && s.parentSpanId === CLIENT_SPAN,
+      'span in the client trace',
+    );
+    expect(served.service).toBe('toolshift-mcp-gateway');
+    expect(served.name).toBe('tools/call manage_toolsets');
+    expect(served.kind).toBe(2); // SERVER
+    expect(served.attributes).toMatchObject({
+      'mcp.method.name': 'tools/call',
+      'gen_ai.tool.name': 'manage_toolsets',
+    });
   });
 
   it('log lines carry the trace and span ids of the span they were written in', () => {

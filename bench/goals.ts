@@ -11,6 +11,7 @@ import type { Machine } from './machine.ts';
 import type { MemoryStage } from './memory-parts.ts';
 import type { StartupResults } from './startup.ts';
 import type { TokenRun } from './token-run.ts';
+import type { TracingRun } from './tracing.ts';
 
 // The benchmark's figures against their goals: the summary of BENCHMARKS.md (report.ts writes it).
 
@@ -37,6 +38,8 @@ export interface BenchResults {
   replicas?: ReplicasRun;
   /** Figure 14: the console's pages on a full store (absent in reports made before it was measured). */
   console?: ConsoleRun;
+  /** Figure 15: own time per step with tracing off and on (absent in reports made before it was measured). */
+  tracing?: TracingRun;
 }
 
 /** One line of the summary. */
@@ -198,6 +201,16 @@ export function goals(r: BenchResults): Goal[] {
             measured: `${Math.max(...r.console.pages.map((p) => p.p50))} ms`,
             goal: '< 50 ms',
             met: Math.max(...r.console.pages.map((p) => p.p50)) < 50,
+          },
+        ]
+      : []),
+    ...(r.tracing
+      ? [
+          {
+            figure: '15. Own time per model step, tracing off → on (100% sampled, exported), median of runs',
+            measured: `${ms(r.tracing.offMs)} → ${ms(r.tracing.onMs)} (${f2(r.tracing.onMs / r.tracing.offMs)}×)`,
+            goal: '(reported)',
+            met: null,
           },
         ]
       : []),

@@ -25,7 +25,7 @@ export interface LatencyRun {
 const ECHO_TURNS = 6;
 
 /** The step-time task: activate the probes, six echo calls (deactivating with the last), answer. */
-function stepScript(): ScriptedTurn[] {
+export function stepScript(): ScriptedTurn[] {
   const turns: ScriptedTurn[] = [
     {
       calls: [
@@ -51,6 +51,37 @@ function stepScript(): ScriptedTurn[] {
   }
   turns.push({ answer: 'done' });
   return turns;
+}
+
+/**
+ * Own time per model step: whole step-script tasks, one after another (ten to warm up), minus the time the mock
+ * model spent on them, with a bare round trip after each task to scale it by.
+ */
+export async function ownTimePerStep(
+  agentUrl: string,
+  model: { busyMs(): number },
+  bareUrl: string,
+  tasks: number,
+): Promise<LatencyRun['step']> {
+  const task = (i: number) =>
+    postFast(`${agentUrl}/agent/execute_task`, { goal: `${goalMarker(`step${i}`)} echo` }).then((r) => {
+      if (r.status !== 'completed') throw new Error(`step task ended ${r.status}: ${r.error}`);
+      return r.steps as number;
+    });
+  for (let i = 0; i < 10; i++) await task(i);
+  const bareForSteps: number[] = [];
+  let steps = 0;
+  let own = 0;
+  for (let i = 0; i < tasks; i++) {
+    const modelBefore = model.busyMs();
+    const started = performance.now();
+    steps += await task(100 + i);
+    own += performance.now() - started - (model.busyMs() - modelBefore);
+    const b = performance.now();
+    await bareRoundTrip(bareUrl);
+    bareForSteps.push(performance.now() - b);
+  }
+  return { ownMsPerStep: own / steps, steps, tasks, bareRtt: percentile(bareForSteps, 0.5) };
 }
 
 /** Runs figures 6–8 in `dir`; `rounds` samples per probe. */
@@ -105,35 +136,14 @@ export async function latencyRun(dir: string, rounds = 400): Promise<LatencyRun>
       call: via('bench_echo'),
     });
 
-    // Own time per model step: whole tasks, sequential, minus the time the mock model spent on them.
-    const bareForSteps: number[] = [];
-    const task = (i: number) =>
-      postFast(`${stack.agentUrl}/agent/execute_task`, { goal: `${goalMarker(`step${i}`)} echo` }).then(
-        (r) => {
-          if (r.status !== 'completed') throw new Error(`step task ended ${r.status}: ${r.error}`);
-          return r.steps as number;
-        },
-      );
-    for (let i = 0; i < 10; i++) await task(i);
-    const tasks = Math.max(20, Math.round(rounds / 8));
-    let steps = 0;
-    let own = 0;
-    for (let i = 0; i < tasks; i++) {
-      const modelBefore = model.busyMs();
-      const started = performance.now();
-      steps += await task(100 + i);
-      own += performance.now() - started - (model.busyMs() - modelBefore);
-      const b = performance.now();
-      await bareRoundTrip(bare.url);
-      bareForSteps.push(performance.now() - b);
-    }
+    const step = await ownTimePerStep(stack.agentUrl, model, bare.url, Math.max(20, Math.round(rounds / 8)));
     const p50 = (xs: number[]) => percentile(xs, 0.5);
     return {
       bareRtt: p50(echo.bare),
       echo: { direct: p50(echo.direct), viaGateway: p50(echo.via) },
       delay: { direct: p50(delay.direct), viaGateway: p50(delay.via) },
       toggle: { manage: p50(toggle.manage), call: p50(toggle.call) },
-      step: { ownMsPerStep: own / steps, steps, tasks, bareRtt: p50(bareForSteps) },
+      step,
       rounds,
     };
   } finally {

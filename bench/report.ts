@@ -405,5 +405,36 @@ export function renderReport(r: BenchResults): string {
     );
     out.push('');
   }
+  const traced = r.tracing;
+  if (traced) {
+    out.push('## 15. Tracing off and on');
+    out.push('');
+    out.push(
+      "Figure 7's measurement (own time per model step: whole tasks of eight steps, one after another, minus the " +
+        `mock model's time) in ${traced.off.length} runs with tracing off and ${traced.on.length} with it on, ` +
+        'alternating, each run a fresh process (bench/tracing.ts). On: every span sampled (`OTEL_TRACES_SAMPLER=always_on`) ' +
+        'and exported over OTLP/HTTP protobuf to a receiver on loopback that reads and drops it. Off is the ' +
+        'default (no `OTEL_EXPORTER_OTLP_ENDPOINT`): no SDK is loaded and no span is made; what is left of tracing ' +
+        'in the request path is a test of an empty map before each call and log line.',
+      '',
+      table(
+        ['Run', 'Off: own time per step', 'On: own time per step', 'Bare round trip (off / on)', 'Exported'],
+        traced.off.map((o, i) => {
+          const on = traced.on[i];
+          return [
+            String(i + 1),
+            ms(o.ownMsPerStep),
+            on ? ms(on.ownMsPerStep) : '—',
+            `${ms(o.bareRtt)} / ${on ? ms(on.bareRtt) : '—'}`,
+            on ? `${(on.exportedBytes / 1024).toFixed(0)} KiB in ${on.steps} steps` : '—',
+          ];
+        }),
+      ),
+      '',
+      `Medians: off ${ms(traced.offMs)}, on ${ms(traced.onMs)} per step (${f2(traced.onMs / traced.offMs)}×, ` +
+        `+${ms(traced.onMs - traced.offMs)}).`,
+    );
+    out.push('');
+  }
   return `${out.join('\n')}\n`;
 }

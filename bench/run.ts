@@ -17,6 +17,7 @@ import type { MemoryStage } from './memory-parts.ts';
 import { renderReport } from './report.ts';
 import { startupRun } from './startup.ts';
 import { tokenRun } from './token-run.ts';
+import { tracingRun } from './tracing.ts';
 
 // `npm run bench`: every figure of the benchmark in one run, offline, then BENCHMARKS.md. Token economics and
 // discovery (1–5) on the benchmark catalog with the twelve tasks in three arms; the call path's latency (6–8);
@@ -70,6 +71,8 @@ async function main() {
     const replicas = await replicasRun();
     step("the console's pages with 10,000 tasks and 100,000 audit rows in the stores");
     const consolePages = await consoleRun();
+    step('own time per model step with tracing off and on, alternating runs');
+    const tracing = await tracingRun(Number(process.env.BENCH_TRACING_RUNS ?? 5));
     const startupRuns = Number(process.env.BENCH_STARTS ?? 5);
     step(
       `start-up and idle memory of npm start's command, before and after the loader went: ${startupRuns} starts each`,
@@ -94,6 +97,7 @@ async function main() {
       startup,
       replicas,
       console: consolePages,
+      tracing,
     };
     const out = process.env.BENCH_OUT ?? 'BENCHMARKS.md';
     writeFileSync(out, renderReport(results));

@@ -15,7 +15,6 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import type { Logger } from './log.ts';
 
 // OpenTelemetry traces (OTLP over HTTP), off unless an OTLP endpoint is configured (lib/config.ts: the
 // standard OTEL_* variables). Each service has a tracer provider of its own, so the three services of one
@@ -84,6 +83,11 @@ export const TOOLSHIFT = {
   goal: 'toolshift.task.goal',
 } as const;
 
+/** Where tracing's own warnings go (the service's logger). */
+interface WarnLog {
+  warn(detail: object, message: string): void;
+}
+
 /** Which spans a sampler keeps: the standard OTEL_TRACES_SAMPLER names. */
 export const SAMPLERS = [
   'always_on',
@@ -111,6 +115,9 @@ export interface TracingSettings {
   /** Prompts, arguments and results on spans (off by default); secrets are removed whatever this says. */
   content: boolean;
 }
+
+/** How long a stopping service waits for its last spans to be sent. */
+const SHUTDOWN_MS = 2000;
 
 /** The longest attribute value a span keeps (content is cut there): an exported span stays bounded. */
 export const ATTRIBUTE_VALUE_LIMIT = 16 * 1024;
@@ -178,14 +185,17 @@ function samplerFor(
   }
 }
 
+/** Where tracing's own warnings go: the logger of the service that started tracing last. */
+let warnLog: WarnLog | undefined;
+
 /** Export failures are logged at most once a minute (a collector that is down would otherwise fill the log). */
-function quietDiag(log: Logger): void {
+function quietDiag(): void {
   let last = 0;
   const warn = (message: string, ...args: unknown[]) => {
     const now = Date.now();
     if (now - last < 60_000) return;
     last = now;
-    log.warn({ detail: args.map(String).join(' ').slice(0, 500) }, `tracing: ${message}`);
+    warnLog?.warn({ detail: args.map(String).join(' ').slice(0, 500) }, `tracing: ${message}`);
   };
   diag.setLogger(
     { error: warn, warn, info: () => {}, debug: () => {}, verbose: () => {} },
@@ -201,7 +211,7 @@ function quietDiag(log: Logger): void {
 export async function startTracing(
   service: string,
   settings: TracingSettings | undefined,
-  opts: { log: Logger; secrets: readonly (string | undefined)[]; version?: string },
+  opts: { log: WarnLog; secrets: readonly (string | undefined)[]; version?: string },
 ): Promise<ServiceTracing | undefined> {
   if (!settings) return undefined;
   const sdk = await import('@opentelemetry/sdk-trace');
@@ -215,9 +225,10 @@ export async function startTracing(
     const { W3CTraceContextPropagator } = await import('@opentelemetry/core');
     context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
     propagation.setGlobalPropagator(new W3CTraceContextPropagator());
-    quietDiag(opts.log);
+    quietDiag();
     globalsSet = true;
   }
+  warnLog = opts.log;
   const exporter = new exporterModule.OTLPTraceExporter({ url: settings.url, headers: settings.headers });
   const provider = new sdk.TracerProvider({
     resource: resourceFromAttributes({
@@ -245,7 +256,26 @@ export async function startTracing(
     redact,
     shutdown: async () => {
       services.delete(service);
-      await provider.shutdown().catch(() => {});
+      // What is still buffered is sent now, within SHUTDOWN_MS (a collector that is down must not hold up a
+      // stopping daemon); one that cannot take it is said once, and stopping goes on.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<string>((r) => {
+        timer = setTimeout(() => r(`no answer within ${SHUTDOWN_MS} ms`), SHUTDOWN_MS);
+      });
+      const failed = await Promise.race([
+        provider.shutdown().then(
+          () => undefined,
+          (err: unknown) =>
+            Array.isArray(err) ? err.map((e) => (e as Error)?.message ?? e).join('; ') : String(err),
+        ),
+        late,
+      ]);
+      clearTimeout(timer);
+      if (failed)
+        opts.log.warn(
+          { detail: failed.slice(0, 500), url: settings.url },
+          'tracing: the last spans could not be sent on stopping',
+        );
     },
   };
   services.set(service, tracing);
@@ -287,13 +317,12 @@ export function traceHeaders(): Record<string, string> {
   return carrier;
 }
 
-/** The trace and span ids for a log line, so it leads to its trace; empty when there are none. */
+/** The trace and span ids for a log line, so it leads to its trace; empty when there are none (or not sampled). */
 export function logTraceIds(): { trace_id?: string; span_id?: string } {
   if (!globalsSet || services.size === 0) return {};
   const sc = currentSpanContext();
-  return sc && sc.traceId !== '00000000000000000000000000000000'
-    ? { trace_id: sc.traceId, span_id: sc.spanId }
-    : {};
+  // Only a sampled span's ids: an unsampled one leads to no trace anywhere.
+  return sc && (sc.traceFlags & 1) === 1 ? { trace_id: sc.traceId, span_id: sc.spanId } : {};
 }
 
 /** The context a carrier (HTTP headers, or an MCP request's `params._meta`) continues, if it carries one. */

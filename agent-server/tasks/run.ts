@@ -154,7 +154,7 @@ export function launchTask(
     baseURL: w.deps.modelBaseURL,
     requestId: currentRequestId() ?? null,
   });
-  if (opts.resume) traced?.resumeWaiting(opts.resume.pending, opts.resume.snapshot.trace);
+  if (opts.resume) traced?.resumeWaiting(opts.resume.snapshot.trace);
   else if (recovered) traced?.begin(recovered.snapshot?.trace);
   const emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => {
     if (w.movedOn.has(taskId)) return;

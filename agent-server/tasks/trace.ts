@@ -304,10 +304,10 @@ export class TaskTrace implements SpanHolder {
 
   /** The task waits for a human: the call's span and the attempt end here; the decision starts the next. */
   awaiting(pending: PendingApproval): void {
-    const name =
-      this.toolName ?? (pending.kind === 'activate' ? 'manage_toolsets' : pending.subject || 'unknown');
-    this.waiting = { id: pending.call_id, name };
     this.pausedAt = Date.now();
+    // A call paused mid-reply goes on where it waited (no new tool_call_started): its span opens again then.
+    // A call of unknown outcome waits before its reply is gone through again, which announces it afresh.
+    this.waiting = this.tool && this.toolName ? { id: pending.call_id, name: this.toolName } : undefined;
     if (this.tool) {
       this.tool.setAttributes({
         [TOOLSHIFT.outcome]: 'awaiting_approval',
@@ -329,13 +329,12 @@ export class TaskTrace implements SpanHolder {
     this.current = undefined;
   }
 
-  /** Restarted while the task waited: the attempt before is the stored one. */
-  resumeWaiting(pending: PendingApproval, previous: string | undefined): void {
+  /**
+   * Restarted while the task waited: the attempt before is the stored one (the reply is gone through again from
+   * the call that waited, which announces it).
+   */
+  resumeWaiting(previous: string | undefined): void {
     this.previous = previous;
-    this.waiting = {
-      id: pending.call_id,
-      name: pending.kind === 'activate' ? 'manage_toolsets' : pending.subject,
-    };
   }
 
   private openTool(id: string, name: string): Span {

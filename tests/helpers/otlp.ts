@@ -16,6 +16,8 @@ export interface ReceivedSpan {
   events: { name: string; attributes: Record<string, unknown> }[];
   links: { traceId: string; spanId: string }[];
   status: { code?: number; message?: string };
+  /** Nanoseconds since the epoch, as a string (OTLP/JSON's form). */
+  start: string;
 }
 
 type AnyValue = {
@@ -70,6 +72,7 @@ export function spansOf(body: string): ReceivedSpan[] {
             spanId: l.spanId,
           })),
           status: (s.status as ReceivedSpan['status']) ?? {},
+          start: String(s.startTimeUnixNano ?? '0'),
         });
       }
     }
@@ -122,6 +125,10 @@ export function spanTree(spans: readonly ReceivedSpan[], show: readonly string[]
       byParent.set(s.parentSpanId, list);
     } else roots.push(s);
   }
+  // In the order they started (exports arrive in batches, in no useful order).
+  const byStart = (a: ReceivedSpan, b: ReceivedSpan) => (BigInt(a.start) < BigInt(b.start) ? -1 : 1);
+  roots.sort(byStart);
+  for (const list of byParent.values()) list.sort(byStart);
   const lines: string[] = [];
   const walk = (s: ReceivedSpan, depth: number) => {
     const attrs = show

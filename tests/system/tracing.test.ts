@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -83,7 +84,7 @@ async function listen(server: Server): Promise<number> {
 }
 
 /** Runs the scripted task on a daemon started with `env` (plus the test's own), approving its write. */
-async function runTracedTask(extraEnv: Record<string, string>) {
+async function runTracedTask(extraEnv: Record<string, string>, opts: { restartWhileWaiting?: boolean } = {}) {
   const tmp = await mkdtemp(path.join(tmpdir(), 'toolshift-tracing-'));
   const data = path.join(tmp, 'data');
   const ws = path.join(tmp, 'ws');
@@ -109,7 +110,7 @@ backend:
   const model = scriptedModel();
   const modelPort = await listen(model);
   const receiver = await startOtlpReceiver();
-  const daemon = startDaemon({
+  const env = {
     TOOLSHIFT_DATA_DIR: data,
     FS_ROOTS: ws,
     HOME: tmp,
@@ -121,15 +122,20 @@ backend:
     OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
     OTEL_EXPORTER_OTLP_HEADERS: `Authorization=Bearer%20${OTLP_SECRET}`,
     ...extraEnv,
-  });
+  };
   let stdout = '';
-  daemon.child.stdout.on('data', (c: Buffer) => {
-    stdout += c;
-  });
+  const start = () => {
+    const started = startDaemon(env);
+    started.child.stdout.on('data', (c: Buffer) => {
+      stdout += c;
+    });
+    return started;
+  };
+  let daemon = start();
   try {
-    const urls = await daemon.listening;
+    let urls = await daemon.listening;
     await daemon.ready;
-    const agent = urls['agent-server'];
+    let agent = urls['agent-server'];
     const auth = { authorization: `Bearer ${storedToken(data, 'AGENT_API_TOKEN')}` };
     const json = { ...auth, 'content-type': 'application/json' };
     const submitted = (await (
@@ -147,6 +153,14 @@ backend:
       };
       return approvals.some((a) => a.task_id === taskId && a.call_id === 'c4');
     }, 'the write waiting for approval');
+    if (opts.restartWhileWaiting) {
+      // The daemon stops while the task waits; the next one picks the paused task up and goes on when approved.
+      await daemon.stop();
+      daemon = start();
+      urls = await daemon.listening;
+      await daemon.ready;
+      agent = urls['agent-server'];
+    }
     // Long enough that the wait shows as a gap between the two attempts.
     await new Promise((r) => setTimeout(r, 300));
     const decided = await fetch(`${agent}/agent/tasks/${taskId}/approvals/c4`, {
@@ -207,6 +221,29 @@ backend:
   }
 }
 
+/** The span trees as the README shows them: the task's two traces (not the MCP client's call), with a few attributes. */
+function readmeTree(spans: ReceivedSpan[]): string {
+  const task = new Set(spans.filter((s) => s.name.startsWith('invoke_agent')).map((s) => s.traceId));
+  return spanTree(
+    spans.filter((s) => task.has(s.traceId)),
+    [
+      'toolshift.task.status',
+      'toolshift.tool.outcome',
+      'toolshift.toolsets.changed',
+      'toolshift.model.attempts',
+    ],
+  );
+}
+
+/** The README's fenced block that starts with `trace `, trace ids left out. */
+function readmeBlock(): string {
+  const text = readFileSync('README.md', 'utf8');
+  const block = /```text\n(trace [^`]*?)```/.exec(text)?.[1];
+  if (!block) throw new Error('README.md shows no span tree (a ```text block starting with "trace ")');
+  return block.trim();
+}
+const withoutIds = (tree: string) => tree.replace(/\b[0-9a-f]{8}…/g, '…');
+
 const one = (spans: ReceivedSpan[], pick: (s: ReceivedSpan) => boolean, what: string): ReceivedSpan => {
   const found = spans.filter(pick);
   if (found.length !== 1) throw new Error(`expected one ${what}, found ${found.length}:\n${spanTree(spans)}`);
@@ -220,16 +257,7 @@ describe('traces of a task across the three services and an upstream server', ()
   beforeAll(async () => {
     run = await runTracedTask({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
     spans = run.receiver.spans();
-    if (process.env.PRINT_TRACE_TREE)
-      console.log(
-        spanTree(spans, [
-          'toolshift.task.status',
-          'toolshift.tool.outcome',
-          'toolshift.toolsets.changed',
-          'toolshift.tool_definition_tokens.after',
-          'gen_ai.usage.input_tokens',
-        ]),
-      );
+    if (process.env.PRINT_TRACE_TREE) console.log(readmeTree(spans));
   }, 120_000);
 
   afterAll(async () => {
@@ -391,6 +419,10 @@ describe('traces of a task across the three services and an upstream server', ()
       expect(bytes).not.toContain(secret);
   });
 
+  it('the README shows this trace, span for span', () => {
+    expect(withoutIds(readmeBlock())).toBe(withoutIds(readmeTree(spans)));
+  });
+
   it("the gateway's MCP face continues the trace a client sends in params._meta", () => {
     const served = one(
       spans,
@@ -428,6 +460,39 @@ describe('traces of a task across the three services and an upstream server', ()
       ),
     ).toBe(true);
   });
+});
+
+describe('a task paused across a restart', () => {
+  it('goes on in a new trace linked to the attempt the stopped process ended', async () => {
+    const run = await runTracedTask(
+      { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' },
+      { restartWhileWaiting: true },
+    );
+    try {
+      const spans = run.receiver.spans();
+      const attempts = spans.filter((s) => s.name === 'invoke_agent toolshift');
+      expect(attempts).toHaveLength(2);
+      const first = attempts.find(
+        (a) => a.attributes['toolshift.task.status'] === 'awaiting_approval',
+      ) as ReceivedSpan;
+      const second = attempts.find(
+        (a) => a.attributes['toolshift.task.status'] === 'completed',
+      ) as ReceivedSpan;
+      expect(second.links).toEqual([{ traceId: first.traceId, spanId: first.spanId }]);
+      // The call that waited runs in the new process's attempt, through the tool-server.
+      const ran = one(
+        spans,
+        (s) => s.name === 'execute_tool write_file' && s.traceId === second.traceId,
+        'write',
+      );
+      expect(ran.attributes['toolshift.tool.outcome']).toBe('ok');
+      expect(spans.some((s) => s.traceId === second.traceId && s.service === 'toolshift-tool-server')).toBe(
+        true,
+      );
+    } finally {
+      await run.cleanup();
+    }
+  }, 120_000);
 });
 
 describe('content on (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true), over OTLP/protobuf', () => {

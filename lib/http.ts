@@ -97,33 +97,37 @@ export interface BaseOptions {
   metrics?: Metrics;
   /** The service's own refusals as HTTP errors (the gateway's rules know no HTTP); others go on as they are. */
   asHttpError?: (err: unknown) => HttpError | undefined;
-  /** Requests that start a trace of their own when they carry none (the gateway's MCP face); others only join one. */
-  traceRoots?: (path: string) => boolean;
 }
+
+/** Where serverSpans leaves the request span's ids for the access line. */
+const SPAN_IDS = 'toolshift.spanIds';
 
 /**
  * With tracing on, a SERVER span per request that continues a trace (`traceparent`): the hops between the
- * services and from an upstream's caller join the caller's trace. A request that carries none starts no trace
- * (a health check, a poll, the CLI), except where `roots` says (an MCP client's call). Off: a pass-through.
+ * services join the caller's trace. A request that carries none starts no trace (a health check, a poll, the
+ * CLI; the MCP face starts one per tool call itself). Off: a pass-through.
  */
-function serverSpans(service: string, roots?: (path: string) => boolean): MiddlewareHandler {
+function serverSpans(service: string): MiddlewareHandler {
   return async (c, next) => {
     const tracing = tracingOf(service);
     if (!tracing) return next();
-    const traceparent = c.req.header('traceparent');
-    const parent = extractContext({ traceparent, tracestate: c.req.header('tracestate') });
-    if (!parent && !roots?.(c.req.path)) return next();
-    const base = parent ?? context.active();
+    const parent = extractContext({
+      traceparent: c.req.header('traceparent'),
+      tracestate: c.req.header('tracestate'),
+    });
+    if (!parent) return next();
     const span = tracing.tracer.startSpan(
       c.req.method,
       {
         kind: SpanKind.SERVER,
-        attributes: { 'http.request.method': c.req.method, 'url.path': c.req.path },
+        attributes: { 'http.request.method': c.req.method, 'url.path': c.req.path.slice(0, 1024) },
       },
-      base,
+      parent,
     );
+    const ids = span.spanContext();
+    if (span.isRecording()) c.set(SPAN_IDS as never, { trace_id: ids.traceId, span_id: ids.spanId } as never);
     try {
-      await context.with(trace.setSpan(base, span), next);
+      await context.with(trace.setSpan(parent, span), next);
     } finally {
       const matched = routePath(c, -1);
       if (matched !== '*' && matched !== '/*') {
@@ -161,8 +165,6 @@ export function installBase(app: Hono, log: Logger, security: Security, opts: Ba
     log.error({ err, path: c.req.path, error_id: id }, 'unhandled error');
     return c.json({ error: `Internal error (logged on the server as ${id})` }, 500);
   });
-  // Outermost, so the access line below is written inside the request's span (it carries its trace id).
-  if (typeof service === 'string') app.use('*', serverSpans(service, opts.traceRoots));
   app.use('*', async (c, next) => {
     const requestId = requestIdFrom(c.req.header(REQUEST_ID_HEADER));
     c.header(REQUEST_ID_HEADER, requestId);
@@ -179,12 +181,21 @@ export function installBase(app: Hono, log: Logger, security: Security, opts: Ba
     metrics.httpDuration.observe({ method: c.req.method, route: routeLabel }, seconds);
     withRequestId(requestId, () =>
       log.debug(
-        { method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) },
+        {
+          method: c.req.method,
+          path: c.req.path,
+          status: c.res.status,
+          ms: Math.round(seconds * 1000),
+          // The request's span (a traced hop), so the line leads to its trace.
+          ...(c.get(SPAN_IDS as never) as object | undefined),
+        },
         'request',
       ),
     );
   });
   for (const middleware of securityMiddleware(security)) app.use('*', middleware);
+  // After the checks: a request refused (no token, a foreign Host) makes no span, whatever it carries.
+  if (typeof service === 'string') app.use('*', serverSpans(service));
   const tooLarge = (c: Context) =>
     c.json({ error: `Request body is larger than ${MAX_BODY_BYTES} bytes` }, 413);
   const limit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: tooLarge });

@@ -116,6 +116,9 @@ export interface TracingSettings {
   content: boolean;
 }
 
+/** The longest span name (a tool's name from a model or a client goes into one). */
+export const SPAN_NAME_MAX = 200;
+
 /** How long a stopping service waits for its last spans to be sent. */
 const SHUTDOWN_MS = 2000;
 
@@ -128,6 +131,8 @@ export interface ServiceTracing {
   content: boolean;
   /** `text` with every known secret replaced by `[redacted]`. */
   redact(text: string): string;
+  /** `text` redacted, then cut to `max` characters: what every text from outside becomes on a span. */
+  safe(text: string, max?: number): string;
   /** Sends what is buffered and stops (the service is closing). */
   shutdown(): Promise<void>;
 }
@@ -148,7 +153,14 @@ export function tracingOn(): boolean {
 /** Secrets shorter than this are not searched for (they would match ordinary text). */
 const MIN_SECRET = 8;
 
-/** Replaces every known secret in text; longest first, so a secret containing another goes whole. */
+/** A partial secret shorter than this at the end of a cut text is left (it could be any text). */
+const MIN_PARTIAL = 6;
+
+/**
+ * Replaces every known secret in text, longest first (a secret containing another goes whole), and any bearer
+ * credential. A text cut short elsewhere (an event's output, a provider's message) may end in the start of a
+ * secret: that start is replaced too.
+ */
 export function secretRedactor(secrets: readonly (string | undefined)[]): (text: string) => string {
   const known = [
     ...new Set(secrets.filter((s): s is string => typeof s === 'string' && s.length >= MIN_SECRET)),
@@ -159,6 +171,17 @@ export function secretRedactor(secrets: readonly (string | undefined)[]): (text:
   return (text) => {
     let out = text;
     for (const s of known) if (out.includes(s)) out = out.split(s).join('[redacted]');
+    // The start of a secret at the very end (before a closing ellipsis, quote or space).
+    const tail = /[…"'\s.]*$/.exec(out)?.[0] ?? '';
+    const body = out.slice(0, out.length - tail.length);
+    for (const s of known) {
+      for (let k = Math.min(s.length - 1, body.length); k >= MIN_PARTIAL; k--) {
+        if (body.endsWith(s.slice(0, k))) {
+          out = `${body.slice(0, body.length - k)}[redacted]${tail}`;
+          break;
+        }
+      }
+    }
     return out.replace(bearer, '$1 [redacted]');
   };
 }
@@ -254,6 +277,10 @@ export async function startTracing(
     tracer: provider.getTracer('toolshift', opts.version),
     content: settings.content,
     redact,
+    safe: (text, max = 500) => {
+      const clean = redact(text);
+      return clean.length > max ? `${clean.slice(0, max)}…` : clean;
+    },
     shutdown: async () => {
       services.delete(service);
       // What is still buffered is sent now, within SHUTDOWN_MS (a collector that is down must not hold up a
@@ -356,25 +383,28 @@ export async function inSpan<T>(
   if (!tracing) return fn(undefined);
   const parent = options.parent ?? context.active();
   const span = tracing.tracer.startSpan(
-    name,
+    tracing.safe(name, SPAN_NAME_MAX),
     { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes },
     parent,
   );
   try {
     return await context.with(trace.setSpan(parent, span), () => fn(span));
   } catch (err) {
-    failSpan(span, err);
+    failSpan(span, err, undefined, tracing);
     throw err;
   } finally {
     span.end();
   }
 }
 
-/** Marks a span failed: error.type (the error's class, or what the caller names) and the status message. */
-export function failSpan(span: Span, err: unknown, type?: string): void {
+/** Marks a span failed: error.type (the error's class, or what the caller names) and its message, made safe. */
+export function failSpan(span: Span, err: unknown, type?: string, tracing?: ServiceTracing): void {
   const e = err as { name?: string; message?: string } | undefined;
-  span.setAttribute(GENAI.errorType, type ?? e?.name ?? 'Error');
-  span.setStatus({ code: SpanStatusCode.ERROR, message: String(e?.message ?? err).slice(0, 500) });
+  span.setAttribute(GENAI.errorType, (type ?? e?.name ?? 'Error').slice(0, 64));
+  span.setStatus({
+    code: SpanStatusCode.ERROR,
+    message: tracing ? tracing.safe(String(e?.message ?? err)) : '[an error]',
+  });
 }
 
 export { type Context, context, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace };

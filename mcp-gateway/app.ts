@@ -61,8 +61,6 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   installBase(app, deps.log, deps.security, {
     metrics: deps.metrics,
     asHttpError: refusalAsHttpError,
-    // An MCP client's call starts a trace when it carries none; the admin and agent routes only join one.
-    traceRoots: isFacePath,
   });
   // Every audit row of the request records who acted (audit-context.ts).
   app.use('*', (c, next) => withActor(actorOf(c), next));

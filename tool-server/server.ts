@@ -74,9 +74,9 @@ export async function startToolServer(
   return {
     ...listening,
     close: async () => {
-      await tracing?.shutdown();
       databases.close();
       await listening.close();
+      await tracing?.shutdown();
     },
   };
 }

@@ -33,8 +33,8 @@ export interface LoopSnapshot {
   /** The task's exposure mode, and (dispatch) the tools whose definitions the conversation holds. */
   exposure?: ToolExposure;
   shown?: string[];
-  /** The task's trace attempt this was saved in (`traceparent`), so the attempt going on from it links to it. */
-  trace?: string;
+  /** The task's trace attempt this was saved in, so the attempt going on from it links to it (tasks/trace.ts). */
+  trace?: { parent: string; attempt: number };
   /** The reply being answered: its tool calls, the one waiting, and the tool messages of those before it. */
   pending: {
     step: number;

@@ -67,7 +67,7 @@ export interface Worker {
  * A checkpoint as stored: the offered tools without their descriptions and schemas (going on needs only which
  * toolset each belongs to and what it declares; the next request lists the tools afresh).
  */
-function checkpointOf(snapshot: LoopSnapshot, trace?: string): LoopSnapshot {
+function checkpointOf(snapshot: LoopSnapshot, trace?: LoopSnapshot['trace']): LoopSnapshot {
   const tools = snapshot.pending.tools.map(({ name, toolset, annotations }) => ({
     name,
     toolset,
@@ -158,7 +158,12 @@ export function launchTask(
   else if (recovered) traced?.begin(recovered.snapshot?.trace);
   const emit = (type: EventType, data: Record<string, unknown>, durationMs?: number) => {
     if (w.movedOn.has(taskId)) return;
-    traced?.event(type, data);
+    // Tracing never stops a task: a fault in it costs the span, not the event.
+    try {
+      traced?.event(type, data);
+    } catch (err) {
+      w.deps.log.warn({ err, task: taskId, event: type }, 'tracing: the event was not traced');
+    }
     const event = w.deps.store.appendEvent(taskId, type, durationMs ?? null, data);
     observeEvent(event, taskId, w.deps);
     for (const l of listeners) l.event(event);
@@ -178,11 +183,7 @@ export function launchTask(
       );
       // The event first: the pause commits it with the paused state.
       emit('approval_needed', { ...pending });
-      await w.deps.store.pause(
-        taskId,
-        pending,
-        traced ? { ...snapshot, trace: traced.attemptParent() } : snapshot,
-      );
+      await w.deps.store.pause(taskId, pending, traced ? { ...snapshot, trace: traced.stored() } : snapshot);
     }
     w.paused.add(taskId);
     // A paused task takes no slot: a queued one may start.
@@ -255,7 +256,7 @@ export function launchTask(
           trace: traced,
           journal: {
             checkpoint: (snapshot) =>
-              w.deps.store.checkpoint(taskId, checkpointOf(snapshot, traced?.attemptParent())),
+              w.deps.store.checkpoint(taskId, checkpointOf(snapshot, traced?.stored())),
             started: (index, callId) => w.deps.store.callStarted(taskId, index, callId),
             finished: (index, callId, result) => w.deps.store.callFinished(taskId, index, callId, result),
           },

@@ -1,5 +1,6 @@
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import {
+  ATTRIBUTE_VALUE_LIMIT,
   GENAI,
   ROOT_CONTEXT,
   type ServiceTracing,
@@ -29,6 +30,12 @@ const AGENT = 'toolshift';
 function traceparentOf(span: Span): string {
   const c = span.spanContext();
   return `00-${c.traceId}-${c.spanId}-0${c.traceFlags & 1}`;
+}
+
+/** What a pause or a checkpoint keeps of the task's trace: the attempt's `traceparent` and its number. */
+export interface StoredTrace {
+  parent: string;
+  attempt: number;
 }
 
 /** The span context a stored `traceparent` names, if it is one. */
@@ -104,22 +111,30 @@ export class TaskTrace implements SpanHolder {
     return tracing ? new TaskTrace(tracing, info) : undefined;
   }
 
-  /** The current attempt as `traceparent` text, to store with a pause or a checkpoint. */
-  attemptParent(): string | undefined {
-    return this.attempt ? traceparentOf(this.attempt) : this.previous;
+  /** The current (or last) attempt, to store with a pause or a checkpoint. */
+  stored(): StoredTrace | undefined {
+    const parent = this.attempt ? traceparentOf(this.attempt) : this.previous;
+    return parent ? { parent, attempt: this.attempts } : undefined;
   }
 
+  /** Content as it goes on a span: redacted (whatever the content setting, secrets never go out). */
   private redacted(value: unknown): string {
     return this.tracing.redact(typeof value === 'string' ? value : JSON.stringify(value));
+  }
+
+  /** A text from outside (a tool's name, a provider's message) as it goes on a span: redacted and bounded. */
+  private safe(value: unknown, max = 200): string {
+    return this.tracing.safe(String(value ?? ''), max);
   }
 
   /**
    * Starts an attempt: the task's first, or its going on after a wait or on another worker (`previous`: the
    * attempt before, as stored).
    */
-  begin(previous?: string): void {
+  begin(previous?: StoredTrace): void {
     if (this.attempt) return;
-    const before = linkFrom(previous ?? this.previous);
+    if (previous) this.attempts = Math.max(this.attempts, previous.attempt);
+    const before = linkFrom(previous?.parent ?? this.previous);
     this.attempts++;
     const span = this.tracing.tracer.startSpan(
       `invoke_agent ${AGENT}`,
@@ -157,15 +172,51 @@ export class TaskTrace implements SpanHolder {
   /** The request about to be sent (content, when captured). */
   request(request: ModelRequest): void {
     if (!this.chat || !this.tracing.content) return;
-    this.chat.setAttribute(GENAI.inputMessages, this.redacted(request.messages.map(messageParts)));
+    try {
+      this.chat.setAttribute(GENAI.inputMessages, this.latest(request.messages));
+    } catch {
+      // Tracing never stops a task.
+    }
+  }
+
+  /**
+   * The conversation as JSON, redacted, within the attribute limit: the latest messages are kept (a long task's
+   * beginning is in its earlier chat spans), with a note of how many earlier ones were left out.
+   */
+  private latest(messages: readonly ChatCompletionMessageParam[]): string {
+    const parts = messages.map((m) => this.redacted(messageParts(m)));
+    let size = 2;
+    let from = parts.length;
+    while (from > 0 && size + parts[from - 1].length + 1 <= ATTRIBUTE_VALUE_LIMIT - 200) {
+      from--;
+      size += parts[from].length + 1;
+    }
+    const note =
+      from > 0
+        ? [
+            JSON.stringify({
+              role: 'note',
+              parts: [{ type: 'text', content: `${from} earlier messages left out` }],
+            }),
+          ]
+        : [];
+    return `[${[...note, ...parts.slice(from)].join(',')}]`;
   }
 
   /** The model's reply: what the response says about itself, and (content captured) the reply. */
   reply(reply: ModelReply): void {
+    try {
+      this.replied(reply);
+    } catch {
+      // Tracing never stops a task.
+    }
+  }
+
+  private replied(reply: ModelReply): void {
     const span = this.chat;
     if (!span) return;
-    if (reply.model) span.setAttribute(GENAI.responseModel, reply.model);
-    if (reply.id) span.setAttribute(GENAI.responseId, reply.id);
+    if (reply.model) span.setAttribute(GENAI.responseModel, this.safe(reply.model));
+    if (reply.id) span.setAttribute(GENAI.responseId, this.safe(reply.id));
     if (typeof reply.cached_tokens === 'number')
       span.setAttribute(GENAI.cachedInputTokens, reply.cached_tokens);
     if (this.tracing.content) {
@@ -187,13 +238,13 @@ export class TaskTrace implements SpanHolder {
       case 'task_started':
         this.begin();
         if (this.tracing.content && typeof data.goal === 'string')
-          this.attempt?.setAttribute(TOOLSHIFT.goal, this.tracing.redact(data.goal));
+          this.attempt?.setAttribute(TOOLSHIFT.goal, this.redacted(data.goal));
         return;
       case 'task_resumed':
         this.begin();
         this.attempt?.addEvent('task_resumed', {
-          worker: String(data.worker),
-          calls_done: Number(data.calls_done ?? 0),
+          'toolshift.worker': this.safe(data.worker, 100),
+          'toolshift.calls_done': Number(data.calls_done ?? 0),
         });
         return;
       case 'model_request': {
@@ -214,7 +265,7 @@ export class TaskTrace implements SpanHolder {
         this.chat?.addEvent('retry', {
           'toolshift.retry.attempt': Number(data.attempt),
           ...(typeof data.status === 'number' ? { 'http.response.status_code': data.status } : {}),
-          'toolshift.retry.reason': this.tracing.redact(String(data.reason ?? '')).slice(0, 500),
+          'toolshift.retry.reason': this.safe(data.reason, 500),
           'toolshift.retry.delay_ms': Number(data.delay_ms ?? 0),
         });
         return;
@@ -237,12 +288,13 @@ export class TaskTrace implements SpanHolder {
         return;
       case 'tool_call': {
         const span = this.tool ?? this.openTool(String(data.tool_call_id), String(data.name));
-        if (data.name !== this.toolName) {
+        const name = this.safe(data.name);
+        if (name !== this.toolName) {
           // A dispatch task's call_tool ran the tool it named: the span bears that tool's name.
-          span.updateName(`execute_tool ${String(data.name)}`);
-          span.setAttribute(GENAI.toolName, String(data.name));
+          span.updateName(`execute_tool ${name}`);
+          span.setAttribute(GENAI.toolName, name);
         }
-        if (typeof data.toolset === 'string') span.setAttribute(TOOLSHIFT.toolset, data.toolset);
+        if (typeof data.toolset === 'string') span.setAttribute(TOOLSHIFT.toolset, this.safe(data.toolset));
         span.setAttribute(TOOLSHIFT.outcome, data.ok ? 'ok' : 'error');
         if (!data.ok) {
           span.setAttribute(GENAI.errorType, 'tool_error');
@@ -333,16 +385,19 @@ export class TaskTrace implements SpanHolder {
    * Restarted while the task waited: the attempt before is the stored one (the reply is gone through again from
    * the call that waited, which announces it).
    */
-  resumeWaiting(previous: string | undefined): void {
-    this.previous = previous;
+  resumeWaiting(previous: StoredTrace | undefined): void {
+    this.previous = previous?.parent;
+    this.attempts = previous?.attempt ?? 0;
   }
 
-  private openTool(id: string, name: string): Span {
+  private openTool(id: string, toolName: string): Span {
     this.closeTool();
+    // The model names the tool and the call: both bounded and redacted before they name a span.
+    const name = this.safe(toolName);
     const span = this.child(`execute_tool ${name}`, SpanKind.INTERNAL, {
       [GENAI.operation]: 'execute_tool',
       [GENAI.toolName]: name,
-      [GENAI.toolCallId]: id,
+      [GENAI.toolCallId]: this.safe(id, 100),
       [GENAI.toolType]: 'function',
     });
     this.tool = span;
@@ -372,7 +427,7 @@ export class TaskTrace implements SpanHolder {
     const span = this.attempt as Span;
     // A model call or a tool call cut short by the end (a failure, a cancel, the time limit).
     if (this.chat) {
-      if (error) this.chat.setStatus({ code: SpanStatusCode.ERROR, message: error.slice(0, 500) });
+      if (error) this.chat.setStatus({ code: SpanStatusCode.ERROR, message: this.safe(error, 500) });
       this.chat.setAttribute(GENAI.errorType, status === 'failed' ? 'model_error' : status);
       this.chat.end();
       this.chat = undefined;
@@ -391,7 +446,7 @@ export class TaskTrace implements SpanHolder {
       span.setAttribute(GENAI.errorType, status);
       span.setStatus({
         code: SpanStatusCode.ERROR,
-        message: this.tracing.redact(error ?? status).slice(0, 500),
+        message: this.safe(error ?? status, 500),
       });
     }
     span.end();

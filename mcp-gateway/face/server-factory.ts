@@ -226,6 +226,7 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
         kind: SpanKind.SERVER,
         parent,
         attributes: { [MCP.method]: 'tools/call', [GENAI.toolName]: name, 'toolshift.face': mode.kind },
+        // No parent in `_meta`: the HTTP request's, when it carried one; else a trace of its own.
       },
       (span) => callFromClient(name, args, span),
     );

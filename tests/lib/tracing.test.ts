@@ -16,6 +16,7 @@ import { startOtlpReceiver } from '../helpers/otlp.ts';
 // lib/tracing.ts and its settings: the standard OTEL_* variables read and refused with reasons; off, nothing
 // happens; the sampler decides what is exported; a collector that is down costs a warning, not a crash.
 
+const SECRET = 'sk-unit-secret-123456';
 const base = { TOOLSHIFT_DATA_DIR: '/tmp/toolshift-tracing-test' };
 const settingsOf = (env: Record<string, string>) => loadConfig({ ...base, ...env }).tracing;
 
@@ -91,12 +92,18 @@ describe('secrets', () => {
       'a [redacted] and [redacted]; short stays',
     );
     expect(redact('Authorization: Bearer abcdefghijklmnop')).toBe('Authorization: Bearer [redacted]');
+    // A text cut inside a secret: its start goes too.
+    expect(redact('the output was cut here: tok-12345…')).toBe('the output was cut here: [redacted]…');
+    expect(redact('an ordinary ending tok')).toBe('an ordinary ending tok');
   });
 });
 
 describe('tracing', () => {
   it('off: no spans, no headers, no ids on log lines; the work runs as it is', async () => {
     expect(tracingOn()).toBe(false);
+    // Nothing registered with the OpenTelemetry API (no context manager, propagator or provider).
+    const registry = (globalThis as Record<symbol, object | undefined>)[Symbol.for('opentelemetry.js.api.1')];
+    expect(Object.keys(registry ?? {}).filter((k) => k !== 'version')).toEqual([]);
     expect(traceHeaders()).toEqual({});
     expect(logTraceIds()).toEqual({});
     expect(await inSpan('agent-server', 'x', {}, async (span) => span)).toBeUndefined();
@@ -120,7 +127,7 @@ describe('tracing', () => {
         resource: {},
         content: false,
       },
-      { log, secrets: [] },
+      { log, secrets: [SECRET] },
     );
     expect(tracingOn()).toBe(true);
     // A root at ratio 0 is not sampled: nothing is exported, no ids are printed.
@@ -136,8 +143,21 @@ describe('tracing', () => {
     await expect(
       inSpan('tool-server', 'failed', { parent }, async () => Promise.reject(new TypeError('bad'))),
     ).rejects.toThrow('bad');
+    // A secret in an error's message, or in a name from outside, never goes out; a name is bounded.
+    await expect(
+      inSpan('tool-server', 'leaky', { parent }, async () =>
+        Promise.reject(new Error(`Cannot reach http://u:${SECRET}@db: refused`)),
+      ),
+    ).rejects.toThrow();
+    await inSpan('tool-server', `${'n'.repeat(300)}${SECRET}`, { parent }, async () => {});
     await tracing?.shutdown();
-    const spans = receiver.spans();
+    const all = receiver.spans();
+    expect(receiver.bytes().toString()).not.toContain(SECRET);
+    expect(all.find((s) => s.name === 'leaky')?.status.message).toBe(
+      'Cannot reach http://u:[redacted]@db: refused',
+    );
+    expect(Math.max(...all.map((s) => s.name.length))).toBeLessThanOrEqual(201);
+    const spans = all.filter((s) => s.name === 'failed' || s.name === 'kept');
     expect(spans.map((s) => s.name).sort()).toEqual(['failed', 'kept']);
     expect(spans[0].service).toBe('test-tool-server');
     const failed = spans.find((s) => s.name === 'failed');

@@ -21,7 +21,9 @@ import { type ReceivedSpan, spanTree, startOtlpReceiver } from '../helpers/otlp.
 const FIXTURE = path.resolve('tests/fixtures/mcp/traced-server.mjs');
 const GOAL = 'Say hello through the echo server, list the workspace and write note.txt';
 const API_KEY = 'sk-test-model-key-4f1c2a9e';
-const UPSTREAM_SECRET = 'upstream-secret-b7d3e5a1c9';
+const UPSTREAM_SECRET = 'zq7-upstream-secret-b7d3e5a1c9';
+/** A stranger's trace ids, on requests the services refuse. */
+const REFUSED_TRACE = 'aaaabbbbccccddddeeeeffff00001111';
 const OTLP_SECRET = 'otlp-header-secret-0c8e2f';
 const CLIENT_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CLIENT_SPAN = '00f067aa0ba902b7';
@@ -38,8 +40,13 @@ function scriptedModel(): Server {
       requests++;
       // The first request fails once: the client retries it (a retry event on the chat span).
       if (requests === 1) {
+        // The provider's message echoes the key it was sent: the retry's reason must not carry it out.
         res.writeHead(500, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: 'overloaded, try again', type: 'server_error' } }));
+        res.end(
+          JSON.stringify({
+            error: { message: `overloaded (key ${API_KEY}), try again`, type: 'server_error' },
+          }),
+        );
         return;
       }
       const { messages } = JSON.parse(body) as { messages: { role: string }[] };
@@ -59,7 +66,13 @@ function scriptedModel(): Server {
             }),
           ],
         },
-        { tool_calls: [call('c2', 'echo', { text: 'hello' }), call('c3', 'list_directory', { path: '.' })] },
+        {
+          tool_calls: [
+            call('c2', 'echo', { text: 'hello' }),
+            call('c3', 'list_directory', { path: '.' }),
+            call('c5', 'read_text_file', { path: 'notes.txt' }),
+          ],
+        },
         { tool_calls: [call('c4', 'write_file', { path: 'note.txt', content: 'traced' })] },
         { content: 'done: note.txt is written' },
       ][Math.min(turn, 3)];
@@ -92,6 +105,9 @@ async function runTracedTask(extraEnv: Record<string, string>, opts: { restartWh
   await mkdir(path.join(data, 'toolsets'), { recursive: true });
   await mkdir(ws);
   await writeFile(metaLog, '');
+  // A file that holds a secret where the event's copy of a result is cut (2,000 characters): neither the
+  // secret nor its start may leave in a span.
+  await writeFile(path.join(ws, 'notes.txt'), `${'x'.repeat(1985)} ${UPSTREAM_SECRET} and more`);
   await writeFile(
     path.join(data, 'toolsets', 'traced.yaml'),
     `id: traced
@@ -137,6 +153,14 @@ backend:
     await daemon.ready;
     let agent = urls['agent-server'];
     const auth = { authorization: `Bearer ${storedToken(data, 'AGENT_API_TOKEN')}` };
+    // Requests the services refuse make no span, whatever trace they claim to be part of.
+    const claimed = { traceparent: `00-${REFUSED_TRACE}-00f067aa0ba902b7-01` };
+    for (const url of [`${agent}/agent/tasks`, `${urls['mcp-gateway']}/mcp/admin/toolsets`]) {
+      expect((await fetch(url, { headers: { ...claimed, authorization: 'Bearer wrong' } })).status).toBe(401);
+    }
+    expect((await fetch(`${urls['mcp-gateway']}/mcp`, { method: 'POST', headers: claimed })).status).toBe(
+      401,
+    );
     const json = { ...auth, 'content-type': 'application/json' };
     const submitted = (await (
       await fetch(`${agent}/agent/execute_task`, {
@@ -402,7 +426,14 @@ describe('traces of a task across the three services and an upstream server', ()
     expect(hop.map((s) => s.attributes['gen_ai.tool.name'])).toEqual(['write_file']);
   });
 
+  it('a request the services refuse makes no span', () => {
+    expect(spans.filter((s) => s.traceId === REFUSED_TRACE)).toEqual([]);
+  });
+
   it('no content by default: no prompt, argument or result on any span, and no secret in any exported byte', () => {
+    // The provider's message was exported (the retry's reason), with the key it echoed taken out.
+    const retry = spans.flatMap((s) => s.events).find((e) => e.name === 'retry');
+    expect(retry?.attributes['toolshift.retry.reason']).toMatch(/overloaded \(key \[redacted\]\), try again/);
     const contentKeys = [
       'gen_ai.input.messages',
       'gen_ai.output.messages',
@@ -417,6 +448,7 @@ describe('traces of a task across the three services and an upstream server', ()
     expect(bytes).not.toContain('echo: hello');
     for (const secret of [API_KEY, UPSTREAM_SECRET, OTLP_SECRET, ...Object.values(run.credentials)])
       expect(bytes).not.toContain(secret);
+    expect(bytes).not.toContain(UPSTREAM_SECRET.slice(0, 6));
   });
 
   it('the README shows this trace, span for span', () => {
@@ -479,6 +511,8 @@ describe('a task paused across a restart', () => {
         (a) => a.attributes['toolshift.task.status'] === 'completed',
       ) as ReceivedSpan;
       expect(second.links).toEqual([{ traceId: first.traceId, spanId: first.spanId }]);
+      // Numbered across the two processes.
+      expect([first, second].map((a) => a.attributes['toolshift.task.attempt'])).toEqual([1, 2]);
       // The call that waited runs in the new process's attempt, through the tool-server.
       const ran = one(
         spans,
@@ -510,6 +544,9 @@ describe('content on (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true), 
       expect(bytes).toContain('"path":"note.txt"');
       for (const secret of [API_KEY, UPSTREAM_SECRET, OTLP_SECRET, ...Object.values(run.credentials)])
         expect(bytes).not.toContain(secret);
+      // Nor the start of one, where a copy of a result was cut inside it.
+      expect(bytes).not.toContain(UPSTREAM_SECRET.slice(0, 6));
+      expect(bytes).toContain('[redacted]');
     } finally {
       await run.cleanup();
     }

@@ -106,12 +106,29 @@ export function goals(r: BenchResults): Goal[] {
       goal: '(reported)',
       met: null,
     },
-    {
-      figure: '5. Discovery over the benchmark catalog, recall@1 / @3',
-      measured: `${pct(r.tokens.recall.recallAt1)} / ${pct(r.tokens.recall.recallAt3)}`,
-      goal: '(reported; issue 6: @3 ≥ 90%)',
-      met: r.tokens.recall.recallAt3 >= 0.9,
-    },
+    ...(r.tokens.recall.heldOut && r.tokens.recall.tune
+      ? [
+          {
+            figure: `5. Discovery, ${r.tokens.recall.heldOut.needs} held-out needs (never tuned on), recall@1 / @3`,
+            measured: `${pct(r.tokens.recall.heldOut.recallAt1)} / ${pct(r.tokens.recall.heldOut.recallAt3)}`,
+            goal: '≥ 90% / ≥ 97%',
+            met: r.tokens.recall.heldOut.recallAt1 >= 0.9 && r.tokens.recall.heldOut.recallAt3 >= 0.97,
+          },
+          {
+            figure: `5. Discovery, the ${r.tokens.recall.tune.needs} tuning needs, recall@1 / @3`,
+            measured: `${pct(r.tokens.recall.tune.recallAt1)} / ${pct(r.tokens.recall.tune.recallAt3)}`,
+            goal: '(reported)',
+            met: null,
+          },
+        ]
+      : [
+          {
+            figure: '5. Discovery over the benchmark catalog, recall@1 / @3',
+            measured: `${pct(r.tokens.recall.recallAt1)} / ${pct(r.tokens.recall.recallAt3)}`,
+            goal: '(reported; issue 6: @3 ≥ 90%)',
+            met: r.tokens.recall.recallAt3 >= 0.9,
+          },
+        ]),
     {
       figure: '6. Gateway hop overhead, echo tool, p50 / bare round trip',
       measured: `${f2(hopEcho / l.bareRtt)}× (${ms(hopEcho)})`,

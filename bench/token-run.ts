@@ -3,7 +3,7 @@ import path from 'node:path';
 import { createTokenCounter } from '../lib/tokens.ts';
 import { armScripts, postJson, runArms } from './arms.ts';
 import { writeBenchCatalog } from './catalog.ts';
-import { recallOverHttp } from './discovery.ts';
+import { type Recall, recallOverHttp } from './discovery.ts';
 import { type ArmFigures, economics } from './economics.ts';
 import { startMockModel } from './mock-model.ts';
 import { startBenchStack } from './stack.ts';
@@ -17,7 +17,7 @@ import { makeWorkspace, startPages } from './workspace.ts';
 export interface TokenRun {
   catalog: { toolsets: number; tools: number; recorded: number; upstream: string[] };
   arms: ArmFigures[];
-  recall: Awaited<ReturnType<typeof recallOverHttp>>;
+  recall: Recall;
   problems: string[];
   tasks: number;
 }

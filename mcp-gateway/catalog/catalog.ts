@@ -254,6 +254,7 @@ export async function buildCatalog(
         toolsets.map((t) => ({
           id: t.id,
           description: t.description,
+          keywords: t.keywords,
           tools:
             t.tools.length > 0 || !isMcp(t)
               ? t.tools.map((name) => ({ name, description: tools.get(name)?.definition.description ?? '' }))

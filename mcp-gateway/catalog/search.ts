@@ -10,6 +10,8 @@ import { stemmer } from 'stemmer';
 export interface SearchableToolset {
   id: string;
   description: string;
+  /** The toolset file's `keywords`: how people ask for its work (discovery only). */
+  keywords?: readonly string[];
   tools: { name: string; description: string }[];
 }
 
@@ -50,13 +52,18 @@ interface Doc {
   tool: string | null;
   name: string;
   text: string;
+  keywords?: string;
 }
 
-/** How the scores of a toolset's documents combine; the defaults were chosen on the discovery test set. */
+/**
+ * How the scores of a toolset's documents combine; the defaults were chosen on the tuning half of the discovery
+ * needs (tests/fixtures/discovery/needs.json), in the middle of the range that scores best there.
+ */
 export interface RankWeights {
-  /** Field boosts: a tool's or toolset's name, and its description. */
+  /** Field boosts: a tool's or toolset's name, its description, and the toolset's keywords. */
   name: number;
   text: number;
+  keywords: number;
   /** How much the toolset's own id and description add to the score of its best tool. */
   toolset: number;
   /** Toolsets scoring below this share of the best one are left out of a ranked listing. */
@@ -64,14 +71,14 @@ export interface RankWeights {
 }
 
 /** The weights used unless a caller passes its own. */
-export const DEFAULT_WEIGHTS: RankWeights = { name: 2.5, text: 1, toolset: 0.8, cutoff: 0.2 };
+export const DEFAULT_WEIGHTS: RankWeights = { name: 1, text: 1, keywords: 1.5, toolset: 1.2, cutoff: 0.2 };
 /** Tools listed per toolset as "matched". */
 const MATCHED_TOOLS = 5;
 
 /** A search index over a catalog; rebuild it when the catalog changes (it is cheap: 200 tools in a few ms). */
 export class ToolsetIndex {
   private readonly index = new MiniSearch<Doc>({
-    fields: ['name', 'text'],
+    fields: ['name', 'text', 'keywords'],
     storeFields: ['toolset', 'tool'],
     tokenize,
     processTerm: normalizeTerm,
@@ -83,7 +90,14 @@ export class ToolsetIndex {
     this.weights = weights;
     const docs: Doc[] = [];
     for (const ts of toolsets) {
-      docs.push({ id: `toolset:${ts.id}`, toolset: ts.id, tool: null, name: ts.id, text: ts.description });
+      docs.push({
+        id: `toolset:${ts.id}`,
+        toolset: ts.id,
+        tool: null,
+        name: ts.id,
+        text: ts.description,
+        keywords: (ts.keywords ?? []).join(' ; '),
+      });
       for (const tool of ts.tools) {
         docs.push({
           id: `tool:${ts.id}:${tool.name}`,
@@ -100,7 +114,10 @@ export class ToolsetIndex {
   /** Toolsets that match `query`, best first, each with its matching tools; [] when nothing matches. */
   search(query: string, limit = 10): ToolsetHit[] {
     const w = this.weights;
-    const results = this.index.search(query, { boost: { name: w.name, text: w.text }, combineWith: 'OR' });
+    const results = this.index.search(query, {
+      boost: { name: w.name, text: w.text, keywords: w.keywords },
+      combineWith: 'OR',
+    });
     const byToolset = new Map<string, { own: number; tools: { name: string; score: number }[] }>();
     for (const r of results) {
       const entry = byToolset.get(r.toolset) ?? { own: 0, tools: [] };

@@ -34,6 +34,8 @@ export interface McpBackendSpec {
 export interface ToolsetSpec {
   id: string;
   description: string;
+  /** Words and phrases people use for what the toolset does: for discovery only, never shown to the model. */
+  keywords: string[];
   default: boolean;
   file: string;
   /** A native backend's name, or an upstream MCP server. */
@@ -214,6 +216,7 @@ function readToolsetFile(file: string, vars: Record<string, string | undefined>)
   return {
     id: f.id,
     description: f.description,
+    keywords: f.keywords,
     default: f.default,
     file,
     backend,

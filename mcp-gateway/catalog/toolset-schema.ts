@@ -47,6 +47,11 @@ export const ToolsetFile = z.strictObject(
   {
     id: Name,
     description: z.string().trim().min(1, 'must not be empty'),
+    // For discovery only: how people ask for what the toolset does, where its own descriptions are thin.
+    keywords: z
+      .array(z.string().trim().min(1, 'must not be empty').max(80, 'must be at most 80 characters'))
+      .max(200, 'at most 200 keywords')
+      .default([]),
     default: z.boolean().default(false),
     backend: z.union([z.string().min(1), z.strictObject({ mcp: McpBlock })]).default('tool-server'),
     tools: z
@@ -64,7 +69,7 @@ export const ToolsetFile = z.strictObject(
     error: (issue) =>
       issue.code === 'unrecognized_keys'
         ? `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')}; a toolset file has ` +
-          'id, description, default, backend, tools, prefix, pin, timeout_seconds'
+          'id, description, keywords, default, backend, tools, prefix, pin, timeout_seconds'
         : undefined,
   },
 );

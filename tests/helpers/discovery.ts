@@ -15,6 +15,8 @@ const FIXTURES = path.resolve('tests/fixtures/discovery');
 export interface Need {
   need: string;
   toolset: string;
+  /** `tune`: the ranking's weights and the toolsets' keywords may be chosen on it; `held_out`: measured only. */
+  split: 'tune' | 'held_out';
 }
 
 /** The discovery test set (tests/fixtures/discovery/needs.json). */

@@ -122,7 +122,7 @@ describe('start-up errors', () => {
     await mkdir(dir);
     await writeFile(path.join(dir, 'notes.yaml'), 'id: notes\ndescription: Notes.\ntool: [read_text_file]\n');
     await expect(startGateway(loadConfig({ ...base(), TOOLSETS_DIR: dir }))).rejects.toThrow(
-      /notes\.yaml.*unknown key tool; a toolset file has id, description, default, backend, tools/,
+      /notes\.yaml.*unknown key tool; a toolset file has id, description, keywords, default, backend, tools/,
     );
   });
 });

@@ -34,6 +34,11 @@ const executeTaskFields = {
   wait: z.boolean().optional(),
   /** How the model sees tools in this task (default TOOL_EXPOSURE): `native` or cache-preserving `dispatch`. */
   exposure: ToolExposure.optional(),
+  /**
+   * Activate the toolset discovery is certain of for the goal before the first model call (default
+   * AGENT_PRIME_TOOLSETS, on); the model sees it and may deactivate it.
+   */
+  prime: z.boolean().optional(),
 };
 
 /** A field name execute_task does not take is refused, naming it and the fields it does take. */

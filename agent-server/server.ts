@@ -92,6 +92,7 @@ export async function startAgentServer(
     maxConcurrentTasks: config.agent.role === 'api' ? 0 : config.agent.maxConcurrentTasks,
     maxQueuedTasks: config.agent.maxQueuedTasks,
     exposure: config.agent.exposure,
+    prime: config.agent.prime,
   });
   let listening: Listening;
   try {

@@ -1,5 +1,5 @@
 import { goalMarker, type ScriptedTurn } from './mock-model.ts';
-import { ARMS, type Arm, type BenchTask, scriptFor } from './tasks.ts';
+import { ARMS, type Arm, type BenchTask, neededToolsets, scriptFor } from './tasks.ts';
 
 // Runs every task in every arm against a running stack, one task at a time, and checks that each did its
 // work: the task completed with the scripted answer and every tool call succeeded. A figure measured on
@@ -35,15 +35,26 @@ export function armScripts(tasks: readonly BenchTask[]): Map<string, ScriptedTur
   return scripts;
 }
 
-/** What went wrong in a run, one line per problem (empty when every task did its work). */
+/** A task of the primed arm: what the agent activated before the first model call, and what of it was not needed. */
+export interface PrimedTask {
+  task: string;
+  primed: string[];
+  unneeded: string[];
+}
+
+/**
+ * Runs the arms; `problems` says what went wrong, one line per problem (empty when every task did its work),
+ * `primed` what the primed arm's tasks were given.
+ */
 export async function runArms(opts: {
   agentUrl: string;
   gatewayUrl: string;
   tasks: readonly BenchTask[];
   /** Before each arm: a fresh workspace, so every arm reads the same files. */
   reset: () => Promise<void>;
-}): Promise<string[]> {
+}): Promise<{ problems: string[]; primed: PrimedTask[] }> {
   const problems: string[] = [];
+  const primed: PrimedTask[] = [];
   const { toolsets } = await getJson(`${opts.gatewayUrl}/mcp/admin/toolsets`);
   const everything = (toolsets as { id: string; enabled: boolean }[])
     .filter((t) => t.enabled)
@@ -55,6 +66,8 @@ export async function runArms(opts: {
       const request: Record<string, unknown> = {
         goal: `${goalMarker(key)} ${task.goal}`,
         exposure: arm === 'dispatch' ? 'dispatch' : 'native',
+        // Only the primed arm starts with what discovery is certain of; the others measure the model alone.
+        prime: arm === 'primed',
       };
       if (arm === 'all-loaded') {
         // Every toolset active before the task starts: the static tool list of an agent without toolsets.
@@ -71,11 +84,22 @@ export async function runArms(opts: {
         continue;
       }
       const { events } = await getJson(`${opts.agentUrl}/agent/tasks/${result.task_id}`);
-      for (const e of events as { type: string; data: { ok?: boolean; name?: string; output?: unknown } }[]) {
+      type Event = {
+        type: string;
+        data: { ok?: boolean; name?: string; output?: unknown; primed?: boolean; toolset_ids?: string[] };
+      };
+      for (const e of events as Event[]) {
         if (e.type === 'tool_call' && !e.data.ok)
           problems.push(`${key}: ${e.data.name} failed: ${String(e.data.output).slice(0, 300)}`);
       }
+      if (arm === 'primed') {
+        const ids = (events as Event[]).flatMap((e) =>
+          e.type === 'toolset_change' && e.data.primed ? (e.data.toolset_ids ?? []) : [],
+        );
+        const needed = neededToolsets(task);
+        primed.push({ task: task.key, primed: ids, unneeded: ids.filter((id) => !needed.has(id)) });
+      }
     }
   }
-  return problems;
+  return { problems, primed };
 }

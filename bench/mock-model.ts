@@ -59,8 +59,8 @@ export function completion(turn: ScriptedTurn | undefined): Record<string, unkno
 
 /** Options of the mock model. */
 export interface MockModelOptions {
-  /** The reply for a task's turn. */
-  script(key: string, turn: number): ScriptedTurn | undefined;
+  /** The reply for a task's turn; `tools` are the names the request offered. */
+  script(key: string, turn: number, tools: string[]): ScriptedTurn | undefined;
   /** Answer after this long (default 0). */
   latencyMs?: number;
   /** Keep every request body (the token-economics runs); arrival times are always kept. */
@@ -84,13 +84,17 @@ export function startMockModel(opts: MockModelOptions) {
     req.on('end', () => {
       const started = performance.now();
       const body = Buffer.concat(chunks).toString('utf8');
-      const parsed = JSON.parse(body) as { messages: { role: string; content: unknown }[] };
+      const parsed = JSON.parse(body) as {
+        messages: { role: string; content: unknown }[];
+        tools?: { function?: { name?: string } }[];
+      };
       const goal = String(parsed.messages.find((m) => m.role === 'user')?.content ?? '');
       const key = MARKER.exec(goal)?.[1] ?? 'unknown';
       const turn = parsed.messages.filter((m) => m.role === 'assistant').length;
       arrivals.push({ key, turn, at: started });
       if (opts.record) requests.push({ key, turn, body, at: started });
-      const text = JSON.stringify(completion(opts.script(key, turn)));
+      const tools = (parsed.tools ?? []).map((t) => String(t.function?.name));
+      const text = JSON.stringify(completion(opts.script(key, turn, tools)));
       busyMs += performance.now() - started;
       const send = () => {
         res.writeHead(200, { 'content-type': 'application/json' });

@@ -6,15 +6,32 @@ import { concurrencyRun, type ServicesLayout } from './concurrency.ts';
 import { consoleRun } from './console.ts';
 import { replicasRun } from './gateway-replicas.ts';
 import { latencyRun } from './latency-run.ts';
+import { tokenRun } from './token-run.ts';
 import { tracingRun } from './tracing.ts';
 
-// `npm run bench:one -- <concurrency|latency|replicas|console|tracing>`: one part of the benchmark, printed as JSON, for working on
+// `npm run bench:one -- <concurrency|latency|replicas|console|tracing|tokens>`: one part of the benchmark, printed as JSON, for working on
 // it. BENCH_TASKS (default 1000) and BENCH_LAYOUT (npm-start, two-threads, separate, or postgres-workers with
 // BENCH_WORKERS worker processes on a throwaway PostgreSQL) for concurrency, BENCH_ROUNDS for latency.
 const root = await mkdtemp(path.join(tmpdir(), 'toolshift-bench-'));
 try {
   const part = process.argv[2] ?? 'concurrency';
-  if (part === 'tracing') {
+  if (part === 'tokens') {
+    const r = await tokenRun(root);
+    const all = r.arms.find((a) => a.arm === 'all-loaded');
+    console.log(
+      JSON.stringify({
+        problems: r.problems,
+        primed: r.primed,
+        recall: { tune: r.recall.tune, heldOut: r.recall.heldOut, misses: r.recall.misses.length },
+        arms: r.arms.map((a) => ({
+          arm: a.arm,
+          calls: a.modelCallsPerTask,
+          callsRatio: all ? a.modelCallsPerTask / all.modelCallsPerTask : null,
+          toolTokensRatio: all ? a.toolTokensPerRequest / all.toolTokensPerRequest : null,
+        })),
+      }),
+    );
+  } else if (part === 'tracing') {
     const r = await tracingRun(Number(process.env.BENCH_RUNS ?? 3));
     console.log(JSON.stringify({ ...r, ratio: r.onMs / r.offMs }));
   } else if (part === 'console') {

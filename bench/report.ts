@@ -111,6 +111,18 @@ export function renderReport(r: BenchResults): string {
       `shares with an earlier request of the same arm, counted as OpenAI caches: only prompts of ${PRICE.minCachedPrompt}+ tokens, ` +
       `in steps of ${PRICE.cacheIncrement} tokens (a warm cache: the tasks run one after another within minutes).`,
   );
+  const primedTasks = t.primed;
+  if (primedTasks) {
+    const given = primedTasks.filter((p) => p.primed.length > 0);
+    out.push(
+      '- Goal-primed (`primed`): the native arm with the agent activating, before the first model call, the toolset ' +
+        "discovery is certain the goal needs (its first hit leads the second by the ranking's margin; " +
+        '`agent-server/loop/prime.ts`). The scripted model acts on what it finds active: it skips the LIST and ACTIVATE ' +
+        'its first reply no longer needs, and deactivates an active toolset the task does not need. ' +
+        `Primed: ${given.length} of ${primedTasks.length} tasks (${given.map((p) => `${p.task} → ${p.primed.join(', ')}`).join('; ') || 'none'}); ` +
+        `not needed: ${primedTasks.flatMap((p) => p.unneeded).join(', ') || 'none'}.`,
+    );
+  }
   const native = arm(r, 'native');
   const dispatch = arm(r, 'dispatch');
   out.push(

@@ -281,11 +281,41 @@ export function benchTasks(pages: string): BenchTask[] {
   ];
 }
 
-/** The three ways a task runs. */
-export type Arm = 'native' | 'dispatch' | 'all-loaded';
+/**
+ * The ways a task runs: dynamic native, dynamic dispatch, all tools loaded, and dynamic native with goal-primed
+ * toolsets (the agent activates the toolset discovery is certain of before the first model call).
+ */
+export type Arm = 'native' | 'dispatch' | 'all-loaded' | 'primed';
 
 /** The arms, in the order they are reported. */
-export const ARMS: readonly Arm[] = ['native', 'dispatch', 'all-loaded'];
+export const ARMS: readonly Arm[] = ['native', 'dispatch', 'all-loaded', 'primed'];
+
+/** Every toolset a task activates at some point: what it needs. */
+export function neededToolsets(task: BenchTask): Set<string> {
+  return new Set(task.turns.flat().flatMap((a) => ('activate' in a ? a.activate : [])));
+}
+
+/**
+ * A task as a model acts when it finds toolsets already active at its first turn (primed): the LIST and ACTIVATE
+ * of its first reply that the active toolsets make needless are dropped (and the reply with them, when nothing
+ * is left), and an active toolset the task does not need is deactivated in its first reply.
+ */
+export function primedTask(task: BenchTask, active: ReadonlySet<string>): BenchTask {
+  const needed = neededToolsets(task);
+  const [first, ...rest] = task.turns;
+  const wanted = first.flatMap((a) => ('activate' in a ? a.activate : []));
+  const satisfied = wanted.length > 0 && wanted.every((id) => active.has(id));
+  const kept = first.filter((a) => {
+    if ('activate' in a) return !a.activate.every((id) => active.has(id));
+    if ('list' in a) return !satisfied;
+    return true;
+  });
+  const unneeded = [...active].filter((id) => !needed.has(id));
+  const firstTurn: Action[] = [...(unneeded.length > 0 ? [{ deactivate: unneeded }] : []), ...kept];
+  // A first reply left empty does not happen: the model goes straight to the task's next reply.
+  const turns = firstTurn.length === 0 ? rest : [firstTurn, ...rest];
+  return { ...task, turns };
+}
 
 /** A task's replies for one arm, as tool calls (call ids are the same in every arm). */
 export function scriptFor(task: BenchTask, arm: Arm): ScriptedTurn[] {

@@ -1,13 +1,13 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { createTokenCounter } from '../lib/tokens.ts';
-import { armScripts, postJson, runArms } from './arms.ts';
+import { armScripts, type PrimedTask, postJson, runArms } from './arms.ts';
 import { writeBenchCatalog } from './catalog.ts';
 import { type Recall, recallOverHttp } from './discovery.ts';
 import { type ArmFigures, economics } from './economics.ts';
 import { startMockModel } from './mock-model.ts';
 import { startBenchStack } from './stack.ts';
-import { benchTasks } from './tasks.ts';
+import { benchTasks, primedTask, scriptFor } from './tasks.ts';
 import { makeWorkspace, startPages } from './workspace.ts';
 
 // Figures 1–5 in one run: the benchmark catalog behind a real stack, its size, discovery over it, and the
@@ -19,6 +19,8 @@ export interface TokenRun {
   arms: ArmFigures[];
   recall: Recall;
   problems: string[];
+  /** The primed arm: per task, the toolsets activated before its first model call and those it did not need. */
+  primed?: PrimedTask[];
   tasks: number;
 }
 
@@ -30,7 +32,20 @@ export async function tokenRun(dir: string): Promise<TokenRun> {
   const catalog = await writeBenchCatalog(toolsetsDir);
   const tasks = benchTasks(pages.origin);
   const scripts = armScripts(tasks);
-  const model = await startMockModel({ record: true, script: (key, turn) => scripts.get(key)?.[turn] });
+  // The primed arm's model acts on what it finds active at its first turn (tasks.ts primedTask): its script is
+  // settled then, from the tools the first request offers (each known by its toolset, from the catalog below).
+  const toolsetOf = new Map<string, string>();
+  const model = await startMockModel({
+    record: true,
+    script: (key, turn, offered) => {
+      const task = tasks.find((t) => key === `primed:${t.key}`);
+      if (task && turn === 0) {
+        const active = new Set(offered.flatMap((name) => toolsetOf.get(name) ?? []));
+        scripts.set(key, scriptFor(primedTask(task, active), 'primed'));
+      }
+      return scripts.get(key)?.[turn];
+    },
+  });
   const reset = async () => {
     await rm(workspace, { recursive: true, force: true });
     await makeWorkspace(workspace);
@@ -55,6 +70,7 @@ export async function tokenRun(dir: string): Promise<TokenRun> {
     });
     const { toolsets } = await fetch(`${stack.gatewayUrl}/mcp/admin/toolsets`).then((r) => r.json());
     const all = toolsets as { id: string; tools: string[]; description: string; backend?: unknown }[];
+    for (const t of all) for (const name of t.tools) toolsetOf.set(name, t.id);
     const size = {
       toolsets: all.length,
       tools: all.reduce((n, t) => n + t.tools.length, 0),
@@ -62,9 +78,14 @@ export async function tokenRun(dir: string): Promise<TokenRun> {
       upstream: all.filter((t) => typeof t.backend === 'object').map((t) => t.id),
     };
     const recall = await recallOverHttp(stack.gatewayUrl, size);
-    const problems = await runArms({ agentUrl: stack.agentUrl, gatewayUrl: stack.gatewayUrl, tasks, reset });
+    const { problems, primed } = await runArms({
+      agentUrl: stack.agentUrl,
+      gatewayUrl: stack.gatewayUrl,
+      tasks,
+      reset,
+    });
     const arms = economics(model.requests, scripts, createTokenCounter());
-    return { catalog: size, arms, recall, problems, tasks: tasks.length };
+    return { catalog: size, arms, recall, problems, tasks: tasks.length, primed };
   } finally {
     await stack.close();
     await model.close();

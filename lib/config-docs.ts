@@ -63,6 +63,12 @@ export const SETTING_GROUPS: Group[] = [
           'how tasks offer tools: `native` (the tools array follows the active toolsets) or `dispatch` ' +
           "(always `[manage_toolsets, call_tool]`, so prompt caches hold); a request's `exposure` overrides it",
       },
+      AGENT_PRIME_TOOLSETS: {
+        doc:
+          'before the first model call, activate the toolset discovery is certain the goal needs (the model is told ' +
+          "and may deactivate it; the ceiling, policy and budget apply); `false` turns it off; a request's `prime` overrides it",
+        default: '`true`',
+      },
     },
   },
   {

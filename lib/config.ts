@@ -69,6 +69,10 @@ export const EnvSchema = z.object({
   TOKENIZER: z.enum(TOKENIZERS).default('o200k_base'),
   TOOL_TOKEN_BUDGET: z.coerce.number().int().min(1).optional(),
   TOOL_EXPOSURE: z.enum(['native', 'dispatch'], { message: 'must be native or dispatch' }).default('native'),
+  AGENT_PRIME_TOOLSETS: z
+    .enum(['', '0', '1', 'true', 'false'], { message: 'must be true or false (1 or 0)' })
+    .optional()
+    .transform((v) => v === undefined || v === '' || v === '1' || v === 'true'),
   LOG_FORMAT: z.enum(['json', 'pretty', 'auto']).default('auto'),
   TOOLSHIFT_DATA_DIR: optionalString,
   DATABASE_URL: z
@@ -313,6 +317,8 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       maxSteps: e.AGENT_MAX_STEPS,
       /** How tasks offer tools to the model unless a request says: `native` or cache-preserving `dispatch`. */
       exposure: e.TOOL_EXPOSURE,
+      /** Whether a task starts with the toolset discovery is certain its goal needs (loop/prime.ts). */
+      prime: e.AGENT_PRIME_TOOLSETS,
       /** Tasks that may run at once (503 with retry-after beyond; paused ones do not count). */
       maxConcurrentTasks: e.MAX_CONCURRENT_TASKS,
       maxQueuedTasks: e.MAX_QUEUED_TASKS,

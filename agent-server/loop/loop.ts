@@ -10,6 +10,7 @@ import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.
 import { buildModelRequest } from '../http/request.ts';
 import { ModelError, TaskStoppedError } from '../tasks/errors.ts';
 import { createExposure, systemPromptFor } from './exposure.ts';
+import { primedNote, primeToolsets } from './prime.ts';
 import { type RecordedCall, recoverReply, unknownOutcomeReason } from './recovery.ts';
 import { withToolList } from './tool-list.ts';
 import {
@@ -126,6 +127,8 @@ export async function runLoop(
     maxSteps: number;
     /** How the model sees tools (TOOL_EXPOSURE or the request's `exposure`); native when absent. */
     exposure?: ToolExposure;
+    /** Start with the toolset discovery is certain of for the goal (prime.ts). */
+    prime?: boolean;
     /** Going on from a pause, with the human's decision on the call that waited. */
     resume?: { snapshot: LoopSnapshot; decision: ApprovalDecision };
     /**
@@ -166,6 +169,11 @@ export async function runLoop(
   });
 
   try {
+    // A task starting afresh: the toolset the goal certainly needs is active before the model is first asked.
+    const primed =
+      input.prime && !saved && !input.resume
+        ? await primeToolsets(input.goal, sessionId, gateway, emit, signal)
+        : [];
     const { toolsets } = await gateway.listToolsets(sessionId, undefined, signal);
     const meta = deps.tokens.tool(manageToolsetsDefinition);
     let allTools = allToolsetsTokens(toolsets, meta);
@@ -174,7 +182,7 @@ export async function runLoop(
         role: 'system',
         content: systemPromptFor(exposure, toolsets, await gateway.tools(sessionId, signal)),
       },
-      { role: 'user', content: input.goal },
+      { role: 'user', content: input.goal + primedNote(primed) },
     ];
     /** The loop as it stands, answering call `index` of the reply `calls` of `step`. */
     const snapshotAt = (pending: LoopSnapshot['pending']): LoopSnapshot => ({

@@ -106,6 +106,7 @@ export function createAgent(deps: AgentDeps) {
       maxSteps: req.max_steps ?? deps.defaultMaxSteps,
       maxDurationS: req.max_duration_s ?? defaultMaxDurationS,
       exposure: req.exposure ?? deps.exposure ?? 'native',
+      prime: req.prime ?? deps.prime ?? true,
     };
     // Judged again after the awaits above: other requests may have taken the last slots meanwhile. The slot
     // (or the place in the queue) is this request's from here, while the task is recorded.
@@ -154,6 +155,7 @@ export function createAgent(deps: AgentDeps) {
       maxSteps: r.maxSteps ?? deps.defaultMaxSteps,
       maxDurationS: r.maxDurationS ?? defaultMaxDurationS,
       exposure: r.exposure ?? deps.exposure ?? 'native',
+      prime: r.prime ?? deps.prime ?? true,
     };
   }
 

@@ -31,6 +31,8 @@ export interface AgentDeps {
   queuePollMs?: number;
   /** How tasks show tools to the model unless a request says (TOOL_EXPOSURE; default native). */
   exposure?: ToolExposure;
+  /** Whether tasks start with the toolset discovery is certain of, unless a request says (AGENT_PRIME_TOOLSETS; default on). */
+  prime?: boolean;
   /** How often a paused task asks the gateway whether its approval was decided (default 1 s). */
   approvalPollMs?: number;
 }

@@ -33,6 +33,8 @@ export interface QueuedRequest {
   maxSteps: number;
   maxDurationS: number;
   exposure: ToolExposure;
+  /** Activate the toolset discovery is certain of before the first model call (absent: no). */
+  prime?: boolean;
 }
 
 /** A task as a worker runs it: its request, and when it was submitted (its time limit counts from then). */
@@ -244,7 +246,15 @@ export function launchTask(
         ? { snapshot: opts.resume.snapshot, decision: await decide(opts.resume.pending) }
         : undefined;
       return runLoop(
-        { sessionId, goal: task.goal, maxSteps, resume, recovered, exposure: task.exposure },
+        {
+          sessionId,
+          goal: task.goal,
+          maxSteps,
+          resume,
+          recovered,
+          exposure: task.exposure,
+          prime: task.prime,
+        },
         {
           model,
           modelName: w.deps.modelName,

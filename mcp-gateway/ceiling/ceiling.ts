@@ -156,6 +156,11 @@ export function createCeiling(opts: CeilingOptions) {
         : null;
     },
 
+    /** Whether the policy lets `toolsetId` be activated without a human (neither deny nor ask). */
+    activationFree(toolsetId: string): boolean {
+      return policy.decide({ on: 'activate', toolset: toolsetId }).decision === 'allow';
+    },
+
     /** Before a call runs: the rate limit, then the policy (deny, or ask: an approval). */
     checkCall(
       sessionId: string,

@@ -70,6 +70,11 @@ export const ToolsetInfo = z.object({
     .optional(),
   /** With a query: this toolset's tools that matched, best first. */
   matched_tools: z.array(z.string()).optional(),
+  /**
+   * With a query, on the first toolset only: it leads the rest by a wide margin (the ranking's certainty) and the
+   * operator's policy lets it be activated without a human, so an agent may activate it before its model asks.
+   */
+  certain: z.boolean().optional(),
   /** What this toolset's tool definitions cost a model request, in tokens (TOKENIZER); absent until listed. */
   definition_tokens: z.number().optional(),
 });

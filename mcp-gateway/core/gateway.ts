@@ -116,7 +116,7 @@ export function createGateway(deps: {
       const on = new Set(active(sessionId));
       const starting = new Set(defaults());
       const disabled = store.disabledToolsets();
-      const info = (t: (typeof catalog.toolsets)[number], matched?: string[]) => ({
+      const info = (t: (typeof catalog.toolsets)[number], matched?: string[], certain?: boolean) => ({
         id: t.id,
         description: t.description,
         tools: t.tools,
@@ -126,12 +126,15 @@ export function createGateway(deps: {
         ...catalog.status(t.id),
         ...(t.tools.length > 0 ? { definition_tokens: definitionTokens([t.id]) } : {}),
         ...(matched ? { matched_tools: matched } : {}),
+        ...(certain ? { certain } : {}),
       });
       // With a query: ranked by the search index (search.ts), best first, each with the tools that matched.
       const toolsets = query?.trim()
         ? catalog.search(query).flatMap((hit) => {
             const t = catalog.toolset(hit.id);
-            return t ? [info(t, hit.matched_tools)] : [];
+            // Certain means an agent may activate it unasked: not when the operator's policy asks or denies.
+            const certain = hit.certain && deps.ceiling.activationFree(hit.id);
+            return t ? [info(t, hit.matched_tools, certain)] : [];
           })
         : catalog.toolsets.map((t) => info(t));
       return { session_id: sessionId, toolsets };

@@ -39,6 +39,7 @@ beforeAll(async () => {
     TOOLSHIFT_DATA_DIR: path.join(tmp, 'data'),
     FS_ROOTS: path.join(tmp, 'workspace'),
     LOG_LEVEL: 'silent',
+    AGENT_PRIME_TOOLSETS: 'false',
   });
   const { tools, gateway, agent } = await startStack(config);
   services = [agent, gateway, tools];

@@ -16,6 +16,8 @@ export function startDaemon(env: Record<string, string>) {
       TOOL_SERVER_PORT: '0',
       LOG_FORMAT: 'json',
       LOG_LEVEL: 'debug',
+      // Scripted models say exactly what they activate (goal priming has tests of its own).
+      AGENT_PRIME_TOOLSETS: 'false',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

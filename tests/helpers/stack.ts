@@ -149,6 +149,11 @@ export interface StackOptions {
   databaseUrl?: string;
   /** The gateway the agent calls: another stack's, for a second agent-server beside it (default: its own). */
   gatewayApp?: Hono;
+  /**
+   * Goal-primed toolsets (AGENT_PRIME_TOOLSETS). Off unless a test asks: the scripts of other tests say exactly
+   * what the model activates, which priming would change (tests/agent-server/loop/prime.test.ts tests it).
+   */
+  prime?: boolean;
 }
 
 /** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
@@ -285,6 +290,7 @@ export async function makeStack(opts: StackOptions = {}) {
     maxQueuedTasks: opts.maxQueuedTasks,
     queuePollMs: opts.queuePollMs,
     approvalPollMs: 20,
+    prime: opts.prime ?? false,
   });
   // As the agent-server does at start: tasks left paused by a previous stack go on waiting.
   await agent.resumeAll();

@@ -245,6 +245,7 @@ describe('dispatch exposure', () => {
       defaultMaxSteps: 5,
       log,
       exposure: 'dispatch',
+      prime: false,
     });
     expect((await agent.execute({ goal: 'default' })).status).toBe('completed');
     expect((await agent.execute({ goal: 'native', exposure: 'native' })).status).toBe('completed');

@@ -39,7 +39,7 @@ describe('the search index', () => {
       },
     ]);
     expect(index.search('open issues')).toEqual([
-      { id: 'tracker', score: expect.any(Number), matched_tools: ['issue_write'] },
+      { id: 'tracker', score: expect.any(Number), matched_tools: ['issue_write'], certain: true },
     ]);
     expect(index.search('kubernetes')).toEqual([]);
   });

@@ -160,9 +160,19 @@ function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
+/** The digests of the expected tokens (a few per process), so a request hashes only what it presents. */
+const expectedDigests = new Map<string, Buffer>();
+
 /** Constant-time comparison of a presented token with the expected one (lengths hidden by hashing). */
 export function tokenMatches(presented: string, expected: string): boolean {
-  return timingSafeEqual(digest(presented), digest(expected));
+  let want = expectedDigests.get(expected);
+  if (!want) {
+    want = digest(expected);
+    // Bounded: console logins' CSRF tokens pass through here too, one per login.
+    if (expectedDigests.size > 1000) expectedDigests.clear();
+    expectedDigests.set(expected, want);
+  }
+  return timingSafeEqual(digest(presented), want);
 }
 
 /** The gateway's MCP face: `/mcp` and its fixed views `/mcp/toolsets/<ids>` (the REST routes are elsewhere). */

@@ -150,8 +150,10 @@ export function createProgress(opts: ProgressOptions) {
           ? `, ${t.change >= 0 ? '+' : '−'}${num(Math.abs(t.change))} tokens (${num(t.total)} in all)`
           : '';
         const verb = d.action === 'ACTIVATE' ? '✚ activated' : '✖ deactivated';
+        // Activated by the agent before the first model call (goal priming), not by the model.
+        const why = d.primed === true ? ' for the goal' : '';
         line(
-          `  ${s.magenta(s.bold(`${verb} ${(d.toolset_ids as string[]).join(', ')}`))}${s.magenta(`: +${added} −${removed} tools${tokens}`)}`,
+          `  ${s.magenta(s.bold(`${verb} ${(d.toolset_ids as string[]).join(', ')}${why}`))}${s.magenta(`: +${added} −${removed} tools${tokens}`)}`,
         );
         break;
       }

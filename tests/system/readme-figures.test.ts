@@ -43,12 +43,13 @@ function normalise(text: string): string[] {
 describe('the README', () => {
   it('shows what toolshift run prints for its example task today', async () => {
     const goal = 'Create notes/ideas.md with three ideas for a weekend project';
+    // As `npm start` runs it, goal priming on: the file tools are active before the model is asked, so its
+    // first reply writes the file.
     const model = new ScriptedModel([
-      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['file_system_tools'] })),
       calls(call('write_file', { path: 'notes/ideas.md', content: '1. A hike\n2. Bread\n3. A kite\n' })),
       answer('I created notes/ideas.md with three ideas.'),
     ]);
-    const s = await makeStack({ model });
+    const s = await makeStack({ model, prime: true });
     try {
       let seen = '';
       const write = (t: string) => {

@@ -35,6 +35,8 @@ beforeAll(async () => {
     TOOLSHIFT_DATA_DIR: path.join(tmp, 'data'),
     FS_ROOTS: path.join(tmp, 'workspace'),
     LOG_LEVEL: 'silent',
+    // The scripted model activates what it needs itself (goal priming has tests of its own).
+    AGENT_PRIME_TOOLSETS: 'false',
   });
   const { tools, gateway, agent } = await startStack(config);
   services = [agent, gateway, tools];

@@ -83,6 +83,7 @@ function agentOver(
     modelName: 'test-model',
     defaultMaxSteps: 20,
     log,
+    prime: false,
   });
   const app = createAgentApp({ agent, store, log, security: openSecurity, heartbeatMs: opts.heartbeatMs });
   const post = (body: unknown, headers: Record<string, string> = {}) =>

@@ -8,6 +8,7 @@ import { f2, f3, mib, ms, n0, pct, usd } from './format.ts';
 import type { ReplicasRun } from './gateway-replicas.ts';
 import type { LatencyRun } from './latency-run.ts';
 import type { Machine } from './machine.ts';
+import type { McpHopRun } from './mcp-hop.ts';
 import type { MemoryStage } from './memory-parts.ts';
 import type { StartupResults } from './startup.ts';
 import type { TokenRun } from './token-run.ts';
@@ -40,6 +41,8 @@ export interface BenchResults {
   console?: ConsoleRun;
   /** Figure 15: own time per step with tracing off and on (absent in reports made before it was measured). */
   tracing?: TracingRun;
+  /** Figure 16: an upstream echo through the MCP face, mcp-proxy and directly (absent in older reports). */
+  mcpHop?: McpHopRun;
 }
 
 /** One line of the summary. */
@@ -247,6 +250,18 @@ export function goals(r: BenchResults): Goal[] {
             measured: `${Math.max(...r.console.pages.map((p) => p.p50))} ms`,
             goal: '< 50 ms',
             met: Math.max(...r.console.pages.map((p) => p.p50)) < 50,
+          },
+        ]
+      : []),
+    ...(r.mcpHop
+      ? [
+          {
+            figure: '16. Upstream echo through the MCP face, p50: / mcp-proxy; / direct stdio',
+            measured:
+              `${f2(r.mcpHop.toolshift / r.mcpHop.proxy)}; ${f2(r.mcpHop.toolshift / r.mcpHop.direct)}× ` +
+              `(${ms(r.mcpHop.toolshift)} vs ${ms(r.mcpHop.proxy)} vs ${ms(r.mcpHop.direct)})`,
+            goal: '≤ 0.3; ≤ 3×',
+            met: r.mcpHop.toolshift / r.mcpHop.proxy <= 0.3 && r.mcpHop.toolshift / r.mcpHop.direct <= 3,
           },
         ]
       : []),

@@ -6,16 +6,20 @@ import { concurrencyRun, type ServicesLayout } from './concurrency.ts';
 import { consoleRun } from './console.ts';
 import { replicasRun } from './gateway-replicas.ts';
 import { latencyRun } from './latency-run.ts';
+import { mcpHopRun } from './mcp-hop.ts';
 import { tokenRun } from './token-run.ts';
 import { tracingRun } from './tracing.ts';
 
-// `npm run bench:one -- <concurrency|latency|replicas|console|tracing|tokens>`: one part of the benchmark, printed as JSON, for working on
+// `npm run bench:one -- <concurrency|latency|replicas|console|tracing|tokens|mcp-hop>`: one part of the benchmark, printed as JSON, for working on
 // it. BENCH_TASKS (default 1000) and BENCH_LAYOUT (npm-start, two-threads, separate, or postgres-workers with
 // BENCH_WORKERS worker processes on a throwaway PostgreSQL) for concurrency, BENCH_ROUNDS for latency.
 const root = await mkdtemp(path.join(tmpdir(), 'toolshift-bench-'));
 try {
   const part = process.argv[2] ?? 'concurrency';
-  if (part === 'tokens') {
+  if (part === 'mcp-hop') {
+    const r = await mcpHopRun(root, Number(process.env.BENCH_ROUNDS ?? 300));
+    console.log(JSON.stringify({ ...r, vsProxy: r.toolshift / r.proxy, vsDirect: r.toolshift / r.direct }));
+  } else if (part === 'tokens') {
     const r = await tokenRun(root);
     const all = r.arms.find((a) => a.arm === 'all-loaded');
     console.log(

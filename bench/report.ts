@@ -426,6 +426,21 @@ export function renderReport(r: BenchResults): string {
     );
     out.push('');
   }
+  const hop = r.mcpHop;
+  if (hop) {
+    out.push("## 16. The MCP face's hop");
+    out.push('');
+    out.push(
+      "One `tools/call` of the reference everything server's `echo` by an SDK client, three ways in the same run, " +
+        `interleaved, ${hop.rounds} calls each after a warm-up (bench/mcp-hop.ts): straight to the server over stdio ` +
+        `${ms(hop.direct)}; through mcp-proxy (a TypeScript MCP proxy serving the stdio server over Streamable HTTP) ` +
+        `${ms(hop.proxy)}; through toolshift's MCP face (the fixed view \`/mcp/toolsets/mcp_reference\`: the gateway's ` +
+        `checks, audit and routing to its own copy of the server over stdio) ${ms(hop.toolshift)} — ` +
+        `${f2(hop.toolshift / hop.proxy)} of mcp-proxy's and ${f2(hop.toolshift / hop.direct)}× the direct call (medians; ` +
+        'the goal is ≤ 0.3 and ≤ 3×).',
+    );
+    out.push('');
+  }
   const traced = r.tracing;
   if (traced) {
     out.push('## 15. Tracing off and on');

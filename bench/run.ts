@@ -13,6 +13,7 @@ import { replicasRun } from './gateway-replicas.ts';
 import { type BenchResults, goals } from './goals.ts';
 import { latencyRun } from './latency-run.ts';
 import { describeMachine } from './machine.ts';
+import { mcpHopRun } from './mcp-hop.ts';
 import type { MemoryStage } from './memory-parts.ts';
 import { renderReport } from './report.ts';
 import { startupRun } from './startup.ts';
@@ -71,6 +72,8 @@ async function main() {
     const replicas = await replicasRun();
     step("the console's pages with 10,000 tasks and 100,000 audit rows in the stores");
     const consolePages = await consoleRun();
+    step('an upstream echo through the MCP face, through mcp-proxy and directly over stdio');
+    const mcpHop = await mcpHopRun(await dir('mcp-hop'), Number(process.env.BENCH_ROUNDS ?? 400));
     step('own time per model step with tracing off and on, alternating runs');
     const tracing = await tracingRun(Number(process.env.BENCH_TRACING_RUNS ?? 5));
     const startupRuns = Number(process.env.BENCH_STARTS ?? 5);
@@ -98,6 +101,7 @@ async function main() {
       replicas,
       console: consolePages,
       tracing,
+      mcpHop,
     };
     const out = process.env.BENCH_OUT ?? 'BENCHMARKS.md';
     writeFileSync(out, renderReport(results));

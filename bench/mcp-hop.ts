@@ -1,0 +1,124 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { startBenchStack } from './stack.ts';
+import { percentile } from './timing.ts';
+
+// Figure 16: the MCP face's hop. One `tools/call` of the reference "everything" server's `echo`, by an SDK
+// client, three ways in the same run, interleaved: straight to the server over stdio; through mcp-proxy (a
+// TypeScript MCP proxy that serves a stdio server over Streamable HTTP, installed as a dev dependency); and
+// through toolshift's MCP face (a fixed view of the toolset, `/mcp/toolsets/mcp_reference`: the gateway's
+// checks, audit and routing to the same server over stdio). The medians of each, and the ratios.
+
+/** Medians of the three ways, in ms. */
+export interface McpHopRun {
+  direct: number;
+  proxy: number;
+  toolshift: number;
+  rounds: number;
+}
+
+const EVERYTHING = path.resolve('node_modules/.bin/mcp-server-everything');
+const MCP_PROXY = path.resolve('node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs');
+
+/** A free port on loopback. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+/** Connects a client over Streamable HTTP, retrying while the server comes up. */
+async function connectHttp(url: string, limitMs = 30_000): Promise<Client> {
+  const deadline = Date.now() + limitMs;
+  for (;;) {
+    const client = new Client({ name: 'bench-mcp-hop', version: '1.0.0' });
+    try {
+      await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+      return client;
+    } catch (err) {
+      await client.close().catch(() => {});
+      if (Date.now() > deadline) throw new Error(`${url} did not come up: ${(err as Error).message}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+/** Runs figure 16 in `dir`; `rounds` calls each way after a warm-up. */
+export async function mcpHopRun(dir: string, rounds = 300): Promise<McpHopRun> {
+  const toolsetsDir = path.join(dir, 'toolsets');
+  await mkdir(toolsetsDir, { recursive: true });
+  await writeFile(
+    path.join(toolsetsDir, 'mcp_reference.yaml'),
+    `id: mcp_reference
+description: The MCP reference test server.
+backend:
+  mcp:
+    command: mcp-server-everything
+    args: [stdio]
+`,
+  );
+  const stack = await startBenchStack({
+    dir,
+    modelUrl: 'http://127.0.0.1:9/v1',
+    toolsetsDir,
+    workspace: path.join(dir, 'ws'),
+  });
+  const port = await freePort();
+  let proxy: ChildProcess | undefined;
+  const clients: Client[] = [];
+  try {
+    proxy = spawn(
+      process.execPath,
+      [
+        MCP_PROXY,
+        '--port',
+        String(port),
+        '--host',
+        '127.0.0.1',
+        '--server',
+        'stream',
+        '--',
+        EVERYTHING,
+        'stdio',
+      ],
+      { stdio: ['ignore', 'ignore', 'ignore'] },
+    );
+    const direct = new Client({ name: 'bench-mcp-hop', version: '1.0.0' });
+    await direct.connect(
+      new StdioClientTransport({ command: EVERYTHING, args: ['stdio'], stderr: 'ignore' }),
+    );
+    clients.push(direct);
+    const viaProxy = await connectHttp(`http://127.0.0.1:${port}/mcp`);
+    clients.push(viaProxy);
+    const viaToolshift = await connectHttp(`${stack.gatewayUrl}/mcp/toolsets/mcp_reference`);
+    clients.push(viaToolshift);
+    const echo = (client: Client) => async () => {
+      const started = performance.now();
+      const result = await client.callTool({ name: 'echo', arguments: { message: 'ping' } });
+      const took = performance.now() - started;
+      if (result.isError) throw new Error(`echo failed: ${JSON.stringify(result.content).slice(0, 300)}`);
+      return took;
+    };
+    const ways = { direct: echo(direct), proxy: echo(viaProxy), toolshift: echo(viaToolshift) };
+    const times: Record<keyof typeof ways, number[]> = { direct: [], proxy: [], toolshift: [] };
+    // Warm-up (the toolshift view starts its own copy of the server on the first call), then interleaved.
+    for (let i = 0; i < 20; i++) for (const run of Object.values(ways)) await run();
+    for (let i = 0; i < rounds; i++) {
+      for (const [name, run] of Object.entries(ways) as [keyof typeof ways, () => Promise<number>][]) {
+        times[name].push(await run());
+      }
+    }
+    const p50 = (xs: number[]) => percentile(xs, 0.5);
+    return { direct: p50(times.direct), proxy: p50(times.proxy), toolshift: p50(times.toolshift), rounds };
+  } finally {
+    for (const c of clients) await c.close().catch(() => {});
+    proxy?.kill('SIGTERM');
+    await stack.close();
+  }
+}

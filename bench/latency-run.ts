@@ -84,8 +84,11 @@ export async function ownTimePerStep(
   return { ownMsPerStep: own / steps, steps, tasks, bareRtt: percentile(bareForSteps, 0.5) };
 }
 
-/** Runs figures 6–8 in `dir`; `rounds` samples per probe. */
-export async function latencyRun(dir: string, rounds = 400): Promise<LatencyRun> {
+/**
+ * The stack the step figures run on, in `dir`: the probe toolset and tools, a mock model playing the step
+ * script, and a bare server to scale by; `env` is added to the stack's environment.
+ */
+export async function startProbeStack(dir: string, env: Record<string, string> = {}) {
   const toolsetsDir = path.join(dir, 'toolsets');
   await mkdir(toolsetsDir, { recursive: true });
   await writeFile(path.join(toolsetsDir, 'bench_probes.yaml'), PROBE_TOOLSET);
@@ -98,7 +101,31 @@ export async function latencyRun(dir: string, rounds = 400): Promise<LatencyRun>
     toolsetsDir,
     workspace: path.join(dir, 'ws'),
     extraTools: probeTools,
+    env,
   });
+  let stopped: Promise<void> | undefined;
+  /** Closes the stack once, however often it is asked. */
+  const closeStack = () => {
+    stopped ??= stack.close();
+    return stopped;
+  };
+  return {
+    model,
+    bare,
+    /** The stack; closing it early (to have its last spans sent) leaves the rest to close(). */
+    stack: { ...stack, close: closeStack },
+    async close() {
+      await closeStack();
+      await bare.close();
+      await model.close();
+    },
+  };
+}
+
+/** Runs figures 6–8 in `dir`; `rounds` samples per probe. */
+export async function latencyRun(dir: string, rounds = 400): Promise<LatencyRun> {
+  const probes = await startProbeStack(dir);
+  const { model, bare, stack } = probes;
   try {
     // The agent-server's own client of the gateway, exactly as a task uses it.
     const gateway = createGatewayClient({ baseUrl: stack.gatewayUrl });
@@ -147,9 +174,7 @@ export async function latencyRun(dir: string, rounds = 400): Promise<LatencyRun>
       rounds,
     };
   } finally {
-    await stack.close();
-    await bare.close();
-    await model.close();
+    await probes.close();
   }
 }
 

@@ -1,15 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ownTimePerStep, stepScript } from './latency-run.ts';
-import { startMockModel } from './mock-model.ts';
-import { PROBE_TOOLSET, probeTools } from './probes.ts';
-import { startBenchStack } from './stack.ts';
-import { percentile, startBareServer } from './timing.ts';
+import { ownTimePerStep, startProbeStack } from './latency-run.ts';
+import { percentile } from './timing.ts';
 
 // Figure 15: toolshift's own time per model step (figure 7's measurement) with tracing off and with it on,
 // every span sampled (OTEL_TRACES_SAMPLER=always_on) and exported over OTLP/HTTP (protobuf, the default) to a
@@ -63,24 +60,15 @@ async function startSink() {
 
 /** One arm in this process (the child's side). */
 async function armRun(arm: 'off' | 'on', dir: string, tasks: number): Promise<TracingArmRun> {
-  const toolsetsDir = path.join(dir, 'toolsets');
-  await mkdir(toolsetsDir, { recursive: true });
-  await writeFile(path.join(toolsetsDir, 'bench_probes.yaml'), PROBE_TOOLSET);
-  const script = stepScript();
-  const model = await startMockModel({ script: (_key, turn) => script[turn] });
-  const bare = await startBareServer();
   const sink = arm === 'on' ? await startSink() : undefined;
-  const stack = await startBenchStack({
+  const probes = await startProbeStack(
     dir,
-    modelUrl: model.url,
-    toolsetsDir,
-    workspace: path.join(dir, 'ws'),
-    extraTools: probeTools,
-    env: sink ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_TRACES_SAMPLER: 'always_on' } : {},
-  });
+    sink ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_TRACES_SAMPLER: 'always_on' } : {},
+  );
   try {
-    const step = await ownTimePerStep(stack.agentUrl, model, bare.url, tasks);
-    await stack.close();
+    const step = await ownTimePerStep(probes.stack.agentUrl, probes.model, probes.bare.url, tasks);
+    // Stopped before the bytes are read: the last batch of spans is sent on stopping.
+    await probes.stack.close();
     return {
       ownMsPerStep: step.ownMsPerStep,
       bareRtt: step.bareRtt,
@@ -88,9 +76,7 @@ async function armRun(arm: 'off' | 'on', dir: string, tasks: number): Promise<Tr
       exportedBytes: sink?.bytes() ?? 0,
     };
   } finally {
-    await stack.close().catch(() => {});
-    await bare.close();
-    await model.close();
+    await probes.close();
     await sink?.close();
   }
 }

@@ -1,9 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
 import path from 'node:path';
+import { serve } from '@hono/node-server';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { Server, WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
 import { startBenchStack } from './stack.ts';
 import { percentile } from './timing.ts';
 
@@ -11,13 +14,18 @@ import { percentile } from './timing.ts';
 // client, three ways in the same run, interleaved: straight to the server over stdio; through mcp-proxy (a
 // TypeScript MCP proxy that serves a stdio server over Streamable HTTP, installed as a dev dependency); and
 // through toolshift's MCP face (a fixed view of the toolset, `/mcp/toolsets/mcp_reference`: the gateway's
-// checks, audit and routing to the same server over stdio). The medians of each, and the ratios.
+// checks, audit and routing to the same server over stdio). The medians of each, and the ratios. A fourth way
+// measures the floor of any Streamable HTTP hop: the same client calling an SDK server in this process that
+// answers `echo` itself (stateless, one JSON body, nothing behind it) — what an MCP call over HTTP costs the
+// SDK's client and server before a proxy does anything.
 
 /** Medians of the three ways, in ms. */
 export interface McpHopRun {
   direct: number;
   proxy: number;
   toolshift: number;
+  /** An SDK client to an SDK server answering by itself over Streamable HTTP: no proxying at all. */
+  floor: number;
   rounds: number;
 }
 
@@ -31,6 +39,40 @@ async function freePort(): Promise<number> {
   const port = (server.address() as { port: number }).port;
   await new Promise((r) => server.close(r));
   return port;
+}
+
+/** An SDK server answering `echo` itself over Streamable HTTP on loopback: a fresh server per request, JSON. */
+async function startFloorServer(): Promise<{ url: string; close(): void }> {
+  const build = () => {
+    const server = new Server({ name: 'bench-floor', version: '1.0.0' }, { capabilities: { tools: {} } });
+    server.setRequestHandler('tools/list', async () => ({
+      tools: [{ name: 'echo', inputSchema: { type: 'object', properties: { message: { type: 'string' } } } }],
+    }));
+    server.setRequestHandler('tools/call', async (request) => ({
+      content: [{ type: 'text', text: `Echo: ${String(request.params.arguments?.message)}` }],
+    }));
+    return server;
+  };
+  const http = serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    fetch: async (request: Request) => {
+      const server = build();
+      const transport = new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: undefined,
+        enableJsonResponse: true,
+      });
+      await server.connect(transport);
+      try {
+        return await transport.handleRequest(request);
+      } finally {
+        void transport.close();
+        void server.close();
+      }
+    },
+  });
+  await new Promise<void>((resolve) => (http.listening ? resolve() : http.once('listening', resolve)));
+  return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`, close: () => http.close() };
 }
 
 /** Connects a client over Streamable HTTP, retrying while the server comes up. */
@@ -71,6 +113,7 @@ backend:
   });
   const port = await freePort();
   let proxy: ChildProcess | undefined;
+  const floorServer = await startFloorServer();
   const clients: Client[] = [];
   try {
     proxy = spawn(
@@ -98,6 +141,8 @@ backend:
     clients.push(viaProxy);
     const viaToolshift = await connectHttp(`${stack.gatewayUrl}/mcp/toolsets/mcp_reference`);
     clients.push(viaToolshift);
+    const floor = await connectHttp(floorServer.url);
+    clients.push(floor);
     const echo = (client: Client) => async () => {
       const started = performance.now();
       const result = await client.callTool({ name: 'echo', arguments: { message: 'ping' } });
@@ -105,20 +150,33 @@ backend:
       if (result.isError) throw new Error(`echo failed: ${JSON.stringify(result.content).slice(0, 300)}`);
       return took;
     };
-    const ways = { direct: echo(direct), proxy: echo(viaProxy), toolshift: echo(viaToolshift) };
-    const times: Record<keyof typeof ways, number[]> = { direct: [], proxy: [], toolshift: [] };
-    // Warm-up (the toolshift view starts its own copy of the server on the first call), then interleaved.
-    for (let i = 0; i < 20; i++) for (const run of Object.values(ways)) await run();
+    const ways = {
+      direct: echo(direct),
+      proxy: echo(viaProxy),
+      toolshift: echo(viaToolshift),
+      floor: echo(floor),
+    };
+    const times: Record<keyof typeof ways, number[]> = { direct: [], proxy: [], toolshift: [], floor: [] };
+    // A long warm-up (the toolshift view starts its own copy of the server on the first call, and a few hundred
+    // calls pass before the optimising compiler has the hot paths of each), then interleaved.
+    for (let i = 0; i < 300; i++) for (const run of Object.values(ways)) await run();
     for (let i = 0; i < rounds; i++) {
       for (const [name, run] of Object.entries(ways) as [keyof typeof ways, () => Promise<number>][]) {
         times[name].push(await run());
       }
     }
     const p50 = (xs: number[]) => percentile(xs, 0.5);
-    return { direct: p50(times.direct), proxy: p50(times.proxy), toolshift: p50(times.toolshift), rounds };
+    return {
+      direct: p50(times.direct),
+      proxy: p50(times.proxy),
+      toolshift: p50(times.toolshift),
+      floor: p50(times.floor),
+      rounds,
+    };
   } finally {
     for (const c of clients) await c.close().catch(() => {});
     proxy?.kill('SIGTERM');
+    floorServer.close();
     await stack.close();
   }
 }

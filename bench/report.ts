@@ -431,13 +431,20 @@ export function renderReport(r: BenchResults): string {
     out.push("## 16. The MCP face's hop");
     out.push('');
     out.push(
-      "One `tools/call` of the reference everything server's `echo` by an SDK client, three ways in the same run, " +
-        `interleaved, ${hop.rounds} calls each after a warm-up (bench/mcp-hop.ts): straight to the server over stdio ` +
-        `${ms(hop.direct)}; through mcp-proxy (a TypeScript MCP proxy serving the stdio server over Streamable HTTP) ` +
-        `${ms(hop.proxy)}; through toolshift's MCP face (the fixed view \`/mcp/toolsets/mcp_reference\`: the gateway's ` +
-        `checks, audit and routing to its own copy of the server over stdio) ${ms(hop.toolshift)} — ` +
-        `${f2(hop.toolshift / hop.proxy)} of mcp-proxy's and ${f2(hop.toolshift / hop.direct)}× the direct call (medians; ` +
-        'the goal is ≤ 0.3 and ≤ 3×).',
+      "One `tools/call` of the reference everything server's `echo` by an SDK client, four ways in the same run, " +
+        `interleaved, ${hop.rounds} calls each after a warm-up of 300 (bench/mcp-hop.ts): straight to the server over ` +
+        `stdio ${ms(hop.direct)}; through mcp-proxy (a TypeScript MCP proxy serving the stdio server over Streamable ` +
+        `HTTP) ${ms(hop.proxy)}; through toolshift's MCP face (the fixed view \`/mcp/toolsets/mcp_reference\`: the ` +
+        "gateway's checks, audit and routing to its own copy of the server over stdio, answered as one JSON body) " +
+        `${ms(hop.toolshift)} — ${f2(hop.toolshift / hop.proxy)} of mcp-proxy's and ${f2(hop.toolshift / hop.direct)}× ` +
+        'the direct call (medians; the goal is ≤ 0.3 and ≤ 3×). The fourth way is the floor of any MCP hop over ' +
+        'Streamable HTTP: the same SDK client calling an SDK server in the bench process that answers `echo` by ' +
+        `itself (stateless, JSON, nothing behind it): ${ms(hop.floor)}, ${f2(hop.floor / hop.proxy)} of mcp-proxy's. ` +
+        "A proxy that did no work at all would cost that plus the server's own stdio call " +
+        `(${ms(hop.floor + hop.direct)}, ${f2((hop.floor + hop.direct) / hop.proxy)} of mcp-proxy's and ` +
+        `${f2((hop.floor + hop.direct) / hop.direct)}× direct), so the first goal is out of reach of any MCP server ` +
+        "the SDK's client reaches over HTTP; toolshift's own share is what it costs above that " +
+        `(${ms(hop.toolshift - hop.floor - hop.direct)}).`,
     );
     out.push('');
   }

@@ -10,7 +10,7 @@ import { describeIssues } from './issues.ts';
 import { JsonInputError, parseJson } from './json.ts';
 import type { Logger } from './log.ts';
 import { createMetrics, type Metrics, metricsRoute } from './metrics.ts';
-import { incomingOf } from './node-request.ts';
+import { bodyText } from './node-request.ts';
 import { REQUEST_ID_HEADER, requestIdFrom, withRequestId } from './request-id.ts';
 import { requireRole, type Security, securityMiddleware } from './security.ts';
 import { context, extractContext, SpanKind, SpanStatusCode, trace, tracingOf } from './tracing.ts';
@@ -34,27 +34,8 @@ function parseWith<T extends z.ZodType>(schema: T, value: unknown, where: string
   return parsed.data;
 }
 
-/**
- * A request's body as text. Served by Node, it is read straight from the socket's stream: building the WHATWG
- * Request and its ReadableStream was the largest share of a service-to-service call's server side. The size
- * limit applies as it is read (a body without Content-Length); installBase() has checked a declared one.
- */
-async function bodyText(c: Context): Promise<string> {
-  const incoming = incomingOf(c);
-  if (!incoming || incoming.readableEnded || incoming.readableDidRead) return c.req.text();
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of incoming as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES)
-      throw new HttpError(413, `Request body is larger than ${MAX_BODY_BYTES} bytes`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks, size).toString('utf8');
-}
-
 async function readJsonBody(c: Context): Promise<unknown> {
-  const text = await bodyText(c);
+  const text = await bodyText(c, MAX_BODY_BYTES);
   if (text.trim() === '') return undefined;
   try {
     return parseJson(text);

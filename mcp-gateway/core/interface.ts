@@ -38,8 +38,11 @@ export interface Gateway {
   upstream(toolsetId: string): McpConnection | undefined;
   /** A fixed view's read of its upstream's prompts or resources, checked and audited on every request. */
   viewUpstream(sessionId: string, toolsetId: string, what: string): Promise<McpConnection>;
-  /** Before every request to a fixed view: refuses when one of its toolsets is disabled or denied. */
-  checkView(sessionId: string, ids: readonly string[]): void;
+  /**
+   * Before every request to a fixed view: refuses when one of its toolsets is unknown, disabled or denied;
+   * answers those not active in the view's session.
+   */
+  checkView(sessionId: string, ids: readonly string[]): string[];
   /** Deletes a session that ended, with its active toolsets and its limits' counters. */
   endSession(sessionId: string): void;
   /** Upstream MCP servers and their state, for /health. */

@@ -36,14 +36,26 @@ export function fixedViews(p: GatewayParts) {
       return upstream;
     },
     /**
-     * Before every request to a fixed view: refuses (disabled or denied, audited) when one of its toolsets is disabled or its
-     * activation is denied by the policy as it stands now, so nothing of it is served and its server is not
-     * started, also for a client that opened the view before the operator's change.
+     * Before every request to a fixed view: refuses an unknown toolset (not_found), and one the operator disabled
+     * or whose activation the policy denies as it stands now (disabled or denied, audited), so nothing of it is
+     * served and its server is not started, also for a client that opened the view before the operator's
+     * change. Answers the view's toolsets that are not active in its session (to activate before serving).
      */
-    checkView(sessionId: string, ids: readonly string[]): void {
-      const disabled = ids.filter((id) => p.store.disabledToolsets().has(id));
+    checkView(sessionId: string, ids: readonly string[]): string[] {
+      const unknown = ids.filter((id) => !p.catalog.toolset(id));
+      if (ids.length === 0 || unknown.length > 0) {
+        throw new Refusal(
+          'not_found',
+          `Unknown toolset(s) in the view: ${unknown.join(', ') || '(none given)'}; valid: ${p.validIds()}`,
+        );
+      }
+      const off = p.store.disabledToolsets();
+      const disabled = ids.filter((id) => off.has(id));
       const denied = ids.flatMap((id) => p.ceiling.activationDenied(id) ?? []);
-      if (disabled.length === 0 && denied.length === 0) return;
+      if (disabled.length === 0 && denied.length === 0) {
+        const on = new Set(p.store.activeToolsets(sessionId) ?? []);
+        return ids.filter((id) => !on.has(id));
+      }
       const message =
         disabled.length > 0
           ? `Toolset(s) ${disabled.join(', ')} disabled by the operator: this view serves nothing of them`

@@ -1,7 +1,14 @@
-import { createMcpHandler, isLegacyRequest, type McpHttpHandler } from '@modelcontextprotocol/server';
+import {
+  createMcpHandler,
+  isLegacyRequest,
+  type McpHttpHandler,
+  type Server,
+  WebStandardStreamableHTTPServerTransport,
+} from '@modelcontextprotocol/server';
 import type { Context, Hono } from 'hono';
 import { HttpError } from '../../lib/http.ts';
 import { JsonInputError, parseJson } from '../../lib/json.ts';
+import { bodyText } from '../../lib/node-request.ts';
 import { requireRole } from '../../lib/security.ts';
 import type { Gateway } from '../core/gateway.ts';
 import type { HandleStore } from './handles.ts';
@@ -41,21 +48,56 @@ function credentialOf(c: Context): string | null {
   return principal && principal.role !== 'local' ? principal.credential : null;
 }
 
-/** Reads a POST body once, bounded in size and nesting, and hands back a fresh request with it. */
+/**
+ * Reads a POST body once (from the socket when served by Node), bounded in size and nesting, and hands back a
+ * request for the SDK: without a body when it is parsed (the SDK reads `parsedBody` then), with the text when
+ * it is not JSON (the SDK answers with the protocol's parse error).
+ */
 async function readMessage(c: Context): Promise<{ request: Request; parsedBody?: unknown }> {
   const raw = c.req.raw;
   if (raw.method !== 'POST') return { request: raw };
-  const text = await c.req.text();
-  if (Buffer.byteLength(text) > MCP_MAX_BODY_BYTES) {
-    throw new HttpError(413, `An MCP message may be at most ${MCP_MAX_BODY_BYTES} bytes`);
-  }
-  const request = new Request(raw.url, { method: 'POST', headers: raw.headers, body: text });
+  const text = await bodyText(c, MCP_MAX_BODY_BYTES);
   try {
-    return { request, parsedBody: parseJson(text) };
+    const parsedBody = parseJson(text);
+    return { request: new Request(raw.url, { method: 'POST', headers: raw.headers }), parsedBody };
   } catch (err) {
     if (err instanceof JsonInputError && err.kind === 'depth')
       throw new HttpError(400, `MCP message ${err.detail}`);
-    return { request }; // not JSON at all: the SDK answers with the protocol's parse error
+    return { request: new Request(raw.url, { method: 'POST', headers: raw.headers, body: text }) };
+  }
+}
+
+type AuthInfo = { token: string; clientId: string; scopes: string[] };
+
+/**
+ * A 2025-era request to a fixed view, served statelessly by a server of its own, answered with one JSON body.
+ * The SDK's stateless fallback answers over an SSE stream even when nothing precedes the result (the face never
+ * sends progress or logs mid-call), and the stream's setup and teardown on both ends cost about as much CPU as
+ * the rest of the hop.
+ */
+async function legacyStateless(
+  build: () => Server,
+  request: Request,
+  extra: { parsedBody?: unknown; authInfo: AuthInfo },
+): Promise<Response> {
+  if (request.method !== 'POST') {
+    return Response.json(
+      { jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null },
+      { status: 405 },
+    );
+  }
+  const server = build();
+  const transport = new WebStandardStreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: true,
+    maxRequestBodySize: MCP_MAX_BODY_BYTES,
+  });
+  await server.connect(transport);
+  try {
+    return await transport.handleRequest(request, extra);
+  } finally {
+    void transport.close().catch(() => {});
+    void server.close().catch(() => {});
   }
 }
 
@@ -82,10 +124,10 @@ export function createMcpFace(opts: McpFaceOptions) {
     now: opts.now,
     onEnd: (id) => opts.gateway.endSession(id),
   });
-  const views = new Map<string, McpHttpHandler>();
+  const views = new Map<string, { modern: McpHttpHandler; build: () => Server }>();
 
   /** A view's handler; the view is a gateway session that has exactly its toolsets active. */
-  async function view(idsParam: string): Promise<McpHttpHandler> {
+  async function view(idsParam: string): Promise<{ modern: McpHttpHandler; build: () => Server }> {
     const ids = [
       ...new Set(
         idsParam
@@ -94,33 +136,27 @@ export function createMcpFace(opts: McpFaceOptions) {
           .filter(Boolean),
       ),
     ].sort();
-    const catalog = (await opts.gateway.listToolsets(`view:${ids.join('.')}`)).toolsets;
-    const unknown = ids.filter((id) => !catalog.some((t) => t.id === id));
-    if (ids.length === 0 || unknown.length > 0) {
-      throw new HttpError(
-        404,
-        `Unknown toolset(s) in the view: ${unknown.join(', ') || '(none given)'}; valid: ${catalog.map((t) => t.id).join(', ')}`,
-      );
-    }
-    // A disabled toolset, or one the policy denies activating, is served on no path: not its tools, prompts or
-    // resources, and its server is not started. Checked on every request, as the operator may change either.
+    // Unknown, disabled or denied toolsets are refused on every request, as the operator may change them: a
+    // view serves nothing of them (not their tools, prompts or resources) and their server is not started.
     const sessionId = `view:${ids.join('.')}`;
-    opts.gateway.checkView(sessionId, ids);
-    const inactive = catalog.filter((t) => ids.includes(t.id) && t.enabled && !t.active).map((t) => t.id);
+    const inactive = opts.gateway.checkView(sessionId, ids);
     if (inactive.length > 0)
       await opts.gateway.changeToolsets({ action: 'ACTIVATE', toolset_ids: inactive, session_id: sessionId });
     let handler = views.get(sessionId);
     if (!handler) {
-      handler = createMcpHandler(() => buildFaceServer(deps, { kind: 'view', toolsets: ids, sessionId }), {
+      const build = () => buildFaceServer(deps, { kind: 'view', toolsets: ids, sessionId });
+      const modern = createMcpHandler(build, {
+        legacy: 'reject',
         onerror: opts.onError,
         maxRequestBodySize: MCP_MAX_BODY_BYTES,
       });
+      handler = { modern, build };
       views.set(sessionId, handler);
     }
     return handler;
   }
 
-  const authInfo = (credential: string | null) => ({
+  const authInfo = (credential: string | null): AuthInfo => ({
     token: '',
     clientId: credential ?? 'local',
     scopes: [],
@@ -142,12 +178,16 @@ export function createMcpFace(opts: McpFaceOptions) {
         requireRole(c, ['mcp', 'admin'], 'The MCP face');
         const handler = await view(c.req.param('ids'));
         const { request, parsedBody } = await readMessage(c);
-        return handler.fetch(request, { parsedBody, authInfo: authInfo(credentialOf(c)) });
+        const extra = { parsedBody, authInfo: authInfo(credentialOf(c)) };
+        if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: MCP_MAX_BODY_BYTES })) {
+          return legacyStateless(handler.build, request, extra);
+        }
+        return handler.modern.fetch(request, extra);
       });
     },
     /** Announces a deployment-level change (operator enable/disable, reload, approval) to MCP clients. */
     async announce(): Promise<void> {
-      for (const h of [modern, ...views.values()]) {
+      for (const h of [modern, ...[...views.values()].map((v) => v.modern)]) {
         h.notify.toolsChanged();
         h.notify.resourcesChanged();
       }
@@ -159,7 +199,7 @@ export function createMcpFace(opts: McpFaceOptions) {
     legacySessions: () => legacy.size,
     async close(): Promise<void> {
       await legacy.close();
-      await Promise.all([modern, ...views.values()].map((h) => h.close()));
+      await Promise.all([modern, ...[...views.values()].map((v) => v.modern)].map((h) => h.close()));
     },
   };
 }

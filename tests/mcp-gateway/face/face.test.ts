@@ -260,6 +260,25 @@ describe('fixed views', () => {
       body: '{}',
     });
     expect(unknown.status).toBe(404);
+    expect(await unknown.text()).toMatch(/Unknown toolset\(s\) in the view: nope; valid: .*fs_write/);
+  });
+
+  it('answers a 2025-era call to a view with one JSON body, not a stream', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
+    const res = await stack.gatewayApp.request('/mcp/toolsets/fs_read', {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-11-25',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/list', params: {} }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    const body = (await res.json()) as { id: number; result: { tools: { name: string }[] } };
+    expect(body.id).toBe(7);
+    expect(body.result.tools.map((t) => t.name)).toContain('read_text_file');
   });
 });
 

@@ -163,8 +163,8 @@ function digest(value: string): Buffer {
 /** The digests of the expected tokens (a few per process), so a request hashes only what it presents. */
 const expectedDigests = new Map<string, Buffer>();
 
-/** Constant-time comparison of a presented token with the expected one (lengths hidden by hashing). */
-export function tokenMatches(presented: string, expected: string): boolean {
+/** The digest of an expected token, kept. */
+function expectedDigest(expected: string): Buffer {
   let want = expectedDigests.get(expected);
   if (!want) {
     want = digest(expected);
@@ -172,7 +172,12 @@ export function tokenMatches(presented: string, expected: string): boolean {
     if (expectedDigests.size > 1000) expectedDigests.clear();
     expectedDigests.set(expected, want);
   }
-  return timingSafeEqual(digest(presented), want);
+  return want;
+}
+
+/** Constant-time comparison of a presented token with the expected one (lengths hidden by hashing). */
+export function tokenMatches(presented: string, expected: string): boolean {
+  return timingSafeEqual(digest(presented), expectedDigest(expected));
 }
 
 /** The gateway's MCP face: `/mcp` and its fixed views `/mcp/toolsets/<ids>` (the REST routes are elsewhere). */
@@ -239,9 +244,10 @@ function authenticate(security: Security): MiddlewareHandler {
     const header = c.req.header('authorization') ?? '';
     if (header === '' && security.console && (await consoleEntry(c, security.console))) return next();
     const presented = /^Bearer\s+(.+)$/i.exec(header)?.[1]?.trim();
-    // Compare against every token so the time taken does not say which role exists.
+    // Hashed once, compared against every token so the time taken does not say which role exists.
+    const given = presented === undefined ? undefined : digest(presented);
     const matches = security.tokens.filter(
-      (t) => presented !== undefined && tokenMatches(presented, t.token),
+      (t) => given !== undefined && timingSafeEqual(given, expectedDigest(t.token)),
     );
     // GET /health answers anyone, but says more only to a caller with a token (see healthDetail).
     if (c.req.method === 'GET' && c.req.path === '/health' && matches.length === 0) return next();
@@ -255,7 +261,7 @@ function authenticate(security: Security): MiddlewareHandler {
         { 'WWW-Authenticate': challenge },
       );
     }
-    const credential = digest(matches[0].token).toString('base64url');
+    const credential = expectedDigest(matches[0].token).toString('base64url');
     c.set('principal', { role: matches[0].role, variable: matches[0].variable, credential });
     await next();
   };

@@ -159,7 +159,15 @@ export function createGatewayStore(
   };
   const dataVersion = db.prepare('PRAGMA data_version').pluck();
   let seenVersion = dataVersion.get();
+  // Asked once per synchronous run (a request's rules read the store several times in one): another
+  // connection's commit cannot land in the middle of it in a way one run could see consistently anyway.
+  let versionAsked = false;
   const forgetIfChangedElsewhere = () => {
+    if (versionAsked) return;
+    versionAsked = true;
+    queueMicrotask(() => {
+      versionAsked = false;
+    });
     const version = dataVersion.get();
     if (version !== seenVersion) {
       seenVersion = version;

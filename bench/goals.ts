@@ -96,8 +96,23 @@ export function goals(r: BenchResults): Goal[] {
   const c = r.concurrency;
   const hopEcho = l.echo.viaGateway - l.echo.direct;
   const hopDelay = l.delay.viaGateway / l.delay.direct;
-  const stepRatio = l.step.ownMsPerStep / l.step.bareRtt;
   const turnRatio = c.turnsPerS / c.idealTurnsPerS;
+  // The layout recommended for one 2-core machine (README): npm start on two threads; one thread where a
+  // report has no such run.
+  const rec = r.concurrencyVariants.find((v) => v.layout === 'two-threads' && v.tasks === c.tasks) ?? c;
+  const recName = rec === c ? '`npm start`' : '`TOOLSHIFT_THREADS=2 npm start`';
+  const recRatio = rec.turnsPerS / rec.idealTurnsPerS;
+  const layouts = [c, ...r.concurrencyVariants].filter((v) => v.tasks === c.tasks);
+  const leanest = layouts.reduce((a, b) => (b.cpuMsPerTurn < a.cpuMsPerTurn ? b : a));
+  // Figure 7 as a median of several runs: each tracing-off run of figure 15 is that measurement in a fresh
+  // process; with the in-run one they make the runs whose median ratio is the figure.
+  const stepRuns = [
+    { ms: l.step.ownMsPerStep, rtt: l.step.bareRtt },
+    ...(r.tracing?.off ?? []).map((o) => ({ ms: o.ownMsPerStep, rtt: o.bareRtt })),
+  ];
+  const stepRatios = stepRuns.map((x) => x.ms / x.rtt).sort((a, b) => a - b);
+  const stepMedian = stepRatios[Math.floor(stepRatios.length / 2)];
+  const stepMedianMs = stepRuns.map((x) => x.ms).sort((a, b) => a - b)[Math.floor(stepRuns.length / 2)];
   return [
     {
       figure: '1. Tool-definition tokens per request, dynamic / all-loaded',
@@ -174,10 +189,16 @@ export function goals(r: BenchResults): Goal[] {
       met: hopDelay <= 1.05,
     },
     {
-      figure: '7. toolshift’s own time per model step / bare round trip',
-      measured: `${f2(stepRatio)}× (${ms(l.step.ownMsPerStep)})`,
-      goal: '≤ 10×',
-      met: stepRatio <= 10,
+      figure: `7. toolshift’s own time per model step / bare round trip, median of ${stepRuns.length} runs`,
+      measured: `${f2(stepMedian)}× (${ms(stepMedianMs)}; runs ${stepRatios.map((x) => f2(x)).join(', ')})`,
+      goal: '≤ 6×',
+      met: stepMedian <= 6,
+    },
+    {
+      figure: `1. CPU of the services per model turn (${n0(c.tasks)} concurrent tasks)`,
+      measured: `${ms(c.cpuMsPerTurn)} on \`npm start\`; ${ms(leanest.cpuMsPerTurn)} at the least (${leanest.layout})`,
+      goal: '≤ 1.5 ms',
+      met: c.cpuMsPerTurn <= 1.5,
     },
     {
       figure: '8. Toggle round trip / plain tool call (p50)',
@@ -186,16 +207,16 @@ export function goals(r: BenchResults): Goal[] {
       met: l.toggle.manage / l.toggle.call <= 1.5,
     },
     {
-      figure: `9. ${n0(c.tasks)} concurrent tasks: model turns/s vs Little's-law ideal`,
-      measured: `${f2(turnRatio)} (${n0(c.turnsPerS)} of ${n0(c.idealTurnsPerS)} turns/s)`,
-      goal: '≥ 0.9',
-      met: turnRatio >= 0.9,
+      figure: `9. ${n0(rec.tasks)} concurrent tasks on ${recName}: model turns/s vs Little's-law ideal`,
+      measured: `${f2(recRatio)} (${n0(rec.turnsPerS)} of ${n0(rec.idealTurnsPerS)} turns/s; one thread ${f2(turnRatio)})`,
+      goal: '≥ 0.8',
+      met: recRatio >= 0.8,
     },
     {
-      figure: '9. p99 turn latency',
-      measured: `${(c.turnLatencyP99Ms / 1000).toFixed(2)} s`,
-      goal: '≤ 1.25 s',
-      met: c.turnLatencyP99Ms <= 1250,
+      figure: `9. p99 turn latency on ${recName}`,
+      measured: `${(rec.turnLatencyP99Ms / 1000).toFixed(2)} s (one thread ${(c.turnLatencyP99Ms / 1000).toFixed(2)} s)`,
+      goal: '≤ 2 s',
+      met: rec.turnLatencyP99Ms <= 2000,
     },
     {
       figure: '9. Resident memory per held task',

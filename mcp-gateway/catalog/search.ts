@@ -48,6 +48,36 @@ export function normalizeTerm(word: string): string | null {
   return stemmer(word);
 }
 
+/** Endings of a name that are a web address (`example.com`), not a file (`notes.md`). */
+const WEB_ENDINGS = new Set(['com', 'org', 'net', 'io', 'dev', 'ai', 'app', 'gov', 'edu', 'co', 'uk', 'de']);
+
+/**
+ * What a need's paths and addresses say about it, as words the index knows: an address asks for the web, a
+ * file name (`reports/revenue.md`, `notes.txt`) for a file, a folder (`project/`) for a directory. People name
+ * the thing itself, not the kind of tool ("rename report.txt to report-2024.txt"), and the words around it
+ * often belong to other toolsets (a report, an issue); a version (`1.4.0`), a mail address or an
+ * `owner/repo` is neither. They are added to the query at RankWeights.path.
+ */
+export function pathWords(query: string): string[] {
+  const words = new Set<string>();
+  for (const raw of query.split(/\s+/)) {
+    const token = raw.replace(/^[("'`[<]+|[)"'`\]>,.;:!?]+$/g, '');
+    if (token.length < 3 || token.includes('@')) continue;
+    if (/^https?:\/\//i.test(token)) {
+      words.add('web').add('page');
+      continue;
+    }
+    const host = /^([\w-]+\.)+([a-z]{2,4})(\/|$)/i.exec(token);
+    if (host && WEB_ENDINGS.has(host[2].toLowerCase())) {
+      words.add('web').add('page');
+      continue;
+    }
+    if (/^[\w./~-]*[\w-]\.[a-z][a-z0-9]{0,4}$/i.test(token)) words.add('file');
+    else if (/^[\w.~-]+\/$/.test(token)) words.add('directory');
+  }
+  return [...words];
+}
+
 interface Doc {
   id: string;
   toolset: string;
@@ -66,6 +96,8 @@ export interface RankWeights {
   name: number;
   text: number;
   keywords: number;
+  /** The weight of the words a need's paths and addresses add (pathWords): a hint, less than a word said. */
+  path: number;
   /** How much the toolset's own id and description add to the score of its best tool. */
   toolset: number;
   /** Toolsets scoring below this share of the best one are left out of a ranked listing. */
@@ -83,6 +115,7 @@ export const DEFAULT_WEIGHTS: RankWeights = {
   name: 1,
   text: 1,
   keywords: 1.5,
+  path: 0.5,
   toolset: 1.2,
   cutoff: 0.2,
   certainty: 2,
@@ -129,8 +162,10 @@ export class ToolsetIndex {
   /** Toolsets that match `query`, best first, each with its matching tools; [] when nothing matches. */
   search(query: string, limit = 10): ToolsetHit[] {
     const w = this.weights;
-    const results = this.index.search(query, {
+    const own = tokenize(query).filter((t) => normalizeTerm(t) !== null).length;
+    const results = this.index.search([query, ...pathWords(query)].join(' '), {
       boost: { name: w.name, text: w.text, keywords: w.keywords },
+      boostTerm: (_term, i) => (i >= own ? w.path : 1),
       combineWith: 'OR',
     });
     const byToolset = new Map<string, { own: number; tools: { name: string; score: number }[] }>();

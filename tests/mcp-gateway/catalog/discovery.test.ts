@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { normalizeTerm, ToolsetIndex, tokenize } from '../../../mcp-gateway/catalog/search.ts';
+import { normalizeTerm, pathWords, ToolsetIndex, tokenize } from '../../../mcp-gateway/catalog/search.ts';
 import { discoveryCatalog, loadNeeds, measureRecall } from '../../helpers/discovery.ts';
 
 // Discovery: manage_toolsets LIST with a query ranks toolsets and their tools (BM25 with stemming and split
@@ -42,6 +42,29 @@ describe('the search index', () => {
       { id: 'tracker', score: expect.any(Number), matched_tools: ['issue_write'], certain: true },
     ]);
     expect(index.search('kubernetes')).toEqual([]);
+  });
+
+  it('reads paths and addresses in a need as the kind of thing they name', () => {
+    expect(pathWords('rename report.txt to report-2024.txt')).toEqual(['file']);
+    expect(pathWords('write it to reports/revenue.md.')).toEqual(['file']);
+    expect(pathWords('give me an overview of project/')).toEqual(['directory']);
+    expect(pathWords('read https://example.org/notes and docs.python.org/3/library/asyncio.html')).toEqual([
+      'web',
+      'page',
+    ]);
+    // A version, a mail address and an owner/repo are none of these.
+    expect(pathWords('release 1.4.0 of acme/core, mail ann@example.com')).toEqual([]);
+    // A hint weighs less than a word said: a need that names its toolset keeps it first.
+    const index = new ToolsetIndex([
+      { id: 'gists', description: 'Gists.', tools: [{ name: 'gist_update', description: 'Update a gist.' }] },
+      {
+        id: 'files',
+        description: 'Files on disk.',
+        tools: [{ name: 'write_file', description: 'Write a file.' }],
+      },
+    ]);
+    expect(index.search('rename report.txt')[0]?.id).toBe('files');
+    expect(index.search('add notes.txt to my gist')[0]?.id).toBe('gists');
   });
 });
 

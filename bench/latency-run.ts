@@ -86,7 +86,9 @@ export async function ownTimePerStep(
 
 /**
  * The stack the step figures run on, in `dir`: the probe toolset and tools, a mock model playing the step
- * script, and a bare server to scale by; `env` is added to the stack's environment.
+ * script, and a bare server to scale by; `env` is added to the stack's environment. Goal priming is off: the
+ * step script activates its toolset itself whatever is active, so a primed activation would be done twice and
+ * counted as the steps' own time (its cost and what it saves are figure 2's primed arm).
  */
 export async function startProbeStack(dir: string, env: Record<string, string> = {}) {
   const toolsetsDir = path.join(dir, 'toolsets');
@@ -101,7 +103,7 @@ export async function startProbeStack(dir: string, env: Record<string, string> =
     toolsetsDir,
     workspace: path.join(dir, 'ws'),
     extraTools: probeTools,
-    env,
+    env: { AGENT_PRIME_TOOLSETS: 'false', ...env },
   });
   let stopped: Promise<void> | undefined;
   /** Closes the stack once, however often it is asked. */

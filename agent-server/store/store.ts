@@ -236,8 +236,29 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
   const fenced = (taskId: string) => ({ task: taskId, fence: leases.fence(taskId) ?? null, now: Date.now() });
   /** Runs a fenced write (after the events before it); throws LeaseLost when it changed nothing. */
   const write = (taskId: string, run: (params: ReturnType<typeof fenced>) => number) => {
+    const outcome = queueWrite(taskId, run);
+    batch.flush();
+    outcome();
+  };
+  /**
+   * The same, committed with the other fenced writes of this turn of the event loop: under many tasks the
+   * calls that start together share one commit instead of one each. Resolves once committed.
+   */
+  const writeSoon = async (taskId: string, run: (params: ReturnType<typeof fenced>) => number) => {
+    const outcome = queueWrite(taskId, run);
+    await (committing ??= new Promise<void>((resolve) =>
+      setImmediate(() => {
+        committing = null;
+        batch.flush();
+        resolve();
+      }),
+    ));
+    outcome();
+  };
+  let committing: Promise<void> | null = null;
+  /** Queues a fenced write (after the events before it: one commit, not two); the returned check throws its failure. */
+  const queueWrite = (taskId: string, run: (params: ReturnType<typeof fenced>) => number) => {
     const params = fenced(taskId);
-    // In the same commit as the events queued before it: one commit, not two.
     let changed: number | undefined;
     let failed: { err: unknown } | undefined;
     batch.add(() => {
@@ -247,16 +268,17 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
         failed = { err };
       }
     });
-    batch.flush();
-    const behind = failedBehind.get(taskId);
-    if (behind !== undefined) {
-      failedBehind.delete(taskId);
-      throw behind;
-    }
-    if (failed) throw failed.err;
-    // The batch's commit failed before it got to this write (onWriteError has the cause).
-    if (changed === undefined) throw new Error(`the task store could not record a write of task ${taskId}`);
-    leases.check(taskId, params.fence ?? undefined, changed);
+    return () => {
+      const behind = failedBehind.get(taskId);
+      if (behind !== undefined) {
+        failedBehind.delete(taskId);
+        throw behind;
+      }
+      if (failed) throw failed.err;
+      // The batch's commit failed before it got to this write (onWriteError has the cause).
+      if (changed === undefined) throw new Error(`the task store could not record a write of task ${taskId}`);
+      leases.check(taskId, params.fence ?? undefined, changed);
+    };
   };
   /** A fenced write committed with the next batch (a refusal goes to onLeaseLost, a failure to onWriteError). */
   const writeBehind = (taskId: string, run: (params: ReturnType<typeof fenced>) => number) => {
@@ -359,7 +381,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       });
     },
     async callStarted(taskId, index, callId) {
-      write(taskId, (p) => q.callStarted.run({ ...p, idx: index, call: callId }).changes);
+      await writeSoon(taskId, (p) => q.callStarted.run({ ...p, idx: index, call: callId }).changes);
     },
     async callFinished(taskId, index, callId, result) {
       const text = JSON.stringify(result);

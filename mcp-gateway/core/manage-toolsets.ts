@@ -52,7 +52,8 @@ export interface ManageToolsetsDeps {
   toolTokens?: ToolTokens;
 }
 
-const fmt = (n: number) => n.toLocaleString('en-US');
+/** 12,345 — one formatter: toLocaleString() builds a new one each call, about 0.1 ms. */
+const fmt = new Intl.NumberFormat('en-US').format;
 
 /**
  * Refuses an activation that would take the session's tool definitions over the budget, naming the active

@@ -104,12 +104,13 @@ export function goals(r: BenchResults): Goal[] {
   const recRatio = rec.turnsPerS / rec.idealTurnsPerS;
   const layouts = [c, ...r.concurrencyVariants].filter((v) => v.tasks === c.tasks);
   const leanest = layouts.reduce((a, b) => (b.cpuMsPerTurn < a.cpuMsPerTurn ? b : a));
-  // Figure 7 as a median of several runs: each tracing-off run of figure 15 is that measurement in a fresh
-  // process; with the in-run one they make the runs whose median ratio is the figure.
-  const stepRuns = [
-    { ms: l.step.ownMsPerStep, rtt: l.step.bareRtt },
-    ...(r.tracing?.off ?? []).map((o) => ({ ms: o.ownMsPerStep, rtt: o.bareRtt })),
-  ];
+  // Figure 7 as the median of several runs: figure 15's tracing-off runs are that measurement, each in a fresh
+  // process; a report without them has the one run of the latency part.
+  const offRuns = r.tracing?.off ?? [];
+  const stepRuns =
+    offRuns.length > 0
+      ? offRuns.map((o) => ({ ms: o.ownMsPerStep, rtt: o.bareRtt }))
+      : [{ ms: l.step.ownMsPerStep, rtt: l.step.bareRtt }];
   const stepRatios = stepRuns.map((x) => x.ms / x.rtt).sort((a, b) => a - b);
   const stepMedian = stepRatios[Math.floor(stepRatios.length / 2)];
   const stepMedianMs = stepRuns.map((x) => x.ms).sort((a, b) => a - b)[Math.floor(stepRuns.length / 2)];
@@ -190,7 +191,9 @@ export function goals(r: BenchResults): Goal[] {
     },
     {
       figure: `7. toolshift’s own time per model step / bare round trip, median of ${stepRuns.length} runs`,
-      measured: `${f2(stepMedian)}× (${ms(stepMedianMs)}; runs ${stepRatios.map((x) => f2(x)).join(', ')})`,
+      measured:
+        `${f2(stepMedian)}× (${ms(stepMedianMs)}; runs ${stepRatios.map((x) => f2(x)).join(', ')}` +
+        (offRuns.length > 0 ? `; the latency part’s run ${f2(l.step.ownMsPerStep / l.step.bareRtt)}×)` : ')'),
       goal: '≤ 6×',
       met: stepMedian <= 6,
     },

@@ -246,13 +246,14 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
    */
   const writeSoon = async (taskId: string, run: (params: ReturnType<typeof fenced>) => number) => {
     const outcome = queueWrite(taskId, run);
-    await (committing ??= new Promise<void>((resolve) =>
+    committing ??= new Promise<void>((resolve) =>
       setImmediate(() => {
         committing = null;
         batch.flush();
         resolve();
       }),
-    ));
+    );
+    await committing;
     outcome();
   };
   let committing: Promise<void> | null = null;

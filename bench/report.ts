@@ -191,8 +191,8 @@ export function renderReport(r: BenchResults): string {
       'activation, six echo calls, the deactivation with the last, an answer) through the real agent-server, gateway and ' +
       'tool-server, the model answering at once from a mock endpoint; own time = task time minus the time the mock spent ' +
       `building replies: ${ms(l.step.ownMsPerStep)} per step, against a bare round trip of ${ms(l.step.bareRtt)} measured ` +
-      'between the tasks (goal priming off: the script activates its toolset itself). The goal is the median ratio of ' +
-      'this run and the tracing-off runs of figure 15 (the same measurement, each in a fresh process).',
+      'between the tasks (goal priming off: the script activates its toolset itself). The goal line is the median ' +
+      'ratio of the tracing-off runs of figure 15 (the same measurement, each in a fresh process).',
   );
   out.push('');
 

@@ -383,10 +383,10 @@ describe('the report', () => {
       goal: '≤ 6×',
       met: false,
     });
-    // With the recommended two-thread run and figure 15's tracing-off runs, those decide figures 9 and 7.
-    const twoThreads = {
+    // With the recommended three-process run and figure 15's tracing-off runs, those decide figures 9 and 7.
+    const threeProcesses = {
       ...results.concurrency,
-      layout: 'two-threads' as const,
+      layout: 'separate' as const,
       turnsPerS: 850,
       turnLatencyP99Ms: 1800,
       cpuMsPerTurn: 1.4,
@@ -394,7 +394,7 @@ describe('the report', () => {
     const off = (ms: number) => ({ ownMsPerStep: ms, bareRtt: 0.3, steps: 320, exportedBytes: 0 });
     const more = goals({
       ...results,
-      concurrencyVariants: [twoThreads],
+      concurrencyVariants: [threeProcesses],
       tracing: {
         off: [off(1.5), off(1.2), off(3)],
         on: [],
@@ -407,11 +407,9 @@ describe('the report', () => {
     });
     const byMore = Object.fromEntries(more.map((g) => [g.figure, g]));
     expect(
-      byMore[
-        "9. 1,000 concurrent tasks on `TOOLSHIFT_THREADS=2 npm start`: model turns/s vs Little's-law ideal"
-      ],
+      byMore["9. 1,000 concurrent tasks on three processes: model turns/s vs Little's-law ideal"],
     ).toMatchObject({ met: true });
-    expect(byMore['9. p99 turn latency on `TOOLSHIFT_THREADS=2 npm start`']).toMatchObject({ met: true });
+    expect(byMore['9. p99 turn latency on three processes']).toMatchObject({ met: true });
     expect(
       byMore['7. toolshift’s own time per model step / bare round trip, median of 3 runs'],
     ).toMatchObject({
@@ -419,7 +417,7 @@ describe('the report', () => {
       met: true,
     });
     expect(byMore['1. CPU of the services per model turn (1,000 concurrent tasks)'].measured).toContain(
-      '1.40 ms at the least (two-threads)',
+      '1.40 ms at the least (separate)',
     );
     expect(text).toContain('gpt-4.1');
     expect(

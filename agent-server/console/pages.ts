@@ -194,7 +194,9 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
   return html`${
     can.operate
       ? html`<p class="actions">
-          <button type="button" data-post="/console/actions/reload" data-show="reload">Reload toolset files</button>
+          <button type="button" data-post="/console/actions/reload" data-show="reload" data-then="reload">
+            Reload toolset files
+          </button>
         </p>
         <pre class="reload-result" data-result="reload" hidden></pre>`
       : ''
@@ -240,7 +242,7 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
                     <strong>${t.withheld.length} upstream change(s) withheld</strong> until an operator approves
                     them:
                     ${t.withheld.map(
-                      (w) => html`<details>
+                      (w) => html`<details open>
                         <summary>${w.name} (${w.status})</summary>
                         <pre class="diff">${diffLines(w.diff ?? JSON.stringify(w.definition, null, 2))}</pre>
                       </details>`,
@@ -266,10 +268,11 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
     </table>`;
 }
 
-/** A unified diff with its added and removed lines marked for the stylesheet. */
+/** A unified diff with its added and removed lines marked for the stylesheet (the `====` rule left out). */
 function diffLines(diff: string) {
   return diff
     .split('\n')
+    .filter((line) => !/^=+$/.test(line))
     .map((line) =>
       line.startsWith('+') && !line.startsWith('+++')
         ? html`<ins>${line}</ins>\n`

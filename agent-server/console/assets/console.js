@@ -61,6 +61,21 @@ function after(then) {
   else location.assign(then);
 }
 
+function showResult(box, text, failed) {
+  box.hidden = false;
+  box.textContent = text;
+  box.classList.toggle('error', failed);
+}
+
+// A result kept across the page's reload (see below), shown once.
+for (const box of document.querySelectorAll('[data-result]')) {
+  const key = `result:${box.dataset.result}`;
+  const kept = sessionStorage.getItem(key);
+  if (kept === null) continue;
+  sessionStorage.removeItem(key);
+  showResult(box, kept, false);
+}
+
 // Buttons that post: data-post (URL), data-body (JSON), data-then (reload or a path), data-show (a result box).
 document.addEventListener('click', async (event) => {
   const button = event.target.closest('button[data-post]');
@@ -72,9 +87,11 @@ document.addEventListener('click', async (event) => {
   button.disabled = false;
   const box = button.dataset.show && document.querySelector(`[data-result="${button.dataset.show}"]`);
   if (box) {
-    box.hidden = false;
-    box.textContent = answer.ok ? JSON.stringify(answer.data, null, 2) : errorOf(answer);
-    box.classList.toggle('error', !answer.ok);
+    showResult(box, answer.ok ? JSON.stringify(answer.data, null, 2) : errorOf(answer), !answer.ok);
+    // The page is drawn afresh after a change; the answer is shown again there.
+    if (answer.ok && button.dataset.then === 'reload') {
+      sessionStorage.setItem(`result:${button.dataset.show}`, box.textContent);
+    }
   }
   if (!answer.ok) return flash(errorOf(answer), 'error');
   if ('cancel' in button.dataset) flash('Cancelled.');

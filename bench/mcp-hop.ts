@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -17,7 +18,10 @@ import { percentile } from './timing.ts';
 // checks, audit and routing to the same server over stdio). The medians of each, and the ratios. A fourth way
 // measures the floor of any Streamable HTTP hop: the same client calling an SDK server in this process that
 // answers `echo` itself (stateless, one JSON body, nothing behind it) — what an MCP call over HTTP costs the
-// SDK's client and server before a proxy does anything.
+// SDK's client and server before a proxy does anything. A fifth is the thinnest proxy that can be written: a
+// plain HTTP server in this process relaying each JSON-RPC message, as it came, to its own copy of the same
+// stdio server and its answer back (no SDK on the server side, no checks, no records) — a lower bound for any
+// proxy measured by this client.
 
 /** Medians of the three ways, in ms. */
 export interface McpHopRun {
@@ -26,6 +30,8 @@ export interface McpHopRun {
   toolshift: number;
   /** An SDK client to an SDK server answering by itself over Streamable HTTP: no proxying at all. */
   floor: number;
+  /** The same client through a hand-written relay to the stdio server: the least any proxy can cost. */
+  thinnest: number;
   rounds: number;
 }
 
@@ -75,6 +81,67 @@ async function startFloorServer(): Promise<{ url: string; close(): void }> {
   return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`, close: () => http.close() };
 }
 
+/**
+ * The thinnest proxy: each POSTed JSON-RPC request goes to the stdio server as one line under an id of the
+ * relay's own and its answer comes back as one JSON body; notifications are accepted and dropped, the
+ * client's `initialize` is answered with the server's own. Nothing is checked or recorded.
+ */
+async function startThinnestProxy(): Promise<{ url: string; close(): void }> {
+  const child = spawn(EVERYTHING, ['stdio'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const waiting = new Map<number, (answer: Record<string, unknown>) => void>();
+  let buffered = '';
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk: string) => {
+    buffered += chunk;
+    for (let nl = buffered.indexOf('\n'); nl !== -1; nl = buffered.indexOf('\n')) {
+      const answer = JSON.parse(buffered.slice(0, nl)) as Record<string, unknown>;
+      buffered = buffered.slice(nl + 1);
+      const settle = waiting.get(answer.id as number);
+      waiting.delete(answer.id as number);
+      settle?.(answer);
+    }
+  });
+  let next = 0;
+  const ask = (message: Record<string, unknown>) =>
+    new Promise<Record<string, unknown>>((resolve) => {
+      const id = ++next;
+      waiting.set(id, resolve);
+      child.stdin.write(`${JSON.stringify({ ...message, id })}\n`);
+    });
+  const initialized = await ask({
+    jsonrpc: '2.0',
+    method: 'initialize',
+    params: {
+      protocolVersion: '2025-11-25',
+      capabilities: {},
+      clientInfo: { name: 'thinnest', version: '1' },
+    },
+  });
+  child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n`);
+  const http = createHttpServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', async () => {
+      if (req.method !== 'POST') return void res.writeHead(405).end();
+      const message = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+      if (message.id === undefined) return void res.writeHead(202).end();
+      const answer = message.method === 'initialize' ? initialized : await ask(message);
+      const body = JSON.stringify({ ...answer, id: message.id });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`,
+    close: () => {
+      http.closeAllConnections();
+      http.close();
+      child.kill('SIGTERM');
+    },
+  };
+}
+
 /** Connects a client over Streamable HTTP, retrying while the server comes up. */
 async function connectHttp(url: string, limitMs = 30_000): Promise<Client> {
   const deadline = Date.now() + limitMs;
@@ -114,6 +181,7 @@ backend:
   const port = await freePort();
   let proxy: ChildProcess | undefined;
   const floorServer = await startFloorServer();
+  const thinnestProxy = await startThinnestProxy();
   const clients: Client[] = [];
   try {
     proxy = spawn(
@@ -143,6 +211,8 @@ backend:
     clients.push(viaToolshift);
     const floor = await connectHttp(floorServer.url);
     clients.push(floor);
+    const thinnest = await connectHttp(thinnestProxy.url);
+    clients.push(thinnest);
     const echo = (client: Client) => async () => {
       const started = performance.now();
       const result = await client.callTool({ name: 'echo', arguments: { message: 'ping' } });
@@ -155,8 +225,15 @@ backend:
       proxy: echo(viaProxy),
       toolshift: echo(viaToolshift),
       floor: echo(floor),
+      thinnest: echo(thinnest),
     };
-    const times: Record<keyof typeof ways, number[]> = { direct: [], proxy: [], toolshift: [], floor: [] };
+    const times: Record<keyof typeof ways, number[]> = {
+      direct: [],
+      proxy: [],
+      toolshift: [],
+      floor: [],
+      thinnest: [],
+    };
     // A long warm-up (the toolshift view starts its own copy of the server on the first call, and a few hundred
     // calls pass before the optimising compiler has the hot paths of each), then interleaved.
     for (let i = 0; i < 300; i++) for (const run of Object.values(ways)) await run();
@@ -171,12 +248,14 @@ backend:
       proxy: p50(times.proxy),
       toolshift: p50(times.toolshift),
       floor: p50(times.floor),
+      thinnest: p50(times.thinnest),
       rounds,
     };
   } finally {
     for (const c of clients) await c.close().catch(() => {});
     proxy?.kill('SIGTERM');
     floorServer.close();
+    thinnestProxy.close();
     await stack.close();
   }
 }

@@ -186,11 +186,15 @@ export function overviewPage(data: {
     }`;
 }
 
+/** An upstream server's tools are listed when it first starts: until then, neither they nor their cost is known. */
+const unlisted = html`<span class="muted" title="listed when its server first starts (on first use)">—</span>`;
+
 const health = (h: string | undefined) =>
   html`<span class="health h-${h ?? 'native'}">${h ?? 'native'}</span>`;
 const short = (id: string) => (id.length > 18 ? `${id.slice(0, 17)}…` : id);
 
 export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: number): Html {
+  const unknown = toolsets.filter((t) => t.definition_tokens === undefined).map((t) => t.id);
   return html`${
     can.operate
       ? html`<p class="actions">
@@ -202,8 +206,12 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
       : ''
   }
     <p class="muted">
-      ${toolsets.length} toolsets; all of them at once would cost ${allTokens} tokens of tool definitions per model
-      request.
+      ${toolsets.length} toolsets; all of them at once would cost ${unknown.length > 0 ? 'at least ' : ''}${allTokens} tokens
+      of tool definitions per model request${
+        unknown.length > 0
+          ? ` (not counted yet: ${unknown.join(', ')}, whose servers start, and list their tools, on first use)`
+          : ''
+      }.
     </p>
     <table class="toolsets">
       <thead>
@@ -216,8 +224,8 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
               <strong>${t.id}</strong>${t.default ? html` <span class="tag">default</span>` : ''}
               <div class="muted">${t.description}</div>
             </td>
-            <td class="num">${t.tools.length}</td>
-            <td class="num">${t.definition_tokens ?? '—'}</td>
+            <td class="num">${t.definition_tokens === undefined && t.tools.length === 0 ? unlisted : t.tools.length}</td>
+            <td class="num">${t.definition_tokens ?? unlisted}</td>
             <td>${health(t.health)}${t.health_reason ? html`<div class="reason">${t.health_reason}</div>` : ''}</td>
             <td>
               <span class="enabled e-${t.enabled}">${t.enabled ? 'enabled' : 'disabled'}</span>

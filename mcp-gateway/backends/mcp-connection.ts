@@ -272,6 +272,17 @@ export class McpConnection implements PooledServer {
           ),
         );
       }
+      // An HTTP server that cannot be reached any more (gone, refusing, reset): down, with the reason, until
+      // the next attempt after the back-off; a stdio server's end is its exit, handled above.
+      const unreachable = this.spec.transport === 'stdio' ? undefined : networkFailure(err);
+      if (unreachable) {
+        await this.drop(client, `cannot reach it: ${unreachable}`, false);
+        throw new UpstreamError(
+          this.deps.redactor.text(
+            `${this.label} is not available: ${this.reason}; it is tried again on later calls`,
+          ),
+        );
+      }
       throw new UpstreamError(
         this.deps.redactor.text(`${this.label}: ${name} failed: ${(err as Error).message}`),
       );
@@ -452,4 +463,20 @@ export class McpConnection implements PooledServer {
       this.deps.log.debug({ upstream: this.label, err }, 'closing an upstream failed');
     }
   }
+}
+
+/** Socket-level codes of a request that never reached an HTTP server, or lost it mid-way. */
+const UNREACHABLE =
+  /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|EPIPE|UND_ERR_SOCKET|UND_ERR_CONNECT_TIMEOUT|UND_ERR_CLOSED)$/;
+
+/** Why a request could not reach its HTTP server (`fetch failed` carries the socket's error as its cause). */
+export function networkFailure(err: unknown): string | undefined {
+  let e: unknown = err;
+  for (let depth = 0; e instanceof Error && depth < 4; depth++) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && UNREACHABLE.test(code))
+      return e.message.includes(code) ? e.message : `${code}: ${e.message}`;
+    e = e.cause;
+  }
+  return undefined;
 }

@@ -493,6 +493,7 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       await page.getByRole('button', { name: 'Reload toolset files' }).click();
       // The page is drawn afresh with the new toolset, and the reload's answer is shown above it.
       await page.locator('tr[data-toolset="bank"]').waitFor();
+      await expect.poll(() => reload.textContent()).toContain('"added"');
       expect(JSON.parse((await reload.textContent()) ?? '')).toMatchObject({ added: ['bank'], warnings: [] });
       // A session uses it (the gateway lists and pins its tools), then the server changes them.
       const session = `console-bank-${store}`;
@@ -529,9 +530,11 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       expect(await row.locator('details[open]').count()).toBe(2);
       await shoot(page, 'withheld');
       // Approving releases what was shown, and nothing else: the models of the session see the new tools.
+      const redrawn = page.waitForEvent('load');
       await row.getByRole('button', { name: 'Approve what is shown' }).click();
-      await expect.poll(withheld).toEqual([]);
-      await expect.poll(() => page.locator('tr.withheld').count()).toBe(0);
+      await redrawn;
+      expect(await withheld()).toEqual([]);
+      expect(await page.locator('tr.withheld').count()).toBe(0);
       const tools = await fetch(`${gatewayUrl}/mcp/tools?session_id=${session}`, { headers: admin() });
       expect(((await tools.json()) as { tools: { name: string }[] }).tools.map((t) => t.name).sort()).toEqual(
         ['exfiltrate', 'lookup', 'transfer'],
@@ -539,6 +542,24 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       // The approval is in the audit, as the operator's.
       await page.goto(`${consoleUrl}/console/audit?toolset=bank&actor=admin`);
       expect(await page.locator('tr[data-audit] td:nth-child(3)').allTextContents()).toContain('approve');
+      // The server goes away: a call fails, and the overview and the toolsets page say it is down, and why.
+      await bank.close();
+      const failed = await fetch(`${gatewayUrl}/mcp/tools/lookup/call`, {
+        method: 'POST',
+        headers: { ...admin(), 'content-type': 'application/json' },
+        body: JSON.stringify({ session_id: session, arguments: { account: 'A1' } }),
+      });
+      expect(((await failed.json()) as { error: string }).error).toMatch(/is not available: cannot reach it/);
+      await expect.poll(async () => ((await toolset('bank')) as { health?: string })?.health).toBe('down');
+      await page.goto(`${consoleUrl}/console/`);
+      const upstream = page.locator('tr', { has: page.locator('a[href="/console/toolsets#bank"]') });
+      expect(await upstream.locator('.health').textContent()).toBe('down');
+      expect((await upstream.locator('td').nth(2).textContent())?.length).toBeGreaterThan(0);
+      await page.goto(`${consoleUrl}/console/toolsets`);
+      const bankRow = page.locator('tr[data-toolset="bank"]');
+      expect(await bankRow.locator('.health').textContent()).toBe('down');
+      const reason = await bankRow.locator('.reason').textContent();
+      expect(reason?.length).toBeGreaterThan(0);
       await page.close();
     } finally {
       await rm(path.join(userDir, 'bank.yaml'), { force: true });

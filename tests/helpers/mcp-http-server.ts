@@ -25,6 +25,8 @@ export async function startMcpHttpServer(opts: {
   token?: string;
   name?: string;
   instructions?: string;
+  /** A fixed port (a server started again where it was); a free one by default. */
+  port?: number;
 }) {
   const state = {
     tools: opts.tools,
@@ -59,7 +61,7 @@ export async function startMcpHttpServer(opts: {
     const server = serve(
       {
         hostname: '127.0.0.1',
-        port: 0,
+        port: opts.port ?? 0,
         fetch: async (request: Request) => {
           const authorized = !opts.token || request.headers.get('authorization') === `Bearer ${opts.token}`;
           state.requests.push({ authorized });

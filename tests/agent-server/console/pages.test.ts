@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { approvalCard, taskPage } from '../../../agent-server/console/pages.ts';
+import { approvalCard, taskPage, toolsetsPage } from '../../../agent-server/console/pages.ts';
 
 // What a hostile model or upstream can put into a page: text, never markup or another route.
 
@@ -29,6 +29,60 @@ describe('console pages', () => {
     expect(page).not.toContain('<script');
     expect(page).not.toContain('<b>');
     expect(page).toContain('&lt;img src=x onerror=alert(1)&gt;');
+  });
+
+  it('say an upstream server not started yet has no known tools or cost, not zero; a withheld diff is escaped', async () => {
+    const base = { enabled: true, active: false, default: false };
+    const page = String(
+      await toolsetsPage(
+        [
+          {
+            ...base,
+            id: 'files',
+            description: 'Files.',
+            tools: ['read'],
+            backend: 'tool-server',
+            definition_tokens: 40,
+          },
+          { ...base, id: 'memory', description: 'Memory.', tools: [], backend: { mcp: {} }, health: 'idle' },
+          {
+            ...base,
+            id: 'bank',
+            description: 'Bank.',
+            tools: ['lookup'],
+            health: 'up',
+            definition_tokens: 35,
+            withheld: [
+              {
+                name: 'transfer',
+                status: 'changed',
+                hash: 'h1',
+                definition: {},
+                diff: '===\n--- transfer (approved)\n+++ transfer (offered now)\n-  "a"\n+  "<script>x</script>"',
+              },
+            ],
+          },
+        ],
+        can,
+        75,
+      ),
+    );
+    const row = (id: string) =>
+      page.slice(
+        page.indexOf(`data-toolset="${id}"`),
+        page.indexOf('</tr>', page.indexOf(`data-toolset="${id}"`)),
+      );
+    expect(row('files')).toMatch(/<td class="num">1<\/td>\s*<td class="num">40<\/td>/);
+    expect(row('memory')).not.toMatch(/<td class="num">0<\/td>/);
+    expect(row('memory').match(/listed when its server first starts/g)).toHaveLength(2);
+    expect(page).toMatch(
+      /would cost at least 75 tokens\s+of tool definitions per model request \(not counted yet: memory, whose/,
+    );
+    // The withheld change: open, lines marked, its text escaped, the separator rule left out.
+    expect(page).toContain('<details open>');
+    expect(page).toContain('<ins>+  &quot;&lt;script&gt;x&lt;/script&gt;&quot;</ins>');
+    expect(page).toContain('<del>-  &quot;a&quot;</del>');
+    expect(page).not.toContain('===');
   });
 
   it('list the contract’s event names for the live view', async () => {

@@ -155,6 +155,41 @@ describe('a Streamable HTTP upstream', () => {
     expect(databaseBytes(s.dataDir).includes('Forecast for a city')).toBe(true);
   });
 
+  it('shows a server that went away down with the reason, and uses it again when it is back', async () => {
+    server = await startMcpHttpServer({ tools: TOOLS });
+    const port = Number(new URL(server.url).port);
+    stack = await makeStack({
+      toolsets: { 'weather.yaml': weatherToolset('auto') },
+      vars: { WEATHER_URL: server.url, WEATHER_TOKEN: 'unused' },
+    });
+    const s = stack;
+    const call = () =>
+      s.post(s.gatewayApp, '/mcp/tools/forecast/call', { session_id: 'w', arguments: { city: 'Oslo' } });
+    const listed = async () =>
+      (await s.get(s.gatewayApp, '/mcp/admin/toolsets?session_id=w')).body.toolsets[0] as {
+        health: string;
+        health_reason?: string;
+      };
+    await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
+      action: 'ACTIVATE',
+      toolset_ids: ['weather'],
+      session_id: 'w',
+    });
+    expect((await call()).body.result).toMatch(/^Oslo: sunny/);
+    await server.close();
+    const failed = (await call()).body;
+    expect(failed.success).toBe(false);
+    // (The kept-alive connection is closed under the call, or the next one is refused: either is said.)
+    const gone = /cannot reach it: (.*ECONNREFUSED|UND_ERR_SOCKET: other side closed)/;
+    expect(failed.error).toMatch(/^\$\{WEATHER_URL\} is not available: cannot reach it: /);
+    expect(failed.error).toMatch(gone);
+    expect(await listed()).toMatchObject({ health: 'down', health_reason: expect.stringMatching(gone) });
+    // Back on its address: the next call reconnects.
+    server = await startMcpHttpServer({ tools: TOOLS, port });
+    expect((await call()).body.result).toMatch(/^Oslo: sunny/);
+    expect((await listed()).health).toBe('up');
+  });
+
   it('refuses the activation when the server rejects the token, and shows the toolset down with the reason', async () => {
     server = await startMcpHttpServer({ tools: TOOLS, token: 'the-right-token' });
     stack = await makeStack({

@@ -21,9 +21,9 @@ import { percentile } from './timing.ts';
 // SDK's client and server before a proxy does anything. A fifth is the thinnest proxy that can be written: a
 // plain HTTP server in this process relaying each JSON-RPC message, as it came, to its own copy of the same
 // stdio server and its answer back (no SDK on the server side, no checks, no records) — a lower bound for any
-// proxy measured by this client.
+// proxy measured by this client (it runs in the client's process, which if anything favours it).
 
-/** Medians of the three ways, in ms. */
+/** Medians of the five ways, in ms. */
 export interface McpHopRun {
   direct: number;
   proxy: number;
@@ -88,7 +88,16 @@ async function startFloorServer(): Promise<{ url: string; close(): void }> {
  */
 async function startThinnestProxy(): Promise<{ url: string; close(): void }> {
   const child = spawn(EVERYTHING, ['stdio'], { stdio: ['pipe', 'pipe', 'ignore'] });
-  const waiting = new Map<number, (answer: Record<string, unknown>) => void>();
+  const waiting = new Map<
+    number,
+    { resolve(answer: Record<string, unknown>): void; reject(e: Error): void }
+  >();
+  const failAll = (err: Error) => {
+    for (const w of waiting.values()) w.reject(err);
+    waiting.clear();
+  };
+  child.on('error', failAll);
+  child.on('exit', (code) => failAll(new Error(`the relay's server exited (${code})`)));
   let buffered = '';
   child.stdout.setEncoding('utf8');
   child.stdout.on('data', (chunk: string) => {
@@ -96,16 +105,30 @@ async function startThinnestProxy(): Promise<{ url: string; close(): void }> {
     for (let nl = buffered.indexOf('\n'); nl !== -1; nl = buffered.indexOf('\n')) {
       const answer = JSON.parse(buffered.slice(0, nl)) as Record<string, unknown>;
       buffered = buffered.slice(nl + 1);
+      if (answer.method !== undefined) continue; // the server's own requests and notifications: none expected
       const settle = waiting.get(answer.id as number);
       waiting.delete(answer.id as number);
-      settle?.(answer);
+      settle?.resolve(answer);
     }
   });
   let next = 0;
   const ask = (message: Record<string, unknown>) =>
-    new Promise<Record<string, unknown>>((resolve) => {
+    new Promise<Record<string, unknown>>((resolve, reject) => {
       const id = ++next;
-      waiting.set(id, resolve);
+      const timer = setTimeout(() => {
+        waiting.delete(id);
+        reject(new Error(`the relay's server did not answer ${String(message.method)} within 10 s`));
+      }, 10_000);
+      waiting.set(id, {
+        resolve: (answer) => {
+          clearTimeout(timer);
+          resolve(answer);
+        },
+        reject: (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      });
       child.stdin.write(`${JSON.stringify({ ...message, id })}\n`);
     });
   const initialized = await ask({
@@ -116,6 +139,9 @@ async function startThinnestProxy(): Promise<{ url: string; close(): void }> {
       capabilities: {},
       clientInfo: { name: 'thinnest', version: '1' },
     },
+  }).catch((err: Error) => {
+    child.kill('SIGTERM');
+    throw err;
   });
   child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n`);
   const http = createHttpServer((req, res) => {
@@ -123,12 +149,16 @@ async function startThinnestProxy(): Promise<{ url: string; close(): void }> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', async () => {
       if (req.method !== 'POST') return void res.writeHead(405).end();
-      const message = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
-      if (message.id === undefined) return void res.writeHead(202).end();
-      const answer = message.method === 'initialize' ? initialized : await ask(message);
-      const body = JSON.stringify({ ...answer, id: message.id });
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-      res.end(body);
+      try {
+        const message = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+        if (message.id === undefined) return void res.writeHead(202).end();
+        const answer = message.method === 'initialize' ? initialized : await ask(message);
+        const body = JSON.stringify({ ...answer, id: message.id });
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+      } catch (err) {
+        res.writeHead(500, { 'content-type': 'text/plain' }).end((err as Error).message);
+      }
     });
   });
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
@@ -181,9 +211,10 @@ backend:
   const port = await freePort();
   let proxy: ChildProcess | undefined;
   const floorServer = await startFloorServer();
-  const thinnestProxy = await startThinnestProxy();
+  let thinnestProxy: { url: string; close(): void } | undefined;
   const clients: Client[] = [];
   try {
+    thinnestProxy = await startThinnestProxy();
     proxy = spawn(
       process.execPath,
       [
@@ -255,7 +286,7 @@ backend:
     for (const c of clients) await c.close().catch(() => {});
     proxy?.kill('SIGTERM');
     floorServer.close();
-    thinnestProxy.close();
+    thinnestProxy?.close();
     await stack.close();
   }
 }

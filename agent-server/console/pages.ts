@@ -187,6 +187,7 @@ export function overviewPage(data: {
 }
 
 /** An upstream server's tools are listed when it first starts: until then, neither they nor their cost is known. */
+const notListed = (t: ToolsetInfo) => t.health === 'idle' && t.tools.length === 0;
 const unlisted = html`<span class="muted" title="listed when its server first starts (on first use)">—</span>`;
 
 const health = (h: string | undefined) =>
@@ -194,7 +195,7 @@ const health = (h: string | undefined) =>
 const short = (id: string) => (id.length > 18 ? `${id.slice(0, 17)}…` : id);
 
 export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: number): Html {
-  const unknown = toolsets.filter((t) => t.definition_tokens === undefined).map((t) => t.id);
+  const unknown = toolsets.filter(notListed).map((t) => t.id);
   return html`${
     can.operate
       ? html`<p class="actions">
@@ -224,8 +225,8 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
               <strong>${t.id}</strong>${t.default ? html` <span class="tag">default</span>` : ''}
               <div class="muted">${t.description}</div>
             </td>
-            <td class="num">${t.definition_tokens === undefined && t.tools.length === 0 ? unlisted : t.tools.length}</td>
-            <td class="num">${t.definition_tokens ?? unlisted}</td>
+            <td class="num">${notListed(t) ? unlisted : t.tools.length}</td>
+            <td class="num">${notListed(t) ? unlisted : (t.definition_tokens ?? 0)}</td>
             <td>${health(t.health)}${t.health_reason ? html`<div class="reason">${t.health_reason}</div>` : ''}</td>
             <td>
               <span class="enabled e-${t.enabled}">${t.enabled ? 'enabled' : 'disabled'}</span>
@@ -251,7 +252,7 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
                     them:
                     ${t.withheld.map(
                       (w) => html`<details open>
-                        <summary>${w.name} (${w.status})</summary>
+                        <summary>${visible(w.name)} (${w.status})</summary>
                         <pre class="diff">${diffLines(w.diff ?? JSON.stringify(w.definition, null, 2))}</pre>
                       </details>`,
                     )}
@@ -276,9 +277,19 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
     </table>`;
 }
 
+/** Control and format characters (zero-width, text direction, BOM): they can make two different lines look the same. */
+const INVISIBLE = /[\p{Cc}\p{Cf}]/gu;
+
+/** A text an upstream wrote, with its invisible characters (but line breaks and tabs) shown as `\u{…}` escapes. */
+export function visible(text: string): string {
+  return text.replace(INVISIBLE, (c) =>
+    c === '\n' || c === '\t' ? c : `\\u{${(c.codePointAt(0) ?? 0).toString(16)}}`,
+  );
+}
+
 /** A unified diff with its added and removed lines marked for the stylesheet (the `====` rule left out). */
 function diffLines(diff: string) {
-  return diff
+  return visible(diff)
     .split('\n')
     .filter((line) => !/^=+$/.test(line))
     .map((line) =>

@@ -272,11 +272,11 @@ export class McpConnection implements PooledServer {
           ),
         );
       }
-      // An HTTP server that cannot be reached any more (gone, refusing, reset): down, with the reason, until
-      // the next attempt after the back-off; a stdio server's end is its exit, handled above.
+      // An HTTP server that cannot be reached any more (gone, refusing, no such host): down, with the reason,
+      // until the next attempt after the back-off; a stdio server's end is its exit, handled above.
       const unreachable = this.spec.transport === 'stdio' ? undefined : networkFailure(err);
       if (unreachable) {
-        await this.drop(client, `cannot reach it: ${unreachable}`, false);
+        await this.drop(client, `cannot reach it (${unreachable})`, false);
         throw new UpstreamError(
           this.deps.redactor.text(
             `${this.label} is not available: ${this.reason}; it is tried again on later calls`,
@@ -411,7 +411,13 @@ export class McpConnection implements PooledServer {
     } catch (err) {
       const detail = transport instanceof StdioTransport ? transport.describeExit() : '';
       await this.shutdown(client, transport);
-      this.fail(`cannot connect: ${(err as Error).message}${detail ? ` (${detail})` : ''}`, 1000);
+      const unreachable = transport instanceof StdioTransport ? undefined : networkFailure(err);
+      this.fail(
+        unreachable
+          ? `cannot connect (${unreachable})`
+          : `cannot connect: ${(err as Error).message}${detail ? ` (${detail})` : ''}`,
+        1000,
+      );
       throw new UpstreamError(`${this.label} is not available: ${this.reason}`);
     }
   }
@@ -465,17 +471,30 @@ export class McpConnection implements PooledServer {
   }
 }
 
-/** Socket-level codes of a request that never reached an HTTP server, or lost it mid-way. */
-const UNREACHABLE =
-  /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|EPIPE|UND_ERR_SOCKET|UND_ERR_CONNECT_TIMEOUT|UND_ERR_CLOSED)$/;
+/**
+ * Socket-level codes of a request that never reached its HTTP server (refused, no such host, no route): the
+ * server is unreachable for every session. A socket lost mid-request (reset, closed) is not among them: it may
+ * be one connection's fault, and the call may have run, so it fails only that call.
+ */
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
-/** Why a request could not reach its HTTP server (`fetch failed` carries the socket's error as its cause). */
+/**
+ * The code of the socket error that kept a request from reaching its HTTP server (`fetch failed` carries it as
+ * its cause), or undefined. Only the code: the socket's message names the resolved address, which a
+ * `${VAR}` in the toolset file keeps out of listings.
+ */
 export function networkFailure(err: unknown): string | undefined {
   let e: unknown = err;
   for (let depth = 0; e instanceof Error && depth < 4; depth++) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (typeof code === 'string' && UNREACHABLE.test(code))
-      return e.message.includes(code) ? e.message : `${code}: ${e.message}`;
+    if (typeof code === 'string' && UNREACHABLE.has(code)) return code;
     e = e.cause;
   }
   return undefined;

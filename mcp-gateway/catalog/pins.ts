@@ -61,11 +61,14 @@ export function definitionHash(definition: PinnedDefinition): string {
   return createHash('sha256').update(canonicalJson(definition)).digest('hex');
 }
 
+/** A name as one line of a diff's header: escaped as in JSON, so a name with line breaks cannot add diff lines. */
+const headerName = (name: string) => JSON.stringify(name).slice(1, -1);
+
 /** A unified diff between the approved and the offered definition. */
 export function definitionDiff(before: PinnedDefinition, after: PinnedDefinition): string {
   return createTwoFilesPatch(
-    `${before.name} (approved)`,
-    `${after.name} (offered now)`,
+    `${headerName(before.name)} (approved)`,
+    `${headerName(after.name)} (offered now)`,
     `${canonicalJson(before)}\n`,
     `${canonicalJson(after)}\n`,
     undefined,

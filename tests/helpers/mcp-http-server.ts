@@ -57,7 +57,7 @@ export async function startMcpHttpServer(opts: {
     });
     return server;
   });
-  const listening = await new Promise<{ url: string; close: () => Promise<void> }>((resolve) => {
+  const listening = await new Promise<{ url: string; close: () => Promise<void> }>((resolve, reject) => {
     const server = serve(
       {
         hostname: '127.0.0.1',
@@ -79,6 +79,8 @@ export async function startMcpHttpServer(opts: {
             }),
         }),
     );
+    // A fixed port another process took: fail at once, naming it.
+    server.once('error', (err) => reject(new Error(`the test MCP server cannot listen: ${err.message}`)));
   });
   return {
     url: listening.url,

@@ -67,13 +67,22 @@ function showResult(box, text, failed) {
   box.classList.toggle('error', failed);
 }
 
-// A result kept across the page's reload (see below), shown once.
-for (const box of document.querySelectorAll('[data-result]')) {
-  const key = `result:${box.dataset.result}`;
-  const kept = sessionStorage.getItem(key);
-  if (kept === null) continue;
-  sessionStorage.removeItem(key);
-  showResult(box, kept, false);
+// A result kept across the page's reload (see below), shown once: taken from storage on the next page whether
+// or not that page has a place for it.
+function takeKept(name) {
+  try {
+    const key = `result:${name}`;
+    const kept = sessionStorage.getItem(key);
+    sessionStorage.removeItem(key);
+    return kept;
+  } catch {
+    return null;
+  }
+}
+for (const name of ['reload']) {
+  const kept = takeKept(name);
+  const box = document.querySelector(`[data-result="${name}"]`);
+  if (kept !== null && box) showResult(box, kept, false);
 }
 
 // Buttons that post: data-post (URL), data-body (JSON), data-then (reload or a path), data-show (a result box).
@@ -88,9 +97,11 @@ document.addEventListener('click', async (event) => {
   const box = button.dataset.show && document.querySelector(`[data-result="${button.dataset.show}"]`);
   if (box) {
     showResult(box, answer.ok ? JSON.stringify(answer.data, null, 2) : errorOf(answer), !answer.ok);
-    // The page is drawn afresh after a change; the answer is shown again there.
+    // The page is drawn afresh after a change; the answer is shown again there (if this tab keeps storage).
     if (answer.ok && button.dataset.then === 'reload') {
-      sessionStorage.setItem(`result:${button.dataset.show}`, box.textContent);
+      try {
+        sessionStorage.setItem(`result:${button.dataset.show}`, box.textContent);
+      } catch {}
     }
   }
   if (!answer.ok) return flash(errorOf(answer), 'error');

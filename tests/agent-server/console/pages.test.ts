@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { approvalCard, taskPage, toolsetsPage } from '../../../agent-server/console/pages.ts';
+import { definitionDiff } from '../../../mcp-gateway/catalog/pins.ts';
 
 // What a hostile model or upstream can put into a page: text, never markup or another route.
 
@@ -32,6 +33,8 @@ describe('console pages', () => {
   });
 
   it('say an upstream server not started yet has no known tools or cost, not zero; a withheld diff is escaped', async () => {
+    // A name an upstream chose to forge diff lines: a line break, then lines that look removed and added.
+    const hostileName = 'transfer\n-  "description": "evil"\n+  "description": "benign"';
     const base = { enabled: true, active: false, default: false };
     const page = String(
       await toolsetsPage(
@@ -54,14 +57,19 @@ describe('console pages', () => {
             definition_tokens: 35,
             withheld: [
               {
-                name: 'transfer',
+                name: hostileName,
                 status: 'changed',
                 hash: 'h1',
                 definition: {},
-                diff: '===\n--- transfer (approved)\n+++ transfer (offered now)\n-  "a"\n+  "<script>x</script>"',
+                diff: definitionDiff(
+                  { name: hostileName, description: 'a' },
+                  { name: hostileName, description: '<script>x</script> pay \u202Eevil\u202C' },
+                ),
               },
             ],
           },
+          // A running server whose every tool is withheld: it offers none now (0), and that is known.
+          { ...base, id: 'vault', description: 'Vault.', tools: [], health: 'up' },
         ],
         can,
         75,
@@ -78,11 +86,19 @@ describe('console pages', () => {
     expect(page).toMatch(
       /would cost at least 75 tokens\s+of tool definitions per model request \(not counted yet: memory, whose/,
     );
-    // The withheld change: open, lines marked, its text escaped, the separator rule left out.
+    expect(row('vault')).toMatch(/<td class="num">0<\/td>\s*<td class="num">0<\/td>/);
+    expect(page).not.toMatch(/not counted yet: [^)]*vault/);
+    // The withheld change: open, lines marked, its text escaped, the separator rule left out; the upstream's
+    // name cannot add diff lines of its own, and text-direction characters are shown, not obeyed.
     expect(page).toContain('<details open>');
-    expect(page).toContain('<ins>+  &quot;&lt;script&gt;x&lt;/script&gt;&quot;</ins>');
-    expect(page).toContain('<del>-  &quot;a&quot;</del>');
+    expect(page).toContain(
+      '<ins>+  &quot;description&quot;: &quot;&lt;script&gt;x&lt;/script&gt; pay \\u{202e}evil\\u{202c}&quot;,</ins>',
+    );
+    expect(page).toContain('<del>-  &quot;description&quot;: &quot;a&quot;,</del>');
     expect(page).not.toContain('===');
+    expect(page.match(/<del>/g)).toHaveLength(1);
+    expect(page.match(/<ins>/g)).toHaveLength(1);
+    expect(page).not.toContain('\u202e');
   });
 
   it('list the contract’s event names for the live view', async () => {

@@ -31,9 +31,9 @@ import {
   TASK_PAGE,
   taskPage,
   tasksPage,
-  toolsetsPage,
 } from './pages.ts';
 import { CONSOLE_PREFIX, LINK_MS, type Logins, ROLE_NAMES } from './sessions.ts';
+import { toolsetsPage } from './toolsets-page.ts';
 
 // The web console, served by the agent-server at /console: pages rendered here from the agent's store and the
 // gateway's contract routes (called with the logged-in user's own token, so the gateway decides what each

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { approvalCard, taskPage, toolsetsPage } from '../../../agent-server/console/pages.ts';
+import { approvalCard, taskPage } from '../../../agent-server/console/pages.ts';
+import { toolsetsPage } from '../../../agent-server/console/toolsets-page.ts';
 import { definitionDiff } from '../../../mcp-gateway/catalog/pins.ts';
 
 // What a hostile model or upstream can put into a page: text, never markup or another route.
@@ -62,8 +63,12 @@ describe('console pages', () => {
                 hash: 'h1',
                 definition: {},
                 diff: definitionDiff(
-                  { name: hostileName, description: 'a' },
-                  { name: hostileName, description: '<script>x</script> pay \u202Eevil\u202C' },
+                  { name: hostileName, description: 'a', inputSchema: {} },
+                  {
+                    name: hostileName,
+                    description: '<script>x</script> pay \u202Eevil\u202C',
+                    inputSchema: {},
+                  },
                 ),
               },
             ],

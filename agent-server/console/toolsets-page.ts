@@ -48,14 +48,11 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
               <span class="enabled e-${t.enabled}">${t.enabled ? 'enabled' : 'disabled'}</span>
               ${
                 can.operate
-                  ? html`<button
-                      type="button"
-                      data-post="/console/actions/toolsets"
-                      data-body="${JSON.stringify({ action: t.enabled ? 'DISABLE' : 'ENABLE', toolset_ids: [t.id] })}"
-                      data-then="reload"
-                    >
-                      ${t.enabled ? 'Disable' : 'Enable'}
-                    </button>`
+                  ? changeButton(
+                      '/console/actions/toolsets',
+                      { action: t.enabled ? 'DISABLE' : 'ENABLE', toolset_ids: [t.id] },
+                      t.enabled ? 'Disable' : 'Enable',
+                    )
                   : ''
               }
             </td>
@@ -74,14 +71,11 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
                     )}
                     ${
                       can.operate
-                        ? html`<button
-                            type="button"
-                            data-post="/console/actions/toolsets/${encodeURIComponent(t.id)}/approve"
-                            data-body="${JSON.stringify({ tools: t.withheld.map((w) => ({ name: w.name, hash: w.hash })) })}"
-                            data-then="reload"
-                          >
-                            Approve what is shown
-                          </button>`
+                        ? changeButton(
+                            `/console/actions/toolsets/${encodeURIComponent(t.id)}/approve`,
+                            { tools: t.withheld.map((w) => ({ name: w.name, hash: w.hash })) },
+                            'Approve what is shown',
+                          )
                         : ''
                     }
                   </td>
@@ -92,6 +86,10 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
       </tbody>
     </table>`;
 }
+
+/** A button that posts `body` to `url` (console.js adds the CSRF token) and then draws the page afresh. */
+const changeButton = (url: string, body: unknown, label: string) =>
+  html`<button type="button" data-post="${url}" data-body="${JSON.stringify(body)}" data-then="reload">${label}</button>`;
 
 /** Control and format characters (zero-width, text direction, BOM): they can make two different lines look the same. */
 const INVISIBLE = /[\p{Cc}\p{Cf}]/gu;

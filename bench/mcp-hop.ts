@@ -19,9 +19,9 @@ import { percentile } from './timing.ts';
 // measures the floor of any Streamable HTTP hop: the same client calling an SDK server in this process that
 // answers `echo` itself (stateless, one JSON body, nothing behind it) — what an MCP call over HTTP costs the
 // SDK's client and server before a proxy does anything. A fifth is the thinnest proxy that can be written: a
-// plain HTTP server in this process relaying each JSON-RPC message, as it came, to its own copy of the same
-// stdio server and its answer back (no SDK on the server side, no checks, no records) — a lower bound for any
-// proxy measured by this client (it runs in the client's process, which if anything favours it).
+// plain HTTP server in this process relaying each JSON-RPC request, under an id of its own, to its own copy of
+// the same stdio server and its answer back (no SDK on the server side, no checks, no records) — a lower bound
+// for any proxy measured by this client (it runs in the client's process, which if anything favours it).
 
 /** Medians of the five ways, in ms. */
 export interface McpHopRun {

@@ -180,7 +180,8 @@ export class McpConnection implements PooledServer {
     const started = Date.now();
     await this.slot(name, timeoutMs);
     try {
-      return await this.call(name, args, Math.max(1, timeoutMs - (Date.now() - started)));
+      // The time left after waiting for a place; a timeout is reported as the toolset's own.
+      return await this.call(name, args, Math.max(1, timeoutMs - (Date.now() - started)), timeoutMs);
     } finally {
       this.calls--;
       this.lastUsed = Date.now();
@@ -240,6 +241,7 @@ export class McpConnection implements PooledServer {
     name: string,
     args: Record<string, unknown>,
     timeoutMs: number,
+    statedMs = timeoutMs,
   ): Promise<CallToolResult> {
     await this.ensureUp();
     const client = this.client as Client;
@@ -257,7 +259,7 @@ export class McpConnection implements PooledServer {
         const alive = await this.answers(client, Math.min(this.deps.livenessTimeoutMs ?? 5000, timeoutMs));
         if (!alive) await this.drop(client, `it stopped answering (a call to ${name} timed out)`, true);
         throw new UpstreamError(
-          `${this.label}: ${name} did not finish within ${timeoutMs} ms and was cancelled` +
+          `${this.label}: ${name} did not finish within ${statedMs} ms and was cancelled` +
             (alive ? '' : '; the server no longer answers and will be restarted on next use'),
         );
       }

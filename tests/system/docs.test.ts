@@ -70,3 +70,91 @@ describe('the docs', () => {
     expect(missing).toEqual([]);
   });
 });
+
+// Every page that states a setting's default states the one the configuration reference (docs/configuration.md,
+// written from the schema and checked against it in tests/lib/config-docs.test.ts) gives: in a table row
+// (`| \`NAME\` | default |`, several names and values split by " / ") or in prose ("`NAME` (… default X …)"),
+// on the pages, the CLI's help and the shipped toolset files' comments. A unit is read as the reference's
+// number (`20 s` for a *_MS of 20000, `5 MiB` for a *_BYTES of 5242880).
+
+const REFERENCE = new Map(
+  [...readFileSync('docs/configuration.md', 'utf8').matchAll(/^\| `([A-Z0-9_]+)` \| ([^|]*) \|/gm)].map(
+    (m) => [m[1], m[2].trim()],
+  ),
+);
+const UNITS: Record<string, number> = { ms: 0.001, s: 1, min: 60, h: 3600, hour: 3600, minute: 60 };
+const BYTES: Record<string, number> = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
+
+/** A stated default as the reference would write it: backticks off, a quantity in the setting's own unit. */
+function asReference(name: string, stated: string): string {
+  const value = stated.replace(/`/g, '').trim();
+  const q = /^(an?|\d+(?:\.\d+)?) ?(ms|s|min|h|hour|minute|B|KiB|MiB|GiB)$/.exec(value);
+  if (!q) return value;
+  const n = q[1].startsWith('a') ? 1 : Number(q[1]);
+  if (q[2] in BYTES) return String(n * BYTES[q[2]]);
+  const seconds = n * UNITS[q[2]];
+  return String(name.endsWith('_MS') ? seconds * 1000 : seconds);
+}
+
+function agrees(name: string, stated: string): boolean {
+  const reference = (REFERENCE.get(name) ?? '').replace(/`/g, '');
+  const value = asReference(name, stated);
+  return value === reference || reference.includes(value) || value.includes(reference);
+}
+
+/** Each (setting, stated default, where) a text states. */
+function statedDefaults(text: string): { name: string; stated: string; line: string }[] {
+  const out: { name: string; stated: string; line: string }[] = [];
+  for (const row of text.matchAll(/^\|([^|\n]+)\|([^|\n]+)\|/gm)) {
+    const names = [...row[1].matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]);
+    const values = row[2].split(' / ');
+    if (names.length === 0 || names.length !== values.length || !names.every((n) => REFERENCE.has(n)))
+      continue;
+    names.forEach((name, i) => {
+      out.push({ name, stated: values[i], line: row[0] });
+    });
+  }
+  const prose =
+    /\$?\b([A-Z][A-Z0-9_]{3,})\b`?(?:[^\n|]|\.(?! ))*?\((?:[^()\n]*?default:? ([^)\n,;]+)|([^()\n]+) unless set)\)/g;
+  for (const m of text.matchAll(prose)) {
+    if (!REFERENCE.has(m[1]) || m[0].includes('. ')) continue;
+    out.push({ name: m[1], stated: (m[2] ?? m[3]).trim(), line: m[0] });
+  }
+  const inline = /`([A-Z][A-Z0-9_]{3,})`,? default ([^\n,;.)]+(?:\.\d+)?)/g;
+  for (const m of text.matchAll(inline)) {
+    if (REFERENCE.has(m[1])) out.push({ name: m[1], stated: m[2].trim(), line: m[0] });
+  }
+  return out;
+}
+
+describe('documented defaults', () => {
+  it('are the defaults the configuration reference gives', () => {
+    const places = [
+      ...PAGES.filter((p) => p !== 'docs/configuration.md'),
+      'cli/help.ts',
+      ...readdirSync('toolsets').map((f) => `toolsets/${f}`),
+    ];
+    const wrong: string[] = [];
+    for (const place of places) {
+      for (const { name, stated, line } of statedDefaults(readFileSync(place, 'utf8'))) {
+        if (!agrees(name, stated)) {
+          wrong.push(
+            `${place}: ${name} stated as "${stated}", the reference says "${REFERENCE.get(name)}" (${line})`,
+          );
+        }
+      }
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('are found where a page states one (the check can fail)', () => {
+    const stated = statedDefaults(
+      '| `FS_ROOTS` | `./workspace` |\n`FETCH_TIMEOUT_MS`, default 20 s\nTOOLSHIFT_DATA_DIR keeps x.json (default ./data)\n',
+    );
+    expect(stated.map((s) => [s.name, agrees(s.name, s.stated)])).toEqual([
+      ['FS_ROOTS', false],
+      ['TOOLSHIFT_DATA_DIR', false],
+      ['FETCH_TIMEOUT_MS', true],
+    ]);
+  });
+});

@@ -12,7 +12,7 @@ import { makeStack } from '../../helpers/stack.ts';
 
 // With FS_ROOTS covering the directory toolshift runs from, a prompt-injected model once edited
 // package.json's start script and the next `npm start` ran its command. The running installation is now
-// read-only to every file tool wherever a root covers it; a root configured inside it (./workspace) stays
+// read-only to every file tool wherever a root covers it; a root configured inside it (here ./workspace) stays
 // writable. Each attempt below goes through the gateway's tool route, and the installation's bytes on disk
 // are compared before and after.
 

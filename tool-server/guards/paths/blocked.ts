@@ -79,7 +79,7 @@ interface Protected {
  * files (an `mcp.command` there runs at the next start), prompts, policy, `.env`, databases, and the running
  * installation (its package.json scripts, sources and node_modules run at the next `npm start`). Only those
  * inside a root are kept; one above a root would otherwise protect the whole root. A root configured inside
- * a protected place (the default ./workspace inside the installation) stays writable: it was named as one.
+ * a protected place (`./workspace` in a clone run with `FS_ROOTS=.:./workspace`) stays writable: it was named as one.
  */
 export class ProtectedPaths {
   private readonly places: readonly Protected[];

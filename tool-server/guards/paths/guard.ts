@@ -28,7 +28,7 @@ export interface PathGuardOptions {
   protectedPaths?: string[];
   /**
    * The directory of the running installation (its package.json, sources, node_modules): read-only to every
-   * tool where a root covers it, except roots configured inside it (the default ./workspace).
+   * tool where a root covers it, except roots configured inside it (`FS_ROOTS=.:./workspace` in a clone).
    */
   installation?: string;
   /**

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 
 // The docs cite the code: every link and every repository path they name must exist, so a move or a rename
 // that forgets a page fails here instead of misleading a reader.
@@ -114,10 +115,14 @@ function statedDefaults(text: string): { name: string; stated: string; line: str
       out.push({ name, stated: values[i], line: row[0] });
     });
   }
-  const prose =
-    /\$?\b([A-Z][A-Z0-9_]{3,})\b`?(?:[^\n|]|\.(?! ))*?\((?:[^()\n]*?default:? ([^)\n,;]+)|([^()\n]+) unless set)\)/g;
+  const names = [...REFERENCE.keys()].join('|');
+  const prose = new RegExp(
+    String.raw`\$?\b(${names})\b` +
+      String.raw`\x60?(?:[^\n|]|\.(?! ))*?\((?:[^()\n]*?default:? ([^)\n,;]+)|([^()\n]+) unless set)\)`,
+    'g',
+  );
   for (const m of text.matchAll(prose)) {
-    if (!REFERENCE.has(m[1]) || m[0].includes('. ')) continue;
+    if (m[0].includes('. ')) continue;
     out.push({ name: m[1], stated: (m[2] ?? m[3]).trim(), line: m[0] });
   }
   const inline = /`([A-Z][A-Z0-9_]{3,})`,? default ([^\n,;.)]+(?:\.\d+)?)/g;
@@ -149,12 +154,40 @@ describe('documented defaults', () => {
 
   it('are found where a page states one (the check can fail)', () => {
     const stated = statedDefaults(
-      '| `FS_ROOTS` | `./workspace` |\n`FETCH_TIMEOUT_MS`, default 20 s\nTOOLSHIFT_DATA_DIR keeps x.json (default ./data)\n',
+      '| `FS_ROOTS` | `./workspace` |\n`FETCH_TIMEOUT_MS`, default 20 s\nTOOLSHIFT_DATA_DIR keeps x.json (default ./data)\n' +
+        'YAML files in `TOOLSETS_DIR` (default `./toolsets`)\n',
     );
     expect(stated.map((s) => [s.name, agrees(s.name, s.stated)])).toEqual([
       ['FS_ROOTS', false],
       ['TOOLSHIFT_DATA_DIR', false],
+      ['TOOLSETS_DIR', false],
       ['FETCH_TIMEOUT_MS', true],
     ]);
+  });
+});
+
+// docs/toolsets.md describes each native toolset: it names every tool the toolset's file lists, and the count it
+// states is the file's, so a new tool fails here until the page describes it.
+describe('docs/toolsets.md', () => {
+  it('names every native tool of each shipped toolset, and states their number', () => {
+    const page = readFileSync('docs/toolsets.md', 'utf8');
+    const missing: string[] = [];
+    for (const file of readdirSync('toolsets').filter((f) => f.endsWith('.yaml'))) {
+      const toolset = parse(readFileSync(`toolsets/${file}`, 'utf8')) as {
+        id?: string;
+        backend?: string;
+        tools?: string[];
+      };
+      if (toolset.backend !== 'tool-server' || !toolset.id || !toolset.tools) continue;
+      for (const tool of toolset.tools)
+        if (!page.includes(`\`${tool}\``)) missing.push(`${toolset.id}: ${tool}`);
+      const count = new RegExp(`\`${toolset.id}\` \\((\\d+) tools\\)`).exec(page);
+      if (count && Number(count[1]) !== toolset.tools.length) {
+        missing.push(
+          `${toolset.id}: the page says ${count[1]} tools, its file lists ${toolset.tools.length}`,
+        );
+      }
+    }
+    expect(missing).toEqual([]);
   });
 });

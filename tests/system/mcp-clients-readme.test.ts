@@ -59,9 +59,9 @@ afterAll(async () => {
 });
 
 /** Sends an initialize to the running gateway at the snippet's path, with the headers its client would send. */
-async function initializeWith(url: string, headers: Record<string, string>): Promise<number> {
-  expect(url).toBe(GATEWAY_MCP);
-  const res = await fetch(`${server.url}${new URL(url).pathname}`, {
+async function initializeWith(url: string, headers: Record<string, string>, to = server): Promise<number> {
+  expect(url === GATEWAY_MCP || url.startsWith(`${GATEWAY_MCP}/`), `${url} is the gateway's /mcp`).toBe(true);
+  const res = await fetch(`${to.url}${new URL(url).pathname}`, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
@@ -133,5 +133,25 @@ describe('the README’s MCP client snippets', () => {
     const env: Record<string, string> = { GATEWAY_MCP_TOKEN: MCP_TOKEN };
     const value = entry.headers.Authorization.replace(/\$\{env:(\w+)\}/g, (_: string, v: string) => env[v]);
     expect(await initializeWith(entry.url, { Authorization: value })).toBe(200);
+  });
+
+  it('a fixed view: its url names toolsets under /mcp/toolsets/, with the same Authorization header', async () => {
+    const config = snippet('fixed view');
+    const entry = only(config.mcpServers);
+    expect(entry.type).toBe('http');
+    expect(new URL(entry.url).pathname).toMatch(/^\/mcp\/toolsets\/[a-z0-9_,]+$/);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the client's own ${VAR} syntax, not a template
+    expect(entry.headers).toEqual({ Authorization: 'Bearer ${GATEWAY_MCP_TOKEN}' });
+    const value = entry.headers.Authorization.replace('${GATEWAY_MCP_TOKEN}', MCP_TOKEN);
+    // The shipped toolsets, as `npm start` serves them (the view names two of them).
+    const shipped = await makeStack({ tokens: { admin: 'admin-token-readme-3', mcp: MCP_TOKEN } });
+    const gateway = await listen(shipped.gatewayApp, 0, '127.0.0.1');
+    try {
+      expect(await initializeWith(entry.url, { Authorization: value }, gateway)).toBe(200);
+      expect(await initializeWith(entry.url, {}, gateway)).toBe(401);
+    } finally {
+      await gateway.close();
+      await shipped.close();
+    }
   });
 });

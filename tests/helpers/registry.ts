@@ -56,6 +56,21 @@ function cachedTarball(cacheDir: string, integrity: string): string | undefined 
   return existsSync(file) ? file : undefined;
 }
 
+/**
+ * The packages a user's install of `lockfile`'s package needs (its non-dev entries) whose tarballs npm's cache
+ * does not hold, as name@version: what this registry could not serve.
+ */
+export function uncachedPins(npmCache: string, lockfile: string): string[] {
+  const lock = JSON.parse(readFileSync(lockfile, 'utf8')) as Shrinkwrap;
+  return Object.entries(lock.packages)
+    .filter(([where, e]) => where !== '' && !e.link && !e.dev && e.version && e.integrity)
+    .filter(([, e]) => !cachedTarball(npmCache, e.integrity as string))
+    .map(
+      ([where, e]) =>
+        `${where.slice(where.lastIndexOf('node_modules/') + 'node_modules/'.length)}@${e.version}`,
+    );
+}
+
 /** `npmCache`: npm's cache directory (`npm config get cache`), where the pinned versions' tarballs are. */
 export async function startRegistry(npmCache: string) {
   const packages = new Map<string, Published>();
@@ -134,7 +149,11 @@ export async function startRegistry(npmCache: string) {
       if (tarball) {
         const pinned = pinnedTarballs.get(urlPath);
         const tgz = pinned ? readFileSync(pinned) : packages.get(tarball[1])?.tarballs.get(tarball[2]);
-        return tgz ? send(200, tgz, 'application/octet-stream') : send(404, { error: 'not found' });
+        return tgz
+          ? send(200, tgz, 'application/octet-stream')
+          : send(404, {
+              error: `${urlPath.slice(1)} is not in npm's cache (${npmCache}), and this registry has no other copy`,
+            });
       }
       const doc = packages.get(urlPath.slice(1))?.doc;
       return doc ? send(200, doc) : send(404, { error: `${urlPath.slice(1)} is not in this registry` });

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { goalMarker, startMockModel } from '../../bench/mock-model.ts';
-import { startRegistry } from '../helpers/registry.ts';
+import { startRegistry, uncachedPins } from '../helpers/registry.ts';
 
 // The package as a user gets it: `npm publish` (its pack step builds dist/ and ships the lockfile as
 // npm-shrinkwrap.json) to a registry on loopback that holds only toolshift (tests/helpers/registry.ts), then
@@ -58,6 +58,15 @@ function userEnv(extra: Record<string, string> = {}): Record<string, string> {
 
 beforeAll(async () => {
   const npmCache = (await npm(['config', 'get', 'cache'], repo)).trim();
+  // What this test needs: every dependency's tarball in npm's cache, as `npm ci` in this checkout leaves them.
+  const missing = uncachedPins(npmCache, path.join(repo, 'package-lock.json'));
+  if (missing.length > 0) {
+    throw new Error(
+      `this test installs toolshift's dependencies from npm's cache (${npmCache}), where \`npm ci\` in this ` +
+        `checkout leaves every tarball it fetched; ${missing.length} are not there (${missing.slice(0, 5).join(', ')}` +
+        `${missing.length > 5 ? ', …' : ''}): run \`npm ci\` here with this cache (\`npm config get cache\`), then the test`,
+    );
+  }
   registry = await startRegistry(npmCache);
   const host = registry.url.replace(/^http:/, '');
   const at = ['--registry', `${registry.url}/`, `--${host}/:_authToken=test`];

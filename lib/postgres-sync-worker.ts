@@ -87,5 +87,8 @@ runAsWorker(async (r: Request) => {
     return { rows: res.rows, rowCount: res.rowCount ?? 0 };
   } finally {
     if (r.sql === 'COMMIT' || r.sql === 'ROLLBACK') h.inTransaction = false;
+    // A ROLLBACK sent on a connection whose end was not seen yet ends the transaction too, even when the end
+    // is seen (and marks it lost) while the ROLLBACK waits: nothing is left to refuse.
+    if (r.sql === 'ROLLBACK') h.lost = false;
   }
 });

@@ -75,11 +75,13 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   route(app, routes.manageToolsets, async (c, { body }) => {
     const res = await gateway.manageToolsets(body.session_id, body.arguments);
     // A change comes back with the session's new tool list: the agent's next request needs it anyway.
-    return c.json(res.change ? { ...res, tools: gateway.tools(body.session_id) } : res);
+    if (!res.change) return c.json(res);
+    await gateway.listed(body.session_id);
+    return c.json({ ...res, tools: gateway.tools(body.session_id) });
   });
   route(app, routes.changeDefaults, async (c, { body }) => {
     requireRole(c, ['admin'], 'Changing the default toolsets');
-    const result = gateway.changeDefaults(body);
+    const result = await gateway.changeDefaults(body);
     // MCP sessions that never changed their toolsets follow the defaults: their tool lists changed.
     await deps.face.announce();
     return c.json(result);
@@ -107,8 +109,9 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   route(app, routes.listToolsets, (c, { query }) =>
     c.json(gateway.listToolsets(query.session_id, query.query)),
   );
-  route(app, routes.listTools, (c, { query }) => {
+  route(app, routes.listTools, async (c, { query }) => {
     const sessionId = query.session_id ?? DEFAULT_SESSION;
+    await gateway.listed(sessionId);
     return c.json({ session_id: sessionId, tools: gateway.tools(sessionId) });
   });
   route(app, routes.callTool, async (c, { params, body }) =>

@@ -93,8 +93,19 @@ export function createGateway(deps: {
     }
   }
 
+  /**
+   * An upstream toolset whose server has not listed its tools yet (they are unknown, not none): not started
+   * (`idle`), or, with `orDown`, one that could not be reached when last tried.
+   */
+  const unlisted = (id: string, orDown = false) => {
+    const health = catalog.status(id)?.health;
+    return (
+      (catalog.toolset(id)?.tools.length ?? 0) === 0 && (health === 'idle' || (orDown && health === 'down'))
+    );
+  };
+
   /** Connects the upstream servers of toolsets about to be activated; a server that cannot serve refuses the activation. */
-  async function prepare(sessionId: string, ids: readonly string[]) {
+  async function prepare(sessionId: string | null, ids: readonly string[]) {
     try {
       await catalog.prepare(ids);
     } catch (err) {
@@ -145,6 +156,8 @@ export function createGateway(deps: {
       const ids = [...new Set(req.toolset_ids)];
       requireKnown(sessionId, lower(req.action), ids);
       const before = active(sessionId);
+      // Taken now: activating a toolset whose server had not listed its tools lists them (they are new).
+      const beforeTools = toolNames(before);
       if (req.action === 'ACTIVATE' || req.action === 'DEACTIVATE') store.ensureSession(sessionId, before);
       let changed: string[];
       if (req.action === 'ACTIVATE') {
@@ -164,7 +177,8 @@ export function createGateway(deps: {
         }
         const fresh = ids.filter((id) => !before.includes(id));
         if (fresh.length > 0) deps.ceiling.checkActivation(sessionId, fresh);
-        await prepare(sessionId, fresh);
+        // Also one already active (a default) whose server has not listed its tools: activating it lists them.
+        await prepare(sessionId, ids.filter((id) => !before.includes(id) || unlisted(id, true)));
         changed = store.activate(sessionId, ids);
       } else if (req.action === 'DEACTIVATE') {
         changed = store.deactivate(sessionId, ids);
@@ -176,7 +190,6 @@ export function createGateway(deps: {
       }
       store.audit({ session_id: sessionId, kind: lower(req.action), subject: ids.join(','), ok: true });
       const after = active(sessionId);
-      const beforeTools = toolNames(before);
       const afterTools = toolNames(after);
       log.info({ session: sessionId, action: req.action, ids, active: after }, 'toolsets changed');
       return {
@@ -193,7 +206,7 @@ export function createGateway(deps: {
      * Changes which toolsets new sessions start with (a user's "always give my tasks these"); sessions that
      * never changed their toolsets follow it too, the others keep theirs.
      */
-    changeDefaults(req: ChangeDefaultsRequest): ChangeDefaultsResponse {
+    async changeDefaults(req: ChangeDefaultsRequest): Promise<ChangeDefaultsResponse> {
       const ids = [...new Set(req.toolset_ids)];
       requireKnown(null, 'default', ids);
       const activate = req.action === 'ACTIVATE';
@@ -211,6 +224,9 @@ export function createGateway(deps: {
           `Toolset(s) disabled by the operator: ${disabled.join(', ')}; enable them first (action ENABLE)`,
         );
       }
+      // A new default is started and listed now, so every session that has it is offered its tools; one whose
+      // server cannot start is refused, as an activation would be.
+      if (activate) await prepare(null, ids);
       const before = defaults();
       store.setDefaults(ids, activate);
       const after = defaults();
@@ -226,6 +242,15 @@ export function createGateway(deps: {
         default_toolsets: after,
         unchanged: ids.filter((id) => before.includes(id) === after.includes(id)),
       };
+    },
+
+    async listed(sessionId = DEFAULT_SESSION): Promise<void> {
+      // Not one that was down when last tried: a listing must not wait for it on every request.
+      const waiting = active(sessionId).filter((id) => unlisted(id));
+      if (waiting.length === 0) return;
+      await catalog.prepare(waiting).catch((err: Error) => {
+        log.warn({ session: sessionId, toolsets: waiting, err: err.message }, 'active toolset not ready');
+      });
     },
 
     tools(sessionId = DEFAULT_SESSION): GatewayTool[] {

@@ -27,9 +27,15 @@ export interface Gateway {
   /** Activates or deactivates toolsets in a session, or enables or disables them for everyone. */
   changeToolsets(req: ChangeToolsetsRequest): Promise<ChangeToolsetsResponse>;
   /** Changes which toolsets new sessions start with. */
-  changeDefaults(req: ChangeDefaultsRequest): ChangeDefaultsResponse;
-  /** The tools a session may call now. */
+  changeDefaults(req: ChangeDefaultsRequest): Promise<ChangeDefaultsResponse>;
+  /** The tools a session may call now (`listed` first, for the tools of upstream toolsets not listed yet). */
   tools(sessionId?: string): GatewayTool[];
+  /**
+   * Starts and lists the upstream servers of the session's active toolsets that have not listed their tools
+   * yet (a default another replica made, or one made before this process started), so `tools` offers them;
+   * one that cannot start is logged and left out. Does nothing once all are listed.
+   */
+  listed(sessionId?: string): Promise<void>;
   /** Runs a tool for a session: only an active, enabled tool, with valid arguments, within the ceiling. */
   callTool(sessionId: string, name: string, args: Record<string, unknown>): Promise<ToolResult>;
   /** The meta-tool with a model's raw arguments; a session's changes run one at a time. */

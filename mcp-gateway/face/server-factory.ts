@@ -146,7 +146,8 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
    * has active (that session is reachable by name over REST).
    */
   const usable = async () => {
-    const all = await gateway.tools(session());
+    await gateway.listed(session());
+    const all = gateway.tools(session());
     return mode.kind === 'view' ? all.filter((t) => mode.toolsets.includes(t.toolset)) : all;
   };
 
@@ -179,7 +180,8 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
     const res = await gateway.manageToolsets(sessionId, rest);
     if (!handle) return jsonResult(res.result);
     if (res.change) deps.handleChanged(handle);
-    const usable = (await gateway.tools(handle)).map(toMcpTool);
+    await gateway.listed(handle);
+    const usable = gateway.tools(handle).map(toMcpTool);
     return jsonResult({ session: handle, ...res.result, tools: usable });
   };
 

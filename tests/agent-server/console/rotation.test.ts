@@ -165,6 +165,17 @@ describe('a console login after its token is rotated', () => {
       expect((await fetch(`${base}/agent/tasks`, { headers: { cookie } })).status).toBe(200);
     }
 
+    // A gateway that cannot be asked lets the operator's login neither in nor ends it: 503, then back in once
+    // the gateway is (on a new port: the cookie follows it).
+    await running[1].close();
+    const unreachable = await fetch(`${base}/agent/tasks`, { headers: { cookie: current.cookie } });
+    expect(unreachable.status).toBe(503);
+    expect(((await unreachable.json()) as { error: string }).error).toMatch(/gateway .* could not be asked/);
+    running.splice(1, 1);
+    await start(NEW);
+    const again = current.cookie.replace(current.name, `toolshift_console_${new URL(base).port}`);
+    expect((await fetch(`${base}/agent/tasks`, { headers: { cookie: again } })).status).toBe(200);
+
     // The old logins were ended, not just refused: back on the old tokens, the old cookies still open nothing.
     await start(OLD);
     const oldPort = new URL(base).port;

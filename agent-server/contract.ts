@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { EventStream } from '../lib/contract.ts';
-import { SessionId } from '../mcp-gateway/contract.ts';
+import { OwnSessionId } from '../mcp-gateway/contract.ts';
 import { boundedRecord, boundedString, ErrorBody, LIMITS, pageLimit } from '../tool-server/contract.ts';
 import {
   FinalStatus,
@@ -26,7 +26,8 @@ const executeTaskFields = {
       arguments: boundedRecord(boundedString(LIMITS.promptArgValue), LIMITS.promptArgs).default({}),
     })
     .optional(),
-  session_id: SessionId.optional(),
+  /** The gateway session the task acts in; never one of the MCP face's (a handle, a view). */
+  session_id: OwnSessionId.optional(),
   max_steps: z.number().int().min(1).max(500).optional(),
   /** Wall-clock limit of the task; it ends `timed_out` when reached (default AGENT_MAX_DURATION_S). */
   max_duration_s: z.number().int().min(1).max(604_800).optional(),

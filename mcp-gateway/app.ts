@@ -1,5 +1,6 @@
 import { type Context, Hono } from 'hono';
-import { HttpError, installBase, route } from '../lib/http.ts';
+import type { RouteSpec } from '../lib/contract.ts';
+import { HttpError, installBase, type RouteInput, route as register } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { serveOpenApi } from '../lib/openapi.ts';
@@ -64,7 +65,24 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   });
   // Every audit row of the request records who acted (audit-context.ts).
   app.use('*', (c, next) => withActor(actorOf(c), next));
-  route(app, routes.changeToolsets, async (c, { body }) => {
+  /**
+   * Every REST route is registered here: the session a request names (`session_id`, in its body or its query) is
+   * claimed before the route runs, so no route acts in (or reads) one of the MCP face's sessions for a credential
+   * that does not own it. The searches of the operator's records (approvals, the audit) are the exception: their
+   * `session_id` filters what those routes show of every session anyway.
+   */
+  const route = <S extends RouteSpec>(
+    spec: S,
+    handler: (c: Context, input: RouteInput<S>) => Response | Promise<Response>,
+  ) =>
+    register(app, spec, (c, input) => {
+      for (const part of [input.body, input.query]) {
+        const id = (part as { session_id?: unknown } | undefined)?.session_id;
+        if (typeof id === 'string') deps.face.claimSession(c, id);
+      }
+      return handler(c, input);
+    });
+  route(routes.changeToolsets, async (c, { body }) => {
     // One route serves both: a session's toolsets (agent or operator) and the global ceiling (operator only).
     const operator = body.action === 'ENABLE' || body.action === 'DISABLE';
     if (operator) requireRole(c, ['admin'], body.action);
@@ -72,27 +90,27 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     if (operator) await deps.face.announce();
     return c.json(result);
   });
-  route(app, routes.manageToolsets, async (c, { body }) => {
+  route(routes.manageToolsets, async (c, { body }) => {
     const res = await gateway.manageToolsets(body.session_id, body.arguments);
     // A change comes back with the session's new tool list: the agent's next request needs it anyway.
     if (!res.change) return c.json(res);
     await gateway.listed(body.session_id);
     return c.json({ ...res, tools: gateway.tools(body.session_id) });
   });
-  route(app, routes.changeDefaults, async (c, { body }) => {
+  route(routes.changeDefaults, async (c, { body }) => {
     requireRole(c, ['admin'], 'Changing the default toolsets');
     const result = await gateway.changeDefaults(body);
     // MCP sessions that never changed their toolsets follow the defaults: their tool lists changed.
     await deps.face.announce();
     return c.json(result);
   });
-  route(app, routes.approveToolset, async (c, { params, body }) => {
+  route(routes.approveToolset, async (c, { params, body }) => {
     requireRole(c, ['admin'], 'Approving upstream tools');
     const result = gateway.approveToolset(params.id, body.tools);
     await deps.face.announce();
     return c.json(result);
   });
-  route(app, routes.reloadToolsets, async (c) => {
+  route(routes.reloadToolsets, async (c) => {
     requireRole(c, ['admin'], 'Reloading the toolsets');
     // The policy and the playbooks first: a malformed one is a 400 before anything has changed.
     gateway.ceiling.reloadPolicy();
@@ -106,18 +124,16 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     await deps.face.announce();
     return c.json(result);
   });
-  route(app, routes.listToolsets, (c, { query }) =>
-    c.json(gateway.listToolsets(query.session_id, query.query)),
-  );
-  route(app, routes.listTools, async (c, { query }) => {
+  route(routes.listToolsets, (c, { query }) => c.json(gateway.listToolsets(query.session_id, query.query)));
+  route(routes.listTools, async (c, { query }) => {
     const sessionId = query.session_id ?? DEFAULT_SESSION;
     await gateway.listed(sessionId);
     return c.json({ session_id: sessionId, tools: gateway.tools(sessionId) });
   });
-  route(app, routes.callTool, async (c, { params, body }) =>
+  route(routes.callTool, async (c, { params, body }) =>
     c.json(await gateway.callTool(body.session_id ?? DEFAULT_SESSION, params.name, body.arguments)),
   );
-  route(app, routes.health, async (c) => {
+  route(routes.health, async (c) => {
     const backends = Object.fromEntries(
       await Promise.all(Object.values(deps.backends).map(async (b) => [b.name, await b.health()] as const)),
     );
@@ -133,23 +149,23 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       ? c.json({ status: 'ok' as const, backends, upstreams })
       : c.json({ error: 'a backend is unhealthy', backends, upstreams }, 503);
   });
-  route(app, routes.getPolicy, (c) => c.json(gateway.ceiling.policy()));
-  route(app, routes.reloadPolicy, (c) => c.json(gateway.ceiling.reloadPolicy()));
-  route(app, routes.listApprovals, (c, { query }) =>
+  route(routes.getPolicy, (c) => c.json(gateway.ceiling.policy()));
+  route(routes.reloadPolicy, (c) => c.json(gateway.ceiling.reloadPolicy()));
+  register(app, routes.listApprovals, (c, { query }) =>
     c.json({ approvals: gateway.ceiling.approvals.list(query) }),
   );
-  route(app, routes.getApproval, (c, { params }) => {
+  route(routes.getApproval, (c, { params }) => {
     const approval = gateway.ceiling.approvals.get(params.id);
     if (!approval)
       throw new Refusal('not_found', `No approval ${params.id}; GET /mcp/admin/approvals lists them`);
     return c.json(approval);
   });
-  route(app, routes.decideApproval, (c, { params, body }) =>
+  route(routes.decideApproval, (c, { params, body }) =>
     c.json(gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason)),
   );
-  route(app, routes.listAudit, (c, { query }) => c.json(gateway.listAudit(query)));
+  register(app, routes.listAudit, (c, { query }) => c.json(gateway.listAudit(query)));
   // A page of rows read each time the client has taken the last: memory stays one page, whatever the table holds.
-  route(app, routes.exportAudit, (c, { query }) => {
+  register(app, routes.exportAudit, (c, { query }) => {
     const pages = gateway.exportAudit(query);
     const encoder = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({
@@ -168,8 +184,8 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       'cache-control': 'no-store',
     });
   });
-  route(app, routes.listPrompts, (c) => c.json({ prompts: deps.prompts.list() }));
-  route(app, routes.renderPrompt, (c, { params, body }) => {
+  route(routes.listPrompts, (c) => c.json({ prompts: deps.prompts.list() }));
+  route(routes.renderPrompt, (c, { params, body }) => {
     try {
       return c.json(deps.prompts.render(params.name, body.arguments));
     } catch (err) {

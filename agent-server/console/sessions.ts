@@ -19,6 +19,9 @@ import type { TaskStore } from '../store/interface.ts';
 // console calls the gateway on the user's behalf with it, and the database alone gives no token away. The
 // CSRF token is derived from the secret too (HMAC), so it is never stored. A one-time login link carries a
 // code kept the same way, taken (deleted) by its first use on any process sharing the store.
+// A login lasts only as long as the token it was made with: every request checks the unsealed token against
+// the one that role has now (this process's own, or the operator's as the gateway answers now), and a login
+// whose token was changed is deleted, on whichever process sees it first.
 
 export const CONSOLE_PREFIX = '/console';
 export const LOGIN_PATH = '/console/login';
@@ -115,6 +118,30 @@ export function createLogins(deps: LoginDeps) {
     }
   }
 
+  /**
+   * Whether `token` is still the token of `role`. This service's own roles are compared with the tokens this
+   * process holds; the operator's is the gateway's to say (only it holds GATEWAY_ADMIN_TOKEN), asked now, and
+   * never taken from a gateway that would answer anyone. A gateway that cannot be asked is a 503: the login is
+   * neither let in nor ended.
+   */
+  async function stillHeld(role: string, token: string): Promise<boolean> {
+    if (role !== 'admin') {
+      return deps.security.tokens.some((t) => t.role === role && tokenMatches(token, t.token));
+    }
+    try {
+      const [withToken, withNone] = await Promise.all([gatewayAccepts(token), gatewayAccepts(undefined)]);
+      return withToken && !withNone;
+    } catch (err) {
+      throw new HttpError(
+        503,
+        `The gateway (${deps.gateway.baseUrl}) could not be asked whether this operator login's token is still ` +
+          `GATEWAY_ADMIN_TOKEN: ${(err as Error).message}; retry once the gateway is up`,
+        {},
+        { 'retry-after': '5' },
+      );
+    }
+  }
+
   /** A new login for `token` as `role`: its secret (the cookie's value). */
   async function open(role: Role, token: string): Promise<string> {
     const secret = randomBytes(32).toString('base64url');
@@ -141,15 +168,16 @@ export function createLogins(deps: LoginDeps) {
       'GET /console/assets/icon.svg',
     ]),
     async resolve(secret): Promise<ConsoleLogin | undefined> {
-      const row = await store.login(hashOf(secret));
+      const id = hashOf(secret);
+      const row = await store.login(id);
       const token = row && unseal(secret, row.sealed);
       if (!row || token === undefined) return undefined;
-      // A login made with this service's own token ends when that token is changed (rotated).
-      if (
-        row.role !== 'admin' &&
-        !deps.security.tokens.some((t) => t.role === row.role && tokenMatches(token, t.token))
-      )
+      // A login ends when its token is changed (rotated), the operator's too: deleted, so it opens nothing on
+      // any process even if the old token came back.
+      if (!(await stillHeld(row.role, token))) {
+        await store.dropLogin(id);
         return undefined;
+      }
       return {
         role: row.role === 'admin' ? 'user' : (row.role as Role),
         consoleRole: row.role as Role,
@@ -194,7 +222,7 @@ export function createLogins(deps: LoginDeps) {
     async redeem(c: Context, code: string): Promise<boolean> {
       const row = code.length <= 100 ? await store.takeLoginCode(hashOf(code)) : undefined;
       const token = row && unseal(code, row.sealed);
-      if (!row || token === undefined) return false;
+      if (!row || token === undefined || !(await stillHeld(row.role, token))) return false;
       setCookie(c, cookieName(c), await open(row.role as Role, token), cookieOptions(c));
       return true;
     },

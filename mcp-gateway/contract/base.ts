@@ -7,6 +7,27 @@ export const SessionId = z
   .string()
   .regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'must be 1-128 characters of letters, digits, _ . : -');
 
+/**
+ * The MCP face's own session ids: its handles and its legacy connections' sessions (`mcp_…`, each bound to the
+ * credential that made it) and its fixed views (`view:…`). No other door acts in them: the gateway's REST routes
+ * take a handle only from the credential that made it and a view never, and a task names none.
+ */
+export const FACE_SESSION_PREFIXES = { handle: 'mcp_', view: 'view:' } as const;
+
+/** Whether `id` is in the MCP face's namespace (FACE_SESSION_PREFIXES). */
+export const isFaceSessionId = (id: string): boolean =>
+  id.startsWith(FACE_SESSION_PREFIXES.handle) || id.startsWith(FACE_SESSION_PREFIXES.view);
+
+/** What a session id outside the MCP face may be, for error messages. */
+export const OWN_SESSION_RULE =
+  `a session of your own: 1-128 letters, digits, _ . : -, not starting with ${FACE_SESSION_PREFIXES.handle} ` +
+  `or ${FACE_SESSION_PREFIXES.view} (those are the MCP face's sessions, each bound to the MCP client that made it)`;
+
+/** A session id a caller outside the MCP face names: none of the face's (a task's, a REST client's). */
+export const OwnSessionId = SessionId.refine((id) => !isFaceSessionId(id), {
+  message: `must be ${OWN_SESSION_RULE}; or leave it out for a new one`,
+});
+
 export const ToolsetId = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z0-9_]{1,64}$');
 
 /** ACTIVATE/DEACTIVATE act on one session; ENABLE/DISABLE set the operator's global ceiling. */

@@ -10,8 +10,10 @@ import { HttpError } from '../../lib/http.ts';
 import { JsonInputError, parseJson } from '../../lib/json.ts';
 import { bodyText } from '../../lib/node-request.ts';
 import { requireRole } from '../../lib/security.ts';
+import { FACE_SESSION_PREFIXES, isFaceSessionId, OWN_SESSION_RULE } from '../contract.ts';
 import type { Gateway } from '../core/gateway.ts';
-import type { HandleStore } from './handles.ts';
+import { Refusal } from '../core/refusals.ts';
+import { HandleError, type HandleStore } from './handles.ts';
 import { LegacySessions } from './legacy-sessions.ts';
 import type { LegacySessionStore } from './legacy-store.ts';
 import { buildFaceServer, type FaceDeps, type PromptSource } from './server-factory.ts';
@@ -138,7 +140,7 @@ export function createMcpFace(opts: McpFaceOptions) {
     ].sort();
     // Unknown, disabled or denied toolsets are refused on every request, as the operator may change them: a
     // view serves nothing of them (not their tools, prompts or resources) and their server is not started.
-    const sessionId = `view:${ids.join('.')}`;
+    const sessionId = `${FACE_SESSION_PREFIXES.view}${ids.join('.')}`;
     const inactive = opts.gateway.checkView(sessionId, ids);
     if (inactive.length > 0)
       await opts.gateway.changeToolsets({ action: 'ACTIVATE', toolset_ids: inactive, session_id: sessionId });
@@ -184,6 +186,28 @@ export function createMcpFace(opts: McpFaceOptions) {
         }
         return handler.modern.fetch(request, extra);
       });
+    },
+    /**
+     * The session a request of another door (the gateway's REST routes) names, checked: one of the face's is
+     * refused unless it is a handle of the request's own credential (a view is the face's alone). Unknown and
+     * foreign handles are refused in the same words, so nothing about another credential's handle is confirmed.
+     */
+    claimSession(c: Context, sessionId: string): void {
+      if (!isFaceSessionId(sessionId)) return;
+      if (!sessionId.startsWith(FACE_SESSION_PREFIXES.view)) {
+        try {
+          opts.handles.use(sessionId, credentialOf(c));
+          return;
+        } catch (err) {
+          if (!(err instanceof HandleError)) throw err;
+        }
+      }
+      throw new Refusal(
+        'invalid_arguments',
+        `session_id ${JSON.stringify(sessionId)} is not a session this credential may act in here: ` +
+          `the MCP face's handles are used only by the credential that made them, and its fixed views only at ` +
+          `/mcp/toolsets/<ids>. Name ${OWN_SESSION_RULE}, or leave session_id out for the default session.`,
+      );
     },
     /** Announces a deployment-level change (operator enable/disable, reload, approval) to MCP clients. */
     async announce(): Promise<void> {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../../lib/sqlite.ts';
+import { FACE_SESSION_PREFIXES } from '../contract.ts';
 
 // Session handles of the MCP face's modern leg (MCP 2026-07-28 has no protocol sessions: per-conversation
 // state is a handle passed as a tool argument). A handle *is* a gateway session id, minted here with 128
@@ -105,7 +106,7 @@ export function handleStore(q: HandleQueries, opts: HandleOptions) {
       // A bounded table per credential: the least recently used handles go first.
       const over = q.count(credential) - max + 1;
       if (over > 0) dropped(q.dropOldest(credential, over));
-      const handle = `mcp_${randomBytes(16).toString('base64url')}`;
+      const handle = `${FACE_SESSION_PREFIXES.handle}${randomBytes(16).toString('base64url')}`;
       q.insert(handle, credential, now());
       return handle;
     },

@@ -4,6 +4,7 @@ import {
   type Server,
   WebStandardStreamableHTTPServerTransport,
 } from '@modelcontextprotocol/server';
+import { FACE_SESSION_PREFIXES } from '../contract.ts';
 import { Connection, type LegacyConnection } from './legacy-connection.ts';
 import { type LegacyInit, type LegacySessionStore, legacySessionKey } from './legacy-store.ts';
 
@@ -108,7 +109,12 @@ export class LegacySessions {
     }
     const refused = await this.admit(credential);
     if (refused) return refused;
-    const conn = new Connection(credential, newId('mcp_legacy_'), undefined, this.store);
+    const conn = new Connection(
+      credential,
+      newId(`${FACE_SESSION_PREFIXES.handle}legacy_`),
+      undefined,
+      this.store,
+    );
     const transport = await this.open(newId('mcp_'), conn, initOf(parsedBody), true);
     return transport.handleRequest(request, { parsedBody, authInfo });
   }

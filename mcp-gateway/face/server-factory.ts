@@ -11,7 +11,7 @@ import { HttpError } from '../../lib/http.ts';
 import { describeIssues } from '../../lib/issues.ts';
 import { extractContext, GENAI, inSpan, MCP, type Span, SpanKind } from '../../lib/tracing.ts';
 import { LIMITS } from '../../tool-server/contract.ts';
-import { CALL_TOOL, MANAGE_TOOLSETS, RenderPromptRequest } from '../contract.ts';
+import { CALL_TOOL, FACE_SESSION_PREFIXES, MANAGE_TOOLSETS, RenderPromptRequest } from '../contract.ts';
 import type { Gateway } from '../core/gateway.ts';
 import { validManageArgs } from '../core/manage-toolsets.ts';
 import { Refusal } from '../core/refusals.ts';
@@ -176,7 +176,7 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
       );
     }
     // LIST without a session reads a fresh, never-stored session: the catalog with the default toolsets.
-    const sessionId = handle ?? `mcp_list_${randomBytes(8).toString('hex')}`;
+    const sessionId = handle ?? `${FACE_SESSION_PREFIXES.handle}list_${randomBytes(8).toString('hex')}`;
     const res = await gateway.manageToolsets(sessionId, rest);
     if (!handle) return jsonResult(res.result);
     if (res.change) deps.handleChanged(handle);
@@ -313,7 +313,10 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
       const shown = uri.length > 256 ? `${uri.slice(0, 256)}… (${uri.length} characters)` : uri;
       throw new ResourceNotFoundError(shown, `Unknown resource; this server has ${CATALOG_URI}`);
     }
-    const sessionId = mode.kind === 'modern' ? `mcp_list_${randomBytes(8).toString('hex')}` : session();
+    const sessionId =
+      mode.kind === 'modern'
+        ? `${FACE_SESSION_PREFIXES.handle}list_${randomBytes(8).toString('hex')}`
+        : session();
     const { toolsets } = await gateway.listToolsets(sessionId);
     const text = JSON.stringify({
       toolsets: toolsets.map(({ id, description, tools, enabled }) => ({ id, description, tools, enabled })),

@@ -287,12 +287,14 @@ describe('bounds', () => {
     stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
     const client = await connect(stack, 'legacy', { path: '/mcp/toolsets/fs_write' });
     await client.listTools();
-    // Someone activates fs_read in the view's gateway session over REST.
-    await stack.post(stack.gatewayApp, '/mcp/admin/toolsets', {
+    // fs_read active in the view's gateway session all the same (no REST route may name a view's session, so
+    // through the gateway's core, as a bug or a later door might).
+    await stack.gateway.changeToolsets({
       action: 'ACTIVATE',
       toolset_ids: ['fs_read'],
       session_id: 'view:fs_write',
     });
+    expect(stack.gatewayStore.activeToolsets('view:fs_write')).toContain('fs_read');
     await stack.post(stack.toolApp, '/tools/write_file', { path: 'secret.txt', content: 'not for the view' });
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual([
       'write_file',

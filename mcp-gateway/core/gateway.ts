@@ -178,7 +178,10 @@ export function createGateway(deps: {
         const fresh = ids.filter((id) => !before.includes(id));
         if (fresh.length > 0) deps.ceiling.checkActivation(sessionId, fresh);
         // Also one already active (a default) whose server has not listed its tools: activating it lists them.
-        await prepare(sessionId, ids.filter((id) => !before.includes(id) || unlisted(id, true)));
+        await prepare(
+          sessionId,
+          ids.filter((id) => !before.includes(id) || unlisted(id, true)),
+        );
         changed = store.activate(sessionId, ids);
       } else if (req.action === 'DEACTIVATE') {
         changed = store.deactivate(sessionId, ids);

@@ -58,9 +58,8 @@ export function parseYamlText(text: string, file: string, hint?: (text: string) 
   return { doc, lines, value };
 }
 
-/** Reads and parses `file` (at most MAX_YAML_FILE_BYTES); throws YamlFileError naming the file. */
-export function readYamlFile(file: string, hint?: (text: string) => string): ParsedYaml & { text: string } {
-  let text: string;
+/** The text of a configuration file (YAML or JSON), at most MAX_YAML_FILE_BYTES; else YamlFileError. */
+export function readConfigText(file: string): string {
   try {
     const size = statSync(file).size;
     if (size > MAX_YAML_FILE_BYTES) {
@@ -68,10 +67,15 @@ export function readYamlFile(file: string, hint?: (text: string) => string): Par
         `${file}: ${size} bytes, more than the ${MAX_YAML_FILE_BYTES} a configuration file may have`,
       );
     }
-    text = readFileSync(file, 'utf8');
+    return readFileSync(file, 'utf8');
   } catch (err) {
     if (err instanceof YamlFileError) throw err;
     throw new YamlFileError(`${file}: cannot be read: ${(err as Error).message}`);
   }
+}
+
+/** Reads and parses `file` (at most MAX_YAML_FILE_BYTES); throws YamlFileError naming the file. */
+export function readYamlFile(file: string, hint?: (text: string) => string): ParsedYaml & { text: string } {
+  const text = readConfigText(file);
   return { ...parseYamlText(text, file, hint), text };
 }

@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { Document, parse as parseYaml } from 'yaml';
+import { Document } from 'yaml';
 import { z } from 'zod';
 import { describeIssues } from '../../lib/issues.ts';
 import { createLogger } from '../../lib/log.ts';
+import { readConfigText, readYamlFile, YamlFileError } from '../../lib/yaml-file.ts';
 import { McpConnection, type McpServerSpec } from '../backends/mcp-connection.ts';
 import { Redactor } from '../catalog/env-expand.ts';
 import { defaultPrefix, resolveCommand } from '../catalog/toolset-files.ts';
@@ -87,8 +88,9 @@ function existingIds(dir: string): Map<string, string> {
   const ids = new Map<string, string>();
   if (!existsSync(dir)) return ids;
   for (const name of readdirSync(dir).filter((f) => /\.ya?ml$/.test(f))) {
+    // A file that does not parse claims no id (the gateway skips it, naming it, when it loads).
     try {
-      const id = (parseYaml(readFileSync(path.join(dir, name), 'utf8')) as { id?: unknown })?.id;
+      const id = (readYamlFile(path.join(dir, name)).value as { id?: unknown } | null)?.id;
       if (typeof id === 'string') ids.set(id, name);
     } catch {}
   }
@@ -130,8 +132,9 @@ async function describe(
 export async function importServers(opts: ImportOptions): Promise<ImportOutcome[]> {
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(opts.file, 'utf8'));
+    raw = JSON.parse(readConfigText(opts.file));
   } catch (err) {
+    if (err instanceof YamlFileError) throw new Error(err.message);
     throw new Error(`${opts.file}: not a readable JSON file: ${(err as Error).message}`);
   }
   const parsed = Config.safeParse(raw);

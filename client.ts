@@ -265,6 +265,7 @@ function parse(argv: string[]) {
       'cancel-on-interrupt': { type: 'boolean' },
       force: { type: 'boolean' },
       'no-connect': { type: 'boolean' },
+      'allow-var': { type: 'string', multiple: true },
       'approve-all': { type: 'boolean' },
       'deny-all': { type: 'boolean' },
       reason: { type: 'string' },

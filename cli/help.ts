@@ -80,11 +80,13 @@ Usage:
   toolshift toolsets [list] [--session ID] [--query WORDS] [--json]
   toolshift toolsets activate|deactivate <toolset_id>... [--session ID]
   toolshift toolsets enable|disable <toolset_id>...
-  toolshift toolsets import <mcpServers.json> [--force] [--no-connect]
+  toolshift toolsets import <mcpServers.json> [--force] [--no-connect] [--allow-var NAME]...
   toolshift toolsets reload
   toolshift toolsets approve <toolset_id> [tool...]
 
 Without --session, activate/deactivate act on the session named "default".
+import refuses a \${VAR} the file already has (the gateway would fill it from its own environment)
+unless each is named with --allow-var NAME; nothing is written then.
 These commands talk to the gateway and send GATEWAY_ADMIN_TOKEN when it is set.
 
 ${EXIT_CODES}`,

@@ -13,6 +13,7 @@ export interface ToolsetsFlags {
   query?: string;
   force?: boolean;
   'no-connect'?: boolean;
+  'allow-var'?: string[];
 }
 
 /** Runs `toolshift toolsets …`; resolves to the exit code. */
@@ -202,6 +203,7 @@ async function upstreamCommand(
     force: values.force,
     connect: !values['no-connect'],
     env: io.env,
+    allowVars: values['allow-var'],
   });
   for (const o of outcomes) {
     if (o.status === 'skipped') {
@@ -211,7 +213,13 @@ async function upstreamCommand(
     io.stdout(
       `wrote ${o.file} (toolset ${o.id}, tools offered as ${o.prefix}<tool>${o.described ? ', described by the server' : ''})\n`,
     );
+    if (o.declared.length > 0) io.stdout(`  the toolset declares the variables: ${o.declared.join(', ')}\n`);
     if (o.variables.length > 0) io.stdout(`  set in the gateway's environment: ${o.variables.join(', ')}\n`);
+    if (o.settings.length > 0) {
+      io.stderr(
+        `  warning: it sends toolshift's own ${o.settings.join(', ')} to this server (allow_toolshift_settings in ${o.file})\n`,
+      );
+    }
     if (o.note) io.stderr(`  improve the description: ${o.note}\n`);
   }
   if (outcomes.some((o) => o.status === 'written')) {

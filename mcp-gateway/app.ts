@@ -112,17 +112,19 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   });
   route(routes.reloadToolsets, async (c) => {
     requireRole(c, ['admin'], 'Reloading the toolsets');
-    // The policy and the playbooks first: a malformed one is a 400 before anything has changed.
-    gateway.ceiling.reloadPolicy();
+    // Each file is its own: a policy that does not load leaves the running policy in force, a prompt file
+    // that does not load is skipped, and both are named in the warnings while everything else reloads.
+    const warnings: string[] = [];
     try {
-      deps.prompts.reload();
+      gateway.ceiling.reloadPolicy();
     } catch (err) {
-      if (err instanceof PromptError) throw new Refusal('invalid_config', err.message);
-      throw err;
+      if (!(err instanceof Refusal)) throw err;
+      warnings.push(`${err.message} (the running policy stays in force until the file loads)`);
     }
+    warnings.push(...deps.prompts.reload().warnings);
     const result = await gateway.reloadToolsets();
     await deps.face.announce();
-    return c.json(result);
+    return c.json({ ...result, warnings: [...warnings, ...result.warnings] });
   });
   route(routes.listToolsets, (c, { query }) => c.json(gateway.listToolsets(query.session_id, query.query)));
   route(routes.listTools, async (c, { query }) => {

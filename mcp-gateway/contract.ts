@@ -171,7 +171,7 @@ export const gatewayRoutes = {
     path: '/mcp/admin/reload',
     roles: ['admin'],
     summary:
-      'Re-read TOOLSETS_DIR and USER_TOOLSETS_DIR: load what is new (servers start on first use), drop what is gone, skip a toolset whose names collide; an invalid shipped directory changes nothing',
+      'Re-read POLICY_FILE, PROMPTS_DIR, TOOLSETS_DIR and USER_TOOLSETS_DIR: load what is new (servers start on first use), drop what is gone, skip a toolset whose names collide and each user toolset or prompt file that does not load (named in warnings; a policy that does not load is a warning and the running one stays); an invalid shipped directory changes nothing',
     responses: { 200: ReloadResponse, 400: ErrorBody, 401: ErrorBody },
   },
   listToolsets: {

@@ -129,6 +129,9 @@ export async function startGateway(
     metrics,
   );
   const prompts = createPromptCatalog(config.gateway.promptsDir);
+  for (const warning of prompts.warnings()) log.warn({ warning }, 'a prompt file is skipped');
+  const policyError = ceiling.policy().error;
+  if (policyError) log.error({ error: policyError }, 'the policy file does not load: everything is denied');
   // A deleted handle (evicted or expired) takes its gateway session with it.
   const handleOptions = {
     idleMs: config.gateway.mcp.handleIdleMs,

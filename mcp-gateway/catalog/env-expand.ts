@@ -1,10 +1,28 @@
+import { EnvSchema } from '../../lib/config.ts';
+
 // `${VAR}` references in toolset files: filled from the environment when a file is loaded, and the
 // values kept out of everything the gateway shows or stores (admin API, SQLite, logs, tool results).
+// A file may only use variables it declares, and never toolshift's own settings unless the operator
+// allows them by name for that file: the gateway's environment holds its model key and its tokens.
 
 const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 
 /** Variables whose values are paths the operator already knows, so they are not treated as secrets. */
 export const PUBLIC_VARIABLES: ReadonlySet<string> = new Set(['TOOLSHIFT_DATA_DIR', 'TOOLSETS_DIR']);
+
+/** Every variable toolshift reads as a setting (lib/config.ts), and the families its settings come in. */
+const SETTINGS: ReadonlySet<string> = new Set(Object.keys(EnvSchema.shape));
+const SETTING_FAMILY = /^(OPENAI|TOOLSHIFT)_/;
+
+/**
+ * True for one of toolshift's own settings (its model key, database URL, tokens, any OPENAI_* or
+ * TOOLSHIFT_*): a toolset file gets its value only when allow_toolshift_settings names it. The public paths
+ * (PUBLIC_VARIABLES) are not: the gateway fills them with its resolved directories.
+ */
+export function isToolshiftSetting(name: string): boolean {
+  if (PUBLIC_VARIABLES.has(name)) return false;
+  return SETTINGS.has(name) || SETTING_FAMILY.test(name);
+}
 
 /** The names referenced in `text`, in order of first use. */
 export function referencedVariables(text: string): string[] {

@@ -1,13 +1,14 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import Handlebars from 'handlebars';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { describeIssues } from '../../lib/issues.ts';
+import { readYamlFile, YamlFileError } from '../../lib/yaml-file.ts';
 
 // Playbook prompts: YAML files in PROMPTS_DIR, each a named template with declared arguments, rendered
 // strictly with Handlebars ({{var}}, {{#if var}}…{{/if}}). Served on the MCP face (prompts/list, prompts/get),
-// over REST, and as a task's goal.
+// over REST, and as a task's goal. A file that does not load (its YAML, its keys, its template) is skipped and
+// named; the others are served.
 
 const Name = z.string().regex(/^[a-z0-9_-]{1,64}$/, 'must match ^[a-z0-9_-]{1,64}$');
 
@@ -59,43 +60,67 @@ function compile(p: Playbook): Render {
   return template;
 }
 
-/** Reads every `*.yaml`/`*.yml` of `dir` (a missing dir is an empty catalog); refuses bad files naming them. */
-export function loadPlaybooks(dir: string): Map<string, { playbook: Playbook; render: Render }> {
+type Entry = { playbook: Playbook; render: Render };
+
+/** One prompt file, or a PromptError naming it. */
+function loadPlaybook(file: string): Entry {
+  let raw: unknown;
+  try {
+    raw = readYamlFile(file).value;
+  } catch (err) {
+    if (err instanceof YamlFileError) throw new PromptError(err.message);
+    throw err;
+  }
+  const parsed = PromptFile.safeParse(raw);
+  if (!parsed.success) throw new PromptError(`${file}: ${describeIssues(parsed.error)}`);
+  const playbook = { ...parsed.data, file };
+  return { playbook, render: compile(playbook) };
+}
+
+/**
+ * Reads every `*.yaml`/`*.yml` of `dir` (a missing dir is an empty catalog). A file that does not load is
+ * skipped, its error (file and reason) in `warnings`; the others load.
+ */
+export function loadPlaybooks(dir: string): { playbooks: Map<string, Entry>; warnings: string[] } {
+  const playbooks = new Map<string, Entry>();
+  const warnings: string[] = [];
   let names: string[];
   try {
     names = readdirSync(dir)
       .filter((f) => /\.ya?ml$/.test(f))
       .sort();
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new Map();
-    throw new PromptError(`Cannot read the prompts directory ${dir}: ${(err as Error).message}`);
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
+      warnings.push(`Cannot read the prompts directory ${dir}: ${(err as Error).message}`);
+    }
+    return { playbooks, warnings };
   }
-  const out = new Map<string, { playbook: Playbook; render: Render }>();
   for (const name of names) {
     const file = path.join(dir, name);
-    let raw: unknown;
     try {
-      raw = parseYaml(readFileSync(file, 'utf8'));
+      const entry = loadPlaybook(file);
+      const clash = playbooks.get(entry.playbook.name);
+      if (clash) {
+        throw new PromptError(
+          `${file}: prompt ${entry.playbook.name} is already defined in ${clash.playbook.file}`,
+        );
+      }
+      playbooks.set(entry.playbook.name, entry);
     } catch (err) {
-      throw new PromptError(`${file}: not valid YAML: ${(err as Error).message}`);
+      const message = err instanceof PromptError ? err.message : `${file}: ${(err as Error).message}`;
+      warnings.push(`${message} (this file is skipped; the other prompts load)`);
     }
-    const parsed = PromptFile.safeParse(raw);
-    if (!parsed.success) throw new PromptError(`${file}: ${describeIssues(parsed.error)}`);
-    const playbook = { ...parsed.data, file };
-    const clash = out.get(playbook.name);
-    if (clash)
-      throw new PromptError(`${file}: prompt ${playbook.name} is already defined in ${clash.playbook.file}`);
-    out.set(playbook.name, { playbook, render: compile(playbook) });
   }
-  return out;
+  return { playbooks, warnings };
 }
 
 /** The playbook catalog; reload() swaps it whole or not at all. */
 export type PromptCatalog = ReturnType<typeof createPromptCatalog>;
 
-/** Loads the catalog from `dir`. */
+/** Loads the catalog from `dir`; warnings() names the files skipped. */
 export function createPromptCatalog(dir: string) {
-  let playbooks = loadPlaybooks(dir);
+  let loaded = loadPlaybooks(dir);
+  let playbooks = loaded.playbooks;
   const names = () => [...playbooks.keys()].join(', ') || 'none';
   return {
     /** As MCP lists prompts. */
@@ -138,10 +163,13 @@ export function createPromptCatalog(dir: string) {
       }
       return { name, description: p.description, text: entry.render(values).trim() };
     },
-    /** Re-reads the directory; on an error the running catalog stays and the error is thrown. */
-    reload(): { prompts: string[] } {
-      playbooks = loadPlaybooks(dir);
-      return { prompts: [...playbooks.keys()] };
+    /** The files skipped at the last load, each with its reason. */
+    warnings: () => loaded.warnings,
+    /** Re-reads the directory: the files that load replace the catalog, the others are named in warnings. */
+    reload(): { prompts: string[]; warnings: string[] } {
+      loaded = loadPlaybooks(dir);
+      playbooks = loaded.playbooks;
+      return { prompts: [...playbooks.keys()], warnings: loaded.warnings };
     },
   };
 }

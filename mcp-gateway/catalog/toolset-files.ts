@@ -1,10 +1,10 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { LineCounter, parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { installationDir, userDataDir } from '../../lib/installation.ts';
+import { readYamlFile, YamlFileError } from '../../lib/yaml-file.ts';
 import type { McpServerSpec } from '../backends/mcp-connection.ts';
-import { expandVariables, Redactor, referencedVariables } from './env-expand.ts';
+import { expandVariables, isToolshiftSetting, Redactor, referencedVariables } from './env-expand.ts';
 import { type McpBlock, ToolsetFile } from './toolset-schema.ts';
 
 // Toolset files: one YAML file per toolset, read and checked with file-and-line errors. The shipped ones are
@@ -12,7 +12,9 @@ import { type McpBlock, ToolsetFile } from './toolset-schema.ts';
 // `<data dir>/toolsets`, where `toolsets import` writes) load after them, a user file replaces a shipped
 // toolset with the same id, and a user file with an error is skipped with a warning while the rest load.
 // A file names a native backend (`backend: tool-server`) or an upstream MCP server (`backend: {mcp: …}`),
-// whose `${VAR}` references are filled here, from the environment, and never shown again.
+// whose `${VAR}` references are filled here, from the environment, and never shown again. A file expands
+// only the variables it declares (`variables:`), and toolshift's own settings only where the operator names
+// them (`allow_toolshift_settings:`); any way a file is bad, its YAML included, is that file's error.
 
 /** The meta-tool's name; no toolset may offer a tool by that name. */
 export const RESERVED_TOOL = 'manage_toolsets';
@@ -147,8 +149,9 @@ export function loadToolsets(
       spec = readToolsetFile(file, vars);
       checkNames([spec]);
     } catch (err) {
-      if (!(err instanceof CatalogError)) throw err;
-      warnings.push(`${err.message} (this file is skipped; the other toolsets load)`);
+      // Whatever goes wrong with one user file is that file's: it is named and skipped, never the start's.
+      const message = err instanceof CatalogError ? err.message : `${file}: ${(err as Error).message}`;
+      warnings.push(`${message} (this file is skipped; the other toolsets load)`);
       continue;
     }
     const twin = userIds.get(spec.id);
@@ -177,14 +180,16 @@ function toolsetFileNames(dir: string): string[] {
 }
 
 function readToolsetFile(file: string, vars: Record<string, string | undefined>): ToolsetSpec {
-  const text = readFileSync(file, 'utf8');
-  const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
-  if (doc.errors.length > 0) {
-    const e = doc.errors[0];
-    const hint = /\{[^}\n]*\$\{/.test(text) ? ` (inside { } put a value with \${VAR} in quotes)` : '';
-    throw new CatalogError(`${file}:${lines.linePos(e.pos[0]).line}: not valid YAML: ${e.message}${hint}`);
+  let yaml: ReturnType<typeof readYamlFile>;
+  try {
+    yaml = readYamlFile(file, (text) =>
+      /\{[^}\n]*\$\{/.test(text) ? ` (inside { } put a value with \${VAR} in quotes)` : '',
+    );
+  } catch (err) {
+    if (err instanceof YamlFileError) throw new CatalogError(err.message);
+    throw err;
   }
+  const { doc, lines } = yaml;
   const at = (where: readonly PropertyKey[]) => {
     for (let n = where.length; n >= 0; n--) {
       const node = doc.getIn(where.slice(0, n), true) as { range?: [number, number] } | undefined;
@@ -192,7 +197,7 @@ function readToolsetFile(file: string, vars: Record<string, string | undefined>)
     }
     return file;
   };
-  const parsed = ToolsetFile.safeParse(doc.toJS());
+  const parsed = ToolsetFile.safeParse(yaml.value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue.path.length > 0 ? `${issue.path.join('.')}: ` : '';
@@ -211,7 +216,7 @@ function readToolsetFile(file: string, vars: Record<string, string | undefined>)
     if (f.prefix) fail(['prefix'], 'prefix is for MCP backends; native tools keep their names');
     backend = f.backend;
   } else {
-    backend = mcpBackend(file, f.backend.mcp, vars, fail);
+    backend = mcpBackend(file, f.backend.mcp, vars, declaredVariables(f, fail), fail);
   }
   return {
     id: f.id,
@@ -227,20 +232,58 @@ function readToolsetFile(file: string, vars: Record<string, string | undefined>)
   };
 }
 
+type Fail = (where: readonly PropertyKey[], message: string) => never;
+
+/**
+ * The variables a file may expand: those it lists under `variables`, where toolshift's own settings are
+ * refused unless `allow_toolshift_settings` names them too (or alone).
+ */
+function declaredVariables(f: z.infer<typeof ToolsetFile>, fail: Fail): Set<string> {
+  const allowed = new Set(f.allow_toolshift_settings);
+  for (const [i, name] of f.allow_toolshift_settings.entries()) {
+    if (!isToolshiftSetting(name)) {
+      fail(
+        ['allow_toolshift_settings', i],
+        `${name} is not one of toolshift's settings; list it under variables instead`,
+      );
+    }
+  }
+  for (const [i, name] of f.variables.entries()) {
+    if (isToolshiftSetting(name) && !allowed.has(name)) {
+      fail(
+        ['variables', i],
+        `${name} is one of toolshift's own settings, which a toolset does not get: use a variable of ` +
+          `this server's own (e.g. ${f.id.toUpperCase()}_${name}), or, to send toolshift's value to this ` +
+          `server, name it under allow_toolshift_settings`,
+      );
+    }
+  }
+  return new Set([...f.variables, ...allowed]);
+}
+
 function mcpBackend(
   file: string,
   raw: z.infer<typeof McpBlock>,
   vars: Record<string, string | undefined>,
-  fail: (where: readonly PropertyKey[], message: string) => never,
+  declared: ReadonlySet<string>,
+  fail: Fail,
 ): McpBackendSpec {
   const secrets: Record<string, string> = {};
-  const fill = (value: string, where: PropertyKey[]) =>
-    expandVariables(value, vars, (name) =>
+  const fill = (value: string, where: PropertyKey[]) => {
+    for (const name of referencedVariables(value)) {
+      if (declared.has(name)) continue;
+      const setting = isToolshiftSetting(name)
+        ? `; ${name} is one of toolshift's own settings, which a toolset gets only when allow_toolshift_settings names it (its value is then sent to this server)`
+        : `; add it to the file's declared variables (variables: [${name}])`;
+      fail(where, `variable ${name} (used in ${where.join('.')}) is not declared${setting}`);
+    }
+    return expandVariables(value, vars, (name) =>
       fail(where, `variable ${name} is not set (used in ${where.join('.')}); export it or add it to .env`),
     );
+  };
   const base = ['backend', 'mcp'];
   for (const name of referencedVariables(JSON.stringify(raw))) {
-    const value = vars[name];
+    const value = declared.has(name) ? vars[name] : undefined;
     if (value !== undefined) secrets[name] = value;
   }
   const protocol = raw.protocol ?? (raw.command ? 'legacy' : 'auto');

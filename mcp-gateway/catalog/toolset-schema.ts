@@ -64,12 +64,18 @@ export const ToolsetFile = z.strictObject(
       .optional(),
     pin: z.boolean().default(true),
     timeout_seconds: z.number().positive().max(3600).default(60),
+    // The environment variables the file's ${VAR} references may use; anything else is the file's error.
+    variables: z.array(EnvName).max(100, 'at most 100 variables').default([]),
+    // Dangerous: toolshift's own settings (its model key, tokens, database URL) this file may send to its
+    // server. Only the operator writes these, by name.
+    allow_toolshift_settings: z.array(EnvName).max(100, 'at most 100 settings').default([]),
   },
   {
     error: (issue) =>
       issue.code === 'unrecognized_keys'
         ? `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')}; a toolset file has ` +
-          'id, description, keywords, default, backend, tools, prefix, pin, timeout_seconds'
+          'id, description, keywords, default, backend, tools, prefix, pin, timeout_seconds, variables, ' +
+          'allow_toolshift_settings'
         : undefined,
   },
 );

@@ -2,7 +2,7 @@ import { currentActor } from '../core/audit-context.ts';
 import { Refusal } from '../core/refusals.ts';
 import type { AuditEntry } from '../store/store.ts';
 import type { ApprovalStore, ApprovalSubject } from './approvals.ts';
-import { loadPolicy, type Policy, PolicyError } from './policy.ts';
+import { denyAllPolicy, loadPolicy, type Policy, PolicyError } from './policy.ts';
 
 // The operator's ceiling on what the model may do, beyond which toolsets are enabled: the policy (deny / ask
 // / allow), human approvals for `ask`, and rate limits. The gateway calls it on every path (REST and MCP)
@@ -28,10 +28,27 @@ export interface CeilingOptions {
 /** The ceiling of one gateway. */
 export type Ceiling = ReturnType<typeof createCeiling>;
 
-/** Loads the policy (a malformed file throws PolicyError) and returns the checks. */
+/**
+ * Loads the policy and returns the checks. A policy file that does not load (bad YAML, an alias bomb, a bad
+ * rule) does not stop the gateway: it runs denying everything, the file's error as the reason and in
+ * policy().error, until the file is fixed and reloaded.
+ */
 export function createCeiling(opts: CeilingOptions) {
   const now = opts.now ?? Date.now;
-  let policy: Policy = loadPolicy(opts.policyFile);
+  let policy: Policy;
+  try {
+    policy = loadPolicy(opts.policyFile);
+  } catch (err) {
+    if (!(err instanceof PolicyError)) throw err;
+    opts.audit({
+      session_id: null,
+      kind: 'policy',
+      subject: opts.policyFile,
+      ok: false,
+      detail: err.message,
+    });
+    policy = denyAllPolicy(opts.policyFile, err.message);
+  }
   const calls = new Map<string, number[]>();
   const activations = new Map<string, number>();
 

@@ -1,8 +1,8 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import picomatch from 'picomatch';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { describeIssues } from '../../lib/issues.ts';
+import { parseYamlText, readYamlFile, YamlFileError } from '../../lib/yaml-file.ts';
 
 // The operator's policy: allow / ask / deny rules by tool name or glob, by toolset, and by annotation, for
 // calls and for activations, first match wins. Read from POLICY_FILE; enforced in the gateway, so every
@@ -73,18 +73,29 @@ export interface Verdict {
 /** A loaded policy. */
 export interface Policy {
   decide(subject: PolicySubject): Verdict;
-  /** The policy as loaded, for the admin API. */
-  describe(): { file: string | null; default: Decision; rules: z.infer<typeof Rule>[] };
+  /** The policy as loaded, for the admin API; `error` when the file did not load and everything is denied. */
+  describe(): { file: string | null; default: Decision; rules: z.infer<typeof Rule>[]; error?: string };
 }
 
 /** Parses policy text; `file` names it in errors. */
 export function parsePolicy(text: string, file: string): Policy {
-  let raw: unknown;
+  return policyFrom(
+    yamlValue(() => parseYamlText(text, file).value),
+    file,
+  );
+}
+
+/** The file's YAML (bounded: size, aliases), or a PolicyError naming it. */
+function yamlValue(parse: () => unknown): unknown {
   try {
-    raw = parseYaml(text) ?? {};
+    return parse() ?? {};
   } catch (err) {
-    throw new PolicyError(`${file}: not valid YAML: ${(err as Error).message}`);
+    if (err instanceof YamlFileError) throw new PolicyError(err.message);
+    throw err;
   }
+}
+
+function policyFrom(raw: unknown, file: string): Policy {
   const parsed = PolicyFile.safeParse(raw);
   if (!parsed.success) {
     // "rule 2: decision: …" rather than zod's "rules.1.decision: …".
@@ -138,5 +149,20 @@ export function loadPolicy(file: string): Policy {
     const policy = parsePolicy('default: allow\n', file);
     return { decide: policy.decide, describe: () => ({ ...policy.describe(), file: null }) };
   }
-  return parsePolicy(readFileSync(file, 'utf8'), file);
+  return policyFrom(
+    yamlValue(() => readYamlFile(file).value),
+    file,
+  );
+}
+
+/**
+ * What runs when POLICY_FILE does not load at start: every call and activation denied, with the file's
+ * error as the reason, until the file is fixed and reloaded. The gateway stays up and fails closed.
+ */
+export function denyAllPolicy(file: string, error: string): Policy {
+  const reason = `the policy file does not load, so everything is denied until it is fixed and reloaded: ${error}`;
+  return {
+    decide: () => ({ decision: 'deny', rule: null, reason }),
+    describe: () => ({ file, default: 'deny', rules: [], error }),
+  };
 }

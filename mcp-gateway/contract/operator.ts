@@ -74,6 +74,8 @@ export const PolicyInfo = z.object({
   file: z.string().nullable(),
   default: z.enum(['allow', 'ask', 'deny']),
   rules: z.array(z.record(z.string(), z.unknown())),
+  /** Set when the file did not load at start: everything is denied until it is fixed and reloaded. */
+  error: z.string().optional(),
 });
 
 export const Approval = z.object({

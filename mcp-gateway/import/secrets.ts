@@ -1,8 +1,8 @@
-import { Redactor } from '../catalog/env-expand.ts';
+import { isToolshiftSetting, Redactor, referencedVariables } from '../catalog/env-expand.ts';
 
 // Which values of an imported MCP server configuration are secrets, and the `${VAR}` references that
-// replace them: an environment variable keeps its own name, a header credential or a secret-looking
-// argument or query parameter gets `<TOOLSET_ID>_<WHAT>`.
+// replace them: an environment variable keeps its own name (unless it is one of toolshift's settings), a
+// header credential or a secret-looking argument or query parameter gets `<TOOLSET_ID>_<WHAT>`.
 
 const SECRET_NAME =
   /token|secret|passw|api[_-]?key|access[_-]?key|private[_-]?key|credential|auth|cookie|session|pat\b/i;
@@ -47,6 +47,10 @@ export function secretReferences(
   const found: Record<string, string> = {};
   const reference = (wanted: string, value: string) => {
     let name = upper(wanted) || `${upper(id)}_SECRET`;
+    // A server's own value never takes the name of one of toolshift's settings (its OPENAI_API_KEY is not
+    // toolshift's): the gateway would not give a toolset that variable.
+    if (isToolshiftSetting(name)) name = `${upper(id)}_${name}`;
+    if (isToolshiftSetting(name)) name = `IMPORTED_${name}`;
     if (claimed.has(name) && claimed.get(name) !== value) name = `${upper(id)}_${name}`;
     for (let n = 2; claimed.has(name) && claimed.get(name) !== value; n++)
       name = `${upper(id)}_${upper(wanted)}_${n}`;
@@ -99,4 +103,52 @@ export function secretReferences(
   }
   const redactor = new Redactor(found);
   return { block, variables: Object.keys(found), redact: (text) => redactor.text(text) };
+}
+
+/**
+ * The `${VAR}` references an imported file already has, which the import did not create: the gateway would
+ * fill them from its own environment, where toolshift keeps its model key and tokens, so each one must be
+ * allowed by name (`--allow-var NAME`). Throws, naming every server and variable, when one is not; nothing
+ * is written then. Returns, per server, the allowed ones split into plain variables and toolshift's settings.
+ */
+export function allowedReferences(
+  file: string,
+  servers: Record<string, unknown>,
+  allow: readonly string[],
+): Map<string, { variables: string[]; settings: string[] }> {
+  const referenced = new Map(
+    Object.entries(servers).map(([name, server]) => [name, referencedVariables(JSON.stringify(server))]),
+  );
+  const everywhere = new Set([...referenced.values()].flat());
+  const unused = allow.filter((name) => !everywhere.has(name));
+  if (unused.length > 0) {
+    throw new Error(
+      `--allow-var ${unused.join(', ')}: no server in ${file} references ${unused.map((n) => `\${${n}}`).join(', ')}` +
+        `; it references: ${[...everywhere].join(', ') || 'no variables'}`,
+    );
+  }
+  const allowed = new Set(allow);
+  const refused = [...referenced]
+    .map(([name, names]) => [name, names.filter((n) => !allowed.has(n))] as const)
+    .filter(([, names]) => names.length > 0);
+  if (refused.length > 0) {
+    const what = (n: string) =>
+      isToolshiftSetting(n) ? `${n} (one of toolshift's own settings: its value would go to the server)` : n;
+    const lines = refused.map(([name, names]) => `  server "${name}": ${names.map(what).join(', ')}`);
+    const flags = [...new Set(refused.flatMap(([, names]) => names))].map((n) => `--allow-var ${n}`);
+    throw new Error(
+      `${file} references variables the import did not create, which the gateway would fill from its own ` +
+        `environment:\n${lines.join('\n')}\nNothing was written. Only if each server should get that value, ` +
+        `name every variable: ${flags.join(' ')}`,
+    );
+  }
+  return new Map(
+    [...referenced].map(([name, names]) => [
+      name,
+      {
+        variables: names.filter((n) => !isToolshiftSetting(n)),
+        settings: names.filter((n) => isToolshiftSetting(n)),
+      },
+    ]),
+  );
 }

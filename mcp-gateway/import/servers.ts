@@ -1,19 +1,23 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { Document, parse as parseYaml } from 'yaml';
+import { Document } from 'yaml';
 import { z } from 'zod';
 import { describeIssues } from '../../lib/issues.ts';
 import { createLogger } from '../../lib/log.ts';
+import { readConfigText, readYamlFile, YamlFileError } from '../../lib/yaml-file.ts';
 import { McpConnection, type McpServerSpec } from '../backends/mcp-connection.ts';
 import { Redactor } from '../catalog/env-expand.ts';
 import { defaultPrefix, resolveCommand } from '../catalog/toolset-files.ts';
-import { secretReferences } from './secrets.ts';
+import { EnvName } from '../catalog/toolset-schema.ts';
+import { allowedReferences, secretReferences } from './secrets.ts';
 
 // `toolshift toolsets import <file>`: the `mcpServers` JSON of desktop and IDE MCP clients becomes one
 // toolset file per server, in the user's toolsets directory (never the shipped one). Each server is started
 // (or reached) once to describe it from its own instructions and tool list, unless --no-connect; secret
 // values become `${VAR}` references and are never written or printed. Every file gets `prefix: <id>_`, so
 // the server's tools are offered as `<id>_<tool>` and never collide with toolshift's own or another's.
+// A `${VAR}` the file already has is refused unless allowed by name, and every file declares the variables
+// it uses, so the gateway fills those and no others.
 
 const Stdio = z
   .looseObject({
@@ -45,6 +49,10 @@ export interface ImportOutcome {
   described: boolean;
   /** Variables the gateway's environment must provide (values never shown). */
   variables: string[];
+  /** Everything the file declares it may expand (`variables`, then `allow_toolshift_settings`). */
+  declared: string[];
+  /** toolshift's own settings the file sends to its server (allowed with --allow-var). */
+  settings: string[];
   /** The tools' prefix in the gateway (`<id>_`): the server's tool `x` is offered as `<id>_x`. */
   prefix: string;
 }
@@ -61,6 +69,8 @@ export interface ImportOptions {
   connectTimeoutMs?: number;
   /** The environment the servers are started with for describing them (PATH, HOME). */
   env?: Record<string, string | undefined>;
+  /** `${VAR}` references of the file (not made by the import) the gateway may fill: --allow-var NAME. */
+  allowVars?: string[];
 }
 
 /** A toolset id from a server's name: lower case, `_` for anything else, at most 64 characters. */
@@ -78,8 +88,9 @@ function existingIds(dir: string): Map<string, string> {
   const ids = new Map<string, string>();
   if (!existsSync(dir)) return ids;
   for (const name of readdirSync(dir).filter((f) => /\.ya?ml$/.test(f))) {
+    // A file that does not parse claims no id (the gateway skips it, naming it, when it loads).
     try {
-      const id = (parseYaml(readFileSync(path.join(dir, name), 'utf8')) as { id?: unknown })?.id;
+      const id = (readYamlFile(path.join(dir, name)).value as { id?: unknown } | null)?.id;
       if (typeof id === 'string') ids.set(id, name);
     } catch {}
   }
@@ -121,8 +132,9 @@ async function describe(
 export async function importServers(opts: ImportOptions): Promise<ImportOutcome[]> {
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(opts.file, 'utf8'));
+    raw = JSON.parse(readConfigText(opts.file));
   } catch (err) {
+    if (err instanceof YamlFileError) throw new Error(err.message);
     throw new Error(`${opts.file}: not a readable JSON file: ${(err as Error).message}`);
   }
   const parsed = Config.safeParse(raw);
@@ -131,6 +143,13 @@ export async function importServers(opts: ImportOptions): Promise<ImportOutcome[
       `${opts.file}: expected {"mcpServers": {"name": {"command", "args", "env"} | {"url", "headers"}}}: ${describeIssues(parsed.error)}`,
     );
   }
+  for (const name of opts.allowVars ?? []) {
+    if (!EnvName.safeParse(name).success) {
+      throw new Error(`--allow-var ${name}: not a variable name; give one like MY_SERVICE_URL`);
+    }
+  }
+  // Before anything is contacted or written.
+  const foreign = allowedReferences(opts.file, parsed.data.mcpServers, opts.allowVars ?? []);
   const env = opts.env ?? process.env;
   const taken = existingIds(opts.toolsetsDir);
   const apart = opts.shippedDir && path.resolve(opts.shippedDir) !== path.resolve(opts.toolsetsDir);
@@ -144,7 +163,16 @@ export async function importServers(opts: ImportOptions): Promise<ImportOutcome[
     used.add(id);
     const file = path.join(opts.toolsetsDir, `${id}.yaml`);
     const prefix = defaultPrefix(id);
-    const base = { name, id, file, prefix, described: false, variables: [] as string[] };
+    const base = {
+      name,
+      id,
+      file,
+      prefix,
+      described: false,
+      variables: [] as string[],
+      declared: [] as string[],
+      settings: [] as string[],
+    };
     const owner = taken.get(id);
     if (owner && owner !== `${id}.yaml` && !opts.force) {
       outcomes.push({ ...base, status: 'skipped', note: `toolset id ${id} is already used by ${owner}` });
@@ -194,13 +222,29 @@ export async function importServers(opts: ImportOptions): Promise<ImportOutcome[
       typeof described === 'string'
         ? refs.redact(described)
         : `The MCP server "${name}" (${refs.redact(String(label))}). Replace this with what it is for, so discovery can find it.`;
-    const doc = new Document({ id, description, default: false, prefix, backend: { mcp: refs.block } });
+    const kept = foreign.get(name) ?? { variables: [], settings: [] };
+    const variables = [...new Set([...refs.variables, ...kept.variables])];
+    const doc = new Document({
+      id,
+      description,
+      default: false,
+      prefix,
+      ...(variables.length > 0 ? { variables } : {}),
+      ...(kept.settings.length > 0 ? { allow_toolshift_settings: kept.settings } : {}),
+      backend: { mcp: refs.block },
+    });
     doc.commentBefore = [
       ` Imported from ${path.basename(opts.file)} (server "${name}") by toolshift toolsets import.`,
       ` Its tools are offered as ${prefix}<tool>, apart from toolshift's own and other servers' tools.`,
       ...(refs.variables.length > 0
         ? [
             ` Set ${refs.variables.join(', ')} in the gateway's environment or .env; values are never stored here.`,
+          ]
+        : []),
+      ...(kept.settings.length > 0
+        ? [
+            ` allow_toolshift_settings sends toolshift's own ${kept.settings.join(', ')} to this server`,
+            ' (allowed with --allow-var); remove it unless the server must have that value.',
           ]
         : []),
     ].join('\n');
@@ -211,6 +255,8 @@ export async function importServers(opts: ImportOptions): Promise<ImportOutcome[
       status: 'written',
       described: typeof described === 'string',
       variables: refs.variables,
+      declared: [...variables, ...kept.settings],
+      settings: kept.settings,
       ...(typeof described === 'string'
         ? {}
         : {

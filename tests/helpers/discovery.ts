@@ -51,7 +51,7 @@ export async function discoveryCatalog(opts: { enterprise?: boolean } = {}) {
         .replace(/^id: github_/m, 'id: ghe_')
         .replace(/^prefix: github_/m, 'prefix: ghe_')
         .replace(/^description: "/m, 'description: "On the company GitHub Enterprise Server: ')
-        .replace(`\${GITHUB_FIXTURE_URL}`, `\${GHE_FIXTURE_URL}`);
+        .replace(/GITHUB_FIXTURE_URL/g, 'GHE_FIXTURE_URL');
     }
   }
   const stack = await makeStack({

@@ -112,6 +112,7 @@ async function runTracedTask(extraEnv: Record<string, string>, opts: { restartWh
     path.join(data, 'toolsets', 'traced.yaml'),
     `id: traced
 description: Echo texts back through a server that records its trace context.
+variables: [TRACED_SECRET]
 backend:
   mcp:
     command: ${process.execPath}

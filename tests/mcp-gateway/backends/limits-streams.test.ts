@@ -58,6 +58,7 @@ describe('a stdio upstream at the default cap', () => {
         'file_system_tools.yaml': FILE_TOOLS,
         'memory.yaml': `id: memory
 description: A knowledge graph.
+variables: [TOOLSHIFT_DATA_DIR]
 backend:
   mcp:
     command: mcp-server-memory

@@ -53,6 +53,7 @@ describe('a stdio upstream', () => {
   it('the shipped memory server: a graph read back over the cap fails that call; the daemon, and the server after a restart, go on', async () => {
     const memory = `id: memory
 description: A knowledge graph.
+variables: [TOOLSHIFT_DATA_DIR]
 backend:
   mcp:
     command: mcp-server-memory

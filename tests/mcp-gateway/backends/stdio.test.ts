@@ -148,6 +148,7 @@ describe('a crashed or hung stdio server', () => {
         'slow.yaml': `id: slow
 description: A server that hangs.
 timeout_seconds: 1
+variables: [NODE]
 backend:
   mcp:
     command: \${NODE}

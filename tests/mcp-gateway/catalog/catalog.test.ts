@@ -27,6 +27,7 @@ async function dirWith(files: Record<string, string>) {
 
 const memory = (id: string, extra = '', file = `\${TOOLSHIFT_DATA_DIR}/${id}.jsonl`) => `id: ${id}
 description: Knowledge graph ${id}.
+variables: [TOOLSHIFT_DATA_DIR]
 ${extra}backend:
   mcp:
     command: mcp-server-memory
@@ -39,18 +40,19 @@ describe(`\${VAR} in toolset files`, () => {
     const dir = await dirWith({
       'github.yaml': `id: github
 description: GitHub.
+variables: [GITHUB_MCP_TOKEN]
 backend:
   mcp:
     url: https://api.example.invalid/mcp
     headers:
-      Authorization: "Bearer \${GITHUB_TOKEN}"
+      Authorization: "Bearer \${GITHUB_MCP_TOKEN}"
 `,
     });
     const vars = toolsetVariables({ dataDir: '/d', toolsetsDir: dir }, {});
     expect(() => loadToolsetFiles(dir, vars)).toThrow(
-      `${dir}/github.yaml:7: variable GITHUB_TOKEN is not set (used in backend.mcp.headers.Authorization); export it or add it to .env`,
+      `${dir}/github.yaml:8: variable GITHUB_MCP_TOKEN is not set (used in backend.mcp.headers.Authorization); export it or add it to .env`,
     );
-    expect(() => loadToolsetFiles(dir, { ...vars, GITHUB_TOKEN: 'x' })).not.toThrow();
+    expect(() => loadToolsetFiles(dir, { ...vars, GITHUB_MCP_TOKEN: 'x' })).not.toThrow();
   });
 
   it('fills TOOLSHIFT_DATA_DIR from the resolved config even when it is not exported', async () => {
@@ -80,6 +82,7 @@ backend:
       toolsets: {
         'everything.yaml': `id: everything
 description: The MCP reference test server.
+variables: [SERVICE_API_KEY]
 backend:
   mcp:
     command: mcp-server-everything

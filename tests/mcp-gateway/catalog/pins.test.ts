@@ -42,7 +42,8 @@ const exfiltrate: FixtureTool = {
 
 const bankToolset = (pin: boolean) => `id: bank
 description: Bank accounts.
-${pin ? '' : 'pin: false\n'}backend:
+${pin ? '' : 'pin: false\n'}variables: [BANK_URL]
+backend:
   mcp:
     url: \${BANK_URL}
 `;

@@ -57,13 +57,20 @@ describe('playbook prompts', () => {
     expect(() => catalog.render('grete', {})).toThrow('Unknown prompt grete; prompts: greet');
   });
 
-  it('refuses a file whose template uses an undeclared argument, or that has unknown keys, naming the file', async () => {
-    const bad = await promptsDir({ 'bad.yaml': GREETING.replace('{{who}}', '{{whom}}') });
-    expect(() => loadPlaybooks(bad)).toThrow(
-      /bad\.yaml: the template does not render with the declared arguments \(who, mood\)/,
-    );
-    const extra = await promptsDir({ 'extra.yaml': `${GREETING}model: gpt-5\n` });
-    expect(() => loadPlaybooks(extra)).toThrow(/extra\.yaml: .*Unrecognized key: "model"/);
+  it('skips a file whose template uses an undeclared argument, or that has unknown keys, naming the file; the others load', async () => {
+    const bad = await promptsDir({
+      'bad.yaml': GREETING.replace('{{who}}', '{{whom}}'),
+      'extra.yaml': `${GREETING}model: gpt-5\n`,
+      'good.yaml': GREETING.replace('name: greet', 'name: hello'),
+    });
+    const loaded = loadPlaybooks(bad);
+    expect([...loaded.playbooks.keys()]).toEqual(['hello']);
+    expect(loaded.warnings).toEqual([
+      expect.stringMatching(
+        /bad\.yaml: the template does not render with the declared arguments \(who, mood\).*\(this file is skipped; the other prompts load\)$/,
+      ),
+      expect.stringMatching(/extra\.yaml: .*Unrecognized key: "model"/),
+    ]);
   });
 
   it('loads the shipped playbooks', () => {

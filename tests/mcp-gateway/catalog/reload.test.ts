@@ -77,9 +77,9 @@ describe('reload', () => {
     );
     await writeFile(
       path.join(s.toolsetsDir, 'broken.yaml'),
-      `id: broken\ndescription: x\nbackend:\n  mcp:\n    url: \${NOT_SET_ANYWHERE}\n`,
+      `id: broken\ndescription: x\nvariables: [NOT_SET_ANYWHERE]\nbackend:\n  mcp:\n    url: \${NOT_SET_ANYWHERE}\n`,
     );
-    expect((await reload()).body.error).toMatch(/broken\.yaml:5: variable NOT_SET_ANYWHERE is not set/);
+    expect((await reload()).body.error).toMatch(/broken\.yaml:6: variable NOT_SET_ANYWHERE is not set/);
     await writeFile(
       path.join(s.toolsetsDir, 'broken.yaml'),
       shipped('memory.yaml').replace('id: memory', 'id: twin'),

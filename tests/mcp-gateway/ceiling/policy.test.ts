@@ -78,6 +78,6 @@ rules:
       /Unrecognized key: "when"/,
     );
     expect(() => parsePolicy('default: block\n', 'p.yaml')).toThrow(/^p\.yaml: default: Invalid option/);
-    expect(() => parsePolicy('rules: [', 'p.yaml')).toThrow(/^p\.yaml: not valid YAML/);
+    expect(() => parsePolicy('rules: [', 'p.yaml')).toThrow(/^p\.yaml:1: not valid YAML/);
   });
 });

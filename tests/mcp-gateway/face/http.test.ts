@@ -71,6 +71,7 @@ const TOOLS: FixtureTool[] = [
 
 const weatherToolset = (protocol: string) => `id: weather
 description: Weather forecasts and station readings.
+variables: [WEATHER_URL, WEATHER_TOKEN]
 backend:
   mcp:
     url: \${WEATHER_URL}

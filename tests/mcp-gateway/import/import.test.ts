@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -164,6 +164,15 @@ describe('toolsets import', () => {
     const res = await cli(stack, 'toolsets', 'import', path.join(tmp, 'bad.json'));
     expect(res.code).toBe(1);
     expect(res.stderr).toMatch(/bad\.json: expected \{"mcpServers": .*mcpServers: Invalid input/);
+    // Read at most 1 MiB: a bigger file is refused by its size, unread, and nothing is written.
+    await writeFile(
+      path.join(tmp, 'huge.json'),
+      JSON.stringify({ mcpServers: { pad: { command: 'x', args: ['y'.repeat(2 * 1024 * 1024)] } } }),
+    );
+    const huge = await cli(stack, 'toolsets', 'import', path.join(tmp, 'huge.json'), '--no-connect');
+    expect(huge.code).toBe(1);
+    expect(huge.stderr).toMatch(/huge\.json: \d+ bytes, more than the 1048576 a configuration file may have/);
+    expect(existsSync(stack.userToolsetsDir) ? readdirSync(stack.userToolsetsDir) : []).toEqual([]);
     const usage = await cli(stack, 'toolsets', 'import');
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/toolsets import needs a file/);

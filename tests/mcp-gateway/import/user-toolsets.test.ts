@@ -234,7 +234,7 @@ describe('importing the servers of a desktop config', () => {
     // or does not load, and starts no server.
     await writeFile(
       path.join(userDir, 'broken.yaml'),
-      `id: broken\ndescription: x\nbackend:\n  mcp:\n    url: \${NOT_SET_ANYWHERE}\n`,
+      `id: broken\ndescription: x\nvariables: [NOT_SET_ANYWHERE]\nbackend:\n  mcp:\n    url: \${NOT_SET_ANYWHERE}\n`,
     );
     await stopDaemon();
     await rm(marker());

@@ -177,6 +177,11 @@ describe('a URL from the environment that is not the recorded one', () => {
   it('gets no stored token: the CLI refuses before sending, naming the setting and how to give a token', async () => {
     const env = { AGENT_URL: hostile.url, GATEWAY_URL: hostile.url };
     const toolsets = await cli(env, 'toolsets');
+    const console = await cli(env, 'console');
+    const tasks = await cli(env, 'tasks');
+    const run = await cli(env, 'run', '--detach', 'look around');
+    // Nothing at all reached the listener: no header, no console login body.
+    expect(hostile.received).toEqual([]);
     expect(toolsets.code).toBe(3);
     expect(toolsets.stderr).toBe(
       `error: not sending the stored GATEWAY_ADMIN_TOKEN to ${hostile.url}: GATEWAY_URL in the environment points ` +
@@ -184,17 +189,13 @@ describe('a URL from the environment that is not the recorded one', () => {
         `it; to talk to ${hostile.url} on purpose, give its token in the environment: ` +
         'GATEWAY_ADMIN_TOKEN=<token> toolshift toolsets\n',
     );
-    const console = await cli(env, 'console');
     expect(console.code).toBe(3);
     expect(console.stderr).toMatch(
       /not sending the stored GATEWAY_ADMIN_TOKEN to .*: AGENT_URL in the environment/,
     );
-    const tasks = await cli(env, 'tasks');
     expect(tasks.code).toBe(3);
     expect(tasks.stderr).toMatch(/AGENT_API_TOKEN=<token> toolshift tasks\n$/);
-    const run = await cli(env, 'run', '--detach', 'look around');
     expect(run.code).toBe(3);
-    expect(hostile.received).toEqual([]);
   });
 
   it('the recorded address itself, set in the environment, still gets the stored token', async () => {

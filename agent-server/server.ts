@@ -120,7 +120,7 @@ export async function startAgentServer(
   }
   // The CLI finds the API here, and sends it the stored tokens only here (a worker serves no API).
   if (config.agent.role !== 'worker') {
-    await recordListening(config.auth.credentialsFile, 'agent-server', listening.url, log);
+    await recordListening(config, 'agent-server', listening.url, log);
   }
   // The endpoint and model, never the key: enough to tell which provider a failing task was talking to.
   log[opts.announce === false ? 'debug' : 'info'](

@@ -27,7 +27,7 @@ export type RecordedService = (typeof RECORDED_SERVICES)[number];
 export type Addresses = Partial<Record<RecordedService, string[]>>;
 
 /** Origins kept per service: replicas on one data directory each add theirs; the oldest go first. */
-const MAX_PER_SERVICE = 8;
+const MAX_PER_SERVICE = 16;
 /** The file is small; anything larger is not ours. */
 const MAX_BYTES = 64 * 1024;
 /** A lock older than this was left by a process that died while holding it. */
@@ -142,24 +142,25 @@ async function withLock<T>(file: string, fn: () => T): Promise<T> {
 }
 
 /**
- * Records that `service` listens at `url`, newest first, in the addresses file beside `credentialsFile`:
- * written whole to a temp file (0600) and renamed into place, under a lock.
+ * Records that `service` is reached at `urls` (where it listens first), newest first, in the addresses file
+ * beside `credentialsFile`: written whole to a temp file (0600) and renamed into place, under a lock.
  */
 export async function recordAddress(
   credentialsFile: string,
   service: RecordedService,
-  url: string,
+  ...urls: string[]
 ): Promise<void> {
-  const origin = originOf(url);
-  if (!origin) throw new Error(`cannot record ${service} at ${url}: not an http(s) URL`);
+  const origins = urls.map((url) => {
+    const origin = originOf(url);
+    if (!origin) throw new Error(`cannot record ${service} at ${url}: not an http(s) URL`);
+    return origin;
+  });
   const file = addressesFile(credentialsFile);
   await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
   await withLock(file, () => {
     const addresses = currentOrEmpty(credentialsFile);
-    addresses[service] = [origin, ...(addresses[service] ?? []).filter((o) => o !== origin)].slice(
-      0,
-      MAX_PER_SERVICE,
-    );
+    const older = (addresses[service] ?? []).filter((o) => !origins.includes(o));
+    addresses[service] = [...new Set(origins), ...older].slice(0, MAX_PER_SERVICE);
     const temp = `${file}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
     const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
     try {
@@ -177,20 +178,31 @@ export async function recordAddress(
 }
 
 /**
- * What a service does once it listens: records where, beside the credentials. A failure (a read-only
- * credentials directory) is logged and the service runs on; the CLI then sends no stored token to it and says why.
+ * What a service does once it listens: records where, beside the credentials, and the names the operator
+ * said clients reach it by (ALLOWED_HOSTS: `mcp-gateway` on a compose network), on its port unless the name
+ * gives one. A failure (a read-only credentials directory) is logged and the service runs on; the CLI then
+ * sends no stored token to it and says why.
  */
 export async function recordListening(
-  credentialsFile: string,
+  config: { auth: { credentialsFile: string }; http: { allowedHosts: string[] } },
   service: RecordedService,
   url: string,
   log: Pick<Logger, 'warn'>,
 ): Promise<void> {
+  const port = new URL(url).port;
+  const named = config.http.allowedHosts.flatMap((host) => {
+    if (!URL.canParse(`http://${host}`)) return [];
+    const u = new URL(`http://${host}`);
+    if (u.pathname !== '/' || u.username || u.search) return [];
+    if (!u.port) u.port = port;
+    return [u.origin];
+  });
+  const file = config.auth.credentialsFile;
   try {
-    await recordAddress(credentialsFile, service, url);
+    await recordAddress(file, service, url, ...named);
   } catch (err) {
     log.warn(
-      { err: (err as Error).message, file: addressesFile(credentialsFile) },
+      { err: (err as Error).message, file: addressesFile(file) },
       'where this service listens could not be recorded: the CLI will not send it the stored tokens',
     );
   }

@@ -70,7 +70,7 @@ export async function startToolServer(
     security,
   });
   const listening = await listen(app, config.tools.port, config.host, 'TOOL_SERVER_PORT', config.http.limits);
-  await recordListening(config.auth.credentialsFile, 'tool-server', listening.url, log);
+  await recordListening(config, 'tool-server', listening.url, log);
   log[opts.announce === false ? 'debug' : 'info'](
     { url: listening.url, roots: paths.allowed() },
     'tool-server listening',

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../client.ts';
-import { addressesFile, readAddresses, recordAddress } from '../../lib/addresses.ts';
+import { addressesFile, readAddresses, recordAddress, recordListening } from '../../lib/addresses.ts';
 import { loadConfig } from '../../lib/config.ts';
 import { withCredentials } from '../../lib/credentials.ts';
 import { userDataDir } from '../../lib/installation.ts';
@@ -155,6 +155,17 @@ describe('the daemon records where it listens, beside its tokens', () => {
     const origins = Array.from({ length: 6 }, (_, i) => `http://127.0.0.1:${9100 + i}`);
     await Promise.all(origins.map((o) => recordAddress(credentials, 'mcp-gateway', o)));
     expect(new Set(readAddresses(credentials)['mcp-gateway'])).toEqual(new Set(origins));
+  });
+
+  it('the names ALLOWED_HOSTS gives a service (a compose network) are recorded after where it listens', async () => {
+    const credentialsFile = path.join(tmp, 'compose', 'credentials.json');
+    const config = { auth: { credentialsFile }, http: { allowedHosts: ['mcp-gateway', 'lb:9000'] } };
+    await recordListening(config, 'mcp-gateway', 'http://127.0.0.1:8080', { warn: () => {} });
+    expect(readAddresses(credentialsFile)['mcp-gateway']).toEqual([
+      'http://127.0.0.1:8080',
+      'http://mcp-gateway:8080',
+      'http://lb:9000',
+    ]);
   });
 });
 

@@ -209,6 +209,22 @@ describe('a URL from the environment that is not the recorded one', () => {
     expect(run.code).toBe(3);
   });
 
+  it('a daemon that recorded nothing (started before addresses were recorded) gets no stored token either', async () => {
+    const data = path.join(tmp, 'older');
+    await mkdir(data, { recursive: true });
+    await writeFile(path.join(data, 'credentials.json'), JSON.stringify(stored), { mode: 0o600 });
+    const env = { TOOLSHIFT_DATA_DIR: data, GATEWAY_PORT: new URL(hostile.url).port };
+    const out = await cli(env, 'toolsets');
+    expect(hostile.received).toEqual([]);
+    expect(out.code).toBe(3);
+    expect(out.stderr).toBe(
+      `error: not sending the stored GATEWAY_ADMIN_TOKEN to ${hostile.url}: GATEWAY_PORT in the environment ` +
+        `points there, and the daemon that made it has recorded no mcp-gateway address in ${data}/addresses.json ` +
+        '(each service records where it listens when it starts: restart it, e.g. npm start). To talk to ' +
+        `${hostile.url} on purpose, give its token in the environment: GATEWAY_ADMIN_TOKEN=<token> toolshift toolsets\n`,
+    );
+  });
+
   it('the recorded address itself, set in the environment, still gets the stored token', async () => {
     const toolsets = await cli({ GATEWAY_URL: gatewayUrl }, 'toolsets');
     expect(toolsets).toMatchObject({ code: 0, stderr: '' });

@@ -69,7 +69,7 @@ function clean(parsed: unknown, file: string): Addresses {
 
 /**
  * The recorded addresses of the daemon whose tokens are in `credentialsFile` ({} when none were recorded).
- * A file others can change is refused: whoever could write it could send the tokens elsewhere.
+ * A file others can change, or another user's, is refused: whoever could write it could send the tokens elsewhere.
  */
 export function readAddresses(credentialsFile: string): Addresses {
   const file = addressesFile(credentialsFile);
@@ -86,6 +86,11 @@ export function readAddresses(credentialsFile: string): Addresses {
     if ((mode & 0o022) !== 0) {
       throw new Error(
         `the addresses file ${file} can be changed by other users (mode ${mode.toString(8)}): run chmod 600 ${file}`,
+      );
+    }
+    if (process.getuid && stat.uid !== process.getuid()) {
+      throw new Error(
+        `the addresses file ${file} belongs to another user (uid ${stat.uid}): remove it (each service writes it at start)`,
       );
     }
     if (stat.size > MAX_BYTES) {

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -222,6 +222,21 @@ describe('a URL from the environment that is not the recorded one', () => {
         `points there, and the daemon that made it has recorded no mcp-gateway address in ${data}/addresses.json ` +
         '(each service records where it listens when it starts: restart it, e.g. npm start). To talk to ' +
         `${hostile.url} on purpose, give its token in the environment: GATEWAY_ADMIN_TOKEN=<token> toolshift toolsets\n`,
+    );
+  });
+
+  it('an addresses file other users can change is not believed: nothing is sent', async () => {
+    const data = path.join(tmp, 'tampered');
+    await mkdir(data, { recursive: true });
+    await writeFile(path.join(data, 'credentials.json'), JSON.stringify(stored), { mode: 0o600 });
+    const file = path.join(data, 'addresses.json');
+    await writeFile(file, JSON.stringify({ 'mcp-gateway': [hostile.url] }));
+    await chmod(file, 0o666);
+    const out = await cli({ TOOLSHIFT_DATA_DIR: data }, 'toolsets');
+    expect(hostile.received).toEqual([]);
+    expect(out.code).toBe(2);
+    expect(out.stderr).toBe(
+      `error: the addresses file ${file} can be changed by other users (mode 666): run chmod 600 ${file}\n`,
     );
   });
 

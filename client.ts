@@ -5,16 +5,37 @@ import { COMMAND_HELP, COMMANDS, HELP, nearestCommand } from './cli/help.ts';
 import { type CliIo, EXIT, rootCause, serviceEndpoint, UnreachableError, UsageError } from './cli/io.ts';
 import { processIo } from './cli/process-io.ts';
 import { runTask } from './cli/run.ts';
+import {
+  type Credential,
+  checkCredentialTarget,
+  credentialOf,
+  type Target,
+  targetOf,
+} from './cli/targets.ts';
 import { tasksCommand } from './cli/tasks.ts';
 import { toolsetsCommand } from './cli/toolsets.ts';
+import { readAddresses } from './lib/addresses.ts';
 import { type Config, loadConfig } from './lib/config.ts';
-import { CREDENTIALS, variableOfRole, withStoredCredentials } from './lib/credentials.ts';
-import { errorOf, type ServiceEndpoint, ServiceError } from './lib/http-client.ts';
+import {
+  CREDENTIALS,
+  type CredentialVariable,
+  storedCredentials,
+  variableOfRole,
+  withStoredCredentials,
+} from './lib/credentials.ts';
+import { errorOf, ServiceError } from './lib/http-client.ts';
 import { installedVersion } from './lib/installation.ts';
 
 // The toolshift CLI: a thin client of the agent-server and the gateway's admin API. No business logic here.
 
 export type { CliIo };
+
+/** Where the two services are, and the token the CLI holds for each variable (cli/targets.ts). */
+interface Targets {
+  agent: Target;
+  gateway: Target;
+  credential: (variable: CredentialVariable) => Credential | undefined;
+}
 
 /** The version in package.json, for --version. */
 /** Runs the CLI with `argv` (without node and script); resolves to the exit code (see cli/io.ts EXIT). */
@@ -58,8 +79,18 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     return command === undefined && !values.help ? EXIT.usage : EXIT.ok;
   }
   let config: Config;
+  let targets: Targets;
   try {
-    config = withStoredCredentials(loadConfig(io.env));
+    const fromEnv = loadConfig(io.env);
+    const stored = storedCredentials(fromEnv);
+    config = withStoredCredentials(fromEnv, stored);
+    const addresses = readAddresses(fromEnv.auth.credentialsFile);
+    const credential = (variable: CredentialVariable) => credentialOf(variable, fromEnv, stored);
+    targets = {
+      agent: targetOf('agent-server', io.env, fromEnv, addresses),
+      gateway: targetOf('mcp-gateway', io.env, fromEnv, addresses),
+      credential,
+    };
   } catch (err) {
     io.stderr(`error: ${(err as Error).message}\n`);
     return EXIT.usage;
@@ -70,8 +101,19 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stderr(`error: ${(err as Error).message}\n`);
     return EXIT.usage;
   }
-  const agent = serviceEndpoint('agent-server', config.agent.url, config.agent.apiToken, io);
-  const gateway = serviceEndpoint('mcp-gateway', config.gateway.url, config.gateway.adminToken, io);
+  // Each stored token goes only to where its daemon recorded it listens (cli/targets.ts).
+  const endpointOf = (target: Target, variable: CredentialVariable) => {
+    const credential = targets.credential(variable);
+    let withheld: Error | undefined;
+    try {
+      checkCredentialTarget(target, credential, command);
+    } catch (err) {
+      withheld = err as Error;
+    }
+    return serviceEndpoint(target.service, target.url, credential?.value, io, withheld);
+  };
+  const agent = endpointOf(targets.agent, 'AGENT_API_TOKEN');
+  const gateway = endpointOf(targets.gateway, 'GATEWAY_ADMIN_TOKEN');
   try {
     const watch = {
       json: values.json === true,
@@ -128,7 +170,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
       case 'token':
         return tokenCommand(rest, config, io);
       case 'console':
-        return await consoleCommand(rest, config, agent, io);
+        return await consoleCommand(rest, config, targets, io);
       case 'serve':
         // bin/toolshift.js starts the daemon (start/entry.ts) before the CLI is loaded; main() alone cannot.
         throw new UsageError('serve starts the daemon: run it as `toolshift serve` (or `npm start`)');
@@ -186,9 +228,9 @@ function hasRequiredRoles(body: unknown): boolean {
 function credentialHint(command: string, status: number, config: Config): string {
   const variable = command === 'toolsets' || command === 'audit' ? 'GATEWAY_ADMIN_TOKEN' : 'AGENT_API_TOKEN';
   return status === 401
-    ? `The CLI takes ${variable} from the environment or .env, else from ${config.auth.credentialsFile} ` +
-        '(written by the daemon at its first start): run the CLI where the daemon runs, set TOOLSHIFT_DATA_DIR ' +
-        `to the daemon's data directory, or set ${variable} to the value the server was started with.`
+    ? `The CLI takes ${variable} from the environment, else from ${config.auth.credentialsFile} ` +
+        '(written by the daemon at its first start): set TOOLSHIFT_DATA_DIR to the data directory of the daemon ' +
+        `you started, or set ${variable} to the value the server was started with.`
     : `The credential in ${variable} is not allowed to do this.`;
 }
 
@@ -196,27 +238,25 @@ function credentialHint(command: string, status: number, config: Config): string
  * `toolshift console [role]`: a one-time login link to the console for the role's token (the operator's by
  * default), minted by the agent-server, which checks the token as a login would.
  */
-async function consoleCommand(
-  rest: string[],
-  config: Config,
-  agent: ServiceEndpoint,
-  io: CliIo,
-): Promise<number> {
+async function consoleCommand(rest: string[], config: Config, targets: Targets, io: CliIo): Promise<number> {
   const role = rest[0] ?? 'admin';
   if (!['admin', 'api', 'viewer'].includes(role) || rest.length > 1)
     throw new UsageError(`unknown role "${rest.join(' ')}"; roles: admin, api, viewer`, 'console');
-  const variable = variableOfRole(role);
-  const token = variable && CREDENTIALS[variable].get(config);
-  const base = config.agent.url.replace(/\/$/, '');
-  if (config.auth.mode === 'none' && !token) {
+  const variable = variableOfRole(role) as CredentialVariable;
+  const credential = targets.credential(variable);
+  const base = targets.agent.url.replace(/\/$/, '');
+  if (config.auth.mode === 'none' && !credential) {
     io.stdout(`${base}/console/ (TOOLSHIFT_AUTH=none: no login)\n`);
     return EXIT.ok;
   }
-  if (!token) return tokenCommand([role], config, io);
+  if (!credential) return tokenCommand([role], config, io);
+  // The token travels in the body, to the agent-server: only to where its daemon recorded one listening.
+  checkCredentialTarget(targets.agent, credential, 'console');
+  const agent = serviceEndpoint('agent-server', targets.agent.url, undefined, io);
   const res = await (agent.fetch ?? fetch)(`${base}/console/links`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ token }),
+    body: JSON.stringify({ token: credential.value }),
   });
   if (!res.ok) throw await errorOf(res);
   const link = (await res.json()) as { url: string; role: string; expires_at: string };

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { recordListening } from '../lib/addresses.ts';
 import type { Config } from '../lib/config.ts';
 import { leanFetch } from '../lib/lean-fetch.ts';
 import { createLogger, type Logger } from '../lib/log.ts';
@@ -116,6 +117,10 @@ export async function startAgentServer(
   } catch (err) {
     await store.close();
     throw err;
+  }
+  // The CLI finds the API here, and sends it the stored tokens only here (a worker serves no API).
+  if (config.agent.role !== 'worker') {
+    await recordListening(config, 'agent-server', listening.url, log);
   }
   // The endpoint and model, never the key: enough to tell which provider a failing task was talking to.
   log[opts.announce === false ? 'debug' : 'info'](

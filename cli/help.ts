@@ -1,19 +1,23 @@
 // The CLI's help: one page for all, and one per command (`toolshift help run`, `toolshift run --help`).
 
-const ENVIRONMENT = `Environment (also read from .env in the current directory):
-  AGENT_URL            the agent-server (default http://127.0.0.1:$AGENT_PORT, port 8000)
-  GATEWAY_URL          the mcp-gateway (default http://127.0.0.1:$GATEWAY_PORT, port 8080)
+const ENVIRONMENT = `Environment (the shell's; a .env in the current directory is never read):
+  AGENT_URL            the agent-server (default: where the daemon recorded it listens, else
+                       http://127.0.0.1:$AGENT_PORT, port 8000)
+  GATEWAY_URL          the mcp-gateway (default: where the daemon recorded it listens, else port 8080)
   AGENT_API_TOKEN      sent to the agent-server (default: from the daemon's credentials file)
   GATEWAY_ADMIN_TOKEN  sent to the gateway, the operator's token (default: from the credentials file)
-  TOOLSHIFT_DATA_DIR   where the daemon keeps credentials.json (default ./data)
+  TOOLSHIFT_DATA_DIR   where the daemon keeps credentials.json and addresses.json (default
+                       ~/.local/share/toolshift)
   NO_COLOR             any value: no colour, even on a terminal
+A token from the credentials file goes only to an address the daemon recorded beside it; for any other
+URL give the token in the environment (GATEWAY_ADMIN_TOKEN=… toolshift toolsets).
 `;
 
 const EXIT_CODES = `Exit codes:
   0    completed (for other commands: done)
   1    the task failed, hit max_steps, timed out or was cancelled; or the server refused the request
   2    usage: an unknown command or flag, or a missing argument
-  3    a service could not be reached, answered as another service, or refused the credentials
+  3    a service was unreachable, answered as another or refused the credentials; a stored token was withheld
   130  interrupted and detached: the task keeps running on the server
 `;
 
@@ -31,7 +35,7 @@ mcp (GATEWAY_MCP_TOKEN, for MCP clients of /mcp), viewer (VIEWER_TOKEN, read onl
   curl -H "Authorization: Bearer $(toolshift token)" http://127.0.0.1:8000/agent/tasks
 
 The daemon makes every token the environment does not set at its first start, in
-$TOOLSHIFT_DATA_DIR/credentials.json (./data by default), readable only by its user.
+$TOOLSHIFT_DATA_DIR/credentials.json (~/.local/share/toolshift by default), readable only by its user.
 ${EXIT_CODES}`,
   run: `toolshift run — run a task and show what the agent does while it does it
 

@@ -71,31 +71,47 @@ const VARIABLE: Record<ServiceName, string> = { 'agent-server': 'AGENT_URL', 'mc
 /**
  * An endpoint for `service` whose fetch turns a failed connection into "cannot reach the <service> at <url>
  * … start it with npm start", and an answer from another service (or something that is not toolshift) into
- * "<url> is the …, not the <service>".
+ * "<url> is the …, not the <service>". `withheld` (the token must not go to `baseUrl`, cli/targets.ts) is
+ * thrown by every call before anything is sent. Requests go only to `baseUrl`'s origin, and a redirect is
+ * not followed: either would carry the token (in a header, or a console login's body) somewhere else.
  */
 export function serviceEndpoint(
   service: ServiceName,
   baseUrl: string,
   token: string | undefined,
   io: CliIo,
+  withheld?: Error,
 ): ServiceEndpoint {
   const doFetch = io.fetch ?? fetch;
   const variable = VARIABLE[service];
+  const origin = URL.canParse(baseUrl) ? new URL(baseUrl).origin : undefined;
   return {
     baseUrl,
-    headers: token ? { authorization: `Bearer ${token}` } : undefined,
+    headers: token && !withheld ? { authorization: `Bearer ${token}` } : undefined,
     // Tasks and their event streams are long; the CLI waits as long as they run.
     timeoutMs: 24 * 3600 * 1000,
     fetch: async (url, init) => {
+      if (withheld) throw withheld;
+      if (!origin || !URL.canParse(url) || new URL(url).origin !== origin) {
+        throw new UnreachableError(
+          `${variable} must be an http(s) URL such as http://127.0.0.1:8000, got "${baseUrl}"`,
+        );
+      }
       let res: Response;
       try {
-        res = await doFetch(url, init);
+        res = await doFetch(url, { ...init, redirect: 'manual' });
       } catch (err) {
         if (init?.signal?.aborted) throw err;
         const why = (err as Error & { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
         throw new UnreachableError(
           `cannot reach the ${service} at ${baseUrl} (${why}). Is toolshift running? Start it with \`npm start\`, ` +
             `or set ${variable} to where the ${service} listens.`,
+        );
+      }
+      if (res.status >= 300 && res.status < 400) {
+        throw new UnreachableError(
+          `${baseUrl} answered ${res.status}, a redirect to ${res.headers.get('location') ?? 'nowhere'}: the CLI ` +
+            `follows none (its token would go along); set ${variable} to the ${service}'s own address.`,
         );
       }
       const answeredAs = res.headers.get('x-toolshift-service');

@@ -1,7 +1,8 @@
-import { readEnv } from '../lib/config.ts';
 import type { CliIo } from './io.ts';
 
-// The CLI's io for a real process: stdout/stderr, the environment (and .env), Ctrl-C, and the terminal.
+// The CLI's io for a real process: stdout/stderr, the environment, Ctrl-C, and the terminal. Not the `.env`
+// of the directory it runs in: any repository can hold one, and it would point the CLI, with the operator's
+// tokens, at a listener of its choosing. The daemon reads its own `.env`; the CLI reads where it listens.
 //
 // While a task is followed on a terminal, the terminal is in raw mode and Ctrl-C arrives as a key, not as a
 // signal. A signal goes to the whole foreground process group: under `npx toolshift` that is npm and its
@@ -121,7 +122,7 @@ export function processIo(): CliIo {
   return {
     stdout: (t) => void process.stdout.write(t),
     stderr: (t) => void process.stderr.write(t),
-    env: readEnv(),
+    env: { ...process.env },
     readStdin,
     stderrIsTTY: process.stderr.isTTY === true,
     stdinIsTTY: tty,

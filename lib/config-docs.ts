@@ -78,8 +78,14 @@ export const SETTING_GROUPS: Group[] = [
       AGENT_PORT: { doc: "the agent-server's port" },
       GATEWAY_PORT: { doc: "the gateway's port" },
       TOOL_SERVER_PORT: { doc: "the tool-server's port" },
-      AGENT_URL: { doc: 'where the agent-server is (for the CLI)', default: 'from HOST and the port' },
-      GATEWAY_URL: { doc: 'where the gateway is', default: 'from HOST and the port' },
+      AGENT_URL: {
+        doc: 'where the agent-server is, for the CLI (from its environment, not a .env; stored tokens go only to recorded addresses)',
+        default: 'the recorded address, else from HOST and the port',
+      },
+      GATEWAY_URL: {
+        doc: 'where the gateway is (for the agent-server and the CLI)',
+        default: 'from HOST and the port (the CLI: the recorded address first)',
+      },
       TOOL_SERVER_URL: { doc: 'where the tool-server is', default: 'from HOST and the port' },
       TOOLSHIFT_AUTH: {
         doc: '`none`: make no tokens; routes without a configured token are open to local processes',
@@ -310,6 +316,7 @@ export function configurationReference(): string {
     'Every setting is an environment variable, read once at start from the environment and then from a',
     '`.env` file in the working directory (the environment wins). Bad values stop the service at start with',
     "the variable's name (`Invalid configuration: AGENT_PORT: …`). `.env.example` lists the same settings.",
+    'The CLI reads its environment only, never a `.env` (see [cli.md](cli.md)).',
   ];
   for (const group of SETTING_GROUPS) {
     parts.push('', `## ${group.title}`, '', '| variable | default | meaning |', '|---|---|---|');

@@ -192,11 +192,17 @@ export function withCredentials(config: Config): Config {
   return out;
 }
 
-/** The CLI's config: tokens the environment leaves unset read from the credentials file, if there is one. */
-export function withStoredCredentials(config: Config): Config {
-  if (config.auth.mode === 'none') return config;
-  const stored = readFile(config.auth.credentialsFile);
-  if (!stored) return config;
+/** The tokens in the credentials file, for the CLI ({} when there is none, or with TOOLSHIFT_AUTH=none). */
+export function storedCredentials(config: Config): Partial<Record<CredentialVariable, string>> {
+  if (config.auth.mode === 'none') return {};
+  return readFile(config.auth.credentialsFile) ?? {};
+}
+
+/** `config` with each token the environment leaves unset taken from `stored` (for `toolshift token`). */
+export function withStoredCredentials(
+  config: Config,
+  stored: Partial<Record<CredentialVariable, string>> = storedCredentials(config),
+): Config {
   const out = structuredClone(config);
   for (const variable of VARIABLES) {
     const value = stored[variable];

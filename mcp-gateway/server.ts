@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { recordListening } from '../lib/addresses.ts';
 import { type Config, readEnv } from '../lib/config.ts';
 import { createLogger } from '../lib/log.ts';
 import { createMetrics } from '../lib/metrics.ts';
@@ -162,6 +163,8 @@ export async function startGateway(
   });
   const app = createGatewayApp({ gateway, backends, log, security, face, prompts, metrics });
   const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT', config.http.limits);
+  // The CLI finds the gateway here, and sends it the stored tokens only here.
+  await recordListening(config, 'mcp-gateway', listening.url, log);
   log[opts.announce === false ? 'debug' : 'info'](
     { url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) },
     'mcp-gateway listening',

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { addressesFile, recordListening } from '../lib/addresses.ts';
 import { type Config, checkRootsExist } from '../lib/config.ts';
 import { installationDir } from '../lib/installation.ts';
 import { createLogger } from '../lib/log.ts';
@@ -42,6 +43,8 @@ export async function startToolServer(
       config.gateway.promptsDir,
       config.gateway.policyFile,
       config.dataDir,
+      // Where the CLI sends the stored tokens: a model that changed it could have them sent elsewhere.
+      addressesFile(config.auth.credentialsFile),
       path.resolve('.env'),
     ],
   });
@@ -67,6 +70,7 @@ export async function startToolServer(
     security,
   });
   const listening = await listen(app, config.tools.port, config.host, 'TOOL_SERVER_PORT', config.http.limits);
+  await recordListening(config, 'tool-server', listening.url, log);
   log[opts.announce === false ? 'debug' : 'info'](
     { url: listening.url, roots: paths.allowed() },
     'tool-server listening',

@@ -298,11 +298,11 @@ describe('exit codes and errors', () => {
     const run = await cli(stack, 'run', 'say hello');
     expect(run.code).toBe(3);
     expect(run.stderr).toMatch(
-      /Missing credentials.*AGENT_API_TOKEN\nThe CLI takes AGENT_API_TOKEN from the environment or \.env, else from \S+credentials\.json \(written by the daemon at its first start\)/,
+      /Missing credentials.*AGENT_API_TOKEN\nThe CLI takes AGENT_API_TOKEN from the environment, else from \S+credentials\.json \(written by the daemon at its first start\)/,
     );
     const list = await cli(stack, 'toolsets');
     expect(list.code).toBe(3);
-    expect(list.stderr).toMatch(/\nThe CLI takes GATEWAY_ADMIN_TOKEN from the environment or \.env/);
+    expect(list.stderr).toMatch(/\nThe CLI takes GATEWAY_ADMIN_TOKEN from the environment, else from/);
     expect(model.requests).toHaveLength(0);
     const envExtra = { AGENT_API_TOKEN: tokens.user, GATEWAY_ADMIN_TOKEN: tokens.admin };
     const ok = await cliWith({ envExtra }, stack, 'run', 'say hello');

@@ -170,6 +170,41 @@ describe("the daemon's configuration inside a root cannot be changed by the file
   });
 });
 
+describe('where the CLI sends the stored tokens', () => {
+  it('addresses.json beside a credentials file outside the data directory cannot be changed by a file tool', async () => {
+    const keys = path.join(project, 'keys');
+    const other = await startToolServer(
+      loadConfig({
+        TOOL_SERVER_PORT: '0',
+        LOG_LEVEL: 'silent',
+        FS_ROOTS: project,
+        TOOLSETS_DIR: path.join(project, 'toolsets'),
+        TOOLSHIFT_DATA_DIR: path.join(project, 'data'),
+        TOOLSHIFT_CREDENTIALS_FILE: path.join(keys, 'credentials.json'),
+      }),
+    );
+    try {
+      const file = path.join(keys, 'addresses.json');
+      const recorded = await readFile(file, 'utf8');
+      expect(JSON.parse(recorded)).toEqual({ 'tool-server': [other.url] });
+      const res = await fetch(`${other.url}/tools/write_file`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          path: 'keys/addresses.json',
+          content: '{"mcp-gateway":["http://attacker:80"]}',
+        }),
+      });
+      const r = (await res.json()) as ToolResult;
+      expect(r.success).toBe(false);
+      expect(r.error).toMatch(/matches the protected pattern ".*addresses\.json"/);
+      expect(await readFile(file, 'utf8')).toBe(recorded);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe('protected paths the roots do not cover', () => {
   it('a protected directory above a root does not make the root read-only', async () => {
     const root = path.join(project, 'scratch');

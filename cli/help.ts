@@ -4,8 +4,8 @@ const ENVIRONMENT = `Environment (the shell's; a .env in the current directory i
   AGENT_URL            the agent-server (default: where the daemon recorded it listens, else
                        http://127.0.0.1:$AGENT_PORT, port 8000)
   GATEWAY_URL          the mcp-gateway (default: where the daemon recorded it listens, else port 8080)
-  AGENT_API_TOKEN      sent to the agent-server (default: from the daemon's credentials file)
-  GATEWAY_ADMIN_TOKEN  sent to the gateway, the operator's token (default: from the credentials file)
+  AGENT_API_TOKEN      sent to the agent-server (default: generated, read from the daemon's credentials file)
+  GATEWAY_ADMIN_TOKEN  sent to the gateway, the operator's token (default: generated, from the credentials file)
   TOOLSHIFT_DATA_DIR   where the daemon keeps credentials.json and addresses.json (default
                        ~/.local/share/toolshift)
   NO_COLOR             any value: no colour, even on a terminal

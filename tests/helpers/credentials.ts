@@ -18,6 +18,6 @@ export function bearerOf(dataDir: string, variable: CredentialVariable): { autho
 
 /**
  * For a CLI run in a test: a data directory with no credentials file, so the CLI never picks up the tokens of
- * a daemon the developer started in this checkout (`./data/credentials.json`).
+ * a daemon the developer started on this machine (`~/.local/share/toolshift/credentials.json`).
  */
 export const NO_STORED_CREDENTIALS = { TOOLSHIFT_DATA_DIR: '/nonexistent/toolshift-test-data' };

@@ -107,6 +107,8 @@ function agrees(name: string, stated: string): boolean {
 function statedDefaults(text: string): { name: string; stated: string; line: string }[] {
   const out: { name: string; stated: string; line: string }[] = [];
   for (const row of text.matchAll(/^\|([^|\n]+)\|([^|\n]+)\|/gm)) {
+    // A settings table's first cell is nothing but the names (`A` / `B`).
+    if (!/^ *`[A-Z][A-Z0-9_]+`(?: \/ `[A-Z][A-Z0-9_]+`)* *$/.test(row[1])) continue;
     const names = [...row[1].matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]);
     const values = row[2].split(' / ');
     if (names.length === 0 || names.length !== values.length || !names.every((n) => REFERENCE.has(n)))

@@ -7,8 +7,13 @@ export function toolServerBackend(endpoint: ServiceEndpoint, name = 'tool-server
   return {
     name,
     listTools: () => callRoute(endpoint, toolServerRoutes.listTools),
-    callTool: (tool, args, signal): Promise<ToolResult> =>
-      callRoute(endpoint, toolServerRoutes.callTool, { params: { name: tool }, body: args }, { signal }),
+    callTool: (tool, args, call): Promise<ToolResult> =>
+      callRoute(
+        endpoint,
+        toolServerRoutes.callTool,
+        { params: { name: tool }, body: args },
+        { signal: call?.signal },
+      ),
     async health() {
       try {
         await callRoute(endpoint, toolServerRoutes.health);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../lib/config.ts';
 import { FairSlots } from '../../../mcp-gateway/backends/fair-slots.ts';
 import { UpstreamError } from '../../../mcp-gateway/backends/upstream-types.ts';
 
@@ -76,5 +77,14 @@ describe('FairSlots', () => {
     b();
     expect(started).toEqual(['a0', 'a1', 'b', 'a2']);
     expect(slots.running).toBe(0);
+  });
+
+  it('takes its limits from the configuration: a session never more than the server, a bad value named', () => {
+    const upstream = (env: Record<string, string>) => loadConfig(env).gateway.upstream;
+    expect(upstream({})).toMatchObject({ maxConcurrentCalls: 16, maxCallsPerSession: 8 });
+    expect(
+      upstream({ UPSTREAM_MAX_CONCURRENT_CALLS: '4', UPSTREAM_MAX_CALLS_PER_SESSION: '8' }),
+    ).toMatchObject({ maxConcurrentCalls: 4, maxCallsPerSession: 4 });
+    expect(() => upstream({ UPSTREAM_MAX_CALLS_PER_SESSION: '0' })).toThrow(/UPSTREAM_MAX_CALLS_PER_SESSION/);
   });
 });

@@ -86,9 +86,14 @@ export class FairSlots {
         if (at >= 0) own.waiting.splice(at, 1);
         if (own.waiting.length === 0) this.unready(session);
         this.forgetIfIdle(session, own);
+        // Held back by its own share, or by the server being full: the message says which.
+        const whose =
+          own.running >= perSession && perSession < slots
+            ? `this session's ${perSession} calls in flight (UPSTREAM_MAX_CALLS_PER_SESSION)`
+            : `the ${slots} calls in flight`;
         reject(
           new UpstreamError(
-            `${label}: ${name} waited ${timeoutMs} ms for one of the ${slots} calls in flight to finish and was not sent`,
+            `${label}: ${name} waited ${timeoutMs} ms for one of ${whose} to finish and was not sent`,
           ),
         );
       }, timeoutMs);

@@ -62,6 +62,13 @@ describe('FairSlots', () => {
     holder();
     (await next)();
     expect(started).toEqual(['x', 'b']);
+    // Held back by its own share rather than by the server: said so.
+    const wide = new FairSlots({ label: 'srv', slots: 4, perSession: 1 });
+    const own = await take(wide, 'A', 'a', started);
+    await expect(take(wide, 'A', 'a late', started, 100)).rejects.toThrow(
+      "srv: tool waited 100 ms for one of this session's 1 calls in flight (UPSTREAM_MAX_CALLS_PER_SESSION) to finish and was not sent",
+    );
+    own();
   });
 
   it('never lets one session hold more than its share, even with places free', async () => {

@@ -108,7 +108,7 @@ describe('a shared upstream under one session flooding it', () => {
     );
     // A's share reaches the upstream; its excess over its own queue is refused at once.
     await vi.waitFor(() => expect(answers.size).toBe(30), { timeout: 10_000 });
-    expect(upstream.executed).toHaveLength(2);
+    await vi.waitFor(() => expect(upstream.executed).toHaveLength(2), { timeout: 10_000 });
     for (const answer of answers.values()) {
       expect(answer.success).toBe(false);
       expect(answer.error).toMatch(

@@ -22,6 +22,8 @@ export const QUEUE_FACTOR = 4;
 
 interface Session {
   running: number;
+  /** When a call of it last started (a tick of this scheduler; 0: none yet): among equals, the longest ago goes first. */
+  lastStart: number;
   /** Its waiting calls, oldest first; each starts the call when called. */
   waiting: (() => void)[];
 }
@@ -29,9 +31,10 @@ interface Session {
 /** A backend's places for calls in flight, shared fairly between sessions. */
 export class FairSlots {
   private readonly sessions = new Map<string, Session>();
-  /** Sessions with a call waiting, in the order they are served among equals. */
-  private readonly ready: string[] = [];
+  /** Sessions with a call waiting. */
+  private readonly ready = new Set<string>();
   private inFlight = 0;
+  private tick = 0;
   private readonly opts: FairSlotsOptions;
 
   constructor(opts: FairSlotsOptions) {
@@ -57,7 +60,7 @@ export class FairSlots {
    */
   async acquire(session: string, name: string, timeoutMs: number): Promise<() => void> {
     const { label, slots, perSession } = this.opts;
-    const own = this.sessions.get(session) ?? { running: 0, waiting: [] };
+    const own = this.sessions.get(session) ?? { running: 0, lastStart: 0, waiting: [] };
     this.sessions.set(session, own);
     // A place is free only while every session still waiting holds its whole share: none is passed over.
     if (this.inFlight < slots && own.running < perSession) return this.start(session, own);
@@ -68,10 +71,10 @@ export class FairSlots {
           `many waiting); ${name} was not sent and did not run — try again when one of them finishes`,
       );
     }
-    if (own.waiting.length === 0 && this.ready.length >= QUEUE_FACTOR * slots) {
+    if (own.waiting.length === 0 && this.ready.size >= QUEUE_FACTOR * slots) {
       this.forgetIfIdle(session, own);
       throw new UpstreamError(
-        `${label} is busy: calls of ${this.ready.length} other sessions are waiting for it, the most that may ` +
+        `${label} is busy: calls of ${this.ready.size} other sessions are waiting for it, the most that may ` +
           `(${QUEUE_FACTOR} times UPSTREAM_MAX_CONCURRENT_CALLS=${slots}); ${name} was not sent and did not run — ` +
           'try again shortly',
       );
@@ -84,7 +87,7 @@ export class FairSlots {
       const timer = setTimeout(() => {
         const at = own.waiting.indexOf(turn);
         if (at >= 0) own.waiting.splice(at, 1);
-        if (own.waiting.length === 0) this.unready(session);
+        if (own.waiting.length === 0) this.ready.delete(session);
         this.forgetIfIdle(session, own);
         // Held back by its own share, or by the server being full: the message says which.
         const whose =
@@ -97,7 +100,7 @@ export class FairSlots {
           ),
         );
       }, timeoutMs);
-      if (own.waiting.length === 0) this.ready.push(session);
+      this.ready.add(session);
       own.waiting.push(turn);
     });
   }
@@ -105,6 +108,7 @@ export class FairSlots {
   private start(session: string, own: Session): () => void {
     this.inFlight++;
     own.running++;
+    own.lastStart = ++this.tick;
     let done = false;
     return () => {
       if (done) return;
@@ -116,31 +120,31 @@ export class FairSlots {
     };
   }
 
-  /** Gives free places to waiting sessions under their share, the one with the fewest in flight first. */
+  /**
+   * Gives free places to waiting sessions under their share: the one with the fewest in flight first, and among
+   * equals the one whose last call started longest ago (so sessions take turns, whatever order they queued in).
+   */
   private pump(): void {
     while (this.inFlight < this.opts.slots) {
-      let pick = -1;
-      let fewest = this.opts.perSession;
-      for (const [at, id] of this.ready.entries()) {
-        const running = this.sessions.get(id)?.running ?? 0;
-        if (running < fewest) {
-          pick = at;
-          fewest = running;
+      let pick: string | undefined;
+      let best: Session | undefined;
+      for (const id of this.ready) {
+        const s = this.sessions.get(id) as Session;
+        if (s.running >= this.opts.perSession) continue;
+        if (
+          !best ||
+          s.running < best.running ||
+          (s.running === best.running && s.lastStart < best.lastStart)
+        ) {
+          pick = id;
+          best = s;
         }
       }
-      if (pick < 0) return;
-      const [id] = this.ready.splice(pick, 1) as [string];
-      const own = this.sessions.get(id) as Session;
-      const next = own.waiting.shift() as () => void;
-      // Served: to the back of the line among equals, if it has more waiting.
-      if (own.waiting.length > 0) this.ready.push(id);
+      if (pick === undefined || !best) return;
+      const next = best.waiting.shift() as () => void;
+      if (best.waiting.length === 0) this.ready.delete(pick);
       next();
     }
-  }
-
-  private unready(session: string): void {
-    const at = this.ready.indexOf(session);
-    if (at >= 0) this.ready.splice(at, 1);
   }
 
   private forgetIfIdle(session: string, own: Session): void {

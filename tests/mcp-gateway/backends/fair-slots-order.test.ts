@@ -32,6 +32,18 @@ describe('FairSlots', () => {
     expect(slots.waiting).toBe(0);
   });
 
+  it('puts a session whose call just ran behind one that has waited, though it queued first', async () => {
+    const slots = new FairSlots({ label: 'srv', slots: 1, perSession: 1 });
+    const started: string[] = [];
+    const a1 = await take(slots, 'A', 'a1', started);
+    const a2 = take(slots, 'A', 'a2', started);
+    const b1 = take(slots, 'B', 'b1', started);
+    a1();
+    (await b1)();
+    (await a2)();
+    expect(started).toEqual(['a1', 'b1', 'a2']);
+  });
+
   it('bounds the sessions that may queue: past four times the places, a new session is refused at once, unrun', async () => {
     const slots = new FairSlots({ label: 'srv', slots: 1, perSession: 1 });
     const started: string[] = [];

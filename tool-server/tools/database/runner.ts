@@ -11,8 +11,11 @@ import type { DbJob, DbReply } from './ops.ts';
 
 /** Runs jobs with a deadline; the tool-server keeps one (server.ts), a hand-built context gets one per call. */
 export interface DbRunner {
-  /** The job's result, or a ToolError: the job's own error, or its deadline (the process is then killed). */
-  run(job: DbJob, timeoutMs: number): Promise<unknown>;
+  /**
+   * The job's result, or a ToolError: the job's own error, or its deadline (the process is then killed).
+   * `session`: whose job it is; waiting jobs are served session by session (the one with the fewest running first).
+   */
+  run(job: DbJob, timeoutMs: number, session?: string): Promise<unknown>;
   /** The pids of the query processes alive now, busy or idle. */
   pids(): number[];
   /** Kills every process and refuses queued jobs; for shutdown and tests. */
@@ -39,6 +42,7 @@ interface Proc {
 
 interface Pending {
   job: DbJob;
+  session: string;
   timeoutMs: number;
   deadline: number;
   resolve: (result: unknown) => void;
@@ -98,6 +102,9 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
   const live = new Set<Proc>();
   const idle: Proc[] = [];
   const queue: Pending[] = [];
+  /** Per session with a job running or waiting: how many run, and when one last started (a tick; 0: never). */
+  const sessions = new Map<string, { running: number; lastStart: number }>();
+  let tick = 0;
   let closed = false;
 
   const forget = (proc: Proc) => {
@@ -126,13 +133,49 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
     idle.push(proc);
   };
 
-  function pump(): void {
-    while (queue.length > 0 && (idle.length > 0 || live.size < maxProcesses)) {
-      const item = queue.shift() as Pending;
-      if (Date.now() >= item.deadline) {
-        item.reject(tooSlow(item.job, item.timeoutMs));
-        continue;
+  const sessionOf = (id: string) => {
+    const known = sessions.get(id);
+    if (known) return known;
+    const fresh = { running: 0, lastStart: 0 };
+    sessions.set(id, fresh);
+    return fresh;
+  };
+  /** Drops what is kept of a session with nothing running or waiting. */
+  const forgetIdle = (id: string) => {
+    if (sessionOf(id).running === 0 && !queue.some((i) => i.session === id)) sessions.delete(id);
+  };
+
+  /**
+   * The next job to run: the oldest of the session with the fewest jobs running, and among equals of the one
+   * whose last job started longest ago. In arrival order, one session's burst of queries held every other
+   * session's query behind all of it, often past its deadline.
+   */
+  function next(): Pending {
+    let pick = 0;
+    let best: { running: number; lastStart: number } | undefined;
+    for (const [at, item] of queue.entries()) {
+      const s = sessionOf(item.session);
+      if (!best || s.running < best.running || (s.running === best.running && s.lastStart < best.lastStart)) {
+        pick = at;
+        best = s;
       }
+    }
+    return queue.splice(pick, 1)[0] as Pending;
+  }
+
+  function pump(): void {
+    // Jobs past their deadline leave first, whoever they belong to.
+    const now = Date.now();
+    for (const item of queue.filter((i) => now >= i.deadline)) {
+      queue.splice(queue.indexOf(item), 1);
+      forgetIdle(item.session);
+      item.reject(tooSlow(item.job, item.timeoutMs));
+    }
+    while (queue.length > 0 && (idle.length > 0 || live.size < maxProcesses)) {
+      const item = next();
+      const s = sessionOf(item.session);
+      s.running++;
+      s.lastStart = ++tick;
       execute(idle.pop() ?? start(), item);
     }
   }
@@ -146,6 +189,8 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      sessionOf(item.session).running--;
+      forgetIdle(item.session);
       child.off('message', onMessage);
       child.off('exit', onExit);
       if (keep && !closed && idle.length < maxIdle) {
@@ -203,10 +248,10 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
   }
 
   return {
-    run(job, timeoutMs) {
+    run(job, timeoutMs, session = '') {
       if (closed) return Promise.reject(new ToolError('The database tools are shutting down'));
       return new Promise((resolve, reject) => {
-        queue.push({ job, timeoutMs, deadline: Date.now() + timeoutMs, resolve, reject });
+        queue.push({ job, session, timeoutMs, deadline: Date.now() + timeoutMs, resolve, reject });
         pump();
       });
     },
@@ -214,6 +259,7 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
     close() {
       closed = true;
       for (const item of queue.splice(0)) item.reject(new ToolError('The database tools are shutting down'));
+      sessions.clear();
       for (const proc of [...live]) kill(proc);
     },
   };

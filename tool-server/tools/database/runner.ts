@@ -2,6 +2,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { siblingModule } from '../../../lib/installation.ts';
 import { ToolError } from '../../kit/errors.ts';
+import { FairQueue } from '../../kit/fair-queue.ts';
 import type { DbJob, DbReply } from './ops.ts';
 
 // Runs database jobs off the tool-server's thread, in child processes (worker.ts), with a deadline. A
@@ -101,10 +102,8 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
   const env = options.env ?? process.env;
   const live = new Set<Proc>();
   const idle: Proc[] = [];
-  const queue: Pending[] = [];
-  /** Per session with a job running or waiting: how many run, and when one last started (a tick; 0: never). */
-  const sessions = new Map<string, { running: number; lastStart: number }>();
-  let tick = 0;
+  /** Waiting jobs, handed out session by session (kit/fair-queue.ts). */
+  const queue = new FairQueue<Pending>();
   let closed = false;
 
   const forget = (proc: Proc) => {
@@ -133,50 +132,12 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
     idle.push(proc);
   };
 
-  const sessionOf = (id: string) => {
-    const known = sessions.get(id);
-    if (known) return known;
-    const fresh = { running: 0, lastStart: 0 };
-    sessions.set(id, fresh);
-    return fresh;
-  };
-  /** Drops what is kept of a session with nothing running or waiting. */
-  const forgetIdle = (id: string) => {
-    if (sessionOf(id).running === 0 && !queue.some((i) => i.session === id)) sessions.delete(id);
-  };
-
-  /**
-   * The next job to run: the oldest of the session with the fewest jobs running, and among equals of the one
-   * whose last job started longest ago. In arrival order, one session's burst of queries held every other
-   * session's query behind all of it, often past its deadline.
-   */
-  function next(): Pending {
-    let pick = 0;
-    let best: { running: number; lastStart: number } | undefined;
-    for (const [at, item] of queue.entries()) {
-      const s = sessionOf(item.session);
-      if (!best || s.running < best.running || (s.running === best.running && s.lastStart < best.lastStart)) {
-        pick = at;
-        best = s;
-      }
-    }
-    return queue.splice(pick, 1)[0] as Pending;
-  }
-
   function pump(): void {
     // Jobs past their deadline leave first, whoever they belong to.
     const now = Date.now();
-    for (const item of queue.filter((i) => now >= i.deadline)) {
-      queue.splice(queue.indexOf(item), 1);
-      forgetIdle(item.session);
-      item.reject(tooSlow(item.job, item.timeoutMs));
-    }
+    for (const item of queue.drop((i) => now >= i.deadline)) item.reject(tooSlow(item.job, item.timeoutMs));
     while (queue.length > 0 && (idle.length > 0 || live.size < maxProcesses)) {
-      const item = next();
-      const s = sessionOf(item.session);
-      s.running++;
-      s.lastStart = ++tick;
-      execute(idle.pop() ?? start(), item);
+      execute(idle.pop() ?? start(), queue.take() as Pending);
     }
   }
 
@@ -189,8 +150,7 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      sessionOf(item.session).running--;
-      forgetIdle(item.session);
+      queue.done(item);
       child.off('message', onMessage);
       child.off('exit', onExit);
       if (keep && !closed && idle.length < maxIdle) {
@@ -258,8 +218,7 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
     pids: () => [...live].map((p) => p.child.pid).filter((pid): pid is number => pid !== undefined),
     close() {
       closed = true;
-      for (const item of queue.splice(0)) item.reject(new ToolError('The database tools are shutting down'));
-      sessions.clear();
+      for (const item of queue.clear()) item.reject(new ToolError('The database tools are shutting down'));
       for (const proc of [...live]) kill(proc);
     },
   };

@@ -159,7 +159,10 @@ export const SETTING_GROUPS: Group[] = [
         doc: 'a stdio MCP server unused this long is stopped, and started again on its next use (0: never); what it kept only in memory is lost then',
       },
       UPSTREAM_MAX_CONCURRENT_CALLS: {
-        doc: 'calls in flight at once per upstream server; more wait (within their timeout), up to four times as many, beyond that refused',
+        doc: 'calls in flight at once per upstream server, every session together; more wait (within their timeout) in a queue per session, and a freed place goes to the waiting session with the fewest in flight',
+      },
+      UPSTREAM_MAX_CALLS_PER_SESSION: {
+        doc: "calls in flight at once per upstream server for one session (at most `UPSTREAM_MAX_CONCURRENT_CALLS`); four times as many may wait, beyond that only that session's call is refused, without running",
       },
     },
   },

@@ -115,6 +115,7 @@ export const EnvSchema = z.object({
   UPSTREAM_MAX_PROCESSES: z.coerce.number().int().min(1).max(1000).default(32),
   UPSTREAM_IDLE_S: z.coerce.number().int().min(0).default(600),
   UPSTREAM_MAX_CONCURRENT_CALLS: z.coerce.number().int().min(1).max(1000).default(16),
+  UPSTREAM_MAX_CALLS_PER_SESSION: z.coerce.number().int().min(1).max(1000).default(8),
   PROMPTS_DIR: optionalString,
   POLICY_FILE: optionalString,
   APPROVAL_TIMEOUT_S: z.coerce.number().int().min(1).default(600),
@@ -356,7 +357,8 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       },
       /**
        * Upstream MCP servers: the most one message may hold, the most of a result the model is given, the
-       * stdio servers running at once and their idle lifetime, and the calls in flight per server.
+       * stdio servers running at once and their idle lifetime, and the calls in flight per server and per
+       * session on one server (never more than per server).
        */
       upstream: {
         maxMessageBytes: e.UPSTREAM_MAX_MESSAGE_BYTES,
@@ -364,6 +366,7 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
         maxProcesses: e.UPSTREAM_MAX_PROCESSES,
         idleMs: e.UPSTREAM_IDLE_S * 1000,
         maxConcurrentCalls: e.UPSTREAM_MAX_CONCURRENT_CALLS,
+        maxCallsPerSession: Math.min(e.UPSTREAM_MAX_CALLS_PER_SESSION, e.UPSTREAM_MAX_CONCURRENT_CALLS),
       },
       promptsDir: path.resolve(e.PROMPTS_DIR ?? path.join(installationDir(), 'prompts')),
       /** The operator's ceiling: policy file, how long an approval may stay pending, per-session limits. */

@@ -75,7 +75,13 @@ async function exchange(
 export async function callRoute<S extends RouteSpec>(
   endpoint: ServiceEndpoint,
   spec: S,
-  input: { params?: Record<string, string>; query?: Record<string, string | undefined>; body?: unknown } = {},
+  input: {
+    params?: Record<string, string>;
+    query?: Record<string, string | undefined>;
+    /** The route's own headers (its contract's `headers`). */
+    headers?: Record<string, string>;
+    body?: unknown;
+  } = {},
   init: { signal?: AbortSignal } = {},
 ): Promise<Ok<S>> {
   let urlPath = spec.path.replace(/\{(\w+)\}/g, (_, k: string) =>
@@ -102,6 +108,7 @@ export async function callRoute<S extends RouteSpec>(
         ...requestIdHeader(),
         ...traceHeaders(),
         ...endpoint.headers,
+        ...input.headers,
       },
       body,
       signal: controller.signal,

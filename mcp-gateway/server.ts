@@ -82,6 +82,7 @@ export async function startGateway(
         maxMessageBytes: config.gateway.upstream.maxMessageBytes,
         maxResultBytes: config.gateway.upstream.maxResultBytes,
         maxConcurrentCalls: config.gateway.upstream.maxConcurrentCalls,
+        maxCallsPerSession: config.gateway.upstream.maxCallsPerSession,
         pool,
       },
       // A reload sees variables added to .env since the start (a changed value needs a restart).

@@ -6,7 +6,7 @@ import { serveOpenApi } from '../lib/openapi.ts';
 import { healthDetail, type Security } from '../lib/security.ts';
 import { GENAI, trace } from '../lib/tracing.ts';
 import * as contract from './contract.ts';
-import { toolServerRoutes as routes } from './contract.ts';
+import { toolServerRoutes as routes, SESSION_HEADER } from './contract.ts';
 import type { ToolContext } from './kit/define.ts';
 import type { ToolRegistry } from './registry.ts';
 
@@ -25,11 +25,16 @@ export function createToolServerApp<C extends ToolContext>(deps: ToolServerDeps<
   const app = new Hono();
   installBase(app, deps.log, deps.security, { metrics: deps.metrics });
   route(app, routes.listTools, (c) => c.json(deps.registry.definitions()));
-  route(app, routes.callTool, async (c, { params, body }) => {
+  route(app, routes.callTool, async (c, { params, headers, body }) => {
     // The request's span (tracing on: a hop of a traced call) names the tool and says how it ended.
     const span = trace.getActiveSpan();
     span?.setAttribute(GENAI.toolName, params.name);
-    const result = await deps.registry.call(params.name, body ?? {}, deps.context);
+    const session = headers[SESSION_HEADER];
+    const result = await deps.registry.call(
+      params.name,
+      body ?? {},
+      session ? { ...deps.context, session } : deps.context,
+    );
     if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
     return c.json(result);
   });

@@ -110,6 +110,12 @@ export const Health = z.looseObject({ status: z.literal('ok') });
 
 export const ToolName = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z0-9_]{1,64}$');
 
+/**
+ * Whose call it is: the gateway's session, URI-encoded. The tool-server's shared pools (the database's query
+ * processes) serve waiting sessions in turn with it, so one session's flood does not hold the others back.
+ */
+export const SESSION_HEADER = 'x-toolshift-session';
+
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const toolServerRoutes = {
   listTools: {
@@ -123,6 +129,7 @@ export const toolServerRoutes = {
     path: '/tools/{name}',
     summary: 'Run a tool; the body is its arguments',
     params: z.object({ name: ToolName }),
+    headers: z.object({ [SESSION_HEADER]: z.string().min(1).max(1024).optional() }),
     body: z.record(z.string(), z.unknown()).optional(),
     responses: { 200: ToolResult, 400: ErrorBody, 404: ErrorBody },
   },

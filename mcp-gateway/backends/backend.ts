@@ -1,9 +1,17 @@
 import type { ToolDefinition, ToolResult } from '../../tool-server/contract.ts';
 
+/** What a backend is told about one call. */
+export interface BackendCall {
+  signal?: AbortSignal;
+  /** The gateway session making the call; calls without one share the key ''. */
+  session?: string;
+}
+
 /** Where a toolset's tools live. The tool-server is one; upstream MCP servers implement the same interface. */
 export interface Backend {
   readonly name: string;
   listTools(): Promise<ToolDefinition[]>;
-  callTool(name: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<ToolResult>;
+  /** `session`: whose call it is, so a shared backend shares its calls in flight fairly between sessions. */
+  callTool(name: string, args: Record<string, unknown>, call?: BackendCall): Promise<ToolResult>;
   health(): Promise<{ ok: boolean; detail?: string }>;
 }

@@ -11,6 +11,7 @@ import {
 import type { Logger } from '../../lib/log.ts';
 import { traceMeta } from '../../lib/tracing.ts';
 import type { Redactor } from '../catalog/env-expand.ts';
+import { FairSlots } from './fair-slots.ts';
 import { limitedFetch, type MessageTooLargeError } from './message-limit.ts';
 import { StdioTransport } from './stdio-transport.ts';
 import type { PooledServer, UpstreamPool } from './upstream-pool.ts';
@@ -54,12 +55,15 @@ export interface ConnectionDeps {
   maxMessageBytes?: number;
   /** The gateway's stdio servers, bounded and stopped when idle (upstream-pool.ts); none: unbounded. */
   pool?: UpstreamPool;
-  /** Calls in flight at once (UPSTREAM_MAX_CONCURRENT_CALLS); more wait, up to four times as many. */
+  /** Calls in flight at once (UPSTREAM_MAX_CONCURRENT_CALLS); more wait, each session in a queue of its own. */
   maxConcurrentCalls?: number;
+  /** Calls in flight at once for one session (UPSTREAM_MAX_CALLS_PER_SESSION); it may have four times as many waiting. */
+  maxCallsPerSession?: number;
 }
 
 const MAX_BACKOFF_MS = 30_000;
 const DEFAULT_MAX_CONCURRENT_CALLS = 16;
+const DEFAULT_MAX_CALLS_PER_SESSION = 8;
 const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 /** 0 for the first failure (restart on the very next use), then 1 s, 2 s, 4 s … up to 30 s. */
@@ -82,11 +86,9 @@ export class McpConnection implements PooledServer {
   private readonly listeners = new Set<(tools: Tool[]) => void>();
   /** Why a server that was up is idle now (stopped unused); shown until it starts again. */
   private idleReason?: string;
-  /** Calls waiting for one in flight to finish. */
-  private readonly waiting: (() => void)[] = [];
   lastUsed = Date.now();
-  /** Tool calls in flight (capped), and other requests (listings, prompts, resources) in flight. */
-  private calls = 0;
+  /** Tool calls in flight and waiting, per session (capped); other requests (listings, prompts, resources) in flight. */
+  private readonly slots: FairSlots;
   private uses = 0;
 
   /** How the server is named in messages: the file's command or URL, with `${VAR}` unexpanded. */
@@ -98,6 +100,11 @@ export class McpConnection implements PooledServer {
     this.label = label;
     this.spec = spec;
     this.deps = deps;
+    this.slots = new FairSlots({
+      label,
+      slots: deps.maxConcurrentCalls ?? DEFAULT_MAX_CONCURRENT_CALLS,
+      perSession: deps.maxCallsPerSession ?? DEFAULT_MAX_CALLS_PER_SESSION,
+    });
   }
 
   status(): UpstreamStatus {
@@ -136,7 +143,7 @@ export class McpConnection implements PooledServer {
 
   /** Requests in flight of any kind: a server with one is not stopped for idleness or for room. */
   get inFlight(): number {
-    return this.calls + this.uses;
+    return this.slots.running + this.uses;
   }
 
   /** Runs a request other than a tool call, counted as in use. */
@@ -176,53 +183,23 @@ export class McpConnection implements PooledServer {
   }
 
   /** Calls a tool; a timeout sends `notifications/cancelled` upstream and checks the server still answers. */
-  async callTool(name: string, args: Record<string, unknown>, timeoutMs: number): Promise<CallToolResult> {
+  async callTool(
+    name: string,
+    args: Record<string, unknown>,
+    timeoutMs: number,
+    session = '',
+  ): Promise<CallToolResult> {
     const started = Date.now();
-    await this.slot(name, timeoutMs);
+    this.lastUsed = started;
+    // A place among the calls in flight, shared fairly between sessions (fair-slots.ts), within the call's time.
+    const release = await this.slots.acquire(session, name, timeoutMs);
     try {
       // The time left after waiting for a place; a timeout is reported as the toolset's own.
       return await this.call(name, args, Math.max(1, timeoutMs - (Date.now() - started)), timeoutMs);
     } finally {
-      this.calls--;
       this.lastUsed = Date.now();
-      this.waiting.shift()?.();
+      release();
     }
-  }
-
-  /**
-   * Takes a place among the calls in flight, waiting (within the call's time) while the server has its fill;
-   * beyond four times that many waiting the call is refused at once.
-   */
-  private async slot(name: string, timeoutMs: number): Promise<void> {
-    this.lastUsed = Date.now();
-    const max = this.deps.maxConcurrentCalls ?? DEFAULT_MAX_CONCURRENT_CALLS;
-    if (this.calls < max) {
-      this.calls++;
-      return;
-    }
-    if (this.waiting.length >= 4 * max) {
-      throw new UpstreamError(
-        `${this.label} is busy: ${this.calls} calls in flight and ${this.waiting.length} waiting ` +
-          `(UPSTREAM_MAX_CONCURRENT_CALLS=${max}); ${name} was not sent, try again shortly`,
-      );
-    }
-    await new Promise<void>((resolve, reject) => {
-      const turn = () => {
-        clearTimeout(timer);
-        this.calls++;
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        const at = this.waiting.indexOf(turn);
-        if (at >= 0) this.waiting.splice(at, 1);
-        reject(
-          new UpstreamError(
-            `${this.label}: ${name} waited ${timeoutMs} ms for one of the ${max} calls in flight to finish and was not sent`,
-          ),
-        );
-      }, timeoutMs);
-      this.waiting.push(turn);
-    });
   }
 
   /** Stops an idle server's process when no call is in flight (the pool's idle shutdown, or room for another). */

@@ -36,7 +36,7 @@ export interface CatalogOptions {
   source?: ToolsetSources & { vars?: () => Record<string, string | undefined> };
   /**
    * Upstream connections: timeouts, the per-message cap, the cap of a result the model is given, calls in
-   * flight per server, and the pool that bounds the stdio servers running at once.
+   * flight per server and per session, and the pool that bounds the stdio servers running at once.
    */
   connection?: {
     connectTimeoutMs?: number;
@@ -44,6 +44,7 @@ export interface CatalogOptions {
     maxMessageBytes?: number;
     maxResultBytes?: number;
     maxConcurrentCalls?: number;
+    maxCallsPerSession?: number;
     pool?: UpstreamPool;
   };
 }

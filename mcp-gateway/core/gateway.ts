@@ -325,7 +325,7 @@ export function createGateway(deps: {
             },
           },
           async (span) => {
-            const result = await tool.backend.callTool(name, args);
+            const result = await tool.backend.callTool(name, args, { session: sessionId });
             if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
             return result;
           },

@@ -7,11 +7,11 @@ import { createMcpHandler, Server } from '@modelcontextprotocol/server';
 // 2025 and the 2026-07-28 era from one endpoint) on 127.0.0.1. Its tool definitions are raw JSON Schema
 // and can be changed while it runs (rug-pull tests); it can require a bearer token and records what it saw.
 
-/** What a fixture tool does when called; the era is the protocol era of the request. */
+/** What a fixture tool does when called (it may take its time); the era is the protocol era of the request. */
 export type FixtureRun = (
   args: Record<string, unknown>,
   seen: { era: 'legacy' | 'modern'; authorization: string | null },
-) => CallToolResult;
+) => CallToolResult | Promise<CallToolResult>;
 
 /** A tool the fixture serves: its definition as listed, and optionally what a call does. */
 export interface FixtureTool {

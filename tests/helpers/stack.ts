@@ -119,12 +119,14 @@ export interface StackOptions {
   log?: Logger;
   /** Extra variables for `${VAR}` in toolset files (on top of the process environment). */
   vars?: Record<string, string>;
-  /** Upstream MCP connection timeouts. */
+  /** Upstream MCP connection timeouts and limits. */
   connection?: {
     connectTimeoutMs?: number;
     livenessTimeoutMs?: number;
     maxMessageBytes?: number;
     maxResultBytes?: number;
+    maxConcurrentCalls?: number;
+    maxCallsPerSession?: number;
   };
   /** Tasks that may run at once (default 4). */
   maxConcurrentTasks?: number;

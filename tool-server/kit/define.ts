@@ -16,6 +16,8 @@ export interface ToolContext {
   maxReadBytes: number;
   /** The largest file read_media_file returns (it refuses larger ones); LIMITS.mediaBytes when absent. */
   maxMediaBytes?: number;
+  /** Whose call it is (SESSION_HEADER), so shared pools serve sessions in turn; absent: one shared key. */
+  session?: string;
 }
 
 // Annotation presets (MCP tool annotations; the gateway's policy and the clients read them), by what a tool does.

@@ -76,9 +76,9 @@ describe('the stdio upstream pool', () => {
     await vi.waitFor(async () => expect(await s.lines()).toHaveLength(2));
     await new Promise((r) => setTimeout(r, 200));
     expect(await s.lines()).toEqual(['call 0', 'call 1']);
-    // An eleventh is refused at once, saying why and what to change; it never reaches the server.
+    // An eleventh of the same caller is refused at once, saying why and what to change; it never reaches the server.
     await expect(s.append('over', 0)).rejects.toThrow(
-      /capped is busy: 2 calls in flight and 8 waiting \(UPSTREAM_MAX_CONCURRENT_CALLS=2\); append_line was not sent/,
+      /capped: this session already has 2 calls in flight and 8 waiting on it, its limit \(UPSTREAM_MAX_CALLS_PER_SESSION=2 in flight, 4 times as many waiting\); append_line was not sent and did not run/,
     );
     const results = await Promise.all(calls);
     expect(results.every((r) => !r.isError)).toBe(true);

@@ -45,17 +45,56 @@ describe('HTML conversion off the main thread', () => {
     expect(next.markdown).toBe('after');
   });
 
-  it('fetch_url uses the converter from its context', async () => {
+  it('fetch_url uses the converter from its context, saying whose call it is', async () => {
     const site = await localServer((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/html' });
       res.end('<html><head><title>Via worker</title></head><body><p>converted in a worker</p></body></html>');
     });
     try {
-      const ctx = await webContext({ allow: [`127.0.0.1:${site.port}`], converter });
+      const sessions: (string | undefined)[] = [];
+      const noting: typeof converter = {
+        toMarkdown: (html, url, timeoutMs, session) => {
+          sessions.push(session);
+          return converter.toMarkdown(html, url, timeoutMs, session);
+        },
+        close: () => converter.close(),
+      };
+      const ctx = {
+        ...(await webContext({ allow: [`127.0.0.1:${site.port}`], converter: noting })),
+        session: 's1',
+      };
       const r = (await fetchUrl.run({ url: site.origin }, ctx)) as { title: string; markdown: string };
       expect(r).toMatchObject({ title: 'Via worker', markdown: 'converted in a worker' });
+      expect(sessions).toEqual(['s1']);
     } finally {
       await site.close();
+    }
+  });
+
+  it("converts another session's page next, not after a burst of one session's pages that came first", async () => {
+    const one = createHtmlConverter(1);
+    try {
+      const order: string[] = [];
+      const convert = (session: string, label: string) =>
+        one
+          .toMarkdown(
+            page(3).replace('<title>Big</title>', `<title>${label}</title>`),
+            'https://a.test/',
+            60_000,
+            session,
+          )
+          .then((r) => {
+            order.push(label);
+            return r.title;
+          });
+      const pages = await Promise.all([
+        ...Array.from({ length: 5 }, (_, n) => convert('A', `a${n}`)),
+        convert('B', 'b0'),
+      ]);
+      expect(pages).toEqual(['a0', 'a1', 'a2', 'a3', 'a4', 'b0']);
+      expect(order).toEqual(['a0', 'b0', 'a1', 'a2', 'a3', 'a4']);
+    } finally {
+      await one.close();
     }
   });
 });

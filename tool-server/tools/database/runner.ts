@@ -2,6 +2,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { siblingModule } from '../../../lib/installation.ts';
 import { ToolError } from '../../kit/errors.ts';
+import { FairQueue } from '../../kit/fair-queue.ts';
 import type { DbJob, DbReply } from './ops.ts';
 
 // Runs database jobs off the tool-server's thread, in child processes (worker.ts), with a deadline. A
@@ -11,8 +12,11 @@ import type { DbJob, DbReply } from './ops.ts';
 
 /** Runs jobs with a deadline; the tool-server keeps one (server.ts), a hand-built context gets one per call. */
 export interface DbRunner {
-  /** The job's result, or a ToolError: the job's own error, or its deadline (the process is then killed). */
-  run(job: DbJob, timeoutMs: number): Promise<unknown>;
+  /**
+   * The job's result, or a ToolError: the job's own error, or its deadline (the process is then killed).
+   * `session`: whose job it is; waiting jobs are served session by session (the one with the fewest running first).
+   */
+  run(job: DbJob, timeoutMs: number, session?: string): Promise<unknown>;
   /** The pids of the query processes alive now, busy or idle. */
   pids(): number[];
   /** Kills every process and refuses queued jobs; for shutdown and tests. */
@@ -39,6 +43,7 @@ interface Proc {
 
 interface Pending {
   job: DbJob;
+  session: string;
   timeoutMs: number;
   deadline: number;
   resolve: (result: unknown) => void;
@@ -97,7 +102,8 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
   const env = options.env ?? process.env;
   const live = new Set<Proc>();
   const idle: Proc[] = [];
-  const queue: Pending[] = [];
+  /** Waiting jobs, handed out session by session (kit/fair-queue.ts). */
+  const queue = new FairQueue<Pending>();
   let closed = false;
 
   const forget = (proc: Proc) => {
@@ -127,13 +133,11 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
   };
 
   function pump(): void {
+    // Jobs past their deadline leave first, whoever they belong to.
+    const now = Date.now();
+    for (const item of queue.drop((i) => now >= i.deadline)) item.reject(tooSlow(item.job, item.timeoutMs));
     while (queue.length > 0 && (idle.length > 0 || live.size < maxProcesses)) {
-      const item = queue.shift() as Pending;
-      if (Date.now() >= item.deadline) {
-        item.reject(tooSlow(item.job, item.timeoutMs));
-        continue;
-      }
-      execute(idle.pop() ?? start(), item);
+      execute(idle.pop() ?? start(), queue.take() as Pending);
     }
   }
 
@@ -146,6 +150,7 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      queue.done(item);
       child.off('message', onMessage);
       child.off('exit', onExit);
       if (keep && !closed && idle.length < maxIdle) {
@@ -203,17 +208,17 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
   }
 
   return {
-    run(job, timeoutMs) {
+    run(job, timeoutMs, session = '') {
       if (closed) return Promise.reject(new ToolError('The database tools are shutting down'));
       return new Promise((resolve, reject) => {
-        queue.push({ job, timeoutMs, deadline: Date.now() + timeoutMs, resolve, reject });
+        queue.push({ job, session, timeoutMs, deadline: Date.now() + timeoutMs, resolve, reject });
         pump();
       });
     },
     pids: () => [...live].map((p) => p.child.pid).filter((pid): pid is number => pid !== undefined),
     close() {
       closed = true;
-      for (const item of queue.splice(0)) item.reject(new ToolError('The database tools are shutting down'));
+      for (const item of queue.clear()) item.reject(new ToolError('The database tools are shutting down'));
       for (const proc of [...live]) kill(proc);
     },
   };

@@ -48,7 +48,7 @@ function settings(ctx: DatabaseToolContext) {
 
 /** Runs a job on the context's pool, or on a process of its own that ends with the call. */
 async function runDb(ctx: DatabaseToolContext, job: DbJob, timeoutMs: number): Promise<unknown> {
-  if (ctx.databases?.runner) return ctx.databases.runner.run(job, timeoutMs);
+  if (ctx.databases?.runner) return ctx.databases.runner.run(job, timeoutMs, ctx.session);
   const once = createDbRunner({ maxProcesses: 1, maxIdle: 0 });
   try {
     return await once.run(job, timeoutMs);

@@ -64,7 +64,9 @@ export const fetchUrl = defineTool({
     // Conversion gets what is left of the deadline, but at least a quarter of it (a body cut by the deadline
     // still deserves its markdown).
     const budget = Math.max(web.fetchTimeoutMs - (Date.now() - started), web.fetchTimeoutMs / 4);
-    const converted = asMarkdown ? await web.converter.toMarkdown(decoded, page.finalUrl, budget) : undefined;
+    const converted = asMarkdown
+      ? await web.converter.toMarkdown(decoded, page.finalUrl, budget, ctx.session)
+      : undefined;
     const title = converted ? converted.title : kind === 'html' ? htmlTitle(decoded) : null;
     const content = converted?.markdown ?? decoded;
 

@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { siblingModule } from '../../../lib/installation.ts';
 import { ToolError } from '../../kit/errors.ts';
+import { FairQueue } from '../../kit/fair-queue.ts';
 import { htmlToMarkdown } from './content.ts';
 import type { ConvertReply } from './html-worker.ts';
 
@@ -10,10 +11,12 @@ import type { ConvertReply } from './html-worker.ts';
 
 /** Converts one page within a time budget. */
 export interface HtmlConverter {
+  /** `session`: whose call it is; waiting pages are converted session by session (kit/fair-queue.ts). */
   toMarkdown(
     html: string,
     url: string,
     timeoutMs: number,
+    session?: string,
   ): Promise<{ title: string | null; markdown: string }>;
   /** Stops the workers (tests; the tool-server's workers are unref'd and end with the process). */
   close(): Promise<void>;
@@ -26,6 +29,7 @@ export const inlineConverter: HtmlConverter = {
 };
 
 interface Job {
+  session: string;
   html: string;
   url: string;
   timeoutMs: number;
@@ -45,17 +49,15 @@ function tooSlow(job: Job): ToolError {
 /** A pool of at most `size` conversion workers, started on first use; a worker past its deadline is terminated. */
 export function createHtmlConverter(size = 2): HtmlConverter {
   const idle: Worker[] = [];
-  const queue: Job[] = [];
+  const queue = new FairQueue<Job>();
   let running = 0;
   let nextId = 1;
 
   function dispatch(): void {
+    const now = Date.now();
+    for (const job of queue.drop((j) => now >= j.deadline)) job.reject(tooSlow(job));
     while (queue.length > 0 && (idle.length > 0 || running < size)) {
-      const job = queue.shift() as Job;
-      if (Date.now() >= job.deadline) {
-        job.reject(tooSlow(job));
-        continue;
-      }
+      const job = queue.take() as Job;
       const worker = idle.pop() ?? startWorker();
       running += 1;
       run(worker, job);
@@ -78,6 +80,7 @@ export function createHtmlConverter(size = 2): HtmlConverter {
       worker.off('error', onError);
       worker.off('exit', onExit);
       running -= 1;
+      queue.done(job);
       if (keep) idle.push(worker);
       else void worker.terminate();
       settle();
@@ -100,9 +103,9 @@ export function createHtmlConverter(size = 2): HtmlConverter {
   }
 
   return {
-    toMarkdown(html, url, timeoutMs) {
+    toMarkdown(html, url, timeoutMs, session = '') {
       return new Promise((resolve, reject) => {
-        const job: Job = { html, url, timeoutMs, deadline: Date.now() + timeoutMs, resolve, reject };
+        const job: Job = { session, html, url, timeoutMs, deadline: Date.now() + timeoutMs, resolve, reject };
         queue.push(job);
         dispatch();
       });

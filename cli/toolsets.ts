@@ -150,6 +150,7 @@ async function upstreamCommand(
     if (res.added.length + res.changed.length > 0) {
       io.stdout('upstream servers start on first use (toolshift toolsets activate ID), not now\n');
     }
+    io.stdout(`policy: ${res.policy}\n`);
     for (const w of res.warnings) io.stderr(`warning: ${w}\n`);
     return 0;
   }

@@ -124,7 +124,7 @@ export const SETTING_GROUPS: Group[] = [
     title: 'Toolsets, upstream servers, the MCP face and the policy (mcp-gateway)',
     settings: {
       TOOLSETS_DIR: {
-        doc: 'the shipped toolset files (and the default policy.yaml)',
+        doc: 'the shipped toolset files',
         default: '`toolsets/` of the installation',
       },
       USER_TOOLSETS_DIR: {
@@ -134,7 +134,7 @@ export const SETTING_GROUPS: Group[] = [
       PROMPTS_DIR: { doc: 'playbook prompt files', default: '`prompts/` of the installation' },
       POLICY_FILE: {
         doc: "the operator's policy (absent: everything allowed)",
-        default: '`$TOOLSETS_DIR/policy.yaml`',
+        default: '`$TOOLSHIFT_DATA_DIR/policy.yaml`',
       },
       APPROVAL_TIMEOUT_S: { doc: 'how long an approval may stay pending before the call counts as refused' },
       MAX_CALLS_PER_MINUTE: { doc: 'tool calls per session per minute' },

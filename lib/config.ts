@@ -370,7 +370,8 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       },
       promptsDir: path.resolve(e.PROMPTS_DIR ?? path.join(installationDir(), 'prompts')),
       /** The operator's ceiling: policy file, how long an approval may stay pending, per-session limits. */
-      policyFile: path.resolve(e.POLICY_FILE ?? path.join(toolsetsDir, 'policy.yaml')),
+      // The operator's, like the data: not in the repository or the installed package, which an upgrade replaces.
+      policyFile: path.resolve(e.POLICY_FILE ?? path.join(dataDir, 'policy.yaml')),
       approvalTimeoutMs: e.APPROVAL_TIMEOUT_S * 1000,
       limits: { callsPerMinute: e.MAX_CALLS_PER_MINUTE, activationsPerTask: e.MAX_ACTIVATIONS_PER_TASK },
       /** The most tool-definition tokens manage_toolsets may bring a session to (unset: no limit). */

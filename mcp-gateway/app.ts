@@ -124,7 +124,11 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     warnings.push(...deps.prompts.reload().warnings);
     const result = await gateway.reloadToolsets();
     await deps.face.announce();
-    return c.json({ ...result, warnings: [...warnings, ...result.warnings] });
+    return c.json({
+      ...result,
+      warnings: [...warnings, ...result.warnings],
+      policy: gateway.ceiling.policySummary(),
+    });
   });
   route(routes.listToolsets, (c, { query }) => c.json(gateway.listToolsets(query.session_id, query.query)));
   route(routes.listTools, async (c, { query }) => {

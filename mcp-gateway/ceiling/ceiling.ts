@@ -33,6 +33,13 @@ export type Ceiling = ReturnType<typeof createCeiling>;
  * rule) does not stop the gateway: it runs denying everything, the file's error as the reason and in
  * policy().error, until the file is fixed and reloaded.
  */
+/** "3 rules, default ask"; "no file: everything allowed"; or why everything is denied. */
+function policySummary(p: ReturnType<Policy['describe']>): string {
+  if (p.error) return `did not load, everything is denied until it does (${p.error})`;
+  if (p.file === null) return 'no file: everything allowed';
+  return `${p.rules.length} rule${p.rules.length === 1 ? '' : 's'}, default ${p.default}`;
+}
+
 export function createCeiling(opts: CeilingOptions) {
   const now = opts.now ?? Date.now;
   let policy: Policy;
@@ -124,6 +131,8 @@ export function createCeiling(opts: CeilingOptions) {
   }
 
   return {
+    /** The policy in force, in a line (the file, its rules and default, or that there is none). */
+    policySummary: () => `${policy.describe().file ?? opts.policyFile}: ${policySummary(policy.describe())}`,
     /** The approvals table (listing, deciding). */
     approvals: opts.approvals,
     /** The policy as loaded. */
@@ -151,7 +160,7 @@ export function createCeiling(opts: CeilingOptions) {
         kind: 'policy',
         subject: opts.policyFile,
         ok: true,
-        detail: `${described.rules.length} rules, default ${described.default}`,
+        detail: policySummary(described),
       });
       return described;
     },

@@ -53,6 +53,8 @@ export const ReloadResponse = z.object({
   changed: z.array(z.string()),
   unchanged: z.array(z.string()),
   warnings: z.array(z.string()),
+  /** The policy in force after the reload, in a line: its file, rules and default (or that there is none). */
+  policy: z.string(),
 });
 
 /** A playbook prompt as listed: its arguments say which are required. */

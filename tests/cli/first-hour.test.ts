@@ -212,6 +212,9 @@ describe('the saving, counted from what is known', () => {
 describe('one approvals surface', () => {
   it('lists what an MCP client waits for beside tasks, and decides it by its id', async () => {
     const s = await stack({ policy: 'rules:\n  - { tool: write_file, decision: ask }\n' });
+    // A reload says which policy is in force: its file, one rule (not "1 rules"), the default.
+    const reloaded = await cli(s, 'toolsets', 'reload');
+    expect(reloaded.stdout).toMatch(/^policy: \S+policy\.yaml: 1 rule, default allow$/m);
     const client = new Client(
       { name: 'desktop', version: '1.0.0' },
       { versionNegotiation: { mode: { pin: '2026-07-28' } } },

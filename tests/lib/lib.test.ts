@@ -21,6 +21,14 @@ describe('configuration', () => {
     expect(new URL(c.gateway.url).port).toBe('9001');
   });
 
+  it("keeps the operator's policy with the data, not in the installation an upgrade replaces", () => {
+    const c = loadConfig({ TOOLSHIFT_DATA_DIR: '/srv/toolshift' });
+    expect(c.gateway.policyFile).toBe('/srv/toolshift/policy.yaml');
+    expect(
+      loadConfig({ TOOLSHIFT_DATA_DIR: '/srv/toolshift', POLICY_FILE: '/etc/p.yaml' }).gateway.policyFile,
+    ).toBe('/etc/p.yaml');
+  });
+
   it('names every bad variable at once', () => {
     expect(() => loadConfig({ AGENT_PORT: 'abc', AGENT_MAX_STEPS: '0' })).toThrow(
       /Invalid configuration:\n {2}AGENT_PORT: .*expected number.*\n {2}AGENT_MAX_STEPS: Too small/,

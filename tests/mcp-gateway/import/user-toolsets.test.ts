@@ -150,6 +150,8 @@ describe('importing the servers of a desktop config', () => {
     expect(first.code).toBe(0);
     expect(first.stdout).toContain('added: filesystem, my_notes, search\n');
     expect(first.stdout).toContain('upstream servers start on first use');
+    // Which policy is in force, and from where: none here (POLICY_FILE's default, in the data directory).
+    expect(first.stdout).toMatch(/^policy: \S+policy\.yaml: no file: everything allowed$/m);
     expect(first.stderr).toMatch(
       /^warning: .*github\.yaml:\d+: variable GITHUB_PERSONAL_ACCESS_TOKEN is not set .*\(this file is skipped; the other toolsets load\)\n$/,
     );

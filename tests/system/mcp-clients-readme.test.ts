@@ -142,7 +142,7 @@ describe('the README’s MCP client snippets', () => {
     expect(new URL(entry.url).pathname).toMatch(/^\/mcp\/toolsets\/[a-z0-9_,]+$/);
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the client's own ${VAR} syntax, not a template
     expect(entry.headers).toEqual({ Authorization: 'Bearer ${GATEWAY_MCP_TOKEN}' });
-    const value = entry.headers.Authorization.replace('${GATEWAY_MCP_TOKEN}', MCP_TOKEN);
+    const value = entry.headers.Authorization.replace(/\$\{GATEWAY_MCP_TOKEN\}/, MCP_TOKEN);
     // The shipped toolsets, as `npm start` serves them (the view names two of them).
     const shipped = await makeStack({ tokens: { admin: 'admin-token-readme-3', mcp: MCP_TOKEN } });
     const gateway = await listen(shipped.gatewayApp, 0, '127.0.0.1');

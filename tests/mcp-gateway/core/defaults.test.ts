@@ -20,8 +20,9 @@ const lookup: FixtureTool = {
   run: (args) => text(`${args.account}: 100 EUR`),
 };
 const BANK = {
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: the toolset file's own ${VAR}, not a template
-  'bank.yaml': 'id: bank\ndescription: Bank accounts.\nvariables: [BANK_URL]\nbackend:\n  mcp:\n    url: ${BANK_URL}\n',
+  'bank.yaml':
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the toolset file's own ${VAR}, not a template
+    'id: bank\ndescription: Bank accounts.\nvariables: [BANK_URL]\nbackend:\n  mcp:\n    url: ${BANK_URL}\n',
 };
 const ADMIN = { authorization: 'Bearer admin-token' };
 const AGENT = { authorization: 'Bearer agent-token' };

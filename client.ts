@@ -1,7 +1,7 @@
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { approvalsCommand, auditCommand } from './cli/approvals.ts';
-import { COMMAND_HELP, COMMANDS, HELP, nearestCommand } from './cli/help.ts';
+import { COMMAND_HELP, COMMANDS, HELP, nearest, nearestCommand } from './cli/help.ts';
 import { type CliIo, EXIT, rootCause, serviceEndpoint, UnreachableError, UsageError } from './cli/io.ts';
 import { processIo } from './cli/process-io.ts';
 import { runTask } from './cli/run.ts';
@@ -49,9 +49,12 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     const unknown = /Unknown option '([^']+)'/.exec((err as Error).message)?.[1];
     const topic = argv.find((a) => !a.startsWith('-') && (COMMANDS as readonly string[]).includes(a));
     const more = topic ? `toolshift help ${topic}` : 'toolshift --help';
+    const meant = unknown?.startsWith('--')
+      ? nearest(unknown.slice(2).split('=')[0], Object.keys(OPTIONS))
+      : undefined;
     io.stderr(
       unknown
-        ? `error: unknown option ${unknown}; see ${more} for the options\n`
+        ? `error: unknown option ${unknown}${meant ? `; did you mean --${meant}? See` : '; see'} ${more} for the options\n`
         : `error: ${(err as Error).message}\nSee: ${more}\n`,
     );
     return EXIT.usage;
@@ -287,43 +290,41 @@ function tokenCommand(rest: string[], config: Config, io: CliIo): number {
   return EXIT.ok;
 }
 
+const OPTIONS = {
+  help: { type: 'boolean', short: 'h' },
+  session: { type: 'string', short: 's' },
+  'max-steps': { type: 'string' },
+  query: { type: 'string' },
+  limit: { type: 'string' },
+  quiet: { type: 'boolean', short: 'q' },
+  json: { type: 'boolean' },
+  version: { type: 'boolean', short: 'V' },
+  'max-duration': { type: 'string' },
+  detach: { type: 'boolean' },
+  'cancel-on-interrupt': { type: 'boolean' },
+  force: { type: 'boolean' },
+  'no-connect': { type: 'boolean' },
+  'allow-var': { type: 'string', multiple: true },
+  'approve-all': { type: 'boolean' },
+  'deny-all': { type: 'boolean' },
+  reason: { type: 'string' },
+  task: { type: 'string' },
+  since: { type: 'string' },
+  until: { type: 'string' },
+  actor: { type: 'string' },
+  kind: { type: 'string' },
+  toolset: { type: 'string' },
+  tool: { type: 'string' },
+  outcome: { type: 'string' },
+  jsonl: { type: 'boolean' },
+  cursor: { type: 'string' },
+  prompt: { type: 'string' },
+  arg: { type: 'string', multiple: true },
+  exposure: { type: 'string' },
+} as const;
+
 function parse(argv: string[]) {
-  return parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      help: { type: 'boolean', short: 'h' },
-      session: { type: 'string', short: 's' },
-      'max-steps': { type: 'string' },
-      query: { type: 'string' },
-      limit: { type: 'string' },
-      quiet: { type: 'boolean', short: 'q' },
-      json: { type: 'boolean' },
-      version: { type: 'boolean', short: 'V' },
-      'max-duration': { type: 'string' },
-      detach: { type: 'boolean' },
-      'cancel-on-interrupt': { type: 'boolean' },
-      force: { type: 'boolean' },
-      'no-connect': { type: 'boolean' },
-      'allow-var': { type: 'string', multiple: true },
-      'approve-all': { type: 'boolean' },
-      'deny-all': { type: 'boolean' },
-      reason: { type: 'string' },
-      task: { type: 'string' },
-      since: { type: 'string' },
-      until: { type: 'string' },
-      actor: { type: 'string' },
-      kind: { type: 'string' },
-      toolset: { type: 'string' },
-      tool: { type: 'string' },
-      outcome: { type: 'string' },
-      jsonl: { type: 'boolean' },
-      cursor: { type: 'string' },
-      prompt: { type: 'string' },
-      arg: { type: 'string', multiple: true },
-      exposure: { type: 'string' },
-    },
-  });
+  return parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
 }
 
 type Values = ReturnType<typeof parse>['values'];

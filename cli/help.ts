@@ -162,8 +162,8 @@ export const COMMANDS = [
   'help',
 ] as const;
 
-/** The command nearest to a mistyped one (`task` → `tasks`), if one is close enough to be meant. */
-export function nearestCommand(typed: string): string | undefined {
+/** The word of `candidates` nearest to what was typed (a prefix of two or more letters, or 2 edits away). */
+export function nearest(typed: string, candidates: readonly string[]): string | undefined {
   const distance = (a: string, b: string) => {
     const row = Array.from({ length: b.length + 1 }, (_, j) => j);
     for (let i = 1; i <= a.length; i++) {
@@ -177,13 +177,16 @@ export function nearestCommand(typed: string): string | undefined {
     }
     return row[b.length];
   };
-  const scored = COMMANDS.map((c) => ({
+  const scored = candidates.map((c) => ({
     c,
     d: c.startsWith(typed) && typed.length >= 2 ? 0 : distance(typed, c),
   }));
   const best = scored.sort((x, y) => x.d - y.d)[0];
   return best && best.d <= 2 ? best.c : undefined;
 }
+
+/** The command nearest to a mistyped one. */
+export const nearestCommand = (typed: string) => nearest(typed, COMMANDS);
 
 /** The overview printed by `toolshift --help`. */
 export const HELP = `toolshift — run tasks and manage toolsets

@@ -250,6 +250,11 @@ describe('exit codes and errors', () => {
     expect(unknownFlag.code).toBe(2);
     // Named plainly, with where the valid options are (not Node's parser text).
     expect(unknownFlag.stderr).toBe('error: unknown option --frob; see toolshift help run for the options\n');
+    const mistyped = await cli(stack, 'run', 'x', '--max-step', '3');
+    expect(mistyped.code).toBe(2);
+    expect(mistyped.stderr).toBe(
+      'error: unknown option --max-step; did you mean --max-steps? See toolshift help run for the options\n',
+    );
     const noGoal = await cli(stack, 'run');
     expect(noGoal).toMatchObject({ code: 2 });
     expect(noGoal.stderr).toMatch(/run needs a goal.*\nSee: toolshift help run/);

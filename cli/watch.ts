@@ -3,7 +3,7 @@ import { agentRoutes } from '../agent-server/contract.ts';
 import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
 import { decide, describePending } from './approvals.ts';
 import { type FollowOptions, followTask } from './follow.ts';
-import { type CliIo, EXIT } from './io.ts';
+import { type CliIo, EXIT, rootCause, UnreachableError } from './io.ts';
 import { createProgress, summary } from './render.ts';
 import { colourWanted, createStyle } from './style.ts';
 
@@ -132,7 +132,16 @@ export async function watchTask(
   } catch (err) {
     // The spinner goes first, so the error is on a line of its own and nothing keeps drawing.
     progress.stop();
-    if (!detach.signal.aborted) throw err;
+    if (!detach.signal.aborted) {
+      const cause = rootCause(err);
+      if (!(cause instanceof UnreachableError)) throw err;
+      // The daemon did not come back in time: the task is not lost, it goes on (or resumes) when it does.
+      io.stderr(
+        `error: ${cause.message}\n` +
+          `  task ${taskId} keeps its state on the server; once toolshift is back: toolshift tasks watch ${taskId}\n`,
+      );
+      return EXIT.unreachable;
+    }
     io.stderr(
       `\ndetached: task ${taskId} keeps running on the server.\n` +
         `  follow it again: toolshift tasks watch ${taskId}\n` +

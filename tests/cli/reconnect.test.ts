@@ -111,10 +111,11 @@ describe('toolshift run when the daemon stops mid-task', () => {
     await agent.close();
     expect(await p.exited).toBe(3);
     const out = p.output();
-    // The spinner line is cleared before the error, which starts a line and is the last thing printed.
+    // The spinner line is cleared before the error, which starts a line; then how to follow the task again.
     expect(out).toMatch(
       new RegExp(
-        `\\r${ESC}\\[Kerror: cannot reach the agent-server at http://127\\.0\\.0\\.1:\\d+ \\(ECONNREFUSED\\)[^\\r]*\\r\\n$`,
+        `\\r${ESC}\\[Kerror: cannot reach the agent-server at http://127\\.0\\.0\\.1:\\d+ \\(ECONNREFUSED\\)[^\\r]*\\r\\n` +
+          ' {2}task (task_[0-9a-f-]+) keeps its state on the server; once toolshift is back: toolshift tasks watch \\1\\r\\n$',
       ),
     );
     expect(out).toContain('reconnecting for up to 1s…');

@@ -8,7 +8,7 @@ import { healthDetail, requireRole, type Security } from '../lib/security.ts';
 import type { Backend } from './backends/backend.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './catalog/prompts.ts';
 import * as contract from './contract.ts';
-import { DEFAULT_SESSION, gatewayRoutes as routes, TASK_HEADER } from './contract.ts';
+import { BY_AGENT_HEADER, DEFAULT_SESSION, gatewayRoutes as routes, TASK_HEADER } from './contract.ts';
 import { type AuditActor, withActor } from './core/audit-context.ts';
 import type { Gateway } from './core/gateway.ts';
 import { REFUSAL_STATUS, Refusal } from './core/refusals.ts';
@@ -23,7 +23,11 @@ function actorOf(c: Context): AuditActor {
   const role = principal?.role ?? 'local';
   const task = c.req.header(TASK_HEADER);
   if ((role === 'agent' || role === 'local') && task && /^[A-Za-z0-9_.:-]{1,128}$/.test(task)) {
-    return { actor: `model in task ${task}`, task_id: task };
+    const priming = c.req.header(BY_AGENT_HEADER) === 'goal priming';
+    return {
+      actor: priming ? `agent for task ${task} (goal priming)` : `model in task ${task}`,
+      task_id: task,
+    };
   }
   if (isFacePath(c.req.path)) return { actor: `mcp client (${role})` };
   return { actor: role === 'approver' ? 'user (AGENT_API_TOKEN)' : role };

@@ -1,5 +1,6 @@
 import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
 import {
+  BY_AGENT_HEADER,
   type ChangeToolsetsRequest,
   RefusalCode,
   gatewayRoutes as routes,
@@ -10,6 +11,8 @@ import {
 export type GatewayClient = ReturnType<typeof routeClient> & {
   /** The same client, its requests marked as acting for `taskId`. */
   forTask(taskId: string): GatewayClient;
+  /** The same client, its requests marked as the agent's own for the task (goal priming), not the model's. */
+  priming(): GatewayClient;
 };
 
 /** Why the gateway refused a request (its error body's `code`); undefined for any other failure. */
@@ -25,6 +28,11 @@ export function createGatewayClient(endpoint: ServiceEndpoint): GatewayClient {
     ...routeClient(endpoint),
     forTask: (taskId) =>
       createGatewayClient({ ...endpoint, headers: { ...endpoint.headers, [TASK_HEADER]: taskId } }),
+    priming: () =>
+      createGatewayClient({
+        ...endpoint,
+        headers: { ...endpoint.headers, [BY_AGENT_HEADER]: 'goal priming' },
+      }),
   };
 }
 

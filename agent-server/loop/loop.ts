@@ -172,7 +172,7 @@ export async function runLoop(
     // A task starting afresh: the toolset the goal certainly needs is active before the model is first asked.
     const primed =
       input.prime && !saved && !input.resume
-        ? await primeToolsets(input.goal, sessionId, gateway, emit, signal)
+        ? await primeToolsets(input.goal, sessionId, gateway.priming(), emit, signal)
         : [];
     const { toolsets } = await gateway.listToolsets(sessionId, undefined, signal);
     const meta = deps.tokens.tool(manageToolsetsDefinition);

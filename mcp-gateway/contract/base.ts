@@ -33,6 +33,11 @@ export const ToolsetId = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z
 /** ACTIVATE/DEACTIVATE act on one session; ENABLE/DISABLE set the operator's global ceiling. */
 /** The header naming the task a request acts for (agent-server to gateway), so the audit says "model in task X". */
 export const TASK_HEADER = 'x-toolshift-task';
+/**
+ * With TASK_HEADER: `agent` when the agent-server acts for the task by itself (goal priming), not carrying out the
+ * model's call, so the audit says "agent for task X (goal priming)" instead of "model in task X".
+ */
+export const BY_AGENT_HEADER = 'x-toolshift-by-agent';
 
 /**
  * Why the gateway refused: the `code` of every refusal's error body, so a client branches on meaning, not on an

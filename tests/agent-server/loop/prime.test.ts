@@ -51,9 +51,19 @@ describe('goal-primed toolsets', () => {
     );
     stack.gatewayStore.flush();
     const { audit } = stack.gatewayStore.listAudit({ limit: 50 });
-    expect(
-      audit.some((r) => r.actor.startsWith('model in task') && r.subject.includes('database_tools') && r.ok),
-    ).toBe(true);
+    // The activation is the agent's own for the task (goal priming), the DEACTIVATE the model's.
+    const rows = audit
+      .filter((r) => r.subject.includes('database_tools') && r.ok)
+      .map((r) => [r.kind, r.actor, r.task_id]);
+    expect(rows).toContainEqual([
+      'activate',
+      `agent for task ${result.task_id} (goal priming)`,
+      result.task_id,
+    ]);
+    expect(rows).toContainEqual(['deactivate', `model in task ${result.task_id}`, result.task_id]);
+    expect(rows.some(([kind, actor]) => kind === 'activate' && String(actor).startsWith('model'))).toBe(
+      false,
+    );
   });
 
   it('prime nothing when the request says no, or when no toolset is certain for the goal', async () => {

@@ -4,6 +4,12 @@ import type { ToolDefinition, ToolResult } from '../../tool-server/contract.ts';
 export interface Backend {
   readonly name: string;
   listTools(): Promise<ToolDefinition[]>;
-  callTool(name: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<ToolResult>;
+  /** `key`: the call's idempotency key, for a backend that keeps its own record of calls (or passes it on). */
+  callTool(
+    name: string,
+    args: Record<string, unknown>,
+    signal?: AbortSignal,
+    key?: string,
+  ): Promise<ToolResult>;
   health(): Promise<{ ok: boolean; detail?: string }>;
 }

@@ -101,10 +101,10 @@ export function mcpToolsetBackend(route: McpToolsetRoute): Backend {
         annotations: { readOnlyHint: false, destructiveHint: true, ...t.annotations },
       }));
     },
-    async callTool(name, args) {
+    async callTool(name, args, _signal, key) {
       const started = performance.now();
       try {
-        const result = await connection.callTool(route.upstreamName(name) ?? name, args, route.timeoutMs);
+        const result = await connection.callTool(route.upstreamName(name) ?? name, args, route.timeoutMs, key);
         return toToolResult(result, performance.now() - started, redactor, route.maxResultBytes);
       } catch (err) {
         if (!(err instanceof UpstreamError)) throw err;

@@ -10,6 +10,7 @@ import {
 } from '@modelcontextprotocol/client';
 import type { Logger } from '../../lib/log.ts';
 import { traceMeta } from '../../lib/tracing.ts';
+import { IDEMPOTENCY_META } from '../../tool-server/contract.ts';
 import type { Redactor } from '../catalog/env-expand.ts';
 import { limitedFetch, type MessageTooLargeError } from './message-limit.ts';
 import { StdioTransport } from './stdio-transport.ts';
@@ -176,12 +177,17 @@ export class McpConnection implements PooledServer {
   }
 
   /** Calls a tool; a timeout sends `notifications/cancelled` upstream and checks the server still answers. */
-  async callTool(name: string, args: Record<string, unknown>, timeoutMs: number): Promise<CallToolResult> {
+  async callTool(
+    name: string,
+    args: Record<string, unknown>,
+    timeoutMs: number,
+    key?: string,
+  ): Promise<CallToolResult> {
     const started = Date.now();
     await this.slot(name, timeoutMs);
     try {
       // The time left after waiting for a place; a timeout is reported as the toolset's own.
-      return await this.call(name, args, Math.max(1, timeoutMs - (Date.now() - started)), timeoutMs);
+      return await this.call(name, args, Math.max(1, timeoutMs - (Date.now() - started)), timeoutMs, key);
     } finally {
       this.calls--;
       this.lastUsed = Date.now();
@@ -242,12 +248,15 @@ export class McpConnection implements PooledServer {
     args: Record<string, unknown>,
     timeoutMs: number,
     statedMs = timeoutMs,
+    key?: string,
   ): Promise<CallToolResult> {
     await this.ensureUp();
     const client = this.client as Client;
     try {
-      // The caller's trace goes along in `_meta` (the MCP conventions), so a server that traces joins it.
-      const meta = traceMeta();
+      // The caller's trace goes along in `_meta` (the MCP conventions), so a server that traces joins it; so
+      // does the call's idempotency key, for a server that keeps a record of calls.
+      const trace = traceMeta();
+      const meta = key ? { ...trace, [IDEMPOTENCY_META]: key } : trace;
       const result = await client.callTool(
         meta ? { name, arguments: args, _meta: meta } : { name, arguments: args },
         { timeout: timeoutMs },

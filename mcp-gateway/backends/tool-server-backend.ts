@@ -1,5 +1,5 @@
 import { callRoute, type ServiceEndpoint } from '../../lib/http-client.ts';
-import { type ToolResult, toolServerRoutes } from '../../tool-server/contract.ts';
+import { IDEMPOTENCY_HEADER, type ToolResult, toolServerRoutes } from '../../tool-server/contract.ts';
 import type { Backend } from './backend.ts';
 
 /** The native tool-server reached over HTTP. */
@@ -7,8 +7,13 @@ export function toolServerBackend(endpoint: ServiceEndpoint, name = 'tool-server
   return {
     name,
     listTools: () => callRoute(endpoint, toolServerRoutes.listTools),
-    callTool: (tool, args, signal): Promise<ToolResult> =>
-      callRoute(endpoint, toolServerRoutes.callTool, { params: { name: tool }, body: args }, { signal }),
+    callTool: (tool, args, signal, key): Promise<ToolResult> =>
+      callRoute(
+        key ? { ...endpoint, headers: { ...endpoint.headers, [IDEMPOTENCY_HEADER]: key } } : endpoint,
+        toolServerRoutes.callTool,
+        { params: { name: tool }, body: args },
+        { signal },
+      ),
     async health() {
       try {
         await callRoute(endpoint, toolServerRoutes.health);

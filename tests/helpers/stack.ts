@@ -24,6 +24,7 @@ import { createGateway } from '../../mcp-gateway/core/gateway.ts';
 import { createMcpFace } from '../../mcp-gateway/face/face.ts';
 import { createHandleStore, handleStore } from '../../mcp-gateway/face/handles.ts';
 import { createLegacySessionStore, legacySessionStore } from '../../mcp-gateway/face/legacy-store.ts';
+import { sqliteCallKeyQueries } from '../../mcp-gateway/store/call-keys.ts';
 import { openPostgresGatewayState } from '../../mcp-gateway/store/postgres.ts';
 import { createGatewayStore } from '../../mcp-gateway/store/store.ts';
 import { createToolServerApp } from '../../tool-server/app.ts';
@@ -240,7 +241,8 @@ export async function makeStack(opts: StackOptions = {}) {
     audit: (entry) => gatewayStore.audit(entry),
     now: opts.now,
   });
-  const gateway = createGateway({ catalog, store: gatewayStore, log, ceiling });
+  const callKeys = shared?.callKeys ?? sqliteCallKeyQueries(sqlite());
+  const gateway = createGateway({ catalog, store: gatewayStore, log, ceiling, callKeys });
   const gatewaySecurity = tokenSecurity({
     admin: opts.tokens?.admin,
     agent: opts.tokens?.agent,
@@ -312,6 +314,7 @@ export async function makeStack(opts: StackOptions = {}) {
     catalog,
     ceiling,
     gatewayStore,
+    callKeys,
     policyFile,
     gateway,
     toolApp,

@@ -1,0 +1,96 @@
+import type { CallFence, RefusalCode, ToolResult } from '../contract.ts';
+import type { CallKeyQueries } from '../store/call-keys.ts';
+import { Refusal } from './refusals.ts';
+
+// Exactly-once for keyed calls (docs/task-loop.md "A lost answer"): a call with an idempotency key runs at
+// most once whichever replica it reaches, and a call sent under a task's lease that has passed on does not
+// run. The outcome a key answered is recorded, so the caller whose answer was lost (a replica killed, a
+// balancer's 502) gets that outcome when it asks again, instead of a second run.
+
+/** What a call brings besides its tool and arguments: its key and the lease it was sent under. */
+export interface CallIdentity {
+  idempotency_key?: string;
+  fence?: CallFence;
+}
+
+/** An outcome as recorded: the tool's result, or the refusal the call ended with. */
+type Recorded = { result: ToolResult } | { refusal: { code: RefusalCode; message: string } };
+
+/** How long a caller told `in_progress` waits before asking again. */
+const RETRY_AFTER_S = 1;
+
+/**
+ * Runs `run` (after `check`, the rules a run must pass) at most once per key. `refuse` records and makes a
+ * refusal of the gateway's own (audited like the call's other refusals).
+ */
+export async function keyedCall(
+  keys: CallKeyQueries | undefined,
+  call: CallIdentity & { session_id: string; tool: string },
+  refuse: (code: RefusalCode, message: string, details?: Record<string, unknown>) => Refusal,
+  check: () => void,
+  run: () => Promise<ToolResult>,
+): Promise<ToolResult> {
+  const key = call.idempotency_key ?? null;
+  if (!keys || (key === null && !call.fence)) {
+    check();
+    return run();
+  }
+  const begun = keys.begin({
+    key,
+    session_id: call.session_id,
+    tool: call.tool,
+    task_id: call.fence?.task_id ?? null,
+    fence: call.fence?.fence ?? null,
+    at: Date.now(),
+  });
+  if ('fenced' in begun) {
+    throw refuse(
+      'fenced',
+      `Task ${call.fence?.task_id} is held under fence ${begun.fenced} now; this call was sent under fence ` +
+        `${call.fence?.fence} (a lease that has passed to another worker) and was not run`,
+      { fence: begun.fenced },
+    );
+  }
+  if ('existing' in begun) {
+    const row = begun.existing;
+    if (row.session_id !== call.session_id || row.tool !== call.tool) {
+      throw refuse(
+        'conflict',
+        `The idempotency key ${key} was used for ${row.tool} in session ${row.session_id}; a key names one call`,
+      );
+    }
+    if (row.state === 'started' || row.outcome === null) {
+      throw refuse(
+        'in_progress',
+        `The call with idempotency key ${key} started at ${new Date(row.started_at).toISOString()} and has not ` +
+          'ended; ask again with the same key for its outcome',
+        { retry_after_s: RETRY_AFTER_S, started_at: new Date(row.started_at).toISOString() },
+      );
+    }
+    const recorded = JSON.parse(row.outcome) as Recorded;
+    if ('result' in recorded) return recorded.result;
+    throw new Refusal(recorded.refusal.code, recorded.refusal.message);
+  }
+  if (key === null) {
+    check();
+    return run();
+  }
+  try {
+    check();
+  } catch (err) {
+    // Refused before it ran: nothing happened, so the key is free for the call once allowed.
+    keys.forget(key);
+    throw err;
+  }
+  let recorded: Recorded;
+  try {
+    recorded = { result: await run() };
+  } catch (err) {
+    if (!(err instanceof Refusal)) throw err;
+    recorded = { refusal: { code: err.code, message: err.message } };
+    keys.finish(key, JSON.stringify(recorded), Date.now());
+    throw err;
+  }
+  keys.finish(key, JSON.stringify(recorded), Date.now());
+  return recorded.result;
+}

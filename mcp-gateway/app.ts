@@ -122,9 +122,13 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   route(app, routes.announceFence, (c, { params, body }) => {
     const highest = gateway.announceFence(params.task_id, body.fence);
     if (highest > body.fence) {
-      throw new Refusal('fenced', `Task ${params.task_id} is held under fence ${highest}, higher than ${body.fence}`, {
-        fence: highest,
-      });
+      throw new Refusal(
+        'fenced',
+        `Task ${params.task_id} is held under fence ${highest}, higher than ${body.fence}`,
+        {
+          fence: highest,
+        },
+      );
     }
     return c.json({ task_id: params.task_id, fence: highest });
   });

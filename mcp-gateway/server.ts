@@ -166,10 +166,13 @@ export async function startGateway(
     { url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) },
     'mcp-gateway listening',
   );
-  const retention = startRetention(gatewayRetentionRules(config.retention, { store, approvals, handles, callKeys }), {
-    intervalMs: config.retention.intervalMs,
-    log,
-  });
+  const retention = startRetention(
+    gatewayRetentionRules(config.retention, { store, approvals, handles, callKeys }),
+    {
+      intervalMs: config.retention.intervalMs,
+      log,
+    },
+  );
   return {
     ...listening,
     close: async () => {

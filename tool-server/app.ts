@@ -5,9 +5,9 @@ import type { Metrics } from '../lib/metrics.ts';
 import { serveOpenApi } from '../lib/openapi.ts';
 import { healthDetail, type Security } from '../lib/security.ts';
 import { GENAI, trace } from '../lib/tracing.ts';
+import { type CallRecord, createCallRecord } from './call-record.ts';
 import * as contract from './contract.ts';
 import { IDEMPOTENCY_HEADER, toolServerRoutes as routes } from './contract.ts';
-import { type CallRecord, createCallRecord } from './call-record.ts';
 import type { ToolContext } from './kit/define.ts';
 import type { ToolRegistry } from './registry.ts';
 

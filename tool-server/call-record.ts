@@ -38,7 +38,10 @@ export function createCallRecord(
       const known = calls.get(key);
       if (known) {
         if (known.tool !== tool)
-          throw new HttpError(409, `The idempotency key ${key} was used for ${known.tool}; a key names one call`);
+          throw new HttpError(
+            409,
+            `The idempotency key ${key} was used for ${known.tool}; a key names one call`,
+          );
         return known.outcome;
       }
       const outcome = start();

@@ -104,7 +104,12 @@ export function mcpToolsetBackend(route: McpToolsetRoute): Backend {
     async callTool(name, args, _signal, key) {
       const started = performance.now();
       try {
-        const result = await connection.callTool(route.upstreamName(name) ?? name, args, route.timeoutMs, key);
+        const result = await connection.callTool(
+          route.upstreamName(name) ?? name,
+          args,
+          route.timeoutMs,
+          key,
+        );
         return toToolResult(result, performance.now() - started, redactor, route.maxResultBytes);
       } catch (err) {
         if (!(err instanceof UpstreamError)) throw err;

@@ -1,8 +1,7 @@
-import { ServiceError } from '../../lib/http-client.ts';
 import type { Logger } from '../../lib/log.ts';
 import { serialiser } from '../../lib/serialiser.ts';
 import { createTokenCounter, type TokenCounter } from '../../lib/tokens.ts';
-import { GENAI, inSpan, MCP, SpanKind, TOOLSHIFT, trace } from '../../lib/tracing.ts';
+import { trace } from '../../lib/tracing.ts';
 import { UpstreamError } from '../backends/mcp-connection.ts';
 import { type Catalog, CatalogError } from '../catalog/catalog.ts';
 import type { Ceiling } from '../ceiling/ceiling.ts';
@@ -17,11 +16,11 @@ import type {
   ToolResult,
 } from '../contract.ts';
 import { AUDIT_PAGE_MAX, DEFAULT_SESSION, manageToolsetsDefinition, type RefusalCode } from '../contract.ts';
-import type { AuditEntry, AuditFilter, AuditRow, GatewayStore } from '../store/store.ts';
 import type { CallKeyQueries } from '../store/call-keys.ts';
+import type { AuditEntry, AuditFilter, AuditRow, GatewayStore } from '../store/store.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
 import type { Gateway } from './interface.ts';
-import { type CallIdentity, keyedCall } from './keyed-calls.ts';
+import { type CallIdentity, callBackend, keyedCall } from './keyed-calls.ts';
 import { manageToolsets } from './manage-toolsets.ts';
 import { operatorActions } from './operator.ts';
 import { Refusal } from './refusals.ts';
@@ -293,40 +292,9 @@ export function createGateway(deps: {
         );
       // The backend hears the key too (the tool-server keeps its own record, an upstream gets it in _meta).
       const key = call.idempotency_key;
-      return keyedCall(deps.callKeys, identity, refuse, check, async () => {
-        try {
-        // A span of the call to its backend (tracing on): the tool-server or the upstream server joins it.
-        const result = await inSpan(
-          'mcp-gateway',
-          `tools/call ${name}`,
-          {
-            kind: SpanKind.CLIENT,
-            attributes: {
-              [MCP.method]: 'tools/call',
-              [GENAI.operation]: 'execute_tool',
-              [GENAI.toolName]: name,
-              [TOOLSHIFT.toolset]: tool.toolset,
-              [TOOLSHIFT.session]: sessionId,
-              'toolshift.backend': tool.backend.name,
-            },
-          },
-          async (span) => {
-            const result = await tool.backend.callTool(name, args, undefined, key);
-            if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
-            return result;
-          },
-        );
-        audit(result.success, result.error);
-        return result;
-      } catch (err) {
-        // A backend refusing the arguments is a malformed call, reported the same way as the gateway's own check.
-        if (err instanceof ServiceError && err.status === 400) throw refuse('invalid_arguments', err.message);
-        throw refuse(
-          'upstream_failed',
-          `Backend ${tool.backend.name} failed for ${name}: ${(err as Error).message}`,
-        );
-      }
-      });
+      return keyedCall(deps.callKeys, identity, refuse, check, () =>
+        callBackend(tool, { name, args, sessionId, key }, audit, refuse),
+      );
     },
   };
   /**

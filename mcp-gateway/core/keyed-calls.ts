@@ -1,3 +1,6 @@
+import { ServiceError } from '../../lib/http-client.ts';
+import { GENAI, inSpan, MCP, SpanKind, TOOLSHIFT } from '../../lib/tracing.ts';
+import type { CatalogTool } from '../catalog/build.ts';
 import type { CallFence, RefusalCode, ToolResult } from '../contract.ts';
 import type { CallKeyQueries } from '../store/call-keys.ts';
 import { Refusal } from './refusals.ts';
@@ -93,4 +96,46 @@ export async function keyedCall(
   }
   keys.finish(key, JSON.stringify(recorded), Date.now());
   return recorded.result;
+}
+
+/** Runs a checked call on its tool's backend (with the key, for a backend that keeps its own record), audited. */
+export async function callBackend(
+  tool: CatalogTool,
+  call: { name: string; args: Record<string, unknown>; sessionId: string; key?: string },
+  audit: (ok: boolean, detail?: string) => void,
+  refuse: (code: RefusalCode, message: string) => Refusal,
+): Promise<ToolResult> {
+  const { name, args, sessionId, key } = call;
+  try {
+    // A span of the call to its backend (tracing on): the tool-server or the upstream server joins it.
+    const result = await inSpan(
+      'mcp-gateway',
+      `tools/call ${name}`,
+      {
+        kind: SpanKind.CLIENT,
+        attributes: {
+          [MCP.method]: 'tools/call',
+          [GENAI.operation]: 'execute_tool',
+          [GENAI.toolName]: name,
+          [TOOLSHIFT.toolset]: tool.toolset,
+          [TOOLSHIFT.session]: sessionId,
+          'toolshift.backend': tool.backend.name,
+        },
+      },
+      async (span) => {
+        const result = await tool.backend.callTool(name, args, undefined, key);
+        if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
+        return result;
+      },
+    );
+    audit(result.success, result.error);
+    return result;
+  } catch (err) {
+    // A backend refusing the arguments is a malformed call, reported the same way as the gateway's own check.
+    if (err instanceof ServiceError && err.status === 400) throw refuse('invalid_arguments', err.message);
+    throw refuse(
+      'upstream_failed',
+      `Backend ${tool.backend.name} failed for ${name}: ${(err as Error).message}`,
+    );
+  }
 }

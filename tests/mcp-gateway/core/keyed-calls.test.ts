@@ -48,7 +48,7 @@ async function ledgerStack() {
 
 describe('keyed tool calls at the gateway', () => {
   it('runs a key once: its repeat gets the recorded outcome and the file is edited once', async () => {
-    const { ledger, callEdit } = await ledgerStack();
+    const { s, ledger, callEdit } = await ledgerStack();
     const first = await callEdit('one', { idempotency_key: 'task-1:1:1:0:call_a' });
     expect(first.status).toBe(200);
     expect(first.body.success).toBe(true);
@@ -56,6 +56,10 @@ describe('keyed tool calls at the gateway', () => {
     expect(repeat.status).toBe(200);
     expect(repeat.body).toEqual(first.body);
     expect(await ledger()).toBe('one\nEND');
+    // Answered from the gateway's own record: the backend was called once (each backend call is audited).
+    s.gatewayStore.flush();
+    const calls = s.gatewayStore.listAudit({ session_id: 's1', kind: 'call', limit: 100 }).audit;
+    expect(calls.filter((r) => r.subject === 'edit_file')).toHaveLength(1);
     // Another key is another call: it runs (and without a key, every call runs).
     expect((await callEdit('two', { idempotency_key: 'task-1:1:1:1:call_b' })).body.success).toBe(true);
     expect((await callEdit('three')).body.success).toBe(true);

@@ -7,6 +7,7 @@ import { createCallRecord } from '../../../tool-server/call-record.ts';
 import { PathGuard } from '../../../tool-server/guards/paths/guard.ts';
 import { createRegistry } from '../../../tool-server/registry.ts';
 import { nativeTools } from '../../../tool-server/tools/native.ts';
+import { startMcpHttpServer, text } from '../../helpers/mcp-http-server.ts';
 import { log, makeStack, openSecurity, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 // Exactly-once for keyed calls at the gateway (issue 32 item 7), on SQLite and (the postgres project) on
@@ -148,6 +149,45 @@ describe('keyed tool calls at the gateway', () => {
       (await callEdit('two', { idempotency_key: 'old', fence: { task_id: 'task-5', fence: 1 } })).body
         .success,
     ).toBe(true);
+  });
+});
+
+describe('keyed tool calls to an upstream MCP server', () => {
+  it('pass the key on in _meta, and run once at the gateway whatever the server does with it', async () => {
+    const seen: (Record<string, unknown> | null)[] = [];
+    const server = await startMcpHttpServer({
+      tools: [
+        {
+          definition: { name: 'bump', description: 'Counts a call', inputSchema: { type: 'object' } },
+          run: (_args, { meta }) => {
+            seen.push(meta);
+            return text(`call ${seen.length}`);
+          },
+        },
+      ],
+    });
+    try {
+      stack = await makeStack({
+        toolsets: {
+          'counter.yaml': `id: counter\ndescription: Counts.\nbackend:\n  mcp:\n    url: ${server.url}\n`,
+        },
+      });
+      const s = stack;
+      await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
+        session_id: 's1',
+        action: 'ACTIVATE',
+        toolset_ids: ['counter'],
+      });
+      const body = { session_id: 's1', arguments: {}, idempotency_key: 'task-6:1:1:0:c' };
+      const first = await s.post(s.gatewayApp, '/mcp/tools/bump/call', body);
+      const again = await s.post(s.gatewayApp, '/mcp/tools/bump/call', body);
+      expect(first.body.success).toBe(true);
+      expect(again.body).toEqual(first.body);
+      expect(seen).toHaveLength(1);
+      expect(seen[0]).toMatchObject({ 'io.toolshift/idempotency-key': 'task-6:1:1:0:c' });
+    } finally {
+      await server.close();
+    }
   });
 });
 

@@ -292,8 +292,13 @@ export function createGateway(deps: {
         );
       // The backend hears the key too (the tool-server keeps its own record, an upstream gets it in _meta).
       const key = call.idempotency_key;
-      return keyedCall(deps.callKeys, identity, refuse, check, () =>
-        callBackend(tool, { name, args, sessionId, key }, audit, refuse),
+      return keyedCall(
+        deps.callKeys,
+        identity,
+        refuse,
+        check,
+        () => callBackend(tool, { name, args, sessionId, key }, audit, refuse),
+        (err) => log.error({ err, key }, 'the outcome of a keyed call could not be recorded'),
       );
     },
   };

@@ -24,7 +24,8 @@ const RETRY_AFTER_S = 1;
 
 /**
  * Runs `run` (after `check`, the rules a run must pass) at most once per key. `refuse` records and makes a
- * refusal of the gateway's own (audited like the call's other refusals).
+ * refusal of the gateway's own (audited like the call's other refusals); `onUnrecorded` hears of an outcome
+ * that could not be recorded.
  */
 export async function keyedCall(
   keys: CallKeyQueries | undefined,
@@ -32,6 +33,7 @@ export async function keyedCall(
   refuse: (code: RefusalCode, message: string, details?: Record<string, unknown>) => Refusal,
   check: () => void,
   run: () => Promise<ToolResult>,
+  onUnrecorded: (err: unknown) => void = () => {},
 ): Promise<ToolResult> {
   const key = call.idempotency_key ?? null;
   if (!keys || (key === null && !call.fence)) {
@@ -85,17 +87,25 @@ export async function keyedCall(
     keys.forget(key);
     throw err;
   }
-  let recorded: Recorded;
+  // The call ran: its caller gets its outcome even if the record of it cannot be written (the store down a
+  // moment). The key then stays started, so a repeat is told it is still running, never runs it again.
+  const record = (outcome: Recorded) => {
+    try {
+      keys.finish(key, JSON.stringify(outcome), Date.now());
+    } catch (err) {
+      onUnrecorded(err);
+    }
+  };
+  let result: ToolResult;
   try {
-    recorded = { result: await run() };
+    result = await run();
   } catch (err) {
     if (!(err instanceof Refusal)) throw err;
-    recorded = { refusal: { code: err.code, message: err.message } };
-    keys.finish(key, JSON.stringify(recorded), Date.now());
+    record({ refusal: { code: err.code, message: err.message } });
     throw err;
   }
-  keys.finish(key, JSON.stringify(recorded), Date.now());
-  return recorded.result;
+  record({ result });
+  return result;
 }
 
 /** Runs a checked call on its tool's backend (with the key, for a backend that keeps its own record), audited. */

@@ -99,7 +99,10 @@ describe('a lost answer', () => {
       expect(await ledger()).toBe('line\nEND');
       expect(sent.filter((c) => c.tool === 'edit_file')).toHaveLength(1);
       expect(
-        paused.events.filter((e: { type: string }) => e.type === 'tool_call' && e.data.name === 'edit_file'),
+        paused.events.filter(
+          (e: { type: string; data: { name?: string } }) =>
+            e.type === 'tool_call' && e.data.name === 'edit_file',
+        ),
       ).toEqual([]);
       // The key names the task and its lease; the fence is the lease's.
       const { body } = sent[0];
@@ -143,7 +146,8 @@ describe('a lost answer', () => {
     const audited = s.gatewayStore.listAudit({ kind: 'call', limit: 100 }).audit;
     expect(audited.filter((r) => r.subject === 'read_text_file')).toHaveLength(1);
     const read = done.events.find(
-      (e: { type: string }) => e.type === 'tool_call' && e.data.name === 'read_text_file',
+      (e: { type: string; data: { name?: string } }) =>
+        e.type === 'tool_call' && e.data.name === 'read_text_file',
     );
     expect(read.data.ok).toBe(true);
   });

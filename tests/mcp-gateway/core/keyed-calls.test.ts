@@ -2,6 +2,10 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { RefusalCode } from '../../../mcp-gateway/contract.ts';
+import { keyedCall } from '../../../mcp-gateway/core/keyed-calls.ts';
+import { Refusal } from '../../../mcp-gateway/core/refusals.ts';
+import type { CallKeyQueries } from '../../../mcp-gateway/store/call-keys.ts';
 import { createToolServerApp } from '../../../tool-server/app.ts';
 import { createCallRecord } from '../../../tool-server/call-record.ts';
 import { PathGuard } from '../../../tool-server/guards/paths/guard.ts';
@@ -138,6 +142,33 @@ describe('keyed tool calls at the gateway', () => {
     const ran = await s.post(s.gatewayApp, '/mcp/tools/edit_file/call', body);
     expect(ran.body.success).toBe(true);
     expect(await readFile(path.join(s.root, 'ledger.txt'), 'utf8')).toBe('approved\nEND');
+  });
+
+  it('answers a call that ran even when its outcome cannot be recorded; its repeat is told it is running', async () => {
+    const { s, ledger } = await ledgerStack();
+    const keys = s.callKeys;
+    const failing: CallKeyQueries = {
+      ...keys,
+      finish: () => {
+        throw new Error('the database is unreachable');
+      },
+    };
+    const heard: unknown[] = [];
+    const ran = () => Promise.resolve({ success: true, result: 'ran', execution_time_ms: 1 });
+    const refuse = (code: RefusalCode, message: string) => new Refusal(code, message);
+    const call = { idempotency_key: 'task-7:1:1:0:c', session_id: 's1', tool: 'edit_file' };
+    const result = await keyedCall(
+      failing,
+      call,
+      refuse,
+      () => {},
+      ran,
+      (err) => heard.push(err),
+    );
+    expect(result).toMatchObject({ success: true, result: 'ran' });
+    expect(String(heard[0])).toMatch(/unreachable/);
+    await expect(keyedCall(keys, call, refuse, () => {}, ran)).rejects.toMatchObject({ code: 'in_progress' });
+    expect(await ledger()).toBe('END');
   });
 
   it('prunes keys and fences older than the cut-off', async () => {

@@ -46,6 +46,9 @@ export function exchangeFailure(err: unknown): 'not_sent' | 'lost' | 'running' |
   if (!(err instanceof ServiceError)) return undefined;
   const code = refusalCode(err);
   if (code === 'in_progress') return 'running';
+  // The gateway lost its backend's answer: the call may have run there.
+  if (code === 'upstream_failed' && (err.body as { outcome?: unknown } | undefined)?.outcome === 'unknown')
+    return 'lost';
   // The gateway's own answer (a refusal, a tool's failure): the outcome is known.
   if (code !== undefined) return undefined;
   // Refused at connect: nothing was sent (the first replica a balancer tried may be down, too).

@@ -101,7 +101,10 @@ export async function keyedCall(
     result = await run();
   } catch (err) {
     if (!(err instanceof Refusal)) throw err;
-    record({ refusal: { code: err.code, message: err.message } });
+    // The backend's answer was lost: nothing to record. Asked again, the call goes to the backend again under
+    // its key, where the tool-server's own record answers it (call-record.ts).
+    if (err.details.outcome === 'unknown') keys.forget(key);
+    else record({ refusal: { code: err.code, message: err.message } });
     throw err;
   }
   record({ result });
@@ -113,7 +116,7 @@ export async function callBackend(
   tool: CatalogTool,
   call: { name: string; args: Record<string, unknown>; sessionId: string; key?: string },
   audit: (ok: boolean, detail?: string) => void,
-  refuse: (code: RefusalCode, message: string) => Refusal,
+  refuse: (code: RefusalCode, message: string, details?: Record<string, unknown>) => Refusal,
 ): Promise<ToolResult> {
   const { name, args, sessionId, key } = call;
   try {
@@ -143,9 +146,11 @@ export async function callBackend(
   } catch (err) {
     // A backend refusing the arguments is a malformed call, reported the same way as the gateway's own check.
     if (err instanceof ServiceError && err.status === 400) throw refuse('invalid_arguments', err.message);
-    throw refuse(
-      'upstream_failed',
-      `Backend ${tool.backend.name} failed for ${name}: ${(err as Error).message}`,
-    );
+    const message = `Backend ${tool.backend.name} failed for ${name}: ${(err as Error).message}`;
+    // Its answer lost after the call was sent (a reset, a timeout): the outcome is unknown, not a failure.
+    const refused = (err as { cause?: { code?: unknown } }).cause?.code === 'ECONNREFUSED';
+    if (key && err instanceof ServiceError && (err.status === 502 || err.status === 504) && !refused)
+      throw refuse('upstream_failed', message, { outcome: 'unknown' });
+    throw refuse('upstream_failed', message);
   }
 }

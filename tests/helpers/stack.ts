@@ -106,6 +106,8 @@ export interface StackOptions {
   model?: Model;
   /** Sees each request of the agent-server to the gateway, and decides when (and whether) it goes on. */
   interceptGateway?: (request: Request, next: () => Promise<Response>) => Promise<Response>;
+  /** The same for the gateway's requests to the tool-server. */
+  interceptToolServer?: (request: Request, next: () => Promise<Response>) => Promise<Response>;
   /** How often a stream of a task running elsewhere reads the store besides notifications. */
   streamPollMs?: number;
   /** The task store's lease (ms) and worker name. */
@@ -203,7 +205,13 @@ export async function makeStack(opts: StackOptions = {}) {
   const backends = {
     'tool-server': toolServerBackend({
       baseUrl: 'http://tool-server',
-      fetch: fetchOf(toolApp),
+      fetch: opts.interceptToolServer
+        ? (input, init) =>
+            (opts.interceptToolServer as NonNullable<StackOptions['interceptToolServer']>)(
+              new Request(asLoopback(input), init),
+              () => fetchOf(toolApp)(input, init),
+            )
+        : fetchOf(toolApp),
       headers: bearer(opts.tokens?.gateway),
     }),
   };

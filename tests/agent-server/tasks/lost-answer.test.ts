@@ -27,12 +27,20 @@ interface Sent {
  */
 async function lossyStack(
   model: ScriptedModel,
-  lose: (n: number, tool: string) => 'reset' | '502' | undefined,
+  lose: (n: number, tool: string) => 'reset' | '502' | 'backend' | undefined,
 ) {
   const sent: Sent[] = [];
+  let edits = 0;
   const s = await makeStack({
     model,
     toolsets: SPLIT_TOOLSETS,
+    // 'backend': the gateway's request to the tool-server loses its answer (the tool ran).
+    interceptToolServer: async (request, next) => {
+      const res = await next();
+      if (!request.url.endsWith('/tools/edit_file') || lose(++edits, 'edit_file') !== 'backend') return res;
+      await res.text();
+      throw new TypeError('fetch failed: other side closed');
+    },
     interceptGateway: async (request, next) => {
       const tool = /\/mcp\/tools\/([^/]+)\/call$/.exec(new URL(request.url).pathname)?.[1];
       if (!tool) return next();
@@ -80,7 +88,7 @@ function appender(): Step[] {
 }
 
 describe('a lost answer', () => {
-  for (const how of ['502', 'reset'] as const) {
+  for (const how of ['502', 'reset', 'backend'] as const) {
     it(`of a call not safe to repeat (${how}): the task waits as unknown_outcome, the model is told no failure`, async () => {
       const model = new ScriptedModel(appender());
       const { s, sent, ledger } = await lossyStack(model, (n, tool) =>
@@ -122,7 +130,9 @@ describe('a lost answer', () => {
       for (const request of model.requests)
         for (const m of request.messages)
           if (m.role === 'tool')
-            expect(String(m.content)).not.toMatch(/Cannot reach|socket hang up|502|Bad Gateway/);
+            expect(String(m.content)).not.toMatch(
+              /Cannot reach|socket hang up|502|Bad Gateway|failed for edit_file/,
+            );
     });
   }
 

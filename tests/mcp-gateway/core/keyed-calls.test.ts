@@ -171,6 +171,44 @@ describe('keyed tool calls at the gateway', () => {
     expect(await ledger()).toBe('END');
   });
 
+  it('reports a tool-server answer lost on the way as an unknown outcome; asked again, the tool-server’s record answers', async () => {
+    let lose = true;
+    stack = await makeStack({
+      toolsets: SPLIT_TOOLSETS,
+      interceptToolServer: async (request, next) => {
+        const res = await next();
+        if (!request.url.endsWith('/tools/edit_file') || !lose) return res;
+        lose = false;
+        await res.text();
+        throw new TypeError('fetch failed: other side closed');
+      },
+    });
+    const s = stack;
+    await writeFile(path.join(s.root, 'ledger.txt'), 'END');
+    await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
+      session_id: 's1',
+      action: 'ACTIVATE',
+      toolset_ids: ['fs_write'],
+    });
+    const body = { session_id: 's1', arguments: append('one'), idempotency_key: 'task-8:1:1:0:c' };
+    const lost = await s.post(s.gatewayApp, '/mcp/tools/edit_file/call', body);
+    expect(lost.status).toBe(502);
+    expect(lost.body).toMatchObject({ code: 'upstream_failed', outcome: 'unknown' });
+    expect(await readFile(path.join(s.root, 'ledger.txt'), 'utf8')).toBe('one\nEND');
+    const again = await s.post(s.gatewayApp, '/mcp/tools/edit_file/call', body);
+    expect(again.status).toBe(200);
+    expect(again.body.success).toBe(true);
+    expect(await readFile(path.join(s.root, 'ledger.txt'), 'utf8')).toBe('one\nEND');
+    // An unkeyed call's lost answer is a plain failure, as before.
+    lose = true;
+    const unkeyed = await s.post(s.gatewayApp, '/mcp/tools/edit_file/call', {
+      session_id: 's1',
+      arguments: append('two'),
+    });
+    expect(unkeyed.body.code).toBe('upstream_failed');
+    expect(unkeyed.body.outcome).toBeUndefined();
+  });
+
   it('prunes keys and fences older than the cut-off', async () => {
     const { s, callEdit } = await ledgerStack();
     await callEdit('one', { idempotency_key: 'old', fence: { task_id: 'task-5', fence: 7 } });

@@ -47,6 +47,7 @@ export default defineConfig({
             'tests/agent-server/store/**',
             'tests/agent-server/tasks/queue.test.ts',
             'tests/agent-server/tasks/recovery.test.ts',
+            'tests/agent-server/tasks/fenced-takeover.test.ts',
             'tests/mcp-gateway/store/**',
             // No state of the gateway's in them: the upstream connections alone.
             'tests/mcp-gateway/backends/**',

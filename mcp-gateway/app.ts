@@ -141,8 +141,26 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     return c.json({ session_id: sessionId, tools: gateway.tools(sessionId) });
   });
   route(routes.callTool, async (c, { params, body }) =>
-    c.json(await gateway.callTool(body.session_id ?? DEFAULT_SESSION, params.name, body.arguments)),
+    c.json(
+      await gateway.callTool(body.session_id ?? DEFAULT_SESSION, params.name, body.arguments, {
+        idempotency_key: body.idempotency_key,
+        fence: body.fence,
+      }),
+    ),
   );
+  route(routes.announceFence, (c, { params, body }) => {
+    const highest = gateway.announceFence(params.task_id, body.fence);
+    if (highest > body.fence) {
+      throw new Refusal(
+        'fenced',
+        `Task ${params.task_id} is held under fence ${highest}, higher than ${body.fence}`,
+        {
+          fence: highest,
+        },
+      );
+    }
+    return c.json({ task_id: params.task_id, fence: highest });
+  });
   route(routes.health, async (c) => {
     const backends = Object.fromEntries(
       await Promise.all(Object.values(deps.backends).map(async (b) => [b.name, await b.health()] as const)),

@@ -17,6 +17,8 @@ import {
   RenderPromptRequest,
 } from './contract/operator.ts';
 import {
+  AnnounceFenceRequest,
+  AnnounceFenceResponse,
   CallToolRequest,
   ChangeDefaultsRequest,
   ChangeDefaultsResponse,
@@ -223,6 +225,16 @@ export const gatewayRoutes = {
       429: ErrorBody,
       502: ErrorBody,
     },
+  },
+  announceFence: {
+    method: 'post',
+    path: '/mcp/tasks/{task_id}/fence',
+    roles: ['admin', 'agent'],
+    summary:
+      "A worker that took a task over announces the task's new fencing number: calls sent under a lower one are refused from then",
+    params: z.object({ task_id: SessionId }),
+    body: AnnounceFenceRequest,
+    responses: { 200: AnnounceFenceResponse, 400: ErrorBody, 409: ErrorBody },
   },
   health: {
     method: 'get',

@@ -23,6 +23,7 @@ import { instrumentGateway } from './core/metrics.ts';
 import { createMcpFace } from './face/face.ts';
 import { createHandleStore, handleStore } from './face/handles.ts';
 import { createLegacySessionStore, legacySessionStore } from './face/legacy-store.ts';
+import { sqliteCallKeyQueries } from './store/call-keys.ts';
 import { gatewayRetentionRules } from './store/retention.ts';
 import { createGatewayStore } from './store/store.ts';
 
@@ -119,9 +120,11 @@ export async function startGateway(
   // Loaded now (about a second, once per thread) so the first activation does not wait for it.
   const tokens = createTokenCounter(config.tokenizer);
   tokens.text('warm');
+  const callKeys = shared?.callKeys ?? sqliteCallKeyQueries(db as NonNullable<typeof db>);
   const gateway = instrumentGateway(
     createGateway({
       ceiling,
+      callKeys,
       catalog,
       store,
       log,
@@ -170,10 +173,13 @@ export async function startGateway(
     { url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) },
     'mcp-gateway listening',
   );
-  const retention = startRetention(gatewayRetentionRules(config.retention, { store, approvals, handles }), {
-    intervalMs: config.retention.intervalMs,
-    log,
-  });
+  const retention = startRetention(
+    gatewayRetentionRules(config.retention, { store, approvals, handles, callKeys }),
+    {
+      intervalMs: config.retention.intervalMs,
+      log,
+    },
+  );
   return {
     ...listening,
     close: async () => {

@@ -5,8 +5,9 @@ import type { Metrics } from '../lib/metrics.ts';
 import { serveOpenApi } from '../lib/openapi.ts';
 import { healthDetail, type Security } from '../lib/security.ts';
 import { GENAI, trace } from '../lib/tracing.ts';
+import { type CallRecord, createCallRecord } from './call-record.ts';
 import * as contract from './contract.ts';
-import { toolServerRoutes as routes, SESSION_HEADER } from './contract.ts';
+import { IDEMPOTENCY_HEADER, toolServerRoutes as routes, SESSION_HEADER } from './contract.ts';
 import type { ToolContext } from './kit/define.ts';
 import type { ToolRegistry } from './registry.ts';
 
@@ -18,23 +19,25 @@ export interface ToolServerDeps<C extends ToolContext = ToolContext> {
   context: C;
   log: Logger;
   security: Security;
+  /** The record of keyed calls (call-record.ts); default: a fresh one. */
+  calls?: CallRecord;
 }
 
 /** The tool-server's HTTP API; only main.ts listens. */
 export function createToolServerApp<C extends ToolContext>(deps: ToolServerDeps<C>): Hono {
   const app = new Hono();
   installBase(app, deps.log, deps.security, { metrics: deps.metrics });
+  const calls = deps.calls ?? createCallRecord();
   route(app, routes.listTools, (c) => c.json(deps.registry.definitions()));
   route(app, routes.callTool, async (c, { params, headers, body }) => {
     // The request's span (tracing on: a hop of a traced call) names the tool and says how it ended.
     const span = trace.getActiveSpan();
     span?.setAttribute(GENAI.toolName, params.name);
     const session = headers[SESSION_HEADER];
-    const result = await deps.registry.call(
-      params.name,
-      body ?? {},
-      session ? { ...deps.context, session } : deps.context,
-    );
+    const run = () =>
+      deps.registry.call(params.name, body ?? {}, session ? { ...deps.context, session } : deps.context);
+    const key = headers[IDEMPOTENCY_HEADER];
+    const result = await (key ? calls.run(key, params.name, run) : run());
     if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
     return c.json(result);
   });

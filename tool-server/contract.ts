@@ -37,6 +37,11 @@ export type ToolResult = z.infer<typeof ToolResult>;
 // seen. Tool arguments are not bounded here: they are a tool's business, bounded by the 16 MiB body cap
 // (MAX_BODY_BYTES) and the JSON depth limit (lib/json.ts).
 
+/** The header carrying a call's idempotency key, gateway to tool-server. */
+export const IDEMPOTENCY_HEADER = 'idempotency-key';
+/** The `_meta` field carrying a call's idempotency key to an upstream MCP server. */
+export const IDEMPOTENCY_META = 'io.toolshift/idempotency-key';
+
 /** The limits, in one place so README "Limits and retention" and the tests name the same numbers. */
 export const LIMITS = {
   /** An id of a toolset, tool, prompt, task or approval (the id patterns allow 64; sessions 128). */
@@ -127,9 +132,16 @@ export const toolServerRoutes = {
   callTool: {
     method: 'post',
     path: '/tools/{name}',
-    summary: 'Run a tool; the body is its arguments',
+    summary:
+      'Run a tool; the body is its arguments. With an Idempotency-Key header a repeat of the key (within its TTL) gets the first call’s outcome instead of a second run',
     params: z.object({ name: ToolName }),
-    headers: z.object({ [SESSION_HEADER]: z.string().min(1).max(1024).optional() }),
+    headers: z.looseObject({
+      [SESSION_HEADER]: z.string().min(1).max(1024).optional(),
+      [IDEMPOTENCY_HEADER]: z
+        .string()
+        .regex(/^[\x21-\x7e]{1,512}$/, 'must be 1-512 printable ASCII characters without spaces')
+        .optional(),
+    }),
     body: z.record(z.string(), z.unknown()).optional(),
     responses: { 200: ToolResult, 400: ErrorBody, 404: ErrorBody },
   },

@@ -1,6 +1,7 @@
 import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
 import {
   BY_AGENT_HEADER,
+  type CallFence,
   type ChangeToolsetsRequest,
   RefusalCode,
   gatewayRoutes as routes,
@@ -50,13 +51,23 @@ function routeClient(endpoint: ServiceEndpoint) {
       ),
     tools: async (sessionId: string, signal?: AbortSignal) =>
       (await callRoute(endpoint, routes.listTools, { query: { session_id: sessionId } }, { signal })).tools,
-    callTool: (sessionId: string, name: string, args: Record<string, unknown>, signal?: AbortSignal) =>
+    /** `call`: the call's idempotency key and the lease it is sent under (docs/task-loop.md). */
+    callTool: (
+      sessionId: string,
+      name: string,
+      args: Record<string, unknown>,
+      signal?: AbortSignal,
+      call?: { idempotency_key: string; fence?: CallFence },
+    ) =>
       callRoute(
         endpoint,
         routes.callTool,
-        { params: { name }, body: { session_id: sessionId, arguments: args } },
+        { params: { name }, body: { session_id: sessionId, arguments: args, ...call } },
         { signal },
       ),
+    /** Takes a task over at the gateway: calls sent under a fence lower than `fence` are refused from now. */
+    announceFence: (taskId: string, fence: number, signal?: AbortSignal) =>
+      callRoute(endpoint, routes.announceFence, { params: { task_id: taskId }, body: { fence } }, { signal }),
     /** Renders a playbook prompt into a goal. */
     renderPrompt: (name: string, args: Record<string, string>) =>
       callRoute(endpoint, routes.renderPrompt, { params: { name }, body: { arguments: args } }),

@@ -10,8 +10,9 @@ import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.
 import { buildModelRequest } from '../http/request.ts';
 import { ModelError, TaskStoppedError } from '../tasks/errors.ts';
 import { createExposure, systemPromptFor } from './exposure.ts';
+import { HumanEndedTask, unknownOutcomeQuestion } from './lost-answer.ts';
 import { primedNote, primeToolsets } from './prime.ts';
-import { type RecordedCall, recoverReply, unknownOutcomeReason } from './recovery.ts';
+import { type RecordedCall, recoverReply } from './recovery.ts';
 import { withToolList } from './tool-list.ts';
 import {
   type ApprovalDecision,
@@ -64,23 +65,10 @@ export interface LoopDeps {
   journal?: CallJournal & { checkpoint(snapshot: LoopSnapshot): Promise<void> };
   /** This worker's name, in a `task_resumed` event. */
   worker?: string;
+  /** The task and the fence this worker holds it under: each tool call carries them to the gateway. */
+  calls?: { taskId: string; fence(): number | undefined };
   /** The task's trace (tasks/trace.ts), told each request and reply when tracing is on. */
   trace?: { request(request: ModelRequest): void; reply(reply: ModelReply): void };
-}
-
-/** How long a human has to decide about a call of unknown outcome (the task's own time limit comes first). */
-const UNKNOWN_OUTCOME_WAIT_MS = 7 * 24 * 3600 * 1000;
-
-/** A call's arguments as an object, for a human to read (null when they are not one). */
-function argumentsOf(call: ChatCompletionMessageFunctionToolCall): Record<string, unknown> | null {
-  try {
-    const value: unknown = JSON.parse(call.function.arguments);
-    return value && typeof value === 'object' && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : null;
-  } catch {
-    return null;
-  }
 }
 
 /** How a task's loop ended. */
@@ -214,6 +202,7 @@ export async function runLoop(
         exposure,
         resume,
         journal: deps.journal,
+        calls: deps.calls,
         awaitApproval:
           awaitApproval &&
           ((pending) =>
@@ -246,27 +235,20 @@ export async function runLoop(
           rerun: r.unknown?.safe ?? false,
         });
         let decision: ApprovalDecision | undefined;
+        // Taken over mid-call: from now the gateway refuses what the previous holder sent and has not begun.
+        if (r.unknown && deps.calls) {
+          const fence = deps.calls.fence();
+          if (fence !== undefined) await gateway.announceFence(deps.calls.taskId, fence, signal);
+        }
         if (r.unknown && !r.unknown.safe) {
           const call = p.calls[r.index];
-          const why = unknownOutcomeReason(r.unknown.name);
+          const question = unknownOutcomeQuestion(call, r.unknown.name, 'worker_stopped');
           decision = deps.awaitApproval
             ? await deps.awaitApproval(
-                {
-                  call,
-                  approval: {
-                    id: `outcome_${call.id}`,
-                    kind: 'unknown_outcome',
-                    subject: r.unknown.name,
-                    arguments: argumentsOf(call),
-                    reason: why,
-                    expires_at: new Date(Date.now() + UNKNOWN_OUTCOME_WAIT_MS).toISOString(),
-                  },
-                  index: r.index,
-                  done: r.done,
-                },
+                { call, approval: question, index: r.index, done: r.done },
                 snapshotAt({ ...p, index: r.index, done: r.done }),
               )
-            : { approved: false, fail: `Task failed: ${why}` };
+            : { approved: false, fail: `Task failed: ${question.reason}` };
           if (decision.fail) return end('failed', null, decision.fail);
         }
         await answer(p.calls, p.step, p.tools, { index: r.index, done: r.done, decision });
@@ -369,7 +351,10 @@ export async function runLoop(
           ? signal.reason
           : undefined;
     if (stop) return end(stop.reason, null, stop.message);
-    const message = err instanceof ModelError ? err.message : `Task failed: ${(err as Error).message}`;
+    const message =
+      err instanceof ModelError || err instanceof HumanEndedTask
+        ? err.message
+        : `Task failed: ${(err as Error).message}`;
     return end('failed', null, message);
   }
 }

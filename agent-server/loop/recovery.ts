@@ -4,8 +4,10 @@ import type {
 } from 'openai/resources/chat/completions';
 import type { GatewayTool } from '../../mcp-gateway/contract.ts';
 import { calledName } from './dispatch.ts';
-import { MANAGE_TOOLSETS } from './manage-toolsets.ts';
+import { safeToRepeat } from './lost-answer.ts';
 import type { CallResult } from './tool-step.ts';
+
+export { safeToRepeat, unknownOutcomeReason } from './lost-answer.ts';
 
 // A task taken over from a worker that stopped: where its checkpointed reply goes on. The calls recorded as
 // ended are answered as recorded; the first one not ended either never started (it runs now) or started and
@@ -30,14 +32,6 @@ export interface RecoveredReply {
   after?: { used: string[]; shown: string[] };
   /** The call at `index` started and never ended: its tool's name, and whether running it again is harmless. */
   unknown?: { name: string; safe: boolean };
-}
-
-/** Whether running `name` twice does no more than running it once, by its tool's own declaration. */
-export function safeToRepeat(name: string, tools: readonly GatewayTool[]): boolean {
-  // Activating or deactivating toolsets sets a state: doing it again changes nothing.
-  if (name === MANAGE_TOOLSETS) return true;
-  const annotations = tools.find((t) => t.name === name)?.annotations;
-  return annotations?.readOnlyHint === true || annotations?.idempotentHint === true;
 }
 
 /** Where the reply `calls` (checkpointed after `done`, at `index`) goes on, given what was recorded since. */
@@ -71,13 +65,4 @@ export function recoverReply(
   const call = pending.calls[index];
   const name = dispatch ? calledName(call) : call.function.name;
   return { index, done, after, unknown: { name, safe: safeToRepeat(name, pending.tools) } };
-}
-
-/** What the human is asked about a call that may have run. */
-export function unknownOutcomeReason(name: string): string {
-  return (
-    `the outcome of ${name} is unknown: the worker running it stopped before it ended, and the tool does not ` +
-    'declare itself read-only or idempotent. Approve to run it again, deny to skip it (the model is told it may ' +
-    'have run), or deny with fail: true to end the task'
-  );
 }

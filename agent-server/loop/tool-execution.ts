@@ -5,6 +5,7 @@ import { Approval } from '../../mcp-gateway/contract.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
 import { CALL_TOOL, dispatchTarget, notOffered, withDefinitions } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
+import { AnswerLost, callKeyed, type KeyedCall, LOST_ANSWER_ATTEMPTS } from './lost-answer.ts';
 import { MANAGE_TOOLSETS, type ManageToolsetsOutcome, runManageToolsets } from './manage-toolsets.ts';
 
 /** One tool call's outcome: the tool message's text, whether it succeeded, and a toolset change if any. */
@@ -19,6 +20,8 @@ export interface ToolCallOutcome {
   toolTokens?: ManageToolsetsOutcome['toolTokens'];
   /** The operator's policy asks a human first: the pending approval the gateway recorded. */
   approval?: Approval;
+  /** The call was sent and its answer lost, and its tool is not safe to ask again: its outcome is unknown. */
+  lost?: boolean;
 }
 
 /** The pending approval a gateway refusal (approval_needed) carries, if it is one. */
@@ -83,6 +86,7 @@ export async function executeToolCall(
   gateway: GatewayClient,
   signal?: AbortSignal,
   exposure?: Exposure,
+  keyed?: (name: string) => KeyedCall,
 ): Promise<ToolCallOutcome> {
   const parsed = parseArguments(call);
   if ('error' in parsed)
@@ -109,7 +113,9 @@ export async function executeToolCall(
         toolTokens: outcome.toolTokens,
       };
     }
-    const result = await gateway.callTool(sessionId, target.name, target.args, signal);
+    const result = keyed
+      ? await callKeyed(gateway, sessionId, target.name, target.args, keyed(target.name), signal)
+      : await gateway.callTool(sessionId, target.name, target.args, signal);
     return result.success
       ? { content: JSON.stringify(result.result), ok: true, arguments: target.args, ...tool }
       : {
@@ -121,6 +127,18 @@ export async function executeToolCall(
   } catch (err) {
     // A stopped task abandons the call: the loop ends the task instead of telling the model.
     if (signal?.aborted) throw signal.reason;
+    if (err instanceof AnswerLost) {
+      // Not a failure: the model is told nothing until a human decided (tool-step.ts), or, for a tool safe
+      // to call again, that calling it again is harmless.
+      if (!keyed?.(target.name).safe)
+        return { content: '', ok: false, arguments: target.args, ...tool, lost: true };
+      return {
+        content: `Error: ${target.name} was sent ${LOST_ANSWER_ATTEMPTS} times and ${err.message}; it is read-only or idempotent, so calling it again is harmless`,
+        ok: false,
+        arguments: target.args,
+        ...tool,
+      };
+    }
     const approval = approvalOf(err);
     return {
       content: `Error: ${(err as Error).message}`,

@@ -38,9 +38,9 @@ export function withToolList(gateway: GatewayClient, sessionId: string): Gateway
       cached = undefined;
       return gateway.changeToolsets(body);
     },
-    async callTool(sid, name, args, signal) {
+    async callTool(sid, name, args, signal, call) {
       try {
-        return await gateway.callTool(sid, name, args, signal);
+        return await gateway.callTool(sid, name, args, signal, call);
       } catch (err) {
         if (sid === sessionId) forget(err);
         throw err;

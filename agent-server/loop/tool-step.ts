@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type {
   ChatCompletionMessageFunctionToolCall,
   ChatCompletionMessageParam,
@@ -8,6 +9,7 @@ import type { EventData, EventType } from '../contract.ts';
 import { TaskStoppedError } from '../tasks/errors.ts';
 import { calledName } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
+import { HumanEndedTask, type KeyedCall, safeToRepeat, unknownOutcomeQuestion } from './lost-answer.ts';
 import { executeToolCall, type ToolCallOutcome } from './tool-execution.ts';
 
 /** Records a step; the one call through which every event of a task leaves the loop. */
@@ -86,6 +88,28 @@ export interface ToolStepContext {
   resume?: { index: number; done: ChatCompletionMessageParam[]; decision?: ApprovalDecision };
   /** Records each call as it starts and ends, so a task resumed elsewhere knows what ran. */
   journal?: CallJournal;
+  /** The task and the fence this worker holds it under: each call's idempotency key and lease. */
+  calls?: { taskId: string; fence(): number | undefined };
+}
+
+/** A call id as a key part: printable ASCII as it is, anything else by its hash. */
+const keyPart = (id: string) =>
+  /^[\x21-\x7e]{1,256}$/.test(id) ? id : createHash('sha256').update(id).digest('hex').slice(0, 32);
+
+/**
+ * A call's idempotency key and lease: one key per task, lease, reply and call, so asking again after a lost
+ * answer repeats the key, and a run after a new claim (a human's "run again", a safe call re-run) is new.
+ */
+function keyedFor(ctx: ToolStepContext, index: number, call: ChatCompletionMessageFunctionToolCall) {
+  const calls = ctx.calls;
+  if (!calls) return undefined;
+  const fence = calls.fence();
+  const key = `${calls.taskId}:${fence ?? 0}:${ctx.step}:${index}:${keyPart(call.id)}`;
+  return (name: string): KeyedCall => ({
+    idempotency_key: key,
+    ...(fence !== undefined ? { fence: { task_id: calls.taskId, fence } } : {}),
+    safe: safeToRepeat(name, ctx.tools),
+  });
 }
 
 /** The tool message for a call whose approval was not given. */
@@ -100,6 +124,30 @@ const notApproved = (
   ok: false,
   arguments: args,
 });
+
+/**
+ * A call sent whose answer was lost: handled as a call its worker stopped in the middle of. The call stays on
+ * record as started and not ended, and the task waits for a human's decision (`unknown_outcome`); the model
+ * hears nothing of it until then. "Run again" runs it under the lease the task is resumed under (a new key).
+ */
+async function lostAnswer(
+  call: ChatCompletionMessageFunctionToolCall,
+  name: string,
+  index: number,
+  done: readonly ChatCompletionMessageParam[],
+  lost: ToolCallOutcome,
+  ctx: ToolStepContext,
+  run: () => Promise<ToolCallOutcome>,
+): Promise<ToolCallOutcome> {
+  const question = unknownOutcomeQuestion(call, name, 'answer_lost');
+  if (!ctx.awaitApproval) throw new HumanEndedTask(`Task failed: ${question.reason}`);
+  const decision = await ctx.awaitApproval({ call, approval: question, index, done: [...done] });
+  throwIfStopped(ctx.signal);
+  if (decision.fail) throw new HumanEndedTask(decision.fail);
+  if (!decision.approved) return notApproved(call, lost.arguments, decision);
+  const again = await run();
+  return again.lost ? lostAnswer(call, name, index, done, again, ctx, run) : again;
+}
 
 /**
  * Runs a reply's tool calls in order, each announced (`tool_call_started`) and recorded (`tool_call`, or
@@ -122,7 +170,14 @@ export async function runToolCalls(
     const run = async () => {
       // On record before it runs: if this worker stops now, whoever resumes the task knows it may have run.
       await journal?.started(index, call.id);
-      const ran = await executeToolCall(call, ctx.sessionId, ctx.gateway, ctx.signal, ctx.exposure);
+      const ran = await executeToolCall(
+        call,
+        ctx.sessionId,
+        ctx.gateway,
+        ctx.signal,
+        ctx.exposure,
+        keyedFor(ctx, index, call),
+      );
       // Refused for an approval: nothing ran (a resumed task asks again).
       if (ran.approval) await journal?.finished(index, call.id, { message: null, used: [], shown: [] });
       return ran;
@@ -141,6 +196,7 @@ export async function runToolCalls(
       throwIfStopped(ctx.signal);
       outcome = decision.approved ? await run() : notApproved(call, outcome.arguments, decision);
     }
+    if (outcome.lost) outcome = await lostAnswer(call, name, index, messages, outcome, ctx, run);
     throwIfStopped(ctx.signal);
     const message: ChatCompletionMessageParam = {
       role: 'tool',

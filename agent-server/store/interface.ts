@@ -66,6 +66,8 @@ export interface TaskStore {
   readonly holder: string;
   /** An embedded store: one process uses it, so at start every running task is one a stopped process left. */
   readonly embedded: boolean;
+  /** The fence this worker holds `taskId` under (undefined: none); its tool calls carry it to the gateway. */
+  fenceOf(taskId: string): number | undefined;
   /**
    * Records a new task (durable when it resolves) with what it needs to start (`request`): running, under
    * this worker's lease, or with `queued` waiting for a worker to claim it.

@@ -307,6 +307,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
 
   return {
     holder: leases.holder,
+    fenceOf: (taskId: string) => leases.fence(taskId),
     embedded: false,
     async createTask(taskId, sessionId, goal, opts = {}) {
       lastSeq.set(taskId, 0);

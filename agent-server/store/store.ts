@@ -311,6 +311,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     }));
   return {
     holder: leases.holder,
+    fenceOf: (taskId: string) => leases.fence(taskId),
     embedded: true,
     /** Records a new task, committed at once (a failure throws: the task must not run unrecorded). */
     async createTask(taskId, sessionId, goal, opts = {}) {

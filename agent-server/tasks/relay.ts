@@ -59,14 +59,14 @@ export function unknownOutcomeDecision(
   if (body.fail) {
     return {
       approved: false,
-      fail: `A human ended the task: the outcome of ${tool} was unknown (its worker stopped mid-call)${why}`,
+      fail: `A human ended the task: the outcome of ${tool} was unknown (its worker stopped mid-call, or its answer was lost)${why}`,
     };
   }
   if (body.approve) return { approved: true, message: `a human chose to run ${tool} again${why}` };
   return {
     approved: false,
     skipped:
-      `Error: ${tool} was not run again. It started before the worker running it stopped and may have taken ` +
-      `effect once already; a human chose not to repeat it${why}. Check its effect before relying on it.`,
+      `Error: ${tool} was not run again. It started, and its worker stopped or its answer was lost, so it may have ` +
+      `taken effect once already; a human chose not to repeat it${why}. Check its effect before relying on it.`,
   };
 }

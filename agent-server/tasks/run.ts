@@ -263,6 +263,7 @@ export function launchTask(
           tokens: w.tokens,
           signal: controller.signal,
           worker: w.deps.store.holder,
+          calls: { taskId, fence: () => w.deps.store.fenceOf(taskId) },
           trace: traced,
           journal: {
             checkpoint: (snapshot) =>

@@ -5,6 +5,8 @@ export interface BackendCall {
   signal?: AbortSignal;
   /** The gateway session making the call; calls without one share the key ''. */
   session?: string;
+  /** The call's idempotency key, for a backend that keeps its own record of calls (or passes it on). */
+  key?: string;
 }
 
 /** Where a toolset's tools live. The tool-server is one; upstream MCP servers implement the same interface. */

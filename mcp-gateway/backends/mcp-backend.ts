@@ -109,6 +109,7 @@ export function mcpToolsetBackend(route: McpToolsetRoute): Backend {
           args,
           route.timeoutMs,
           call?.session,
+          call?.key,
         );
         return toToolResult(result, performance.now() - started, redactor, route.maxResultBytes);
       } catch (err) {

@@ -10,6 +10,7 @@ import {
 } from '@modelcontextprotocol/client';
 import type { Logger } from '../../lib/log.ts';
 import { traceMeta } from '../../lib/tracing.ts';
+import { IDEMPOTENCY_META } from '../../tool-server/contract.ts';
 import type { Redactor } from '../catalog/env-expand.ts';
 import { FairSlots } from './fair-slots.ts';
 import { limitedFetch, type MessageTooLargeError } from './message-limit.ts';
@@ -188,6 +189,7 @@ export class McpConnection implements PooledServer {
     args: Record<string, unknown>,
     timeoutMs: number,
     session = '',
+    key?: string,
   ): Promise<CallToolResult> {
     const started = Date.now();
     this.lastUsed = started;
@@ -195,7 +197,7 @@ export class McpConnection implements PooledServer {
     const release = await this.slots.acquire(session, name, timeoutMs);
     try {
       // The time left after waiting for a place; a timeout is reported as the toolset's own.
-      return await this.call(name, args, Math.max(1, timeoutMs - (Date.now() - started)), timeoutMs);
+      return await this.call(name, args, Math.max(1, timeoutMs - (Date.now() - started)), timeoutMs, key);
     } finally {
       this.lastUsed = Date.now();
       release();
@@ -219,12 +221,15 @@ export class McpConnection implements PooledServer {
     args: Record<string, unknown>,
     timeoutMs: number,
     statedMs = timeoutMs,
+    key?: string,
   ): Promise<CallToolResult> {
     await this.ensureUp();
     const client = this.client as Client;
     try {
-      // The caller's trace goes along in `_meta` (the MCP conventions), so a server that traces joins it.
-      const meta = traceMeta();
+      // The caller's trace goes along in `_meta` (the MCP conventions), so a server that traces joins it; so
+      // does the call's idempotency key, for a server that keeps a record of calls.
+      const trace = traceMeta();
+      const meta = key ? { ...trace, [IDEMPOTENCY_META]: key } : trace;
       const result = await client.callTool(
         meta ? { name, arguments: args, _meta: meta } : { name, arguments: args },
         { timeout: timeoutMs },

@@ -1,5 +1,10 @@
 import { callRoute, type ServiceEndpoint } from '../../lib/http-client.ts';
-import { SESSION_HEADER, type ToolResult, toolServerRoutes } from '../../tool-server/contract.ts';
+import {
+  IDEMPOTENCY_HEADER,
+  SESSION_HEADER,
+  type ToolResult,
+  toolServerRoutes,
+} from '../../tool-server/contract.ts';
 import type { Backend } from './backend.ts';
 
 /** The native tool-server reached over HTTP. */
@@ -13,7 +18,10 @@ export function toolServerBackend(endpoint: ServiceEndpoint, name = 'tool-server
         toolServerRoutes.callTool,
         {
           params: { name: tool },
-          headers: call?.session ? { [SESSION_HEADER]: encodeURIComponent(call.session) } : undefined,
+          headers: {
+            ...(call?.session ? { [SESSION_HEADER]: encodeURIComponent(call.session) } : {}),
+            ...(call?.key ? { [IDEMPOTENCY_HEADER]: call.key } : {}),
+          },
           body: args,
         },
         { signal: call?.signal },

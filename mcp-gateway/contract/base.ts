@@ -74,6 +74,10 @@ export const RefusalCode = z.enum([
   'unavailable',
   /** The backend (tool-server or upstream) failed while running the call. */
   'upstream_failed',
+  /** A call with this idempotency key is still running; ask again with the same key (`retry_after_s`). */
+  'in_progress',
+  /** The call was sent under a task's lease that has since passed to another worker: it did not run. */
+  'fenced',
 ]);
 export type RefusalCode = z.infer<typeof RefusalCode>;
 

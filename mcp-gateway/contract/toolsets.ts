@@ -103,11 +103,34 @@ export type GatewayTool = z.infer<typeof GatewayTool>;
 export const ListToolsQuery = z.object({ session_id: SessionId.optional() });
 export const ListToolsResponse = z.object({ session_id: z.string(), tools: z.array(GatewayTool) });
 
+/** A call's idempotency key: the agent's is `<task>:<step>:<index>:<call id>` (docs/task-loop.md). */
+export const IdempotencyKey = z
+  .string()
+  .regex(/^[\x21-\x7e]{1,512}$/, 'must be 1-512 printable ASCII characters without spaces');
+
+/** The lease a call is sent under: the task and its fencing number (the agent's store numbers each claim). */
+export const CallFence = z.object({
+  task_id: SessionId,
+  fence: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+});
+export type CallFence = z.infer<typeof CallFence>;
+
 export const CallToolRequest = z.object({
   session_id: SessionId.optional(),
   // A tool's own business: bounded by the body cap (MAX_BODY_BYTES) and the JSON depth limit, not here.
   arguments: z.record(z.string(), z.unknown()).default({}),
+  /**
+   * Runs the call at most once per key: a repeat gets the recorded outcome, or `in_progress` while the first
+   * is still running (the key is bound to its session and tool: another use of it is a `conflict`).
+   */
+  idempotency_key: IdempotencyKey.optional(),
+  /** Refused (`fenced`, nothing runs) when the task's highest fence the gateway has seen is higher. */
+  fence: CallFence.optional(),
 });
+
+/** A worker that took a task over says so before deciding what to run again: lower fences are refused from then. */
+export const AnnounceFenceRequest = z.object({ fence: CallFence.shape.fence });
+export const AnnounceFenceResponse = z.object({ task_id: z.string(), fence: z.number() });
 
 /** The meta-tool's name: the one tool every model (the agent's, an MCP client's) starts with. */
 export const MANAGE_TOOLSETS = 'manage_toolsets';

@@ -1,8 +1,7 @@
-import { ServiceError } from '../../lib/http-client.ts';
 import type { Logger } from '../../lib/log.ts';
 import { serialiser } from '../../lib/serialiser.ts';
 import { createTokenCounter, type TokenCounter } from '../../lib/tokens.ts';
-import { GENAI, inSpan, MCP, SpanKind, TOOLSHIFT, trace } from '../../lib/tracing.ts';
+import { trace } from '../../lib/tracing.ts';
 import { UpstreamError } from '../backends/mcp-connection.ts';
 import { type Catalog, CatalogError } from '../catalog/catalog.ts';
 import type { Ceiling } from '../ceiling/ceiling.ts';
@@ -17,9 +16,11 @@ import type {
   ToolResult,
 } from '../contract.ts';
 import { AUDIT_PAGE_MAX, DEFAULT_SESSION, manageToolsetsDefinition, type RefusalCode } from '../contract.ts';
+import type { CallKeyQueries } from '../store/call-keys.ts';
 import type { AuditEntry, AuditFilter, AuditRow, GatewayStore } from '../store/store.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
 import type { Gateway } from './interface.ts';
+import { type CallIdentity, callBackend, keyedCall } from './keyed-calls.ts';
 import { manageToolsets } from './manage-toolsets.ts';
 import { operatorActions } from './operator.ts';
 import { Refusal } from './refusals.ts';
@@ -38,6 +39,8 @@ export function createGateway(deps: {
   toolTokenBudget?: number;
   /** The operator's policy, approvals and rate limits (ceiling.ts), checked on every path. */
   ceiling: Ceiling;
+  /** The record of keyed calls and tasks' fences (store/call-keys.ts); without it keys are not honoured. */
+  callKeys?: CallKeyQueries;
 }): Gateway {
   const { catalog, store, log } = deps;
   const counter = deps.tokens ?? createTokenCounter();
@@ -265,13 +268,18 @@ export function createGateway(deps: {
       );
     },
 
-    async callTool(sessionId: string, name: string, args: Record<string, unknown>): Promise<ToolResult> {
+    async callTool(
+      sessionId: string,
+      name: string,
+      args: Record<string, unknown>,
+      call: CallIdentity = {},
+    ): Promise<ToolResult> {
       const audit = (ok: boolean, detail?: string) =>
         store.audit({ session_id: sessionId, kind: 'call', subject: name, ok, detail });
-      const refuse = (code: RefusalCode, message: string) => {
+      const refuse = (code: RefusalCode, message: string, details?: Record<string, unknown>) => {
         audit(false, message);
         trace.getActiveSpan()?.setAttribute('toolshift.refusal', code);
-        return new Refusal(code, message);
+        return new Refusal(code, message, details);
       };
       await catalog.refreshFor(name);
       const tool = catalog.tools.get(name);
@@ -303,43 +311,23 @@ export function createGateway(deps: {
           `Invalid arguments for ${name}: ${problems}. Expected: ${expected}`,
         );
       }
-      deps.ceiling.checkCall(
-        sessionId,
-        { name, toolset: tool.toolset, annotations: tool.definition.annotations },
-        args,
+      const identity = { ...call, session_id: sessionId, tool: name };
+      const check = () =>
+        deps.ceiling.checkCall(
+          sessionId,
+          { name, toolset: tool.toolset, annotations: tool.definition.annotations },
+          args,
+        );
+      // The backend hears the key too (the tool-server keeps its own record, an upstream gets it in _meta).
+      const key = call.idempotency_key;
+      return keyedCall(
+        deps.callKeys,
+        identity,
+        refuse,
+        check,
+        () => callBackend(tool, { name, args, sessionId, key }, audit, refuse),
+        (err) => log.error({ err, key }, 'the outcome of a keyed call could not be recorded'),
       );
-      try {
-        // A span of the call to its backend (tracing on): the tool-server or the upstream server joins it.
-        const result = await inSpan(
-          'mcp-gateway',
-          `tools/call ${name}`,
-          {
-            kind: SpanKind.CLIENT,
-            attributes: {
-              [MCP.method]: 'tools/call',
-              [GENAI.operation]: 'execute_tool',
-              [GENAI.toolName]: name,
-              [TOOLSHIFT.toolset]: tool.toolset,
-              [TOOLSHIFT.session]: sessionId,
-              'toolshift.backend': tool.backend.name,
-            },
-          },
-          async (span) => {
-            const result = await tool.backend.callTool(name, args, { session: sessionId });
-            if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
-            return result;
-          },
-        );
-        audit(result.success, result.error);
-        return result;
-      } catch (err) {
-        // A backend refusing the arguments is a malformed call, reported the same way as the gateway's own check.
-        if (err instanceof ServiceError && err.status === 400) throw refuse('invalid_arguments', err.message);
-        throw refuse(
-          'upstream_failed',
-          `Backend ${tool.backend.name} failed for ${name}: ${(err as Error).message}`,
-        );
-      }
     },
   };
   /**
@@ -368,6 +356,9 @@ export function createGateway(deps: {
     },
     /** Upstream MCP servers and their state, for /health. */
     upstreams: () => catalog.upstreams(),
+    /** A worker took `taskId` over under `fence`: calls under a lower one are refused from now. */
+    announceFence: (taskId: string, fence: number) =>
+      deps.callKeys ? deps.callKeys.announce(taskId, fence, Date.now()) : fence,
     /** The operator's ceiling: policy, approvals, limits (ceiling.ts). */
     ceiling: deps.ceiling,
     /** Audit rows, newest first, a page at a time. */

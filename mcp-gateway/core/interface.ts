@@ -15,6 +15,7 @@ import type {
   ToolsetInfo,
 } from '../contract.ts';
 import type { AuditPage, AuditRow } from '../store/store.ts';
+import type { CallIdentity } from './keyed-calls.ts';
 
 /**
  * The gateway's rules, the one set the REST routes and the MCP face both call (createGateway, gateway.ts):
@@ -37,7 +38,14 @@ export interface Gateway {
    */
   listed(sessionId?: string): Promise<void>;
   /** Runs a tool for a session: only an active, enabled tool, with valid arguments, within the ceiling. */
-  callTool(sessionId: string, name: string, args: Record<string, unknown>): Promise<ToolResult>;
+  callTool(
+    sessionId: string,
+    name: string,
+    args: Record<string, unknown>,
+    call?: CallIdentity,
+  ): Promise<ToolResult>;
+  /** A worker took a task over under `fence`: calls sent under a lower one are refused; the highest seen. */
+  announceFence(taskId: string, fence: number): number;
   /** The meta-tool with a model's raw arguments; a session's changes run one at a time. */
   manageToolsets(sessionId: string, args: Record<string, unknown>): Promise<ManageToolsetsResponse>;
   /** The upstream server behind an MCP-backed toolset, if it is one. */

@@ -31,9 +31,9 @@ export function instrumentGateway(gateway: Gateway, m: Metrics, now: () => numbe
   });
   return {
     ...gateway,
-    callTool: (sessionId, name, args) => {
+    callTool: (sessionId, name, args, call) => {
       seen(sessionId);
-      return observeToolCall(m, name, () => gateway.callTool(sessionId, name, args));
+      return observeToolCall(m, name, () => gateway.callTool(sessionId, name, args, call));
     },
     changeToolsets: async (req) => {
       const res = await gateway.changeToolsets(req);

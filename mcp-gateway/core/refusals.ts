@@ -34,4 +34,6 @@ export const REFUSAL_STATUS = {
   conflict: 409,
   unavailable: 409,
   upstream_failed: 502,
+  in_progress: 409,
+  fenced: 409,
 } as const satisfies Record<RefusalCode, number>;

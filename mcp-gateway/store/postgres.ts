@@ -18,7 +18,9 @@ import {
   LISTED_DETAIL_MAX,
   LISTED_SUBJECT_MAX,
 } from './audit.ts';
+import type { CallKeyQueries } from './call-keys.ts';
 import type { GatewayStore } from './interface.ts';
+import { CALL_KEYS_MIGRATION, postgresCallKeyQueries } from './postgres-call-keys.ts';
 
 // The gateway's state in PostgreSQL (DATABASE_URL), shared by every gateway replica: sessions and their active
 // toolsets, the operator's ceiling, the user's defaults, upstream listings and pins, approvals, MCP handles,
@@ -81,6 +83,8 @@ const MIGRATIONS = [
   // The audit listing searches by actor and by kind too.
   `CREATE INDEX audit_actor ON audit (actor, id);
    CREATE INDEX audit_kind ON audit (kind, id);`,
+  // Keyed calls and the tasks' fences (store/call-keys.ts).
+  CALL_KEYS_MIGRATION,
 ];
 
 /** What another replica changed: the ceiling or defaults, a session's toolsets, a toolset's pins. */
@@ -95,6 +99,7 @@ export interface PostgresGatewayState {
   approvals: ApprovalQueries;
   handles: HandleQueries;
   legacy: LegacyQueries;
+  callKeys: CallKeyQueries;
   /** Hears other replicas' changes (after this replica's caches took them in); returns the stop. */
   listen(onChange: (change: GatewayChange) => void): () => Promise<void>;
   close(): Promise<void>;
@@ -139,6 +144,7 @@ export async function openPostgresGatewayState(
     approvals: postgresApprovalQueries(db),
     handles: postgresHandleQueries(db),
     legacy: postgresLegacyQueries(db, notify),
+    callKeys: postgresCallKeyQueries(db),
     listen(onChange) {
       // Whatever was announced while not listening is lost: what is kept is read afresh once listening (again).
       const stop = listenPostgres(

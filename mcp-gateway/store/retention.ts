@@ -2,18 +2,20 @@ import type { Config } from '../../lib/config.ts';
 import type { RetentionRule } from '../../lib/retention.ts';
 import type { ApprovalStore } from '../ceiling/approvals.ts';
 import type { HandleStore } from '../face/handles.ts';
+import type { CallKeyQueries } from './call-keys.ts';
 import type { GatewayStore } from './store.ts';
 
 // What the gateway prunes (README "Limits and retention"): audit rows by age and by count, approvals decided or
-// expired long ago, MCP handles idle past their lifetime (with their sessions), and sessions idle for long.
+// expired long ago, MCP handles idle past their lifetime (with their sessions), sessions idle for long, and
+// the keys of calls (with the tasks' fences) once as old as the tasks kept (TASK_RETENTION_DAYS).
 // A setting of 0 days keeps that kind of row for ever; the audit row cap always applies.
 
 /** The gateway's rules, in order: handles go before the idle-session rule looks for sessions without one. */
 export function gatewayRetentionRules(
   keep: Config['retention'],
-  stores: { store: GatewayStore; approvals: ApprovalStore; handles: HandleStore },
+  stores: { store: GatewayStore; approvals: ApprovalStore; handles: HandleStore; callKeys?: CallKeyQueries },
 ): RetentionRule[] {
-  const { store, approvals, handles } = stores;
+  const { store, approvals, handles, callKeys } = stores;
   const iso = (now: number, ms: number) => new Date(now - ms).toISOString();
   const rules: RetentionRule[] = [];
   if (keep.auditMs > 0)
@@ -28,5 +30,8 @@ export function gatewayRetentionRules(
       name: 'sessions',
       step: (limit, now) => store.pruneIdleSessions(iso(now, keep.sessionMs), limit),
     });
+  // A call's key answers its repeats for as long as its task is kept (a task may wait days for a human).
+  if (callKeys && keep.taskMs > 0)
+    rules.push({ name: 'call_keys', step: (limit, now) => callKeys.prune(now - keep.taskMs, limit) });
   return rules;
 }

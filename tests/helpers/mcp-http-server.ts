@@ -10,7 +10,7 @@ import { createMcpHandler, Server } from '@modelcontextprotocol/server';
 /** What a fixture tool does when called (it may take its time); the era is the protocol era of the request. */
 export type FixtureRun = (
   args: Record<string, unknown>,
-  seen: { era: 'legacy' | 'modern'; authorization: string | null },
+  seen: { era: 'legacy' | 'modern'; authorization: string | null; meta: Record<string, unknown> | null },
 ) => CallToolResult | Promise<CallToolResult>;
 
 /** A tool the fixture serves: its definition as listed, and optionally what a call does. */
@@ -53,7 +53,8 @@ export async function startMcpHttpServer(opts: {
           ],
         };
       }
-      return tool.run(request.params.arguments ?? {}, { era, authorization });
+      const meta = (request.params._meta as Record<string, unknown> | undefined) ?? null;
+      return tool.run(request.params.arguments ?? {}, { era, authorization, meta });
     });
     return server;
   });

@@ -24,6 +24,7 @@ import { createGateway } from '../../mcp-gateway/core/gateway.ts';
 import { createMcpFace } from '../../mcp-gateway/face/face.ts';
 import { createHandleStore, handleStore } from '../../mcp-gateway/face/handles.ts';
 import { createLegacySessionStore, legacySessionStore } from '../../mcp-gateway/face/legacy-store.ts';
+import { sqliteCallKeyQueries } from '../../mcp-gateway/store/call-keys.ts';
 import { openPostgresGatewayState } from '../../mcp-gateway/store/postgres.ts';
 import { createGatewayStore } from '../../mcp-gateway/store/store.ts';
 import { createToolServerApp } from '../../tool-server/app.ts';
@@ -105,6 +106,8 @@ export interface StackOptions {
   model?: Model;
   /** Sees each request of the agent-server to the gateway, and decides when (and whether) it goes on. */
   interceptGateway?: (request: Request, next: () => Promise<Response>) => Promise<Response>;
+  /** The same for the gateway's requests to the tool-server. */
+  interceptToolServer?: (request: Request, next: () => Promise<Response>) => Promise<Response>;
   /** How often a stream of a task running elsewhere reads the store besides notifications. */
   streamPollMs?: number;
   /** The task store's lease (ms) and worker name. */
@@ -204,7 +207,13 @@ export async function makeStack(opts: StackOptions = {}) {
   const backends = {
     'tool-server': toolServerBackend({
       baseUrl: 'http://tool-server',
-      fetch: fetchOf(toolApp),
+      fetch: opts.interceptToolServer
+        ? (input, init) =>
+            (opts.interceptToolServer as NonNullable<StackOptions['interceptToolServer']>)(
+              new Request(asLoopback(input), init),
+              () => fetchOf(toolApp)(input, init),
+            )
+        : fetchOf(toolApp),
       headers: bearer(opts.tokens?.gateway),
     }),
   };
@@ -242,7 +251,8 @@ export async function makeStack(opts: StackOptions = {}) {
     audit: (entry) => gatewayStore.audit(entry),
     now: opts.now,
   });
-  const gateway = createGateway({ catalog, store: gatewayStore, log, ceiling });
+  const callKeys = shared?.callKeys ?? sqliteCallKeyQueries(sqlite());
+  const gateway = createGateway({ catalog, store: gatewayStore, log, ceiling, callKeys });
   const gatewaySecurity = tokenSecurity({
     admin: opts.tokens?.admin,
     agent: opts.tokens?.agent,
@@ -314,6 +324,7 @@ export async function makeStack(opts: StackOptions = {}) {
     catalog,
     ceiling,
     gatewayStore,
+    callKeys,
     policyFile,
     gateway,
     toolApp,

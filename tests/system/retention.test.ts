@@ -10,6 +10,7 @@ import { type Db, openDatabase } from '../../lib/sqlite.ts';
 import { createApprovalStore } from '../../mcp-gateway/ceiling/approvals.ts';
 import { createHandleStore } from '../../mcp-gateway/face/handles.ts';
 import { startGateway } from '../../mcp-gateway/server.ts';
+import { sqliteCallKeyQueries } from '../../mcp-gateway/store/call-keys.ts';
 import { gatewayRetentionRules } from '../../mcp-gateway/store/retention.ts';
 import { createGatewayStore } from '../../mcp-gateway/store/store.ts';
 import { startToolServer } from '../../tool-server/server.ts';
@@ -40,7 +41,18 @@ describe('retention (issue 15 §4)', () => {
     const approvals = createApprovalStore(db, { timeoutMs: 60 * DAY, now });
     const handles = createHandleStore(db, { idleMs: DAY, now, onDrop: (ids) => store.dropSessions(ids) });
     const keep = loadConfig({ AUDIT_MAX_ROWS: '5000' }).retention;
-    expect(keep).toMatchObject({ auditMs: 30 * DAY, approvalMs: 30 * DAY, sessionMs: 30 * DAY });
+    expect(keep).toMatchObject({
+      auditMs: 30 * DAY,
+      approvalMs: 30 * DAY,
+      sessionMs: 30 * DAY,
+      taskMs: 30 * DAY,
+    });
+    // Keyed calls: one begun 40 days ago (with its task's fence), one today.
+    const callKeys = sqliteCallKeyQueries(db);
+    const keyed = (key: string, task: string, at: number) =>
+      callKeys.begin({ key, session_id: 's', tool: 't', task_id: task, fence: 1, at });
+    keyed('old_key', 'old_task', Date.now() - 40 * DAY);
+    keyed('new_key', 'new_task', Date.now());
 
     // 40 days ago: 1,200 audit rows (more than two batches), sessions, approvals of every state, a handle.
     clock = Date.now() - 40 * DAY;
@@ -94,7 +106,7 @@ describe('retention (issue 15 §4)', () => {
     });
     expect(counts()).toEqual({ audit: 1201, sessions: 6, session_toolsets: 4, approvals: 5, handles: 2 });
 
-    const retention = startRetention(gatewayRetentionRules(keep, { store, approvals, handles }), {
+    const retention = startRetention(gatewayRetentionRules(keep, { store, approvals, handles, callKeys }), {
       intervalMs: 3_600_000,
       now,
     });
@@ -106,7 +118,10 @@ describe('retention (issue 15 §4)', () => {
       approvals: 3,
       mcp_handles: 1,
       sessions: 1,
+      call_keys: 2,
     });
+    expect(db.prepare('SELECT key FROM call_keys').pluck().all()).toEqual(['new_key']);
+    expect(db.prepare('SELECT task_id FROM task_fences').pluck().all()).toEqual(['new_task']);
     expect(counts()).toEqual({ audit: 1, sessions: 4, session_toolsets: 2, approvals: 2, handles: 1 });
     expect(db.prepare('SELECT id FROM sessions ORDER BY id').pluck().all()).toEqual(
       [liveHandle, 'new_session', 'old_but_pending', 'old_but_used'].sort(),

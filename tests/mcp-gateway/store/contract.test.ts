@@ -15,6 +15,7 @@ import {
   type LegacySessionStore,
   legacySessionStore,
 } from '../../../mcp-gateway/face/legacy-store.ts';
+import { type CallKeyQueries, sqliteCallKeyQueries } from '../../../mcp-gateway/store/call-keys.ts';
 import { type GatewayChange, openPostgresGatewayState } from '../../../mcp-gateway/store/postgres.ts';
 import { createGatewayStore, type GatewayStore } from '../../../mcp-gateway/store/store.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
@@ -33,6 +34,7 @@ interface Replica {
   approvals: ApprovalStore;
   handles: HandleStore;
   legacy: LegacySessionStore;
+  callKeys: CallKeyQueries;
   /** Other replicas' changes heard (PostgreSQL only: SQLite replicas read the file's version instead). */
   heard: GatewayChange[];
   close(): Promise<void>;
@@ -57,6 +59,7 @@ const sqlite: Backend = {
         approvals: createApprovalStore(db, { timeoutMs: 60_000, now }),
         handles: createHandleStore(db, { idleMs: 60_000, now, maxPerCredential: 2 }),
         legacy: createLegacySessionStore(db),
+        callKeys: sqliteCallKeyQueries(db),
         heard: [],
         close: async () => store.close(),
       };
@@ -78,6 +81,7 @@ const postgres: Backend = {
         approvals: approvalStore(state.approvals, { timeoutMs: 60_000, now }),
         handles: handleStore(state.handles, { idleMs: 60_000, now, maxPerCredential: 2 }),
         legacy: legacySessionStore(state.legacy),
+        callKeys: state.callKeys,
         heard,
         close: async () => {
           await stop();
@@ -258,6 +262,46 @@ describe.each([sqlite, postgres])('the gateway store on $name', (backend) => {
       ).toEqual(['write_file']);
     } finally {
       await a.close();
+    }
+  });
+
+  it('shares keyed calls and tasks’ fences: a key begun on one replica is found by the other, once', async () => {
+    const [a, b] = await backend.replicas(2);
+    try {
+      const start = (key: string | null, fence: number) => ({
+        key,
+        session_id: 's1',
+        tool: 'edit_file',
+        task_id: 't1',
+        fence,
+        at: Date.now(),
+      });
+      expect(a.callKeys.begin(start('k1', 1))).toEqual({ run: true });
+      const running = b.callKeys.begin(start('k1', 1));
+      expect(running).toMatchObject({ existing: { key: 'k1', state: 'started', outcome: null } });
+      a.callKeys.finish('k1', '{"result":1}', Date.now());
+      expect(b.callKeys.begin(start('k1', 1))).toMatchObject({
+        existing: { state: 'done', outcome: '{"result":1}' },
+      });
+      // A higher fence seen on one replica refuses a lower one on the other, and records nothing.
+      expect(b.callKeys.begin(start('k2', 3))).toEqual({ run: true });
+      expect(a.callKeys.begin(start('k3', 2))).toEqual({ fenced: 3 });
+      expect(a.callKeys.announce('t1', 5, Date.now())).toBe(5);
+      expect(b.callKeys.announce('t1', 4, Date.now())).toBe(5);
+      expect(b.callKeys.begin(start('k3', 4))).toEqual({ fenced: 5 });
+      expect(b.callKeys.begin(start('k3', 5))).toEqual({ run: true });
+      // A call refused before it ran is forgotten; a finished one is not.
+      b.callKeys.forget('k3');
+      b.callKeys.forget('k1');
+      expect(a.callKeys.begin(start('k3', 5))).toEqual({ run: true });
+      expect(a.callKeys.begin(start('k1', 5))).toMatchObject({ existing: { state: 'done' } });
+      // Retention: keys started and fences seen before the cut-off go, a batch at a time.
+      expect(a.callKeys.prune(Date.now() + 1000, 2)).toBe(2);
+      expect(b.callKeys.prune(Date.now() + 1000, 100)).toBe(2);
+      expect(b.callKeys.begin(start('k1', 0))).toEqual({ run: true });
+    } finally {
+      await a.close();
+      await b.close();
     }
   });
 

@@ -53,6 +53,7 @@ describe('one model turn with many tool calls', () => {
       toolsets: {
         'ticks.yaml': `id: ticks
 description: A tool that takes a moment.
+variables: [TICKS_URL]
 backend:
   mcp:
     url: \${TICKS_URL}

@@ -19,6 +19,7 @@ afterEach(async () => {
 const TOOLSET = `id: shared
 description: A shared upstream with a slow tool.
 timeout_seconds: 60
+variables: [SHARED_URL]
 backend:
   mcp:
     url: \${SHARED_URL}

@@ -63,6 +63,7 @@ describe('reload', () => {
       changed: [],
       unchanged: ['memory'],
       warnings: [],
+      policy: expect.stringMatching(/policy\.yaml: no file: everything allowed$/),
     });
     expect(s.gateway.upstreams()['mcp-server-everything stdio'].state).toBe('idle');
     expect(s.gateway.upstreams()['mcp-server-sequential-thinking'].state).toBe('idle');

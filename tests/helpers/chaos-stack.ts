@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { expect } from 'vitest';
 import { startMockModel } from '../../bench/mock-model.ts';
 import { isAlive } from './processes.ts';
 import { startTestPostgres, type TestPostgres } from './postgres.ts';
@@ -278,7 +279,7 @@ export async function outageRun(stack: ChaosStack, n: number, outageMs: number):
     const deadline = Date.now() + 180_000 + outageMs;
     let tasks: any[] = [];
     for (;;) {
-      tasks = await Promise.all(ids.map((id) => get(`${stack.api.url}/agent/tasks/${id}`).then((r) => r.body)));
+      tasks = await Promise.all(ids.map(async (id) => (await get(`${stack.api.url}/agent/tasks/${id}`)).body));
       if (tasks.every((t) => t.finished_at)) break;
       if (Date.now() > deadline || stack.api.child.exitCode !== null) break;
       await new Promise((r) => setTimeout(r, 500));
@@ -290,4 +291,47 @@ export async function outageRun(stack: ChaosStack, n: number, outageMs: number):
   } finally {
     clearInterval(watch);
   }
+}
+
+/** What every outage run must show (issue 32, item 8). */
+export function expectRodeItOut(report: OutageReport, stack: ChaosStack): void {
+  const logs = () => stack.services.map((s) => `--- ${s.name}\n${s.log().slice(-4000)}`).join('\n');
+  // No process exited.
+  expect(report.dead, logs()).toEqual([]);
+  // While it was down, every service that uses it said so: degraded, the database unreachable since when.
+  for (const name of ['agent-api', 'worker-1', 'worker-2', 'gateway-1', 'gateway-2']) {
+    expect(report.healthDuring[name], name).toMatchObject({
+      status: 200,
+      body: {
+        status: 'degraded',
+        database: { state: 'unreachable', since: expect.any(String), error: expect.any(String) },
+      },
+    });
+  }
+  expect(report.healthDuring['tool-server'].body.status).toBe('ok');
+  // What needs it was refused with 503 and Retry-After, naming the database.
+  for (const refused of [report.readDuring, report.submitDuring]) {
+    expect(refused).toMatchObject({ status: 503, retryAfter: '5', body: { code: 'store_unavailable' } });
+    expect(refused.body.error).toMatch(/^The database \(PostgreSQL, DATABASE_URL\) is unreachable since /);
+  }
+  // Every task ended as it would have without the outage: completed, its answer, its events complete.
+  const notOk = report.tasks.filter((t) => t.status !== 'completed');
+  expect(
+    notOk.map((t) => [t.task_id, t.status, t.error]),
+    logs(),
+  ).toEqual([]);
+  for (const t of report.tasks) {
+    expect(t.final_answer).toMatch(/^done outage/);
+    const types: string[] = t.events.map((e: any) => e.type);
+    expect(t.events.map((e: any) => e.seq)).toEqual(t.events.map((_: unknown, i: number) => i + 1));
+    expect(types.filter((x) => x === 'task_started')).toHaveLength(1);
+    expect(types.filter((x) => x === 'task_finished')).toHaveLength(1);
+    expect(types.at(-1)).toBe('task_finished');
+    expect(types.filter((x) => x === 'model_call')).toHaveLength(READS + 2);
+    expect(types.filter((x) => x === 'tool_call')).toHaveLength(READS + 1);
+  }
+  // Nothing was reported failed: no task, and no worker logged one.
+  for (const s of stack.services) expect(s.log(), s.name).not.toMatch(/"status":"failed"|ended unrecorded/);
+  // Back, every service says ok.
+  for (const [name, h] of Object.entries(report.healthAfter)) expect(h.body.status, name).toBe('ok');
 }

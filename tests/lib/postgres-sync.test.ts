@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openSyncPostgres, type SyncPostgres } from '../../lib/postgres-sync.ts';
+import { databaseHealth, StoreUnavailable } from '../../lib/db-reachability.ts';
 import { freshDatabase } from '../helpers/postgres.ts';
 
 // The gateway's synchronous connection to PostgreSQL (lib/postgres-sync.ts), against the real server the test
@@ -72,13 +73,22 @@ describe('synchronous PostgreSQL', () => {
     });
     const db = open(`postgres://nobody:secret-password@127.0.0.1:${port}/none`);
     expect(() => db.query('SELECT 1')).toThrow(/ECONNREFUSED/);
-    let message = '';
+    let error: unknown;
     try {
       db.query('SELECT 1');
     } catch (err) {
-      message = (err as Error).message;
+      error = err;
     }
-    expect(message).toMatch(/^PostgreSQL is unreachable \(.*ECONNREFUSED.*\); trying again in \d+ ms$/);
+    // What a request that needed it is answered: 503, Retry-After, and since when the database is unreachable.
+    expect(error).toBeInstanceOf(StoreUnavailable);
+    expect(error).toMatchObject({ status: 503, headers: { 'retry-after': '5' } });
+    const message = (error as Error).message;
+    expect(message).toMatch(
+      /^The database \(PostgreSQL, DATABASE_URL\) is unreachable since \S+Z \(.*ECONNREFUSED.*\); .* retry in 5 s$/,
+    );
     expect(message).not.toContain('secret-password');
+    expect(databaseHealth()).toMatchObject({ state: 'unreachable', error: expect.stringMatching(/ECONNREFUSED/) });
+    db.close();
+    expect(databaseHealth()).toEqual({ state: 'ok' });
   });
 });

@@ -43,6 +43,12 @@ export function openPostgres(url: string, service: string, opts: { max?: number 
   // gets a fresh connection. Without a listener it would be an uncaught error.
   const reach = reachabilityOf(pool);
   pool.on('error', (err) => reach.down(err));
+  // A lent-out connection has no listener of the pool's: the server going away between two of its statements
+  // would be an uncaught 'error' event (the process's end). Each connection has one of its own, for good; the
+  // statement in flight fails by itself, and the next one on that connection too.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => reach.down(err));
+  });
   // Down, the server is asked every second whether it is back: /health and the requests refused meanwhile
   // (which do not try it themselves) learn it at once, also in a process that has nothing to write.
   let probe: NodeJS.Timeout | undefined;

@@ -3,8 +3,9 @@ import type { GatewayClient } from '../clients/gateway.ts';
 
 // A running task's view of the gateway while the gateway's database (PostgreSQL) is unreachable: what the
 // gateway refuses for that (503, code `store_unavailable`) is asked again until it answers, so a database blip
-// costs the task time, not its run. Reads and toolset changes only (activating twice is activating once); a
-// tool call is never sent twice here: its failure is the tool's result, which the model reads.
+// costs the task time, not its run. A tool call too: the gateway reads what it checks (the session's toolsets,
+// the operator's switches and limits) before it runs the tool, and after it only writes its audit row behind
+// (a failure there is logged, never the call's), so a call refused so never ran.
 
 /** The longest wait between two tries (the gateway says 5 s in Retry-After). */
 const MAX_WAIT_MS = 5000;
@@ -52,6 +53,7 @@ export function ridingOutages(
     listToolsets: (sessionId, query, s) => again(() => gateway.listToolsets(sessionId, query, s)),
     manageToolsets: (sessionId, args, s) => again(() => gateway.manageToolsets(sessionId, args, s)),
     tools: (sessionId, s) => again(() => gateway.tools(sessionId, s)),
+    callTool: (sessionId, name, args, s) => again(() => gateway.callTool(sessionId, name, args, s)),
     getApproval: (id, s) => again(() => gateway.getApproval(id, s)),
     renderPrompt: (name, args) => again(() => gateway.renderPrompt(name, args)),
     forTask: (taskId) => ridingOutages(gateway.forTask(taskId), signal, onWait),

@@ -1,10 +1,10 @@
 import { Hono } from 'hono';
+import { databaseHealth } from '../lib/db-reachability.ts';
 import { HttpError, installBase, route } from '../lib/http.ts';
 import type { ServiceEndpoint } from '../lib/http-client.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { serveOpenApi } from '../lib/openapi.ts';
-import { databaseHealth } from '../lib/db-reachability.ts';
 import { healthDetail, type Security } from '../lib/security.ts';
 import type { ModelHealth } from './clients/model.ts';
 import { installConsole } from './console/routes.ts';

@@ -1,9 +1,9 @@
 import { type Context, Hono } from 'hono';
+import { databaseHealth } from '../lib/db-reachability.ts';
 import { HttpError, installBase, route } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { serveOpenApi } from '../lib/openapi.ts';
-import { databaseHealth } from '../lib/db-reachability.ts';
 import { healthDetail, requireRole, type Security } from '../lib/security.ts';
 import type { Backend } from './backends/backend.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './catalog/prompts.ts';

@@ -134,7 +134,8 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         return await work();
       } catch (err) {
         // A deadlock or serialization failure rolled the statement back: it is tried again as well.
-        const transient = err instanceof StoreUnavailable || TRANSIENT.has((err as { code?: string }).code ?? '');
+        const transient =
+          err instanceof StoreUnavailable || TRANSIENT.has((err as { code?: string }).code ?? '');
         if (!transient || opts.stopping?.aborted) throw err;
         await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
       }
@@ -158,7 +159,10 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   const lease = "now() + $LEASE * interval '1 millisecond'";
   // The database back: the leases first (before the writes that waited for it, and another worker's sweeper).
   const stopRenewingOnReturn = reach.onUp(() => {
-    leases.renewNow().catch((err: unknown) => onWriteError(err));
+    // Gone again at once: the heartbeat and the writes that wait renew them when it is back for good.
+    leases.renewNow().catch((err: unknown) => {
+      if (!(err instanceof StoreUnavailable)) onWriteError(err);
+    });
   });
 
   /**
@@ -247,14 +251,12 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     const tasks = new Set(rows.map((r) => r[0]));
     if (taskId !== null) tasks.add(taskId);
     const result = Promise.all([...tasks].map((t) => tails.get(t))).then(() => work(rows));
-    const settled = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    for (const t of tasks) tails.set(t, settled);
-    void settled.then(() => {
+    // Settled either way (the caller has `result`'s error), and then forgotten unless a later write followed.
+    const forget = () => {
       for (const t of tasks) if (tails.get(t) === settled) tails.delete(t);
-    });
+    };
+    const settled: Promise<void> = result.then(forget, forget);
+    for (const t of tasks) tails.set(t, settled);
     return result;
   };
   /** Writes the pending events, then waits for every write in flight: a read after it sees them all. */
@@ -344,10 +346,12 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     persist(async () => (await db.query(sql, values)).rows as T[]);
   const callsOf = async (taskId: string, durable = false): Promise<CallRecord[]> =>
     (
-      await (durable ? readDurable : read)<{ idx: number; call_id: string; finished: boolean; result: string | null }>(
-        'SELECT idx, call_id, finished, result FROM task_calls WHERE task_id = $1 ORDER BY idx',
-        [taskId],
-      )
+      await (durable ? readDurable : read)<{
+        idx: number;
+        call_id: string;
+        finished: boolean;
+        result: string | null;
+      }>('SELECT idx, call_id, finished, result FROM task_calls WHERE task_id = $1 ORDER BY idx', [taskId])
     ).map((c) => ({
       index: c.idx,
       call_id: c.call_id,

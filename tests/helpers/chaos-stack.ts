@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'vitest';
 import { startMockModel } from '../../bench/mock-model.ts';
-import { isAlive } from './processes.ts';
 import { startTestPostgres, type TestPostgres } from './postgres.ts';
+import { isAlive } from './processes.ts';
 
 // The PostgreSQL layout of issue 32's chaos run, every service its own process: the agent API, two workers,
 // two gateway replicas behind a round-robin balancer, a tool-server, all on a PostgreSQL cluster of the test's
@@ -81,7 +81,12 @@ function balancer(targets: number[]): Promise<{ port: number; close: () => Promi
 }
 
 /** Starts `toolshift serve <what>` and resolves once it answers /health. */
-async function serve(name: string, what: string, port: number, env: Record<string, string>): Promise<Service> {
+async function serve(
+  name: string,
+  what: string,
+  port: number,
+  env: Record<string, string>,
+): Promise<Service> {
   const child = spawn(process.execPath, [BIN, 'serve', what], {
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -174,7 +179,7 @@ export async function startChaosStack(workerEnv: Record<string, string> = {}): P
   }
   const lb = await balancer(gatewayPorts);
   const gatewayUrl = `http://127.0.0.1:${lb.port}`;
-  const agentEnv = { ...base, GATEWAY_URL: gatewayUrl, TASK_LEASE_S: '5' };
+  const agentEnv = { ...base, GATEWAY_URL: gatewayUrl };
   const apiPort = await freePort();
   const api = await serve('agent-api', 'agent-api', apiPort, {
     ...agentEnv,
@@ -232,7 +237,11 @@ export async function submitTasks(api: Service, n: number, prefix: string): Prom
 const ask = async (url: string, init?: RequestInit) => {
   try {
     const res = await fetch(url, init);
-    return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as any };
+    return {
+      status: res.status,
+      retryAfter: res.headers.get('retry-after'),
+      body: (await res.json()) as any,
+    };
   } catch (err) {
     return { status: 0, retryAfter: null, body: { error: String((err as Error).cause ?? err) } };
   }
@@ -279,7 +288,9 @@ export async function outageRun(stack: ChaosStack, n: number, outageMs: number):
     const deadline = Date.now() + 180_000 + outageMs;
     let tasks: any[] = [];
     for (;;) {
-      tasks = await Promise.all(ids.map(async (id) => (await get(`${stack.api.url}/agent/tasks/${id}`)).body));
+      tasks = await Promise.all(
+        ids.map(async (id) => (await get(`${stack.api.url}/agent/tasks/${id}`)).body),
+      );
       if (tasks.every((t) => t.finished_at)) break;
       if (Date.now() > deadline || stack.api.child.exitCode !== null) break;
       await new Promise((r) => setTimeout(r, 500));

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openSyncPostgres, type SyncPostgres } from '../../lib/postgres-sync.ts';
 import { databaseHealth, StoreUnavailable } from '../../lib/db-reachability.ts';
+import { openSyncPostgres, type SyncPostgres } from '../../lib/postgres-sync.ts';
 import { freshDatabase } from '../helpers/postgres.ts';
 
 // The gateway's synchronous connection to PostgreSQL (lib/postgres-sync.ts), against the real server the test
@@ -87,7 +87,10 @@ describe('synchronous PostgreSQL', () => {
       /^The database \(PostgreSQL, DATABASE_URL\) is unreachable since \S+Z \(.*ECONNREFUSED.*\); .* retry in 5 s$/,
     );
     expect(message).not.toContain('secret-password');
-    expect(databaseHealth()).toMatchObject({ state: 'unreachable', error: expect.stringMatching(/ECONNREFUSED/) });
+    expect(databaseHealth()).toMatchObject({
+      state: 'unreachable',
+      error: expect.stringMatching(/ECONNREFUSED/),
+    });
     db.close();
     expect(databaseHealth()).toEqual({ state: 'ok' });
   });

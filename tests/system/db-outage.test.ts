@@ -1,15 +1,16 @@
-import { writeFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ChaosStack, expectRodeItOut, outageRun, startChaosStack } from '../helpers/chaos-stack.ts';
 
 // Issue 32, item 8: PostgreSQL stopped for 10 s while 80 tasks run on the agent API, two workers and two
-// gateway replicas. No process exits; /health says degraded and why; what needs the database answers 503 with
-// Retry-After; once it is back every task ends as it would have, its events complete.
+// gateway replicas, each its own process. No process exits; /health says degraded and why; what needs the
+// database answers 503 with Retry-After; once it is back every task ends as it would have, its events
+// complete. The leases last 5 s here, so they lapse during the outage: their workers take them back. The 60 s
+// outage, with the default lease, is db-outage.stress.test.ts.
 
 let stack: ChaosStack;
 
 beforeAll(async () => {
-  stack = await startChaosStack();
+  stack = await startChaosStack({ TASK_LEASE_S: '5' });
 }, 120_000);
 
 afterAll(async () => {
@@ -18,10 +19,6 @@ afterAll(async () => {
 
 describe('a database blip is not a crash', () => {
   it('PostgreSQL stopped for 10 s under load: every process rides it out, every task ends ok', async () => {
-    const report = await outageRun(stack, 80, 10_000);
-    if (process.env.CHAOS_LOGS) for (const s of stack.services) writeFileSync(`${process.env.CHAOS_LOGS}/${s.name}.log`, s.log());
-    const failedCalls = report.tasks.flatMap((t) => t.events).filter((e: any) => e.type === 'tool_call' && !e.data.ok);
-    console.log(`tool calls failed during the outage: ${failedCalls.length}`, failedCalls.slice(0, 2).map((e: any) => JSON.stringify(e.data).slice(0, 400)));
-    expectRodeItOut(report, stack);
+    expectRodeItOut(await outageRun(stack, 80, 10_000), stack);
   }, 400_000);
 });

@@ -136,7 +136,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         // A deadlock or serialization failure rolled the statement back: it is tried again as well.
         const transient =
           err instanceof StoreUnavailable || TRANSIENT.has((err as { code?: string }).code ?? '');
-        if (!transient || opts.stopping?.aborted) throw err;
+        if (!transient || opts.stopping?.aborted || pool.ending) throw err;
         await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
       }
     }

@@ -9,15 +9,20 @@ import { HttpError } from './http-error.ts';
 export const RETRY_AFTER_S = 5;
 
 /**
- * Whether `err` says the server cannot be reached (rather than refusing a statement): no SQLSTATE (a socket
- * error, a connection ended or timed out), or one of class 08 (connection exception) or 57P (the server
- * shutting down or starting up).
+ * Whether `err` says the server cannot be reached (rather than refusing a statement): a SQLSTATE of class 08
+ * (connection exception) or 57P (the server shutting down or starting up), a socket error (ECONNREFUSED …), or
+ * the driver's own word for a connection that ended, timed out or broke. Any other error (a statement refused,
+ * a bug) is not: what waits for the database would otherwise wait on it for ever.
  */
 export function unreachable(err: unknown): boolean {
   if (err instanceof StoreUnavailable) return true;
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
-  return code.startsWith('08') || code.startsWith('57P');
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code))
+    return code.startsWith('08') || code.startsWith('57P');
+  if (typeof code === 'string' && /^E[A-Z_]+$/.test(code)) return true;
+  return /connect|connection|terminated|timeout|timed out|not queryable|socket/i.test(
+    (err as Error | null)?.message ?? '',
+  );
 }
 
 /** A request that needs the database while it is unreachable: 503, Retry-After, and since when. */

@@ -123,9 +123,9 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   };
   /**
    * Runs `work` until the server answers it: while it cannot be reached (or the statement was rolled back for
-   * a deadlock with others), again every few seconds, each time
-   * after the leases were renewed (one that lapsed meanwhile is taken back unless another worker took its task,
-   * so the writes that waited are not refused for it). A statement's own error is thrown.
+   * a deadlock with others), again every few seconds, each time after the leases were renewed (one that lapsed
+   * meanwhile is taken back unless another worker took its task, so the writes that waited are not refused for
+   * it). A statement's own error is thrown; so is the wait's end when the process stops or the store closes.
    */
   const persist = async <T>(work: () => Promise<T>): Promise<T> => {
     for (let attempt = 0; ; attempt++) {

@@ -252,6 +252,8 @@ const get = (url: string) => ask(url);
 export interface OutageReport {
   /** Processes that exited, at any point. */
   dead: string[];
+  /** Each task's status as the database was stopped. */
+  atHalt: string[];
   /** Each service's /health (with detail) while the database was down, after a few seconds. */
   healthDuring: Record<string, { status: number; body: any }>;
   /** A task read (needs the database) and a task submitted during the outage. */
@@ -272,6 +274,9 @@ export async function outageRun(stack: ChaosStack, n: number, outageMs: number):
     const ids = await submitTasks(stack.api, n, `outage${outageMs}`);
     // Tasks are under way on both workers (each has made a model call or two).
     await new Promise((r) => setTimeout(r, 2500));
+    const atHalt = await Promise.all(
+      ids.map(async (id) => (await get(`${stack.api.url}/agent/tasks/${id}`)).body.status as string),
+    );
     stack.pg.halt();
     const downAt = Date.now();
     await new Promise((r) => setTimeout(r, Math.min(4000, outageMs / 2)));
@@ -298,7 +303,7 @@ export async function outageRun(stack: ChaosStack, n: number, outageMs: number):
     const healthAfter: OutageReport['healthAfter'] = {};
     for (const s of stack.services) healthAfter[s.name] = await get(`${s.url}/health`);
     for (const s of stack.dead()) dead.add(s.name);
-    return { dead: [...dead], healthDuring, readDuring, submitDuring, tasks, healthAfter };
+    return { dead: [...dead], atHalt, healthDuring, readDuring, submitDuring, tasks, healthAfter };
   } finally {
     clearInterval(watch);
   }
@@ -309,6 +314,12 @@ export function expectRodeItOut(report: OutageReport, stack: ChaosStack): void {
   const logs = () => stack.services.map((s) => `--- ${s.name}\n${s.log().slice(-4000)}`).join('\n');
   // No process exited.
   expect(report.dead, logs()).toEqual([]);
+  // The outage came while tasks ran (none had ended yet).
+  expect(report.atHalt.filter((s) => s === 'running').length).toBeGreaterThan(0);
+  expect(
+    report.atHalt.every((s) => s === 'running' || s === 'queued'),
+    report.atHalt.join(),
+  ).toBe(true);
   // While it was down, every service that uses it said so: degraded, the database unreachable since when.
   for (const name of ['agent-api', 'worker-1', 'worker-2', 'gateway-1', 'gateway-2']) {
     expect(report.healthDuring[name], name).toMatchObject({

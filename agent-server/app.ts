@@ -1,4 +1,5 @@
 import { Hono } from 'hono';
+import { databaseHealth } from '../lib/db-reachability.ts';
 import { HttpError, installBase, route } from '../lib/http.ts';
 import type { ServiceEndpoint } from '../lib/http-client.ts';
 import type { Logger } from '../lib/log.ts';
@@ -122,14 +123,18 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
   // Without a token, only whether it is up (like every service): the rest is for the service's callers.
   // With one, the model endpoint's last known state too; one known to be bad (unreachable, or answering
   // errors such as a refused key) makes the status `degraded` — still 200: the service is up, tasks fail.
+  // PostgreSQL unreachable makes it `degraded` too (to anyone: what needs the database answers 503 meanwhile).
   route(app, routes.health, (c) => {
-    if (!healthDetail(c)) return c.json({ status: 'ok' as const });
+    const database = databaseHealth();
+    const dbDown = database.state !== 'ok';
+    if (!healthDetail(c)) return c.json({ status: dbDown ? ('degraded' as const) : ('ok' as const) });
     const model = agent.modelConfigured ? deps.modelHealth?.() : undefined;
-    const bad = model?.state === 'unreachable' || model?.state === 'error';
+    const bad = model?.state === 'unreachable' || model?.state === 'error' || dbDown;
     return c.json({
       status: bad ? ('degraded' as const) : ('ok' as const),
       model_configured: agent.modelConfigured,
       ...(model ? { model } : {}),
+      ...(dbDown ? { database } : {}),
     });
   });
 

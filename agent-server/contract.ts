@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { EventStream } from '../lib/contract.ts';
+import { DatabaseHealth, type EventStream } from '../lib/contract.ts';
 import { OwnSessionId } from '../mcp-gateway/contract.ts';
 import { boundedRecord, boundedString, ErrorBody, LIMITS, pageLimit } from '../tool-server/contract.ts';
 import {
@@ -129,6 +129,8 @@ export const Health = z.looseObject({
   status: z.enum(['ok', 'degraded']),
   model_configured: z.boolean().optional(),
   model: ModelHealth.optional(),
+  /** PostgreSQL (DATABASE_URL), when it is used. */
+  database: DatabaseHealth.optional(),
 });
 
 /** A task's events as Server-Sent Events (event name = the event's `type`), then one `result`. */
@@ -222,8 +224,9 @@ export const agentRoutes = {
     method: 'get',
     path: '/health',
     summary:
-      'Liveness; with a token, whether a model is configured and its endpoint’s last known state (status ' +
-      '`degraded` while that endpoint is unreachable or answers errors)',
+      'Liveness; with a token, whether a model is configured and its endpoint’s last known state, and the ' +
+      'database’s (status `degraded` while that endpoint is unreachable or answers errors, or PostgreSQL is ' +
+      'unreachable)',
     responses: { 200: Health },
   },
   metrics: {

@@ -36,9 +36,12 @@ export async function startAgentServer(
         '(the agent-server’s own credential, a different value)',
     );
   }
+  // Stopping the process ends the wait of what waits for an unreachable database.
+  const stopping = new AbortController();
   const storeOptions = {
     onWriteError: (err: unknown) => log.error({ err }, 'a task record could not be written'),
     leaseMs: config.agent.leaseS * 1000,
+    stopping: stopping.signal,
   };
   // PostgreSQL's client is loaded only when it is used: the embedded default starts without it.
   const store = config.databaseUrl
@@ -159,6 +162,7 @@ export async function startAgentServer(
   return {
     ...listening,
     close: async () => {
+      stopping.abort();
       await listening.close();
       await agent.shutdown();
       await retention.stop();

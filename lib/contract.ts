@@ -41,3 +41,10 @@ export interface EventStream {
 
 /** The body of every 4xx and 5xx answer: a sentence saying what was wrong and what is valid (and details). */
 export const ErrorBody = z.looseObject({ error: z.string() });
+
+/** A service's database in /health: reachable, or unreachable since when and why (lib/db-reachability.ts). */
+export const DatabaseHealth = z.object({
+  state: z.enum(['ok', 'unreachable']),
+  since: z.string().optional(),
+  error: z.string().optional(),
+});

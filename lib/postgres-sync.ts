@@ -1,10 +1,12 @@
 import { createSyncFn } from 'synckit';
+import { createReachability, unreachable } from './db-reachability.ts';
 
 // PostgreSQL for code written against a synchronous database (the gateway's stores, written for SQLite): each
 // statement runs on a connection held by one worker thread while the caller waits, as a better-sqlite3 call
 // waits for the disk. Statements of one connection run in order, so a transaction is BEGIN … COMMIT sent one
 // by one. A stuck server is an error after `timeoutMs` (3 s to connect), not a thread waiting for ever, and once
-// it could not be reached the next statements fail at once for RETRY_MS rather than each waiting again.
+// it could not be reached the next statements fail at once for RETRY_MS rather than each waiting again: with
+// StoreUnavailable (503 and Retry-After to a request), and /health says since when (lib/db-reachability.ts).
 
 interface Reply {
   rows: Record<string, unknown>[];
@@ -20,16 +22,6 @@ let nextConn = 1;
 
 /** How long statements fail at once after the server could not be reached. */
 const RETRY_MS = 2000;
-
-/**
- * Whether `err` says the server cannot be reached (rather than refusing a statement): no SQLSTATE, or one of
- * class 08 (connection exception) or 57P (the server shutting down).
- */
-function unreachable(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
-  return code.startsWith('08') || code.startsWith('57P');
-}
 
 /** One connection to PostgreSQL with synchronous statements. */
 export interface SyncPostgres {
@@ -52,23 +44,24 @@ export function openSyncPostgres(
   const timeoutMs = opts.timeoutMs ?? 10_000;
   /** After a failure to reach the server, statements fail at once for a moment instead of waiting each. */
   let downUntil = 0;
-  let downBecause = '';
+  const reach = createReachability('PostgreSQL, DATABASE_URL');
   const send = (sql: string, params: readonly unknown[] = []) => {
     // ROLLBACK goes through: it ends a transaction the worker holds as lost.
-    if (Date.now() < downUntil && sql !== 'ROLLBACK') {
-      throw new Error(
-        `PostgreSQL is unreachable (${downBecause}); trying again in ${downUntil - Date.now()} ms`,
-      );
-    }
+    if (Date.now() < downUntil && sql !== 'ROLLBACK') throw reach.unavailable();
+    let reply: Reply;
     try {
-      return call({ op: 'query', conn, url, service, timeoutMs, sql, params });
+      reply = call({ op: 'query', conn, url, service, timeoutMs, sql, params });
     } catch (err) {
-      if (unreachable(err)) {
-        downUntil = Date.now() + RETRY_MS;
-        downBecause = (err as Error).message;
+      if (!unreachable(err)) {
+        reach.up();
+        throw err;
       }
-      throw err;
+      downUntil = Date.now() + RETRY_MS;
+      reach.down(err);
+      throw reach.unavailable();
     }
+    reach.up();
+    return reply;
   };
   let depth = 0;
   return {
@@ -94,6 +87,9 @@ export function openSyncPostgres(
         depth--;
       }
     },
-    close: () => void call({ op: 'close', conn }),
+    close: () => {
+      reach.forget();
+      call({ op: 'close', conn });
+    },
   };
 }

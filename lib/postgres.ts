@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { createReachability, type Reachability } from './db-reachability.ts';
 
 // PostgreSQL, when DATABASE_URL names one: a bounded connection pool, and the versioned schema migrations each
 // store applies at start (the same scheme as lib/sqlite.ts migrate(): numbered steps in `schema_migrations`,
@@ -7,8 +8,24 @@ import pg from 'pg';
 
 export type Pool = pg.Pool;
 
+/** How often an unreachable server is asked whether it is back. */
+const PROBE_MS = 1000;
+
 /** How long one statement may run before the server cancels it. */
 const STATEMENT_TIMEOUT_MS = 30_000;
+
+/** The reachability of each pool's server (lib/db-reachability.ts), as its statements found it. */
+const reachabilities = new WeakMap<Pool, Reachability>();
+
+/** Whether `pool`'s server could be reached at its last statement (tracked by its users: `reach.track`). */
+export function reachabilityOf(pool: Pool): Reachability {
+  let reach = reachabilities.get(pool);
+  if (!reach) {
+    reach = createReachability('PostgreSQL, DATABASE_URL');
+    reachabilities.set(pool, reach);
+  }
+  return reach;
+}
 
 /** A pool on `url`, for one service (`application_name` says which in pg_stat_activity). */
 export function openPostgres(url: string, service: string, opts: { max?: number } = {}): Pool {
@@ -24,23 +41,58 @@ export function openPostgres(url: string, service: string, opts: { max?: number 
   });
   // An idle client's connection dropping (the server restarting) is reported on the pool; the next query
   // gets a fresh connection. Without a listener it would be an uncaught error.
-  pool.on('error', () => {});
+  const reach = reachabilityOf(pool);
+  pool.on('error', (err) => reach.down(err));
+  // A lent-out connection has no listener of the pool's: the server going away between two of its statements
+  // would be an uncaught 'error' event (the process's end). Each connection has one of its own, for good; the
+  // statement in flight fails by itself, and the next one on that connection too.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => reach.down(err));
+  });
+  // Down, the server is asked every second whether it is back: /health and the requests refused meanwhile
+  // (which do not try it themselves) learn it at once, also in a process that has nothing to write.
+  let probe: NodeJS.Timeout | undefined;
+  reach.onDown(() => {
+    probe ??= setInterval(() => {
+      // A pool closed (its service stopping) is asked nothing more.
+      if (pool.ending) return clearInterval(probe);
+      // Its failure is noted by `track` (still down); there is nothing else to do with it.
+      reach.track(() => pool.query('SELECT 1')).catch(() => {});
+    }, PROBE_MS);
+    probe.unref();
+  });
+  reach.onUp(() => {
+    clearInterval(probe);
+    probe = undefined;
+  });
   return pool;
 }
 
 /** Runs `work` in a transaction on one connection: committed when it returns, rolled back when it throws. */
 export async function inTransaction<T>(pool: Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  // The connection dropping between two statements is reported on the client, which the pool no longer
+  // listens to while it is lent out: the statement after it fails, and the transaction with it.
+  let lost: Error | undefined;
+  const onError = (err: Error) => {
+    lost = err;
+  };
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     const result = await work(client);
     await client.query('COMMIT');
     return result;
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
+    // A ROLLBACK that fails too says the connection is gone (the server rolled back).
+    await client.query('ROLLBACK').catch((rollbackErr: Error) => {
+      lost ??= rollbackErr;
+    });
     throw err;
   } finally {
-    client.release();
+    client.off('error', onError);
+    // A connection that failed goes (the pool opens another), rather than back to the pool broken.
+    client.release(lost);
   }
 }
 
@@ -115,9 +167,10 @@ export function listenPostgres(
     if (stopped || timer) return;
     timer = setTimeout(() => {
       timer = undefined;
-      void connect();
+      listen();
     }, retryMs);
   };
+  /** Connects and listens; never rejects (a failure retries). */
   const connect = async () => {
     if (stopped) return;
     let free: ((err?: Error) => void) | undefined;
@@ -146,7 +199,10 @@ export function listenPostgres(
       retry();
     }
   };
-  void connect();
+  const listen = () => {
+    connect().catch(retry);
+  };
+  listen();
   return async () => {
     stopped = true;
     clearTimeout(timer);

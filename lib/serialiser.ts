@@ -6,14 +6,12 @@ export function serialiser() {
   const tails = new Map<string, Promise<unknown>>();
   return <T>(key: string, fn: () => Promise<T>): Promise<T> => {
     const run = (tails.get(key) ?? Promise.resolve()).then(fn, fn);
-    const tail = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    tails.set(key, tail);
-    void tail.then(() => {
+    // Settled either way (the caller has `run`'s error), and then forgotten unless a later call followed.
+    const forget = () => {
       if (tails.get(key) === tail) tails.delete(key);
-    });
+    };
+    const tail: Promise<void> = run.then(forget, forget);
+    tails.set(key, tail);
     return run;
   };
 }

@@ -1,5 +1,6 @@
 import { type Context, Hono } from 'hono';
 import type { RouteSpec } from '../lib/contract.ts';
+import { databaseHealth } from '../lib/db-reachability.ts';
 import { HttpError, installBase, type RouteInput, route as register } from '../lib/http.ts';
 import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
@@ -170,12 +171,16 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     const upstreams = gateway.upstreams();
     // Without a token, only whether it is up: upstream reasons carry stderr lines (a database URL with its
     // password once), pids and commands.
+    // PostgreSQL unreachable: `degraded` (what needs it answers 503 meanwhile; the gateway is up).
+    const database = databaseHealth();
+    const status = database.state === 'ok' ? ('ok' as const) : ('degraded' as const);
     if (!healthDetail(c)) {
-      return ok ? c.json({ status: 'ok' as const }) : c.json({ error: 'a backend is unhealthy' }, 503);
+      return ok ? c.json({ status }) : c.json({ error: 'a backend is unhealthy' }, 503);
     }
+    const db = database.state === 'ok' ? {} : { database };
     return ok
-      ? c.json({ status: 'ok' as const, backends, upstreams })
-      : c.json({ error: 'a backend is unhealthy', backends, upstreams }, 503);
+      ? c.json({ status, backends, upstreams, ...db })
+      : c.json({ error: 'a backend is unhealthy', backends, upstreams, ...db }, 503);
   });
   route(routes.getPolicy, (c) => c.json(gateway.ceiling.policy()));
   route(routes.reloadPolicy, (c) => c.json(gateway.ceiling.reloadPolicy()));

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { EventStream } from '../lib/contract.ts';
+import { DatabaseHealth, type EventStream } from '../lib/contract.ts';
 import { boundedString, ErrorBody, Health, LIMITS, pageLimit, ToolResult } from '../tool-server/contract.ts';
 import { SessionId, ToolsetId } from './contract/base.ts';
 import {
@@ -239,8 +239,12 @@ export const gatewayRoutes = {
   health: {
     method: 'get',
     path: '/health',
-    summary: 'Liveness and backend health',
-    responses: { 200: Health, 503: ErrorBody },
+    summary:
+      'Liveness and backend health; status `degraded` while PostgreSQL (DATABASE_URL) is unreachable, and with a token since when and why',
+    responses: {
+      200: Health.extend({ status: z.enum(['ok', 'degraded']), database: DatabaseHealth.optional() }),
+      503: ErrorBody,
+    },
   },
   metrics: {
     method: 'get',

@@ -1,5 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Config } from '../lib/config.ts';
+import { keepRunningOnUnhandledRejection } from '../lib/run-service.ts';
 import type { Listening } from '../lib/serve.ts';
 import { startGateway } from '../mcp-gateway/server.ts';
 import { startToolServer } from '../tool-server/server.ts';
@@ -25,6 +26,7 @@ export type ServiceThreadMessage = { tools: Where; gateway: Where } | { error: s
 const port = parentPort;
 if (!port) throw new Error('start/service-thread.ts runs in a worker thread (start/threads.ts starts it)');
 const { config, tty } = workerData as ServiceThreadData;
+keepRunningOnUnhandledRejection('toolshift');
 // Logs go straight to the process's fd 1 (pino), so they look the way the terminal would have them.
 Object.defineProperty(process.stdout, 'isTTY', { value: tty, configurable: true });
 

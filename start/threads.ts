@@ -59,7 +59,11 @@ export function startServiceThread(config: Config): Promise<Started> {
       worker.off('error', early);
       worker.off('exit', gone);
       if ('error' in m) {
-        void worker.terminate();
+        worker
+          .terminate()
+          .catch((err: Error) =>
+            process.stderr.write(`toolshift: the thread did not stop: ${err.message}\n`),
+          );
         return reject(new Error(m.error));
       }
       if (!('tools' in m)) return reject(new Error(`the services' thread answered ${JSON.stringify(m)}`));

@@ -36,6 +36,11 @@ export interface LeaseOptions {
 export interface StoreOptions extends LeaseOptions {
   /** A batched write that failed (the events of a task are then missing from the log). */
   onWriteError?: (err: unknown) => void;
+  /**
+   * Aborted when the process stops: a running task's write that waits for an unreachable database (PostgreSQL)
+   * then fails instead of waiting on (the task stays in the database as it was, and its lease lapses).
+   */
+  stopping?: AbortSignal;
 }
 
 /** A write refused because this worker no longer holds the task's lease (it lapsed; another may run it). */

@@ -35,22 +35,27 @@ export function createLeases(
     lost.add(taskId);
     for (const l of listeners) l(taskId);
   };
-  let beating = false;
+  /** The renewal in flight, if any: never two at a time. */
+  let beating: Promise<void> | undefined;
+  /** Renews every lease held and not lost; leases the database no longer grants are lost. */
+  const renewHeld = (): Promise<void> => {
+    beating ??= (async () => {
+      try {
+        const leases = [...held].filter(([taskId]) => !lost.has(taskId));
+        if (leases.length === 0) return;
+        const renewed = new Set(await renew(leases));
+        for (const [taskId, fence] of leases) if (!renewed.has(taskId)) lose(taskId, fence);
+      } finally {
+        beating = undefined;
+      }
+    })();
+    return beating;
+  };
   const heartbeat = setInterval(
     () => {
-      if (beating || held.size === 0) return;
-      beating = true;
-      const leases = [...held].filter(([taskId]) => !lost.has(taskId));
-      renew(leases)
-        .then((ids) => {
-          const renewed = new Set(ids);
-          for (const [taskId, fence] of leases) if (!renewed.has(taskId)) lose(taskId, fence);
-        })
-        // The database unreachable: the leases lapse on their own if it stays so, and the next heartbeat says.
-        .catch(() => {})
-        .finally(() => {
-          beating = false;
-        });
+      // The database unreachable: its writes wait for it, and the first thing done when it is back is this
+      // renewal (renewNow), so a lease that lapsed meanwhile is taken back unless another worker took the task.
+      if (held.size > 0) renewHeld().catch(() => {});
     },
     Math.max(10, Math.floor(leaseMs / 3)),
   );
@@ -78,6 +83,8 @@ export function createLeases(
       throw new LeaseLost(taskId);
     },
     onLost: (listener: (taskId: string) => void) => listeners.add(listener),
+    /** Renews the leases now (after an outage, before the writes that waited for it); rejects when it cannot. */
+    renewNow: renewHeld,
     stop: () => clearInterval(heartbeat),
   };
 }

@@ -1,4 +1,12 @@
-import { inTransaction, listenPostgres, migratePostgres, type Pool } from '../../lib/postgres.ts';
+import type { QueryResultRow } from 'pg';
+import { StoreUnavailable } from '../../lib/db-reachability.ts';
+import {
+  inTransaction,
+  listenPostgres,
+  migratePostgres,
+  type Pool,
+  reachabilityOf,
+} from '../../lib/postgres.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
 import type {
   CallRecord,
@@ -96,29 +104,72 @@ const HELD =
   "task_id = $1 AND (($2::bigint IS NULL AND status IN ('queued', 'running', 'awaiting_approval')) OR (fence = $2 AND lease_until > now()))";
 
 type Query = (sql: string, values: unknown[]) => Promise<{ rows: unknown[]; rowCount: number | null }>;
+type QueryRow = QueryResultRow;
+
+/** SQLSTATEs of a statement rolled back for others running beside it (deadlock, serialization failure). */
+const TRANSIENT = new Set(['40P01', '40001']);
 
 /** The PostgreSQL task store on `pool`, its schema migrated first. */
 export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {}): Promise<TaskStore> {
   const onWriteError =
     opts.onWriteError ?? ((err: unknown) => process.emitWarning(`task store write failed: ${err}`));
   await migratePostgres(pool, 'agent-server', MIGRATIONS);
+  // Each statement notes whether the server was reached (/health, 503 for requests); what a running task
+  // writes waits for it to return (`persist`).
+  const reach = reachabilityOf(pool);
+  const db = {
+    query: <R extends QueryRow = QueryRow>(sql: string, values: unknown[]) =>
+      reach.track(() => pool.query<R>(sql, values)),
+  };
+  /**
+   * Runs `work` until the server answers it: while it cannot be reached (or the statement was rolled back for
+   * a deadlock with others), again every few seconds, each time after the leases were renewed (one that lapsed
+   * meanwhile is taken back unless another worker took its task, so the writes that waited are not refused for
+   * it). A statement's own error is thrown; so is the wait's end when the process stops or the store closes.
+   */
+  const persist = async <T>(work: () => Promise<T>): Promise<T> => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (attempt > 0) await leases.renewNow();
+        return await work();
+      } catch (err) {
+        // A deadlock or serialization failure rolled the statement back: it is tried again as well.
+        const transient =
+          err instanceof StoreUnavailable || TRANSIENT.has((err as { code?: string }).code ?? '');
+        if (!transient || opts.stopping?.aborted || pool.ending) throw err;
+        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
+      }
+    }
+  };
   /** The last seq given to each task this store appends to. */
   const lastSeq = new Map<string, number>();
   let pending: Row[] = [];
   let timer: NodeJS.Timeout | null = null;
+  // A lease is renewed while its fence is the task's, also once it lapsed (the database unreachable for longer
+  // than a lease): until another worker claims the task (a new fence) it is still this worker's alone.
   const leases = createLeases(opts, async (held) => {
-    const res = await pool.query(
+    const res = await db.query(
       `UPDATE tasks t SET lease_until = now() + $3 * interval '1 millisecond'
        FROM unnest($1::text[], $2::bigint[]) AS h(task_id, fence)
-       WHERE t.task_id = h.task_id AND t.fence = h.fence AND t.lease_until > now() RETURNING t.task_id`,
+       WHERE t.task_id = h.task_id AND t.fence = h.fence AND t.status = 'running' RETURNING t.task_id`,
       [held.map(([t]) => t), held.map(([, f]) => f), leases.leaseMs],
     );
     return res.rows.map((r) => r.task_id as string);
   });
   const lease = "now() + $LEASE * interval '1 millisecond'";
+  // The database back: the leases first (before the writes that waited for it, and another worker's sweeper).
+  const stopRenewingOnReturn = reach.onUp(() => {
+    // Gone again at once: the heartbeat and the writes that wait renew them when it is back for good.
+    leases.renewNow().catch((err: unknown) => {
+      if (!(err instanceof StoreUnavailable)) onWriteError(err);
+    });
+  });
 
-  /** Inserts event rows; a row whose task is no longer held under its fence is refused (its lease is lost). */
-  const insertEvents = async (query: Query, rows: Row[]) => {
+  /**
+   * Inserts event rows; a row whose task is no longer held under its fence is refused (its lease is lost). On
+   * a `retry` (the first try may have committed before its connection was lost) rows already there are skipped.
+   */
+  const insertEvents = async (query: Query, rows: Row[], retry = false) => {
     for (let i = 0; i < rows.length; i += MAX_ROWS_PER_INSERT) {
       const chunk = rows.slice(i, i + MAX_ROWS_PER_INSERT);
       // One array per column (seven parameters whatever the batch's size), unnested into rows.
@@ -133,6 +184,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
              AS v(task_id, seq, type, at, duration_ms, data, fence)
            WHERE v.fence IS NULL OR EXISTS (SELECT 1 FROM tasks t
              WHERE t.task_id = v.task_id AND t.fence = v.fence AND t.lease_until > now() FOR SHARE)
+           ${retry ? 'ON CONFLICT (task_id, seq) DO NOTHING' : ''}
            RETURNING task_id),
          written AS (SELECT task_id, count(*) AS n FROM ins GROUP BY task_id),
          ids AS (SELECT string_agg(task_id, ',') AS list FROM written),
@@ -142,14 +194,15 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         columns,
       );
       const count = res.rows.reduce((sum: number, r) => sum + Number((r as { n: string }).n), 0);
-      if (count === chunk.length) continue;
+      // A retry's rows may have been written by its first try: a lost lease is found by the next renewal.
+      if (count === chunk.length || retry) continue;
       const written = new Set(res.rows.map((r) => (r as { task_id: string }).task_id));
       for (const [taskId, , , , , , fence] of chunk)
         if (fence !== null && !written.has(taskId)) leases.lose(taskId, fence);
     }
   };
   const wake = async () => {
-    await pool.query('SELECT pg_notify($1, $2)', [QUEUE_CHANNEL, '']);
+    await db.query('SELECT pg_notify($1, $2)', [QUEUE_CHANNEL, '']);
   };
   const queueListeners = new Set<() => void>();
   /** Listeners of each task's events, by task: a notification names its tasks, each found at once. */
@@ -198,22 +251,21 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     const tasks = new Set(rows.map((r) => r[0]));
     if (taskId !== null) tasks.add(taskId);
     const result = Promise.all([...tasks].map((t) => tails.get(t))).then(() => work(rows));
-    const settled = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    for (const t of tasks) tails.set(t, settled);
-    void settled.then(() => {
+    // Settled either way (the caller has `result`'s error), and then forgotten unless a later write followed.
+    const forget = () => {
       for (const t of tasks) if (tails.get(t) === settled) tails.delete(t);
-    });
+    };
+    const settled: Promise<void> = result.then(forget, forget);
+    for (const t of tasks) tails.set(t, settled);
     return result;
   };
   /** Writes the pending events, then waits for every write in flight: a read after it sees them all. */
   const flush = async () => {
     await enqueue(null, async (rows) => {
       if (rows.length === 0) return;
+      let attempt = 0;
       try {
-        await insertEvents((sql, values) => pool.query(sql, values), rows);
+        await persist(() => insertEvents((sql, values) => db.query(sql, values), rows, attempt++ > 0));
       } catch (err) {
         onWriteError(err);
       }
@@ -222,32 +274,42 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   };
   /**
    * Statements of task `taskId` committed with its events appended before them (in one transaction, after its
-   * earlier writes; without pending events, on their own); resolves to what `work` returns.
+   * earlier writes; without pending events, on their own); resolves to what `work` returns. `durable`: a
+   * running task's write, which waits for an unreachable database to return (persist) rather than failing.
    */
-  const afterEvents = <T>(taskId: string, work: (query: Query) => Promise<T>): Promise<T> =>
-    enqueue(taskId, (rows) =>
-      rows.length === 0
-        ? work((text, params) => pool.query(text, params))
-        : inTransaction(pool, async (client) => {
-            const query: Query = (text, params) => client.query(text, params);
-            await insertEvents(query, rows);
-            return work(query);
-          }),
-    );
-  /** One statement of task `values[0]` after its events before it; resolves to its rows. */
-  const statement = <T>(sql: string, values: unknown[]) =>
-    afterEvents(values[0] as string, async (query) => {
-      const withLease = sql.includes('$LEASE');
-      const text = sql.replaceAll('$LEASE', `$${values.length + 1}`);
-      return (await query(text, withLease ? [...values, leases.leaseMs] : values)).rows as T[];
+  const afterEvents = <T>(taskId: string, work: (query: Query) => Promise<T>, durable = false): Promise<T> =>
+    enqueue(taskId, (rows) => {
+      const once = (retry: boolean) =>
+        rows.length === 0
+          ? work((text, params) => db.query(text, params))
+          : reach.track(() =>
+              inTransaction(pool, async (client) => {
+                const query: Query = (text, params) => client.query(text, params);
+                await insertEvents(query, rows, retry);
+                return work(query);
+              }),
+            );
+      let attempt = 0;
+      return durable ? persist(() => once(attempt++ > 0)) : once(false);
     });
+  /** One statement of task `values[0]` after its events before it; resolves to its rows. */
+  const statement = <T>(sql: string, values: unknown[], durable = false) =>
+    afterEvents(
+      values[0] as string,
+      async (query) => {
+        const withLease = sql.includes('$LEASE');
+        const text = sql.replaceAll('$LEASE', `$${values.length + 1}`);
+        return (await query(text, withLease ? [...values, leases.leaseMs] : values)).rows as T[];
+      },
+      durable,
+    );
   /** A fenced statement ($1 the task, $2 its fence) after the events before it; throws LeaseLost when refused. */
   const fencedWrite = async (
     taskId: string,
     work: (query: Query, fence: number | null) => Promise<number>,
   ) => {
     const fence = leases.fence(taskId) ?? null;
-    const changed = await afterEvents(taskId, (query) => work(query, fence));
+    const changed = await afterEvents(taskId, (query) => work(query, fence), true);
     const behind = failedBehind.get(taskId);
     if (behind !== undefined) {
       failedBehind.delete(taskId);
@@ -258,7 +320,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   /** A fenced statement queued in the task's order and not waited for (refused: onLeaseLost; failed: onWriteError). */
   const fencedBehind = (taskId: string, work: (query: Query, fence: number | null) => Promise<number>) => {
     const fence = leases.fence(taskId) ?? null;
-    afterEvents(taskId, (query) => work(query, fence)).then(
+    afterEvents(taskId, (query) => work(query, fence), true).then(
       (changed) => {
         if (changed === 0 && fence !== null) leases.lose(taskId, fence);
       },
@@ -274,16 +336,22 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   /** Tasks in `status`, oldest first. */
   const tasksIn = (status: 'queued' | 'awaiting_approval') =>
     read<TaskRow>(`SELECT ${COLUMNS} FROM tasks t WHERE status = $1 ORDER BY created_at, n`, [status]);
+  /** Rows, once the events written behind are in; while the database is unreachable, StoreUnavailable at once. */
   const read = async <T>(sql: string, values: unknown[]): Promise<T[]> => {
-    await flush();
-    return (await pool.query(sql, values)).rows as T[];
+    await reach.guard(flush());
+    return (await db.query(sql, values)).rows as T[];
   };
-  const callsOf = async (taskId: string): Promise<CallRecord[]> =>
+  /** Rows a running task needs (what it goes on from): they wait for an unreachable database to return. */
+  const readDurable = async <T>(sql: string, values: unknown[]): Promise<T[]> =>
+    persist(async () => (await db.query(sql, values)).rows as T[]);
+  const callsOf = async (taskId: string, durable = false): Promise<CallRecord[]> =>
     (
-      await read<{ idx: number; call_id: string; finished: boolean; result: string | null }>(
-        'SELECT idx, call_id, finished, result FROM task_calls WHERE task_id = $1 ORDER BY idx',
-        [taskId],
-      )
+      await (durable ? readDurable : read)<{
+        idx: number;
+        call_id: string;
+        finished: boolean;
+        result: string | null;
+      }>('SELECT idx, call_id, finished, result FROM task_calls WHERE task_id = $1 ORDER BY idx', [taskId])
     ).map((c) => ({
       index: c.idx,
       call_id: c.call_id,
@@ -301,8 +369,12 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
    */
   const lastSeqOf = async (taskId: string) =>
     Number(
-      (await pool.query('SELECT MAX(seq) AS last FROM task_events WHERE task_id = $1', [taskId])).rows[0]
-        ?.last ?? 0,
+      (
+        await readDurable<{ last: string | null }>(
+          'SELECT MAX(seq) AS last FROM task_events WHERE task_id = $1',
+          [taskId],
+        )
+      )[0]?.last ?? 0,
     );
 
   return {
@@ -357,12 +429,13 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       );
       if (!row) return undefined;
       claimed(taskId, Number(row.fence), await lastSeqOf(taskId));
-      // The process that queued it (and perhaps streams it) hears that it was claimed.
-      await wake();
+      // The process that queued it (and perhaps streams it) hears that it was claimed (or, missing that, sees it
+      // at its next poll: the claim stands, and the task is run here).
+      await wake().catch((err: unknown) => onWriteError(err));
       return {
         resumed: Number(row.fence) > 1,
         state: row.resume_state ? JSON.parse(row.resume_state) : null,
-        calls: await callsOf(taskId),
+        calls: await callsOf(taskId, true),
         request: row.request ? JSON.parse(row.request) : null,
       };
     },
@@ -435,13 +508,14 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
          lease_until = ${lease}, fence = fence + 1 WHERE task_id = $1 AND status = 'awaiting_approval'
          RETURNING fence`,
         [taskId, leases.holder],
+        true,
       );
       if (!row) return false;
       claimed(taskId, Number(row.fence), await lastSeqOf(taskId));
       return true;
     },
     async decide(taskId, callId, decision) {
-      const res = await pool.query(
+      const res = await db.query(
         `UPDATE tasks SET decision = $3 WHERE task_id = $1 AND status = 'awaiting_approval' AND decision IS NULL
          AND (pending_approval::json ->> 'call_id') = $2`,
         [taskId, callId, JSON.stringify(decision)],
@@ -497,6 +571,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         `UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_until = NULL, fence = fence + 1
          WHERE ${HELD} AND status = 'running' RETURNING task_id`,
         [taskId, fence],
+        true,
       );
       if (requeued.length > 0) await wake();
     },
@@ -535,14 +610,14 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
     },
     async saveLogin(login) {
-      await pool.query(
+      await db.query(
         'INSERT INTO console_logins (id_hash, kind, role, sealed, expires_at) VALUES ($1, $2, $3, $4, $5)',
         [login.id_hash, login.kind, login.role, login.sealed, login.expires_at],
       );
     },
     async login(idHash) {
       const [row] = (
-        await pool.query<StoredLogin>(
+        await db.query<StoredLogin>(
           "SELECT * FROM console_logins WHERE id_hash = $1 AND kind = 'session' AND expires_at > $2",
           [idHash, Date.now()],
         )
@@ -551,7 +626,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     },
     async takeLoginCode(idHash) {
       const [row] = (
-        await pool.query<StoredLogin>(
+        await db.query<StoredLogin>(
           "DELETE FROM console_logins WHERE id_hash = $1 AND kind = 'code' RETURNING *",
           [idHash],
         )
@@ -561,16 +636,20 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         : undefined;
     },
     async dropLogin(idHash) {
-      await pool.query('DELETE FROM console_logins WHERE id_hash = $1', [idHash]);
+      await db.query('DELETE FROM console_logins WHERE id_hash = $1', [idHash]);
     },
     async pruneLogins(limit) {
-      const res = await pool.query(
+      const res = await db.query(
         'DELETE FROM console_logins WHERE id_hash IN (SELECT id_hash FROM console_logins WHERE expires_at <= $1 LIMIT $2)',
         [Date.now(), limit],
       );
       return res.rowCount ?? 0;
     },
     async requeueLapsed(all = false) {
+      // Back from an outage, a lease period passes before leases count as lapsed: their holders, who could not
+      // renew them either, renew them first (persist), and their tasks go on where they ran.
+      const back = reach.backAt();
+      if (!all && back !== undefined && Date.now() - back < leases.leaseMs) return [];
       const rows = await read<{ task_id: string }>(
         `UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_until = NULL, fence = fence + 1
          WHERE status = 'running' AND ($1 OR lease_until IS NULL OR lease_until <= now()) RETURNING task_id`,
@@ -590,7 +669,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     wake,
     async pruneTasks(before, limit) {
       await flush();
-      const res = await pool.query(
+      const res = await db.query(
         `DELETE FROM tasks WHERE task_id IN (SELECT task_id FROM tasks WHERE created_at < $1
          AND status NOT IN ('queued', 'running', 'awaiting_approval') AND finished_at < $1 LIMIT $2)`,
         [before, limit],
@@ -600,9 +679,11 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     flush,
     async close() {
       leases.stop();
+      stopRenewingOnReturn();
       await flush();
       await unlisten?.();
       await pool.end();
+      reach.forget();
     },
   };
 }

@@ -264,7 +264,7 @@ export function createAgent(deps: AgentDeps) {
       const waiting = await deps.store.queued();
       for (const { task, request } of waiting) {
         if (queue.items.some((q) => q.task.taskId === task.task_id) || running.has(task.task_id)) continue;
-        void queue.enqueue(toRun(task, request));
+        queue.unwaited(queue.enqueue(toRun(task, request)), task.task_id);
       }
       queue.drain();
       return all.length + waiting.length;

@@ -59,7 +59,7 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
     while (queue.length > 0 && ctx.active() < ctx.maxConcurrent && w.deps.model) {
       const next = queue.shift() as QueuedTask;
       slots.claiming++;
-      void w.deps.store
+      w.deps.store
         .claim(next.task.taskId)
         .then(
           (claimed) => {
@@ -80,8 +80,22 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
           // After a failed claim (the database refusing), the next try waits for the queue's poll.
           if (failedClaim) failedClaim = false;
           else drain();
-        });
+        })
+        // Starting or following it threw (a bug): said, and the queue goes on.
+        .catch((err: unknown) =>
+          w.deps.log.error({ err, task: next.task.taskId }, 'a claimed task could not be started'),
+        );
     }
+  }
+
+  /**
+   * The `done` of a task no request waits for (taken up from the store): a task that could not record its end
+   * was logged where it ran (run.ts), so its rejection here is only noted.
+   */
+  function unwaited(done: Promise<ExecuteTaskResponse>, taskId: string): void {
+    done.catch((err: unknown) =>
+      w.deps.log.debug({ err, task: taskId }, 'a task nobody waited for ended with an error'),
+    );
   }
 
   /** Queues a recorded task; its `done` settles once it has run. */
@@ -130,7 +144,7 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
     for (const { task, request } of waiting) {
       if (ctx.active() + adopted >= ctx.maxConcurrent) break;
       if (queue.some((q) => q.task.taskId === task.task_id) || w.running.has(task.task_id)) continue;
-      void enqueue(ctx.toRun(task, request), { adopted: true });
+      unwaited(enqueue(ctx.toRun(task, request), { adopted: true }), task.task_id);
       adopted++;
     }
     drain();
@@ -195,6 +209,7 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
     items: queue,
     drain,
     enqueue,
+    unwaited,
     look,
     endUnstarted,
     /** Stops reading the store's queue (shutdown). */

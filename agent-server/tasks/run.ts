@@ -1,3 +1,4 @@
+import { StoreUnavailable } from '../../lib/db-reachability.ts';
 import { currentRequestId } from '../../lib/request-id.ts';
 import type { TokenCounter } from '../../lib/tokens.ts';
 import { withSpanHolder } from '../../lib/tracing.ts';
@@ -10,6 +11,7 @@ import { type Claim, LeaseLost, type TaskStore } from '../store/interface.ts';
 import { type ApprovalWaiter, gatewayDecision, storedDecision } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import { TaskStoppedError } from './errors.ts';
+import { ridingOutages } from './gateway-retry.ts';
 import { observeEvent } from './observer.ts';
 import { AgentShutdown, crashed, ResumedElsewhere, resultOf } from './outcome.ts';
 import { TaskTrace } from './trace.ts';
@@ -101,13 +103,17 @@ export async function followElsewhere(
   try {
     for (;;) {
       told = false;
-      const task = await store.getTask(taskId);
+      // The database unreachable: read again once it may be back (its end is recorded there, whenever).
+      const task = await store.getTask(taskId).catch((err: unknown) => {
+        if (err instanceof StoreUnavailable) return null;
+        throw err;
+      });
       if (task && !['queued', 'running', 'awaiting_approval'].includes(task.status)) {
         const result = resultOf(task);
         for (const l of listeners) l.end?.(result);
         return result;
       }
-      if (told) continue;
+      if (told && task !== null) continue;
       await new Promise<void>((r) => {
         const timer = setTimeout(r, pollMs);
         wake = () => {
@@ -144,8 +150,11 @@ export function launchTask(
   const maxDurationS =
     recovered || opts.resume ? remainingS(task.maxDurationS, task.createdAt) : task.maxDurationS;
   const model = w.deps.model as Model;
-  const gateway = w.deps.gateway.forTask(taskId);
   const controller = new AbortController();
+  // Through a blip of the gateway's database the task waits for the gateway rather than failing.
+  const gateway = ridingOutages(w.deps.gateway.forTask(taskId), controller.signal, (err) =>
+    w.deps.log.warn({ err, task: taskId }, 'the gateway cannot reach its database; the task waits for it'),
+  );
   const listeners = opts.listeners ?? new Set<TaskListener>(opts.listener ? [opts.listener] : []);
   // Its spans (tracing on): made from its events; a task going on links to the attempt it goes on from.
   const traced = TaskTrace.for({

@@ -29,7 +29,7 @@ function heldModel(text: string) {
     async complete(_request, options = {}): Promise<ModelReply> {
       reached();
       await new Promise<void>((resolve, reject) => {
-        released.then(resolve);
+        released.then(resolve, reject);
         options.signal?.addEventListener('abort', () => reject(options.signal?.reason), { once: true });
       });
       return answer(text);

@@ -38,6 +38,10 @@ export interface TestPostgres {
   /** `postgres://…` of the cluster's `postgres` database (tests make their own databases in it). */
   url: string;
   stop(): void;
+  /** Stops the server (`pg_ctl stop -m fast`: connections are cut) and keeps its data, for a later `restart`. */
+  halt(): void;
+  /** Starts a halted server again on the same port, with its data. */
+  restart(): void;
 }
 
 /** Starts a cluster, or throws saying what to install. */
@@ -78,12 +82,23 @@ export async function startTestPostgres(): Promise<TestPostgres> {
   ]);
   const port = await freePort();
   const options = `-c listen_addresses=127.0.0.1 -c port=${port} -c unix_socket_directories=${dir} -c fsync=off -c max_connections=200`;
-  run('pg_ctl', ['-D', data, '-o', options, '-l', path.join(dir, 'log'), '-w', '-t', '60', 'start']);
+  const start = () =>
+    run('pg_ctl', ['-D', data, '-o', options, '-l', path.join(dir, 'log'), '-w', '-t', '60', 'start']);
+  start();
+  let up = true;
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    halt: () => {
+      run('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
+      up = false;
+    },
+    restart: () => {
+      start();
+      up = true;
+    },
     stop() {
       try {
-        run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+        if (up) run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

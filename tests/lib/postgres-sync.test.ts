@@ -1,5 +1,6 @@
 import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
+import { databaseHealth, StoreUnavailable } from '../../lib/db-reachability.ts';
 import { openSyncPostgres, type SyncPostgres } from '../../lib/postgres-sync.ts';
 import { freshDatabase } from '../helpers/postgres.ts';
 
@@ -64,6 +65,8 @@ describe('synchronous PostgreSQL', () => {
   });
 
   it('a server that cannot be reached fails the next statements at once, saying so', async () => {
+    // The tests' earlier connections closed: /health judges this one alone.
+    for (const earlier of opened.splice(0)) earlier.close();
     // A port that was free a moment ago: nothing listens there.
     const port = await new Promise<number>((resolve) => {
       const srv = net.createServer().listen(0, '127.0.0.1', () => {
@@ -73,13 +76,25 @@ describe('synchronous PostgreSQL', () => {
     });
     const db = open(`postgres://nobody:secret-password@127.0.0.1:${port}/none`);
     expect(() => db.query('SELECT 1')).toThrow(/ECONNREFUSED/);
-    let message = '';
+    let error: unknown;
     try {
       db.query('SELECT 1');
     } catch (err) {
-      message = (err as Error).message;
+      error = err;
     }
-    expect(message).toMatch(/^PostgreSQL is unreachable \(.*ECONNREFUSED.*\); trying again in \d+ ms$/);
+    // What a request that needed it is answered: 503, Retry-After, and since when the database is unreachable.
+    expect(error).toBeInstanceOf(StoreUnavailable);
+    expect(error).toMatchObject({ status: 503, headers: { 'retry-after': '5' } });
+    const message = (error as Error).message;
+    expect(message).toMatch(
+      /^The database \(PostgreSQL, DATABASE_URL\) is unreachable since \S+Z \(.*ECONNREFUSED.*\); .* retry in 5 s$/,
+    );
     expect(message).not.toContain('secret-password');
+    expect(databaseHealth()).toMatchObject({
+      state: 'unreachable',
+      error: expect.stringMatching(/ECONNREFUSED/),
+    });
+    db.close();
+    expect(databaseHealth()).toEqual({ state: 'ok' });
   });
 });

@@ -269,11 +269,11 @@ describe('retention in the running services', () => {
     gstore.close();
     const adb = openDatabase(path.join(dataDir, 'agent.db'));
     const tasks = createTaskStore(adb);
-    for (let i = 0; i < 60; i++) tasks.createTask(`task_${i}`, 's', 'old');
-    tasks.flush();
+    for (let i = 0; i < 60; i++) await tasks.createTask(`task_${i}`, 's', 'old');
+    await tasks.flush();
     adb.prepare("UPDATE tasks SET status = 'completed', created_at = ?, finished_at = ?").run(old, old);
-    tasks.createTask('task_recent', 's', 'recent');
-    tasks.close();
+    await tasks.createTask('task_recent', 's', 'recent');
+    await tasks.close();
 
     const env = {
       AGENT_PORT: '0',

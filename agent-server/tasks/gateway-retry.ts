@@ -1,0 +1,61 @@
+import { ServiceError } from '../../lib/http-client.ts';
+import type { GatewayClient } from '../clients/gateway.ts';
+
+// A running task's view of the gateway while the gateway's database (PostgreSQL) is unreachable: what the
+// gateway refuses for that (503, code `store_unavailable`) is asked again until it answers, so a database blip
+// costs the task time, not its run. A tool call too: the gateway reads what it checks (the session's toolsets,
+// the operator's switches and limits) before it runs the tool, and after it only writes its audit row behind
+// (a failure there is logged, never the call's), so a call refused so never ran.
+
+/** The longest wait between two tries (the gateway says 5 s in Retry-After). */
+const MAX_WAIT_MS = 5000;
+
+/** Whether the gateway refused because its database is unreachable (nothing was done). */
+export function storeUnavailable(err: unknown): boolean {
+  return (
+    err instanceof ServiceError &&
+    err.status === 503 &&
+    (err.body as { code?: unknown } | undefined)?.code === 'store_unavailable'
+  );
+}
+
+/** Runs `call` until the gateway answers it with anything but store_unavailable, or `signal` stops the task. */
+async function untilAnswered<T>(call: () => Promise<T>, signal: AbortSignal, onWait: (err: unknown) => void) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await call();
+    } catch (err) {
+      if (!storeUnavailable(err) || signal.aborted) throw err;
+      if (attempt === 0) onWait(err);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, Math.min(MAX_WAIT_MS, 250 * 2 ** attempt));
+        function done() {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', done);
+          resolve();
+        }
+        signal.addEventListener('abort', done, { once: true });
+      });
+      if (signal.aborted) throw signal.reason;
+    }
+  }
+}
+
+/** `gateway` for one task stopped by `signal`, its reads and toolset changes asked again through an outage. */
+export function ridingOutages(
+  gateway: GatewayClient,
+  signal: AbortSignal,
+  onWait: (err: unknown) => void,
+): GatewayClient {
+  const again = <T>(call: () => Promise<T>) => untilAnswered(call, signal, onWait);
+  return {
+    ...gateway,
+    listToolsets: (sessionId, query, s) => again(() => gateway.listToolsets(sessionId, query, s)),
+    manageToolsets: (sessionId, args, s) => again(() => gateway.manageToolsets(sessionId, args, s)),
+    tools: (sessionId, s) => again(() => gateway.tools(sessionId, s)),
+    callTool: (sessionId, name, args, s) => again(() => gateway.callTool(sessionId, name, args, s)),
+    getApproval: (id, s) => again(() => gateway.getApproval(id, s)),
+    renderPrompt: (name, args) => again(() => gateway.renderPrompt(name, args)),
+    forTask: (taskId) => ridingOutages(gateway.forTask(taskId), signal, onWait),
+  };
+}

@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { createGatewayClient } from '../../../agent-server/clients/gateway.ts';
+import { ridingOutages } from '../../../agent-server/tasks/gateway-retry.ts';
+import { StoreUnavailable } from '../../../lib/db-reachability.ts';
+
+// A task's gateway while the gateway's database is unreachable (agent-server/tasks/gateway-retry.ts), at the
+// HTTP edge: the gateway answers 503 `store_unavailable` (its StoreUnavailable, as lib/http.ts sends it) a few
+// times, then answers; any other failure is the caller's at once.
+
+const unavailable = () => {
+  const err = new StoreUnavailable('PostgreSQL, DATABASE_URL', Date.now(), 'connect ECONNREFUSED');
+  return new Response(JSON.stringify({ error: err.message, ...err.details }), {
+    status: 503,
+    headers: { 'content-type': 'application/json', ...err.headers },
+  });
+};
+
+/** A gateway whose answers are `replies` in turn (the last repeated); what it was asked. */
+function gateway(replies: (() => Response)[]) {
+  const asked: string[] = [];
+  const client = createGatewayClient({
+    baseUrl: 'http://gateway.test',
+    fetch: async (url, init) => {
+      asked.push(`${init?.method} ${new URL(url).pathname}`);
+      return (replies[asked.length - 1] ?? replies[replies.length - 1])();
+    },
+  });
+  return { client, asked };
+}
+
+const ok = (body: unknown) => () =>
+  new Response(JSON.stringify(body), { status: 200, headers: { 'content-type': 'application/json' } });
+
+describe("a task's gateway through the gateway's database outage", () => {
+  it('asks again while the gateway says its database is unreachable, then has the answer', async () => {
+    const { client, asked } = gateway([unavailable, unavailable, ok({ session_id: 's', tools: [] })]);
+    const waits: unknown[] = [];
+    const riding = ridingOutages(client, new AbortController().signal, (err) => waits.push(err));
+    expect(await riding.tools('s')).toEqual([]);
+    expect(asked).toEqual(['GET /mcp/tools', 'GET /mcp/tools', 'GET /mcp/tools']);
+    // Said once per call that had to wait.
+    expect(waits).toHaveLength(1);
+  });
+
+  it('sends a tool call again only when the gateway refused it for its database (nothing ran)', async () => {
+    const result = { success: true, result: 'read', execution_time_ms: 1 };
+    const { client, asked } = gateway([unavailable, ok(result)]);
+    const riding = ridingOutages(client, new AbortController().signal, () => {});
+    expect(await riding.callTool('s', 'read_text_file', { path: 'a' })).toMatchObject({ success: true });
+    expect(asked).toHaveLength(2);
+
+    const failing = gateway([
+      () => new Response(JSON.stringify({ error: 'Internal error' }), { status: 500 }),
+      ok(result),
+    ]);
+    const once = ridingOutages(failing.client, new AbortController().signal, () => {});
+    await expect(once.callTool('s', 'read_text_file', { path: 'a' })).rejects.toMatchObject({ status: 500 });
+    expect(failing.asked).toHaveLength(1);
+  });
+
+  it('stops asking when the task is stopped', async () => {
+    const { client, asked } = gateway([unavailable]);
+    const stop = new AbortController();
+    const riding = ridingOutages(client, stop.signal, () => {});
+    const pending = riding.listToolsets('s');
+    await expect.poll(() => asked.length).toBeGreaterThanOrEqual(2);
+    stop.abort(new Error('cancelled by a client'));
+    await expect(pending).rejects.toThrow('cancelled by a client');
+    const seen = asked.length;
+    await new Promise((r) => setTimeout(r, 600));
+    expect(asked).toHaveLength(seen);
+  });
+});

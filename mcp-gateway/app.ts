@@ -107,6 +107,11 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   route(app, routes.listToolsets, (c, { query }) =>
     c.json(gateway.listToolsets(query.session_id, query.query)),
   );
+  route(app, routes.toolsetTools, (c, { params }) => {
+    const tools = gateway.toolsetTools(params.id);
+    if (!tools) throw new HttpError(404, `Unknown toolset ${params.id}; GET /mcp/admin/toolsets lists them`);
+    return c.json({ toolset: params.id, tools });
+  });
   route(app, routes.listTools, (c, { query }) => {
     const sessionId = query.session_id ?? DEFAULT_SESSION;
     return c.json({ session_id: sessionId, tools: gateway.tools(sessionId) });

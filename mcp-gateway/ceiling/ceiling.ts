@@ -134,7 +134,7 @@ export function createCeiling(opts: CeilingOptions) {
         kind: 'policy',
         subject: opts.policyFile,
         ok: true,
-        detail: `${described.rules.length} rules, default ${described.default}`,
+        detail: `${described.rules.length} rule${described.rules.length === 1 ? '' : 's'}, default ${described.default}`,
       });
       return described;
     },

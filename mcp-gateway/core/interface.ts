@@ -30,6 +30,8 @@ export interface Gateway {
   changeDefaults(req: ChangeDefaultsRequest): ChangeDefaultsResponse;
   /** The tools a session may call now. */
   tools(sessionId?: string): GatewayTool[];
+  /** A toolset's tool definitions as offered (undefined: no such toolset); starts no upstream server. */
+  toolsetTools(toolsetId: string): GatewayTool[] | undefined;
   /** Runs a tool for a session: only an active, enabled tool, with valid arguments, within the ceiling. */
   callTool(sessionId: string, name: string, args: Record<string, unknown>): Promise<ToolResult>;
   /** The meta-tool with a model's raw arguments; a session's changes run one at a time. */

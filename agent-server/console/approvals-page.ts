@@ -54,7 +54,7 @@ const OUTCOME: Record<string, [string, string]> = {
 function history(all: Approval[]): Html {
   const rows = all.filter((a) => a.status !== 'pending');
   if (rows.length === 0) return html`<p class="muted">No decision yet.</p>`;
-  return html`<div class="scroll"><table class="fit decided">
+  return html`<div class="scroll"><table class="fit history">
     <thead><tr><th>Decided</th><th>Request</th><th>Decision</th><th>By</th><th>Reason</th></tr></thead>
     <tbody>
       ${rows.map((a) => {
@@ -63,10 +63,10 @@ function history(all: Approval[]): Html {
           <td>${when(a.decided_at)}</td>
           <td>
             ${TITLE[a.kind] ?? a.kind} <code>${a.subject}</code>
-            ${a.task_id ? html`<div class="muted">task <a href="/console/tasks/${a.task_id}">${short(a.task_id)}</a></div>` : ''}
+            ${a.task_id ? html`<div class="muted nowrap">task <a href="/console/tasks/${a.task_id}">${short(a.task_id)}</a></div>` : ''}
           </td>
           <td><span class="${tone}">${word}</span></td>
-          <td>${a.status === 'expired' ? html`<span class="muted">nobody, in time</span>` : who(a.decided_by)}</td>
+          <td class="nowrap">${a.status === 'expired' ? html`<span class="muted">nobody, in time</span>` : who(a.decided_by)}</td>
           <td class="clip" title="${a.decision_reason ?? ''}">${a.decision_reason ?? ''}</td>
         </tr>`;
       })}

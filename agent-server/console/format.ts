@@ -26,7 +26,7 @@ export const status = (s: string) => html`<span class="status s-${s}">${s.replac
 export const health = (h: string | undefined) =>
   h
     ? html`<span class="health h-${h}">${h}</span>`
-    : html`<span class="muted" title="served by the tool-server; its health is on the overview">built in</span>`;
+    : html`<span class="muted built-in" title="served by the tool-server; its health is on the overview">built in</span>`;
 
 /** The credentials' roles as the console names them (the gateway records `admin`, `user (AGENT_API_TOKEN)`). */
 const ACTORS: Record<string, string> = {

@@ -421,7 +421,7 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
     expect(await readFile(path.join(ws, 'queued-note.txt'), 'utf8')).toBe('written for queued-note');
     // The history of decisions: this one, with who, when, the decision and the reason.
     await first.goto(`${consoleUrl}/console/approvals`);
-    const history = first.locator('table.decided tbody tr', { hasText: 'a note is harmless' });
+    const history = first.locator('table.history tbody tr', { hasText: 'a note is harmless' });
     expect(
       await history
         .locator('td')

@@ -19,7 +19,7 @@ function describe(e) {
       return [
         `Model request, step ${d.step}`,
         [
-          `${d.messages} messages; tool definitions ${d.tool_tokens} tokens (all toolsets: ${d.all_toolsets_tool_tokens})`,
+          `${plural(d.messages, 'message')}; tool definitions ${num(d.tool_tokens)} tokens (all toolsets: ${num(d.all_toolsets_tool_tokens)})`,
         ],
       ];
     case 'model_retry':
@@ -30,7 +30,7 @@ function describe(e) {
         [
           d.content ? el('blockquote', {}, clip(d.content)) : null,
           d.tool_calls.length > 0 ? `calls: ${d.tool_calls.map((c) => c.name).join(', ')}` : null,
-          `${Math.round(d.latency_ms)} ms`,
+          elapsed(d.latency_ms),
         ],
       ];
     case 'tool_call_started':
@@ -104,14 +104,14 @@ function drawChart(svg, points) {
     const x = 60 + i * step;
     const used = rect(x, p.used, 'used');
     const title = document.createElementNS(SVG, 'title');
-    title.textContent = `request ${i + 1}: ${p.used} of ${p.all} tokens`;
+    title.textContent = `request ${i + 1}: ${num(p.used)} of ${num(p.all)} tokens`;
     used.append(title);
     return [rect(x, p.all, 'all'), used];
   });
   const scale = document.createElementNS(SVG, 'text');
   scale.setAttribute('x', 0);
   scale.setAttribute('y', 12);
-  scale.textContent = `${max} tokens`;
+  scale.textContent = `${num(max)} tokens`;
   const base = document.createElementNS(SVG, 'text');
   base.setAttribute('x', 0);
   base.setAttribute('y', height);

@@ -377,6 +377,28 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       types.filter((t) => t === 'model_request').length,
     );
     await shoot(page, 'task');
+    // A task resumed by another worker: what the page says for each kind of resume, from the page's own script
+    // (a resume before any checkpointed reply has no step: not "from step null").
+    // (A string: the test runner would rewrite a dynamic import written in this file.)
+    const resumes = await page.evaluate(`(async () => {
+      const { describe } = await import('/console/assets/task.js');
+      const say = (data) => {
+        const [title, details] = describe({ type: 'task_resumed', data });
+        return [title, ...details.filter(Boolean).map((d) => (d instanceof Node ? d.textContent : d))];
+      };
+      return [
+        say({ worker: 'w1', step: null, calls_done: 0, unknown: null, rerun: false }),
+        say({ worker: 'w2', step: 2, calls_done: 1, unknown: 'edit_file', rerun: false }),
+      ];
+    })()`);
+    expect(resumes).toEqual([
+      ['Resumed on w1', 'from the start: no reply of the model was checkpointed yet'],
+      [
+        'Resumed on w2',
+        'from step 2, 1 call of that reply done',
+        'edit_file started and never ended: a human decides',
+      ],
+    ]);
     await page.close();
   });
 
@@ -664,6 +686,15 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       // The approval is in the audit, as the operator's.
       await page.goto(`${consoleUrl}/console/audit?toolset=bank&actor=admin`);
       expect(await page.locator('tr[data-audit] td:nth-child(3)').allTextContents()).toContain('approve');
+      // The reloads in the audit: their outcome in words, not JSON.
+      await page.goto(`${consoleUrl}/console/audit?kind=reload`);
+      const details = await page.locator('tr[data-audit] td.clip').allTextContents();
+      expect(details).toContainEqual(
+        expect.stringMatching(
+          /^added: bank · removed: none · changed: none · unchanged: .+ · warnings: none$/,
+        ),
+      );
+      expect(details.join('\n')).not.toContain('{');
       // The server goes away: a call fails, and the overview and the toolsets page say it is down, and why.
       await bank.close();
       // (The first call may lose its kept-alive socket; the next is refused and marks the server down.)

@@ -10,7 +10,7 @@ function clip(text, max = 4000) {
 }
 
 /** What one event shows: a title and its details. */
-function describe(e) {
+export function describe(e) {
   const d = e.data;
   switch (e.type) {
     case 'task_started':

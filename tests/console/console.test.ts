@@ -163,7 +163,10 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       const wrapped = [...document.querySelectorAll('td time, .facts time')].filter(
         (t) => t.getClientRects().length > 1,
       ).length;
+      // Tables scroll inside their box when they must: how many do (none may at 1280 px).
+      const boxes = [...document.querySelectorAll('.scroll')].filter((b) => b.scrollWidth > b.clientWidth);
       return {
+        overflowingBoxes: boxes.length,
         scrollWidth: document.documentElement.scrollWidth,
         navRows: rows.size,
         wrappedTimes: wrapped,
@@ -301,6 +304,8 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
     // A built-in toolset's health is the tool-server's, not a "native" tag.
     expect(await row.locator('td').nth(3).textContent()).toContain('built in');
     await files.locator('summary').first().click();
+    // The picture shows one toolset's tools unfolded.
+    await page.locator('details[data-tools="web_tools"] summary').first().click();
     await shoot(page, 'toolsets');
     await page.close();
   });
@@ -763,6 +768,7 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
               wrappedTimes: 0,
             });
             expect(m.scrollWidth, `${p} at ${width} px (${scheme})`).toBeLessThanOrEqual(width);
+            if (width === 1280) expect(m.overflowingBoxes, `${p}: a table wider than its box`).toBe(0);
             backgrounds.add(`${scheme}:${m.background}`);
           }
           if (width === 390 && scheme === 'light') {

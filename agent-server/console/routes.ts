@@ -30,9 +30,9 @@ import { CONSOLE_PREFIX, LINK_MS, type Logins, ROLE_NAMES } from './sessions.ts'
 import { toolsetsPage } from './toolsets-page.ts';
 
 // The web console, served by the agent-server at /console: pages rendered here from the agent's store and the
-// gateway's contract routes (called with the logged-in user's own token, so the gateway decides what each
-// role may do, as it does for the API), one stylesheet and one script. lib/security.ts lets a request in by
-// its session cookie, and a state-changing one only with the login's CSRF token from the console's origin.
+// gateway's contract routes (called with the logged-in user's own token, so the gateway decides what each role
+// may do, as for the API), a stylesheet and three script modules; the operator's actions are in actions.ts.
+// lib/security.ts lets a request in by its session cookie, a change only with the login's CSRF token.
 
 export interface ConsoleDeps {
   agent: Agent;
@@ -43,11 +43,9 @@ export interface ConsoleDeps {
   modelHealth?: () => ModelHealth;
 }
 
-/** The stylesheet and script, read once; their hash versions their URLs. */
-const script = (name: string) => ({
-  type: 'text/javascript; charset=utf-8',
-  body: readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8'),
-});
+/** The stylesheet and scripts, read once; their hash versions their URLs. */
+const script = (name: string) => ({ type: 'text/javascript; charset=utf-8', body: asset(name) });
+const asset = (name: string) => readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8');
 const ASSETS = {
   // console.js imports lib.js and task.js (ES modules, same origin: the CSP's script-src 'self').
   'console.js': script('console.js'),

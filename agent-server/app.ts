@@ -109,7 +109,10 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
   route(app, routes.decideApproval, async (c, { params, body }) => {
     const login = c.get('consoleLogin');
     const authorization = c.req.header('authorization') ?? (login ? `Bearer ${login.token}` : undefined);
-    return c.json(await agent.decideApproval(params.id, params.call_id, body, authorization));
+    // Named as the gateway names its actors, so a decision reads the same whichever service recorded it.
+    const role = login?.consoleRole ?? c.get('principal')?.role ?? 'local';
+    const by = role === 'user' ? 'user (AGENT_API_TOKEN)' : role;
+    return c.json(await agent.decideApproval(params.id, params.call_id, body, authorization, by));
   });
 
   route(app, routes.getTask, async (c, { params }) =>

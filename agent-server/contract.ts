@@ -165,7 +165,15 @@ export const agentRoutes = {
     params: z.object({ id: TaskIdParam, call_id: boundedString(LIMITS.callId).min(1) }),
     body: DecideApproval,
     responses: {
-      200: z.object({ task_id: z.string(), call_id: z.string(), status: z.string() }),
+      200: z.object({
+        task_id: z.string(),
+        call_id: z.string(),
+        status: z.string(),
+        /** Who decided (the role of the credential, as the gateway names it) and when; the reason given. */
+        decided_by: z.string().nullable(),
+        decided_at: z.string().nullable(),
+        reason: z.string().nullable(),
+      }),
       403: ErrorBody,
       404: ErrorBody,
       409: ErrorBody,

@@ -136,6 +136,11 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     });
   });
   route(routes.listToolsets, (c, { query }) => c.json(gateway.listToolsets(query.session_id, query.query)));
+  route(routes.toolsetTools, (c, { params }) => {
+    const tools = gateway.toolsetTools(params.id);
+    if (!tools) throw new HttpError(404, `Unknown toolset ${params.id}; GET /mcp/admin/toolsets lists them`);
+    return c.json({ toolset: params.id, tools });
+  });
   route(routes.listTools, async (c, { query }) => {
     const sessionId = query.session_id ?? DEFAULT_SESSION;
     await gateway.listed(sessionId);

@@ -24,6 +24,7 @@ import {
   ChangeDefaultsResponse,
   ChangeToolsetsRequest,
   ChangeToolsetsResponse,
+  GatewayTool,
   ListToolsetsQuery,
   ListToolsetsResponse,
   ListToolsQuery,
@@ -183,6 +184,19 @@ export const gatewayRoutes = {
     summary: 'The toolset catalog with each toolset’s state in a session',
     query: ListToolsetsQuery,
     responses: { 200: ListToolsetsResponse, 400: ErrorBody, 401: ErrorBody },
+  },
+  toolsetTools: {
+    method: 'get',
+    path: '/mcp/admin/toolsets/{id}/tools',
+    roles: ['admin', 'agent', 'approver', 'viewer'],
+    summary:
+      "A toolset's tool definitions as the gateway offers them (names, descriptions, input schemas); an upstream toolset's are known once its server has listed them",
+    params: z.object({ id: ToolsetId }),
+    responses: {
+      200: z.object({ toolset: z.string(), tools: z.array(GatewayTool) }),
+      401: ErrorBody,
+      404: ErrorBody,
+    },
   },
   manageToolsets: {
     method: 'post',

@@ -1,12 +1,12 @@
 import { html, raw } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
 import type { z } from 'zod';
-import type { AuditRow as AuditRowSchema, PromptInfo as PromptSchema } from '../../mcp-gateway/contract.ts';
+import type { PromptInfo as PromptSchema } from '../../mcp-gateway/contract.ts';
 
-type AuditRow = z.infer<typeof AuditRowSchema>;
 type PromptInfo = z.infer<typeof PromptSchema>;
 
-import { EventType, type PendingApproval, type Task, type TaskStatus } from '../contract.ts';
+import { EventType, type Task, type TaskStatus } from '../contract.ts';
+import { health, num, short, status, when } from './format.ts';
 
 // The console's pages as server-rendered HTML (hono/html escapes every interpolated value). No inline script
 // or style: the page's behaviour is /console/assets/console.js, its look console.css (the CSP allows only
@@ -86,7 +86,7 @@ export function layout(frame: Frame, body: Html): Html {
     </html>`;
 }
 
-export function loginPage(version: string, message?: string): Html {
+export function loginPage(version: string, message?: Html | string): Html {
   return html`<!doctype html>
     <html lang="en">
       <head>
@@ -112,11 +112,6 @@ export function loginPage(version: string, message?: string): Html {
       </body>
     </html>`;
 }
-
-const when = (iso: string | null | undefined) =>
-  iso ? html`<time datetime="${iso}">${iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z')}</time>` : '';
-
-const status = (s: string) => html`<span class="status s-${s}">${s.replace('_', ' ')}</span>`;
 
 /** A service's health as the overview shows it. */
 export interface ServiceHealth {
@@ -152,7 +147,7 @@ export function overviewPage(data: {
     ${
       data.upstreams.length === 0
         ? html`<p class="muted">None configured.</p>`
-        : html`<table>
+        : html`<div class="scroll"><table>
             <thead><tr><th>Toolset</th><th>Health</th><th>Reason</th></tr></thead>
             <tbody>
               ${data.upstreams.map(
@@ -160,32 +155,27 @@ export function overviewPage(data: {
                   html`<tr><td><a href="/console/toolsets#${u.id}">${u.id}</a></td><td>${health(u.health)}</td><td>${u.reason ?? ''}</td></tr>`,
               )}
             </tbody>
-          </table>`
+          </table></div>`
     }
     <h2>Recent failures</h2>
     ${
       data.failures.length === 0
         ? html`<p class="muted">No failed task.</p>`
-        : html`<table>
-            <thead><tr><th>Task</th><th>Goal</th><th>Reason</th><th>Finished</th></tr></thead>
+        : html`<div class="scroll"><table class="fit">
+            <thead><tr><th>Task</th><th>Goal</th><th>Reason</th><th class="wide">Finished</th></tr></thead>
             <tbody>
               ${data.failures.map(
                 (t) => html`<tr>
                   <td><a href="/console/tasks/${t.task_id}">${short(t.task_id)}</a></td>
                   <td class="clip">${t.goal}</td>
                   <td class="reason">${t.error ?? ''}</td>
-                  <td>${when(t.finished_at)}</td>
+                  <td class="wide">${when(t.finished_at)}</td>
                 </tr>`,
               )}
             </tbody>
-          </table>`
+          </table></div>`
     }`;
 }
-
-/** A toolset's or server's health as a tag (`native` for the tool-server's own). */
-export const health = (h: string | undefined) =>
-  html`<span class="health h-${h ?? 'native'}">${h ?? 'native'}</span>`;
-const short = (id: string) => (id.length > 18 ? `${id.slice(0, 17)}…` : id);
 
 export const TASK_PAGE = 50;
 
@@ -214,21 +204,21 @@ export function tasksPage(
     ${
       tasks.length === 0
         ? html`<p class="muted">No task${filter.status || filter.goal ? ' matches' : ' yet'}.</p>`
-        : html`<table>
-            <thead><tr><th>Task</th><th>Status</th><th>Goal</th><th>Steps</th><th>Toolsets used</th><th>Created</th></tr></thead>
+        : html`<div class="scroll"><table class="fit tasks">
+            <thead><tr><th>Task</th><th>Status</th><th>Goal</th><th class="wide">Steps</th><th class="wide">Toolsets used</th><th class="wide">Created</th></tr></thead>
             <tbody>
               ${tasks.map(
                 (t) => html`<tr>
                   <td><a href="/console/tasks/${t.task_id}">${short(t.task_id)}</a></td>
                   <td>${status(t.status)}</td>
                   <td class="clip">${t.goal}</td>
-                  <td class="num">${t.steps}</td>
-                  <td>${t.toolsets_used.join(', ')}</td>
-                  <td>${when(t.created_at)}</td>
+                  <td class="num wide">${num(t.steps)}</td>
+                  <td class="wide">${t.toolsets_used.join(', ')}</td>
+                  <td class="wide">${when(t.created_at)}</td>
                 </tr>`,
               )}
             </tbody>
-          </table>`
+          </table></div>`
     }
     ${next ? html`<p><a href="/console/tasks?${more.toString()}">Older tasks →</a></p>` : ''}`;
 }
@@ -258,92 +248,12 @@ export function taskPage(task: Task, can: Can): Html {
     </figure>
     <p class="muted" data-stream-state>Connecting…</p>
     <ol class="events" data-events></ol>
+    <p class="activity" data-activity role="status" hidden>
+      <span class="spinner" aria-hidden="true"></span> <span data-activity-label></span>
+      <span class="elapsed" data-elapsed></span>
+    </p>
     <div class="result" data-result hidden></div>
   </section>`;
-}
-
-export function approvalsPage(approvals: PendingApproval[], can: Can): Html {
-  return html`<p class="muted">This list follows the queue live.</p>
-    <div data-approvals data-can-decide="${String(can.decide)}">
-      ${approvals.length === 0 ? html`<p class="muted" data-empty>Nothing waits for a human.</p>` : ''}
-      ${approvals.map((a) => approvalCard(a, can))}
-    </div>`;
-}
-
-export function approvalCard(a: PendingApproval, can: Can): Html {
-  return html`<article class="approval" data-approval="${a.task_id}/${a.call_id}">
-    <h2>${a.kind === 'activate' ? 'Activate' : a.kind === 'call' ? 'Call' : 'Run again?'} <code>${a.subject}</code></h2>
-    <p>Task <a href="/console/tasks/${a.task_id}">${short(a.task_id)}</a> · expires ${when(a.expires_at)}</p>
-    <p class="reason">${a.reason}</p>
-    ${a.arguments ? html`<pre class="args">${JSON.stringify(a.arguments, null, 2)}</pre>` : ''}
-    ${can.decide ? decideForm(a.task_id, a.call_id) : ''}
-  </article>`;
-}
-
-function decideForm(taskId: string, callId: string) {
-  return html`<form class="decide" data-decide="/agent/tasks/${encodeURIComponent(taskId)}/approvals/${encodeURIComponent(callId)}">
-    <input name="reason" placeholder="Reason (optional)" maxlength="500" />
-    <button type="submit" name="approve" value="true">Approve</button>
-    <button type="submit" name="approve" value="false" class="deny">Deny</button>
-  </form>`;
-}
-
-export const AUDIT_PAGE = 100;
-
-export function auditPage(
-  rows: AuditRow[],
-  nextCursor: string | null,
-  query: Record<string, string>,
-  kinds: readonly string[],
-): Html {
-  const field = (name: string, label: string, type = 'text') =>
-    html`<label>${label} <input name="${name}" type="${type}" value="${query[name] ?? ''}" maxlength="200" /></label>`;
-  const search = new URLSearchParams(Object.entries(query).filter(([k, v]) => v && k !== 'cursor'));
-  const next = new URLSearchParams(search);
-  if (nextCursor) next.set('cursor', nextCursor);
-  return html`<form class="filters" method="get" action="/console/audit">
-      ${field('since', 'Since')} ${field('until', 'Until')} ${field('actor', 'Actor')}
-      ${field('session_id', 'Session')} ${field('task_id', 'Task')} ${field('toolset', 'Toolset')}
-      ${field('tool', 'Tool')}
-      <label
-        >Kind
-        <select name="kind">
-          <option value="">any</option>
-          ${kinds.map((k) => html`<option ${k === query.kind ? raw('selected') : ''}>${k}</option>`)}
-        </select>
-      </label>
-      <label
-        >Outcome
-        <select name="outcome">
-          <option value="">any</option>
-          <option value="ok" ${query.outcome === 'ok' ? raw('selected') : ''}>ok</option>
-          <option value="refused" ${query.outcome === 'refused' ? raw('selected') : ''}>refused</option>
-        </select>
-      </label>
-      <button type="submit">Search</button>
-      <a class="button" href="/console/audit/export?${search.toString()}" download="audit.jsonl">Export JSON lines</a>
-    </form>
-    ${
-      rows.length === 0
-        ? html`<p class="muted">No audit row matches.</p>`
-        : html`<table class="audit">
-            <thead><tr><th>When</th><th>Actor</th><th>Kind</th><th>Subject</th><th>Outcome</th><th>Session / task</th><th>Detail</th></tr></thead>
-            <tbody>
-              ${rows.map(
-                (r) => html`<tr data-audit="${r.id}">
-                  <td>${when(r.at)}</td>
-                  <td>${r.actor}</td>
-                  <td>${r.kind}</td>
-                  <td><code>${r.subject}</code></td>
-                  <td>${r.ok ? html`<span class="ok">ok</span>` : html`<span class="refused">refused</span>`}</td>
-                  <td>${r.task_id ? html`<a href="/console/tasks/${r.task_id}">${short(r.task_id)}</a>` : (r.session_id ?? '')}</td>
-                  <td class="clip">${r.detail ?? ''}</td>
-                </tr>`,
-              )}
-            </tbody>
-          </table>`
-    }
-    ${nextCursor ? html`<p><a href="/console/audit?${next.toString()}">Older rows →</a></p>` : ''}`;
 }
 
 export function runPage(prompts: PromptInfo[], can: Can): Html {

@@ -6,21 +6,15 @@ import { secureHeaders } from 'hono/secure-headers';
 import { z } from 'zod';
 import { HttpError, type RouteSpec, route } from '../../lib/http.ts';
 import { callRoute, errorOf, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
-import {
-  ApproveToolsetRequest,
-  AUDIT_KINDS,
-  AuditSearch,
-  gatewayRoutes,
-  type ToolsetInfo,
-} from '../../mcp-gateway/contract.ts';
+import { AUDIT_KINDS, AuditSearch, gatewayRoutes } from '../../mcp-gateway/contract.ts';
 import type { ModelHealth } from '../clients/model.ts';
 import { TaskStatus } from '../contract.ts';
 import type { TaskStore } from '../store/interface.ts';
 import type { Agent } from '../tasks/agent.ts';
+import { installActions } from './actions.ts';
+import { approvalsPage } from './approvals-page.ts';
+import { AUDIT_PAGE, auditPage } from './audit-page.ts';
 import {
-  AUDIT_PAGE,
-  approvalsPage,
-  auditPage,
   type Can,
   type Frame,
   layout,
@@ -36,9 +30,9 @@ import { CONSOLE_PREFIX, LINK_MS, type Logins, ROLE_NAMES } from './sessions.ts'
 import { toolsetsPage } from './toolsets-page.ts';
 
 // The web console, served by the agent-server at /console: pages rendered here from the agent's store and the
-// gateway's contract routes (called with the logged-in user's own token, so the gateway decides what each
-// role may do, as it does for the API), one stylesheet and one script. lib/security.ts lets a request in by
-// its session cookie, and a state-changing one only with the login's CSRF token from the console's origin.
+// gateway's contract routes (called with the logged-in user's own token, so the gateway decides what each role
+// may do, as for the API), a stylesheet and three script modules; the operator's actions are in actions.ts.
+// lib/security.ts lets a request in by its session cookie, a change only with the login's CSRF token.
 
 export interface ConsoleDeps {
   agent: Agent;
@@ -49,12 +43,14 @@ export interface ConsoleDeps {
   modelHealth?: () => ModelHealth;
 }
 
-/** The stylesheet and script, read once; their hash versions their URLs. */
+/** The stylesheet and scripts, read once; their hash versions their URLs. */
+const script = (name: string) => ({ type: 'text/javascript; charset=utf-8', body: asset(name) });
+const asset = (name: string) => readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8');
 const ASSETS = {
-  'console.js': {
-    type: 'text/javascript; charset=utf-8',
-    body: readFileSync(new URL('./assets/console.js', import.meta.url), 'utf8'),
-  },
+  // console.js imports lib.js and task.js (ES modules, same origin: the CSP's script-src 'self').
+  'console.js': script('console.js'),
+  'lib.js': script('lib.js'),
+  'task.js': script('task.js'),
   'console.css': {
     type: 'text/css; charset=utf-8',
     body: readFileSync(new URL('./assets/console.css', import.meta.url), 'utf8'),
@@ -65,7 +61,11 @@ const ASSETS = {
   },
 };
 const VERSION = createHash('sha256')
-  .update(ASSETS['console.js'].body + ASSETS['console.css'].body)
+  .update(
+    Object.values(ASSETS)
+      .map((a) => a.body)
+      .join('\0'),
+  )
   .digest('hex')
   .slice(0, 12);
 
@@ -105,24 +105,6 @@ const consoleRoutes = {
     path: '/console/links',
     summary: 'A one-time login link',
     body: Token,
-    responses: {},
-  },
-  toggle: {
-    method: 'post',
-    path: '/console/actions/toolsets',
-    summary: 'Enable or disable toolsets',
-    body: z.strictObject({
-      action: z.enum(['ENABLE', 'DISABLE']),
-      toolset_ids: z.array(z.string().min(1).max(128)).min(1).max(64),
-    }),
-    responses: {},
-  },
-  approve: {
-    method: 'post',
-    path: '/console/actions/toolsets/{id}/approve',
-    summary: 'Approve withheld upstream tools as shown',
-    params: z.object({ id: z.string().min(1).max(128) }),
-    body: ApproveToolsetRequest,
     responses: {},
   },
 } satisfies Record<string, RouteSpec>;
@@ -204,8 +186,8 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
       return c.html(
         loginPage(
           VERSION,
-          'This login link was used already or has expired (links work once, for 10 minutes): log in with a ' +
-            'token, or run `npx toolshift console` for a new link.',
+          html`This login link was used already or has expired (links work once, for 10 minutes): log in with a
+            token, or run <code>npx toolshift console</code> for a new link.`,
         ),
         401,
       );
@@ -293,11 +275,18 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
     const listed = await attempt(callRoute(view.gateway, gatewayRoutes.listToolsets));
     if (!listed.ok)
       return page(c, 'Toolsets', 'toolsets', problem(`The gateway did not answer: ${listed.error}`));
-    const all = listed.value.toolsets.reduce(
-      (sum: number, t: ToolsetInfo) => sum + (t.definition_tokens ?? 0),
-      0,
+    // Each toolset's definitions, as the gateway offers them (one that does not answer shows its tools' names).
+    const tools = Object.fromEntries(
+      await Promise.all(
+        listed.value.toolsets.map(async (t) => {
+          const got = await attempt(
+            callRoute(view.gateway, gatewayRoutes.toolsetTools, { params: { id: t.id } }),
+          );
+          return [t.id, got.ok ? got.value.tools : undefined] as const;
+        }),
+      ),
     );
-    return page(c, 'Toolsets', 'toolsets', toolsetsPage(listed.value.toolsets, view.can, all));
+    return page(c, 'Toolsets', 'toolsets', toolsetsPage(listed.value.toolsets, view.can, tools));
   });
 
   const TaskQuery = z.object({
@@ -323,9 +312,16 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
     return page(c, `Task ${task.task_id}`, 'tasks', taskPage(task, viewOf(c).can));
   });
 
-  app.get('/console/approvals', async (c) =>
-    page(c, 'Approvals', 'approvals', approvalsPage(await agent.pendingApprovals(), viewOf(c).can)),
-  );
+  app.get('/console/approvals', async (c) => {
+    const view = viewOf(c);
+    // The decisions are the gateway's record (who decided, when, why): the newest first.
+    const [pending, history] = await Promise.all([
+      agent.pendingApprovals(),
+      attempt(callRoute(view.gateway, gatewayRoutes.listApprovals, { query: { limit: '100' } })),
+    ]);
+    const decided = history.ok ? history.value : { error: history.error };
+    return page(c, 'Approvals', 'approvals', approvalsPage(pending, view.can, decided));
+  });
 
   const AuditQuery = AuditSearch.extend({ cursor: z.string().max(20).optional() });
   /** The audit search as the form sends it: empty fields are absent. */
@@ -384,40 +380,7 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
     return page(c, 'Run a task', 'run', runPage(prompts?.ok ? prompts.value.prompts : [], view.can));
   });
 
-  // The operator's changes, relayed to the gateway with the operator's own token (the gateway checks it too).
-  const operator = (c: Context, what: string) => {
-    const view = viewOf(c);
-    if (!view.can.operate)
-      throw new HttpError(403, `${what} needs the operator's login (GATEWAY_ADMIN_TOKEN)`, {
-        required_roles: ['admin'],
-      });
-    return view.gateway;
-  };
-  route(app, consoleRoutes.toggle, async (c, { body }) => {
-    const gateway = operator(c, 'Enabling and disabling toolsets');
-    return c.json(await relay(callRoute(gateway, gatewayRoutes.changeToolsets, { body })));
-  });
-  route(app, consoleRoutes.approve, async (c, { params, body }) => {
-    const gateway = operator(c, 'Approving upstream changes');
-    return c.json(
-      await relay(callRoute(gateway, gatewayRoutes.approveToolset, { params: { id: params.id }, body })),
-    );
-  });
-  app.post('/console/actions/reload', async (c) => {
-    const gateway = operator(c, 'Reloading toolsets');
-    return c.json(await relay(callRoute(gateway, gatewayRoutes.reloadToolsets)));
-  });
-}
-
-/** A gateway refusal as this service's answer (its status and message); the gateway unreachable is a 502. */
-async function relay<T>(work: Promise<T>): Promise<T> {
-  try {
-    return await work;
-  } catch (err) {
-    if (err instanceof ServiceError && err.status >= 400 && err.status < 500)
-      throw new HttpError(err.status as 400, err.message);
-    throw err;
-  }
+  installActions(app, viewOf);
 }
 
 function backendHealth(health: { ok: true; value: unknown } | { ok: false; error: string }): ServiceHealth {

@@ -164,6 +164,8 @@ export function createLogins(deps: LoginDeps) {
       `POST ${LOGIN_PATH}`,
       'POST /console/links',
       'GET /console/assets/console.js',
+      'GET /console/assets/lib.js',
+      'GET /console/assets/task.js',
       'GET /console/assets/console.css',
       'GET /console/assets/icon.svg',
     ]),

@@ -1,38 +1,50 @@
 import { html } from 'hono/html';
-import type { ToolsetInfo } from '../../mcp-gateway/contract.ts';
-import { type Can, type Html, health } from './pages.ts';
+import type { GatewayTool, ToolsetInfo } from '../../mcp-gateway/contract.ts';
+import { health, num, plural } from './format.ts';
+import type { Can, Html } from './pages.ts';
 
-// The console's toolsets page: the catalog with health and cost, enable/disable, reload, and the upstream
-// changes withheld until an operator approves them, shown as diffs. Everything an upstream wrote is escaped
+// The console's toolsets page: the catalog with health and cost, each toolset's tools (descriptions and input
+// schemas), enable/disable (a disable asks first), reload, and the upstream changes withheld until an operator
+// approves them, shown as diffs. Everything an upstream wrote is escaped
 // by hono/html, and its invisible characters are shown (visible()).
 
 /** An upstream server's tools are listed when it first starts: until then, neither they nor their cost is known. */
 const notListed = (t: ToolsetInfo) => t.health === 'idle' && t.tools.length === 0;
 const unlisted = html`<span class="muted" title="listed when its server first starts (on first use)">—</span>`;
 
-export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: number): Html {
-  const unknown = toolsets.filter(notListed).map((t) => t.id);
+/**
+ * The catalog. `tools` holds each toolset's definitions as the gateway offers them (absent: not asked, or the
+ * gateway did not say); the total counts the enabled toolsets, the ones a model could be given.
+ */
+export function toolsetsPage(
+  toolsets: ToolsetInfo[],
+  can: Can,
+  tools: Record<string, GatewayTool[] | undefined> = {},
+): Html {
+  const enabled = toolsets.filter((t) => t.enabled);
+  const unknown = enabled.filter(notListed).map((t) => t.id);
+  const total = enabled.reduce((sum, t) => sum + (t.definition_tokens ?? 0), 0);
   return html`${
     can.operate
       ? html`<p class="actions">
-          <button type="button" data-post="/console/actions/reload" data-show="reload" data-then="reload">
+          <button type="button" class="secondary" data-post="/console/actions/reload" data-show="reload" data-then="reload">
             Reload toolset files
           </button>
         </p>
-        <pre class="reload-result" data-result="reload" hidden></pre>`
+        <div class="reload-result" data-result="reload" role="status" hidden></div>`
       : ''
   }
-    <p class="muted">
-      ${toolsets.length} toolsets; all of them at once would cost ${unknown.length > 0 ? 'at least ' : ''}${allTokens} tokens
-      of tool definitions per model request${
+    <p class="muted" data-total="${total}">
+      ${plural(toolsets.length, 'toolset')}, ${num(enabled.length)} enabled; all the enabled ones at once would cost
+      ${unknown.length > 0 ? 'at least ' : ''}${num(total)} tokens of tool definitions per model request${
         unknown.length > 0
           ? ` (not counted yet: ${unknown.join(', ')}, whose servers start, and list their tools, on first use)`
           : ''
       }.
     </p>
-    <table class="toolsets">
+    <div class="scroll"><table class="toolsets fit">
       <thead>
-        <tr><th>Toolset</th><th>Tools</th><th>Tokens</th><th>Health</th><th>Enabled</th></tr>
+        <tr><th>Toolset</th><th class="num">Tools</th><th class="num">Tokens</th><th>Health</th><th>Enabled</th></tr>
       </thead>
       <tbody>
         ${toolsets.map(
@@ -40,19 +52,27 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
             <td>
               <strong>${t.id}</strong>${t.default ? html` <span class="tag">default</span>` : ''}
               <div class="muted">${t.description}</div>
+              ${toolList(t, tools[t.id])}
             </td>
-            <td class="num">${notListed(t) ? unlisted : t.tools.length}</td>
-            <td class="num">${notListed(t) ? unlisted : (t.definition_tokens ?? 0)}</td>
+            <td class="num">${notListed(t) ? unlisted : num(t.tools.length)}</td>
+            <td class="num">${notListed(t) ? unlisted : num(t.definition_tokens ?? 0)}</td>
             <td>${health(t.health)}${t.health_reason ? html`<div class="reason">${t.health_reason}</div>` : ''}</td>
-            <td>
+            <td class="nowrap">
               <span class="enabled e-${t.enabled}">${t.enabled ? 'enabled' : 'disabled'}</span>
               ${
                 can.operate
-                  ? changeButton(
-                      '/console/actions/toolsets',
-                      { action: t.enabled ? 'DISABLE' : 'ENABLE', toolset_ids: [t.id] },
-                      t.enabled ? 'Disable' : 'Enable',
-                    )
+                  ? t.enabled
+                    ? changeButton(
+                        '/console/actions/toolsets',
+                        { action: 'DISABLE', toolset_ids: [t.id] },
+                        'Disable',
+                        `Disable ${t.id} for everyone? Tasks and MCP clients lose its ${plural(t.tools.length, 'tool')} until it is enabled again.`,
+                      )
+                    : changeButton(
+                        '/console/actions/toolsets',
+                        { action: 'ENABLE', toolset_ids: [t.id] },
+                        'Enable',
+                      )
                   : ''
               }
             </td>
@@ -61,7 +81,7 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
             t.withheld && t.withheld.length > 0
               ? html`<tr class="withheld">
                   <td colspan="5">
-                    <strong>${t.withheld.length} upstream change(s) withheld</strong> until an operator approves
+                    <strong>${plural(t.withheld.length, 'upstream change')} withheld</strong> until an operator approves
                     them:
                     ${t.withheld.map(
                       (w) => html`<details open>
@@ -84,12 +104,35 @@ export function toolsetsPage(toolsets: ToolsetInfo[], can: Can, allTokens: numbe
           }`,
         )}
       </tbody>
-    </table>`;
+    </table></div>`;
 }
 
-/** A button that posts `body` to `url` (console.js adds the CSRF token) and then draws the page afresh. */
-const changeButton = (url: string, body: unknown, label: string) =>
-  html`<button type="button" data-post="${url}" data-body="${JSON.stringify(body)}" data-then="reload">${label}</button>`;
+/** A toolset's tools, folded: each with its description and input schema as the model receives them. */
+function toolList(t: ToolsetInfo, defs: GatewayTool[] | undefined) {
+  if (notListed(t) || (t.tools.length === 0 && !defs?.length)) return '';
+  if (!defs)
+    return html`<details class="tools"><summary>${plural(t.tools.length, 'tool')}</summary>
+      <p class="muted">${t.tools.join(', ')}</p></details>`;
+  return html`<details class="tools" data-tools="${t.id}">
+    <summary>${plural(defs.length, 'tool')}: descriptions and schemas</summary>
+    <dl>
+      ${defs.map(
+        (d) => html`<dt><code>${visible(d.name)}</code></dt>
+          <dd>
+            <p>${visible(d.description)}</p>
+            <details class="schema"><summary>Input schema</summary><pre>${visible(JSON.stringify(d.parameters, null, 2))}</pre></details>
+          </dd>`,
+      )}
+    </dl>
+  </details>`;
+}
+
+/**
+ * A button that posts `body` to `url` (console.js adds the CSRF token) and then draws the page afresh; with
+ * `confirm`, console.js asks that question first and sends nothing unless the operator confirms.
+ */
+const changeButton = (url: string, body: unknown, label: string, confirm?: string) =>
+  html`<button type="button" class="${confirm ? 'secondary danger' : ''}" data-post="${url}" data-body="${JSON.stringify(body)}" data-then="reload" data-confirm="${confirm ?? ''}">${label}</button>`;
 
 /** Control and format characters (zero-width, text direction, BOM): they can make two different lines look the same. */
 const INVISIBLE = /[\p{Cc}\p{Cf}]/gu;

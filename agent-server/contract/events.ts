@@ -100,7 +100,13 @@ const EventData = {
     call_id: z.string(),
     approval_id: z.string(),
     approved: z.boolean(),
+    /** What the model is told (a denial's reason, an expiry). */
     message: z.string().optional(),
+    /** Who decided (the role of the credential, as the gateway names it: `admin`, `user (AGENT_API_TOKEN)`); null: nobody did (expired). Absent on events recorded before it was kept. */
+    decided_by: z.string().nullable().optional(),
+    decided_at: z.string().nullable().optional(),
+    /** The reason the human gave, if any. */
+    reason: z.string().nullable().optional(),
   }),
   /**
    * The task goes on under another claim (its worker stopped, or its lease lapsed): from its checkpointed

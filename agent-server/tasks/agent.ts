@@ -178,14 +178,22 @@ export function createAgent(deps: AgentDeps) {
     /**
      * A human's decision on what task `taskId` waits for: relayed to the gateway with the human's own
      * credential (`authorization`), then the task goes on — resumed from its stored state when this process
-     * did not start it (a restart came between).
+     * did not start it (a restart came between). `by` names the human's role, as the decision records it.
      */
     async decideApproval(
       taskId: string,
       callId: string,
       body: { approve: boolean; reason?: string; fail?: boolean },
       authorization: string | undefined,
-    ): Promise<{ task_id: string; call_id: string; status: string }> {
+      by: string,
+    ): Promise<{
+      task_id: string;
+      call_id: string;
+      status: string;
+      decided_by: string | null;
+      decided_at: string | null;
+      reason: string | null;
+    }> {
       const paused = (await deps.store.awaiting()).find((t) => t.task.task_id === taskId);
       const pending = paused?.pending as PendingRecord | undefined;
       if (!pending || pending.call_id !== callId) {
@@ -205,9 +213,14 @@ export function createAgent(deps: AgentDeps) {
         );
       }
       let status: string;
+      let decided = {
+        decided_by: by as string | null,
+        decided_at: new Date().toISOString() as string | null,
+      };
       if (pending.kind === 'unknown_outcome') {
         // The agent-server's own question: decided in the store, where the waiting worker reads it.
-        if (!(await deps.store.decide(taskId, callId, unknownOutcomeDecision(pending.subject, body))))
+        const decision = unknownOutcomeDecision(pending.subject, body, by, decided.decided_at as string);
+        if (!(await deps.store.decide(taskId, callId, decision)))
           throw new HttpError(409, `The call ${callId} of task ${taskId} was decided already`);
         status = body.fail ? 'failed' : body.approve ? 'approved' : 'denied';
       } else {
@@ -216,13 +229,15 @@ export function createAgent(deps: AgentDeps) {
             400,
             '`fail` is for a call of unknown outcome; this approval takes approve only',
           );
-        status = (await relayDecision(deps.gateway, pending.approval_id, body, authorization)).status;
+        const approval = await relayDecision(deps.gateway, pending.approval_id, body, authorization);
+        status = approval.status;
+        decided = { decided_by: approval.decided_by, decided_at: approval.decided_at };
       }
       waiter.poke(taskId);
       // Workers in other processes waiting for it ask again now.
       if (pending.kind !== 'unknown_outcome') await deps.store.wake().catch(() => {});
       if (paused && !running.has(taskId)) resumePaused(paused);
-      return { task_id: taskId, call_id: callId, status };
+      return { task_id: taskId, call_id: callId, status, ...decided, reason: body.reason ?? null };
     },
 
     /** Stops every task here without recording an end: paused ones stay paused for the next process. */

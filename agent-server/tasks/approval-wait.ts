@@ -9,17 +9,41 @@ import { ResumedElsewhere } from './outcome.ts';
 // gateway (whoever made it: a user through an agent-server, the operator at the gateway); a decision about a
 // call of unknown outcome is the agent-server's own, in the task store every agent-server shares.
 
+/** A decision, with who made it, when and why as it was recorded (the task's approval_decided event says so). */
+export interface HumanDecision extends ApprovalDecision {
+  /** Who decided: the role of the credential that did (none: nobody did, the request expired). */
+  decided_by?: string;
+  decided_at?: string;
+  /** The reason the human gave, if any. */
+  reason?: string;
+}
+
 /** Asks once for the decision on `pending` (undefined: not decided yet). */
-export type DecisionSource = (signal: AbortSignal) => Promise<ApprovalDecision | undefined>;
+export type DecisionSource = (signal: AbortSignal) => Promise<HumanDecision | undefined>;
+
+/** Who decided and why, as recorded, without the fields that are not there. */
+export function decisionBy(
+  by: string | null | undefined,
+  at: string | null | undefined,
+  reason?: string | null,
+) {
+  return {
+    ...(by ? { decided_by: by } : {}),
+    ...(at ? { decided_at: at } : {}),
+    ...(reason ? { reason } : {}),
+  };
+}
 
 /** The decision on a gateway approval, as the model will be told it. */
 export function gatewayDecision(gateway: GatewayClient, pending: PendingApproval): DecisionSource {
   return async (signal) => {
     const approval = await gateway.getApproval(pending.approval_id, signal).catch(() => undefined);
-    if (approval?.status === 'approved') return { approved: true };
+    const by = () => decisionBy(approval?.decided_by, approval?.decided_at, approval?.decision_reason);
+    if (approval?.status === 'approved') return { approved: true, ...by() };
     if (approval?.status === 'denied') {
       const why = approval.decision_reason ? `: ${approval.decision_reason}` : '';
-      return { approved: false, message: `a human denied it (${approval.decided_by ?? 'unknown'})${why}` };
+      const who = approval.decided_by ? `, decided by ${approval.decided_by}` : '';
+      return { approved: false, message: `a human denied it${who}${why}`, ...by() };
     }
     if (approval?.status === 'expired' || approval?.status === 'used') return expired(pending);
     return undefined;
@@ -34,11 +58,11 @@ export function storedDecision(store: TaskStore, taskId: string, callId: string)
   return async () => {
     const paused = (await store.awaiting()).find((t) => t.task.task_id === taskId);
     if ((paused?.pending as { call_id?: string } | null)?.call_id !== callId) throw new ResumedElsewhere();
-    return (paused?.decision as ApprovalDecision | null) ?? undefined;
+    return (paused?.decision as HumanDecision | null) ?? undefined;
   };
 }
 
-const expired = (pending: PendingApproval): ApprovalDecision => ({
+const expired = (pending: PendingApproval): HumanDecision => ({
   approved: false,
   message: `no human approved it before ${pending.expires_at}; the operator's policy requires approval (${pending.reason})`,
 });
@@ -62,7 +86,7 @@ export function createApprovalWaiter(pollMs: number) {
       source: DecisionSource,
       pending: PendingApproval,
       signal: AbortSignal,
-    ): Promise<ApprovalDecision> {
+    ): Promise<HumanDecision> {
       const deadline = Date.parse(pending.expires_at);
       for (;;) {
         throwIfStopped(signal);

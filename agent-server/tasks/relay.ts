@@ -2,7 +2,7 @@ import { HttpError } from '../../lib/http.ts';
 import { ServiceError } from '../../lib/http-client.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
 import type { ExecuteTaskRequest } from '../contract.ts';
-import type { ApprovalDecision } from '../loop/tool-step.ts';
+import { decisionBy, type HumanDecision } from './approval-wait.ts';
 
 // What the agent-server asks of the gateway for a client of its own API, and how the gateway's answer becomes
 // that client's error: a playbook rendered as a task's goal, and a human's decision on an approval.
@@ -32,7 +32,7 @@ export async function relayDecision(
   approvalId: string,
   body: { approve: boolean; reason?: string },
   authorization: string | undefined,
-): Promise<{ status: string }> {
+): Promise<{ status: string; decided_by: string | null; decided_at: string | null }> {
   try {
     return await gateway.decideApproval(approvalId, body, authorization);
   } catch (err) {
@@ -50,20 +50,26 @@ export async function relayDecision(
   }
 }
 
-/** A human's decision on a call of unknown outcome, as the waiting task takes it. */
+/** A human's decision on a call of unknown outcome, as the waiting task takes it; `by` decided it, `at` then. */
 export function unknownOutcomeDecision(
   tool: string,
   body: { approve: boolean; reason?: string; fail?: boolean },
-): ApprovalDecision {
+  by: string,
+  at: string,
+): HumanDecision {
   const why = body.reason ? `: ${body.reason}` : '';
+  const recorded = decisionBy(by, at, body.reason);
   if (body.fail) {
     return {
+      ...recorded,
       approved: false,
       fail: `A human ended the task: the outcome of ${tool} was unknown (its worker stopped mid-call, or its answer was lost)${why}`,
     };
   }
-  if (body.approve) return { approved: true, message: `a human chose to run ${tool} again${why}` };
+  if (body.approve)
+    return { ...recorded, approved: true, message: `a human chose to run ${tool} again${why}` };
   return {
+    ...recorded,
     approved: false,
     skipped:
       `Error: ${tool} was not run again. It started, and its worker stopped or its answer was lost, so it may have ` +

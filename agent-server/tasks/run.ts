@@ -8,7 +8,7 @@ import { type LoopSnapshot, runLoop } from '../loop/loop.ts';
 import type { RecordedCall } from '../loop/recovery.ts';
 import type { ApprovalDecision } from '../loop/tool-step.ts';
 import { type Claim, LeaseLost, type TaskStore } from '../store/interface.ts';
-import { type ApprovalWaiter, gatewayDecision, storedDecision } from './approval-wait.ts';
+import { type ApprovalWaiter, gatewayDecision, type HumanDecision, storedDecision } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import { TaskStoppedError } from './errors.ts';
 import { ridingOutages } from './gateway-retry.ts';
@@ -211,7 +211,7 @@ export function launchTask(
         pending.kind === 'unknown_outcome'
           ? storedDecision(w.deps.store, taskId, pending.call_id)
           : gatewayDecision(gateway, pending);
-      let decision: ApprovalDecision;
+      let decision: HumanDecision;
       try {
         decision = await w.waiter.wait(taskId, source, pending, controller.signal);
       } catch (err) {
@@ -229,6 +229,9 @@ export function launchTask(
         approval_id: pending.approval_id,
         approved: decision.approved,
         ...(decision.message ? { message: decision.message } : {}),
+        decided_by: decision.decided_by ?? null,
+        decided_at: decision.decided_at ?? null,
+        reason: decision.reason ?? null,
       });
       return decision;
     } finally {

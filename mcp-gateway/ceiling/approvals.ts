@@ -47,6 +47,8 @@ export interface Approval {
   status: 'pending' | 'approved' | 'denied' | 'expired' | 'used';
   created_at: string;
   expires_at: string;
+  /** When it was decided (or expired); null while pending. */
+  decided_at: string | null;
   decided_by: string | null;
   decision_reason: string | null;
 }
@@ -61,6 +63,7 @@ export interface ApprovalRow {
   reason: string;
   status: Approval['status'];
   created_at: number;
+  decided_at?: number | null;
   decided_by: string | null;
   decision_reason: string | null;
 }
@@ -176,6 +179,7 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
     arguments: r.arguments === null ? null : JSON.parse(r.arguments),
     created_at: new Date(r.created_at).toISOString(),
     expires_at: new Date(r.created_at + opts.timeoutMs).toISOString(),
+    decided_at: r.decided_at == null ? null : new Date(Number(r.decided_at)).toISOString(),
   });
   const expire = () => q.expire(opts.timeoutMs, now() - opts.timeoutMs);
   return {

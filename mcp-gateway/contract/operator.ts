@@ -91,6 +91,9 @@ export const Approval = z.object({
   status: z.enum(['pending', 'approved', 'denied', 'expired', 'used']),
   created_at: z.string(),
   expires_at: z.string(),
+  /** When it was decided (or expired); null while pending. */
+  decided_at: z.string().nullable(),
+  /** Who decided: the role of the token that did (`admin`, `user (AGENT_API_TOKEN)`, `local`). */
   decided_by: z.string().nullable(),
   decision_reason: z.string().nullable(),
 });

@@ -260,12 +260,14 @@ export function createGateway(deps: {
     },
 
     tools(sessionId = DEFAULT_SESSION): GatewayTool[] {
-      return active(sessionId).flatMap((toolsetId) =>
-        (catalog.toolset(toolsetId)?.tools ?? []).flatMap((name) => {
-          const tool = catalog.tools.get(name);
-          return tool ? [{ ...tool.definition, toolset: toolsetId }] : [];
-        }),
-      );
+      return active(sessionId).flatMap((toolsetId) => api.toolsetTools(toolsetId) ?? []);
+    },
+
+    toolsetTools(toolsetId: string): GatewayTool[] | undefined {
+      return catalog.toolset(toolsetId)?.tools.flatMap((name) => {
+        const tool = catalog.tools.get(name);
+        return tool ? [{ ...tool.definition, toolset: toolsetId }] : [];
+      });
     },
 
     async callTool(

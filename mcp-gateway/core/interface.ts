@@ -37,6 +37,8 @@ export interface Gateway {
    * one that cannot start is logged and left out. Does nothing once all are listed.
    */
   listed(sessionId?: string): Promise<void>;
+  /** A toolset's tool definitions as offered (undefined: no such toolset); starts no upstream server. */
+  toolsetTools(toolsetId: string): GatewayTool[] | undefined;
   /** Runs a tool for a session: only an active, enabled tool, with valid arguments, within the ceiling. */
   callTool(
     sessionId: string,

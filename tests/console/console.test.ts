@@ -60,11 +60,14 @@ function scriptedModel(): Server {
                 ],
               })
             : completion({ content: `done: ${name}.txt is written` });
-      // Slow enough to watch the events arrive one by one.
-      setTimeout(() => {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(reply));
-      }, 250);
+      // Slow enough to watch the events arrive one by one; a goal saying `slowly` thinks 4 s over its first reply.
+      setTimeout(
+        () => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify(reply));
+        },
+        goal.includes('slowly') && turn === 0 ? 4000 : 250,
+      );
     });
   });
 }
@@ -150,6 +153,27 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
     await page.emulateMedia({ colorScheme: 'light' });
   };
 
+  /**
+   * What a window of `width` px shows of the page, measured: the page's own width (it must not scroll sideways),
+   * the navigation's rows, and the time cells that wrap (each must be on one line).
+   */
+  const measure = (page: Page) =>
+    page.evaluate(() => {
+      const rows = new Set([...document.querySelectorAll('nav a')].map((a) => a.getBoundingClientRect().top));
+      const wrapped = [...document.querySelectorAll('td time, .facts time')].filter(
+        (t) => t.getClientRects().length > 1,
+      ).length;
+      // Tables scroll inside their box when they must: how many do (none may at 1280 px).
+      const boxes = [...document.querySelectorAll('.scroll')].filter((b) => b.scrollWidth > b.clientWidth);
+      return {
+        overflowingBoxes: boxes.length,
+        scrollWidth: document.documentElement.scrollWidth,
+        navRows: rows.size,
+        wrappedTimes: wrapped,
+        background: getComputedStyle(document.body).backgroundColor,
+      };
+    });
+
   beforeAll(async () => {
     tmp = await mkdtemp(path.join(tmpdir(), `console-${store}-`));
     data = path.join(tmp, 'data');
@@ -229,16 +253,59 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
     await page.close();
   });
 
-  it('disables and enables a toolset', async () => {
+  it("disables a toolset only once the operator confirms, the total following; enables it; shows a toolset's tools", async () => {
     const page = await newPage();
     await page.goto(`${consoleUrl}/console/toolsets`);
+    const total = async () => Number(await page.getAttribute('[data-total]', 'data-total'));
+    const before = await total();
     const row = page.locator('tr[data-toolset="web_tools"]');
-    await row.getByRole('button', { name: 'Disable' }).click();
+    const webTokens = Number(((await row.locator('td.num').nth(1).textContent()) ?? '').replace(/,/g, ''));
+    expect(webTokens).toBeGreaterThan(0);
+    // Numbers are grouped: the total as the page says it.
+    expect(await page.textContent('[data-total]')).toContain(before.toLocaleString('en-US'));
+    // Disable is not the page's primary (filled) button, and it asks first: cancelled, nothing changes.
+    const disable = row.getByRole('button', { name: 'Disable' });
+    expect(await disable.getAttribute('class')).toContain('secondary');
+    const filled = await page.evaluate(() =>
+      getComputedStyle(document.documentElement).getPropertyValue('--accent'),
+    );
+    expect(await disable.evaluate((b) => getComputedStyle(b).backgroundColor)).not.toBe(filled);
+    await disable.click();
+    const dialog = page.locator('dialog[data-confirm-dialog]');
+    await dialog.waitFor();
+    expect(await dialog.textContent()).toContain('Disable web_tools for everyone?');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    expect((await toolset('web_tools'))?.enabled).toBe(true);
+    expect(await row.locator('.enabled').textContent()).toBe('enabled');
+    // Confirmed: disabled at the gateway, and the total no longer counts it.
+    await disable.click();
+    await dialog.getByRole('button', { name: 'Disable' }).click();
     await expect.poll(() => row.locator('.enabled').textContent()).toBe('disabled');
     expect((await toolset('web_tools'))?.enabled).toBe(false);
+    expect(await total()).toBe(before - webTokens);
+    // Enable does not ask.
     await row.getByRole('button', { name: 'Enable' }).click();
     await expect.poll(() => row.locator('.enabled').textContent()).toBe('enabled');
     expect((await toolset('web_tools'))?.enabled).toBe(true);
+    expect(await total()).toBe(before);
+    // A toolset's tools, each with its description and input schema, as the model would get them.
+    const files = page.locator('details[data-tools="file_system_tools"]');
+    await files.locator('summary').first().click();
+    const names = await files.locator('dt code').allTextContents();
+    expect(names).toContain('write_file');
+    const write = files.locator('dd').nth(names.indexOf('write_file'));
+    expect(await write.locator('p').textContent()).toMatch(/\w{4,}/);
+    await write.locator('details.schema > summary').click();
+    expect(JSON.parse((await write.locator('pre').textContent()) ?? '')).toMatchObject({
+      type: 'object',
+      properties: { path: expect.anything(), content: expect.anything() },
+    });
+    // A built-in toolset's health is the tool-server's, not a "native" tag.
+    expect(await row.locator('td').nth(3).textContent()).toContain('built in');
+    await files.locator('summary').first().click();
+    // The picture shows one toolset's tools unfolded.
+    await page.locator('details[data-tools="web_tools"] summary').first().click();
     await shoot(page, 'toolsets');
     await page.close();
   });
@@ -247,10 +314,18 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
     const page = await newPage();
     await page.goto(`${consoleUrl}/console/run`);
     await shoot(page, 'run');
-    await page.fill('form[data-run]:not([data-prompt]) textarea[name=goal]', 'write live-report');
+    await page.fill('form[data-run]:not([data-prompt]) textarea[name=goal]', 'write live-report slowly');
     await page.click('form[data-run]:not([data-prompt]) button[type=submit]');
     await page.waitForURL(/\/console\/tasks\/task_/);
     const events = page.locator('[data-events] li');
+    // While the model thinks over its first reply (4 s), the page says so, with the time it has taken, moving.
+    const activity = page.locator('[data-activity]');
+    await activity.waitFor({ state: 'visible', timeout: 10_000 });
+    expect(await activity.textContent()).toContain('The model is thinking (step 1)');
+    const firstElapsed = await activity.locator('[data-elapsed]').textContent();
+    expect(firstElapsed).toMatch(/^\d+(\.\d)? (ms|s)$/);
+    await expect.poll(() => activity.locator('[data-elapsed]').textContent()).not.toBe(firstElapsed);
+    await shoot(page, 'thinking');
     // The first events arrive while the task runs; the toolset change is marked.
     await expect.poll(() => page.locator('li.ev-toolset_change').count(), { timeout: 10_000 }).toBe(1);
     // The task waits for a human (write_file asks): the approval shows in the task view.
@@ -267,12 +342,34 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
     const resumed = proxy.heads.filter((h) => /^GET \/agent\/tasks\/\S+\/events/.test(h)).at(-1) ?? '';
     expect(resumed.toLowerCase()).toContain(`last-event-id: ${before}`);
     await expect.poll(() => page.getAttribute('[data-stream-state]', 'data-state')).toBe('live');
+    // Nothing runs while the task waits for a human: no activity shown.
+    expect(await activity.isHidden()).toBe(true);
     await page.fill('[data-pending] input[name=reason]', 'checked by the console test');
     await page.click('[data-pending] button[value=true]');
+    await expect.poll(() => page.textContent('.flash')).toContain('Approved: the task goes on');
     await expect
       .poll(() => page.getAttribute('[data-stream-state]', 'data-state'), { timeout: 15_000 })
       .toBe('finished');
     expect(await page.textContent('[data-result]')).toContain('done: live-report.txt is written');
+    // The decision in the task's record: who decided, when, and the reason they gave.
+    const decidedEvent = page.locator('li[data-type="approval_decided"]');
+    expect(await decidedEvent.locator('strong').textContent()).toMatch(
+      /^Approved by operator \(GATEWAY_ADMIN_TOKEN\) at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/,
+    );
+    expect(await decidedEvent.textContent()).toContain('checked by the console test');
+    // The result has the CLI summary's figures: steps, duration, tokens; nothing runs any more, and the banner
+    // about the approval ended with the task.
+    const summary = await page.locator('[data-summary] li').allTextContents();
+    expect(summary).toContainEqual('3 steps');
+    expect(summary).toContainEqual(expect.stringMatching(/^\d+(\.\d)? s$/));
+    expect(summary).toContainEqual('330 tokens (prompt 300, completion 30)');
+    expect(summary).toContainEqual(
+      expect.stringMatching(
+        /^tool definitions [\d,]+ tokens, (at least )?[\d,]+ saved vs all toolsets loaded$/,
+      ),
+    );
+    expect(await activity.isHidden()).toBe(true);
+    expect(await page.locator('.flash').isHidden()).toBe(true);
     expect(await readFile(path.join(ws, 'live-report.txt'), 'utf8')).toBe('written for live-report');
     // Every event once, in order, none lost across the reconnect.
     const seqs = await events.evaluateAll((lis) => lis.map((li) => Number(li.getAttribute('data-seq'))));
@@ -285,6 +382,28 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       types.filter((t) => t === 'model_request').length,
     );
     await shoot(page, 'task');
+    // A task resumed by another worker: what the page says for each kind of resume, from the page's own script
+    // (a resume before any checkpointed reply has no step: not "from step null").
+    // (A string: the test runner would rewrite a dynamic import written in this file.)
+    const resumes = await page.evaluate(`(async () => {
+      const { describe } = await import('/console/assets/task.js');
+      const say = (data) => {
+        const [title, details] = describe({ type: 'task_resumed', data });
+        return [title, ...details.filter(Boolean).map((d) => (d instanceof Node ? d.textContent : d))];
+      };
+      return [
+        say({ worker: 'w1', step: null, calls_done: 0, unknown: null, rerun: false }),
+        say({ worker: 'w2', step: 2, calls_done: 1, unknown: 'edit_file', rerun: false }),
+      ];
+    })()`);
+    expect(resumes).toEqual([
+      ['Resumed on w1', 'from the start: no reply of the model was checkpointed yet'],
+      [
+        'Resumed on w2',
+        'from step 2, 1 call of that reply done',
+        'edit_file started and never ended: a human decides',
+      ],
+    ]);
     await page.close();
   });
 
@@ -304,8 +423,17 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
     await card(first).waitFor({ timeout: 15_000 });
     await card(second).waitFor({ timeout: 15_000 });
     await shoot(first, 'approvals');
+    await card(first).locator('input[name=reason]').fill('a note is harmless');
     await card(first).getByRole('button', { name: 'Approve' }).click();
     await expect.poll(() => first.textContent('.flash')).toContain('Approved');
+    // The decided card keeps what was asked, and says who decided, when and why.
+    const decided = card(first).locator('[data-decided]');
+    await decided.waitFor();
+    expect(await decided.textContent()).toMatch(
+      /^Approved by operator \(GATEWAY_ADMIN_TOKEN\) at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d — “a note is harmless”$/,
+    );
+    expect(await card(first).locator('h2 code').textContent()).toBe('write_file');
+    expect(await card(first).locator('pre.args').textContent()).toContain('queued-note.txt');
     await card(second).getByRole('button', { name: 'Deny' }).click();
     await expect.poll(() => second.textContent('.flash')).toContain('Too late');
     await expect
@@ -318,6 +446,21 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       )
       .toBe('completed');
     expect(await readFile(path.join(ws, 'queued-note.txt'), 'utf8')).toBe('written for queued-note');
+    // The history of decisions: this one, with who, when, the decision and the reason.
+    await first.goto(`${consoleUrl}/console/approvals`);
+    const history = first.locator('table.history tbody tr', { hasText: 'a note is harmless' });
+    expect(
+      await history
+        .locator('td')
+        .evaluateAll((tds) => tds.map((td) => td.textContent?.replace(/\s+/g, ' ').trim())),
+    ).toEqual([
+      expect.stringMatching(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/),
+      expect.stringMatching(/^Call write_file task task_/),
+      'approved',
+      'operator (GATEWAY_ADMIN_TOKEN)',
+      'a note is harmless',
+    ]);
+    await shoot(first, 'decided');
     await first.close();
     await second.close();
   });
@@ -335,8 +478,10 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       );
     // The write asked first (refused until approved), the operator's approval from the console, then the call.
     expect(rows).toContainEqual(['admin', 'approval', 'write_file', 'ok']);
-    expect(rows).toContainEqual([expect.stringMatching(/^model in task /), 'call', 'write_file', 'ok']);
-    expect(rows).toContainEqual([expect.stringMatching(/^model in task /), 'call', 'write_file', 'refused']);
+    // The model's task is in its own column (a short link): the actor is the model; a call the policy asked a
+    // human about is not a refusal.
+    expect(rows).toContainEqual(['model', 'call', 'write_file', 'ok']);
+    expect(rows).toContainEqual(['model', 'call', 'write_file', 'asked a human']);
     await page.goto(`${consoleUrl}/console/audit`);
     await shoot(page, 'audit');
     // The export link downloads every matching row as JSON lines.
@@ -493,8 +638,12 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       await page.getByRole('button', { name: 'Reload toolset files' }).click();
       // The page is drawn afresh with the new toolset, and the reload's answer is shown above it.
       await page.locator('tr[data-toolset="bank"]').waitFor();
-      await expect.poll(() => reload.textContent()).toContain('"added"');
-      expect(JSON.parse((await reload.textContent()) ?? '')).toMatchObject({ added: ['bank'], warnings: [] });
+      // In words, not JSON: what was added, removed, changed, and the warnings.
+      await expect.poll(() => reload.textContent()).toContain('Reloaded: 1 toolset added (bank)');
+      expect(await reload.textContent()).toMatch(
+        /0 removed \(none\), 0 changed \(none\), \d+ unchanged\.\nNo warnings\.$/,
+      );
+      expect(await reload.textContent()).not.toContain('{');
       // A session uses it (the gateway lists and pins its tools), then the server changes them.
       const session = `console-bank-${store}`;
       const activated = await fetch(`${gatewayUrl}/mcp/admin/toolsets`, {
@@ -542,6 +691,15 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       // The approval is in the audit, as the operator's.
       await page.goto(`${consoleUrl}/console/audit?toolset=bank&actor=admin`);
       expect(await page.locator('tr[data-audit] td:nth-child(3)').allTextContents()).toContain('approve');
+      // The reloads in the audit: their outcome in words, not JSON.
+      await page.goto(`${consoleUrl}/console/audit?kind=reload`);
+      const details = await page.locator('tr[data-audit] td.clip').allTextContents();
+      expect(details).toContainEqual(
+        expect.stringMatching(
+          /^added: bank · removed: none · changed: none · unchanged: .+ · warnings: none$/,
+        ),
+      );
+      expect(details.join('\n')).not.toContain('{');
       // The server goes away: a call fails, and the overview and the toolsets page say it is down, and why.
       await bank.close();
       // (The first call may lose its kept-alive socket; the next is refused and marks the server down.)
@@ -577,6 +735,66 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
     }
   });
 
+  it('fits a 1280 px and a 390 px window, light and dark: no sideways scrolling, the navigation on one row, times on one line', async () => {
+    const task = (
+      (await (await fetch(`${agentUrl}/agent/tasks?limit=1`, { headers: user() })).json()) as {
+        tasks: { task_id: string }[];
+      }
+    ).tasks[0].task_id;
+    const pages = [
+      '/console/',
+      '/console/toolsets',
+      '/console/tasks',
+      `/console/tasks/${task}`,
+      '/console/approvals',
+      '/console/audit',
+      '/console/run',
+    ];
+    const page = await newPage();
+    const backgrounds = new Set<string>();
+    try {
+      for (const width of [1280, 390]) {
+        await page.setViewportSize({ width, height: 860 });
+        for (const scheme of ['light', 'dark'] as const) {
+          await page.emulateMedia({ colorScheme: scheme });
+          for (const p of pages) {
+            await page.goto(`${consoleUrl}${p}`);
+            if (p.includes('/tasks/task_'))
+              await page.locator('[data-stream-state][data-state="finished"]').waitFor();
+            const m = await measure(page);
+            expect({ page: p, width, scheme, ...m }).toMatchObject({
+              scrollWidth: expect.any(Number),
+              navRows: 1,
+              wrappedTimes: 0,
+            });
+            expect(m.scrollWidth, `${p} at ${width} px (${scheme})`).toBeLessThanOrEqual(width);
+            if (width === 1280) expect(m.overflowingBoxes, `${p}: a table wider than its box`).toBe(0);
+            backgrounds.add(`${scheme}:${m.background}`);
+          }
+          if (width === 390 && scheme === 'light') {
+            await page.goto(`${consoleUrl}/console/tasks`);
+            // The tasks table itself fits (its secondary columns left out), not only scrolls in its box.
+            const table = await page.locator('table.tasks').evaluate((t) => t.getBoundingClientRect().width);
+            expect(table).toBeLessThanOrEqual(390);
+            await shoot(page, 'tasks-phone');
+            await page.goto(`${consoleUrl}/console/tasks/${task}`);
+            await page.locator('[data-stream-state][data-state="finished"]').waitFor();
+            await shoot(page, 'task-phone');
+          }
+        }
+      }
+      // Light and dark are two looks, each page the same one within a scheme.
+      expect([...backgrounds].filter((b) => b.startsWith('light:'))).toHaveLength(1);
+      expect([...backgrounds].filter((b) => b.startsWith('dark:'))).toHaveLength(1);
+      expect([...backgrounds].map((b) => b.split(':')[1])[0]).not.toBe(
+        [...backgrounds].find((b) => b.startsWith('dark:'))?.split(':')[1],
+      );
+    } finally {
+      await page.emulateMedia({ colorScheme: 'light' });
+      await page.close();
+    }
+  });
+
   it('a one-time login link works once', async () => {
     const res = await fetch(`${consoleUrl}/console/links`, {
       method: 'POST',
@@ -593,7 +811,11 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
       expect(await page.textContent('.role')).toBe('approver');
       const again = await (await other.context.newPage()).goto(url);
       expect(again?.status()).toBe(401);
-      expect(await again?.text()).toContain('used already or has expired');
+      const text = (await again?.text()) ?? '';
+      expect(text).toContain('used already or has expired');
+      // The command is shown as code, not between literal backticks.
+      expect(text).toContain('<code>npx toolshift console</code>');
+      expect(text).not.toContain('`');
     } finally {
       await other.close();
     }

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { approvalCard, taskPage } from '../../../agent-server/console/pages.ts';
+import { approvalCard, approvalsPage } from '../../../agent-server/console/approvals-page.ts';
+import { auditPage } from '../../../agent-server/console/audit-page.ts';
+import { taskPage } from '../../../agent-server/console/pages.ts';
 import { toolsetsPage } from '../../../agent-server/console/toolsets-page.ts';
 import { definitionDiff } from '../../../mcp-gateway/catalog/pins.ts';
 
@@ -77,7 +79,6 @@ describe('console pages', () => {
           { ...base, id: 'vault', description: 'Vault.', tools: [], health: 'up' },
         ],
         can,
-        75,
       ),
     );
     const row = (id: string) =>
@@ -89,7 +90,7 @@ describe('console pages', () => {
     expect(row('memory')).not.toMatch(/<td class="num">0<\/td>/);
     expect(row('memory').match(/listed when its server first starts/g)).toHaveLength(2);
     expect(page).toMatch(
-      /would cost at least 75 tokens\s+of tool definitions per model request \(not counted yet: memory, whose/,
+      /would cost\s+at least 75 tokens of tool definitions per model request \(not counted yet: memory, whose/,
     );
     expect(row('vault')).toMatch(/<td class="num">0<\/td>\s*<td class="num">0<\/td>/);
     expect(page).not.toMatch(/not counted yet: [^)]*vault/);
@@ -128,5 +129,157 @@ describe('console pages', () => {
     );
     expect(page).toMatch(/data-event-types="task_started model_request .*task_finished"/);
     expect(page).not.toContain('<script>');
+  });
+
+  it("show a toolset's tools with descriptions and schemas (escaped), count only enabled toolsets, and ask before a disable", async () => {
+    const base = { active: false, default: false, backend: 'tool-server' };
+    const page = String(
+      await toolsetsPage(
+        [
+          {
+            ...base,
+            id: 'files',
+            description: 'Files.',
+            tools: ['read'],
+            enabled: true,
+            definition_tokens: 1234,
+          },
+          {
+            ...base,
+            id: 'web',
+            description: 'Web.',
+            tools: ['fetch'],
+            enabled: false,
+            definition_tokens: 500,
+          },
+        ],
+        can,
+        {
+          files: [
+            {
+              name: 'read',
+              description: 'Read a file <b>now</b>',
+              parameters: { type: 'object', properties: { path: { type: 'string' } } },
+              annotations: {},
+              toolset: 'files',
+            },
+          ],
+        },
+      ),
+    );
+    // Only the enabled toolset counts toward what all of them at once would cost; numbers are grouped.
+    expect(page).toMatch(/2 toolsets, 1 enabled; all the enabled ones at once would cost\s+1,234 tokens/);
+    expect(page).toContain('data-total="1234"');
+    expect(page).toContain('<td class="num">1,234</td>');
+    const tools = page.slice(page.indexOf('data-tools="files"'), page.indexOf('</details>\n  </details>'));
+    expect(tools).toContain('<code>read</code>');
+    expect(tools).toContain('Read a file &lt;b&gt;now&lt;/b&gt;');
+    expect(tools).toContain('&quot;path&quot;: {');
+    // A built-in toolset's health is the tool-server's: no "native" tag.
+    expect(page).not.toContain('native');
+    expect(page).toContain('built in');
+    // Disable asks first and is not the page's primary button; Enable does not ask.
+    expect(page).toMatch(
+      /class="secondary danger"[^>]*data-confirm="Disable files for everyone\? Tasks and MCP clients lose its 1 tool until/,
+    );
+    expect(page).toMatch(/<button type="button" class=""[^>]*data-confirm=""[^>]*>Enable<\/button>/);
+  });
+
+  it('write audit rows to fit one line each: the model without its task id, asks as asks, reloads in words', async () => {
+    const row = { session_id: 's1', toolset: null, tool: null };
+    const page = String(
+      await auditPage(
+        [
+          {
+            ...row,
+            id: 1,
+            at: '2026-11-28T14:01:37.123Z',
+            actor: 'model in task task_0123456789abcdef0123456789abcdef',
+            task_id: 'task_0123456789abcdef0123456789abcdef',
+            kind: 'call',
+            subject: 'write_file',
+            ok: false,
+            detail: 'awaiting approval apr_1',
+          },
+          {
+            ...row,
+            id: 2,
+            at: '2026-11-28T14:02:00.000Z',
+            actor: 'admin',
+            task_id: null,
+            kind: 'reload',
+            subject: 'toolsets',
+            ok: true,
+            detail: '{"added":["bank"],"removed":[],"warnings":[]}',
+          },
+        ] as never,
+        null,
+        {},
+        ['call', 'reload'],
+      ),
+    );
+    expect(page).toContain(
+      '<time datetime="2026-11-28T14:01:37.123Z" title="2026-11-28T14:01:37.123Z">2026-11-28 14:01:37</time>',
+    );
+    expect(page).toContain('<span title="model in task task_0123456789abcdef0123456789abcdef">model</span>');
+    expect(page).toContain('>asked a human</span>');
+    expect(page).not.toContain('>refused</span>');
+    expect(page).toContain('added: bank · removed: none · warnings: none');
+  });
+
+  it('list the decisions made, with who, when, the decision and the reason', async () => {
+    const decided = {
+      session_id: 's1',
+      task_id: 'task_1',
+      kind: 'call' as const,
+      subject: 'write_file',
+      arguments: null,
+      reason: 'policy asks',
+      created_at: '2026-11-28T14:00:00.000Z',
+      expires_at: '2026-11-28T15:00:00.000Z',
+    };
+    const page = String(
+      await approvalsPage([], can, {
+        approvals: [
+          {
+            ...decided,
+            id: 'apr_1',
+            status: 'used',
+            decided_at: '2026-11-28T14:01:00.000Z',
+            decided_by: 'user (AGENT_API_TOKEN)',
+            decision_reason: 'fine <i>by me</i>',
+          },
+          {
+            ...decided,
+            id: 'apr_2',
+            status: 'denied',
+            decided_at: '2026-11-28T14:02:00.000Z',
+            decided_by: 'admin',
+            decision_reason: null,
+          },
+          {
+            ...decided,
+            id: 'apr_3',
+            status: 'pending',
+            decided_at: null,
+            decided_by: null,
+            decision_reason: null,
+          },
+        ],
+      }),
+    );
+    const row = (id: string) =>
+      page.slice(
+        page.indexOf(`data-decided="${id}"`),
+        page.indexOf('</tr>', page.indexOf(`data-decided="${id}"`)),
+      );
+    expect(row('apr_1')).toContain('2026-11-28 14:01:00');
+    expect(row('apr_1')).toContain('<span class="ok">approved</span>');
+    expect(row('apr_1')).toContain('approver (AGENT_API_TOKEN)');
+    expect(row('apr_1')).toContain('fine &lt;i&gt;by me&lt;/i&gt;');
+    expect(row('apr_2')).toContain('<span class="refused">denied</span>');
+    expect(row('apr_2')).toContain('operator (GATEWAY_ADMIN_TOKEN)');
+    // The pending one waits in the queue above, not in the history.
+    expect(page).not.toContain('data-decided="apr_3"');
   });
 });

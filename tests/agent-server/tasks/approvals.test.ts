@@ -66,12 +66,38 @@ describe('approvals in the agent', () => {
 
     const decided = await s.post(s.agentApp, `/agent/tasks/${taskId}/approvals/call_write`, {
       approve: true,
+      reason: 'the path is in the workspace',
     });
-    expect(decided.body).toEqual({ task_id: taskId, call_id: 'call_write', status: 'approved' });
+    // Who decided, when and why: as the gateway recorded them.
+    expect(decided.body).toEqual({
+      task_id: taskId,
+      call_id: 'call_write',
+      status: 'approved',
+      decided_by: 'local',
+      decided_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      reason: 'the path is in the workspace',
+    });
     const done = await until(s, taskId, 'completed');
     expect(await readFile(path.join(s.root, 'ok.txt'), 'utf8')).toBe('approved content');
     expect(done.final_answer).toMatch(/tool said: .*"action":"created"/);
-    expect(done.events.map((e: { type: string }) => e.type)).toContain('approval_decided');
+    // The task's record says it too, for the console and the CLI.
+    const event = done.events.find((e: { type: string }) => e.type === 'approval_decided');
+    expect(event.data).toMatchObject({
+      approved: true,
+      decided_by: 'local',
+      decided_at: decided.body.decided_at,
+      reason: 'the path is in the workspace',
+    });
+    // The gateway's approvals list has the decision for the history.
+    const history = await s.get(s.gatewayApp, '/mcp/admin/approvals?status=used');
+    expect(history.body.approvals).toContainEqual(
+      expect.objectContaining({
+        subject: 'write_file',
+        decided_by: 'local',
+        decided_at: decided.body.decided_at,
+        decision_reason: 'the path is in the workspace',
+      }),
+    );
     // Nothing is pending any more, and a second decision is told the first one stands.
     expect((await s.get(s.agentApp, '/agent/approvals')).body.approvals).toEqual([]);
     const second = await s.post(s.agentApp, `/agent/tasks/${taskId}/approvals/call_write`, {
@@ -94,7 +120,14 @@ describe('approvals in the agent', () => {
       reason: 'not today',
     });
     const done = await until(s, taskId, 'completed');
-    expect(done.final_answer).toMatch(/Error: write_file was not run: a human denied it \(.*\): not today/);
+    expect(done.final_answer).toMatch(
+      /Error: write_file was not run: a human denied it, decided by local: not today/,
+    );
+    expect(done.events.find((e: { type: string }) => e.type === 'approval_decided').data).toMatchObject({
+      approved: false,
+      decided_by: 'local',
+      reason: 'not today',
+    });
     expect(existsSync(path.join(s.root, 'no.txt'))).toBe(false);
 
     const slow = new ScriptedModel(writer('late.txt'));

@@ -124,9 +124,14 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
   });
 
   it.each([
-    { decision: { approve: false }, status: 'completed', onDisk: 'xy', runs: 1 },
+    { decision: { approve: false, reason: 'it ran' }, status: 'completed', onDisk: 'xy', runs: 1 },
     { decision: { approve: true }, status: 'completed', onDisk: 'xyy', runs: 2 },
-    { decision: { approve: false, fail: true }, status: 'failed', onDisk: 'xy', runs: 1 },
+    {
+      decision: { approve: false, fail: true, reason: 'check by hand' },
+      status: 'failed',
+      onDisk: 'xy',
+      runs: 1,
+    },
   ])('does not run a call of unknown outcome again by itself: a human decides ($decision)', async (c) => {
     const first = new ScriptedModel([calls(activate), calls(append('call_append'))]);
     const after = new ScriptedModel([answer('done')]);
@@ -155,6 +160,14 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
     await expect.poll(async () => (await taskOf(b, taskId)).status, { timeout: 5000 }).toBe(c.status);
     expect(await onDisk()).toBe(c.onDisk);
     expect(seen.filter((n) => n === 'edit_file')).toHaveLength(c.runs);
+    // The task's record says who decided, when, and the reason given (none: null).
+    const events = (await taskOf(b, taskId)).events as { type: string; data: Record<string, unknown> }[];
+    expect(events.find((e) => e.type === 'approval_decided')?.data).toMatchObject({
+      approved: c.decision.approve,
+      decided_by: 'local',
+      decided_at: decided.body.decided_at,
+      reason: c.decision.reason ?? null,
+    });
     if (c.status === 'failed') {
       expect((await taskOf(b, taskId)).error).toContain('the outcome of edit_file was unknown');
       expect(after.requests).toHaveLength(0);

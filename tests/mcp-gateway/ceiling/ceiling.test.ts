@@ -261,5 +261,13 @@ describe('the operator’s ceiling at the gateway', () => {
       default: 'deny',
       rules: [],
     });
+    // The audit counts the rules in words: one rule is not "1 rules".
+    await writeFile(s.policyFile, 'default: allow\nrules:\n  - { tool: write_file, decision: ask }\n');
+    expect((await s.post(s.gatewayApp, '/mcp/admin/policy/reload', {})).status).toBe(200);
+    const audit = await s.get(s.gatewayApp, '/mcp/admin/audit?kind=policy');
+    expect(audit.body.audit.map((r: { detail: string }) => r.detail).slice(0, 2)).toEqual([
+      '1 rule, default allow',
+      '0 rules, default deny',
+    ]);
   });
 });

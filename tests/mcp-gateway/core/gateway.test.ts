@@ -175,6 +175,34 @@ describe('admin API', () => {
     expect(ok.status).toBe(200);
   });
 
+  it("shows a toolset's tool definitions to an approver without activating anything; an unknown id is a 404", async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, tokens: { admin: 'adm', user: 'usr' } });
+    const viewer = { authorization: 'Bearer usr' };
+    const res = await stack.get(stack.gatewayApp, '/mcp/admin/toolsets/fs_read/tools', viewer);
+    expect(res.status).toBe(200);
+    expect(res.body.toolset).toBe('fs_read');
+    expect(res.body.tools.map((t: { name: string }) => t.name)).toEqual([
+      'read_text_file',
+      'list_directory',
+      'search_files',
+    ]);
+    expect(res.body.tools[0]).toMatchObject({
+      toolset: 'fs_read',
+      description: expect.stringMatching(/\w/),
+      parameters: expect.objectContaining({
+        type: 'object',
+        properties: expect.objectContaining({ path: expect.anything() }),
+      }),
+    });
+    // Nothing was activated by looking.
+    const listed = await stack.get(stack.gatewayApp, '/mcp/admin/toolsets', viewer);
+    expect(listed.body.toolsets.filter((t: { active: boolean }) => t.active)).toEqual([]);
+    const unknown = await stack.get(stack.gatewayApp, '/mcp/admin/toolsets/nope/tools', viewer);
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error).toContain('Unknown toolset nope');
+    expect((await stack.get(stack.gatewayApp, '/mcp/admin/toolsets/fs_read/tools')).status).toBe(401);
+  });
+
   it('filters the catalog by words in ids, descriptions and tool names', async () => {
     stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
     const byTool = await stack.get(stack.gatewayApp, '/mcp/admin/toolsets?query=edit');

@@ -1,0 +1,256 @@
+// One task, live: its events as they are recorded (Server-Sent Events, resumed by the browser with Last-Event-ID
+// after a dropped connection), what it is doing now with the time it has taken, the token chart, a pending
+// approval, and the result with the CLI summary's figures.
+
+import { decideForm, decisionText, el, elapsed, fill, KIND_TITLE, num, plural } from './lib.js';
+
+function clip(text, max = 4000) {
+  const s = typeof text === 'string' ? text : JSON.stringify(text, null, 2);
+  return s.length > max ? `${s.slice(0, max)}… (${s.length - max} more characters)` : s;
+}
+
+/** What one event shows: a title and its details. */
+export function describe(e) {
+  const d = e.data;
+  switch (e.type) {
+    case 'task_started':
+      return ['Task started', [`model ${d.model ?? 'scripted'}, up to ${d.max_steps} steps`]];
+    case 'model_request':
+      return [
+        `Model request, step ${d.step}`,
+        [
+          `${plural(d.messages, 'message')}; tool definitions ${num(d.tool_tokens)} tokens (all toolsets: ${num(d.all_toolsets_tool_tokens)})`,
+        ],
+      ];
+    case 'model_retry':
+      return [`Model retry ${d.attempt}`, [d.reason]];
+    case 'model_call':
+      return [
+        `Model answered, step ${d.step}`,
+        [
+          d.content ? el('blockquote', {}, clip(d.content)) : null,
+          d.tool_calls.length > 0 ? `calls: ${d.tool_calls.map((c) => c.name).join(', ')}` : null,
+          elapsed(d.latency_ms),
+        ],
+      ];
+    case 'tool_call_started':
+      return [`Calling ${d.name}`, []];
+    case 'tool_call':
+      return [
+        `${d.ok ? 'Tool call' : 'Tool call failed'}: ${d.name}${d.toolset ? ` (${d.toolset})` : ''}`,
+        [
+          el('pre', { class: 'args' }, clip(d.arguments ?? {}, 2000)),
+          el('pre', { class: d.ok ? 'output' : 'output error' }, clip(d.output)),
+        ],
+      ];
+    case 'toolset_change':
+      return [
+        `${d.action === 'ACTIVATE' ? 'Activated' : 'Deactivated'} ${d.toolset_ids.join(', ')}`,
+        [
+          `active now: ${d.active_toolsets.join(', ') || 'none'}`,
+          d.added_tools.length > 0 ? `+ ${d.added_tools.join(', ')}` : null,
+          d.removed_tools.length > 0 ? `− ${d.removed_tools.join(', ')}` : null,
+        ],
+      ];
+    case 'approval_needed':
+      return [`Waiting for a human: ${KIND_TITLE[d.kind] ?? d.kind} ${d.subject}`, [d.reason]];
+    case 'approval_decided':
+      return [
+        decisionText(d),
+        [
+          d.reason ? el('blockquote', { class: 'why' }, d.reason) : null,
+          // What the model is told, when it is not just the reason again.
+          d.message && !(d.reason && d.message.endsWith(d.reason)) ? d.message : null,
+        ],
+      ];
+    case 'task_resumed':
+      return [
+        `Resumed on ${d.worker}`,
+        [
+          d.step === null || d.step === undefined
+            ? 'from the start: no reply of the model was checkpointed yet'
+            : `from step ${d.step}, ${plural(d.calls_done, 'call')} of that reply done`,
+          d.unknown
+            ? `${d.unknown} started and never ended: ${d.rerun ? 'run again (it says it is safe to)' : 'a human decides'}`
+            : null,
+        ],
+      ];
+    case 'task_finished':
+      return [`Finished: ${d.status}`, [d.error ?? null]];
+    default:
+      return [e.type, []];
+  }
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+/** Bars of each request's tool-definition tokens against all toolsets' (a dashed outline), with the scale. */
+function drawChart(svg, points) {
+  const max = Math.max(1, ...points.map((p) => Math.max(p.used, p.all)));
+  const height = 120;
+  const top = 18;
+  const step = 34;
+  const rect = (x, value, cls) => {
+    const node = document.createElementNS(SVG, 'rect');
+    const h = (value / max) * (height - top);
+    node.setAttribute('x', x);
+    node.setAttribute('y', height - h);
+    node.setAttribute('width', step - 10);
+    node.setAttribute('height', Math.max(h, 1));
+    node.setAttribute('class', cls);
+    return node;
+  };
+  const nodes = points.flatMap((p, i) => {
+    const x = 60 + i * step;
+    const used = rect(x, p.used, 'used');
+    const title = document.createElementNS(SVG, 'title');
+    title.textContent = `request ${i + 1}: ${num(p.used)} of ${num(p.all)} tokens`;
+    used.append(title);
+    return [rect(x, p.all, 'all'), used];
+  });
+  const scale = document.createElementNS(SVG, 'text');
+  scale.setAttribute('x', 0);
+  scale.setAttribute('y', 12);
+  scale.textContent = `${num(max)} tokens`;
+  const base = document.createElementNS(SVG, 'text');
+  base.setAttribute('x', 0);
+  base.setAttribute('y', height);
+  base.textContent = '0';
+  svg.replaceChildren(scale, base, ...nodes);
+  svg.setAttribute('viewBox', `0 0 ${Math.max(600, 70 + points.length * step)} ${height}`);
+  svg.dataset.points = String(points.length);
+}
+
+export function followTask(view) {
+  const id = view.dataset.task;
+  const canDecide = view.dataset.canDecide === 'true';
+  const list = view.querySelector('[data-events]');
+  const state = view.querySelector('[data-stream-state]');
+  const pending = view.querySelector('[data-pending]');
+  const chart = view.querySelector('[data-chart]');
+  const statusField = view.querySelector('[data-field="status"]');
+  const activity = view.querySelector('[data-activity]');
+  const points = [];
+  let last = 0;
+  // What the task is doing now (the model thinking, a tool running), with the time since it began, as the
+  // CLI's spinner shows it; hidden while nothing runs (waiting for a human, ended).
+  let doing = null;
+  let ticker;
+  const tick = () => {
+    if (!doing) return;
+    activity.querySelector('[data-elapsed]').textContent = elapsed(Date.now() - doing.since);
+  };
+  const setActivity = (label, at) => {
+    clearInterval(ticker);
+    if (!label) {
+      doing = null;
+      activity.hidden = true;
+      return;
+    }
+    // From the event's time, so a page opened mid-step counts from when it began (never from the future).
+    const since = Math.min(Date.now(), Date.parse(at) || Date.now());
+    doing = { since };
+    activity.querySelector('[data-activity-label]').textContent = label;
+    activity.hidden = false;
+    tick();
+    ticker = setInterval(tick, 200);
+  };
+  const setStatus = (s) => {
+    fill(statusField, el('span', { class: `status s-${s}` }, s.replace('_', ' ')));
+  };
+  const source = new EventSource(`/agent/tasks/${encodeURIComponent(id)}/events`);
+  source.onopen = () => {
+    state.textContent = 'Live.';
+    state.dataset.state = 'live';
+  };
+  source.onerror = () => {
+    if (source.readyState === EventSource.CLOSED) return;
+    state.textContent = 'Connection lost: reconnecting…';
+    state.dataset.state = 'reconnecting';
+  };
+  const onEvent = (message) => {
+    const e = JSON.parse(message.data);
+    if (e.seq <= last) return; // already shown (a resumed stream starts after the last id it was given)
+    last = e.seq;
+    const [title, details] = describe(e);
+    list.append(
+      el(
+        'li',
+        { class: `ev ev-${e.type}`, 'data-seq': e.seq, 'data-type': e.type },
+        el('span', { class: 'seq' }, `#${e.seq}`),
+        el('strong', {}, title),
+        details.filter((x) => x !== null).map((x) => (x instanceof Node ? x : el('div', {}, x))),
+      ),
+    );
+    if (e.type === 'model_request') {
+      points.push({ used: e.data.tool_tokens, all: e.data.all_toolsets_tool_tokens });
+      drawChart(chart, points);
+    }
+    if (e.type === 'model_request') setActivity(`The model is thinking (step ${e.data.step})…`, e.at);
+    else if (e.type === 'model_retry')
+      setActivity(`The model is asked again (attempt ${e.data.attempt}: ${e.data.reason})…`, e.at);
+    else if (e.type === 'tool_call_started') setActivity(`Running ${e.data.name}…`, e.at);
+    else if (
+      ['model_call', 'tool_call', 'approval_needed', 'approval_decided', 'task_resumed', 'task_finished'].includes(
+        e.type,
+      )
+    )
+      setActivity(null);
+    if (e.type === 'approval_needed') {
+      setStatus('awaiting_approval');
+      pending.hidden = false;
+      fill(
+        pending,
+        el('h2', {}, `Waiting for you: ${KIND_TITLE[e.data.kind] ?? e.data.kind} `, el('code', {}, e.data.subject)),
+        el('p', { class: 'reason' }, e.data.reason),
+        e.data.arguments ? el('pre', { class: 'args' }, JSON.stringify(e.data.arguments, null, 2)) : null,
+        canDecide ? decideForm(id, e.data.call_id) : el('p', { class: 'muted' }, 'An approver decides.'),
+      );
+    }
+    if (e.type === 'approval_decided' || e.type === 'task_resumed') {
+      pending.hidden = true;
+      pending.replaceChildren();
+      setStatus('running');
+    }
+  };
+  // The event names, from the contract (the page lists them).
+  for (const type of view.dataset.eventTypes.split(' ')) source.addEventListener(type, onEvent);
+  source.addEventListener('result', (message) => {
+    source.close();
+    const r = JSON.parse(message.data);
+    setStatus(r.status);
+    state.textContent = 'Finished.';
+    state.dataset.state = 'finished';
+    pending.hidden = true;
+    const box = view.querySelector('[data-result]');
+    box.hidden = false;
+    setActivity(null);
+    box.classList.toggle('failed', r.status !== 'completed');
+    // The CLI's summary: outcome, steps, time, tokens, the tool definitions saved, toolsets.
+    const u = r.usage ?? { total_tokens: 0, prompt_tokens: 0, completion_tokens: 0 };
+    const facts = [
+      plural(r.steps, 'step'),
+      r.duration_ms !== undefined ? elapsed(r.duration_ms) : null,
+      `${num(u.total_tokens)} tokens (prompt ${num(u.prompt_tokens)}, completion ${num(u.completion_tokens)})`,
+      r.tokens
+        ? `tool definitions ${num(r.tokens.tool_definition_tokens)} tokens, ${r.tokens.all_toolsets_not_counted?.length ? 'at least ' : ''}${num(Math.max(0, r.tokens.all_toolsets_tool_tokens - r.tokens.tool_definition_tokens))} saved vs all toolsets loaded`
+        : null,
+      `toolsets: ${r.toolsets_used.join(', ') || 'none'}`,
+    ].filter((x) => x !== null);
+    fill(
+      box,
+      el('h2', {}, `Result: ${r.status.replace('_', ' ')}`),
+      r.final_answer ? el('blockquote', {}, r.final_answer) : null,
+      r.error ? el('p', { class: 'reason' }, r.error) : null,
+      el(
+        'ul',
+        { class: 'summary', 'data-summary': true },
+        facts.map((f) => el('li', {}, f)),
+      ),
+    );
+    for (const b of view.querySelectorAll('[data-cancel]')) b.remove();
+    // A banner about this task (approved, cancelled) ends with it: the result says what became of it.
+    const banner = document.querySelector('.flash');
+    if (banner && !banner.classList.contains('error')) banner.hidden = true;
+  });
+}

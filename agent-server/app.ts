@@ -33,7 +33,13 @@ export interface AgentAppDeps {
   /** A worker (AGENT_ROLE=worker) serves no agent API: only /health and /metrics. */
   worker?: boolean;
   /** The web console at /console: its logins (the same as `security.console`'s) and the gateway it shows. */
-  console?: { logins: Logins; gateway: ServiceEndpoint };
+  console?: {
+    logins: Logins;
+    gateway: ServiceEndpoint;
+    /** The model and the database in use, for the Overview. */
+    model?: { name: string; baseURL?: string };
+    database?: string;
+  };
 }
 
 /** True when the client asked not to wait (RFC 7240 `Prefer: respond-async`). */
@@ -148,6 +154,8 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
       logins: deps.console.logins,
       gateway: deps.console.gateway,
       modelHealth: deps.modelHealth,
+      model: deps.console.model,
+      database: deps.console.database,
     });
   }
 

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { recordListening } from '../lib/addresses.ts';
 import type { Config } from '../lib/config.ts';
+import { describeDatabase } from '../lib/db-reachability.ts';
 import { leanFetch } from '../lib/lean-fetch.ts';
 import { createLogger, type Logger } from '../lib/log.ts';
 import { createMetrics } from '../lib/metrics.ts';
@@ -110,7 +111,12 @@ export async function startAgentServer(
         heartbeatMs: config.agent.heartbeatMs,
         modelHealth: model?.health,
         worker: config.agent.role === 'worker',
-        console: { logins, gateway: consoleGateway },
+        console: {
+          logins,
+          gateway: consoleGateway,
+          model: { name: m.name, baseURL: m.baseURL },
+          database: describeDatabase(config.databaseUrl, config.dataDir),
+        },
       }),
       config.agent.port,
       config.host,

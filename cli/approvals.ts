@@ -81,7 +81,7 @@ export async function approvalsCommand(
   if (second) {
     const res = await decide(agent, first, second, approve, flags.reason);
     if (flags.json) io.stdout(`${JSON.stringify(res)}\n`);
-    else io.stdout(`${res.status}: task ${first} goes on\n`);
+    else io.stdout(`${res.status}${decidedBy(res)}: task ${first} goes on\n`);
     return EXIT.ok;
   }
   // An approval id: a task's is decided through the agent-server (the task hears of it and goes on), an MCP
@@ -91,7 +91,7 @@ export async function approvalsCommand(
   if (task) {
     const res = await decide(agent, task.task_id, task.call_id, approve, flags.reason);
     if (flags.json) io.stdout(`${JSON.stringify(res)}\n`);
-    else io.stdout(`${res.status}: task ${task.task_id} goes on\n`);
+    else io.stdout(`${res.status}${decidedBy(res)}: task ${task.task_id} goes on\n`);
     return EXIT.ok;
   }
   let decided: Approval;
@@ -109,11 +109,16 @@ export async function approvalsCommand(
   if (flags.json) io.stdout(`${JSON.stringify(decided)}\n`);
   else {
     io.stdout(
-      `${decided.status}: ${describePending(decided)}\n` +
+      `${decided.status}${decidedBy(decided)}: ${describePending(decided)}\n` +
         (approve ? '  the MCP client gets it when it sends the same call again\n' : ''),
     );
   }
   return EXIT.ok;
+}
+
+/** ` by <who>` for a decision that records who took it. */
+function decidedBy(d: { decided_by?: string | null }): string {
+  return d.decided_by ? ` by ${d.decided_by}` : '';
 }
 
 /** What `toolshift audit` searches by (each exact), as the gateway's audit listing takes them. */

@@ -164,8 +164,15 @@ export function createProgress(opts: ProgressOptions) {
         );
         break;
       case 'approval_decided':
+        // Who decided, and why, as the decision records them (the message when it names neither).
         line(
-          `  ${d.approved ? s.green('✓ approved') : s.red('✗ not approved')}${d.message ? s.dim(`: ${d.message}`) : ''}`,
+          `  ${d.approved ? s.green('✓ approved') : s.red('✗ not approved')}${
+            d.decided_by
+              ? s.dim(` by ${d.decided_by}${d.reason ? `: ${d.reason}` : ''}`)
+              : d.message
+                ? s.dim(`: ${d.message}`)
+                : ''
+          }`,
         );
         break;
       case 'task_resumed': {

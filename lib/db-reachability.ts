@@ -139,3 +139,19 @@ export function createReachability(database: string) {
   databases.add(r);
   return r;
 }
+
+/**
+ * Which database a service uses, in words for people (the ready line, the console): PostgreSQL with its host,
+ * port and database name (never its user or password), or the embedded SQLite files in the data directory.
+ */
+export function describeDatabase(databaseUrl: string | undefined, dataDir: string): string {
+  if (!databaseUrl) return `SQLite in ${dataDir}`;
+  try {
+    const url = new URL(databaseUrl);
+    const name = decodeURIComponent(url.pathname.replace(/^\//, '')) || '(default database)';
+    return `PostgreSQL ${url.hostname || 'localhost'}:${url.port || '5432'}/${name}`;
+  } catch {
+    // A URL the driver takes but URL cannot parse (a socket path, key=value): no part of it is shown.
+    return 'PostgreSQL (DATABASE_URL)';
+  }
+}

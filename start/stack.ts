@@ -3,6 +3,7 @@ import path from 'node:path';
 import { startAgentServer } from '../agent-server/server.ts';
 import type { Config } from '../lib/config.ts';
 import { CREDENTIALS, type CredentialVariable } from '../lib/credentials.ts';
+import { describeDatabase } from '../lib/db-reachability.ts';
 import { installationDir } from '../lib/installation.ts';
 import { isLoopbackHost } from '../lib/security.ts';
 import type { Listening } from '../lib/serve.ts';
@@ -90,6 +91,10 @@ export function readyLine(at: ReadyAt, config: Config): string {
     config.auth.mode === 'none'
       ? 'no tokens (TOOLSHIFT_AUTH=none: open to every process on this machine)'
       : `credentials in ${shortPath(config.auth.credentialsFile)}`;
-  const files = `data in ${shortPath(config.dataDir)}, files in ${config.tools.roots.map(shortPath).join(':')}`;
+  // Which database holds the tasks and sessions: the embedded SQLite, or PostgreSQL's host and database name.
+  const data = config.databaseUrl
+    ? `data in ${shortPath(config.dataDir)}, database ${describeDatabase(config.databaseUrl, config.dataDir)}`
+    : `data in ${shortPath(config.dataDir)} (SQLite)`;
+  const files = `${data}, files in ${config.tools.roots.map(shortPath).join(':')}`;
   return `toolshift ready: ${where}; ${files}; ${auth}; next: ${cliCommand()} toolsets\n`;
 }

@@ -123,11 +123,13 @@ export interface ServiceHealth {
 export function overviewPage(data: {
   services: ServiceHealth[];
   counts: Partial<Record<TaskStatus, number>>;
-  approvals: number;
+  /** Absent when the database did not answer (`unavailable` says why). */
+  approvals?: number;
   failures: Task[];
   upstreams: { id: string; health: string; reason?: string }[];
+  unavailable?: string;
 }): Html {
-  const count = (s: TaskStatus) => data.counts[s] ?? 0;
+  const count = (s: TaskStatus) => (data.unavailable ? '–' : (data.counts[s] ?? 0));
   return html`<section class="cards">
       ${data.services.map(
         (s) => html`<div class="card svc-${s.state}">
@@ -137,11 +139,12 @@ export function overviewPage(data: {
         </div>`,
       )}
     </section>
+    ${data.unavailable ? html`<p class="flash error" role="alert">Task figures unavailable: ${data.unavailable}</p>` : ''}
     <section class="cards">
       <a class="card" href="/console/tasks?status=running"><h2>Running</h2><p class="big" data-count="running">${count('running')}</p></a>
       <a class="card" href="/console/tasks?status=queued"><h2>Queued</h2><p class="big" data-count="queued">${count('queued')}</p></a>
       <a class="card" href="/console/tasks?status=awaiting_approval"><h2>Waiting for a human</h2><p class="big" data-count="awaiting_approval">${count('awaiting_approval')}</p></a>
-      <a class="card" href="/console/approvals"><h2>Pending approvals</h2><p class="big" data-count="approvals">${data.approvals}</p></a>
+      <a class="card" href="/console/approvals"><h2>Pending approvals</h2><p class="big" data-count="approvals">${data.approvals ?? '–'}</p></a>
     </section>
     <h2>Upstream MCP servers</h2>
     ${

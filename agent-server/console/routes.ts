@@ -5,7 +5,7 @@ import { html } from 'hono/html';
 import { secureHeaders } from 'hono/secure-headers';
 import { z } from 'zod';
 import { HttpError, type RouteSpec, route } from '../../lib/http.ts';
-import { callRoute, errorOf, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
+import { callRoute, errorOf, type ServiceEndpoint } from '../../lib/http-client.ts';
 import { AUDIT_KINDS, AuditSearch, gatewayRoutes } from '../../mcp-gateway/contract.ts';
 import type { ModelHealth } from '../clients/model.ts';
 import { TaskStatus } from '../contract.ts';
@@ -14,6 +14,7 @@ import type { Agent } from '../tasks/agent.ts';
 import { installActions } from './actions.ts';
 import { approvalsPage } from './approvals-page.ts';
 import { AUDIT_PAGE, auditPage } from './audit-page.ts';
+import { attempt, loadOverview, type OverviewDeps } from './overview.ts';
 import {
   type Can,
   type Frame,
@@ -21,7 +22,6 @@ import {
   loginPage,
   overviewPage,
   runPage,
-  type ServiceHealth,
   TASK_PAGE,
   taskPage,
   tasksPage,
@@ -41,6 +41,9 @@ export interface ConsoleDeps {
   /** The gateway, without credentials: each call carries the user's. */
   gateway: ServiceEndpoint;
   modelHealth?: () => ModelHealth;
+  /** The model the tasks use, and the database in use, for the Overview. */
+  model?: OverviewDeps['model'];
+  database?: string;
 }
 
 /** The stylesheet and scripts, read once; their hash versions their URLs. */
@@ -219,55 +222,9 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
     return c.json({ logged_out: true });
   });
 
-  /** A gateway answer, or the reason it could not be had (the page says so instead of failing). */
-  const attempt = async <T>(
-    work: Promise<T>,
-  ): Promise<{ ok: true; value: T } | { ok: false; error: string }> => {
-    try {
-      return { ok: true, value: await work };
-    } catch (err) {
-      if (err instanceof ServiceError) return { ok: false, error: err.message };
-      throw err;
-    }
-  };
-
   app.get('/console/', async (c) => {
     const view = viewOf(c);
-    const [gatewayHealth, toolsets, counts, approvals, failures] = await Promise.all([
-      attempt(callRoute(view.gateway, gatewayRoutes.health)),
-      attempt(callRoute(view.gateway, gatewayRoutes.listToolsets)),
-      store.countTasks(),
-      agent.pendingApprovals(),
-      store.recentTasks(8, { status: 'failed' }),
-    ]);
-    const model = agent.modelConfigured ? deps.modelHealth?.() : undefined;
-    const services: ServiceHealth[] = [
-      {
-        name: 'agent-server',
-        state:
-          !agent.modelConfigured || model?.state === 'unreachable' || model?.state === 'error'
-            ? 'degraded'
-            : 'ok',
-        detail: !agent.modelConfigured
-          ? 'no model configured (OPENAI_API_KEY or OPENAI_BASE_URL)'
-          : `model ${model?.state ?? 'scripted'}${model?.error ? `: ${model.error}` : ''}`,
-      },
-      gatewayHealth.ok
-        ? { name: 'mcp-gateway', state: 'ok', detail: 'answering' }
-        : { name: 'mcp-gateway', state: 'down', detail: gatewayHealth.error },
-      backendHealth(gatewayHealth),
-    ];
-    const upstreams = toolsets.ok
-      ? toolsets.value.toolsets.flatMap((t) =>
-          t.health ? [{ id: t.id, health: t.health, reason: t.health_reason }] : [],
-        )
-      : [];
-    return page(
-      c,
-      'Overview',
-      'overview',
-      overviewPage({ services, counts, approvals: approvals.length, failures, upstreams }),
-    );
+    return page(c, 'Overview', 'overview', overviewPage(await loadOverview(deps, view.gateway)));
   });
 
   app.get('/console/toolsets', async (c) => {
@@ -381,17 +338,6 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
   });
 
   installActions(app, viewOf);
-}
-
-function backendHealth(health: { ok: true; value: unknown } | { ok: false; error: string }): ServiceHealth {
-  const body = health.ok ? health.value : undefined;
-  const backends = (body as { backends?: Record<string, { ok: boolean; error?: string }> } | undefined)
-    ?.backends;
-  const tools = backends?.['tool-server'];
-  if (!tools) return { name: 'tool-server', state: health.ok ? 'ok' : 'down', detail: 'through the gateway' };
-  return tools.ok
-    ? { name: 'tool-server', state: 'ok', detail: 'answering the gateway' }
-    : { name: 'tool-server', state: 'down', detail: tools.error ?? 'not answering the gateway' };
 }
 
 /** A problem the page shows instead of (or above) its content. */

@@ -123,7 +123,12 @@ export async function runLoop(
      * Going on from another worker's claim: its last checkpoint (null: none, the task starts over) and the
      * calls it recorded since.
      */
-    recovered?: { snapshot: LoopSnapshot | null; recorded: RecordedCall[] };
+    recovered?: {
+      snapshot: LoopSnapshot | null;
+      recorded: RecordedCall[];
+      /** Starting over (no checkpoint): the toolsets primed for it the first time (prime.ts). */
+      primed?: string[];
+    };
   },
   deps: LoopDeps,
 ): Promise<LoopOutcome> {
@@ -158,10 +163,14 @@ export async function runLoop(
 
   try {
     // A task starting afresh: the toolset the goal certainly needs is active before the model is first asked.
-    const primed =
-      input.prime && !saved && !input.resume
+    // Taken over before its first checkpoint, a task starts again: what was primed then is active still (no
+    // call ran to change it), and the model is told of it as it was the first time.
+    const primed = input.recovered?.primed
+      ? input.recovered.primed
+      : input.prime && !saved && !input.resume
         ? await primeToolsets(input.goal, sessionId, gateway.priming(), emit, signal)
         : [];
+    for (const id of primed) used.add(id);
     const { toolsets } = await gateway.listToolsets(sessionId, undefined, signal);
     const meta = deps.tokens.tool(manageToolsetsDefinition);
     let allTools = allToolsetsTokens(toolsets, meta);

@@ -104,9 +104,10 @@ export interface TaskStore {
   /**
    * Records where the task goes on from if its worker stops: a reply whose tool calls are about to run. The
    * call records of the reply before it are dropped. Written behind, in the task's order: it is durable once
-   * the reply's first call is recorded as started (a refusal goes to onLeaseLost).
+   * the reply's first call is recorded as started (a refusal goes to onLeaseLost). `steps` is the steps taken
+   * so far, shown while the task runs or waits.
    */
-  checkpoint(taskId: string, state: unknown): Promise<void>;
+  checkpoint(taskId: string, state: unknown, steps: number): Promise<void>;
   /**
    * Records that call `index` of the checkpoint's reply starts now, with every write of the task before it
    * (the checkpoint, the last call's end): durable when it resolves, before the call runs. Throws LeaseLost.
@@ -117,8 +118,11 @@ export interface TaskStore {
    * unfinished: the safe side). A refusal goes to onLeaseLost.
    */
   callFinished(taskId: string, index: number, callId: string, result: unknown): Promise<void>;
-  /** Records that the task waits for `pending`, with the loop state to resume from; the lease is let go. */
-  pause(taskId: string, pending: unknown, state: unknown): Promise<void>;
+  /**
+   * Records that the task waits for `pending`, with the loop state to resume from and the steps taken so far;
+   * the lease is let go.
+   */
+  pause(taskId: string, pending: unknown, state: unknown, steps: number): Promise<void>;
   /**
    * The task goes on after its pause, under this worker's lease: true for the one caller that moves it from
    * awaiting to running (of several workers resuming it, one goes on).

@@ -446,12 +446,13 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       }));
     },
     // Written behind, in the task's order: the call that starts next waits for it (callStarted), before it runs.
-    async checkpoint(taskId, state) {
+    async checkpoint(taskId, state, steps) {
       fencedBehind(taskId, async (query, fence) => {
-        const res = await query(`UPDATE tasks SET resume_state = $3 WHERE ${HELD}`, [
+        const res = await query(`UPDATE tasks SET resume_state = $3, steps = $4 WHERE ${HELD}`, [
           taskId,
           fence,
           JSON.stringify(state),
+          steps,
         ]);
         if (res.rowCount) await query('DELETE FROM task_calls WHERE task_id = $1', [taskId]);
         return res.rowCount ?? 0;
@@ -487,15 +488,15 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
           ).rowCount ?? 0,
       );
     },
-    async pause(taskId, pendingApproval, state) {
+    async pause(taskId, pendingApproval, state, steps) {
       await fencedWrite(
         taskId,
         async (query, fence) =>
           (
             await query(
-              `UPDATE tasks SET status = 'awaiting_approval', pending_approval = $3, resume_state = $4, decision = NULL,
-             lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
-              [taskId, fence, JSON.stringify(pendingApproval), JSON.stringify(state)],
+              `UPDATE tasks SET status = 'awaiting_approval', pending_approval = $3, resume_state = $4, steps = $5,
+             decision = NULL, lease_owner = NULL, lease_until = NULL WHERE ${HELD}`,
+              [taskId, fence, JSON.stringify(pendingApproval), JSON.stringify(state), steps],
             )
           ).rowCount ?? 0,
       );

@@ -123,7 +123,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     lastSeq: db.prepare<[string], { seq: number | null }>(
       'SELECT MAX(seq) AS seq FROM task_events WHERE task_id = ?',
     ),
-    checkpoint: db.prepare(`UPDATE tasks SET resume_state = @state WHERE ${HELD}`),
+    checkpoint: db.prepare(`UPDATE tasks SET resume_state = @state, steps = @steps WHERE ${HELD}`),
     dropCalls: db.prepare('DELETE FROM task_calls WHERE task_id = ?'),
     callStarted: db.prepare(
       `INSERT OR REPLACE INTO task_calls (task_id, idx, call_id, finished, result)
@@ -158,7 +158,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     ),
     pause: db.prepare(
       `UPDATE tasks SET status = 'awaiting_approval', pending_approval = @pending, resume_state = @state,
-       decision = NULL, lease_owner = NULL, lease_until = NULL
+       steps = @steps, decision = NULL, lease_owner = NULL, lease_until = NULL
        WHERE task_id = @task AND ((@fence IS NULL AND status IN ('queued', 'running', 'awaiting_approval'))
        OR (fence = @fence AND lease_until > @now))`,
     ),
@@ -374,10 +374,10 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       return { seq, type, at, duration_ms: durationMs, data } as TaskEvent;
     },
     // Written behind: the call that starts next commits them (callStarted), before it runs.
-    async checkpoint(taskId, state) {
+    async checkpoint(taskId, state, steps) {
       const text = JSON.stringify(state);
       writeBehind(taskId, (p) => {
-        const changed = q.checkpoint.run({ ...p, state: text }).changes;
+        const changed = q.checkpoint.run({ ...p, state: text, steps }).changes;
         if (changed) q.dropCalls.run(taskId);
         return changed;
       });
@@ -396,9 +396,9 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
      * Records that the task waits for `pending`, with the loop state to resume from: committed at once, after
      * the events queued before it (a failure throws: a pause nobody can find would never be decided).
      */
-    async pause(taskId, pending, state) {
+    async pause(taskId, pending, state, steps) {
       const [p, s] = [JSON.stringify(pending), JSON.stringify(state)];
-      write(taskId, (params) => q.pause.run({ ...params, pending: p, state: s }).changes);
+      write(taskId, (params) => q.pause.run({ ...params, pending: p, state: s, steps }).changes);
       leases.drop(taskId);
     },
     /** The task runs again (its approval was decided), under this worker's lease; committed at once. */

@@ -3,7 +3,14 @@ import { currentRequestId } from '../../lib/request-id.ts';
 import type { TokenCounter } from '../../lib/tokens.ts';
 import { withSpanHolder } from '../../lib/tracing.ts';
 import type { Model } from '../clients/model.ts';
-import type { EventType, ExecuteTaskResponse, PendingApproval, Task, ToolExposure } from '../contract.ts';
+import type {
+  EventType,
+  ExecuteTaskResponse,
+  PendingApproval,
+  Task,
+  TaskEvent,
+  ToolExposure,
+} from '../contract.ts';
 import { type LoopSnapshot, runLoop } from '../loop/loop.ts';
 import type { RecordedCall } from '../loop/recovery.ts';
 import type { ApprovalDecision } from '../loop/tool-step.ts';
@@ -194,7 +201,12 @@ export function launchTask(
       );
       // The event first: the pause commits it with the paused state.
       emit('approval_needed', { ...pending });
-      await w.deps.store.pause(taskId, pending, traced ? { ...snapshot, trace: traced.stored() } : snapshot);
+      await w.deps.store.pause(
+        taskId,
+        pending,
+        traced ? { ...snapshot, trace: traced.stored() } : snapshot,
+        snapshot.steps,
+      );
     }
     w.paused.add(taskId);
     // A paused task takes no slot: a queued one may start.
@@ -257,13 +269,18 @@ export function launchTask(
       const resume = opts.resume
         ? { snapshot: opts.resume.snapshot, decision: await decide(opts.resume.pending) }
         : undefined;
+      // Starting over, the task's own events say what was primed for it the first time.
+      const primed =
+        recovered && !recovered.snapshot && task.prime
+          ? primedIn(await w.deps.store.events(taskId))
+          : undefined;
       return runLoop(
         {
           sessionId,
           goal: task.goal,
           maxSteps,
           resume,
-          recovered,
+          recovered: recovered && { ...recovered, primed },
           exposure: task.exposure,
           prime: task.prime,
         },
@@ -279,7 +296,7 @@ export function launchTask(
           trace: traced,
           journal: {
             checkpoint: (snapshot) =>
-              w.deps.store.checkpoint(taskId, checkpointOf(snapshot, traced?.stored())),
+              w.deps.store.checkpoint(taskId, checkpointOf(snapshot, traced?.stored()), snapshot.steps),
             started: (index, callId) => w.deps.store.callStarted(taskId, index, callId),
             finished: (index, callId, result) => w.deps.store.callFinished(taskId, index, callId, result),
           },
@@ -385,4 +402,13 @@ export function launchTask(
   // A task that could not record its end rejects `done` for its waiters; nobody waiting is no crash.
   done.catch((err: unknown) => w.deps.log.error({ err, task: taskId }, 'a task ended unrecorded'));
   return { task_id: taskId, session_id: sessionId, done, status: 'running' as 'running' | 'queued' };
+}
+
+/** The toolsets a task's goal priming activated, from its events (loop/prime.ts emits them marked `primed`). */
+function primedIn(events: readonly TaskEvent[]): string[] {
+  return events.flatMap((e) =>
+    e.type === 'toolset_change' && e.data.primed === true && e.data.action === 'ACTIVATE'
+      ? e.data.toolset_ids
+      : [],
+  );
 }

@@ -171,6 +171,35 @@ describe('tasks and their steps', () => {
     progress.onEvent(event);
     expect(drawn).toMatch(/step 1 · thinking… .* 90\.0s$/);
   });
+  it('says who decided an approval and why', () => {
+    let drawn = '';
+    const progress = createProgress({
+      write: (t) => {
+        drawn += t;
+      },
+      style: createStyle(false),
+      live: false,
+    });
+    const decided = (data: Record<string, unknown>): TaskEvent => ({
+      seq: 3,
+      type: 'approval_decided',
+      at: '2026-01-01T10:00:00Z',
+      duration_ms: null,
+      data: { call_id: 'call_1', ...data },
+    });
+    progress.onEvent(decided({ approved: true, decided_by: 'operator (GATEWAY_ADMIN_TOKEN)' }));
+    progress.onEvent(
+      decided({
+        approved: false,
+        decided_by: 'user (AGENT_API_TOKEN)',
+        reason: 'not today',
+        message: 'a human denied it, decided by user (AGENT_API_TOKEN): not today',
+      }),
+    );
+    expect(drawn).toBe(
+      '  ✓ approved by operator (GATEWAY_ADMIN_TOKEN)\n  ✗ not approved by user (AGENT_API_TOKEN): not today\n',
+    );
+  });
 });
 
 describe('the saving, counted from what is known', () => {
@@ -249,7 +278,7 @@ describe('one approvals surface', () => {
     const approved = await cli(s, 'approvals', 'approve', id);
     expect(approved.code).toBe(0);
     expect(approved.stdout).toMatch(
-      /^approved: write_file .*\n {2}the MCP client gets it when it sends the same call again\n$/,
+      /^approved by local: write_file .*\n {2}the MCP client gets it when it sends the same call again\n$/,
     );
     const retried = await client.callTool({ name: 'call_tool', arguments: { ...write, session } });
     expect(retried.isError).toBeFalsy();

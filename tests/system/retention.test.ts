@@ -180,7 +180,7 @@ describe('retention (issue 15 §4)', () => {
     }
     await store.createTask('task_old_running', 's', 'still running');
     await store.createTask('task_old_paused', 's', 'waits for a human');
-    await store.pause('task_old_paused', { approval_id: 'apr_1' }, { messages: [] });
+    await store.pause('task_old_paused', { approval_id: 'apr_1' }, { messages: [] }, 1);
     await store.createTask('task_new', 's', 'new');
     await store.finishTask('task_new', outcome);
     await store.flush();

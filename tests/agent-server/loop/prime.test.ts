@@ -37,6 +37,8 @@ describe('goal-primed toolsets', () => {
     expect(String(user?.content)).toContain('toolshift activated database_tools for this goal');
     // The model's DEACTIVATE took them away again.
     for (const name of DB_TOOLS) expect(second).not.toContain(name);
+    // The primed toolset is among those the task used.
+    expect(result.toolsets_used).toContain('database_tools');
     const events = await eventsOf(stack, result.task_id);
     const change = events.find((e) => e.type === 'toolset_change');
     expect(change?.data).toMatchObject({
@@ -64,6 +66,50 @@ describe('goal-primed toolsets', () => {
     expect(rows.some(([kind, actor]) => kind === 'activate' && String(actor).startsWith('model'))).toBe(
       false,
     );
+  });
+
+  it('a task taken over before its first checkpoint starts again with the priming note in its first request', async () => {
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    let asked: () => void = () => {};
+    const firstAsked = new Promise<void>((r) => {
+      asked = r;
+    });
+    // The first agent-server stops while the model thinks over the first request: nothing is checkpointed.
+    const a = await makeStack({
+      model: new ScriptedModel([
+        async () => {
+          asked();
+          await held;
+          return answer('too late');
+        },
+      ]),
+      prime: true,
+    });
+    const submitted = await a.post(a.agentApp, '/agent/execute_task', { goal: SHOP, wait: false });
+    const taskId = submitted.body.task_id as string;
+    await firstAsked;
+    const closing = a.close(true);
+    release();
+    await closing;
+    const model = new ScriptedModel([answer('done')]);
+    stack = await makeStack({ model, prime: true, dataDir: a.dataDir });
+    await expect
+      .poll(async () => (await stack?.get(stack.agentApp, `/agent/tasks/${taskId}`))?.body.status, {
+        timeout: 5000,
+      })
+      .toBe('completed');
+    const events = await eventsOf(stack, taskId);
+    expect(events.find((e) => e.type === 'task_resumed')?.data).toMatchObject({ step: null });
+    // Its first request again carries the tools and tells the model why, as the first time did.
+    for (const name of DB_TOOLS) expect(model.toolNames()[0]).toContain(name);
+    const user = model.requests[0].messages.find((m) => m.role === 'user');
+    expect(String(user?.content)).toContain('toolshift activated database_tools for this goal');
+    expect((await stack.get(stack.agentApp, `/agent/tasks/${taskId}`)).body.toolsets_used).toEqual([
+      'database_tools',
+    ]);
   });
 
   it('prime nothing when the request says no, or when no toolset is certain for the goal', async () => {

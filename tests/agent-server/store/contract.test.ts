@@ -155,8 +155,9 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
     await first.createTask('task_p', 'ses', 'needs a human');
     first.appendEvent('task_p', 'task_started', null, {});
     first.appendEvent('task_p', 'approval_needed', null, { approval_id: 'apr_1' });
-    await first.pause('task_p', { approval_id: 'apr_1', call_id: 'call_1' }, { messages: ['m'] });
-    expect((await first.getTask('task_p'))?.status).toBe('awaiting_approval');
+    await first.pause('task_p', { approval_id: 'apr_1', call_id: 'call_1' }, { messages: ['m'] }, 2);
+    // A waiting task shows the steps it took before it paused, not 0.
+    expect(await first.getTask('task_p')).toMatchObject({ status: 'awaiting_approval', steps: 2 });
     await first.close();
 
     const second = await place.open();
@@ -180,12 +181,13 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
     const first = await place.open();
     await first.createTask('task_run', 'ses', 'running', { request: { maxSteps: 3 } });
     first.appendEvent('task_run', 'task_started', null, {});
-    await first.checkpoint('task_run', { step: 1 });
+    await first.checkpoint('task_run', { step: 1 }, 1);
+    expect((await first.getTask('task_run'))?.steps).toBe(1);
     await first.callStarted('task_run', 0, 'call_a');
     await first.callFinished('task_run', 0, 'call_a', { message: 'a done' });
     await first.callStarted('task_run', 1, 'call_b');
     await first.createTask('task_wait', 'ses', 'paused');
-    await first.pause('task_wait', { approval_id: 'a' }, {});
+    await first.pause('task_wait', { approval_id: 'a' }, {}, 1);
     await first.createTask('task_done', 'ses', 'done');
     await first.finishTask('task_done', outcome('completed', 'ok'));
     await first.close();
@@ -213,7 +215,7 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
       expect(await second.claim('task_run')).toBeUndefined();
       expect(second.appendEvent('task_run', 'task_resumed', null, {}).seq).toBe(2);
       // A new checkpoint (the next reply) leaves the last reply's call records behind.
-      await second.checkpoint('task_run', { step: 2 });
+      await second.checkpoint('task_run', { step: 2 }, 1);
       expect(await second.calls('task_run')).toEqual([]);
       await second.finishTask('task_run', outcome('completed', 'at last'));
       expect((await second.events('task_run')).map((e) => [e.seq, e.type])).toEqual([
@@ -232,7 +234,7 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
     try {
       await slow.createTask('task_l', 'ses', 'lapses');
       slow.appendEvent('task_l', 'task_started', null, {});
-      await slow.checkpoint('task_l', { by: 'slow' });
+      await slow.checkpoint('task_l', { by: 'slow' }, 1);
       await new Promise((r) => setTimeout(r, 700));
       expect(await other.requeueLapsed()).toEqual([]);
       // The worker stops (its heartbeat with it): the lease lapses and the sweeper requeues the task.
@@ -257,7 +259,7 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
     try {
       await a.createTask('task_f', 'ses', 'fenced');
       a.appendEvent('task_f', 'task_started', null, {});
-      await a.checkpoint('task_f', { by: 'a' });
+      await a.checkpoint('task_f', { by: 'a' }, 1);
       await a.flush();
       // The sweeper judged a's lease lapsed (a froze) and b claimed the task: a higher fence.
       expect(await b.requeueLapsed(true)).toEqual(['task_f']);
@@ -269,7 +271,7 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
       await a.flush();
       expect(lost).toEqual(['task_f']);
       // The checkpoint is written behind: the call that would start after it is refused, with it.
-      await a.checkpoint('task_f', { by: 'a, late' });
+      await a.checkpoint('task_f', { by: 'a, late' }, 1);
       await expect(a.callStarted('task_f', 0, 'call_late')).rejects.toBeInstanceOf(LeaseLost);
       await a.callFinished('task_f', 0, 'call_late', { message: 'late' });
       await a.flush();
@@ -299,7 +301,7 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
     const store = await (await backend.fresh()).open();
     try {
       await store.createTask('task_d', 'ses', 'decide');
-      await store.pause('task_d', { call_id: 'call_1', kind: 'unknown_outcome' }, { s: 1 });
+      await store.pause('task_d', { call_id: 'call_1', kind: 'unknown_outcome' }, { s: 1 }, 1);
       expect(await store.decide('task_d', 'call_other', { approved: true })).toBe(false);
       expect(await store.decide('task_d', 'call_1', { approved: false, skipped: 'no' })).toBe(true);
       expect(await store.decide('task_d', 'call_1', { approved: true })).toBe(false);
@@ -459,7 +461,7 @@ describe('the SQLite task store on a database made before migrations were record
     const store = createTaskStore(openDatabase(file));
     try {
       expect((await store.getTask('task_old'))?.goal).toBe('from before');
-      await store.pause('task_old', { approval_id: 'a' }, { s: 1 });
+      await store.pause('task_old', { approval_id: 'a' }, { s: 1 }, 1);
       expect((await store.awaiting()).map((a) => a.state)).toEqual([{ s: 1 }]);
     } finally {
       await store.close();

@@ -1,0 +1,82 @@
+import type Database from 'better-sqlite3';
+import { Kysely, type Kysely as KyselyType, PostgresDialect, SqliteDialect } from 'kysely';
+import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
+import type { Pool } from '../postgres.ts';
+
+// One store per service, written once: its statements are built with Kysely, and run on either database —
+// SQLite through better-sqlite3 (the embedded default) or PostgreSQL through a pg pool (DATABASE_URL). What
+// differs between the two stays behind small named hooks in the store (SKIP LOCKED, LISTEN/NOTIFY); this
+// module only opens the one or the other and applies a component's migrations.
+//
+// SQLite: Kysely runs every statement through one connection, one at a time (its connection mutex), so a
+// transaction is never interleaved with another statement of the process. Its driver prepares each statement
+// anew; the handle given to it here keeps the prepared statements of the distinct SQL texts it has seen (a
+// store's statements are a fixed set, so the cache is bounded by the code, with a cap for safety).
+
+export type DialectName = 'sqlite' | 'postgres';
+
+/** A store's database: its Kysely handle over schema `DB`, and which of the two databases it is. */
+export interface StoreDb<DB> {
+  db: KyselyType<DB>;
+  dialect: DialectName;
+  /** Ends the pool or closes the SQLite handle. */
+  close(): Promise<void>;
+}
+
+/** At most this many prepared statements kept per SQLite handle; past it the oldest is dropped. */
+const PREPARED_CAP = 500;
+
+/** The handle Kysely's SQLite driver gets: better-sqlite3's, preparing each distinct SQL text once. */
+function preparedOnce(database: Database.Database) {
+  const prepared = new Map<string, Database.Statement>();
+  return {
+    prepare(sql: string) {
+      let stmt = prepared.get(sql);
+      if (!stmt) {
+        stmt = database.prepare(sql);
+        if (prepared.size >= PREPARED_CAP) prepared.delete(prepared.keys().next().value as string);
+        prepared.set(sql, stmt);
+      }
+      return stmt;
+    },
+    close: () => database.close(),
+  };
+}
+
+/** Kysely over an open better-sqlite3 handle (lib/sqlite.ts openDatabase: WAL, busy timeout). */
+export function sqliteDb<DB>(database: Database.Database): StoreDb<DB> {
+  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: preparedOnce(database) }) });
+  return { db, dialect: 'sqlite', close: () => db.destroy() };
+}
+
+/** Kysely over a pg pool (lib/postgres.ts openPostgres: bounded, statement time limit, reachability). */
+export function postgresDb<DB>(pool: Pool): StoreDb<DB> {
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  return { db, dialect: 'postgres', close: () => db.destroy() };
+}
+
+/**
+ * Applies `component`'s migrations (named so they sort in order: `001_tasks`, `002_…`) that the database has
+ * not had yet, each once, recorded in `<component>_migrations`. Concurrent starts on one PostgreSQL wait for
+ * each other (Kysely's migration lock). A failed migration throws, naming it; what it did is rolled back.
+ */
+export async function migrate<DB>(
+  store: StoreDb<DB>,
+  component: string,
+  migrations: Record<string, Migration>,
+): Promise<void> {
+  const provider: MigrationProvider = { getMigrations: async () => migrations };
+  const migrator = new Migrator({
+    db: store.db as unknown as KyselyType<unknown>,
+    provider,
+    migrationTableName: `${component}_migrations`,
+    migrationLockTableName: `${component}_migrations_lock`,
+  });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
+    throw new Error(`${component}: migration ${failed} failed: ${(error as Error).message ?? error}`, {
+      cause: error,
+    });
+  }
+}

@@ -179,13 +179,16 @@ describe('tasks and their steps', () => {
       },
       style: createStyle(false),
       live: false,
+      now: () => 0,
+      setInterval: () => 1,
+      clearInterval: () => {},
     });
-    const decided = (data: Record<string, unknown>): TaskEvent => ({
+    const decided = (data: { approved: boolean } & Record<string, unknown>): TaskEvent => ({
       seq: 3,
       type: 'approval_decided',
       at: '2026-01-01T10:00:00Z',
       duration_ms: null,
-      data: { call_id: 'call_1', ...data },
+      data: { call_id: 'call_1', approval_id: 'apr_1', ...data },
     });
     progress.onEvent(decided({ approved: true, decided_by: 'operator (GATEWAY_ADMIN_TOKEN)' }));
     progress.onEvent(

@@ -50,12 +50,13 @@ export function ridingOutages(
   const again = <T>(call: () => Promise<T>) => untilAnswered(call, signal, onWait);
   return {
     ...gateway,
-    listToolsets: (sessionId, query, s) => again(() => gateway.listToolsets(sessionId, query, s)),
-    manageToolsets: (sessionId, args, s) => again(() => gateway.manageToolsets(sessionId, args, s)),
-    tools: (sessionId, s) => again(() => gateway.tools(sessionId, s)),
-    callTool: (sessionId, name, args, s) => again(() => gateway.callTool(sessionId, name, args, s)),
-    getApproval: (id, s) => again(() => gateway.getApproval(id, s)),
-    renderPrompt: (name, args) => again(() => gateway.renderPrompt(name, args)),
+    // Every argument passed on as given (a call's idempotency key and fence above all).
+    listToolsets: (...a) => again(() => gateway.listToolsets(...a)),
+    manageToolsets: (...a) => again(() => gateway.manageToolsets(...a)),
+    tools: (...a) => again(() => gateway.tools(...a)),
+    callTool: (...a) => again(() => gateway.callTool(...a)),
+    getApproval: (...a) => again(() => gateway.getApproval(...a)),
+    renderPrompt: (...a) => again(() => gateway.renderPrompt(...a)),
     forTask: (taskId) => ridingOutages(gateway.forTask(taskId), signal, onWait),
   };
 }

@@ -4,25 +4,29 @@ import { loadConfig } from '../../lib/config.ts';
 import { type Listening, listen } from '../../lib/serve.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
 
-// Issue 16: the README's client snippets, as people paste them — Claude Desktop through mcp-remote, VS Code's
-// .vscode/mcp.json, Cursor's mcp.json — each in its client's documented shape, pointing at the gateway's
-// /mcp with the header that carries GATEWAY_MCP_TOKEN. Each is then resolved as its client would (mcp-remote's
-// --header and ${VAR} from env, VS Code's ${input:…}, Cursor's ${env:…}) and sent to a running gateway.
+// Issue 16: the client snippets, as people paste them — Claude Desktop through mcp-remote, VS Code's
+// .vscode/mcp.json, Cursor's mcp.json, a fixed view in Claude Code's .mcp.json — each in its client's documented
+// shape, pointing at the gateway's /mcp with the header that carries GATEWAY_MCP_TOKEN. They live in
+// docs/mcp-face.md's "Connect an MCP client"; the README's section of the same name shows one of them, which must be
+// one of those, word for word. Each is then resolved as its client would (mcp-remote's --header and ${VAR} from
+// env, VS Code's ${input:…}, Cursor's ${env:…}) and sent to a running gateway.
 
 const MCP_TOKEN = 'mcp-token-readme-1';
 
-/** The JSON blocks of the README's "Connect an MCP client" section, each with the paragraph before it. */
-function snippets(): { label: string; text: string }[] {
-  const readme = readFileSync('README.md', 'utf8');
-  const start = readme.indexOf('## Connect an MCP client');
-  expect(start, 'the README section "Connect an MCP client"').toBeGreaterThan(-1);
-  const end = readme.indexOf('\n## ', start + 1);
-  const section = readme.slice(start, end === -1 ? undefined : end);
+/** The JSON blocks of a page's "Connect an MCP client" section, each with the paragraph before it. */
+function snippetsOf(page: string): { label: string; text: string }[] {
+  const text = readFileSync(page, 'utf8');
+  const start = text.indexOf('## Connect an MCP client');
+  expect(start, `the section "Connect an MCP client" of ${page}`).toBeGreaterThan(-1);
+  const end = text.indexOf('\n## ', start + 1);
+  const section = text.slice(start, end === -1 ? undefined : end);
   const found: { label: string; text: string }[] = [];
   for (const m of section.matchAll(/((?:[^\n]+\n)+)\n```json\n([\s\S]*?)\n```/g))
     found.push({ label: m[1], text: m[2] });
   return found;
 }
+
+const snippets = () => snippetsOf('docs/mcp-face.md');
 
 /** The one snippet whose introducing paragraph names `client`. */
 function snippet(client: string): Record<string, any> {
@@ -83,7 +87,18 @@ async function initializeWith(url: string, headers: Record<string, string>, to =
   return res.status;
 }
 
-describe('the README’s MCP client snippets', () => {
+describe('the MCP client snippets (docs/mcp-face.md, and the README’s one)', () => {
+  it('the README shows one of docs/mcp-face.md’s snippets, word for word, introduced the same way', () => {
+    const readme = snippetsOf('README.md');
+    expect(readme).toHaveLength(1);
+    const docs = snippets();
+    expect(docs.length).toBeGreaterThanOrEqual(4);
+    const same = docs.find((d) => d.text === readme[0].text);
+    expect(same, 'the README’s snippet is one of docs/mcp-face.md’s').toBeTruthy();
+    const intro = (label: string) => label.trim().split('\n').at(-1);
+    expect(intro(readme[0].label)).toBe(intro(same?.label ?? ''));
+  });
+
   it('Claude Desktop through mcp-remote: mcpServers, a command with --header Authorization', async () => {
     const config = snippet('Claude Desktop');
     expect(Object.keys(config)).toEqual(['mcpServers']);

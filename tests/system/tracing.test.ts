@@ -16,7 +16,7 @@ import { type ReceivedSpan, spanTree, startOtlpReceiver } from '../helpers/otlp.
 // edge: its first answer is a 500 (retried), then it activates a native and an upstream toolset, calls a tool of
 // each, and writes a file the policy asks a human about; the test approves; the model answers. The upstream is
 // an SDK server (tests/fixtures/mcp/traced-server.mjs) recording the `_meta` of each call it receives.
-// PRINT_TRACE_TREE=1 prints the span trees (the README shows them).
+// PRINT_TRACE_TREE=1 prints the span trees (docs/operations.md shows them, under "Traces in a viewer").
 
 const FIXTURE = path.resolve('tests/fixtures/mcp/traced-server.mjs');
 const GOAL = 'Say hello through the echo server, list the workspace and write note.txt';
@@ -246,8 +246,8 @@ backend:
   }
 }
 
-/** The span trees as the README shows them: the task's two traces (not the MCP client's call), with a few attributes. */
-function readmeTree(spans: ReceivedSpan[]): string {
+/** The span trees as docs/operations.md shows them: the task's two traces (not the MCP client's call), with a few attributes. */
+function docsTree(spans: ReceivedSpan[]): string {
   const task = new Set(spans.filter((s) => s.name.startsWith('invoke_agent')).map((s) => s.traceId));
   return spanTree(
     spans.filter((s) => task.has(s.traceId)),
@@ -260,11 +260,12 @@ function readmeTree(spans: ReceivedSpan[]): string {
   );
 }
 
-/** The README's fenced block that starts with `trace `, trace ids left out. */
-function readmeBlock(): string {
-  const text = readFileSync('README.md', 'utf8');
+/** docs/operations.md's fenced block that starts with `trace `, trace ids left out. */
+function docsBlock(): string {
+  const text = readFileSync('docs/operations.md', 'utf8');
   const block = /```text\n(trace [^`]*?)```/.exec(text)?.[1];
-  if (!block) throw new Error('README.md shows no span tree (a ```text block starting with "trace ")');
+  if (!block)
+    throw new Error('docs/operations.md shows no span tree (a ```text block starting with "trace ")');
   return block.trim();
 }
 const withoutIds = (tree: string) => tree.replace(/\b[0-9a-f]{8}…/g, '…');
@@ -282,7 +283,7 @@ describe('traces of a task across the three services and an upstream server', ()
   beforeAll(async () => {
     run = await runTracedTask({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
     spans = run.receiver.spans();
-    if (process.env.PRINT_TRACE_TREE) console.log(readmeTree(spans));
+    if (process.env.PRINT_TRACE_TREE) console.log(docsTree(spans));
   }, 120_000);
 
   afterAll(async () => {
@@ -452,8 +453,8 @@ describe('traces of a task across the three services and an upstream server', ()
     expect(bytes).not.toContain(UPSTREAM_SECRET.slice(0, 6));
   });
 
-  it('the README shows this trace, span for span', () => {
-    expect(withoutIds(readmeBlock())).toBe(withoutIds(readmeTree(spans)));
+  it('docs/operations.md shows this trace, span for span', () => {
+    expect(withoutIds(docsBlock())).toBe(withoutIds(docsTree(spans)));
   });
 
   it("the gateway's MCP face continues the trace a client sends in params._meta", () => {

@@ -6,7 +6,7 @@ import { type FixtureTool, startMcpHttpServer, text } from '../../helpers/mcp-ht
 import { answer, ScriptedModel } from '../../helpers/scripted-model.ts';
 import { makeStack, type Stack } from '../../helpers/stack.ts';
 
-// The README's "Add an MCP server" flow: an upstream toolset made a default (`toolshift toolsets activate X`
+// docs/upstream-servers.md's "Add an MCP server" flow: an upstream toolset made a default (`toolshift toolsets activate X`
 // without --session) is offered with its tools to every session that has it — at once in the process that
 // made it, and in another process on the same store (a restart, a replica) on the first session that has it —
 // and an ACTIVATE of such a toolset answers its tools, not "+0 tokens".

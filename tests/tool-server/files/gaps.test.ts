@@ -240,7 +240,7 @@ describe('read_media_file', () => {
   });
 });
 
-describe('writes and links, as the README says', () => {
+describe('writes and links, as docs/toolsets.md says', () => {
   it('a write through a symlink inside the roots writes its target and the link stays', async () => {
     await writeFile(at('target.txt'), 'old');
     await symlink('target.txt', at('alias.txt'));

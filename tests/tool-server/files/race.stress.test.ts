@@ -132,7 +132,7 @@ describe('a directory swapped for an outward symlink while the file tools run', 
   }, async () => {
     const paths = await PathGuard.create({ roots: [root], readOnlyRoots: [] });
     expect(paths.raceFree).toBe(process.platform === 'linux');
-    if (!paths.raceFree) return; // README, File safety: without /proc this race is not covered
+    if (!paths.raceFree) return; // docs/toolsets.md, File safety: without /proc this race is not covered
     const ctx = { paths, maxReadBytes: 64 * 1024 };
     const registry = createRegistry(fileSystemTools);
     const before = await snapshot(outside);

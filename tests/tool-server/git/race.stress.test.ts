@@ -191,7 +191,7 @@ describe('a directory above a repository swapped for an outward symlink while th
       timeout: 40_000,
     }, async () => {
       expect(world.ctx.paths.raceFree).toBe(process.platform === 'linux');
-      if (!world.ctx.paths.raceFree) return; // README, Git safety: without /proc git is not pinned
+      if (!world.ctx.paths.raceFree) return; // docs/toolsets.md, Git safety: without /proc git is not pinned
       await expectInsideAnswers();
       const stats = await underSwaps(inPlaceMs, swappedMs);
       expect(stats.outside).toEqual([]);

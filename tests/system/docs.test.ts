@@ -235,3 +235,58 @@ describe('docs/toolsets.md', () => {
     expect(missing).toEqual([]);
   });
 });
+
+// docs/benchmarks.md's table of the committed run restates BENCHMARKS.md, the run `npm run bench` wrote: every
+// figure it gives for that run is one BENCHMARKS.md has, to the digits shown (a clause about an earlier run,
+// "… in the run before", aside). A new run that changes a figure fails here until the page says what it measured.
+
+/** The numbers of a text, commas dropped; not the digits of a name (`t01`, `o200k_base`). */
+const numbers = (text: string) =>
+  [...text.matchAll(/(?<![\w.])\d[\d,]*(?:\.\d+)?/g)].map((m) => m[0].replace(/,/g, ''));
+
+/** True when `stated` is one of `run`'s numbers (or a number of milliseconds in seconds) at its precision. */
+function fromRun(stated: string, run: string[]): boolean {
+  const digits = stated.split('.')[1]?.length ?? 0;
+  const scale = 10 ** digits;
+  const rounded = (n: number) => Math.round(n * scale + 1e-9) / scale;
+  return run.some(
+    (r) => rounded(Number(r)) === Number(stated) || rounded(Number(r) / 1000) === Number(stated),
+  );
+}
+
+/** Each figure of the page's committed-run table that BENCHMARKS.md does not have. */
+function unmeasured(page: string, benchmarks: string): string[] {
+  const run = numbers(benchmarks);
+  const start = page.indexOf('From the run committed with this version');
+  const table = page.slice(start).split('\n\n')[1] ?? '';
+  const out: string[] = [];
+  const rows = table
+    .split('\n')
+    .filter((line) => line.startsWith('|'))
+    .slice(2);
+  if (rows.length === 0) throw new Error('docs/benchmarks.md has no table of the committed run');
+  for (const row of rows) {
+    const [, figure, measured] = row.split('|');
+    const thisRun = measured
+      .split(/[;()]/)
+      .filter((clause) => !/\bbefore\b/.test(clause))
+      .join(' ');
+    for (const n of numbers(thisRun)) if (!fromRun(n, run)) out.push(`${figure.trim()}: ${n}`);
+  }
+  return out;
+}
+
+describe('docs/benchmarks.md', () => {
+  it('states, for the committed run, the figures BENCHMARKS.md has', () => {
+    const page = readFileSync('docs/benchmarks.md', 'utf8');
+    expect(page).toContain('From the run committed with this version');
+    expect(unmeasured(page, readFileSync('BENCHMARKS.md', 'utf8'))).toEqual([]);
+  });
+
+  it('finds a figure the run did not measure (the check can fail)', () => {
+    const page =
+      'From the run committed with this version:\n\n| figure | measured | goal |\n|---|---|---|\n' +
+      '| a | 1.77 s vs 2.26 s (0.79×; 0.70× in the run before) | ≤ 1 |\n| b | 4.1 s; 3.9 ms | – |\n';
+    expect(unmeasured(page, 'ready 1773.06 ms vs 2255.23 ms, 0.79; p99 4.05 s; 3.74 ms')).toEqual(['b: 3.9']);
+  });
+});

@@ -58,7 +58,9 @@ export function postgresDb<DB>(pool: Pool): StoreDb<DB> {
 /**
  * Applies `component`'s migrations (named so they sort in order: `001_tasks`, `002_…`) that the database has
  * not had yet, each once, recorded in `<component>_migrations`. Concurrent starts on one PostgreSQL wait for
- * each other (Kysely's migration lock). A failed migration throws, naming it; what it did is rolled back.
+ * each other (Kysely's migration lock). A failed migration throws, naming it. On PostgreSQL what it did is
+ * rolled back; on SQLite the Migrator runs it outside a transaction (Kysely's SQLite adapter declares no
+ * transactional DDL), so a migration of several statements there opens its own.
  */
 export async function migrate<DB>(
   store: StoreDb<DB>,

@@ -88,8 +88,10 @@ describe('the stdio upstream pool', () => {
 
   it('a waiting call that runs out of time is not sent', async () => {
     const s = server('slow', { maxConcurrentCalls: 1 });
-    const first = s.append('first', 800);
-    await vi.waitFor(async () => expect(await s.lines()).toEqual(['first']));
+    // Held long enough that the late call's 200 ms wait ends while it still runs, however slowly the machine
+    // notices it started.
+    const first = s.append('first', 3000);
+    await vi.waitFor(async () => expect(await s.lines()).toEqual(['first']), { timeout: 2500, interval: 20 });
     await expect(s.append('late', 0, 200)).rejects.toThrow(/waited 200 ms for one of the 1 calls in flight/);
     await first;
     await new Promise((r) => setTimeout(r, 100));

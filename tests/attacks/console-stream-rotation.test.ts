@@ -54,7 +54,13 @@ async function serve(what: string, extra: Record<string, string>, url: string): 
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${what} exited: ${log}`);
-    if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) return child;
+    if (
+      await fetch(`${url}/health`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return child;
     if (Date.now() > deadline) throw new Error(`${what} did not start: ${log}`);
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -86,7 +92,11 @@ beforeAll(async () => {
   await serve('tool-server', {}, `http://127.0.0.1:${ports.t}`);
   await serve('mcp-gateway', {}, `http://127.0.0.1:${ports.g}`);
   // The agent-server does not hold the operator's token: the gateway vouches for it.
-  await serve('agent-server', { GATEWAY_ADMIN_TOKEN: 'ts_admin_agentSideNotTheOperators0123' }, `http://127.0.0.1:${ports.a}`);
+  await serve(
+    'agent-server',
+    { GATEWAY_ADMIN_TOKEN: 'ts_admin_agentSideNotTheOperators0123' },
+    `http://127.0.0.1:${ports.a}`,
+  );
 }, 180_000);
 
 afterAll(async () => {
@@ -106,7 +116,10 @@ describe("an operator's console stream after GATEWAY_ADMIN_TOKEN is rotated", ()
     });
     expect(login.status, await login.clone().text()).toBe(200);
     const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0];
-    const api = { authorization: `Bearer ${BASE_TOKENS.AGENT_API_TOKEN}`, 'content-type': 'application/json' };
+    const api = {
+      authorization: `Bearer ${BASE_TOKENS.AGENT_API_TOKEN}`,
+      'content-type': 'application/json',
+    };
     const started = await fetch(`${agent}/agent/execute_task`, {
       method: 'POST',
       headers: api,
@@ -168,7 +181,10 @@ describe("an operator's console stream after GATEWAY_ADMIN_TOKEN is rotated", ()
 describe('a task while its gateway restarts (issue 32: "a cluster that rides out a lost gateway")', () => {
   it('a task submitted while the gateway restarts waits for it instead of failing', async () => {
     const agent = `http://127.0.0.1:${ports.a}`;
-    const api = { authorization: `Bearer ${BASE_TOKENS.AGENT_API_TOKEN}`, 'content-type': 'application/json' };
+    const api = {
+      authorization: `Bearer ${BASE_TOKENS.AGENT_API_TOKEN}`,
+      'content-type': 'application/json',
+    };
     const gw = children.filter((c) => c.exitCode === null).at(-1) as ChildProcess;
     gw.kill('SIGTERM');
     await new Promise((r) => gw.once('exit', r));

@@ -71,8 +71,14 @@ beforeAll(async () => {
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`serve exited: ${log}`);
-    const up = await fetch(`${agent}/health`).then((r) => r.ok, () => false);
-    const upG = await fetch(`${gateway}/health`).then((r) => r.ok, () => false);
+    const up = await fetch(`${agent}/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    const upG = await fetch(`${gateway}/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (up && upG) break;
     if (Date.now() > deadline) throw new Error(`serve did not start: ${log}`);
     await new Promise((r) => setTimeout(r, 200));
@@ -108,7 +114,11 @@ describe('every route during a PostgreSQL outage', () => {
       await new Promise((r) => setTimeout(r, 3000));
       const requests: [string, string, RequestInit][] = [
         ['console page (cookie)', `${agent}/console/`, { headers: { cookie }, redirect: 'manual' }],
-        ['console tasks page (cookie)', `${agent}/console/tasks`, { headers: { cookie }, redirect: 'manual' }],
+        [
+          'console tasks page (cookie)',
+          `${agent}/console/tasks`,
+          { headers: { cookie }, redirect: 'manual' },
+        ],
         ['API tasks (cookie)', `${agent}/agent/tasks`, { headers: { cookie } }],
         [
           'console login',
@@ -144,7 +154,11 @@ describe('every route during a PostgreSQL outage', () => {
           {
             method: 'POST',
             headers: { ...json, ...bearer(TOKENS.GATEWAY_AGENT_TOKEN) },
-            body: JSON.stringify({ action: 'ACTIVATE', toolset_ids: ['file_system_tools'], session_id: 'ses_outage' }),
+            body: JSON.stringify({
+              action: 'ACTIVATE',
+              toolset_ids: ['file_system_tools'],
+              session_id: 'ses_outage',
+            }),
           },
         ],
         [
@@ -153,10 +167,18 @@ describe('every route during a PostgreSQL outage', () => {
           {
             method: 'POST',
             headers: { ...json, ...bearer(TOKENS.GATEWAY_AGENT_TOKEN) },
-            body: JSON.stringify({ session_id: 'ses_outage', arguments: { path: 'x' }, idempotency_key: 'k1' }),
+            body: JSON.stringify({
+              session_id: 'ses_outage',
+              arguments: { path: 'x' },
+              idempotency_key: 'k1',
+            }),
           },
         ],
-        ['gateway approvals', `${gateway}/mcp/admin/approvals`, { headers: bearer(TOKENS.GATEWAY_ADMIN_TOKEN) }],
+        [
+          'gateway approvals',
+          `${gateway}/mcp/admin/approvals`,
+          { headers: bearer(TOKENS.GATEWAY_ADMIN_TOKEN) },
+        ],
         [
           'gateway MCP initialize',
           `${gateway}/mcp`,

@@ -11,7 +11,11 @@ import { makeStack, type Stack } from '../helpers/stack.ts';
 // another session's call (a task's, over REST) is refused at once: the starvation item 4 was about, by a
 // flood spread over many sessions instead of one.
 
-const TOKENS = { admin: 'admin-token-sybil-xxxx', agent: 'agent-token-sybil-xxxx', mcp: 'mcp-token-sybil-xxxxxx' };
+const TOKENS = {
+  admin: 'admin-token-sybil-xxxx',
+  agent: 'agent-token-sybil-xxxx',
+  mcp: 'mcp-token-sybil-xxxxxx',
+};
 
 let stack: Stack | undefined;
 let upstream: Awaited<ReturnType<typeof startMcpHttpServer>> | undefined;
@@ -98,16 +102,26 @@ describe('fair upstream slots, flooded from many sessions of one MCP client', ()
 
     // The victim: a task's session over the agent's REST route, one call.
     const s = stack;
-    const on = await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
-      action: 'ACTIVATE',
-      toolset_ids: ['shared'],
-      session_id: 'ses_victim',
-    }, AGENT);
+    const on = await s.post(
+      s.gatewayApp,
+      '/mcp/admin/toolsets',
+      {
+        action: 'ACTIVATE',
+        toolset_ids: ['shared'],
+        session_id: 'ses_victim',
+      },
+      AGENT,
+    );
     expect(on.status).toBe(200);
-    const victim = s.post(s.gatewayApp, '/mcp/tools/slow/call', {
-      session_id: 'ses_victim',
-      arguments: { who: 'victim' },
-    }, AGENT);
+    const victim = s.post(
+      s.gatewayApp,
+      '/mcp/tools/slow/call',
+      {
+        session_id: 'ses_victim',
+        arguments: { who: 'victim' },
+      },
+      AGENT,
+    );
     // Let the flood drain slowly, one held call at a time, so the victim has its turn if it waits.
     const drain = setInterval(() => holds.shift()?.(), 100);
     try {

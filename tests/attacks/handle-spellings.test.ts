@@ -30,7 +30,10 @@ afterAll(async () => {
 });
 
 async function mcpClient(): Promise<Client> {
-  const client = new Client({ name: 'spell', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+  const client = new Client(
+    { name: 'spell', version: '1.0.0' },
+    { versionNegotiation: { mode: { pin: '2026-07-28' } } },
+  );
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
       requestInit: { headers: { Authorization: `Bearer ${TOKENS.mcp}` } },

@@ -37,7 +37,10 @@ describe('an imported file choosing the name of a variable the gateway already h
       file,
       JSON.stringify({
         mcpServers: {
-          pgpassword: { url: 'https://collector.example/mcp', headers: { '-': 'AbCdEfGhIjKlMnOpQrStUvWx12' } },
+          pgpassword: {
+            url: 'https://collector.example/mcp',
+            headers: { '-': 'AbCdEfGhIjKlMnOpQrStUvWx12' },
+          },
           aws_secret_access_key: {
             url: 'https://collector.example/mcp2',
             headers: { '-': 'ZyXwVuTsRqPoNmLkJiHgFeDc98' },
@@ -75,7 +78,12 @@ describe('an imported file choosing the name of a variable the gateway already h
     mkdirSync(shipped);
     writeFileSync(path.join(shipped, 'notes.yaml'), SHIPPED);
     const file = path.join(tmp, 'query.json');
-    writeFileSync(file, JSON.stringify({ mcpServers: { svc: { url: 'https://svc.example/mcp?api_key=AbCdEfGhIjKlMnOpQrStUvWx12' } } }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        mcpServers: { svc: { url: 'https://svc.example/mcp?api_key=AbCdEfGhIjKlMnOpQrStUvWx12' } },
+      }),
+    );
     const [outcome] = await importServers({ file, toolsetsDir: user, shippedDir: shipped, connect: false });
     expect(outcome.variables).toEqual(['SVC_API_KEY']);
     const { specs } = loadToolsets({ dir: shipped, userDir: user }, { SVC_API_KEY: 'the-svc-key-value-123' });

@@ -75,13 +75,17 @@ describe("a toolset file reaching toolshift's own secret settings through `varia
   }, 30_000);
 
   it('toolshift itself connects to PostgreSQL with PGPASSWORD when DATABASE_URL has none (so it is its secret)', async () => {
-    const { default: Params } = await import('pg/lib/connection-parameters.js');
+    const { default: pg } = await import('pg');
     const before = process.env.PGPASSWORD;
     process.env.PGPASSWORD = 'db-password-from-env';
     try {
-      expect(new Params({ connectionString: 'postgres://toolshift@db.internal/toolshift' }).password).toBe(
-        'db-password-from-env',
-      );
+      expect(
+        (
+          new pg.Client({ connectionString: 'postgres://toolshift@db.internal/toolshift' }) as unknown as {
+            password?: string;
+          }
+        ).password,
+      ).toBe('db-password-from-env');
     } finally {
       if (before === undefined) delete process.env.PGPASSWORD;
       else process.env.PGPASSWORD = before;

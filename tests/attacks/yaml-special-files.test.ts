@@ -78,9 +78,10 @@ describe('a named pipe where a YAML file is expected', () => {
        console.log(JSON.stringify(r.warnings));`,
       8_000,
     );
-    expect(res.finished, 'loadToolsets hung reading a FIFO (the gateway start / reload blocks for good)').toBe(
-      true,
-    );
+    expect(
+      res.finished,
+      'loadToolsets hung reading a FIFO (the gateway start / reload blocks for good)',
+    ).toBe(true);
     expect(res.stdout).toContain('evil.yaml');
   }, 20_000);
 

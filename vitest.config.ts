@@ -26,6 +26,7 @@ export default defineConfig({
       fast('agent-server'),
       fast('cli'),
       fast('lib'),
+      fast('attacks'),
       { extends: true, test: { name: 'system', include: ['tests/system/**/*.test.ts', `tests/${STRESS}`] } },
       // The web console in real headless Chromium (Debian's chromium, driven by playwright-core).
       {

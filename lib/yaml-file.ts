@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { type Document, LineCounter, parseDocument } from 'yaml';
 
 // Every YAML file an operator or a user writes (toolsets, the policy, prompts) is read here, so that each
@@ -58,19 +58,34 @@ export function parseYamlText(text: string, file: string, hint?: (text: string) 
   return { doc, lines, value };
 }
 
-/** The text of a configuration file (YAML or JSON), at most MAX_YAML_FILE_BYTES; else YamlFileError. */
+/**
+ * The text of a configuration file (YAML or JSON), at most MAX_YAML_FILE_BYTES; else YamlFileError. Only a
+ * regular file is read: it is opened without blocking and checked on the open descriptor (a named pipe, a
+ * device or a directory — or a link to one — is that file's error, not a load that never ends), and no more
+ * than the bound is read whatever its size said.
+ */
 export function readConfigText(file: string): string {
+  let fd: number | undefined;
   try {
-    const size = statSync(file).size;
-    if (size > MAX_YAML_FILE_BYTES) {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+    const stat = fstatSync(fd);
+    if (!stat.isFile())
+      throw new YamlFileError(`${file}: not a regular file; a configuration file must be one`);
+    const buf = Buffer.alloc(Math.min(stat.size, MAX_YAML_FILE_BYTES) + 1);
+    let length = 0;
+    for (let n = 1; n > 0 && length < buf.length; length += n)
+      n = readSync(fd, buf, length, buf.length - length, null);
+    if (length > MAX_YAML_FILE_BYTES || stat.size > MAX_YAML_FILE_BYTES) {
       throw new YamlFileError(
-        `${file}: ${size} bytes, more than the ${MAX_YAML_FILE_BYTES} a configuration file may have`,
+        `${file}: ${Math.max(stat.size, length)} bytes, more than the ${MAX_YAML_FILE_BYTES} a configuration file may have`,
       );
     }
-    return readFileSync(file, 'utf8');
+    return buf.toString('utf8', 0, length);
   } catch (err) {
     if (err instanceof YamlFileError) throw err;
     throw new YamlFileError(`${file}: cannot be read: ${(err as Error).message}`);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
 

@@ -12,11 +12,13 @@ export const PUBLIC_VARIABLES: ReadonlySet<string> = new Set(['TOOLSHIFT_DATA_DI
 
 /** Every variable toolshift reads as a setting (lib/config.ts), and the families its settings come in. */
 const SETTINGS: ReadonlySet<string> = new Set(Object.keys(EnvSchema.shape));
-const SETTING_FAMILY = /^(OPENAI|TOOLSHIFT)_/;
+// Also what its libraries read from the environment: libpq's PG* (the pg driver takes PGPASSWORD, PGUSER,
+// PGHOST … when DATABASE_URL leaves them out) and Node's own NODE_* (NODE_OPTIONS, NODE_EXTRA_CA_CERTS …).
+const SETTING_FAMILY = /^(OPENAI_|TOOLSHIFT_|PG[A-Z]|NODE_)/;
 
 /**
- * True for one of toolshift's own settings (its model key, database URL, tokens, any OPENAI_* or
- * TOOLSHIFT_*): a toolset file gets its value only when allow_toolshift_settings names it. The public paths
+ * True for one of toolshift's own settings (its model key, database URL, tokens, any OPENAI_*,
+ * TOOLSHIFT_*, PG* or NODE_*): a toolset file gets its value only when allow_toolshift_settings names it. The public paths
  * (PUBLIC_VARIABLES) are not: the gateway fills them with its resolved directories.
  */
 export function isToolshiftSetting(name: string): boolean {

@@ -21,6 +21,12 @@ const upper = (s: string) =>
     .replace(/[^A-Z0-9]+/g, '_')
     .replace(/^_+|_+$/g, '');
 
+/** Whether the importing process's environment holds `name` with a value other than `value`. */
+function inEnvironment(name: string, value: string): boolean {
+  const held = process.env[name];
+  return held !== undefined && held !== value;
+}
+
 /** A server's block with secrets replaced, the variables it now needs, and a redactor for messages. */
 export interface SecretReferences {
   block: Record<string, unknown>;
@@ -45,12 +51,21 @@ export function secretReferences(
   claimed: Map<string, string>,
 ): SecretReferences {
   const found: Record<string, string> = {};
-  const reference = (wanted: string, value: string) => {
-    let name = upper(wanted) || `${upper(id)}_SECRET`;
+  const reference = (wanted: string, value: string, own = false) => {
+    const prefix = `${upper(id) || 'SERVER'}_`;
+    let name = upper(wanted);
+    // A name the import makes up always carries the server's id (the file chooses the id and the key, so
+    // it could otherwise choose PGPASSWORD or AWS_SECRET_ACCESS_KEY, which the gateway would fill with its
+    // own); a stdio server's env key keeps its name, as the server reads it.
+    if (!own && !name.startsWith(prefix)) name = `${prefix}${name || 'SECRET'}`;
+    if (!name || name === prefix) name = `${prefix}SECRET`;
     // A server's own value never takes the name of one of toolshift's settings (its OPENAI_API_KEY is not
     // toolshift's): the gateway would not give a toolset that variable.
-    if (isToolshiftSetting(name)) name = `${upper(id)}_${name}`;
+    if (isToolshiftSetting(name)) name = `${prefix}${name}`;
     if (isToolshiftSetting(name)) name = `IMPORTED_${name}`;
+    // Nor the name of a variable this environment already holds with another value: it would be filled
+    // with that one, sent to a server the file chose.
+    for (let n = 2; !own && inEnvironment(name, value); n++) name = `${prefix}${upper(wanted)}_${n}`;
     if (claimed.has(name) && claimed.get(name) !== value) name = `${upper(id)}_${name}`;
     for (let n = 2; claimed.has(name) && claimed.get(name) !== value; n++)
       name = `${upper(id)}_${upper(wanted)}_${n}`;
@@ -79,7 +94,7 @@ export function secretReferences(
     const env: Record<string, string> = {};
     for (const [key, value] of Object.entries(server.env ?? {})) {
       env[key] =
-        keep(value) || !(SECRET_NAME.test(key) || looksSecret(value)) ? value : reference(key, value);
+        keep(value) || !(SECRET_NAME.test(key) || looksSecret(value)) ? value : reference(key, value, true);
     }
     if (Object.keys(env).length > 0) block.env = env;
     if (server.cwd) block.cwd = server.cwd;
@@ -90,7 +105,8 @@ export function secretReferences(
         url.searchParams.set(key, reference(`${id}_${key}`, value));
       }
     }
-    block.url = decodeURI(url.toString());
+    // The references written as ${NAME}, not %24%7BNAME%7D: decodeURI leaves a reserved character's escape.
+    block.url = decodeURI(url.toString()).replace(/%24\{/g, '${');
     const headers: Record<string, string> = {};
     for (const [key, value] of Object.entries(server.headers ?? {})) {
       const scheme = /^(Bearer|Basic|Token)\s+(.+)$/i.exec(value);

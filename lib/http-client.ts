@@ -13,15 +13,24 @@ export interface ServiceEndpoint {
   timeoutMs?: number;
 }
 
+/** The response header naming the service that answered (agent-server, mcp-gateway, tool-server). */
+export const SERVICE_HEADER = 'x-toolshift-service';
+
 /** A non-2xx answer from another service, carrying its status and its `error` message. */
 export class ServiceError extends Error {
   readonly status: number;
   readonly body: unknown;
+  /**
+   * The toolshift service that gave this answer (its SERVICE_HEADER); absent when something else did — a
+   * balancer or proxy between the two — or no answer came at all.
+   */
+  service?: string;
 
-  constructor(status: number, message: string, body: unknown, options?: ErrorOptions) {
+  constructor(status: number, message: string, body: unknown, options?: ErrorOptions & { service?: string }) {
     super(message, options);
     this.status = status;
     this.body = body;
+    if (options?.service) this.service = options.service;
     this.name = new.target.name;
   }
 }
@@ -57,10 +66,14 @@ async function exchange(
   endpoint: ServiceEndpoint,
   url: string,
   init: { method: string; headers: Record<string, string>; body?: string; signal: AbortSignal },
-): Promise<{ status: number; text: string }> {
+): Promise<{ status: number; text: string; service?: string }> {
   if (endpoint.fetch) {
     const res = await endpoint.fetch(url, init);
-    return { status: res.status, text: await res.text() };
+    return {
+      status: res.status,
+      text: await res.text(),
+      service: res.headers.get(SERVICE_HEADER) ?? undefined,
+    };
   }
   const res = await request(url, {
     method: init.method as 'GET',
@@ -68,7 +81,12 @@ async function exchange(
     body: init.body,
     signal: init.signal,
   });
-  return { status: res.statusCode, text: await res.body.text() };
+  const service = res.headers[SERVICE_HEADER];
+  return {
+    status: res.statusCode,
+    text: await res.body.text(),
+    service: typeof service === 'string' ? service : undefined,
+  };
 }
 
 /** Calls a contract route and parses the 200 body with the contract's schema. */
@@ -99,7 +117,7 @@ export async function callRoute<S extends RouteSpec>(
   else init.signal?.addEventListener('abort', onAbort, { once: true });
   // Serialised before the call: a local failure here is ours to report, never "cannot reach".
   const body = input.body === undefined ? undefined : JSON.stringify(input.body);
-  let res: { status: number; text: string };
+  let res: { status: number; text: string; service?: string };
   try {
     res = await exchange(endpoint, url, {
       method: spec.method.toUpperCase(),
@@ -134,7 +152,7 @@ export async function callRoute<S extends RouteSpec>(
       typeof answer === 'object' && answer !== null && 'error' in answer
         ? String(answer.error)
         : `HTTP ${res.status}: ${text}`;
-    throw new ServiceError(res.status, message, answer);
+    throw new ServiceError(res.status, message, answer, { service: res.service });
   }
   const schema = spec.responses[200];
   if (!schema) return answer as Ok<S>;

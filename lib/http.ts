@@ -4,7 +4,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
 import { z } from 'zod';
 import type { RouteSpec } from './contract.ts';
-import { ServiceError } from './http-client.ts';
+import { SERVICE_HEADER, ServiceError } from './http-client.ts';
 import { HttpError } from './http-error.ts';
 import { describeIssues } from './issues.ts';
 import { JsonInputError, parseJson } from './json.ts';
@@ -70,8 +70,7 @@ export function route<S extends RouteSpec>(
 /** The largest request body any service reads (a whole file for write_file fits). */
 export const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
-/** The response header naming the service that answered (agent-server, mcp-gateway, tool-server). */
-export const SERVICE_HEADER = 'x-toolshift-service';
+export { SERVICE_HEADER };
 
 /** What installBase() may be given; a service passes its own metrics to add its series to the same registry. */
 export interface BaseOptions {

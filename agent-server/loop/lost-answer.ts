@@ -49,12 +49,15 @@ export function exchangeFailure(err: unknown): 'not_sent' | 'lost' | 'running' |
   // The gateway lost its backend's answer: the call may have run there.
   if (code === 'upstream_failed' && (err.body as { outcome?: unknown } | undefined)?.outcome === 'unknown')
     return 'lost';
-  // The gateway's own answer (a refusal, a tool's failure): the outcome is known.
-  if (code !== undefined) return undefined;
-  // Refused at connect: nothing was sent (the first replica a balancer tried may be down, too).
+  // The gateway's own answer (a refusal, a tool's failure, its own error): the outcome is known.
+  if (code !== undefined || err.service === 'mcp-gateway') return undefined;
+  // Refused at connect, or no address for the name: nothing was sent.
   const cause = (err.cause as { code?: unknown } | undefined)?.code;
-  if (cause === 'ECONNREFUSED') return 'not_sent';
-  return err.status === 502 || err.status === 503 || err.status === 504 ? 'lost' : undefined;
+  if (cause === 'ECONNREFUSED' || cause === 'ENOTFOUND' || cause === 'EAI_AGAIN') return 'not_sent';
+  // Anything else after the request went out — a reset, a timeout, or an answer that is not the gateway's
+  // own (a balancer's 500, 502–504, 520–524, 408 … for a replica that died after running it) — says nothing
+  // of whether the call ran.
+  return 'lost';
 }
 
 /**

@@ -1,9 +1,10 @@
 import { ServiceError } from '../../lib/http-client.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 
-// A running task's view of the gateway while the gateway's database (PostgreSQL) is unreachable: what the
-// gateway refuses for that (503, code `store_unavailable`) is asked again until it answers, so a database blip
-// costs the task time, not its run. A tool call too: the gateway reads what it checks (the session's toolsets,
+// A running task's view of the gateway while the gateway's database (PostgreSQL) is unreachable, or the
+// gateway itself is away (restarting, a replica gone behind a balancer): what the gateway refuses for its
+// database (503, code `store_unavailable`) is asked again until it answers, and so are reads and toolset
+// changes that could not reach it at all, so a blip costs the task time, not its run. A tool call too: the gateway reads what it checks (the session's toolsets,
 // the operator's switches and limits) before it runs the tool, and after it only writes its audit row behind
 // (a failure there is logged, never the call's), so a call refused so never ran.
 
@@ -19,13 +20,31 @@ export function storeUnavailable(err: unknown): boolean {
   );
 }
 
-/** Runs `call` until the gateway answers it with anything but store_unavailable, or `signal` stops the task. */
-async function untilAnswered<T>(call: () => Promise<T>, signal: AbortSignal, onWait: (err: unknown) => void) {
+/**
+ * Whether the gateway itself could not be reached — refused, reset, or a balancer's answer for a replica that
+ * is not there (502–504 without the gateway's service header): a restart or a replica going away. Asked again
+ * for what changes nothing twice (reads, and toolset changes, which set a state); never for a tool call, whose
+ * lost answer is its own matter (loop/lost-answer.ts).
+ */
+export function gatewayAway(err: unknown): boolean {
+  if (!(err instanceof ServiceError) || err.service !== undefined) return false;
+  const cause = (err.cause as { code?: unknown } | undefined)?.code;
+  if (cause === 'ECONNREFUSED' || cause === 'ECONNRESET' || cause === 'UND_ERR_SOCKET') return true;
+  return err.status === 502 || err.status === 503 || err.status === 504;
+}
+
+/** Runs `call` until the gateway answers it with anything `waitFor` does not wait out, or `signal` stops the task. */
+async function untilAnswered<T>(
+  call: () => Promise<T>,
+  signal: AbortSignal,
+  onWait: (err: unknown) => void,
+  waitFor: (err: unknown) => boolean,
+) {
   for (let attempt = 0; ; attempt++) {
     try {
       return await call();
     } catch (err) {
-      if (!storeUnavailable(err) || signal.aborted) throw err;
+      if (!waitFor(err) || signal.aborted) throw err;
       if (attempt === 0) onWait(err);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, Math.min(MAX_WAIT_MS, 250 * 2 ** attempt));
@@ -47,14 +66,15 @@ export function ridingOutages(
   signal: AbortSignal,
   onWait: (err: unknown) => void,
 ): GatewayClient {
-  const again = <T>(call: () => Promise<T>) => untilAnswered(call, signal, onWait);
+  const away = (err: unknown) => storeUnavailable(err) || gatewayAway(err);
+  const again = <T>(call: () => Promise<T>) => untilAnswered(call, signal, onWait, away);
   return {
     ...gateway,
     // Every argument passed on as given (a call's idempotency key and fence above all).
     listToolsets: (...a) => again(() => gateway.listToolsets(...a)),
     manageToolsets: (...a) => again(() => gateway.manageToolsets(...a)),
     tools: (...a) => again(() => gateway.tools(...a)),
-    callTool: (...a) => again(() => gateway.callTool(...a)),
+    callTool: (...a) => untilAnswered(() => gateway.callTool(...a), signal, onWait, storeUnavailable),
     getApproval: (...a) => again(() => gateway.getApproval(...a)),
     renderPrompt: (...a) => again(() => gateway.renderPrompt(...a)),
     forTask: (taskId) => ridingOutages(gateway.forTask(taskId), signal, onWait),

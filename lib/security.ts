@@ -52,6 +52,11 @@ export interface ConsoleLogin {
   csrf: string;
   /** The token the login was made with, for the console's calls to the gateway on the user's behalf. */
   token: string;
+  /**
+   * Whether the login still holds (not logged out, expired, or ended by its credential's rotation), asked
+   * again by what outlives its request's check: an event stream.
+   */
+  holds?: () => Promise<boolean>;
 }
 
 /**
@@ -146,7 +151,8 @@ async function consoleEntry(c: Context, door: ConsoleDoor): Promise<boolean> {
       variable: `a console login (${login.role})`,
       credential: login.credential,
     });
-    c.set('consoleLogin', login);
+    const opened = secret as string;
+    c.set('consoleLogin', { ...login, holds: async () => (await door.resolve(opened)) !== undefined });
     return true;
   }
   if (door.open.has(`${c.req.method} ${c.req.path}`)) return true;

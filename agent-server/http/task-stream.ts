@@ -1,5 +1,6 @@
 import type { Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
+import type { ConsoleLogin } from '../../lib/security.ts';
 import type { ExecuteTaskResponse, TaskEvent } from '../contract.ts';
 import type { TaskStore } from '../store/store.ts';
 import { type Agent, resultOf } from '../tasks/agent.ts';
@@ -32,6 +33,9 @@ export function resumeAfter(c: Context, after: number | undefined): number {
 }
 
 /** Streams `taskId`'s events after seq `after`, following the task while it runs; the task must exist. */
+/** How often a console login's stream asks whether the login still holds. */
+const LOGIN_RECHECK_MS = 1000;
+
 export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, after: number): Response {
   return streamSSE(c, async (stream) => {
     const queue: TaskEvent[] = [];
@@ -59,10 +63,29 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
       told = true;
       poke();
     });
-    const heartbeat = setInterval(() => void stream.write(': keep-alive\n\n'), deps.heartbeatMs);
+    // A console login's stream ends with the login (its token rotated, logged out): asked again before an
+    // event goes out, at most once a second, and at each heartbeat.
+    const login = c.get('consoleLogin') as ConsoleLogin | undefined;
+    let checkedAt = Date.now();
+    const loginHolds = async (): Promise<boolean> => {
+      if (!login?.holds || Date.now() - checkedAt < LOGIN_RECHECK_MS) return true;
+      checkedAt = Date.now();
+      const holds = await login.holds().catch(() => false);
+      if (!holds) {
+        stream.abort();
+        poke();
+      }
+      return holds;
+    };
+    const heartbeat = setInterval(() => {
+      // A write into a stream that closed meanwhile fails; the loop below ends it.
+      loginHolds()
+        .then((holds) => (holds ? stream.write(': keep-alive\n\n') : undefined))
+        .catch(() => {});
+    }, deps.heartbeatMs);
     let last = after;
     const send = async (e: TaskEvent) => {
-      if (e.seq <= last) return;
+      if (e.seq <= last || !(await loginHolds())) return;
       last = e.seq;
       await stream.writeSSE({ event: e.type, id: String(e.seq), data: JSON.stringify(e) });
     };

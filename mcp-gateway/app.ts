@@ -22,6 +22,14 @@ const isFacePath = (path: string) => path === '/mcp' || path.startsWith('/mcp/to
 function actorOf(c: Context): AuditActor {
   const principal = c.get('principal');
   const role = principal?.role ?? 'local';
+  return {
+    ...actingAs(c, role),
+    owner: principal && 'credential' in principal ? principal.credential : role,
+  };
+}
+
+/** Who the request acts as, in the audit's words. */
+function actingAs(c: Context, role: string): AuditActor {
   const task = c.req.header(TASK_HEADER);
   if ((role === 'agent' || role === 'local') && task && /^[A-Za-z0-9_.:-]{1,128}$/.test(task)) {
     const priming = c.req.header(BY_AGENT_HEADER) === 'goal priming';

@@ -7,6 +7,8 @@ export interface BackendCall {
   session?: string;
   /** The call's idempotency key, for a backend that keeps its own record of calls (or passes it on). */
   key?: string;
+  /** Whose call it is (a digest of the caller's credential): a shared backend is shared fairly between callers first. */
+  owner?: string;
 }
 
 /** Where a toolset's tools live. The tool-server is one; upstream MCP servers implement the same interface. */

@@ -110,6 +110,7 @@ export function mcpToolsetBackend(route: McpToolsetRoute): Backend {
           route.timeoutMs,
           call?.session,
           call?.key,
+          call?.owner,
         );
         return toToolResult(result, performance.now() - started, redactor, route.maxResultBytes);
       } catch (err) {

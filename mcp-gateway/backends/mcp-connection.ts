@@ -190,11 +190,12 @@ export class McpConnection implements PooledServer {
     timeoutMs: number,
     session = '',
     key?: string,
+    owner = '',
   ): Promise<CallToolResult> {
     const started = Date.now();
     this.lastUsed = started;
     // A place among the calls in flight, shared fairly between sessions (fair-slots.ts), within the call's time.
-    const release = await this.slots.acquire(session, name, timeoutMs);
+    const release = await this.slots.acquire(session, name, timeoutMs, owner);
     try {
       // The time left after waiting for a place; a timeout is reported as the toolset's own.
       return await this.call(name, args, Math.max(1, timeoutMs - (Date.now() - started)), timeoutMs, key);

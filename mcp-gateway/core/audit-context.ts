@@ -8,6 +8,8 @@ export interface AuditActor {
   /** `admin`, `model in task <id>`, `agent`, `mcp`, `local` … */
   actor: string;
   task_id?: string;
+  /** A digest of the caller's credential (its role without tokens): whose call it is, for fair shares. */
+  owner?: string;
 }
 
 const storage = new AsyncLocalStorage<AuditActor>();

@@ -3,6 +3,7 @@ import { GENAI, inSpan, MCP, SpanKind, TOOLSHIFT } from '../../lib/tracing.ts';
 import type { CatalogTool } from '../catalog/build.ts';
 import type { CallFence, RefusalCode, ToolResult } from '../contract.ts';
 import type { CallKeyQueries } from '../store/call-keys.ts';
+import { currentActor } from './audit-context.ts';
 import { Refusal } from './refusals.ts';
 
 // Exactly-once for keyed calls (docs/task-loop.md "A lost answer"): a call with an idempotency key runs at
@@ -136,7 +137,11 @@ export async function callBackend(
         },
       },
       async (span) => {
-        const result = await tool.backend.callTool(name, args, { session: sessionId, key });
+        const result = await tool.backend.callTool(name, args, {
+          session: sessionId,
+          key,
+          owner: currentActor().owner,
+        });
         if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
         return result;
       },

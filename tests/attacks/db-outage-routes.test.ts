@@ -81,7 +81,7 @@ beforeAll(async () => {
     );
     if (up && upG) break;
     if (Date.now() > deadline) throw new Error(`serve did not start: ${log}`);
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 100));
   }
 }, 120_000);
 
@@ -111,7 +111,13 @@ describe('every route during a PostgreSQL outage', () => {
 
     pg.halt();
     try {
-      await new Promise((r) => setTimeout(r, 3000));
+      // Until the daemon has noticed: its health says degraded.
+      await expect
+        .poll(async () => ((await (await fetch(`${agent}/health`)).json()) as { status: string }).status, {
+          timeout: 20_000,
+          interval: 100,
+        })
+        .toBe('degraded');
       const requests: [string, string, RequestInit][] = [
         ['console page (cookie)', `${agent}/console/`, { headers: { cookie }, redirect: 'manual' }],
         [
@@ -224,9 +230,12 @@ describe('every route during a PostgreSQL outage', () => {
       pg.restart();
     }
     // Back: the login made before the outage still opens the console, and the daemon never exited.
-    await new Promise((r) => setTimeout(r, 3000));
+    await expect
+      .poll(async () => (await fetch(`${agent}/agent/tasks`, { headers: { cookie } })).status, {
+        timeout: 30_000,
+        interval: 100,
+      })
+      .toBe(200);
     expect(child.exitCode, log.slice(-3000)).toBe(null);
-    const after = await fetch(`${agent}/agent/tasks`, { headers: { cookie } });
-    expect(after.status).toBe(200);
   }, 180_000);
 });

@@ -7,12 +7,12 @@ import { type GatewayTool, manageToolsetsDefinition, type ToolsetInfo } from '..
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model, ModelReply, ModelRequest } from '../clients/model.ts';
 import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.ts';
-import { buildModelRequest } from '../http/request.ts';
-import { ModelError, TaskStoppedError } from '../tasks/errors.ts';
+import { ModelError, TaskStoppedError } from '../errors.ts';
 import { createExposure, systemPromptFor } from './exposure.ts';
 import { HumanEndedTask, unknownOutcomeQuestion } from './lost-answer.ts';
 import { primedNote, primeToolsets } from './prime.ts';
 import { type RecordedCall, recoverReply } from './recovery.ts';
+import { buildModelRequest } from './request.ts';
 import { withToolList } from './tool-list.ts';
 import {
   type ApprovalDecision,

@@ -8,11 +8,11 @@ import type {
   Task,
   TaskEvent,
 } from '../contract.ts';
+import { ModelNotConfiguredError, TaskStoppedError } from '../errors.ts';
 import type { LoopSnapshot } from '../loop/loop.ts';
 import type { TaskStore } from '../store/interface.ts';
 import { createApprovalWaiter } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
-import { ModelNotConfiguredError, TaskStoppedError } from './errors.ts';
 import { AgentShutdown, ResumedElsewhere, resultOf } from './outcome.ts';
 import { createTaskQueue } from './queue.ts';
 import { relayDecision, renderGoal, unknownOutcomeDecision } from './relay.ts';

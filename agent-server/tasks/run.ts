@@ -11,13 +11,13 @@ import type {
   TaskEvent,
   ToolExposure,
 } from '../contract.ts';
+import { TaskStoppedError } from '../errors.ts';
 import { type LoopSnapshot, runLoop } from '../loop/loop.ts';
 import type { RecordedCall } from '../loop/recovery.ts';
 import type { ApprovalDecision } from '../loop/tool-step.ts';
 import { type Claim, LeaseLost, type TaskStore } from '../store/interface.ts';
 import { type ApprovalWaiter, gatewayDecision, type HumanDecision, storedDecision } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
-import { TaskStoppedError } from './errors.ts';
 import { ridingOutages } from './gateway-retry.ts';
 import { observeEvent } from './observer.ts';
 import { AgentShutdown, crashed, ResumedElsewhere, resultOf } from './outcome.ts';

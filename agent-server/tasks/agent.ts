@@ -13,17 +13,11 @@ import type { LoopSnapshot } from '../loop/loop.ts';
 import type { TaskStore } from '../store/interface.ts';
 import { createApprovalWaiter } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
+import { followElsewhere } from './follow.ts';
 import { AgentShutdown, ResumedElsewhere, resultOf } from './outcome.ts';
 import { createTaskQueue } from './queue.ts';
 import { relayDecision, renderGoal, unknownOutcomeDecision } from './relay.ts';
-import {
-  followElsewhere,
-  launchTask,
-  type QueuedRequest,
-  type RunningTask,
-  type TaskToRun,
-  type Worker,
-} from './run.ts';
+import { launchTask, type QueuedRequest, type RunningTask, type TaskToRun, type Worker } from './run.ts';
 
 // A task's lifecycle as the API sees it: start (at once, or queued), approvals, cancel, follow, shutdown and
 // what a previous process left. The queue is queue.ts, one task's run is run.ts; this wires them to one

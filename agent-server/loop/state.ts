@@ -92,6 +92,23 @@ export interface LoopRun {
   readonly state: LoopState;
 }
 
+/** The usage of a loop that has asked nothing yet. */
+export function noUsage(): Usage {
+  return { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+}
+
+/** The token figures of a loop that has sent no request yet. */
+export function noTokens(tokenizer: string): TokenTotals {
+  return {
+    tokenizer,
+    requests: 0,
+    tool_definition_tokens: 0,
+    all_toolsets_tool_tokens: 0,
+    all_toolsets_not_counted: [],
+    message_tokens: 0,
+  };
+}
+
 /** The state a loop starts from: a saved one (a pause, a checkpoint) or a fresh one, its conversation to come. */
 export function startState(
   saved: LoopSnapshot | undefined,
@@ -103,15 +120,8 @@ export function startState(
   return {
     messages: [],
     steps: saved?.steps ?? 0,
-    usage: saved?.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
-    tokens: saved?.tokens ?? {
-      tokenizer,
-      requests: 0,
-      tool_definition_tokens: 0,
-      all_toolsets_tool_tokens: 0,
-      all_toolsets_not_counted: [],
-      message_tokens: 0,
-    },
+    usage: saved?.usage ?? noUsage(),
+    tokens: saved?.tokens ?? noTokens(tokenizer),
     used: new Set<string>(saved?.used),
     exposure,
     cutOffs: 0,

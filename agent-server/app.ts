@@ -11,10 +11,10 @@ import { installConsole } from './console/routes.ts';
 import type { Logins } from './console/sessions.ts';
 import * as contract from './contract.ts';
 import { agentRoutes as routes } from './contract.ts';
+import { ModelNotConfiguredError } from './errors.ts';
 import { resumeAfter, streamTask } from './http/task-stream.ts';
 import type { TaskStore } from './store/store.ts';
 import type { Agent } from './tasks/agent.ts';
-import { ModelNotConfiguredError } from './tasks/errors.ts';
 
 /** What the agent-server's app needs; tests pass their own. */
 export interface AgentAppDeps {

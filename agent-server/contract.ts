@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { DatabaseHealth, type EventStream } from '../lib/contract.ts';
+import { DatabaseHealth, ErrorBody, type EventStream } from '../lib/contract.ts';
+import { boundedRecord, boundedString, LIMITS, pageLimit } from '../lib/limits.ts';
 import { OwnSessionId } from '../mcp-gateway/contract.ts';
-import { boundedRecord, boundedString, ErrorBody, LIMITS, pageLimit } from '../tool-server/contract.ts';
 import {
   FinalStatus,
   PendingApproval,

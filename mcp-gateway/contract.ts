@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { DatabaseHealth, type EventStream } from '../lib/contract.ts';
-import { boundedString, ErrorBody, Health, LIMITS, pageLimit, ToolResult } from '../tool-server/contract.ts';
+import { boundedString, LIMITS, pageLimit } from '../lib/limits.ts';
+import { ErrorBody, Health, ToolResult } from '../tool-server/contract.ts';
 import { SessionId, ToolsetId } from './contract/base.ts';
 import {
   Approval,

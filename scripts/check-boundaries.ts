@@ -8,12 +8,79 @@ import { pathToFileURL } from 'node:url';
 // services only through their contracts (and the one module it runs on this machine, the server import).
 // And no import circle anywhere in the code (services, lib, the CLI, the benchmark, the scripts and the
 // start-up files): a circle means no file of it can be read, tested or moved without the others.
+//
+// Inside a service, its folders stand on floors (LAYERS): a file imports its own place and the floors below it,
+// never a floor above, nor another place on its own floor. "Lower" means nearer the ground the rest is built
+// on: the contract (what the service says), then the edges that hold no rule of ours (the database, the other
+// services, the upstream servers), then the rules, then what faces a client, then the wiring (app.ts builds the
+// app, server.ts wires it from configuration, main.ts listens). An arrow that runs back up is a piece of a
+// higher floor's work living downstairs: move it to the floor that needs it first.
 
 const SERVICES = ['agent-server', 'mcp-gateway', 'tool-server'] as const;
 /** Folders of code outside the services, checked for circles (tests and fixtures are not). */
 const OTHER_CODE = ['lib', 'cli', 'bench', 'scripts', 'start'] as const;
 /** What the CLI may take from a service beyond its contract: `toolsets import` runs on the user's machine. */
 const CLI_MAY_IMPORT = ['mcp-gateway/import/servers.ts'];
+
+/**
+ * Each service's floors, ground first; a floor lists its places: a folder (`loop/`) or a file (`app.ts`), from
+ * the service's folder, or a few of them that are one place (a contract.ts and the parts in its contract/). A
+ * file stands in the place with the longest path that holds it, and every file of a service must stand in one,
+ * so a new folder is placed on purpose.
+ */
+export const LAYERS: Record<(typeof SERVICES)[number], readonly (readonly Place[])[]> = {
+  'agent-server': [
+    // What the service says (routes, tasks, events) and the typed errors every floor throws or catches.
+    [['contract.ts', 'contract/'], 'errors.ts'],
+    // The edges: the task store (all of its SQL) and the clients of the model and the gateway.
+    ['store/', 'clients/'],
+    // The loop: one task's turns, model ⇄ tools, and the request the model gets.
+    ['loop/'],
+    // The tasks: starting, queueing, running, pausing and ending loops; their traces and metrics.
+    ['tasks/'],
+    // What faces a client: the task's events as SSE, and the web console.
+    ['http/', 'console/'],
+    ['app.ts'],
+    ['server.ts'],
+    ['main.ts'],
+  ],
+  'mcp-gateway': [
+    [['contract.ts', 'contract/']],
+    // The edges: the tool-server and the upstream MCP servers, with what a connection keeps out of sight.
+    ['backends/'],
+    // The toolset files and the catalog built from them over the backends.
+    ['catalog/'],
+    // All of the gateway's SQL; and the CLI's import of desktop configs, which reads toolset files.
+    ['store/', 'import/'],
+    // The operator's ceiling: policy, approvals, limits.
+    ['ceiling/'],
+    // The rules: sessions, activation, calls, refusals.
+    ['core/'],
+    // The MCP face.
+    ['face/'],
+    ['app.ts'],
+    ['server.ts'],
+    ['main.ts'],
+  ],
+  'tool-server': [
+    ['contract.ts'],
+    // The tool errors: a guard refuses with one, as a tool does.
+    ['kit/errors.ts'],
+    // Confinement to the roots and the SSRF guard.
+    ['guards/'],
+    // How a tool is declared and the context it gets (the guards it reaches the world through).
+    ['kit/'],
+    ['tools/'],
+    // One call run and timed; the keys of calls.
+    ['registry.ts', 'call-record.ts'],
+    ['app.ts'],
+    ['server.ts'],
+    ['main.ts'],
+  ],
+};
+
+/** A place on a floor: a folder (`loop/`), a file (`app.ts`), or a few paths that are one place. */
+type Place = string | readonly string[];
 
 const IMPORT =
   /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|import\s+['"]([^'"]+)['"]/g;
@@ -34,11 +101,12 @@ function tsFiles(dir: string): string[] {
 
 /**
  * A service's contract: its contract.ts, or a file of its contract/ folder (parts contract.ts re-exports); or
- * lib/contract.ts, the base they are written on (a route, an event stream, the error body).
+ * lib/contract.ts and lib/limits.ts, the base they are written on (a route, an event stream, the error body, the
+ * bounds on what a client sends).
  */
 function isContractFile(root: string, file: string): boolean {
   const rel = path.relative(root, file);
-  if (rel === path.join('lib', 'contract.ts')) return true;
+  if (rel === path.join('lib', 'contract.ts') || rel === path.join('lib', 'limits.ts')) return true;
   const service = serviceOf(root, file);
   if (!service) return false;
   return (
@@ -135,6 +203,51 @@ export function findCircles(root: string, files: readonly string[] = codeFiles(r
   return circles;
 }
 
+/** Where a file of a service stands: its floor (0 = ground) and its place, or undefined when it has none. */
+function placeOf(root: string, service: (typeof SERVICES)[number], file: string) {
+  const rel = path.relative(path.join(root, service), file).split(path.sep).join('/');
+  let found: { floor: number; place: string; length: number } | undefined;
+  LAYERS[service].forEach((places, floor) => {
+    for (const place of places) {
+      for (const at of typeof place === 'string' ? [place] : place) {
+        const holds = at.endsWith('/') ? rel.startsWith(at) : rel === at;
+        const name = typeof place === 'string' ? place : place.join(' and ');
+        if (holds && (!found || at.length > found.length)) found = { floor, place: name, length: at.length };
+      }
+    }
+  });
+  return found;
+}
+
+/** Every import inside a service that runs back up a floor or sideways on one, and every file on no floor. */
+function findUpwardImports(root: string): string[] {
+  const problems: string[] = [];
+  for (const service of SERVICES) {
+    for (const file of tsFiles(path.join(root, service))) {
+      const rel = path.relative(root, file);
+      const from = placeOf(root, service, file);
+      if (!from) {
+        problems.push(
+          `${rel}: stands on no floor of ${service} (place it in LAYERS, scripts/check-boundaries.ts)`,
+        );
+        continue;
+      }
+      for (const spec of new Set(importsOf(file).filter((s) => s.startsWith('.')))) {
+        const target = path.resolve(path.dirname(file), spec);
+        if (serviceOf(root, target) !== service) continue;
+        const to = placeOf(root, service, target);
+        if (!to || to.place === from.place || to.floor < from.floor) continue;
+        const rule =
+          to.floor === from.floor
+            ? `${service}: ${from.place} and ${to.place} stand on one floor and import neither`
+            : `${service}: ${from.place} stands below ${to.place} and imports nothing of it`;
+        problems.push(`${rel}: imports ${spec} (${rule})`);
+      }
+    }
+  }
+  return problems;
+}
+
 /** Every import that crosses a boundary it should not, as `file: imports spec (why)`, and every circle. */
 export function findBoundaryViolations(root: string): string[] {
   const problems: string[] = findCircles(root).map(
@@ -180,7 +293,7 @@ export function findBoundaryViolations(root: string): string[] {
       }
     }
   }
-  return problems;
+  return [...problems, ...findUpwardImports(root)];
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -5,7 +5,7 @@ import type {
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import type { Usage } from '../contract.ts';
-import { ModelError, TaskStoppedError } from '../tasks/errors.ts';
+import { ModelError, TaskStoppedError } from '../errors.ts';
 
 /** One chat request as the loop builds it. */
 export interface ModelRequest {

@@ -6,7 +6,7 @@ import type {
 import type { Approval, GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { EventData, EventType } from '../contract.ts';
-import { TaskStoppedError } from '../tasks/errors.ts';
+import { TaskStoppedError } from '../errors.ts';
 import { calledName } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
 import { HumanEndedTask, type KeyedCall, safeToRepeat, unknownOutcomeQuestion } from './lost-answer.ts';

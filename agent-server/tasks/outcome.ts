@@ -1,5 +1,6 @@
 import type { ExecuteTaskResponse, Task } from '../contract.ts';
 import type { LoopOutcome } from '../loop/loop.ts';
+import { noTokens, noUsage } from '../loop/state.ts';
 
 // How a task's end is told: the answer a stored task gives, a loop that crashed, the agent-server stopping.
 
@@ -48,16 +49,9 @@ export function noSteps(status: LoopOutcome['status'], error: string, tokenizer:
     final_answer: null,
     error,
     steps: 0,
-    usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+    usage: noUsage(),
     toolsets_used: [],
-    tokens: {
-      tokenizer,
-      requests: 0,
-      tool_definition_tokens: 0,
-      all_toolsets_tool_tokens: 0,
-      all_toolsets_not_counted: [],
-      message_tokens: 0,
-    },
+    tokens: noTokens(tokenizer),
   };
 }
 

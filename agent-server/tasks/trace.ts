@@ -1,6 +1,5 @@
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import {
-  ATTRIBUTE_VALUE_LIMIT,
   GENAI,
   ROOT_CONTEXT,
   type ServiceTracing,
@@ -13,7 +12,20 @@ import {
   tracingOf,
 } from '../../lib/tracing.ts';
 import type { ModelReply, ModelRequest } from '../clients/model.ts';
-import type { EventType, PendingApproval, ToolExposure } from '../contract.ts';
+import type { EventType, PendingApproval } from '../contract.ts';
+import {
+  attemptAttributes,
+  latestMessages,
+  linkFrom,
+  messageParts,
+  type StoredTrace,
+  serverOf,
+  type TaskTraceInfo,
+  toolsetChangeAttributes,
+  traceparentOf,
+} from './trace-parts.ts';
+
+export type { StoredTrace, TaskTraceInfo };
 
 // A task's spans, following the OpenTelemetry GenAI conventions: an `invoke_agent` span per attempt, a
 // `chat {model}` span per model call and an `execute_tool {name}` span per tool call under it. They are made
@@ -25,55 +37,6 @@ import type { EventType, PendingApproval, ToolExposure } from '../contract.ts';
 
 /** The agent's name in gen_ai.agent.name and the attempt span's name. */
 const AGENT = 'toolshift';
-
-/** A span context as `traceparent` text (stored with a pause or a checkpoint, to link the next attempt). */
-function traceparentOf(span: Span): string {
-  const c = span.spanContext();
-  return `00-${c.traceId}-${c.spanId}-0${c.traceFlags & 1}`;
-}
-
-/** What a pause or a checkpoint keeps of the task's trace: the attempt's `traceparent` and its number. */
-export interface StoredTrace {
-  parent: string;
-  attempt: number;
-}
-
-/** The span context a stored `traceparent` names, if it is one. */
-function linkFrom(traceparent: string | undefined) {
-  const m = traceparent ? /^00-([0-9a-f]{32})-([0-9a-f]{16})-0([01])$/.exec(traceparent) : null;
-  return m ? { traceId: m[1], spanId: m[2], traceFlags: Number(m[3]), isRemote: true } : undefined;
-}
-
-/** What a task's trace needs to know about it. */
-export interface TaskTraceInfo {
-  taskId: string;
-  sessionId: string;
-  model: string;
-  exposure: ToolExposure;
-  /** The model endpoint, for server.address / server.port. */
-  baseURL?: string;
-  requestId?: string | null;
-}
-
-/** An OpenAI chat message in the GenAI conventions' message shape (role and parts). */
-function messageParts(m: ChatCompletionMessageParam): Record<string, unknown> {
-  const parts: Record<string, unknown>[] = [];
-  const content = (m as { content?: unknown }).content;
-  if (typeof content === 'string') {
-    parts.push(
-      m.role === 'tool'
-        ? { type: 'tool_call_response', id: m.tool_call_id, response: content }
-        : { type: 'text', content },
-    );
-  } else if (Array.isArray(content)) {
-    for (const p of content as { type?: string; text?: string }[])
-      if (p.type === 'text') parts.push({ type: 'text', content: p.text });
-  }
-  for (const c of (m as { tool_calls?: ModelReply['tool_calls'] }).tool_calls ?? []) {
-    parts.push({ type: 'tool_call', id: c.id, name: c.function.name, arguments: c.function.arguments });
-  }
-  return { role: m.role, parts };
-}
 
 export class TaskTrace implements SpanHolder {
   /** What the task's outgoing calls carry now (lib/tracing.ts); undefined between attempts. */
@@ -96,13 +59,7 @@ export class TaskTrace implements SpanHolder {
   constructor(tracing: ServiceTracing, info: TaskTraceInfo) {
     this.tracing = tracing;
     this.info = info;
-    const url = URL.parse(info.baseURL ?? 'https://api.openai.com/v1');
-    this.server = url
-      ? {
-          'server.address': url.hostname,
-          'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
-        }
-      : {};
+    this.server = serverOf(info.baseURL);
   }
 
   /** The trace for a task, when the agent-server traces. */
@@ -140,18 +97,7 @@ export class TaskTrace implements SpanHolder {
       `invoke_agent ${AGENT}`,
       {
         kind: SpanKind.INTERNAL,
-        attributes: {
-          [GENAI.operation]: 'invoke_agent',
-          [GENAI.agentName]: AGENT,
-          [GENAI.provider]: 'openai',
-          [GENAI.requestModel]: this.info.model,
-          [GENAI.conversation]: this.info.sessionId,
-          [TOOLSHIFT.task]: this.info.taskId,
-          [TOOLSHIFT.session]: this.info.sessionId,
-          [TOOLSHIFT.exposure]: this.info.exposure,
-          [TOOLSHIFT.attempt]: this.attempts,
-          ...(this.info.requestId ? { [TOOLSHIFT.requestId]: this.info.requestId } : {}),
-        },
+        attributes: attemptAttributes(this.info, AGENT, this.attempts),
         links: before ? [{ context: before, attributes: { [TOOLSHIFT.status]: 'previous_attempt' } }] : [],
       },
       ROOT_CONTEXT,
@@ -173,34 +119,13 @@ export class TaskTrace implements SpanHolder {
   request(request: ModelRequest): void {
     if (!this.chat || !this.tracing.content) return;
     try {
-      this.chat.setAttribute(GENAI.inputMessages, this.latest(request.messages));
+      this.chat.setAttribute(
+        GENAI.inputMessages,
+        latestMessages(request.messages, (v) => this.redacted(v)),
+      );
     } catch {
       // Tracing never stops a task.
     }
-  }
-
-  /**
-   * The conversation as JSON, redacted, within the attribute limit: the latest messages are kept (a long task's
-   * beginning is in its earlier chat spans), with a note of how many earlier ones were left out.
-   */
-  private latest(messages: readonly ChatCompletionMessageParam[]): string {
-    const parts = messages.map((m) => this.redacted(messageParts(m)));
-    let size = 2;
-    let from = parts.length;
-    while (from > 0 && size + parts[from - 1].length + 1 <= ATTRIBUTE_VALUE_LIMIT - 200) {
-      from--;
-      size += parts[from].length + 1;
-    }
-    const note =
-      from > 0
-        ? [
-            JSON.stringify({
-              role: 'note',
-              parts: [{ type: 'text', content: `${from} earlier messages left out` }],
-            }),
-          ]
-        : [];
-    return `[${[...note, ...parts.slice(from)].join(',')}]`;
   }
 
   /** The model's reply: what the response says about itself, and (content captured) the reply. */
@@ -247,20 +172,9 @@ export class TaskTrace implements SpanHolder {
           'toolshift.calls_done': Number(data.calls_done ?? 0),
         });
         return;
-      case 'model_request': {
-        this.endChat('superseded');
-        this.chat = this.child(`chat ${this.info.model}`, SpanKind.CLIENT, {
-          [GENAI.operation]: 'chat',
-          [GENAI.provider]: 'openai',
-          [GENAI.requestModel]: this.info.model,
-          ...this.server,
-          [TOOLSHIFT.step]: Number(data.step),
-          [TOOLSHIFT.toolTokens]: Number(data.tool_tokens ?? 0),
-          [TOOLSHIFT.allToolsetsTokens]: Number(data.all_toolsets_tool_tokens ?? 0),
-          'toolshift.tools.count': Array.isArray(data.tools) ? data.tools.length : 0,
-        });
+      case 'model_request':
+        this.openChat(data);
         return;
-      }
       case 'model_retry':
         this.chat?.addEvent('retry', {
           'toolshift.retry.attempt': Number(data.attempt),
@@ -269,61 +183,18 @@ export class TaskTrace implements SpanHolder {
           'toolshift.retry.delay_ms': Number(data.delay_ms ?? 0),
         });
         return;
-      case 'model_call': {
-        const span = this.chat;
-        if (!span) return;
-        const usage = data.usage as { prompt_tokens?: number; completion_tokens?: number } | undefined;
-        span.setAttributes({
-          [GENAI.finishReasons]: [String(data.finish_reason ?? 'stop')],
-          [GENAI.inputTokens]: usage?.prompt_tokens ?? 0,
-          [GENAI.outputTokens]: usage?.completion_tokens ?? 0,
-          'toolshift.model.attempts': Number(data.attempts ?? 1),
-        });
-        span.end();
-        this.chat = undefined;
+      case 'model_call':
+        this.closeChat(data);
         return;
-      }
       case 'tool_call_started':
         this.openTool(String(data.tool_call_id), String(data.name));
         return;
-      case 'tool_call': {
-        const span = this.tool ?? this.openTool(String(data.tool_call_id), String(data.name));
-        const name = this.safe(data.name);
-        if (name !== this.toolName) {
-          // A dispatch task's call_tool ran the tool it named: the span bears that tool's name.
-          span.updateName(`execute_tool ${name}`);
-          span.setAttribute(GENAI.toolName, name);
-        }
-        if (typeof data.toolset === 'string') span.setAttribute(TOOLSHIFT.toolset, this.safe(data.toolset));
-        span.setAttribute(TOOLSHIFT.outcome, data.ok ? 'ok' : 'error');
-        if (!data.ok) {
-          span.setAttribute(GENAI.errorType, 'tool_error');
-          span.setStatus({ code: SpanStatusCode.ERROR });
-        }
-        if (this.tracing.content) {
-          span.setAttribute(GENAI.toolArguments, this.redacted(data.arguments));
-          span.setAttribute(GENAI.toolResult, this.redacted(data.output));
-        }
-        this.closeTool();
+      case 'tool_call':
+        this.toolCalled(data);
         return;
-      }
       case 'toolset_change': {
         const span = this.tool ?? this.openTool(String(data.tool_call_id), 'manage_toolsets');
-        const tokens = data.tool_definition_tokens as { change?: number; total?: number } | undefined;
-        span.setAttributes({
-          [TOOLSHIFT.outcome]: 'ok',
-          [TOOLSHIFT.toolsetAction]: String(data.action),
-          [TOOLSHIFT.toolsetsChanged]: (data.toolset_ids as string[]) ?? [],
-          [TOOLSHIFT.toolsetsActive]: (data.active_toolsets as string[]) ?? [],
-          'toolshift.tools.added': ((data.added_tools as string[]) ?? []).length,
-          'toolshift.tools.removed': ((data.removed_tools as string[]) ?? []).length,
-          ...(typeof tokens?.total === 'number' && typeof tokens.change === 'number'
-            ? {
-                [TOOLSHIFT.tokensBefore]: tokens.total - tokens.change,
-                [TOOLSHIFT.tokensAfter]: tokens.total,
-              }
-            : {}),
-        });
+        span.setAttributes(toolsetChangeAttributes(data));
         this.attempt?.addEvent('toolset_change', {
           [TOOLSHIFT.toolsetAction]: String(data.action),
           [TOOLSHIFT.toolsetsChanged]: (data.toolset_ids as string[]) ?? [],
@@ -334,24 +205,80 @@ export class TaskTrace implements SpanHolder {
       case 'approval_needed':
         this.awaiting(data as unknown as PendingApproval);
         return;
-      case 'approval_decided': {
-        const waited = this.pausedAt === undefined ? undefined : Date.now() - this.pausedAt;
-        this.pausedAt = undefined;
-        this.begin();
-        this.attempt?.setAttributes({
-          [TOOLSHIFT.approvalId]: String(data.approval_id),
-          [TOOLSHIFT.approved]: data.approved === true,
-          ...(waited !== undefined ? { [TOOLSHIFT.approvalWaitMs]: waited } : {}),
-        });
-        // The call that waited runs now (or is reported not run): its span in the new attempt.
-        if (this.waiting) this.openTool(this.waiting.id, this.waiting.name);
-        this.waiting = undefined;
+      case 'approval_decided':
+        this.decided(data);
         return;
-      }
       case 'task_finished':
         this.finish(String(data.status), typeof data.error === 'string' ? data.error : null, data.usage);
         return;
     }
+  }
+
+  /** A model call begins: its `chat` span (one still open never had its reply: it is superseded). */
+  private openChat(data: Record<string, unknown>): void {
+    this.endChat('superseded');
+    this.chat = this.child(`chat ${this.info.model}`, SpanKind.CLIENT, {
+      [GENAI.operation]: 'chat',
+      [GENAI.provider]: 'openai',
+      [GENAI.requestModel]: this.info.model,
+      ...this.server,
+      [TOOLSHIFT.step]: Number(data.step),
+      [TOOLSHIFT.toolTokens]: Number(data.tool_tokens ?? 0),
+      [TOOLSHIFT.allToolsetsTokens]: Number(data.all_toolsets_tool_tokens ?? 0),
+      'toolshift.tools.count': Array.isArray(data.tools) ? data.tools.length : 0,
+    });
+  }
+
+  /** The model answered: its `chat` span ends with the reply's finish reason and tokens. */
+  private closeChat(data: Record<string, unknown>): void {
+    const span = this.chat;
+    if (!span) return;
+    const usage = data.usage as { prompt_tokens?: number; completion_tokens?: number } | undefined;
+    span.setAttributes({
+      [GENAI.finishReasons]: [String(data.finish_reason ?? 'stop')],
+      [GENAI.inputTokens]: usage?.prompt_tokens ?? 0,
+      [GENAI.outputTokens]: usage?.completion_tokens ?? 0,
+      'toolshift.model.attempts': Number(data.attempts ?? 1),
+    });
+    span.end();
+    this.chat = undefined;
+  }
+
+  /** A tool call ended: its span says how, and (content captured) its arguments and result. */
+  private toolCalled(data: Record<string, unknown>): void {
+    const span = this.tool ?? this.openTool(String(data.tool_call_id), String(data.name));
+    const name = this.safe(data.name);
+    if (name !== this.toolName) {
+      // A dispatch task's call_tool ran the tool it named: the span bears that tool's name.
+      span.updateName(`execute_tool ${name}`);
+      span.setAttribute(GENAI.toolName, name);
+    }
+    if (typeof data.toolset === 'string') span.setAttribute(TOOLSHIFT.toolset, this.safe(data.toolset));
+    span.setAttribute(TOOLSHIFT.outcome, data.ok ? 'ok' : 'error');
+    if (!data.ok) {
+      span.setAttribute(GENAI.errorType, 'tool_error');
+      span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    if (this.tracing.content) {
+      span.setAttribute(GENAI.toolArguments, this.redacted(data.arguments));
+      span.setAttribute(GENAI.toolResult, this.redacted(data.output));
+    }
+    this.closeTool();
+  }
+
+  /** A human decided: the next attempt begins, with the call that waited. */
+  private decided(data: Record<string, unknown>): void {
+    const waited = this.pausedAt === undefined ? undefined : Date.now() - this.pausedAt;
+    this.pausedAt = undefined;
+    this.begin();
+    this.attempt?.setAttributes({
+      [TOOLSHIFT.approvalId]: String(data.approval_id),
+      [TOOLSHIFT.approved]: data.approved === true,
+      ...(waited !== undefined ? { [TOOLSHIFT.approvalWaitMs]: waited } : {}),
+    });
+    // The call that waited runs now (or is reported not run): its span in the new attempt.
+    if (this.waiting) this.openTool(this.waiting.id, this.waiting.name);
+    this.waiting = undefined;
   }
 
   /** The task waits for a human: the call's span and the attempt end here; the decision starts the next. */

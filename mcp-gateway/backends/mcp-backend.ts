@@ -1,8 +1,8 @@
 import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/client';
 import type { ToolResult } from '../../tool-server/contract.ts';
-import type { Redactor } from '../catalog/env-expand.ts';
 import type { Backend } from './backend.ts';
 import { type McpConnection, UpstreamError } from './mcp-connection.ts';
+import type { Redactor } from './redactor.ts';
 
 // A toolset backed by an upstream MCP server: calls go over the shared connection under the server's
 // own tool names, and MCP results become ToolResults (the same shape native tools return).

@@ -11,9 +11,9 @@ import {
 import type { Logger } from '../../lib/log.ts';
 import { traceMeta } from '../../lib/tracing.ts';
 import { IDEMPOTENCY_META } from '../../tool-server/contract.ts';
-import type { Redactor } from '../catalog/env-expand.ts';
 import { FairSlots } from './fair-slots.ts';
 import { limitedFetch, type MessageTooLargeError } from './message-limit.ts';
+import type { Redactor } from './redactor.ts';
 import { StdioTransport } from './stdio-transport.ts';
 import type { PooledServer, UpstreamPool } from './upstream-pool.ts';
 import {

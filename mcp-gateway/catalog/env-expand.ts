@@ -1,4 +1,5 @@
 import { EnvSchema } from '../../lib/config.ts';
+import { PUBLIC_VARIABLES } from '../backends/redactor.ts';
 
 // `${VAR}` references in toolset files: filled from the environment when a file is loaded, and the
 // values kept out of everything the gateway shows or stores (admin API, SQLite, logs, tool results).
@@ -6,9 +7,6 @@ import { EnvSchema } from '../../lib/config.ts';
 // allows them by name for that file: the gateway's environment holds its model key and its tokens.
 
 const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
-
-/** Variables whose values are paths the operator already knows, so they are not treated as secrets. */
-export const PUBLIC_VARIABLES: ReadonlySet<string> = new Set(['TOOLSHIFT_DATA_DIR', 'TOOLSETS_DIR']);
 
 /** Every variable toolshift reads as a setting (lib/config.ts), and the families its settings come in. */
 const SETTINGS: ReadonlySet<string> = new Set(Object.keys(EnvSchema.shape));
@@ -45,49 +43,4 @@ export function expandVariables(
     if (value === undefined) missing(name);
     return value;
   });
-}
-
-/** Values shorter than this are not redacted: replacing "1" or "on" everywhere would garble results. */
-const MIN_SECRET_LENGTH = 4;
-
-/** Replaces secret values with their `${NAME}` references wherever they would leave the gateway. */
-export class Redactor {
-  private readonly pairs: [string, string][];
-
-  constructor(secrets: Record<string, string>) {
-    const pairs: [string, string][] = [];
-    for (const [name, value] of Object.entries(secrets)) {
-      if (PUBLIC_VARIABLES.has(name) || value.length < MIN_SECRET_LENGTH) continue;
-      pairs.push([value, `\${${name}}`]);
-      const encoded = encodeURIComponent(value);
-      if (encoded !== value) pairs.push([encoded, `\${${name}}`]);
-    }
-    // Longest first, so a secret that contains another is replaced whole.
-    this.pairs = pairs.sort((a, b) => b[0].length - a[0].length);
-  }
-
-  /** True when there is nothing to hide. */
-  get empty(): boolean {
-    return this.pairs.length === 0;
-  }
-
-  text(value: string): string {
-    let out = value;
-    for (const [secret, reference] of this.pairs) out = out.split(secret).join(reference);
-    return out;
-  }
-
-  /** Redacts every string inside a JSON-like value (object keys included). */
-  deep<T>(value: T): T {
-    if (this.empty) return value;
-    const walk = (v: unknown): unknown => {
-      if (typeof v === 'string') return this.text(v);
-      if (Array.isArray(v)) return v.map(walk);
-      if (v && typeof v === 'object') {
-        return Object.fromEntries(Object.entries(v).map(([k, x]) => [this.text(k), walk(x)]));
-      }
-      return v;
-    };
-    return walk(value) as T;
-  }
 }

@@ -4,7 +4,8 @@ import type { z } from 'zod';
 import { installationDir, userDataDir } from '../../lib/installation.ts';
 import { readYamlFile, YamlFileError } from '../../lib/yaml-file.ts';
 import type { McpServerSpec } from '../backends/mcp-connection.ts';
-import { expandVariables, isToolshiftSetting, Redactor, referencedVariables } from './env-expand.ts';
+import { Redactor } from '../backends/redactor.ts';
+import { expandVariables, isToolshiftSetting, referencedVariables } from './env-expand.ts';
 import { type McpBlock, ToolsetFile } from './toolset-schema.ts';
 
 // Toolset files: one YAML file per toolset, read and checked with file-and-line errors. The shipped ones are

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { boundedList, boundedString, LIMITS, ToolAnnotations } from '../../tool-server/contract.ts';
+import { boundedList, boundedString, LIMITS } from '../../lib/limits.ts';
+import { ToolAnnotations } from '../../tool-server/contract.ts';
 import { SessionId } from './base.ts';
 
 // The gateway's contract, part two: toolsets, their tools, manage_toolsets and call_tool. contract.ts re-exports it.

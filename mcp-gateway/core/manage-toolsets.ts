@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { describeIssues } from '../../lib/issues.ts';
-import { boundedList, boundedString, LIMITS } from '../../tool-server/contract.ts';
+import { boundedList, boundedString, LIMITS } from '../../lib/limits.ts';
 import type {
   ChangeToolsetsRequest,
   ChangeToolsetsResponse,

@@ -1,4 +1,5 @@
-import { isToolshiftSetting, Redactor, referencedVariables } from '../catalog/env-expand.ts';
+import { Redactor } from '../backends/redactor.ts';
+import { isToolshiftSetting, referencedVariables } from '../catalog/env-expand.ts';
 
 // Which values of an imported MCP server configuration are secrets, and the `${VAR}` references that
 // replace them: an environment variable keeps its own name (unless it is one of toolshift's settings), a

@@ -6,7 +6,7 @@ import { describeIssues } from '../../lib/issues.ts';
 import { createLogger } from '../../lib/log.ts';
 import { readConfigText, readYamlFile, YamlFileError } from '../../lib/yaml-file.ts';
 import { McpConnection, type McpServerSpec } from '../backends/mcp-connection.ts';
-import { Redactor } from '../catalog/env-expand.ts';
+import { Redactor } from '../backends/redactor.ts';
 import { defaultPrefix, resolveCommand } from '../catalog/toolset-files.ts';
 import { EnvName } from '../catalog/toolset-schema.ts';
 import { allowedReferences, secretReferences } from './secrets.ts';

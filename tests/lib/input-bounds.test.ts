@@ -6,10 +6,10 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../client.ts';
+import { LIMITS } from '../../lib/limits.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
 import { APPROVAL_ARGUMENTS_MAX, createApprovalStore } from '../../mcp-gateway/ceiling/approvals.ts';
 import { LISTED_DETAIL_MAX, LISTED_SUBJECT_MAX } from '../../mcp-gateway/store/audit.ts';
-import { LIMITS } from '../../tool-server/contract.ts';
 import { NO_STORED_CREDENTIALS } from '../helpers/credentials.ts';
 import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
 

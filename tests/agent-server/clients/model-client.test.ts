@@ -1,7 +1,7 @@
 import { delay, HttpResponse, http } from 'msw';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { openAIModel, retryAfterMs } from '../../../agent-server/clients/model.ts';
-import { TaskStoppedError } from '../../../agent-server/tasks/errors.ts';
+import { TaskStoppedError } from '../../../agent-server/errors.ts';
 import { completion, MODEL_BASE_URL, modelEdge } from '../../helpers/msw.ts';
 
 const server = modelEdge();

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { McpConnection } from '../../../mcp-gateway/backends/mcp-connection.ts';
+import { Redactor } from '../../../mcp-gateway/backends/redactor.ts';
 import { UpstreamPool } from '../../../mcp-gateway/backends/upstream-pool.ts';
-import { Redactor } from '../../../mcp-gateway/catalog/env-expand.ts';
 import { isAlive } from '../../helpers/processes.ts';
 import { log } from '../../helpers/stack.ts';
 

@@ -95,6 +95,17 @@ function spawnProc(env: Record<string, string | undefined>): Proc {
   return proc;
 }
 
+/** What a job's run needs of its pool: where its process goes afterwards, and what runs next. */
+interface Pool {
+  queue: FairQueue<Pending>;
+  idle: Proc[];
+  maxIdle: number;
+  closed(): boolean;
+  kill(proc: Proc): void;
+  replace(): void;
+  pump(): void;
+}
+
 /** A pool of query processes, started on first use. */
 export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
   const maxProcesses = options.maxProcesses ?? 4;
@@ -132,79 +143,15 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
     idle.push(proc);
   };
 
+  const pool: Pool = { queue, idle, maxIdle, closed: () => closed, kill, replace, pump };
+
   function pump(): void {
     // Jobs past their deadline leave first, whoever they belong to.
     const now = Date.now();
     for (const item of queue.drop((i) => now >= i.deadline)) item.reject(tooSlow(item.job, item.timeoutMs));
     while (queue.length > 0 && (idle.length > 0 || live.size < maxProcesses)) {
-      execute(idle.pop() ?? start(), queue.take() as Pending);
+      execute(pool, idle.pop() ?? start(), queue.take() as Pending);
     }
-  }
-
-  function execute(proc: Proc, item: Pending): void {
-    const { child } = proc;
-    child.ref();
-    child.channel?.ref();
-    let settled = false;
-    const finish = (keep: boolean, settle: () => void) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      queue.done(item);
-      child.off('message', onMessage);
-      child.off('exit', onExit);
-      if (keep && !closed && idle.length < maxIdle) {
-        child.unref();
-        child.channel?.unref();
-        idle.push(proc);
-        settle();
-      } else {
-        kill(proc);
-        replace();
-        // Answer once the process is gone, so a stopped query is really stopped when the caller hears of it.
-        const waited = setTimeout(settle, 2000);
-        void proc.exited.then(() => {
-          clearTimeout(waited);
-          settle();
-        });
-      }
-      pump();
-    };
-    const onMessage = (reply: DbReply) => {
-      if (reply.ok) finish(true, () => item.resolve(reply.result));
-      else if (reply.ok === false) finish(true, () => item.reject(new ToolError(reply.error)));
-    };
-    const onExit = (code: number | null, signal: string | null) =>
-      finish(false, () =>
-        item.reject(
-          new ToolError(
-            `The database process stopped unexpectedly (${signal ?? `code ${code}`})` +
-              (proc.stderr.trim() ? `: ${proc.stderr.trim().split('\n').slice(-3).join(' ')}` : ''),
-          ),
-        ),
-      );
-    const timer = setTimeout(
-      () => finish(false, () => item.reject(tooSlow(item.job, item.timeoutMs))),
-      Math.max(0, item.deadline - Date.now()),
-    );
-    child.on('message', onMessage);
-    child.on('exit', onExit);
-    proc.ready.then(
-      () => {
-        if (settled) return;
-        try {
-          child.send(item.job);
-        } catch (err) {
-          finish(false, () =>
-            item.reject(new ToolError(`The database process is gone: ${(err as Error).message}`)),
-          );
-        }
-      },
-      (err: Error) =>
-        finish(false, () =>
-          item.reject(new ToolError(`Could not start the database process: ${err.message}`)),
-        ),
-    );
   }
 
   return {
@@ -222,4 +169,73 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
       for (const proc of [...live]) kill(proc);
     },
   };
+}
+
+/**
+ * Runs one job on a process: the process goes back to the idle ones when it answered (and is wanted there), and
+ * is killed otherwise (its deadline, an error, an exit), and a fresh one started in its place.
+ */
+function execute(pool: Pool, proc: Proc, item: Pending): void {
+  const { queue, idle } = pool;
+  const { child } = proc;
+  child.ref();
+  child.channel?.ref();
+  let settled = false;
+  const finish = (keep: boolean, settle: () => void) => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(timer);
+    queue.done(item);
+    child.off('message', onMessage);
+    child.off('exit', onExit);
+    if (keep && !pool.closed() && idle.length < pool.maxIdle) {
+      child.unref();
+      child.channel?.unref();
+      idle.push(proc);
+      settle();
+    } else {
+      pool.kill(proc);
+      pool.replace();
+      // Answer once the process is gone, so a stopped query is really stopped when the caller hears of it.
+      const waited = setTimeout(settle, 2000);
+      void proc.exited.then(() => {
+        clearTimeout(waited);
+        settle();
+      });
+    }
+    pool.pump();
+  };
+  const onMessage = (reply: DbReply) => {
+    if (reply.ok) finish(true, () => item.resolve(reply.result));
+    else if (reply.ok === false) finish(true, () => item.reject(new ToolError(reply.error)));
+  };
+  const onExit = (code: number | null, signal: string | null) =>
+    finish(false, () =>
+      item.reject(
+        new ToolError(
+          `The database process stopped unexpectedly (${signal ?? `code ${code}`})` +
+            (proc.stderr.trim() ? `: ${proc.stderr.trim().split('\n').slice(-3).join(' ')}` : ''),
+        ),
+      ),
+    );
+  const timer = setTimeout(
+    () => finish(false, () => item.reject(tooSlow(item.job, item.timeoutMs))),
+    Math.max(0, item.deadline - Date.now()),
+  );
+  child.on('message', onMessage);
+  child.on('exit', onExit);
+  proc.ready.then(
+    () => {
+      if (settled) return;
+      try {
+        child.send(item.job);
+      } catch (err) {
+        finish(false, () =>
+          item.reject(new ToolError(`The database process is gone: ${(err as Error).message}`)),
+        );
+      }
+    },
+    (err: Error) =>
+      finish(false, () => item.reject(new ToolError(`Could not start the database process: ${err.message}`))),
+  );
 }

@@ -39,7 +39,38 @@ export function describeTable(db: Database.Database, wanted: string) {
     throw new SqlRefused(`No table or view named ${JSON.stringify(wanted)}; ${shown}`);
   }
   const name = entry.name;
-  const columns = (
+  const columns = columnsOf(db, name);
+  const pkOrder = db
+    .prepare('SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk')
+    .pluck()
+    .all(name);
+  const foreignKeys = foreignKeysOf(db, name);
+  const indexes = indexesOf(db, name);
+  const rowCount = db
+    .prepare(`SELECT count(*) FROM main.${quoteIdent(name)}`)
+    .pluck()
+    .get() as number;
+  const sql = db
+    .prepare("SELECT sql FROM sqlite_schema WHERE name = ? AND type IN ('table', 'view')")
+    .pluck()
+    .get(name) as string | null | undefined;
+  return {
+    table: name,
+    type: entry.type,
+    columns,
+    primary_key: pkOrder,
+    foreign_keys: foreignKeys,
+    indexes,
+    row_count: rowCount,
+    without_rowid: entry.wr === 1,
+    strict: entry.strict === 1,
+    sql: sql ?? null,
+  };
+}
+
+/** A table's columns, generated and hidden ones marked. */
+function columnsOf(db: Database.Database, name: string) {
+  return (
     db
       .prepare('SELECT name, type, "notnull", dflt_value, pk, hidden FROM pragma_table_xinfo(?)')
       .all(name) as {
@@ -59,10 +90,10 @@ export function describeTable(db: Database.Database, wanted: string) {
     ...(c.hidden === 2 || c.hidden === 3 ? { generated: c.hidden === 2 ? 'virtual' : 'stored' } : {}),
     ...(c.hidden === 1 ? { hidden: true } : {}),
   }));
-  const pkOrder = db
-    .prepare('SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk')
-    .pluck()
-    .all(name);
+}
+
+/** A table's foreign keys, each with its columns in order. */
+function foreignKeysOf(db: Database.Database, name: string) {
   const fkRows = db
     .prepare(
       'SELECT id, seq, "table", "from", "to", on_update, on_delete FROM pragma_foreign_key_list(?) ORDER BY id, seq',
@@ -95,7 +126,12 @@ export function describeTable(db: Database.Database, wanted: string) {
     found.references.columns.push(fk.to);
     foreignKeys.set(fk.id, found);
   }
-  const indexes = (
+  return [...foreignKeys.values()];
+}
+
+/** A table's indexes, with where each came from and its columns. */
+function indexesOf(db: Database.Database, name: string) {
+  return (
     db
       .prepare('SELECT name, "unique", origin, partial FROM pragma_index_list(?) ORDER BY name')
       .all(name) as {
@@ -117,24 +153,4 @@ export function describeTable(db: Database.Database, wanted: string) {
       .pluck()
       .all(ix.name),
   }));
-  const rowCount = db
-    .prepare(`SELECT count(*) FROM main.${quoteIdent(name)}`)
-    .pluck()
-    .get() as number;
-  const sql = db
-    .prepare("SELECT sql FROM sqlite_schema WHERE name = ? AND type IN ('table', 'view')")
-    .pluck()
-    .get(name) as string | null | undefined;
-  return {
-    table: name,
-    type: entry.type,
-    columns,
-    primary_key: pkOrder,
-    foreign_keys: [...foreignKeys.values()],
-    indexes,
-    row_count: rowCount,
-    without_rowid: entry.wr === 1,
-    strict: entry.strict === 1,
-    sql: sql ?? null,
-  };
 }

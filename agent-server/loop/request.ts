@@ -2,8 +2,8 @@ import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/reso
 import type { GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { ModelRequest } from '../clients/model.ts';
 import type { ToolExposure } from '../contract.ts';
-import { callToolTool } from '../loop/dispatch.ts';
-import { manageToolsetsTool } from '../loop/manage-toolsets.ts';
+import { callToolTool } from './dispatch.ts';
+import { manageToolsetsTool } from './manage-toolsets.ts';
 
 /**
  * A gateway tool as an OpenAI function tool, made once per definition object: the loop reuses the session's

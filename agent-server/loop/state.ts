@@ -1,0 +1,161 @@
+import type {
+  ChatCompletionMessageFunctionToolCall,
+  ChatCompletionMessageParam,
+} from 'openai/resources/chat/completions';
+import type { TokenCounter } from '../../lib/tokens.ts';
+import type { GatewayTool } from '../../mcp-gateway/contract.ts';
+import type { GatewayClient } from '../clients/gateway.ts';
+import type { Model, ModelReply, ModelRequest } from '../clients/model.ts';
+import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.ts';
+import { createExposure, type Exposure } from './exposure.ts';
+import type { ApprovalDecision, CallJournal, Emit, PendingCall } from './tool-step.ts';
+
+// The loop as it stands between its steps: the conversation, its counts and the toolsets it used. A pause
+// stores a snapshot of it and the checkpoint before a reply's calls run records one; the loop ends with an
+// outcome made from it. Every part of the loop (loop.ts, turn.ts, answer.ts, resume.ts) works on one run.
+
+/** A paused loop, as stored while a task waits for an approval: everything needed to go on from there. */
+export interface LoopSnapshot {
+  messages: ChatCompletionMessageParam[];
+  steps: number;
+  usage: Usage;
+  tokens: TokenTotals;
+  used: string[];
+  /** The task's exposure mode, and (dispatch) the tools whose definitions the conversation holds. */
+  exposure?: ToolExposure;
+  shown?: string[];
+  /** The task's trace attempt this was saved in, so the attempt going on from it links to it (tasks/trace.ts). */
+  trace?: { parent: string; attempt: number };
+  /** The reply being answered: its tool calls, the one waiting, and the tool messages of those before it. */
+  pending: {
+    step: number;
+    calls: ChatCompletionMessageFunctionToolCall[];
+    index: number;
+    done: ChatCompletionMessageParam[];
+    tools: GatewayTool[];
+  };
+}
+
+/** What the loop needs. */
+export interface LoopDeps {
+  model: Model;
+  modelName: string;
+  gateway: GatewayClient;
+  emit: Emit;
+  tokens: TokenCounter;
+  /** Aborted (with a TaskStoppedError) when the task is cancelled or runs out of time. */
+  signal?: AbortSignal;
+  /** Pauses the task until a human decides on a call the policy asks about; `snapshot` is what to persist. */
+  awaitApproval?: (pending: PendingCall, snapshot: LoopSnapshot) => Promise<ApprovalDecision>;
+  /**
+   * Where the task records its progress so another worker can go on from it: each reply with tool calls
+   * before they run (`checkpoint`), and each call as it starts and ends.
+   */
+  journal?: CallJournal & { checkpoint(snapshot: LoopSnapshot): Promise<void> };
+  /** This worker's name, in a `task_resumed` event. */
+  worker?: string;
+  /** The task and the fence this worker holds it under: each tool call carries them to the gateway. */
+  calls?: { taskId: string; fence(): number | undefined };
+  /** The task's trace (tasks/trace.ts), told each request and reply when tracing is on. */
+  trace?: { request(request: ModelRequest): void; reply(reply: ModelReply): void };
+}
+
+/** How a task's loop ended. */
+export interface LoopOutcome {
+  status: FinalStatus;
+  final_answer: string | null;
+  error: string | null;
+  steps: number;
+  usage: Usage;
+  toolsets_used: string[];
+  tokens: TokenTotals;
+}
+
+/** The loop as it stands: what a snapshot stores, and what the outcome reports. */
+export interface LoopState {
+  messages: ChatCompletionMessageParam[];
+  steps: number;
+  readonly usage: Usage;
+  readonly tokens: TokenTotals;
+  readonly used: Set<string>;
+  readonly exposure: Exposure;
+  /** The model's replies cut off at its output token limit in a row (turn.ts). */
+  cutOffs: number;
+}
+
+/** One run of the loop: its state, and what it works with. */
+export interface LoopRun {
+  readonly sessionId: string;
+  readonly deps: LoopDeps;
+  /** The gateway, keeping the session's tool list between steps and replacing it when toolsets change. */
+  readonly gateway: GatewayClient;
+  readonly state: LoopState;
+}
+
+/** The usage of a loop that has asked nothing yet. */
+export function noUsage(): Usage {
+  return { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+}
+
+/** The token figures of a loop that has sent no request yet. */
+export function noTokens(tokenizer: string): TokenTotals {
+  return {
+    tokenizer,
+    requests: 0,
+    tool_definition_tokens: 0,
+    all_toolsets_tool_tokens: 0,
+    all_toolsets_not_counted: [],
+    message_tokens: 0,
+  };
+}
+
+/** The state a loop starts from: a saved one (a pause, a checkpoint) or a fresh one, its conversation to come. */
+export function startState(
+  saved: LoopSnapshot | undefined,
+  mode: ToolExposure | undefined,
+  tokenizer: string,
+): LoopState {
+  const exposure = createExposure(saved?.exposure ?? mode);
+  for (const name of saved?.shown ?? []) exposure.shown.add(name);
+  return {
+    messages: [],
+    steps: saved?.steps ?? 0,
+    usage: saved?.usage ?? noUsage(),
+    tokens: saved?.tokens ?? noTokens(tokenizer),
+    used: new Set<string>(saved?.used),
+    exposure,
+    cutOffs: 0,
+  };
+}
+
+/** The loop as it stands, answering call `index` of the reply `calls` of `step`. */
+export function snapshotAt(state: LoopState, pending: LoopSnapshot['pending']): LoopSnapshot {
+  return {
+    messages: state.messages,
+    steps: state.steps,
+    usage: state.usage,
+    tokens: state.tokens,
+    used: [...state.used],
+    exposure: state.exposure.mode,
+    shown: [...state.exposure.shown],
+    pending,
+  };
+}
+
+/** The loop's outcome as it stands. */
+export function endWith(
+  state: LoopState,
+  status: FinalStatus,
+  final_answer: string | null,
+  error: string | null,
+): LoopOutcome {
+  return {
+    status,
+    final_answer,
+    error,
+    steps: state.steps,
+    usage: state.usage,
+    toolsets_used: [...state.used],
+    tokens: state.tokens,
+  };
+}

@@ -1,0 +1,46 @@
+import { StoreUnavailable } from '../../lib/db-reachability.ts';
+import type { ExecuteTaskResponse } from '../contract.ts';
+import type { TaskStore } from '../store/interface.ts';
+import type { TaskListener } from './deps.ts';
+import { resultOf } from './outcome.ts';
+
+/** A task that goes on in another process (claimed or resumed there): its end, read from the store once there. */
+export async function followElsewhere(
+  store: TaskStore,
+  pollMs: number,
+  taskId: string,
+  listeners: Set<TaskListener>,
+): Promise<ExecuteTaskResponse> {
+  // Read again when the other process records the task's end, or now and then.
+  let wake: () => void = () => {};
+  let told = false;
+  const stopHearing = store.onTaskEnd(taskId, () => {
+    told = true;
+    wake();
+  });
+  try {
+    for (;;) {
+      told = false;
+      // The database unreachable: read again once it may be back (its end is recorded there, whenever).
+      const task = await store.getTask(taskId).catch((err: unknown) => {
+        if (err instanceof StoreUnavailable) return null;
+        throw err;
+      });
+      if (task && !['queued', 'running', 'awaiting_approval'].includes(task.status)) {
+        const result = resultOf(task);
+        for (const l of listeners) l.end?.(result);
+        return result;
+      }
+      if (told && task !== null) continue;
+      await new Promise<void>((r) => {
+        const timer = setTimeout(r, pollMs);
+        wake = () => {
+          clearTimeout(timer);
+          r();
+        };
+      });
+    }
+  } finally {
+    stopHearing();
+  }
+}

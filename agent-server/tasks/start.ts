@@ -1,0 +1,59 @@
+import { randomUUID } from 'node:crypto';
+import { HttpError } from '../../lib/http.ts';
+import type { ExecuteTaskRequest } from '../contract.ts';
+import { ModelNotConfiguredError } from '../errors.ts';
+import type { AgentCore } from './agent-core.ts';
+import type { TaskListener } from './deps.ts';
+import { renderGoal } from './relay.ts';
+import type { QueuedRequest } from './run.ts';
+
+/**
+ * Starts a task and returns once it is recorded; the task runs until it ends, whoever is listening. With
+ * MAX_CONCURRENT_TASKS running it is queued (recorded as `queued`, started when a slot frees, also after a
+ * restart); with the queue full too, refused with 503 and `retry-after`.
+ */
+export async function startTask(a: AgentCore, req: ExecuteTaskRequest, listener?: TaskListener) {
+  const { deps, queue, slots } = a;
+  const { maxConcurrent, maxQueued } = a.limits;
+  if (!deps.model) throw new ModelNotConfiguredError();
+  const waiting = () => queue.items.length + slots.enqueuing;
+  const busy = a.active() >= maxConcurrent;
+  if (busy && waiting() >= maxQueued) {
+    const message =
+      maxQueued === 0
+        ? `${a.active()} tasks are running, the most this agent-server runs at once (MAX_CONCURRENT_TASKS=${maxConcurrent}); retry shortly`
+        : `${a.active()} tasks are running (MAX_CONCURRENT_TASKS=${maxConcurrent}) and ${waiting()} wait for a slot, ` +
+          `the most that may wait (MAX_QUEUED_TASKS=${maxQueued}); retry shortly`;
+    throw new HttpError(503, message, {}, { 'retry-after': '5' });
+  }
+  const goal = req.prompt ? await renderGoal(deps.gateway, req.prompt) : (req.goal as string);
+  const taskId = `task_${randomUUID()}`;
+  const sessionId = req.session_id ?? `ses_${randomUUID()}`;
+  const request: QueuedRequest = {
+    maxSteps: req.max_steps ?? deps.defaultMaxSteps,
+    maxDurationS: req.max_duration_s ?? a.limits.defaultMaxDurationS,
+    exposure: req.exposure ?? deps.exposure ?? 'native',
+    prime: req.prime ?? deps.prime ?? true,
+  };
+  // Judged again after the awaits above: other requests may have taken the last slots meanwhile. The slot
+  // (or the place in the queue) is this request's from here, while the task is recorded.
+  const createdAt = new Date().toISOString();
+  if (a.active() >= maxConcurrent || waiting() > 0) {
+    slots.enqueuing++;
+    try {
+      await deps.store.createTask(taskId, sessionId, goal, { queued: true, request });
+    } finally {
+      slots.enqueuing--;
+    }
+    const done = queue.enqueue({ taskId, sessionId, goal, createdAt, ...request }, { listener });
+    queue.drain();
+    return { task_id: taskId, session_id: sessionId, done, status: 'queued' as 'running' | 'queued' };
+  }
+  slots.claiming++;
+  try {
+    await deps.store.createTask(taskId, sessionId, goal, { request });
+  } finally {
+    slots.claiming--;
+  }
+  return a.launch({ taskId, sessionId, goal, createdAt, ...request }, { listener });
+}

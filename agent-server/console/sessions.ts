@@ -100,7 +100,7 @@ export function createLogins(deps: LoginDeps) {
     throw new HttpError(
       401,
       'That token does not open the console: log in with VIEWER_TOKEN (read only), AGENT_API_TOKEN (run tasks, ' +
-        'decide approvals) or GATEWAY_ADMIN_TOKEN (everything); `toolshift token <role>` prints each',
+        'decide approvals) or GATEWAY_ADMIN_TOKEN (everything); the command toolshift token <role> prints each',
     );
   }
 

@@ -74,9 +74,10 @@ describe('console logins', () => {
         body: JSON.stringify({ token }),
       });
       expect(res.status).toBe(401);
-      expect(((await res.json()) as { error: string }).error).toMatch(
-        /VIEWER_TOKEN.*AGENT_API_TOKEN.*GATEWAY_ADMIN_TOKEN/,
-      );
+      const { error } = (await res.json()) as { error: string };
+      expect(error).toMatch(/VIEWER_TOKEN.*AGENT_API_TOKEN.*GATEWAY_ADMIN_TOKEN/);
+      // Shown on the login page as text: no markdown backticks.
+      expect(error).not.toContain('`');
     }
     // The operator's token is still no bearer token of the agent-server: only a console login carries it.
     const bearer = await fetch(`${base}/agent/tasks`, {

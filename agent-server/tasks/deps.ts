@@ -20,6 +20,8 @@ export interface AgentDeps {
   log: Logger;
   /** A task's wall-clock limit when its request sets none (AGENT_MAX_DURATION_S; default 30 min). */
   defaultMaxDurationS?: number;
+  /** How long a task waits for a gateway it cannot reach at all before it fails (default 30 s: a restart). */
+  gatewayAwayMs?: number;
   /** Counts tool-definition and message tokens (default: o200k_base). */
   tokens?: TokenCounter;
   metrics?: AgentMetrics;

@@ -8,6 +8,9 @@ import type { GatewayClient } from '../clients/gateway.ts';
 // the operator's switches and limits) before it runs the tool, and after it only writes its audit row behind
 // (a failure there is logged, never the call's), so a call refused so never ran.
 
+/** How long a task waits for a gateway it cannot reach at all (a restart takes seconds). */
+export const GATEWAY_AWAY_MS = 30_000;
+
 /** The longest wait between two tries (the gateway says 5 s in Retry-After). */
 const MAX_WAIT_MS = 5000;
 
@@ -65,9 +68,19 @@ export function ridingOutages(
   gateway: GatewayClient,
   signal: AbortSignal,
   onWait: (err: unknown) => void,
+  awayMs = GATEWAY_AWAY_MS,
 ): GatewayClient {
-  const away = (err: unknown) => storeUnavailable(err) || gatewayAway(err);
-  const again = <T>(call: () => Promise<T>) => untilAnswered(call, signal, onWait, away);
+  // The database is waited out for the task's whole time; a gateway that cannot be reached for `awayMs` is
+  // not restarting but gone (a wrong GATEWAY_URL): the task then fails saying so.
+  const again = <T>(call: () => Promise<T>) => {
+    let awaySince: number | undefined;
+    return untilAnswered(call, signal, onWait, (err) => {
+      if (storeUnavailable(err)) return true;
+      if (!gatewayAway(err)) return false;
+      awaySince ??= Date.now();
+      return Date.now() - awaySince < awayMs;
+    });
+  };
   return {
     ...gateway,
     // Every argument passed on as given (a call's idempotency key and fence above all).
@@ -77,6 +90,6 @@ export function ridingOutages(
     callTool: (...a) => untilAnswered(() => gateway.callTool(...a), signal, onWait, storeUnavailable),
     getApproval: (...a) => again(() => gateway.getApproval(...a)),
     renderPrompt: (...a) => again(() => gateway.renderPrompt(...a)),
-    forTask: (taskId) => ridingOutages(gateway.forTask(taskId), signal, onWait),
+    forTask: (taskId) => ridingOutages(gateway.forTask(taskId), signal, onWait, awayMs),
   };
 }

@@ -70,8 +70,15 @@ export function launchTask(
     recovered || opts.resume ? remainingS(task.maxDurationS, task.createdAt) : task.maxDurationS;
   const controller = new AbortController();
   // Through a blip of the gateway's database the task waits for the gateway rather than failing.
-  const gateway = ridingOutages(w.deps.gateway.forTask(taskId), controller.signal, (err) =>
-    w.deps.log.warn({ err, task: taskId }, 'the gateway cannot reach its database; the task waits for it'),
+  const gateway = ridingOutages(
+    w.deps.gateway.forTask(taskId),
+    controller.signal,
+    (err) =>
+      w.deps.log.warn(
+        { err, task: taskId },
+        'the gateway cannot be reached, or its database; the task waits',
+      ),
+    w.deps.gatewayAwayMs,
   );
   const listeners = opts.listeners ?? new Set<TaskListener>(opts.listener ? [opts.listener] : []);
   const traced = traceOf(w, task, opts, recovered);

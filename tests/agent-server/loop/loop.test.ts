@@ -514,6 +514,8 @@ describe('the agent API', () => {
       modelName: 'm',
       defaultMaxSteps: 5,
       log,
+      // Not a restart's few seconds: it is given up on at once here (30 s by default).
+      gatewayAwayMs: 0,
     });
     const result = await agent.execute({ goal: 'x' });
     expect(result).toMatchObject({ status: 'failed', steps: 0 });

@@ -25,7 +25,7 @@ import { createLeases } from './leases.ts';
 // written behind in one multi-row INSERT a few milliseconds later (or before any read, pause or end); a task's
 // last events and its end are committed in one transaction.
 
-const MIGRATIONS = [
+export const MIGRATIONS = [
   `CREATE TABLE tasks (
      task_id TEXT PRIMARY KEY,
      n BIGINT GENERATED ALWAYS AS IDENTITY,

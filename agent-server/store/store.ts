@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS task_events (
  * the tables and perhaps some of the columns: step 1 only creates what is missing, step 2 adds each column
  * it lacks.
  */
-const MIGRATIONS = [
+export const MIGRATIONS = [
   SCHEMA,
   (db: Db) => {
     const have = new Set(

@@ -1,8 +1,18 @@
-import type { EventType, Task, TaskEvent, TaskStatus } from '../contract.ts';
-import type { LoopOutcome } from '../loop/loop.ts';
+import type { EventType, FinalStatus, Task, TaskEvent, TaskStatus, TokenTotals, Usage } from '../contract.ts';
 
-/** How a task ended, as stored: what its loop ended with. */
-export type TaskOutcome = LoopOutcome;
+/**
+ * How a task ended, as stored (what its loop ends with: the loop's outcome is this shape, and the store, below
+ * the loop, names it from the contract's types alone).
+ */
+export interface TaskOutcome {
+  status: FinalStatus;
+  final_answer: string | null;
+  error: string | null;
+  steps: number;
+  usage: Usage;
+  toolsets_used: string[];
+  tokens: TokenTotals;
+}
 
 /** One tool call of the reply a task's checkpoint holds, as recorded around its run. */
 export interface CallRecord {
@@ -31,6 +41,12 @@ export interface LeaseOptions {
   holder?: string;
   /** How long a lease lasts; heartbeats renew it at a third of that. */
   leaseMs?: number;
+  /**
+   * The clock leases are taken, renewed and judged lapsed by, in milliseconds since the epoch (Date.now unless
+   * a test moves time itself). Every worker sharing a database compares its leases on its own clock: their
+   * clocks must agree to well within a lease (NTP does).
+   */
+  now?: () => number;
 }
 
 export interface StoreOptions extends LeaseOptions {

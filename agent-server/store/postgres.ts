@@ -18,7 +18,7 @@ import type {
   TaskStore,
 } from './interface.ts';
 import { likePattern, toTask } from './interface.ts';
-import { createLeases } from './leases.ts';
+import { createLeases, DEFAULT_LEASE_MS } from './leases.ts';
 
 // Tasks and their events in PostgreSQL (DATABASE_URL): the same store as store.ts's SQLite one, the same
 // contract suite (tests/agent-server/store/contract.test.ts). Events are numbered when they are appended and
@@ -101,10 +101,28 @@ const MAX_PAYLOAD = 7900;
 
 /** A fenced statement's condition on `tasks`: held under fence $2 and its lease not lapsed ($1 is the task). */
 const HELD =
-  "task_id = $1 AND (($2::bigint IS NULL AND status IN ('queued', 'running', 'awaiting_approval')) OR (fence = $2 AND lease_until > now()))";
+  "task_id = $1 AND (($2::bigint IS NULL AND status IN ('queued', 'running', 'awaiting_approval')) OR (fence = $2 AND lease_until > $NOW))";
 
 type Query = (sql: string, values: unknown[]) => Promise<{ rows: unknown[]; rowCount: number | null }>;
 type QueryRow = QueryResultRow;
+
+/**
+ * A statement's text and values with the leases' clock in them (StoreOptions.now, not the server's): `$NOW` is
+ * the time now, `$UNTIL` when a lease taken now ends, each a parameter after the statement's own.
+ */
+function clockedWith(now: () => number, leaseMs: number) {
+  return (sql: string, values: unknown[]): [string, unknown[]] => {
+    if (!sql.includes('$NOW') && !sql.includes('$UNTIL')) return [sql, values];
+    const t = now();
+    const params = [...values];
+    // Each placeholder a parameter only if used (PostgreSQL cannot type a parameter no statement names).
+    const at = (ms: number) => `to_timestamp($${params.push(ms)}::float8 / 1000)`;
+    let text = sql;
+    if (text.includes('$NOW')) text = text.replaceAll('$NOW', at(t));
+    if (text.includes('$UNTIL')) text = text.replaceAll('$UNTIL', at(t + leaseMs));
+    return [text, params];
+  };
+}
 
 /** SQLSTATEs of a statement rolled back for others running beside it (deadlock, serialization failure). */
 const TRANSIENT = new Set(['40P01', '40001']);
@@ -117,9 +135,10 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   // Each statement notes whether the server was reached (/health, 503 for requests); what a running task
   // writes waits for it to return (`persist`).
   const reach = reachabilityOf(pool);
+  const clocked = clockedWith(opts.now ?? Date.now, opts.leaseMs ?? DEFAULT_LEASE_MS);
   const db = {
     query: <R extends QueryRow = QueryRow>(sql: string, values: unknown[]) =>
-      reach.track(() => pool.query<R>(sql, values)),
+      reach.track(() => pool.query<R>(...clocked(sql, values))),
   };
   /**
    * Runs `work` until the server answers it: while it cannot be reached (or the statement was rolled back for
@@ -149,14 +168,14 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   // than a lease): until another worker claims the task (a new fence) it is still this worker's alone.
   const leases = createLeases(opts, async (held) => {
     const res = await db.query(
-      `UPDATE tasks t SET lease_until = now() + $3 * interval '1 millisecond'
+      `UPDATE tasks t SET lease_until = $UNTIL
        FROM unnest($1::text[], $2::bigint[]) AS h(task_id, fence)
        WHERE t.task_id = h.task_id AND t.fence = h.fence AND t.status = 'running' RETURNING t.task_id`,
-      [held.map(([t]) => t), held.map(([, f]) => f), leases.leaseMs],
+      [held.map(([t]) => t), held.map(([, f]) => f)],
     );
     return res.rows.map((r) => r.task_id as string);
   });
-  const lease = "now() + $LEASE * interval '1 millisecond'";
+  const lease = '$UNTIL';
   // The database back: the leases first (before the writes that waited for it, and another worker's sweeper).
   const stopRenewingOnReturn = reach.onUp(() => {
     // Gone again at once: the heartbeat and the writes that wait renew them when it is back for good.
@@ -183,7 +202,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
            FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::float8[], $6::text[], $7::bigint[])
              AS v(task_id, seq, type, at, duration_ms, data, fence)
            WHERE v.fence IS NULL OR EXISTS (SELECT 1 FROM tasks t
-             WHERE t.task_id = v.task_id AND t.fence = v.fence AND t.lease_until > now() FOR SHARE)
+             WHERE t.task_id = v.task_id AND t.fence = v.fence AND t.lease_until > $NOW FOR SHARE)
            ${retry ? 'ON CONFLICT (task_id, seq) DO NOTHING' : ''}
            RETURNING task_id),
          written AS (SELECT task_id, count(*) AS n FROM ins GROUP BY task_id),
@@ -284,7 +303,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
           ? work((text, params) => db.query(text, params))
           : reach.track(() =>
               inTransaction(pool, async (client) => {
-                const query: Query = (text, params) => client.query(text, params);
+                const query: Query = (text, params) => client.query(...clocked(text, params));
                 await insertEvents(query, rows, retry);
                 return work(query);
               }),
@@ -297,9 +316,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     afterEvents(
       values[0] as string,
       async (query) => {
-        const withLease = sql.includes('$LEASE');
-        const text = sql.replaceAll('$LEASE', `$${values.length + 1}`);
-        return (await query(text, withLease ? [...values, leases.leaseMs] : values)).rows as T[];
+        return (await query(sql, values)).rows as T[];
       },
       durable,
     );
@@ -653,7 +670,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       if (!all && back !== undefined && Date.now() - back < leases.leaseMs) return [];
       const rows = await read<{ task_id: string }>(
         `UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_until = NULL, fence = fence + 1
-         WHERE status = 'running' AND ($1 OR lease_until IS NULL OR lease_until <= now()) RETURNING task_id`,
+         WHERE status = 'running' AND ($1 OR lease_until IS NULL OR lease_until <= $NOW) RETURNING task_id`,
         [all],
       );
       if (rows.length > 0) await wake();

@@ -222,7 +222,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
   };
   const batch = createWriteBatch(db, onWriteError, { onBegin: () => fenceChecked.clear() });
   const renew = db.transaction((held: [string, number][]) => {
-    const now = Date.now();
+    const now = leases.now();
     const until = now + leases.leaseMs;
     return held
       .filter(([task, fence]) => q.renew.run({ task, fence, now, until }).changes === 1)
@@ -233,7 +233,11 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     return renew(held);
   });
   /** The parameters of a fenced write of `taskId`. */
-  const fenced = (taskId: string) => ({ task: taskId, fence: leases.fence(taskId) ?? null, now: Date.now() });
+  const fenced = (taskId: string) => ({
+    task: taskId,
+    fence: leases.fence(taskId) ?? null,
+    now: leases.now(),
+  });
   /** Runs a fenced write (after the events before it); throws LeaseLost when it changed nothing. */
   const write = (taskId: string, run: (params: ReturnType<typeof fenced>) => number) => {
     const outcome = queueWrite(taskId, run);
@@ -320,7 +324,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       if (opts.queued)
         q.insert.run(taskId, sessionId, goal, 'queued', now.toISOString(), request, null, null, 0);
       else {
-        const until = now.getTime() + leases.leaseMs;
+        const until = leases.now() + leases.leaseMs;
         q.insert.run(taskId, sessionId, goal, 'running', now.toISOString(), request, leases.holder, until, 1);
         leases.take(taskId, 1);
       }
@@ -328,7 +332,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     },
     async claim(taskId) {
       batch.flush();
-      const row = q.claim.get({ task: taskId, holder: leases.holder, until: Date.now() + leases.leaseMs });
+      const row = q.claim.get({ task: taskId, holder: leases.holder, until: leases.now() + leases.leaseMs });
       if (!row) return undefined;
       claimed(taskId, Number(row.fence));
       return {
@@ -362,7 +366,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
           const key = `${taskId} ${fence}`;
           let held = fenceChecked.get(key);
           if (held === undefined) {
-            held = q.held.get({ task: taskId, fence, now: Date.now() }) !== undefined;
+            held = q.held.get({ task: taskId, fence, now: leases.now() }) !== undefined;
             fenceChecked.set(key, held);
           }
           // Refused: this worker no longer holds the task (another claimed it, or the lease lapsed).
@@ -404,7 +408,11 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     /** The task runs again (its approval was decided), under this worker's lease; committed at once. */
     async unpause(taskId) {
       batch.flush();
-      const row = q.unpause.get({ task: taskId, holder: leases.holder, until: Date.now() + leases.leaseMs });
+      const row = q.unpause.get({
+        task: taskId,
+        holder: leases.holder,
+        until: leases.now() + leases.leaseMs,
+      });
       if (!row) return false;
       claimed(taskId, Number(row.fence));
       return true;
@@ -491,7 +499,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     pruneLogins: async (limit) => q.pruneLogins.run(Date.now(), limit).changes,
     async requeueLapsed(all = false) {
       batch.flush();
-      return q.requeue.all({ all: all ? 1 : 0, now: Date.now() }).map((r) => r.task_id);
+      return q.requeue.all({ all: all ? 1 : 0, now: leases.now() }).map((r) => r.task_id);
     },
     onLeaseLost: (listener) => void leases.onLost(listener),
     // One process uses the file: nothing to hear, no one to wake.

@@ -8,8 +8,17 @@ import {
   reachabilityOf,
 } from '../../lib/postgres.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
+import {
+  type ClaimedRow,
+  claimedPayload,
+  parseQueueChange,
+  postgresClaimSql,
+  QUEUED_PAYLOAD,
+  toClaimed,
+} from './claims.ts';
 import type {
   CallRecord,
+  QueueChange,
   StoredLogin,
   StoreOptions,
   TaskFilter,
@@ -220,10 +229,12 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         if (fence !== null && !written.has(taskId)) leases.lose(taskId, fence);
     }
   };
-  const wake = async () => {
-    await db.query('SELECT pg_notify($1, $2)', [QUEUE_CHANNEL, '']);
+  /** Tells the other processes something changed (`payload`: what, claims.ts; empty: anything). */
+  const notifyQueue = async (payload = '') => {
+    await db.query('SELECT pg_notify($1, $2)', [QUEUE_CHANNEL, payload]);
   };
-  const queueListeners = new Set<() => void>();
+  const wake = () => notifyQueue();
+  const queueListeners = new Set<(change: QueueChange) => void>();
   /** Listeners of each task's events, by task: a notification names its tasks, each found at once. */
   const eventListeners = new Map<string, Set<() => void>>();
   const endListeners = new Map<string, Set<() => void>>();
@@ -232,7 +243,8 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   const hear = () => {
     unlisten ??= listenPostgres(pool, [EVENTS_CHANNEL, QUEUE_CHANNEL, END_CHANNEL], (channel, payload) => {
       if (channel === QUEUE_CHANNEL) {
-        for (const l of [...queueListeners]) l();
+        const change = parseQueueChange(payload, leases.holder);
+        if (change) for (const l of [...queueListeners]) l(change);
         return;
       }
       const listeners = channel === END_CHANNEL ? endListeners : eventListeners;
@@ -358,23 +370,36 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     await reach.guard(flush());
     return (await db.query(sql, values)).rows as T[];
   };
+  /**
+   * Rows of one task, once its own events written behind are in (a read waits for no other task's writes);
+   * while the database is unreachable, StoreUnavailable at once.
+   */
+  const readTask = async <T>(taskId: string, sql: string, values: unknown[]): Promise<T[]> => {
+    await reach.guard(
+      enqueue(taskId, async (rows) => {
+        if (rows.length === 0) return;
+        let attempt = 0;
+        await persist(() => insertEvents((q, v) => db.query(q, v), rows, attempt++ > 0)).catch(onWriteError);
+      }),
+    );
+    return (await db.query(sql, values)).rows as T[];
+  };
   /** Rows a running task needs (what it goes on from): they wait for an unreachable database to return. */
   const readDurable = async <T>(sql: string, values: unknown[]): Promise<T[]> =>
     persist(async () => (await db.query(sql, values)).rows as T[]);
-  const callsOf = async (taskId: string, durable = false): Promise<CallRecord[]> =>
-    (
-      await (durable ? readDurable : read)<{
-        idx: number;
-        call_id: string;
-        finished: boolean;
-        result: string | null;
-      }>('SELECT idx, call_id, finished, result FROM task_calls WHERE task_id = $1 ORDER BY idx', [taskId])
-    ).map((c) => ({
+  type CallRow = { idx: number; call_id: string; finished: boolean; result: string | null };
+  const callsOf = async (taskId: string, durable = false): Promise<CallRecord[]> => {
+    const sql = 'SELECT idx, call_id, finished, result FROM task_calls WHERE task_id = $1 ORDER BY idx';
+    const rows = durable
+      ? await readDurable<CallRow>(sql, [taskId])
+      : await readTask<CallRow>(taskId, sql, [taskId]);
+    return rows.map((c) => ({
       index: c.idx,
       call_id: c.call_id,
       finished: c.finished,
       result: c.result === null ? null : JSON.parse(c.result),
     }));
+  };
   /** Claimed (or resumed) under `fence`: its numbering goes on after its last event, whoever wrote it. */
   const claimed = (taskId: string, fence: number, last: number | null) => {
     leases.take(taskId, fence);
@@ -408,7 +433,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
            VALUES ($1, $2, $3, 'queued', $4, $5, 0)`,
           [taskId, sessionId, goal, new Date().toISOString(), request],
         );
-        await wake();
+        await notifyQueue(QUEUED_PAYLOAD);
       } else {
         await statement(
           `INSERT INTO tasks (task_id, session_id, goal, status, created_at, request, lease_owner, lease_until, fence)
@@ -448,13 +473,24 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       claimed(taskId, Number(row.fence), await lastSeqOf(taskId));
       // The process that queued it (and perhaps streams it) hears that it was claimed (or, missing that, sees it
       // at its next poll: the claim stands, and the task is run here).
-      await wake().catch((err: unknown) => onWriteError(err));
+      await notifyQueue(claimedPayload(leases.holder, [taskId])).catch((err: unknown) => onWriteError(err));
       return {
         resumed: Number(row.fence) > 1,
         state: row.resume_state ? JSON.parse(row.resume_state) : null,
         calls: await callsOf(taskId, true),
         request: row.request ? JSON.parse(row.request) : null,
       };
+    },
+    async claimNext(limit) {
+      if (limit <= 0) return [];
+      const rows = (await db.query(postgresClaimSql(QUEUE_CHANNEL), [limit, leases.holder]))
+        .rows as ClaimedRow[];
+      const claims = toClaimed(rows, () => []);
+      for (const { task } of claims) {
+        const row = rows.find((r) => r.task_id === task.task_id) as ClaimedRow;
+        claimed(task.task_id, Number(row.fence), row.last_seq === null ? null : Number(row.last_seq));
+      }
+      return claims;
     },
     async queued() {
       return (await tasksIn('queued')).map((row) => ({
@@ -591,14 +627,17 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         [taskId, fence],
         true,
       );
-      if (requeued.length > 0) await wake();
+      if (requeued.length > 0) await notifyQueue(QUEUED_PAYLOAD);
     },
     async getTask(taskId): Promise<Task | undefined> {
-      const [row] = await read<TaskRow>(`SELECT ${COLUMNS} FROM tasks WHERE task_id = $1`, [taskId]);
+      const [row] = await readTask<TaskRow>(taskId, `SELECT ${COLUMNS} FROM tasks WHERE task_id = $1`, [
+        taskId,
+      ]);
       return row ? toTask(row) : undefined;
     },
     async events(taskId, after = 0) {
-      const rows = await read<Omit<TaskEvent, 'data'> & { data: string }>(
+      const rows = await readTask<Omit<TaskEvent, 'data'> & { data: string }>(
+        taskId,
         'SELECT seq, type, at, duration_ms, data FROM task_events WHERE task_id = $1 AND seq > $2 ORDER BY seq',
         [taskId, after],
       );
@@ -673,7 +712,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
          WHERE status = 'running' AND ($1 OR lease_until IS NULL OR lease_until <= $NOW) RETURNING task_id`,
         [all],
       );
-      if (rows.length > 0) await wake();
+      if (rows.length > 0) await notifyQueue(QUEUED_PAYLOAD);
       return rows.map((r) => r.task_id);
     },
     onLeaseLost: (listener) => void leases.onLost(listener),

@@ -1,5 +1,6 @@
 import { createWriteBatch, type Db, migrateSqlite } from '../../lib/sqlite.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
+import { type ClaimedRow, SQLITE_CLAIM_SQL, toClaimed } from './claims.ts';
 import {
   type CallRecord,
   likePattern,
@@ -113,6 +114,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       `UPDATE tasks SET status = 'running', lease_owner = @holder, lease_until = @until, fence = fence + 1
        WHERE task_id = @task AND status = 'queued' RETURNING *`,
     ),
+    claimNext: db.prepare<{ limit: number; holder: string; until: number }, ClaimedRow>(SQLITE_CLAIM_SQL),
     queued: db.prepare<[], TaskRow>("SELECT * FROM tasks WHERE status = 'queued' ORDER BY created_at, rowid"),
     addEvent: db.prepare<[string, number, EventType, string, number | null, string]>(
       'INSERT INTO task_events (task_id, seq, type, at, duration_ms, data) VALUES (?, ?, ?, ?, ?, ?)',
@@ -341,6 +343,17 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
         calls: callsOf(taskId),
         request: row.request ? JSON.parse(row.request) : null,
       };
+    },
+    async claimNext(limit) {
+      if (limit <= 0) return [];
+      batch.flush();
+      const until = leases.now() + leases.leaseMs;
+      const rows = q.claimNext.all({ limit, holder: leases.holder, until });
+      for (const row of rows) {
+        leases.take(row.task_id, Number(row.fence));
+        lastSeq.set(row.task_id, Number(row.last_seq ?? 0));
+      }
+      return toClaimed(rows, callsOf);
     },
     async queued() {
       batch.flush();

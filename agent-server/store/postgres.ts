@@ -88,6 +88,10 @@ export const MIGRATIONS = [
      expires_at BIGINT NOT NULL
    );
    CREATE INDEX tasks_status_created ON tasks (status, created_at);`,
+  // Leases in milliseconds since the epoch, as SQLite keeps them: taken and judged on the store's clock
+  // (StoreOptions.now), one representation on both databases.
+  `ALTER TABLE tasks ALTER COLUMN lease_until TYPE BIGINT
+     USING (extract(epoch FROM lease_until) * 1000)::bigint`,
 ];
 
 /** How long an appended event may wait for others to share its INSERT. */
@@ -117,18 +121,18 @@ type QueryRow = QueryResultRow;
 
 /**
  * A statement's text and values with the leases' clock in them (StoreOptions.now, not the server's): `$NOW` is
- * the time now, `$UNTIL` when a lease taken now ends, each a parameter after the statement's own.
+ * the time now, `$UNTIL` when a lease taken now ends (milliseconds since the epoch, as `lease_until` holds
+ * them), each a parameter after the statement's own, and only if used (PostgreSQL cannot type a parameter no
+ * statement names).
  */
 function clockedWith(now: () => number, leaseMs: number) {
   return (sql: string, values: unknown[]): [string, unknown[]] => {
     if (!sql.includes('$NOW') && !sql.includes('$UNTIL')) return [sql, values];
     const t = now();
     const params = [...values];
-    // Each placeholder a parameter only if used (PostgreSQL cannot type a parameter no statement names).
-    const at = (ms: number) => `to_timestamp($${params.push(ms)}::float8 / 1000)`;
     let text = sql;
-    if (text.includes('$NOW')) text = text.replaceAll('$NOW', at(t));
-    if (text.includes('$UNTIL')) text = text.replaceAll('$UNTIL', at(t + leaseMs));
+    if (text.includes('$NOW')) text = text.replaceAll('$NOW', `$${params.push(t)}::bigint`);
+    if (text.includes('$UNTIL')) text = text.replaceAll('$UNTIL', `$${params.push(t + leaseMs)}::bigint`);
     return [text, params];
   };
 }

@@ -47,75 +47,44 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
   const { slots } = ctx;
   /** Tasks waiting for a slot, oldest first; they start as running ones end or pause. */
   const queue: QueuedTask[] = [];
-
-  /** A claim in flight (never two at a time), and whether another was asked for meanwhile. */
-  let claiming = false;
-  let claimAgain = false;
+  /** A claim just failed: the queue waits for its next poll rather than trying again at once. */
+  let failedClaim = false;
 
   /**
-   * Claims as many queued tasks as there are free slots, oldest first, in one statement (store.claimNext), and
-   * starts them: one queued here with its followers, one queued elsewhere (another process's, or one a stopped
-   * process left) taken up. So when several agent-servers share one database a task runs on one of them. With
-   * `anyway`, the store is asked even with nothing queued here (its queue changed, or the poll).
+   * Starts queued tasks while there are free slots. Each is claimed in the store first (queued → running, only
+   * if it is still queued), so when several agent-servers share one database a task runs on one of them; one
+   * claimed elsewhere is followed in the store until it ends.
    */
-  function drain(anyway = false): void {
-    if (!w.deps.model || (queue.length === 0 && !anyway)) return;
-    if (claiming) {
-      claimAgain = true;
-      return;
-    }
-    const free = ctx.maxConcurrent - ctx.active();
-    if (free <= 0) return;
-    // Tasks queued here before the claim: if the store has fewer queued than the free slots, those it did not
-    // hand over are queued no longer (claimed by another process, or ended) and are followed in the store.
-    const before = new Set(queue.map((q) => q.task.taskId));
-    claiming = true;
-    slots.claiming += free;
-    let failed = false;
-    w.deps.store
-      .claimNext(free)
-      .then(
-        (claims) => {
-          slots.claiming -= free;
-          for (const { task, claim } of claims) start(task, claim);
-          if (claims.length < free) settleElsewhere((id) => before.has(id));
-        },
-        (err: unknown) => {
-          slots.claiming -= free;
-          failed = true;
-          w.deps.log.error({ err }, 'queued tasks could not be claimed');
-        },
-      )
-      .finally(() => {
-        claiming = false;
-        // After a failed claim (the database refusing), the next try waits for the queue's poll.
-        const again = claimAgain || queue.some((q) => !before.has(q.task.taskId));
-        claimAgain = false;
-        if (again && !failed) drain(true);
-      })
-      // Starting or following a task threw (a bug): said, and the queue goes on.
-      .catch((err: unknown) => w.deps.log.error({ err }, 'a claimed task could not be started'));
-  }
-
-  /** Runs a task claimed here: the one queued here with its followers, or one taken up from the store. */
-  function start(task: Task, claim: Claim): void {
-    const at = queue.findIndex((q) => q.task.taskId === task.task_id);
-    if (at === -1) {
-      const { done } = ctx.launch(ctx.toRun(task, claim.request), { listeners: new Set(), claimed: claim });
-      unwaited(done, task.task_id);
-      return;
-    }
-    const [next] = queue.splice(at, 1);
-    next.settle(ctx.launch(next.task, { listeners: next.listeners, claimed: claim }).done);
-  }
-
-  /** Tasks queued here that `gone` says went elsewhere: they leave the queue and are followed in the store. */
-  function settleElsewhere(gone: (taskId: string) => boolean): void {
-    for (let i = queue.length - 1; i >= 0; i--) {
-      const q = queue[i];
-      if (!gone(q.task.taskId)) continue;
-      queue.splice(i, 1);
-      q.settle(q.adopted ? Promise.resolve(undefined) : w.ranElsewhere(q.task.taskId, q.listeners));
+  function drain(): void {
+    while (queue.length > 0 && ctx.active() < ctx.maxConcurrent && w.deps.model) {
+      const next = queue.shift() as QueuedTask;
+      slots.claiming++;
+      w.deps.store
+        .claim(next.task.taskId)
+        .then(
+          (claimed) => {
+            if (claimed) next.settle(ctx.launch(next.task, { listeners: next.listeners, claimed }).done);
+            else
+              next.settle(
+                next.adopted ? Promise.resolve(undefined) : w.ranElsewhere(next.task.taskId, next.listeners),
+              );
+          },
+          (err: unknown) => {
+            w.deps.log.error({ err, task: next.task.taskId }, 'a queued task could not be started');
+            queue.unshift(next);
+            failedClaim = true;
+          },
+        )
+        .finally(() => {
+          slots.claiming--;
+          // After a failed claim (the database refusing), the next try waits for the queue's poll.
+          if (failedClaim) failedClaim = false;
+          else drain();
+        })
+        // Starting or following it threw (a bug): said, and the queue goes on.
+        .catch((err: unknown) =>
+          w.deps.log.error({ err, task: next.task.taskId }, 'a claimed task could not be started'),
+        );
     }
   }
 
@@ -134,12 +103,6 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
     task: QueuedTask['task'],
     opts: { listener?: TaskListener; adopted?: boolean } = {},
   ): Promise<ExecuteTaskResponse> {
-    // Claimed from the store here between its recording and this call (it runs already): followed there.
-    const running = w.running.get(task.taskId);
-    if (running) {
-      if (opts.listener) running.listeners.add(opts.listener);
-      return running.done;
-    }
     let settle: QueuedTask['settle'] = () => {};
     const done = new Promise<ExecuteTaskResponse>((resolve, reject) => {
       settle = (launched) => launched.then((r) => resolve(r as ExecuteTaskResponse), reject);
@@ -156,17 +119,36 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
   }
 
   /**
-   * The poll, and what a change heard from another process asks for: tasks whose worker stopped go back to the
-   * queue, paused tasks no one here waits for are waited for here too, and free slots claim queued tasks.
+   * Reconciles the local queue with the store's: a task queued here that is no longer queued there was claimed
+   * (or cancelled) by another process and is followed in the store; with free slots, queued tasks no one here
+   * holds (left by a stopped process, or another's) are taken up. Returns how many were taken up.
    */
-  async function syncQueue(): Promise<void> {
+  async function syncQueue(): Promise<number> {
     // The sweeper: tasks whose worker stopped renewing their lease go back to the queue.
     const lapsed = await w.deps.store.requeueLapsed();
     if (lapsed.length > 0) w.deps.log.warn({ tasks: lapsed }, 'requeued tasks whose lease lapsed');
     // Paused tasks no one here waits for (their worker stopped): this worker waits for their decision too. An
     // embedded store has no other worker: its paused tasks all have their wait here since the start.
     if (!w.deps.store.embedded) for (const t of await w.deps.store.awaiting()) ctx.resumePaused(t);
-    drain(true);
+    // Only tasks queued here before the read are judged by it (one queued meanwhile may be missing from it).
+    const before = new Set(queue.map((q) => q.task.taskId));
+    const waiting = await w.deps.store.queued();
+    const stillQueued = new Set(waiting.map((q) => q.task.task_id));
+    for (let i = queue.length - 1; i >= 0; i--) {
+      const q = queue[i];
+      if (stillQueued.has(q.task.taskId) || !before.has(q.task.taskId)) continue;
+      queue.splice(i, 1);
+      q.settle(q.adopted ? Promise.resolve(undefined) : w.ranElsewhere(q.task.taskId, q.listeners));
+    }
+    let adopted = 0;
+    for (const { task, request } of waiting) {
+      if (ctx.active() + adopted >= ctx.maxConcurrent) break;
+      if (queue.some((q) => q.task.taskId === task.task_id) || w.running.has(task.task_id)) continue;
+      unwaited(enqueue(ctx.toRun(task, request), { adopted: true }), task.task_id);
+      adopted++;
+    }
+    drain();
+    return adopted;
   }
 
   // The queue in the store is read now and then (another agent-server's tasks, on a shared database), and
@@ -193,34 +175,13 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
   const poll = setInterval(look, ctx.pollMs);
   poll.unref();
   let soon: NodeJS.Timeout | undefined;
-  /** Tasks another process claimed, heard and not yet dropped from the queue here (`*`: any of them). */
-  const claimedElsewhere = new Set<string>();
-  let anyClaimed = false;
-  /** What the changes heard ask for: free slots claim (`claim`), everything is looked at again (`all`). */
-  let asked = { claim: false, all: false };
-  const stopHearing = w.deps.store.onQueueChange((change) => {
-    // A task queued or requeued: free slots claim. Tasks claimed elsewhere: dropped here by id, nothing read. A
-    // decision made (or anything else): paused tasks ask again, and the queue is looked at. A burst of changes
-    // (a thousand claims) is one of each a few milliseconds later, not a thousand.
-    if (change.kind === 'queued') asked.claim = true;
-    else if (change.kind === 'any') asked.all = true;
-    else if (change.taskIds === '*') anyClaimed = true;
-    else for (const id of change.taskIds) claimedElsewhere.add(id);
+  const stopHearing = w.deps.store.onQueueChange(() => {
+    // A task queued, requeued or claimed, or a decision made elsewhere: paused tasks ask again, free slots
+    // claim. A burst of changes (a thousand claims) is one read a few milliseconds later, not a thousand.
     soon ??= setTimeout(() => {
       soon = undefined;
-      const { claim, all } = asked;
-      asked = { claim: false, all: false };
-      if (anyClaimed || claimedElsewhere.size > 0) {
-        // With `*`, the tasks queued here are judged by the next claim (those it does not hand over went).
-        if (anyClaimed) drain(true);
-        else settleElsewhere((id) => claimedElsewhere.has(id));
-        anyClaimed = false;
-        claimedElsewhere.clear();
-      }
-      if (all) {
-        w.waiter.pokeAll();
-        look();
-      } else if (claim) drain(true);
+      w.waiter.pokeAll();
+      look();
     }, QUEUE_WAKE_MS);
   });
 

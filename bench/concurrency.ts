@@ -164,10 +164,16 @@ export async function concurrencyRun(
     await new Promise((r) => setTimeout(r, 2000));
     const idle = await snapshot(npm);
     let peakRss = idle.rss;
-    const sampler = setInterval(() => {
-      peakRss = Math.max(peakRss, npm.rssBytes());
-    }, 200);
     const failed: string[] = [];
+    // A service process gone in the middle of the run is a failure of the run, said, not a crash of the bench.
+    let vanished: string | undefined;
+    const sampler = setInterval(() => {
+      try {
+        peakRss = Math.max(peakRss, npm.rssBytes());
+      } catch (err) {
+        vanished ??= (err as Error).message;
+      }
+    }, 200);
     const cpuBefore = npm.cpuMs();
     const started = performance.now();
     const results = await Promise.all(
@@ -190,6 +196,7 @@ export async function concurrencyRun(
     const wallS = (performance.now() - started) / 1000;
     const cpuUsed = npm.cpuMs() - cpuBefore;
     clearInterval(sampler);
+    if (vanished) failed.push(`a service process exited during the run (${vanished})`);
     const arrivals = await model.stats();
     const byTask = new Map<string, number[]>();
     for (const a of arrivals) {

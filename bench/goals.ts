@@ -13,6 +13,7 @@ import type { MemoryStage } from './memory-parts.ts';
 import type { StartupResults } from './startup.ts';
 import type { TokenRun } from './token-run.ts';
 import type { TracingRun } from './tracing.ts';
+import { workersGoals } from './workers-goals.ts';
 
 // The benchmark's figures against their goals: the summary of BENCHMARKS.md (report.ts writes it).
 
@@ -243,6 +244,7 @@ export function goals(r: BenchResults): Goal[] {
           },
         ]
       : []),
+    ...workersGoals(c, r.concurrencyVariants, r.machine.cores),
     {
       figure: '11. Resident memory of npm start: idle / after the concurrency run',
       measured: `${mib(c.idle.rss)} / ${mib(c.after.rss)}`,

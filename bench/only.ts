@@ -1,16 +1,19 @@
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
 import { concurrencyRun, type ServicesLayout } from './concurrency.ts';
 import { consoleRun } from './console.ts';
+import { eventLogRun } from './event-log.ts';
+import { pgEventLogRun } from './event-log-pg.ts';
 import { replicasRun } from './gateway-replicas.ts';
 import { latencyRun } from './latency-run.ts';
 import { mcpHopRun } from './mcp-hop.ts';
 import { tokenRun } from './token-run.ts';
 import { tracingRun } from './tracing.ts';
+import { workersGoals } from './workers-goals.ts';
 
-// `npm run bench:one -- <concurrency|latency|replicas|console|tracing|tokens|mcp-hop>`: one part of the benchmark, printed as JSON, for working on
+// `npm run bench:one -- <concurrency|latency|replicas|console|tracing|tokens|mcp-hop|event-log|workers>`: one part of the benchmark, printed as JSON, for working on
 // it. BENCH_TASKS (default 1000) and BENCH_LAYOUT (npm-start, two-threads, separate, or postgres-workers with
 // BENCH_WORKERS worker processes on a throwaway PostgreSQL) for concurrency, BENCH_ROUNDS for latency.
 const root = await mkdtemp(path.join(tmpdir(), 'toolshift-bench-'));
@@ -38,6 +41,48 @@ try {
   } else if (part === 'tracing') {
     const r = await tracingRun(Number(process.env.BENCH_RUNS ?? 3));
     console.log(JSON.stringify({ ...r, ratio: r.onMs / r.offMs }));
+  } else if (part === 'event-log') {
+    // Figure 10 on both databases.
+    const sqlite = eventLogRun(root);
+    const pg = await pgEventLogRun();
+    console.log(
+      JSON.stringify({
+        sqlite: { ...sqlite, ratio: sqlite.storeRecordsPerS / sqlite.rawInsertsPerS },
+        postgres: pg.skipped ? pg : { ...pg, ratio: pg.storeRecordsPerS / pg.rawInsertsPerS },
+      }),
+    );
+  } else if (part === 'workers') {
+    // Figure 1's PostgreSQL ratio and figure 9's scaling: npm start on SQLite, then the agent API with 1 and 2
+    // worker processes on a throwaway PostgreSQL, the same tasks, one run.
+    const tasks = Number(process.env.BENCH_TASKS ?? 1000);
+    const sqlite = await concurrencyRun(root, tasks);
+    const server = await startTestPostgres();
+    process.env.TOOLSHIFT_TEST_POSTGRES_URL = server.url;
+    const runs = [];
+    try {
+      for (const workers of [1, 2]) {
+        const databaseUrl = await freshDatabase('scaled');
+        runs.push(await concurrencyRun(root, tasks, 1000, 'postgres-workers', { databaseUrl, workers }));
+      }
+    } finally {
+      server.stop();
+    }
+    const brief = (r: typeof sqlite) => ({
+      layout: r.layout,
+      workers: r.workers,
+      cpuMsPerTurn: r.cpuMsPerTurn,
+      turnsPerS: r.turnsPerS,
+      throughputRatio: r.turnsPerS / r.idealTurnsPerS,
+      p99: r.turnLatencyP99Ms,
+      failed: r.failed.length,
+    });
+    console.log(
+      JSON.stringify({
+        cores: availableParallelism(),
+        runs: [sqlite, ...runs].map(brief),
+        goals: workersGoals(sqlite, runs, availableParallelism()),
+      }),
+    );
   } else if (part === 'console') {
     console.log(JSON.stringify(await consoleRun()));
   } else if (part === 'replicas') {

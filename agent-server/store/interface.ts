@@ -1,8 +1,18 @@
-import type { EventType, Task, TaskEvent, TaskStatus } from '../contract.ts';
-import type { LoopOutcome } from '../loop/loop.ts';
+import type { EventType, FinalStatus, Task, TaskEvent, TaskStatus, TokenTotals, Usage } from '../contract.ts';
 
-/** How a task ended, as stored: what its loop ended with. */
-export type TaskOutcome = LoopOutcome;
+/**
+ * How a task ended, as stored (what its loop ends with: the loop's outcome is this shape, and the store, below
+ * the loop, names it from the contract's types alone).
+ */
+export interface TaskOutcome {
+  status: FinalStatus;
+  final_answer: string | null;
+  error: string | null;
+  steps: number;
+  usage: Usage;
+  toolsets_used: string[];
+  tokens: TokenTotals;
+}
 
 /** One tool call of the reply a task's checkpoint holds, as recorded around its run. */
 export interface CallRecord {
@@ -25,12 +35,31 @@ export interface Claim {
   request: unknown;
 }
 
+/** A task claimed by claimNext: its row, and what it goes on from. */
+export interface ClaimedTask {
+  task: Task;
+  claim: Claim;
+}
+
+/**
+ * What another process changed in the queue, as heard: tasks queued (or requeued: free slots may claim them),
+ * tasks it claimed (by id; `*` when there were more than a notification holds), or anything else (a decision
+ * made: paused tasks look, and the queue is read).
+ */
+export type QueueChange = { kind: 'queued' } | { kind: 'claimed'; taskIds: string[] | '*' } | { kind: 'any' };
+
 /** Who holds tasks through a store, and for how long a claim lasts without a heartbeat. */
 export interface LeaseOptions {
   /** This worker, as its leases name it (host, process, a random part). */
   holder?: string;
   /** How long a lease lasts; heartbeats renew it at a third of that. */
   leaseMs?: number;
+  /**
+   * The clock leases are taken, renewed and judged lapsed by, in milliseconds since the epoch (Date.now unless
+   * a test moves time itself). Every worker sharing a database compares its leases on its own clock: their
+   * clocks must agree to well within a lease (NTP does).
+   */
+  now?: () => number;
 }
 
 export interface StoreOptions extends LeaseOptions {
@@ -88,6 +117,12 @@ export interface TaskStore {
    * queued (claimed by another worker, ended).
    */
   claim(taskId: string): Promise<Claim | undefined>;
+  /**
+   * Claims up to `limit` queued tasks, oldest first, under this worker's lease, in one statement that hands back
+   * each task's row and what it goes on from (on a shared database, tasks other workers are claiming at the same
+   * moment are skipped, not waited for). Every other process hears the ids claimed (onQueueChange).
+   */
+  claimNext(limit: number): Promise<ClaimedTask[]>;
   /** Tasks waiting for a worker, oldest first, with what they need to start. */
   queued(): Promise<{ task: Task; request: unknown }[]>;
   /**
@@ -169,7 +204,7 @@ export interface TaskStore {
    * decision made). Coalesced and best-effort (a process polls as well); an embedded store has no other
    * process and never calls it. Returns the function that stops listening.
    */
-  onQueueChange(listener: () => void): () => void;
+  onQueueChange(listener: (change: QueueChange) => void): () => void;
   /** Hears when another process wrote events of task `taskId` (as onQueueChange: best-effort, coalesced). */
   onTaskEvents(taskId: string, listener: () => void): () => void;
   /** Hears when another process recorded the end of task `taskId` (best-effort). */

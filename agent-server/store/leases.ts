@@ -20,6 +20,7 @@ export function createLeases(
 ) {
   const holder = opts.holder ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const leaseMs = opts.leaseMs ?? DEFAULT_LEASE_MS;
+  const now = opts.now ?? Date.now;
   /**
    * The fence of each task this worker holds, or held until it lost the lease (its writes still carry that
    * fence, so the database refuses them, until the worker lets go of the task).
@@ -64,6 +65,8 @@ export function createLeases(
   return {
     holder,
     leaseMs,
+    /** The leases' clock (StoreOptions.now). */
+    now,
     /** The fence this worker holds the task under (undefined: none). */
     fence: (taskId: string) => held.get(taskId),
     take: (taskId: string, fence: number) => {

@@ -8,8 +8,17 @@ import {
   reachabilityOf,
 } from '../../lib/postgres.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
+import {
+  type ClaimedRow,
+  claimedPayload,
+  parseQueueChange,
+  postgresClaimSql,
+  QUEUED_PAYLOAD,
+  toClaimed,
+} from './claims.ts';
 import type {
   CallRecord,
+  QueueChange,
   StoredLogin,
   StoreOptions,
   TaskFilter,
@@ -18,14 +27,14 @@ import type {
   TaskStore,
 } from './interface.ts';
 import { likePattern, toTask } from './interface.ts';
-import { createLeases } from './leases.ts';
+import { createLeases, DEFAULT_LEASE_MS } from './leases.ts';
 
 // Tasks and their events in PostgreSQL (DATABASE_URL): the same store as store.ts's SQLite one, the same
 // contract suite (tests/agent-server/store/contract.test.ts). Events are numbered when they are appended and
 // written behind in one multi-row INSERT a few milliseconds later (or before any read, pause or end); a task's
 // last events and its end are committed in one transaction.
 
-const MIGRATIONS = [
+export const MIGRATIONS = [
   `CREATE TABLE tasks (
      task_id TEXT PRIMARY KEY,
      n BIGINT GENERATED ALWAYS AS IDENTITY,
@@ -79,6 +88,10 @@ const MIGRATIONS = [
      expires_at BIGINT NOT NULL
    );
    CREATE INDEX tasks_status_created ON tasks (status, created_at);`,
+  // Leases in milliseconds since the epoch, as SQLite keeps them: taken and judged on the store's clock
+  // (StoreOptions.now), one representation on both databases.
+  `ALTER TABLE tasks ALTER COLUMN lease_until TYPE BIGINT
+     USING (extract(epoch FROM lease_until) * 1000)::bigint`,
 ];
 
 /** How long an appended event may wait for others to share its INSERT. */
@@ -101,10 +114,28 @@ const MAX_PAYLOAD = 7900;
 
 /** A fenced statement's condition on `tasks`: held under fence $2 and its lease not lapsed ($1 is the task). */
 const HELD =
-  "task_id = $1 AND (($2::bigint IS NULL AND status IN ('queued', 'running', 'awaiting_approval')) OR (fence = $2 AND lease_until > now()))";
+  "task_id = $1 AND (($2::bigint IS NULL AND status IN ('queued', 'running', 'awaiting_approval')) OR (fence = $2 AND lease_until > $NOW))";
 
 type Query = (sql: string, values: unknown[]) => Promise<{ rows: unknown[]; rowCount: number | null }>;
 type QueryRow = QueryResultRow;
+
+/**
+ * A statement's text and values with the leases' clock in them (StoreOptions.now, not the server's): `$NOW` is
+ * the time now, `$UNTIL` when a lease taken now ends (milliseconds since the epoch, as `lease_until` holds
+ * them), each a parameter after the statement's own, and only if used (PostgreSQL cannot type a parameter no
+ * statement names).
+ */
+function clockedWith(now: () => number, leaseMs: number) {
+  return (sql: string, values: unknown[]): [string, unknown[]] => {
+    if (!sql.includes('$NOW') && !sql.includes('$UNTIL')) return [sql, values];
+    const t = now();
+    const params = [...values];
+    let text = sql;
+    if (text.includes('$NOW')) text = text.replaceAll('$NOW', `$${params.push(t)}::bigint`);
+    if (text.includes('$UNTIL')) text = text.replaceAll('$UNTIL', `$${params.push(t + leaseMs)}::bigint`);
+    return [text, params];
+  };
+}
 
 /** SQLSTATEs of a statement rolled back for others running beside it (deadlock, serialization failure). */
 const TRANSIENT = new Set(['40P01', '40001']);
@@ -117,9 +148,10 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   // Each statement notes whether the server was reached (/health, 503 for requests); what a running task
   // writes waits for it to return (`persist`).
   const reach = reachabilityOf(pool);
+  const clocked = clockedWith(opts.now ?? Date.now, opts.leaseMs ?? DEFAULT_LEASE_MS);
   const db = {
     query: <R extends QueryRow = QueryRow>(sql: string, values: unknown[]) =>
-      reach.track(() => pool.query<R>(sql, values)),
+      reach.track(() => pool.query<R>(...clocked(sql, values))),
   };
   /**
    * Runs `work` until the server answers it: while it cannot be reached (or the statement was rolled back for
@@ -149,14 +181,14 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   // than a lease): until another worker claims the task (a new fence) it is still this worker's alone.
   const leases = createLeases(opts, async (held) => {
     const res = await db.query(
-      `UPDATE tasks t SET lease_until = now() + $3 * interval '1 millisecond'
+      `UPDATE tasks t SET lease_until = $UNTIL
        FROM unnest($1::text[], $2::bigint[]) AS h(task_id, fence)
        WHERE t.task_id = h.task_id AND t.fence = h.fence AND t.status = 'running' RETURNING t.task_id`,
-      [held.map(([t]) => t), held.map(([, f]) => f), leases.leaseMs],
+      [held.map(([t]) => t), held.map(([, f]) => f)],
     );
     return res.rows.map((r) => r.task_id as string);
   });
-  const lease = "now() + $LEASE * interval '1 millisecond'";
+  const lease = '$UNTIL';
   // The database back: the leases first (before the writes that waited for it, and another worker's sweeper).
   const stopRenewingOnReturn = reach.onUp(() => {
     // Gone again at once: the heartbeat and the writes that wait renew them when it is back for good.
@@ -183,7 +215,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
            FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::float8[], $6::text[], $7::bigint[])
              AS v(task_id, seq, type, at, duration_ms, data, fence)
            WHERE v.fence IS NULL OR EXISTS (SELECT 1 FROM tasks t
-             WHERE t.task_id = v.task_id AND t.fence = v.fence AND t.lease_until > now() FOR SHARE)
+             WHERE t.task_id = v.task_id AND t.fence = v.fence AND t.lease_until > $NOW FOR SHARE)
            ${retry ? 'ON CONFLICT (task_id, seq) DO NOTHING' : ''}
            RETURNING task_id),
          written AS (SELECT task_id, count(*) AS n FROM ins GROUP BY task_id),
@@ -201,10 +233,12 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         if (fence !== null && !written.has(taskId)) leases.lose(taskId, fence);
     }
   };
-  const wake = async () => {
-    await db.query('SELECT pg_notify($1, $2)', [QUEUE_CHANNEL, '']);
+  /** Tells the other processes something changed (`payload`: what, claims.ts; empty: anything). */
+  const notifyQueue = async (payload = '') => {
+    await db.query('SELECT pg_notify($1, $2)', [QUEUE_CHANNEL, payload]);
   };
-  const queueListeners = new Set<() => void>();
+  const wake = () => notifyQueue();
+  const queueListeners = new Set<(change: QueueChange) => void>();
   /** Listeners of each task's events, by task: a notification names its tasks, each found at once. */
   const eventListeners = new Map<string, Set<() => void>>();
   const endListeners = new Map<string, Set<() => void>>();
@@ -213,7 +247,8 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   const hear = () => {
     unlisten ??= listenPostgres(pool, [EVENTS_CHANNEL, QUEUE_CHANNEL, END_CHANNEL], (channel, payload) => {
       if (channel === QUEUE_CHANNEL) {
-        for (const l of [...queueListeners]) l();
+        const change = parseQueueChange(payload, leases.holder);
+        if (change) for (const l of [...queueListeners]) l(change);
         return;
       }
       const listeners = channel === END_CHANNEL ? endListeners : eventListeners;
@@ -284,7 +319,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
           ? work((text, params) => db.query(text, params))
           : reach.track(() =>
               inTransaction(pool, async (client) => {
-                const query: Query = (text, params) => client.query(text, params);
+                const query: Query = (text, params) => client.query(...clocked(text, params));
                 await insertEvents(query, rows, retry);
                 return work(query);
               }),
@@ -297,9 +332,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     afterEvents(
       values[0] as string,
       async (query) => {
-        const withLease = sql.includes('$LEASE');
-        const text = sql.replaceAll('$LEASE', `$${values.length + 1}`);
-        return (await query(text, withLease ? [...values, leases.leaseMs] : values)).rows as T[];
+        return (await query(sql, values)).rows as T[];
       },
       durable,
     );
@@ -341,23 +374,36 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
     await reach.guard(flush());
     return (await db.query(sql, values)).rows as T[];
   };
+  /**
+   * Rows of one task, once its own events written behind are in (a read waits for no other task's writes);
+   * while the database is unreachable, StoreUnavailable at once.
+   */
+  const readTask = async <T>(taskId: string, sql: string, values: unknown[]): Promise<T[]> => {
+    await reach.guard(
+      enqueue(taskId, async (rows) => {
+        if (rows.length === 0) return;
+        let attempt = 0;
+        await persist(() => insertEvents((q, v) => db.query(q, v), rows, attempt++ > 0)).catch(onWriteError);
+      }),
+    );
+    return (await db.query(sql, values)).rows as T[];
+  };
   /** Rows a running task needs (what it goes on from): they wait for an unreachable database to return. */
   const readDurable = async <T>(sql: string, values: unknown[]): Promise<T[]> =>
     persist(async () => (await db.query(sql, values)).rows as T[]);
-  const callsOf = async (taskId: string, durable = false): Promise<CallRecord[]> =>
-    (
-      await (durable ? readDurable : read)<{
-        idx: number;
-        call_id: string;
-        finished: boolean;
-        result: string | null;
-      }>('SELECT idx, call_id, finished, result FROM task_calls WHERE task_id = $1 ORDER BY idx', [taskId])
-    ).map((c) => ({
+  type CallRow = { idx: number; call_id: string; finished: boolean; result: string | null };
+  const callsOf = async (taskId: string, durable = false): Promise<CallRecord[]> => {
+    const sql = 'SELECT idx, call_id, finished, result FROM task_calls WHERE task_id = $1 ORDER BY idx';
+    const rows = durable
+      ? await readDurable<CallRow>(sql, [taskId])
+      : await readTask<CallRow>(taskId, sql, [taskId]);
+    return rows.map((c) => ({
       index: c.idx,
       call_id: c.call_id,
       finished: c.finished,
       result: c.result === null ? null : JSON.parse(c.result),
     }));
+  };
   /** Claimed (or resumed) under `fence`: its numbering goes on after its last event, whoever wrote it. */
   const claimed = (taskId: string, fence: number, last: number | null) => {
     leases.take(taskId, fence);
@@ -391,7 +437,7 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
            VALUES ($1, $2, $3, 'queued', $4, $5, 0)`,
           [taskId, sessionId, goal, new Date().toISOString(), request],
         );
-        await wake();
+        await notifyQueue(QUEUED_PAYLOAD);
       } else {
         await statement(
           `INSERT INTO tasks (task_id, session_id, goal, status, created_at, request, lease_owner, lease_until, fence)
@@ -431,13 +477,24 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       claimed(taskId, Number(row.fence), await lastSeqOf(taskId));
       // The process that queued it (and perhaps streams it) hears that it was claimed (or, missing that, sees it
       // at its next poll: the claim stands, and the task is run here).
-      await wake().catch((err: unknown) => onWriteError(err));
+      await notifyQueue(claimedPayload(leases.holder, [taskId])).catch((err: unknown) => onWriteError(err));
       return {
         resumed: Number(row.fence) > 1,
         state: row.resume_state ? JSON.parse(row.resume_state) : null,
         calls: await callsOf(taskId, true),
         request: row.request ? JSON.parse(row.request) : null,
       };
+    },
+    async claimNext(limit) {
+      if (limit <= 0) return [];
+      const rows = (await db.query(postgresClaimSql(QUEUE_CHANNEL), [limit, leases.holder]))
+        .rows as ClaimedRow[];
+      const claims = toClaimed(rows, () => []);
+      for (const { task } of claims) {
+        const row = rows.find((r) => r.task_id === task.task_id) as ClaimedRow;
+        claimed(task.task_id, Number(row.fence), row.last_seq === null ? null : Number(row.last_seq));
+      }
+      return claims;
     },
     async queued() {
       return (await tasksIn('queued')).map((row) => ({
@@ -574,14 +631,17 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
         [taskId, fence],
         true,
       );
-      if (requeued.length > 0) await wake();
+      if (requeued.length > 0) await notifyQueue(QUEUED_PAYLOAD);
     },
     async getTask(taskId): Promise<Task | undefined> {
-      const [row] = await read<TaskRow>(`SELECT ${COLUMNS} FROM tasks WHERE task_id = $1`, [taskId]);
+      const [row] = await readTask<TaskRow>(taskId, `SELECT ${COLUMNS} FROM tasks WHERE task_id = $1`, [
+        taskId,
+      ]);
       return row ? toTask(row) : undefined;
     },
     async events(taskId, after = 0) {
-      const rows = await read<Omit<TaskEvent, 'data'> & { data: string }>(
+      const rows = await readTask<Omit<TaskEvent, 'data'> & { data: string }>(
+        taskId,
         'SELECT seq, type, at, duration_ms, data FROM task_events WHERE task_id = $1 AND seq > $2 ORDER BY seq',
         [taskId, after],
       );
@@ -653,10 +713,10 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
       if (!all && back !== undefined && Date.now() - back < leases.leaseMs) return [];
       const rows = await read<{ task_id: string }>(
         `UPDATE tasks SET status = 'queued', lease_owner = NULL, lease_until = NULL, fence = fence + 1
-         WHERE status = 'running' AND ($1 OR lease_until IS NULL OR lease_until <= now()) RETURNING task_id`,
+         WHERE status = 'running' AND ($1 OR lease_until IS NULL OR lease_until <= $NOW) RETURNING task_id`,
         [all],
       );
-      if (rows.length > 0) await wake();
+      if (rows.length > 0) await notifyQueue(QUEUED_PAYLOAD);
       return rows.map((r) => r.task_id);
     },
     onLeaseLost: (listener) => void leases.onLost(listener),

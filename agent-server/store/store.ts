@@ -1,5 +1,6 @@
 import { createWriteBatch, type Db, migrateSqlite } from '../../lib/sqlite.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
+import { type ClaimedRow, SQLITE_CLAIM_SQL, toClaimed } from './claims.ts';
 import {
   type CallRecord,
   likePattern,
@@ -49,7 +50,7 @@ CREATE TABLE IF NOT EXISTS task_events (
  * the tables and perhaps some of the columns: step 1 only creates what is missing, step 2 adds each column
  * it lacks.
  */
-const MIGRATIONS = [
+export const MIGRATIONS = [
   SCHEMA,
   (db: Db) => {
     const have = new Set(
@@ -113,6 +114,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       `UPDATE tasks SET status = 'running', lease_owner = @holder, lease_until = @until, fence = fence + 1
        WHERE task_id = @task AND status = 'queued' RETURNING *`,
     ),
+    claimNext: db.prepare<{ limit: number; holder: string; until: number }, ClaimedRow>(SQLITE_CLAIM_SQL),
     queued: db.prepare<[], TaskRow>("SELECT * FROM tasks WHERE status = 'queued' ORDER BY created_at, rowid"),
     addEvent: db.prepare<[string, number, EventType, string, number | null, string]>(
       'INSERT INTO task_events (task_id, seq, type, at, duration_ms, data) VALUES (?, ?, ?, ?, ?, ?)',
@@ -222,7 +224,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
   };
   const batch = createWriteBatch(db, onWriteError, { onBegin: () => fenceChecked.clear() });
   const renew = db.transaction((held: [string, number][]) => {
-    const now = Date.now();
+    const now = leases.now();
     const until = now + leases.leaseMs;
     return held
       .filter(([task, fence]) => q.renew.run({ task, fence, now, until }).changes === 1)
@@ -233,7 +235,11 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     return renew(held);
   });
   /** The parameters of a fenced write of `taskId`. */
-  const fenced = (taskId: string) => ({ task: taskId, fence: leases.fence(taskId) ?? null, now: Date.now() });
+  const fenced = (taskId: string) => ({
+    task: taskId,
+    fence: leases.fence(taskId) ?? null,
+    now: leases.now(),
+  });
   /** Runs a fenced write (after the events before it); throws LeaseLost when it changed nothing. */
   const write = (taskId: string, run: (params: ReturnType<typeof fenced>) => number) => {
     const outcome = queueWrite(taskId, run);
@@ -320,7 +326,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
       if (opts.queued)
         q.insert.run(taskId, sessionId, goal, 'queued', now.toISOString(), request, null, null, 0);
       else {
-        const until = now.getTime() + leases.leaseMs;
+        const until = leases.now() + leases.leaseMs;
         q.insert.run(taskId, sessionId, goal, 'running', now.toISOString(), request, leases.holder, until, 1);
         leases.take(taskId, 1);
       }
@@ -328,7 +334,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     },
     async claim(taskId) {
       batch.flush();
-      const row = q.claim.get({ task: taskId, holder: leases.holder, until: Date.now() + leases.leaseMs });
+      const row = q.claim.get({ task: taskId, holder: leases.holder, until: leases.now() + leases.leaseMs });
       if (!row) return undefined;
       claimed(taskId, Number(row.fence));
       return {
@@ -337,6 +343,17 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
         calls: callsOf(taskId),
         request: row.request ? JSON.parse(row.request) : null,
       };
+    },
+    async claimNext(limit) {
+      if (limit <= 0) return [];
+      batch.flush();
+      const until = leases.now() + leases.leaseMs;
+      const rows = q.claimNext.all({ limit, holder: leases.holder, until });
+      for (const row of rows) {
+        leases.take(row.task_id, Number(row.fence));
+        lastSeq.set(row.task_id, Number(row.last_seq ?? 0));
+      }
+      return toClaimed(rows, callsOf);
     },
     async queued() {
       batch.flush();
@@ -362,7 +379,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
           const key = `${taskId} ${fence}`;
           let held = fenceChecked.get(key);
           if (held === undefined) {
-            held = q.held.get({ task: taskId, fence, now: Date.now() }) !== undefined;
+            held = q.held.get({ task: taskId, fence, now: leases.now() }) !== undefined;
             fenceChecked.set(key, held);
           }
           // Refused: this worker no longer holds the task (another claimed it, or the lease lapsed).
@@ -404,7 +421,11 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     /** The task runs again (its approval was decided), under this worker's lease; committed at once. */
     async unpause(taskId) {
       batch.flush();
-      const row = q.unpause.get({ task: taskId, holder: leases.holder, until: Date.now() + leases.leaseMs });
+      const row = q.unpause.get({
+        task: taskId,
+        holder: leases.holder,
+        until: leases.now() + leases.leaseMs,
+      });
       if (!row) return false;
       claimed(taskId, Number(row.fence));
       return true;
@@ -491,7 +512,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     pruneLogins: async (limit) => q.pruneLogins.run(Date.now(), limit).changes,
     async requeueLapsed(all = false) {
       batch.flush();
-      return q.requeue.all({ all: all ? 1 : 0, now: Date.now() }).map((r) => r.task_id);
+      return q.requeue.all({ all: all ? 1 : 0, now: leases.now() }).map((r) => r.task_id);
     },
     onLeaseLost: (listener) => void leases.onLost(listener),
     // One process uses the file: nothing to hear, no one to wake.

@@ -229,17 +229,26 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
 
   it('renews a lease while its worker lives, and requeues it once the worker stops renewing it', async () => {
     const place = await backend.fresh();
-    const slow = await place.open({ holder: 'slow', leaseMs: 300 });
-    const other = await place.open({ holder: 'other', leaseMs: 60_000 });
+    // The workers' clock moves when the test says (the heartbeat's timer is real: every 30 ms here).
+    let t = Date.now();
+    const now = () => t;
+    const slow = await place.open({ holder: 'slow', leaseMs: 90, now });
+    const other = await place.open({ holder: 'other', leaseMs: 60_000, now });
     try {
       await slow.createTask('task_l', 'ses', 'lapses');
       slow.appendEvent('task_l', 'task_started', null, {});
       await slow.checkpoint('task_l', { by: 'slow' }, 1);
-      await new Promise((r) => setTimeout(r, 700));
+      // Past the first lease, but renewed on the way: each step is under a lease, and a heartbeat follows it.
+      for (let i = 0; i < 4; i++) {
+        t += 60;
+        await new Promise((r) => setTimeout(r, 80));
+      }
       expect(await other.requeueLapsed()).toEqual([]);
       // The worker stops (its heartbeat with it): the lease lapses and the sweeper requeues the task.
       await slow.close();
-      await new Promise((r) => setTimeout(r, 400));
+      t += 60;
+      expect(await other.requeueLapsed()).toEqual([]);
+      t += 60;
       expect(await other.requeueLapsed()).toEqual(['task_l']);
       const claim = await other.claim('task_l');
       expect(claim).toMatchObject({ resumed: true, state: { by: 'slow' } });

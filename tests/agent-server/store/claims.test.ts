@@ -1,0 +1,143 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { QueueChange, StoreOptions, TaskStore } from '../../../agent-server/store/interface.ts';
+import { createPostgresTaskStore } from '../../../agent-server/store/postgres.ts';
+import { createTaskStore } from '../../../agent-server/store/store.ts';
+import { openPostgres, type Pool } from '../../../lib/postgres.ts';
+import { openDatabase } from '../../../lib/sqlite.ts';
+import { freshDatabase } from '../../helpers/postgres.ts';
+
+// Claims in one statement (store.claimNext): the oldest queued tasks a worker has slots for, handed back with
+// what each goes on from, each to one worker; on PostgreSQL the other processes hear which tasks went.
+
+const dirs: string[] = [];
+afterAll(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+/** Every statement a pool runs, counted on the connections it lends (pool.query runs on one too). */
+function counted(pool: Pool) {
+  const counter = { statements: 0 };
+  pool.on('acquire', (client) => {
+    const marked = client as typeof client & { counted?: boolean };
+    if (marked.counted) return;
+    marked.counted = true;
+    const clientQuery = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args) => {
+      counter.statements++;
+      return clientQuery(...args);
+    };
+  });
+  return counter;
+}
+
+type Open = (opts?: StoreOptions) => Promise<TaskStore>;
+
+const backends: { name: string; place: () => Promise<Open> }[] = [
+  {
+    name: 'SQLite',
+    async place() {
+      const dir = await mkdtemp(path.join(tmpdir(), 'claims-'));
+      dirs.push(dir);
+      return async (opts) => createTaskStore(openDatabase(path.join(dir, 'agent.db')), opts);
+    },
+  },
+  {
+    name: 'PostgreSQL',
+    async place() {
+      const url = await freshDatabase('claims');
+      return (opts) => createPostgresTaskStore(openPostgres(url, 'test', { max: 4 }), opts);
+    },
+  },
+];
+
+describe.each(backends)('claims on $name', ({ place }) => {
+  it('hands the oldest queued tasks to one worker, each with what it goes on from, each once', async () => {
+    const open = await place();
+    const a = await open({ holder: 'a' });
+    const b = await open({ holder: 'b' });
+    try {
+      for (const n of [1, 2, 3])
+        await a.createTask(`task_${n}`, 'ses', `goal ${n}`, { queued: true, request: { n } });
+      // A task that ran before: requeued with its checkpoint, events and calls.
+      await a.createTask('task_0', 'ses', 'ran before', { request: { n: 0 } });
+      a.appendEvent('task_0', 'task_started', null, {});
+      await a.checkpoint('task_0', { step: 1 }, 1);
+      await a.callStarted('task_0', 0, 'call_x');
+      await a.release('task_0');
+
+      const first = await b.claimNext(2);
+      expect(first.map((c) => [c.task.task_id, c.task.status, c.claim.request])).toEqual([
+        ['task_1', 'running', { n: 1 }],
+        ['task_2', 'running', { n: 2 }],
+      ]);
+      expect(first[0].claim).toMatchObject({ resumed: false, state: null, calls: [] });
+      const rest = await a.claimNext(5);
+      expect(rest.map((c) => c.task.task_id)).toEqual(['task_3', 'task_0']);
+      expect(rest[1].claim).toEqual({
+        resumed: true,
+        state: { step: 1 },
+        request: { n: 0 },
+        calls: [{ index: 0, call_id: 'call_x', finished: false, result: null }],
+      });
+      expect(await b.claimNext(5)).toEqual([]);
+      expect(await b.claim('task_3')).toBeUndefined();
+      // Each claimer holds its tasks under their fence, and numbers their events after the last one.
+      expect(a.appendEvent('task_0', 'task_resumed', null, {}).seq).toBe(2);
+      expect(b.appendEvent('task_1', 'task_started', null, {}).seq).toBe(1);
+      expect([a.fenceOf('task_0'), b.fenceOf('task_1'), b.fenceOf('task_3')]).toEqual([3, 1, undefined]);
+      await b.finishTask('task_1', {
+        status: 'completed',
+        final_answer: 'done',
+        error: null,
+        steps: 1,
+        usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+        toolsets_used: [],
+        tokens: null as never,
+      });
+      expect((await a.events('task_1')).map((e) => e.seq)).toEqual([1]);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
+
+describe('claims on PostgreSQL, counted', () => {
+  it('cost at most 3 statements per claimed task, and the other processes hear the ids without reading', async () => {
+    const url = await freshDatabase('claims_counted');
+    const queuer = await createPostgresTaskStore(openPostgres(url, 'test', { max: 4 }), { holder: 'queuer' });
+    const workerPool = openPostgres(url, 'test', { max: 4 });
+    const worker = await createPostgresTaskStore(workerPool, { holder: 'worker' });
+    const heard: QueueChange[] = [];
+    const heardByWorker: QueueChange[] = [];
+    const stopA = queuer.onQueueChange((c) => heard.push(c));
+    const stopB = worker.onQueueChange((c) => heardByWorker.push(c));
+    try {
+      const ids = Array.from({ length: 12 }, (_, i) => `task_${String(i).padStart(2, '0')}`);
+      for (const id of ids)
+        await queuer.createTask(id, 'ses', 'x'.repeat(1000), { queued: true, request: { id } });
+      await expect.poll(() => heardByWorker.filter((c) => c.kind === 'queued').length).toBe(12);
+      const count = counted(workerPool);
+      const claimed: string[] = [];
+      // As a worker's free slots claim: four at a time, then one at a time as slots free.
+      for (const n of [4, 4, 1, 1, 1, 1, 1])
+        claimed.push(...(await worker.claimNext(n)).map((c) => c.task.task_id));
+      expect(claimed).toEqual(ids);
+      expect(count.statements).toBeLessThanOrEqual(3 * claimed.length);
+      expect(count.statements).toBe(7);
+      // The queuer hears exactly which tasks went (and drops them without a read); the worker, its own claims not.
+      await expect
+        .poll(() => heard.flatMap((c) => (c.kind === 'claimed' && c.taskIds !== '*' ? c.taskIds : [])))
+        .toEqual(ids);
+      expect(heardByWorker.filter((c) => c.kind === 'claimed')).toEqual([]);
+    } finally {
+      stopA();
+      stopB();
+      await queuer.close();
+      await worker.close();
+    }
+  });
+});

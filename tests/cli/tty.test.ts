@@ -178,14 +178,24 @@ describe('toolshift run on a terminal', () => {
 
   it.concurrent('tasks watch, attached late, counts the step from when it began, not from attaching', async () => {
     const later = gate();
-    script('a long think', [heldUntil(later.opened, () => text('thought it through'))]);
+    let asked = 0;
+    script('a long think', [
+      async () => {
+        asked = Date.now();
+        await later.opened;
+        return text('thought it through');
+      },
+    ]);
     const run = main(['run', '--detach', 'a long think'], { stdout: () => {}, stderr: () => {}, env });
     expect(await run).toBe(0);
     const listed = (await (await fetch(`${agentUrl}/agent/tasks?limit=50`)).json()) as {
       tasks: { task_id: string; goal: string }[];
     };
     const id = listed.tasks.find((t) => t.goal === 'a long think')?.task_id as string;
-    await delay(2200);
+    // Attached once the step has been thinking for two seconds (the model's call held that long).
+    await expect
+      .poll(() => asked > 0 && Date.now() - asked >= 2000, { timeout: 15_000, interval: 50 })
+      .toBe(true);
     const p = runOnPty(process.execPath, [BIN, 'tasks', 'watch', id], env);
     // The spinner's first drawing already shows the two seconds the model has been thinking.
     await p.waitFor(/step 1 · thinking… .*(?:[2-9]|\d\d)\.\ds/);

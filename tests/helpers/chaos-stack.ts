@@ -247,6 +247,10 @@ const ask = async (url: string, init?: RequestInit) => {
   }
 };
 const get = (url: string) => ask(url);
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The services that use the database (the tool-server does not). */
+const USES_DATABASE = ['agent-api', 'worker-1', 'worker-2', 'gateway-1', 'gateway-2'];
 
 /** What a run with the database stopped for `outageMs` under load saw; the test judges it. */
 export interface OutageReport {
@@ -272,34 +276,55 @@ export async function outageRun(stack: ChaosStack, n: number, outageMs: number):
   }, 100);
   try {
     const ids = await submitTasks(stack.api, n, `outage${outageMs}`);
-    // Tasks are under way on both workers (each has made a model call or two).
-    await new Promise((r) => setTimeout(r, 2500));
+    // Tasks are under way (the first ones have made a model call or two) before the database goes.
+    const underWay = Date.now() + 60_000;
+    for (;;) {
+      const first = await Promise.all(
+        ids.slice(0, 8).map(async (id) => (await get(`${stack.api.url}/agent/tasks/${id}`)).body),
+      );
+      const calling = first.filter(
+        (t) =>
+          t.status === 'running' && (t.events ?? []).filter((e: any) => e.type === 'model_call').length >= 2,
+      );
+      if (calling.length >= 2 || Date.now() > underWay) break;
+      await pause(100);
+    }
     const atHalt = await Promise.all(
       ids.map(async (id) => (await get(`${stack.api.url}/agent/tasks/${id}`)).body.status as string),
     );
     stack.pg.halt();
     const downAt = Date.now();
-    await new Promise((r) => setTimeout(r, Math.min(4000, outageMs / 2)));
+    // Once every service that uses the database has noticed it gone (or half the outage has passed).
     const healthDuring: OutageReport['healthDuring'] = {};
-    for (const s of stack.services) healthDuring[s.name] = await get(`${s.url}/health`);
+    for (const noticed = downAt + outageMs / 2; ; ) {
+      for (const s of stack.services) healthDuring[s.name] = await get(`${s.url}/health`);
+      const down = USES_DATABASE.every((name) => healthDuring[name]?.body?.database?.state === 'unreachable');
+      if (down || Date.now() > noticed) break;
+      await pause(100);
+    }
     const readDuring = await get(`${stack.api.url}/agent/tasks/${ids[0]}`);
     const submitDuring = await ask(`${stack.api.url}/agent/execute_task`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ goal: '[bench during] read the notes', wait: false }),
     });
-    await new Promise((r) => setTimeout(r, Math.max(0, outageMs - (Date.now() - downAt))));
+    // The outage lasts outageMs: the scenario's length, not a wait for something.
+    await pause(Math.max(0, outageMs - (Date.now() - downAt)));
     stack.pg.restart();
     const deadline = Date.now() + 180_000 + outageMs;
-    let tasks: any[] = [];
+    // Each task as last read; only those not yet finished are read again.
+    const latest = new Map<string, any>();
     for (;;) {
-      tasks = await Promise.all(
-        ids.map(async (id) => (await get(`${stack.api.url}/agent/tasks/${id}`)).body),
-      );
-      if (tasks.every((t) => t.finished_at)) break;
+      const open = ids.filter((id) => !latest.get(id)?.finished_at);
+      for (const [i, t] of (
+        await Promise.all(open.map(async (id) => (await get(`${stack.api.url}/agent/tasks/${id}`)).body))
+      ).entries())
+        latest.set(open[i], t);
+      if (ids.every((id) => latest.get(id)?.finished_at)) break;
       if (Date.now() > deadline || stack.api.child.exitCode !== null) break;
-      await new Promise((r) => setTimeout(r, 500));
+      await pause(150);
     }
+    const tasks = ids.map((id) => latest.get(id));
     const healthAfter: OutageReport['healthAfter'] = {};
     for (const s of stack.services) healthAfter[s.name] = await get(`${s.url}/health`);
     for (const s of stack.dead()) dead.add(s.name);

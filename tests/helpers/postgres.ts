@@ -1,5 +1,6 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -62,6 +63,17 @@ export async function startTestPostgres(): Promise<TestPostgres> {
     if (out.status !== 0) throw new Error(`${cmd} failed (${out.status}): ${out.stderr || out.stdout}`);
     return out.stdout;
   };
+  const runAsync = (cmd: string, args: string[]) => {
+    const [file, argv] = asRoot
+      ? ['runuser', ['-u', 'postgres', '--', path.join(bin, cmd), ...args]]
+      : [path.join(bin, cmd), args];
+    return new Promise<void>((resolve, reject) => {
+      execFile(file, argv, { encoding: 'utf8' }, (err, stdout, stderr) => {
+        if (err) reject(new Error(`${cmd} failed (${err.code}): ${stderr || stdout}`));
+        else resolve();
+      });
+    });
+  };
   const dir = mkdtempSync(path.join(tmpdir(), 'toolshift-pg-'));
   const data = path.join(dir, 'data');
   if (asRoot) execFileSync('chown', ['postgres:postgres', dir]);
@@ -69,7 +81,7 @@ export async function startTestPostgres(): Promise<TestPostgres> {
   const pwfile = path.join(dir, 'pw');
   writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
   if (asRoot) chownSync(pwfile, Number(execFileSync('id', ['-u', 'postgres']).toString()), 0);
-  run('initdb', [
+  await runAsync('initdb', [
     '-D',
     data,
     '-U',
@@ -82,9 +94,9 @@ export async function startTestPostgres(): Promise<TestPostgres> {
   ]);
   const port = await freePort();
   const options = `-c listen_addresses=127.0.0.1 -c port=${port} -c unix_socket_directories=${dir} -c fsync=off -c max_connections=200`;
-  const start = () =>
-    run('pg_ctl', ['-D', data, '-o', options, '-l', path.join(dir, 'log'), '-w', '-t', '60', 'start']);
-  start();
+  const startArgs = ['-D', data, '-o', options, '-l', path.join(dir, 'log'), '-w', '-t', '60', 'start'];
+  const start = () => run('pg_ctl', startArgs);
+  await runAsync('pg_ctl', startArgs);
   let up = true;
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
@@ -106,13 +118,63 @@ export async function startTestPostgres(): Promise<TestPostgres> {
   };
 }
 
+export interface PostgresBroker {
+  /** `http://127.0.0.1:…/`: a GET answers `{ url }` of the run's server, started on the first GET, or `{ error }`. */
+  url: string;
+  /** Stops the server, if one was started, and the broker. */
+  close(): Promise<void>;
+}
+
 /**
- * A fresh database on the test run's server, for one test file or store: its URL. Fails, saying why, when the
- * run has no server (the PostgreSQL tests are never skipped).
+ * The test run's PostgreSQL on demand (tests/helpers/global-setup.ts runs this in vitest's main process): no
+ * server until a worker asks, then one cluster for the whole run, shared by every worker and project.
+ */
+export async function startPostgresBroker(): Promise<PostgresBroker> {
+  let server: Promise<TestPostgres> | undefined;
+  const broker = http.createServer((_req, res) => {
+    server ??= startTestPostgres();
+    server.then(
+      (pg) => res.end(JSON.stringify({ url: pg.url })),
+      (err: Error) => res.end(JSON.stringify({ error: err.message })),
+    );
+  });
+  await new Promise<void>((resolve) => broker.listen(0, '127.0.0.1', resolve));
+  const { port } = broker.address() as net.AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    async close() {
+      broker.closeAllConnections();
+      await new Promise((resolve) => broker.close(resolve));
+      const started = await server?.catch(() => undefined);
+      started?.stop();
+    },
+  };
+}
+
+let brokered: Promise<string> | undefined;
+
+/** The run's server: TOOLSHIFT_TEST_POSTGRES_URL when set (the benchmark sets it), else the broker's. */
+function serverUrl(): Promise<string> {
+  const set = process.env.TOOLSHIFT_TEST_POSTGRES_URL;
+  if (set) return Promise.resolve(set);
+  const broker = process.env.TOOLSHIFT_TEST_POSTGRES_BROKER;
+  if (!broker)
+    return Promise.reject(new Error('no test PostgreSQL server (tests/helpers/global-setup.ts not run)'));
+  brokered ??= fetch(broker).then(async (res) => {
+    const answer = (await res.json()) as { url?: string; error?: string };
+    if (!answer.url) throw new Error(answer.error ?? 'no test PostgreSQL server');
+    return answer.url;
+  });
+  return brokered;
+}
+
+/**
+ * A fresh database on the test run's server, for one test file or store: its URL. The first call in a run starts
+ * the server (startPostgresBroker). Fails, saying why, when there is no server (the PostgreSQL tests are never
+ * skipped).
  */
 export async function freshDatabase(prefix = 't'): Promise<string> {
-  const url = process.env.TOOLSHIFT_TEST_POSTGRES_URL;
-  if (!url) throw new Error(process.env.TOOLSHIFT_TEST_POSTGRES_ERROR ?? 'no test PostgreSQL server');
+  const url = await serverUrl();
   const { default: pg } = await import('pg');
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();

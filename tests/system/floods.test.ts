@@ -87,6 +87,19 @@ const until = async (test: () => boolean, ms: number) => {
   for (let waited = 0; !test() && waited < ms; waited += 20) await new Promise((r) => setTimeout(r, 20));
 };
 
+/**
+ * `open()` again while it is refused for the cap (429), for at most 5 s: a slot is freed once the server has seen
+ * its client leave, a moment after the client aborts.
+ */
+async function letInOnceFreed<T extends { status: number }>(open: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const res = await open();
+    if (res.status !== 429 || Date.now() > deadline) return res;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 describe('a connection flood', () => {
   it('answers connections past MAX_CONNECTIONS with 503 and keeps serving once they go', async () => {
     server = await listen(
@@ -164,7 +177,11 @@ describe('slow clients', () => {
     agent.on('connect', () => connects++);
     const first = await request(`${server.url}/health`, { dispatcher: agent });
     await first.body.text();
-    await new Promise((r) => setTimeout(r, 2500));
+    // Past the header limit: a connection opened after it, that sends nothing, has been cut for it.
+    const silent = rawClient(server.url);
+    await silent.opened;
+    await until(() => silent.state.closed, 8000);
+    expect(silent.state.text).toMatch(/^HTTP\/1\.1 408/);
     const second = await request(`${server.url}/health`, { dispatcher: agent });
     expect(second.statusCode).toBe(200);
     await second.body.text();
@@ -202,9 +219,11 @@ describe('held-open event streams', () => {
     expect((await b2.json()).error).toMatch(/MAX_SSE_STREAMS=3/);
     // A client that goes away frees its slot.
     a1.controller.abort();
-    await new Promise((r) => setTimeout(r, 300));
-    const again = open('user-token-0001');
-    expect((await again.res).status).toBe(200);
+    const again = await letInOnceFreed(async () => {
+      const stream = open('user-token-0001');
+      return { ...stream, status: (await stream.res).status };
+    });
+    expect(again.status).toBe(200);
     for (const s of [a2, b1, again]) s.controller.abort();
     // Ordinary requests were never counted.
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
@@ -243,8 +262,7 @@ describe('held-open event streams', () => {
     });
     expect(other.status).toBe(200);
     held[1].abort();
-    await new Promise((r) => setTimeout(r, 300));
-    expect((await open(undefined)).status).toBe(200);
+    expect((await letInOnceFreed(() => open(undefined))).status).toBe(200);
     for (const c of held) c.abort();
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
   });
@@ -311,8 +329,7 @@ describe('task event streams on a listening agent-server', () => {
       expect(open).toHaveLength(3);
       // A follower that leaves gives its slot back.
       held[0].abort();
-      await new Promise((r) => setTimeout(r, 300));
-      expect((await follow()).status).toBe(200);
+      expect((await letInOnceFreed(() => follow())).status).toBe(200);
     } finally {
       for (const c of held) c.abort();
       await fetch(`${server.url}/agent/tasks/${task_id}/cancel`, { method: 'POST' });

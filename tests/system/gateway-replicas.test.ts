@@ -27,6 +27,31 @@ const running: Listening[] = [];
 let a: Listening;
 let b: Listening;
 
+/**
+ * Waits until `count` gateway replicas listen for each other's changes: each holds a connection whose last
+ * statement was LISTEN (lib/postgres.ts, listenPostgres), seen in pg_stat_activity.
+ */
+async function listening(url: string, count: number): Promise<void> {
+  const { default: pg } = await import('pg');
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    const listeners = async () =>
+      (
+        await admin.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database()
+             AND application_name = 'toolshift mcp-gateway' AND state = 'idle' AND query LIKE 'LISTEN %'`,
+        )
+      ).rows[0].n as number;
+    await vi.waitFor(async () => expect(await listeners()).toBeGreaterThanOrEqual(count), {
+      timeout: 15_000,
+      interval: 50,
+    });
+  } finally {
+    await admin.end();
+  }
+}
+
 const POLICY = `default: allow
 rules:
   - { tool: delete_file, decision: ask, reason: deleting needs a human yes }
@@ -52,6 +77,7 @@ beforeAll(async () => {
     GATEWAY_AGENT_TOKEN: AGENT,
     DATABASE_URL: await freshDatabase('replicas'),
   };
+  const databaseUrl = env.DATABASE_URL;
   const tools = await startToolServer(loadConfig({ ...env, TOOLSHIFT_DATA_DIR: path.join(tmp, 'tools') }));
   running.push(tools);
   const replica = async (name: string) => {
@@ -65,7 +91,7 @@ beforeAll(async () => {
   a = await replica('a');
   b = await replica('b');
   // Both are listening for each other's changes before the tests change anything.
-  await new Promise((r) => setTimeout(r, 300));
+  await listening(databaseUrl, 2);
 });
 
 afterAll(async () => {
@@ -167,11 +193,18 @@ describe('two gateway replicas on one PostgreSQL', () => {
   });
 
   it('a legacy MCP session opened on one replica is served on the other, and hears a change made there', async () => {
+    /** Whether a client's stream of notifications (its GET /mcp) has been answered. */
+    let streamOpen = false;
     const connect = async (on: Listening, sessionId?: string) => {
       const client = new Client({ name: 'desktop-like', version: '1.0.0' });
       const transport = new StreamableHTTPClientTransport(new URL(`${on.url}/mcp`), {
         requestInit: { headers: { Authorization: `Bearer ${MCP}` } },
         sessionId,
+        fetch: async (url, init) => {
+          const res = await fetch(url, init);
+          if ((init?.method ?? 'GET') === 'GET' && res.ok) streamOpen = true;
+          return res;
+        },
       });
       await client.connect(transport);
       return { client, transport };
@@ -184,7 +217,7 @@ describe('two gateway replicas on one PostgreSQL', () => {
     const sessionId = first.transport.sessionId as string;
     expect(sessionId).toMatch(/^mcp_/);
     // Its stream of notifications is open on a before b changes anything.
-    await new Promise((r) => setTimeout(r, 300));
+    await vi.waitFor(() => expect(streamOpen).toBe(true), { timeout: 5000, interval: 20 });
 
     // The same session's requests reaching b (a balancer without affinity): served, and a change made there…
     const second = await connect(b, sessionId);

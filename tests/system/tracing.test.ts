@@ -163,6 +163,7 @@ backend:
       401,
     );
     const json = { ...auth, 'content-type': 'application/json' };
+    const submittedAt = Date.now();
     const submitted = (await (
       await fetch(`${agent}/agent/execute_task`, {
         method: 'POST',
@@ -178,6 +179,7 @@ backend:
       };
       return approvals.some((a) => a.task_id === taskId && a.call_id === 'c4');
     }, 'the write waiting for approval');
+    const seenWaiting = Date.now();
     if (opts.restartWhileWaiting) {
       // The daemon stops while the task waits; the next one picks the paused task up and goes on when approved.
       await daemon.stop();
@@ -186,14 +188,17 @@ backend:
       await daemon.ready;
       agent = urls['agent-server'];
     }
-    // Long enough that the wait shows as a gap between the two attempts.
-    await new Promise((r) => setTimeout(r, 300));
+    // The wait as the test saw it: at least from seeing the call wait to deciding, at most from submitting the
+    // task to the decision's answer.
+    const deciding = Date.now();
     const decided = await fetch(`${agent}/agent/tasks/${taskId}/approvals/c4`, {
       method: 'POST',
       headers: json,
       body: JSON.stringify({ approve: true, reason: 'fine' }),
     });
     expect(decided.status).toBe(200);
+    // (1 ms either side for the rounding of two clocks' readings.)
+    const approvalWait = { atLeastMs: deciding - seenWaiting - 1, atMostMs: Date.now() - submittedAt + 1 };
     await until(async () => {
       const task = (await (await fetch(`${agent}/agent/tasks/${taskId}`, { headers: auth })).json()) as {
         status: string;
@@ -223,6 +228,7 @@ backend:
     >;
     return {
       taskId,
+      approvalWait,
       receiver,
       stdout,
       credentials,
@@ -324,7 +330,9 @@ describe('traces of a task across the three services and an upstream server', ()
       'toolshift.task.status': 'completed',
       'toolshift.approval.approved': true,
     });
-    expect(Number(second.attributes['toolshift.approval.wait_ms'])).toBeGreaterThanOrEqual(300);
+    const waitMs = Number(second.attributes['toolshift.approval.wait_ms']);
+    expect(waitMs).toBeGreaterThanOrEqual(run.approvalWait.atLeastMs);
+    expect(waitMs).toBeLessThanOrEqual(run.approvalWait.atMostMs);
   });
 
   it('a chat span per model call, with the model, provider, finish reasons, tokens and the retry', () => {

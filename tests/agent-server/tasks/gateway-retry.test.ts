@@ -1,11 +1,12 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createGatewayClient } from '../../../agent-server/clients/gateway.ts';
 import { ridingOutages } from '../../../agent-server/tasks/gateway-retry.ts';
 import { StoreUnavailable } from '../../../lib/db-reachability.ts';
 
 // A task's gateway while the gateway's database is unreachable (agent-server/tasks/gateway-retry.ts), at the
 // HTTP edge: the gateway answers 503 `store_unavailable` (its StoreUnavailable, as lib/http.ts sends it) a few
-// times, then answers; any other failure is the caller's at once.
+// times, then answers; any other failure is the caller's at once. On fake timers: the waits between tries
+// (250 ms, doubling) pass at once, and "asks no more" is checked over a minute of the task's time.
 
 const unavailable = () => {
   const err = new StoreUnavailable('PostgreSQL, DATABASE_URL', Date.now(), 'connect ECONNREFUSED');
@@ -31,12 +32,30 @@ function gateway(replies: (() => Response)[]) {
 const ok = (body: unknown) => () =>
   new Response(JSON.stringify(body), { status: 200, headers: { 'content-type': 'application/json' } });
 
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+/** `pending`'s outcome once the timers it waits on have run. */
+async function settled<T>(pending: Promise<T>): Promise<T> {
+  pending.catch(() => undefined);
+  await vi.runAllTimersAsync();
+  return pending;
+}
+
 describe("a task's gateway through the gateway's database outage", () => {
   it('asks again while the gateway says its database is unreachable, then has the answer', async () => {
     const { client, asked } = gateway([unavailable, unavailable, ok({ session_id: 's', tools: [] })]);
     const waits: unknown[] = [];
     const riding = ridingOutages(client, new AbortController().signal, (err) => waits.push(err));
-    expect(await riding.tools('s')).toEqual([]);
+    const pending = riding.tools('s');
+    // Not asked again before the first wait is over.
+    await vi.advanceTimersByTimeAsync(200);
+    expect(asked).toHaveLength(1);
+    expect(await settled(pending)).toEqual([]);
     expect(asked).toEqual(['GET /mcp/tools', 'GET /mcp/tools', 'GET /mcp/tools']);
     // Said once per call that had to wait.
     expect(waits).toHaveLength(1);
@@ -46,7 +65,9 @@ describe("a task's gateway through the gateway's database outage", () => {
     const result = { success: true, result: 'read', execution_time_ms: 1 };
     const { client, asked } = gateway([unavailable, ok(result)]);
     const riding = ridingOutages(client, new AbortController().signal, () => {});
-    expect(await riding.callTool('s', 'read_text_file', { path: 'a' })).toMatchObject({ success: true });
+    expect(await settled(riding.callTool('s', 'read_text_file', { path: 'a' }))).toMatchObject({
+      success: true,
+    });
     expect(asked).toHaveLength(2);
 
     const failing = gateway([
@@ -54,7 +75,9 @@ describe("a task's gateway through the gateway's database outage", () => {
       ok(result),
     ]);
     const once = ridingOutages(failing.client, new AbortController().signal, () => {});
-    await expect(once.callTool('s', 'read_text_file', { path: 'a' })).rejects.toMatchObject({ status: 500 });
+    await expect(settled(once.callTool('s', 'read_text_file', { path: 'a' }))).rejects.toMatchObject({
+      status: 500,
+    });
     expect(failing.asked).toHaveLength(1);
   });
 
@@ -63,11 +86,15 @@ describe("a task's gateway through the gateway's database outage", () => {
     const stop = new AbortController();
     const riding = ridingOutages(client, stop.signal, () => {});
     const pending = riding.listToolsets('s');
-    await expect.poll(() => asked.length).toBeGreaterThanOrEqual(2);
+    pending.catch(() => undefined);
+    await vi.advanceTimersByTimeAsync(250);
+    expect(asked).toHaveLength(2);
+    // Stopped in the middle of a wait: the wait ends at once, not when its timer would have.
     stop.abort(new Error('cancelled by a client'));
     await expect(pending).rejects.toThrow('cancelled by a client');
     const seen = asked.length;
-    await new Promise((r) => setTimeout(r, 600));
+    await vi.advanceTimersByTimeAsync(60_000);
     expect(asked).toHaveLength(seen);
+    expect(vi.getTimerCount()).toBe(0);
   });
 });

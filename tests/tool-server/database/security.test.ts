@@ -347,12 +347,22 @@ describe('a query that never ends', () => {
 
   it('reports a query process that dies, and the next call gets a new one', async () => {
     const lone = createDbRunner({ maxProcesses: 1, maxIdle: 1 });
-    const own = { ...ctx, databases: { ...ctx.databases, runner: lone } };
+    let handed = 0;
+    // The pool as given, counting the queries handed to it (the one process takes each at once).
+    const counted: DbRunner = {
+      ...lone,
+      run: (...args) => {
+        handed++;
+        return lone.run(...args);
+      },
+    };
+    const own = { ...ctx, databases: { ...ctx.databases, runner: counted } };
     try {
       await query('SELECT 1', own);
       const [pid] = lone.pids();
       const pending = query(RUNAWAY, own);
-      await new Promise((r) => setTimeout(r, 200));
+      // Killed while its process has the runaway query.
+      await expect.poll(() => handed).toBe(2);
       process.kill(pid, 'SIGKILL');
       await expect(pending).rejects.toThrow(/The database process stopped unexpectedly \(SIGKILL\)/);
       expect((await query('SELECT count(*) FROM users', own)).rows).toEqual([[2]]);

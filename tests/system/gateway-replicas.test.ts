@@ -70,6 +70,8 @@ beforeAll(async () => {
     GATEWAY_PORT: '0',
     TOOL_SERVER_PORT: '0',
     TOOLSETS_DIR: toolsets,
+    // One policy for both replicas (its default is each one's data directory).
+    POLICY_FILE: path.join(toolsets, 'policy.yaml'),
     FS_ROOTS: workspace,
     LOG_LEVEL: 'silent',
     GATEWAY_MCP_TOKEN: MCP,

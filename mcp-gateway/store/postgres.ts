@@ -38,7 +38,7 @@ import { CALL_KEYS_MIGRATION, postgresCallKeyQueries } from './postgres-call-key
 /** The channel replicas announce their changes on. */
 export const GATEWAY_CHANNEL = 'toolshift_gateway';
 
-const MIGRATIONS = [
+export const MIGRATIONS = [
   `CREATE TABLE sessions (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
    CREATE INDEX sessions_created ON sessions (created_at);
    CREATE TABLE session_toolsets (

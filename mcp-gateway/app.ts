@@ -80,10 +80,10 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     spec: S,
     handler: (c: Context, input: RouteInput<S>) => Response | Promise<Response>,
   ) =>
-    register(app, spec, (c, input) => {
+    register(app, spec, async (c, input) => {
       for (const part of [input.body, input.query]) {
         const id = (part as { session_id?: unknown } | undefined)?.session_id;
-        if (typeof id === 'string') deps.face.claimSession(c, id);
+        if (typeof id === 'string') await deps.face.claimSession(c, id);
       }
       return handler(c, input);
     });
@@ -100,7 +100,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     // A change comes back with the session's new tool list: the agent's next request needs it anyway.
     if (!res.change) return c.json(res);
     await gateway.listed(body.session_id);
-    return c.json({ ...res, tools: gateway.tools(body.session_id) });
+    return c.json({ ...res, tools: await gateway.tools(body.session_id) });
   });
   route(routes.changeDefaults, async (c, { body }) => {
     requireRole(c, ['admin'], 'Changing the default toolsets');
@@ -111,7 +111,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   });
   route(routes.approveToolset, async (c, { params, body }) => {
     requireRole(c, ['admin'], 'Approving upstream tools');
-    const result = gateway.approveToolset(params.id, body.tools);
+    const result = await gateway.approveToolset(params.id, body.tools);
     await deps.face.announce();
     return c.json(result);
   });
@@ -135,7 +135,9 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       policy: gateway.ceiling.policySummary(),
     });
   });
-  route(routes.listToolsets, (c, { query }) => c.json(gateway.listToolsets(query.session_id, query.query)));
+  route(routes.listToolsets, async (c, { query }) =>
+    c.json(await gateway.listToolsets(query.session_id, query.query)),
+  );
   route(routes.toolsetTools, (c, { params }) => {
     const tools = gateway.toolsetTools(params.id);
     if (!tools) throw new HttpError(404, `Unknown toolset ${params.id}; GET /mcp/admin/toolsets lists them`);
@@ -144,7 +146,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   route(routes.listTools, async (c, { query }) => {
     const sessionId = query.session_id ?? DEFAULT_SESSION;
     await gateway.listed(sessionId);
-    return c.json({ session_id: sessionId, tools: gateway.tools(sessionId) });
+    return c.json({ session_id: sessionId, tools: await gateway.tools(sessionId) });
   });
   route(routes.callTool, async (c, { params, body }) =>
     c.json(
@@ -154,8 +156,8 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       }),
     ),
   );
-  route(routes.announceFence, (c, { params, body }) => {
-    const highest = gateway.announceFence(params.task_id, body.fence);
+  route(routes.announceFence, async (c, { params, body }) => {
+    const highest = await gateway.announceFence(params.task_id, body.fence);
     if (highest > body.fence) {
       throw new Refusal(
         'fenced',
@@ -189,31 +191,31 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   });
   route(routes.getPolicy, (c) => c.json(gateway.ceiling.policy()));
   route(routes.reloadPolicy, (c) => c.json(gateway.ceiling.reloadPolicy()));
-  register(app, routes.listApprovals, (c, { query }) =>
-    c.json({ approvals: gateway.ceiling.approvals.list(query) }),
+  register(app, routes.listApprovals, async (c, { query }) =>
+    c.json({ approvals: await gateway.ceiling.approvals.list(query) }),
   );
-  route(routes.getApproval, (c, { params }) => {
-    const approval = gateway.ceiling.approvals.get(params.id);
+  route(routes.getApproval, async (c, { params }) => {
+    const approval = await gateway.ceiling.approvals.get(params.id);
     if (!approval)
       throw new Refusal('not_found', `No approval ${params.id}; GET /mcp/admin/approvals lists them`);
     return c.json(approval);
   });
-  route(routes.decideApproval, (c, { params, body }) =>
-    c.json(gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason)),
+  route(routes.decideApproval, async (c, { params, body }) =>
+    c.json(await gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason)),
   );
-  register(app, routes.listAudit, (c, { query }) => c.json(gateway.listAudit(query)));
+  register(app, routes.listAudit, async (c, { query }) => c.json(await gateway.listAudit(query)));
   // A page of rows read each time the client has taken the last: memory stays one page, whatever the table holds.
   register(app, routes.exportAudit, (c, { query }) => {
     const pages = gateway.exportAudit(query);
     const encoder = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({
-      pull(controller) {
-        const next = pages.next();
+      async pull(controller) {
+        const next = await pages.next();
         if (next.done) return controller.close();
         controller.enqueue(encoder.encode(next.value.map((row) => `${JSON.stringify(row)}\n`).join('')));
       },
-      cancel() {
-        pages.return(undefined);
+      async cancel() {
+        await pages.return(undefined);
       },
     });
     return c.body(body, 200, {

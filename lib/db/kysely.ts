@@ -1,7 +1,15 @@
 import type Database from 'better-sqlite3';
-import { Kysely, type Kysely as KyselyType, PostgresDialect, SqliteDialect } from 'kysely';
+import {
+  Kysely,
+  type Kysely as KyselyType,
+  PostgresDialect,
+  type PostgresPool,
+  type PostgresPoolClient,
+  SqliteDialect,
+} from 'kysely';
 import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
-import type { Pool } from '../postgres.ts';
+import type pg from 'pg';
+import { type Pool, reachabilityOf } from '../postgres.ts';
 
 // One store per service, written once: its statements are built with Kysely, and run on either database —
 // SQLite through better-sqlite3 (the embedded default) or PostgreSQL through a pg pool (DATABASE_URL). What
@@ -53,6 +61,47 @@ export function sqliteDb<DB>(database: Database.Database): StoreDb<DB> {
 export function postgresDb<DB>(pool: Pool): StoreDb<DB> {
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   return { db, dialect: 'postgres', close: () => db.destroy() };
+}
+
+/**
+ * Kysely over a pg pool whose every statement says whether the server answered (lib/postgres.ts
+ * reachabilityOf: /health, the pool's probe while it is down): one that cannot reach it rejects with
+ * StoreUnavailable (503 and Retry-After to a request), and while the server is down a statement fails at once
+ * rather than waiting to connect, until the probe finds it back. A statement's own error (a constraint) is
+ * thrown as it is.
+ */
+export function postgresDbTracked<DB>(pool: Pool): StoreDb<DB> {
+  const reach = reachabilityOf(pool);
+  const lent = new WeakMap<pg.PoolClient, PostgresPoolClient>();
+  const tracked: PostgresPool = {
+    options: pool.options,
+    async connect() {
+      if (reach.isDown()) throw reach.unavailable();
+      const client = await reach.track(() => pool.connect());
+      let wrapped = lent.get(client);
+      if (!wrapped) {
+        wrapped = {
+          query: ((text: string, values: readonly unknown[]) =>
+            reach.track(() =>
+              client.query(text, values as unknown[]),
+            )) as unknown as PostgresPoolClient['query'],
+          release: (destroy?: boolean) => client.release(destroy),
+        };
+        lent.set(client, wrapped);
+      }
+      return wrapped;
+    },
+    end: () => pool.end(),
+  };
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: tracked }) });
+  return {
+    db,
+    dialect: 'postgres',
+    close: async () => {
+      await db.destroy();
+      reach.forget();
+    },
+  };
 }
 
 /**

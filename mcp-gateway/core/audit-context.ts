@@ -1,14 +1,11 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { AuditActor } from '../store/audit.ts';
+
+export type { AuditActor };
 
 // Who is acting, carried through a request without threading it through every call: the gateway's app sets
-// it per request (the operator, the agent for task X, an MCP client), and every audit row records it.
-
-/** The actor of the current request. */
-export interface AuditActor {
-  /** `admin`, `model in task <id>`, `agent`, `mcp`, `local` … */
-  actor: string;
-  task_id?: string;
-}
+// it per request (the operator, the agent for task X, an MCP client), and the rules hand it to the store with
+// every audit row they write (the store takes it as data: it reads nothing of core/).
 
 const storage = new AsyncLocalStorage<AuditActor>();
 

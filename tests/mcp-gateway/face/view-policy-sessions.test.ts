@@ -5,7 +5,8 @@ import { Server } from '@modelcontextprotocol/server';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LegacySessions } from '../../../mcp-gateway/face/legacy-sessions.ts';
-import { createLegacySessionStore } from '../../../mcp-gateway/face/legacy-store.ts';
+import { legacySessionStore } from '../../../mcp-gateway/face/legacy-store.ts';
+import { openGatewayState } from '../../../mcp-gateway/store/store.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 // Two gaps left by the first pass on issue 15: a fixed view of a toolset whose ACTIVATION the policy denies
@@ -176,7 +177,8 @@ describe('a legacy MCP session that ends', () => {
     let clock = 1_000_000;
     const ended: string[] = [];
     const db = new Database(':memory:');
-    const store = createLegacySessionStore(db);
+    const state = await openGatewayState({ db });
+    const store = legacySessionStore(state.legacy);
     /** Each session's own gateway session, in the order they were opened. */
     const owners = new Map<string, unknown>();
     const sessions = new LegacySessions({
@@ -224,6 +226,6 @@ describe('a legacy MCP session that ends', () => {
     expect(ended).not.toContain(third);
     expect(sessions.size).toBe(0);
     expect(db.prepare('SELECT COUNT(*) FROM mcp_legacy_sessions').pluck().get()).toBe(1);
-    db.close();
+    await state.close();
   });
 });

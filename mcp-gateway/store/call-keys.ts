@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { statement } from '../../lib/db/kysely.ts';
 import type { CallKeyQueries, CallKeyRow } from './interface.ts';
 import type { GatewayDatabase } from './schema.ts';
 
@@ -11,29 +12,75 @@ export type { Begun, CallKeyQueries, CallKeyRow, CallStart } from './interface.t
 // sent under a lease that has passed on is refused before it runs. Two replicas beginning calls of one task
 // queue on the task's fence row (the upsert holds it until the commit).
 
-/** Raises task `taskId`'s highest fence to `fence` unless higher already; the highest. */
-async function raise(
-  db: Kysely<GatewayDatabase>,
-  taskId: string,
-  fence: number,
-  at: number,
-): Promise<number> {
-  const row = await db
-    .insertInto('task_fences')
-    .values({ task_id: taskId, fence, seen_at: at })
-    .onConflict((oc) =>
-      oc.column('task_id').doUpdateSet({
-        // The higher of the two, said the same way to both databases (SQLite has no GREATEST).
-        fence: sql`CASE WHEN excluded.fence > task_fences.fence THEN excluded.fence ELSE task_fences.fence END`,
-        seen_at: (eb) => eb.ref('excluded.seen_at'),
-      }),
-    )
-    .returning('fence')
-    .executeTakeFirst();
-  return Number(row?.fence ?? fence);
+type Db = Kysely<GatewayDatabase>;
+
+/** The statements of keyed calls, each compiled once: a keyed call runs them on every call. */
+function keyStatements(db: Db) {
+  return {
+    // The higher of the two, said the same way to both databases (SQLite has no GREATEST).
+    raise: statement(db, ['task', 'fence', 'at'], (k, a: { task: string; fence: number; at: number }) =>
+      k
+        .insertInto('task_fences')
+        .values({ task_id: a.task, fence: a.fence, seen_at: a.at })
+        .onConflict((oc) =>
+          oc.column('task_id').doUpdateSet({
+            fence: sql`CASE WHEN excluded.fence > task_fences.fence THEN excluded.fence ELSE task_fences.fence END`,
+            seen_at: (eb) => eb.ref('excluded.seen_at'),
+          }),
+        )
+        .returning('fence'),
+    ),
+    insert: statement(
+      db,
+      ['key', 'session', 'tool', 'task', 'fence', 'at'],
+      (
+        k,
+        a: {
+          key: string;
+          session: string;
+          tool: string;
+          task: string | null;
+          fence: number | null;
+          at: number;
+        },
+      ) =>
+        k
+          .insertInto('call_keys')
+          .values({
+            key: a.key,
+            session_id: a.session,
+            tool: a.tool,
+            task_id: a.task,
+            fence: a.fence,
+            state: 'started',
+            started_at: a.at,
+          })
+          .onConflict((oc) => oc.column('key').doNothing()),
+    ),
+    get: statement(db, ['key'], (k, a: { key: string }) =>
+      k
+        .selectFrom('call_keys')
+        .select(['key', 'session_id', 'tool', 'state', 'outcome', 'started_at'])
+        .where('key', '=', a.key),
+    ),
+    finish: statement(db, ['key', 'outcome', 'at'], (k, a: { key: string; outcome: string; at: number }) =>
+      k
+        .updateTable('call_keys')
+        .set({ state: 'done', outcome: a.outcome, finished_at: a.at })
+        .where('key', '=', a.key)
+        .where('state', '=', 'started'),
+    ),
+    forget: statement(db, ['key'], (k, a: { key: string }) =>
+      k.deleteFrom('call_keys').where('key', '=', a.key).where('state', '=', 'started'),
+    ),
+  };
 }
 
-export function callKeyQueries(db: Kysely<GatewayDatabase>): CallKeyQueries {
+export function callKeyQueries(db: Db): CallKeyQueries {
+  const q = keyStatements(db);
+  /** Raises task `taskId`'s highest fence to `fence` unless higher already; the highest. */
+  const raise = async (on: Db, task: string, fence: number, at: number) =>
+    Number((await q.raise(on, { task, fence, at })).rows[0]?.fence ?? fence);
   return {
     begin: (s) =>
       db.transaction().execute(async (trx) => {
@@ -43,25 +90,16 @@ export function callKeyQueries(db: Kysely<GatewayDatabase>): CallKeyQueries {
           if (highest > s.fence) return { fenced: highest };
         }
         if (s.key === null) return { run: true as const };
-        const inserted = await trx
-          .insertInto('call_keys')
-          .values({
-            key: s.key,
-            session_id: s.session_id,
-            tool: s.tool,
-            task_id: s.task_id,
-            fence: s.fence,
-            state: 'started',
-            started_at: s.at,
-          })
-          .onConflict((oc) => oc.column('key').doNothing())
-          .executeTakeFirst();
-        if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return { run: true as const };
-        const row = await trx
-          .selectFrom('call_keys')
-          .select(['key', 'session_id', 'tool', 'state', 'outcome', 'started_at'])
-          .where('key', '=', s.key)
-          .executeTakeFirst();
+        const inserted = await q.insert(trx, {
+          key: s.key,
+          session: s.session_id,
+          tool: s.tool,
+          task: s.task_id,
+          fence: s.fence,
+          at: s.at,
+        });
+        if (Number(inserted.numAffectedRows ?? 0) > 0) return { run: true as const };
+        const [row] = (await q.get(trx, { key: s.key })).rows;
         if (!row) throw new Error(`the call key ${s.key} was neither inserted nor found`);
         const existing: CallKeyRow = {
           ...row,
@@ -71,15 +109,10 @@ export function callKeyQueries(db: Kysely<GatewayDatabase>): CallKeyQueries {
         return { existing };
       }),
     async finish(key, outcome, at) {
-      await db
-        .updateTable('call_keys')
-        .set({ state: 'done', outcome, finished_at: at })
-        .where('key', '=', key)
-        .where('state', '=', 'started')
-        .execute();
+      await q.finish(db, { key, outcome, at });
     },
     async forget(key) {
-      await db.deleteFrom('call_keys').where('key', '=', key).where('state', '=', 'started').execute();
+      await q.forget(db, { key });
     },
     announce: (taskId, fence, at) => raise(db, taskId, fence, at),
     async prune(before, limit) {

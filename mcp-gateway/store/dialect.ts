@@ -1,4 +1,4 @@
-import { type Insertable, type Kysely, type RawBuilder, type SqlBool, sql } from 'kysely';
+import { CompiledQuery, type Insertable, type Kysely, type RawBuilder, type SqlBool, sql } from 'kysely';
 import type { DialectName } from '../../lib/db/kysely.ts';
 import type { GatewayChange } from './interface.ts';
 import type { GatewayDatabase } from './schema.ts';
@@ -83,6 +83,8 @@ function postgresHooks(origin: string): DialectHooks {
   };
 }
 
+const DATA_VERSION = CompiledQuery.raw('PRAGMA data_version') as CompiledQuery<{ data_version: number }>;
+
 function sqliteHooks(): DialectHooks {
   let seen: number | undefined;
   let asked: Promise<boolean> | null = null;
@@ -109,7 +111,7 @@ function sqliteHooks(): DialectHooks {
     skipLocked: false,
     changedElsewhere(db) {
       if (!asked) {
-        asked = sql<{ data_version: number }>`PRAGMA data_version`.execute(db).then(({ rows }) => {
+        asked = db.executeQuery<{ data_version: number }>(DATA_VERSION).then(({ rows }) => {
           const version = rows[0]?.data_version;
           const changed = seen !== undefined && version !== seen;
           seen = version;

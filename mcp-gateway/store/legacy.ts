@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { statement } from '../../lib/db/kysely.ts';
 import type { DialectHooks } from './dialect.ts';
 import type { LegacyQueries } from './interface.ts';
 import type { GatewayDatabase } from './schema.ts';
@@ -7,6 +8,13 @@ import type { GatewayDatabase } from './schema.ts';
 // rules). Only a session id's SHA-256 is stored, never the id.
 
 export function legacyQueries(db: Kysely<GatewayDatabase>, hooks: DialectHooks): LegacyQueries {
+  // Read on every request of a legacy session (another replica may have bound or ended it): compiled once.
+  const get = statement(db, ['key'], (k, a: { key: string }) =>
+    k
+      .selectFrom('mcp_legacy_sessions')
+      .select(['credential', 'own_session', 'handle', 'init', 'last_seen'])
+      .where('id_hash', '=', a.key),
+  );
   return {
     async save(key, r, now) {
       const values = {
@@ -34,11 +42,7 @@ export function legacyQueries(db: Kysely<GatewayDatabase>, hooks: DialectHooks):
         .execute();
     },
     async get(key) {
-      const r = await db
-        .selectFrom('mcp_legacy_sessions')
-        .select(['credential', 'own_session', 'handle', 'init', 'last_seen'])
-        .where('id_hash', '=', key)
-        .executeTakeFirst();
+      const [r] = (await get(db, { key })).rows;
       return r && { ...r, last_seen: Number(r.last_seen) };
     },
     // A session bound to a handle here: the replicas holding it open hear it as a change of its own session.

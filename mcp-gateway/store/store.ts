@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
-import { migrate, postgresDbTracked, type StoreDb, sqliteDb } from '../../lib/db/kysely.ts';
+import { migrate, postgresDbTracked, type StoreDb, sqliteDb, statement } from '../../lib/db/kysely.ts';
 import { listenPostgres, openPostgres, type Pool } from '../../lib/postgres.ts';
 import { type Db, openDatabase } from '../../lib/sqlite.ts';
 import type { Pin, PinnedDefinition } from '../catalog/pins.ts';
@@ -156,65 +156,94 @@ function stateOn(s: StoreDb<GatewayDatabase>, opts: GatewayStateOptions, pool?: 
   };
 }
 
+/** The hot statements of sessions, each compiled once (lib/db/kysely.ts statement). */
+function sessionStatements(db: Kdb) {
+  return {
+    toolsets: statement(db, ['id'], (q, a: { id: string }) =>
+      q
+        .selectFrom('sessions as s')
+        .leftJoin('session_toolsets as t', 't.session_id', 's.id')
+        .select('t.toolset_id')
+        .where('s.id', '=', a.id)
+        .orderBy('t.seq'),
+    ),
+    add: statement(db, ['id', 'at'], (q, a: { id: string; at: string }) =>
+      q
+        .insertInto('sessions')
+        .values({ id: a.id, created_at: a.at })
+        .onConflict((oc) => oc.doNothing()),
+    ),
+    // After those the session has; never one disabled, whatever this replica's cache said a moment ago.
+    activate: statement(db, ['id', 'toolset'], (q, a: { id: string; toolset: string }) =>
+      q
+        .insertInto('session_toolsets')
+        .columns(['session_id', 'toolset_id', 'seq'])
+        .expression(
+          q
+            .selectNoFrom((eb) => [
+              eb.val(a.id).as('session_id'),
+              eb.val(a.toolset).as('toolset_id'),
+              sql<number>`(SELECT COALESCE(MAX(seq), 0) + 1 FROM session_toolsets WHERE session_id = ${a.id})`.as(
+                'seq',
+              ),
+            ])
+            .where(({ not, exists, selectFrom }) =>
+              not(
+                exists(
+                  selectFrom('toolset_settings')
+                    .select('toolset_id')
+                    .where('toolset_id', '=', a.toolset)
+                    .where('enabled', '=', 0),
+                ),
+              ),
+            ),
+        )
+        .onConflict((oc) => oc.doNothing())
+        .returning('toolset_id'),
+    ),
+    deactivate: statement(db, ['id', 'toolset'], (q, a: { id: string; toolset: string }) =>
+      q
+        .deleteFrom('session_toolsets')
+        .where('session_id', '=', a.id)
+        .where('toolset_id', '=', a.toolset)
+        .returning('toolset_id'),
+    ),
+  };
+}
+
+type SessionStatements = ReturnType<typeof sessionStatements>;
+
 /** The session's stored toolsets in activation order, or null for a session never stored. */
-async function storedToolsets(db: Kdb, sessionId: string): Promise<string[] | null> {
-  const rows = await db
-    .selectFrom('sessions as s')
-    .leftJoin('session_toolsets as t', 't.session_id', 's.id')
-    .select('t.toolset_id')
-    .where('s.id', '=', sessionId)
-    .orderBy('t.seq')
-    .execute();
+async function storedToolsets(q: SessionStatements, db: Kdb, sessionId: string): Promise<string[] | null> {
+  const { rows } = await q.toolsets(db, { id: sessionId });
   if (rows.length === 0) return null;
   return rows.flatMap((r) => (r.toolset_id === null ? [] : [r.toolset_id]));
 }
 
 /** Stores a session never stored, with `initial` active (those enabled); true when it was stored now. */
-async function ensureSession(trx: Kdb, sessionId: string, initial: readonly string[]): Promise<boolean> {
-  const res = await trx
-    .insertInto('sessions')
-    .values({ id: sessionId, created_at: new Date().toISOString() })
-    .onConflict((oc) => oc.doNothing())
-    .executeTakeFirst();
-  if (Number(res.numInsertedOrUpdatedRows ?? 0) === 0) return false;
-  await addToolsets(trx, sessionId, initial);
+async function ensureSession(
+  q: SessionStatements,
+  trx: Kdb,
+  sessionId: string,
+  initial: readonly string[],
+): Promise<boolean> {
+  const res = await q.add(trx, { id: sessionId, at: new Date().toISOString() });
+  if (Number(res.numAffectedRows ?? 0) === 0) return false;
+  await addToolsets(q, trx, sessionId, initial);
   return true;
 }
 
-/**
- * Adds toolsets to a session in the given order after those it has; never one disabled, whatever this
- * replica's cache said a moment ago. The ids added.
- */
-async function addToolsets(trx: Kdb, sessionId: string, ids: readonly string[]): Promise<Set<string>> {
+/** Adds toolsets to a session in the given order after those it has; the ids added. */
+async function addToolsets(
+  q: SessionStatements,
+  trx: Kdb,
+  sessionId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
   const added = new Set<string>();
   for (const id of ids) {
-    const row = await trx
-      .insertInto('session_toolsets')
-      .columns(['session_id', 'toolset_id', 'seq'])
-      .expression(
-        trx
-          .selectNoFrom((eb) => [
-            eb.val(sessionId).as('session_id'),
-            eb.val(id).as('toolset_id'),
-            sql<number>`(SELECT COALESCE(MAX(seq), 0) + 1 FROM session_toolsets WHERE session_id = ${sessionId})`.as(
-              'seq',
-            ),
-          ])
-          .where(({ not, exists, selectFrom }) =>
-            not(
-              exists(
-                selectFrom('toolset_settings')
-                  .select('toolset_id')
-                  .where('toolset_id', '=', id)
-                  .where('enabled', '=', 0),
-              ),
-            ),
-          ),
-      )
-      .onConflict((oc) => oc.doNothing())
-      .returning('toolset_id')
-      .executeTakeFirst();
-    if (row) added.add(row.toolset_id);
+    const { rows } = await q.activate(trx, { id: sessionId, toolset: id });
+    if (rows[0]) added.add(rows[0].toolset_id);
   }
   return added;
 }
@@ -226,6 +255,7 @@ function gatewayStore(
 ) {
   const { db } = s;
   const trail = auditTrail(db, hooks, onWriteError);
+  const q = sessionStatements(db);
 
   let settings: Settings | null = null;
   let settingsAt = 0;
@@ -290,9 +320,9 @@ function gatewayStore(
     ids: readonly string[],
   ): Promise<SessionChange> =>
     db.transaction().execute(async (trx) => {
-      const created = await ensureSession(trx, sessionId, initial);
+      const created = await ensureSession(q, trx, sessionId, initial);
       const changed = await work(trx);
-      const toolsets = (await storedToolsets(trx, sessionId)) ?? [];
+      const toolsets = (await storedToolsets(q, trx, sessionId)) ?? [];
       if (created || changed.size > 0) await hooks.notify(trx, { kind: 'session', id: sessionId });
       return { changed: ids.filter((id) => changed.has(id)), toolsets };
     });
@@ -303,7 +333,7 @@ function gatewayStore(
     async load(sessionId: string | null): Promise<SessionView> {
       const [kept, toolsets] = await Promise.all([
         currentSettings(),
-        sessionId === null ? null : storedToolsets(db, sessionId),
+        sessionId === null ? null : storedToolsets(q, db, sessionId),
       ]);
       return { toolsets, disabled: kept.disabled, overrides: kept.overrides };
     },
@@ -314,7 +344,7 @@ function gatewayStore(
         async (trx) => {
           // The session's row is locked first: two replicas activating in one session at once number in turn.
           await hooks.lockSession(trx, sessionId);
-          return addToolsets(trx, sessionId, ids);
+          return addToolsets(q, trx, sessionId, ids);
         },
         ids,
       ),
@@ -323,14 +353,12 @@ function gatewayStore(
         sessionId,
         initial,
         async (trx) => {
-          if (ids.length === 0) return new Set<string>();
-          const rows = await trx
-            .deleteFrom('session_toolsets')
-            .where('session_id', '=', sessionId)
-            .where('toolset_id', 'in', [...ids])
-            .returning('toolset_id')
-            .execute();
-          return new Set(rows.map((r) => r.toolset_id));
+          const removed = new Set<string>();
+          for (const id of ids) {
+            const { rows } = await q.deactivate(trx, { id: sessionId, toolset: id });
+            if (rows[0]) removed.add(rows[0].toolset_id);
+          }
+          return removed;
         },
         ids,
       ),

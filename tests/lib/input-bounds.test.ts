@@ -46,8 +46,8 @@ async function connect(s: Stack, era: 'modern' | 'legacy') {
 }
 
 /** gateway.db with its WAL and shared-memory files: what the attack grew. */
-function dbBytes(s: Stack): number {
-  void s.flushWrites(); // the SQLite stores write in this turn
+async function dbBytes(s: Stack): Promise<number> {
+  await s.flushWrites();
   return ['', '-wal', '-shm']
     .map((suffix) => path.join(s.dataDir, `gateway.db${suffix}`))
     .reduce((sum, file) => {
@@ -68,7 +68,7 @@ describe('bounded inputs (issue 15 §4)', () => {
     const s = stack;
     const modern = await connect(s, 'modern');
     const legacy = await connect(s, 'legacy');
-    const before = dbBytes(s);
+    const before = await dbBytes(s);
     const expected = 'toolset_ids: at most 64 items (got 60000)';
 
     for (let i = 0; i < 20; i++) {
@@ -101,7 +101,7 @@ describe('bounded inputs (issue 15 §4)', () => {
       expect(meta.status).toBe(400);
       expect(meta.body.error).toContain(expected);
     }
-    const grown = dbBytes(s) - before;
+    const grown = (await dbBytes(s)) - before;
     // 80 refused requests of ~850 KB each. Before the bounds: ~545 MB. Now at most a few KiB of audit each,
     // plus WAL pages; 1 MiB is far below what one request of them used to add.
     expect(grown).toBeLessThan(1024 * 1024);

@@ -214,7 +214,7 @@ describe('keyed tool calls at the gateway', () => {
   it('prunes keys and fences older than the cut-off', async () => {
     const { s, callEdit } = await ledgerStack();
     await callEdit('one', { idempotency_key: 'old', fence: { task_id: 'task-5', fence: 7 } });
-    expect(s.callKeys.prune(Date.now() + 1000, 100)).toBe(2);
+    expect(await s.callKeys.prune(Date.now() + 1000, 100)).toBe(2);
     // Forgotten: the key runs again, and the task's fence starts over.
     expect(
       (await callEdit('two', { idempotency_key: 'old', fence: { task_id: 'task-5', fence: 1 } })).body

@@ -50,6 +50,8 @@ beforeAll(async () => {
     GATEWAY_MCP_TOKEN: MCP,
     GATEWAY_ADMIN_TOKEN: ADMIN,
     GATEWAY_AGENT_TOKEN: AGENT,
+    // Both replicas read one policy (its default place is each one's own data directory).
+    POLICY_FILE: path.join(toolsets, 'policy.yaml'),
     DATABASE_URL: await freshDatabase('replicas'),
   };
   const tools = await startToolServer(loadConfig({ ...env, TOOLSHIFT_DATA_DIR: path.join(tmp, 'tools') }));

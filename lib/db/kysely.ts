@@ -108,7 +108,7 @@ export function postgresDbTracked<DB>(pool: Pool): StoreDb<DB> {
 }
 
 /** A statement compiled once: run with its arguments on the store's handle or one of its transactions. */
-export type Statement<A, R> = (on: KyselyType<any>, args: A) => Promise<QueryResult<R>>;
+export type Statement<DB, A, R> = (on: KyselyType<DB>, args: A) => Promise<QueryResult<R>>;
 
 /**
  * Builds a hot statement with Kysely once and compiles it once: `build` gets a placeholder for each named
@@ -120,7 +120,7 @@ export function statement<DB, A extends Record<string, unknown>, R>(
   db: KyselyType<DB>,
   names: readonly (keyof A & string)[],
   build: (db: KyselyType<DB>, args: A) => Compilable<R>,
-): Statement<A, R> {
+): Statement<DB, A, R> {
   const marks = Object.fromEntries(names.map((n) => [n, `\u0000${n}\u0000`])) as unknown as A;
   const compiled = build(db, marks).compile();
   const slots = compiled.parameters.map((p) => names.find((n) => marks[n] === p));

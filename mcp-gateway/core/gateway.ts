@@ -210,9 +210,12 @@ export function createGateway(deps: {
       } else {
         const enable = req.action === 'ENABLE';
         changed = ids.filter((id) => view.disabled.has(id) === enable);
-        await store.setEnabled(changed, enable);
+        if (changed.length > 0) await store.setEnabled(changed, enable);
         const disabled = new Set(view.disabled);
-        for (const id of changed) enable ? disabled.delete(id) : disabled.add(id);
+        for (const id of changed) {
+          if (enable) disabled.delete(id);
+          else disabled.add(id);
+        }
         // Disabling removes the toolset from every session, this one included.
         const toolsets =
           view.toolsets && (enable ? view.toolsets : view.toolsets.filter((id) => !changed.includes(id)));

@@ -82,7 +82,7 @@ export async function replicasRun(
   rounds = 30,
   calls = 400,
   loadSeconds = 4,
-  clients = 32,
+  clients = 16,
 ): Promise<ReplicasRun> {
   let server: Awaited<ReturnType<typeof startTestPostgres>>;
   try {

@@ -64,15 +64,13 @@ export async function recallAtScale(): Promise<Recall> {
   const catalog = await discoveryCatalog({ enterprise: true });
   try {
     const same = (got: string, want: string) => got === want || got === want.replace(/^github_/, 'ghe_');
-    catalog.gateway.listToolsets('discovery', 'warm up the index');
+    await catalog.gateway.listToolsets('discovery', 'warm up the index');
     const started = performance.now();
-    const results = needs.map((need) => ({
-      need,
-      got: catalog.gateway
-        .listToolsets('discovery', need.need)
-        .toolsets.slice(0, 3)
-        .map((t) => t.id),
-    }));
+    const results = [];
+    for (const need of needs) {
+      const { toolsets } = await catalog.gateway.listToolsets('discovery', need.need);
+      results.push({ need, got: toolsets.slice(0, 3).map((t) => t.id) });
+    }
     const msPerQuery = (performance.now() - started) / needs.length;
     return { toolsets: catalog.toolsets, tools: catalog.tools, ...tally(results, same), msPerQuery };
   } finally {

@@ -1,6 +1,8 @@
+import { type ChildProcess, fork } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { loadConfig } from '../lib/config.ts';
 import type { Listening } from '../lib/serve.ts';
 import { startGateway } from '../mcp-gateway/server.ts';
@@ -11,13 +13,29 @@ import { startToolServer } from '../tool-server/server.ts';
 // Gateway replicas on PostgreSQL (bench/run.ts figure 12): how long an operator's DISABLE on one replica takes
 // to be refused by another (each replica keeps the disabled set in memory and drops it on a notification),
 // and what the shared store costs a tool call: the p50 of one read_text_file call through a gateway on SQLite
-// (the embedded default) and through a replica on PostgreSQL, alternating, in one run.
+// (the embedded default) and through a replica on PostgreSQL, alternating, in one run. Figure 17: that a replica
+// never waits on its database with its event loop — a third replica, in a process of its own
+// (bench/gateway-probe.ts): while a plain connection holds one session's row locked (up to 5 s) and the
+// replica has a request of that session waiting for it, how long its /health and another session's tool call
+// take; then its event loop's delay (monitorEventLoopDelay p99) under concurrent calls and toggles.
 
 export interface ReplicasRun {
   /** Milliseconds from the DISABLE's answer on one replica to the other listing the toolset disabled. */
   disableMs: { p50: number; p95: number; max: number; rounds: number };
   /** p50 of a tool call (ms): through a gateway on SQLite, and through a replica on PostgreSQL. */
   callMs: { sqlite: number; postgres: number; calls: number };
+  /**
+   * Figure 17: while a plain connection holds a session's row, the replica's /health and a call of another
+   * session (ms, p50 and slowest of `samples` each), and how long the request of the locked session waited.
+   */
+  lock?: {
+    healthMs: { p50: number; max: number };
+    otherCallMs: { p50: number; max: number };
+    samples: number;
+    lockedWaitedMs: number;
+  };
+  /** Figure 17: the replica's event-loop delay (ms) under `clients` concurrent clients for `seconds`. */
+  loop?: { p50: number; p99: number; max: number; clients: number; seconds: number; requests: number };
   skipped?: string;
 }
 
@@ -28,7 +46,44 @@ const quantile = (xs: number[], q: number) => {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))];
 };
 
-export async function replicasRun(rounds = 30, calls = 400): Promise<ReplicasRun> {
+/** A replica in its own process (bench/gateway-probe.ts), and its event loop's delay on request. */
+async function probeReplica(env: Record<string, string>) {
+  const child: ChildProcess = fork(path.resolve('bench/gateway-probe.ts'), [], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
+  const next = <T>() =>
+    new Promise<T>((resolve, reject) => {
+      child.once('message', (m) => resolve(m as T));
+      child.once('exit', (code) => reject(new Error(`the probe replica exited (${code})`)));
+    });
+  const { url } = await next<{ url: string }>();
+  return {
+    url,
+    async reset() {
+      const answered = next<unknown>();
+      child.send('reset');
+      await answered;
+    },
+    async report() {
+      const answered = next<{ p50: number; p99: number; max: number }>();
+      child.send('report');
+      return answered;
+    },
+    async stop() {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.send('stop');
+      await exited;
+    },
+  };
+}
+
+export async function replicasRun(
+  rounds = 30,
+  calls = 400,
+  loadSeconds = 4,
+  clients = 16,
+): Promise<ReplicasRun> {
   let server: Awaited<ReturnType<typeof startTestPostgres>>;
   try {
     server = await startTestPostgres();
@@ -61,6 +116,7 @@ export async function replicasRun(rounds = 30, calls = 400): Promise<ReplicasRun
       GATEWAY_AGENT_TOKEN: `${TOKEN}-agent`,
       GATEWAY_MCP_TOKEN: `${TOKEN}-mcp`,
       MAX_CALLS_PER_MINUTE: '1000000',
+      MAX_ACTIVATIONS_PER_TASK: '1000000',
     };
     const tools = await startToolServer(loadConfig({ ...env, TOOLSHIFT_DATA_DIR: path.join(tmp, 'tools') }));
     running.push(tools);
@@ -136,7 +192,111 @@ export async function replicasRun(rounds = 30, calls = 400): Promise<ReplicasRun
       }
     }
     const round = (x: number) => Math.round(x * 100) / 100;
+
+    // Figure 17: a third replica in a process of its own.
+    const probe = await probeReplica({
+      ...env,
+      TOOL_SERVER_URL: tools.url,
+      TOOLSHIFT_DATA_DIR: path.join(tmp, 'probe'),
+      DATABASE_URL: url,
+    });
+    let lock: ReplicasRun['lock'];
+    let loop: ReplicasRun['loop'];
+    try {
+      const on = { url: probe.url } as Listening;
+      const timed = async (work: () => Promise<unknown>) => {
+        const started = performance.now();
+        await work();
+        return performance.now() - started;
+      };
+      for (const session of ['locked', 'other'])
+        await request(on, 'POST', '/mcp/admin/toolsets', {
+          action: 'ACTIVATE',
+          session_id: session,
+          toolset_ids: ['fs_read'],
+        });
+      const holder = new pg.Client({ connectionString: url });
+      await holder.connect();
+      const health: number[] = [];
+      const other: number[] = [];
+      let waitedMs = 0;
+      try {
+        await holder.query('BEGIN');
+        await holder.query("SELECT 1 FROM sessions WHERE id = 'locked' FOR UPDATE");
+        const locked = timed(() =>
+          request(on, 'POST', '/mcp/admin/toolsets', {
+            action: 'ACTIVATE',
+            session_id: 'locked',
+            toolset_ids: ['fs_write'],
+          }),
+        );
+        // The lock is held up to 5 s; the samples take well under that, then it goes.
+        const deadline = performance.now() + 5000;
+        for (let i = 0; i < 20 && performance.now() < deadline; i++) {
+          health.push(await timed(() => request(on, 'GET', '/health')));
+          other.push(
+            await timed(() =>
+              request(on, 'POST', '/mcp/tools/read_text_file/call', {
+                session_id: 'other',
+                arguments: { path: 'a.txt' },
+              }),
+            ),
+          );
+        }
+        await holder.query('COMMIT');
+        waitedMs = await locked;
+      } finally {
+        await holder.query('ROLLBACK').catch(() => undefined);
+        await holder.end();
+      }
+      lock = {
+        healthMs: { p50: round(quantile(health, 0.5)), max: round(Math.max(...health)) },
+        otherCallMs: { p50: round(quantile(other, 0.5)), max: round(Math.max(...other)) },
+        samples: health.length,
+        lockedWaitedMs: round(waitedMs),
+      };
+
+      // Its event loop under load: concurrent clients, each in a session of its own, calling a tool and
+      // every eighth request toggling a toolset (a transaction on the session's row) or listing its tools.
+      for (let c = 0; c < clients; c++)
+        await request(on, 'POST', '/mcp/admin/toolsets', {
+          action: 'ACTIVATE',
+          session_id: `load-${c}`,
+          toolset_ids: ['fs_read'],
+        });
+      await probe.reset();
+      const until = performance.now() + loadSeconds * 1000;
+      let requests = 0;
+      await Promise.all(
+        Array.from({ length: clients }, async (_, c) => {
+          const session = `load-${c}`;
+          for (let i = 0; performance.now() < until; i++) {
+            if (i % 8 === 3 || i % 8 === 7) {
+              await request(on, 'POST', '/mcp/admin/toolsets', {
+                action: i % 8 === 3 ? 'ACTIVATE' : 'DEACTIVATE',
+                session_id: session,
+                toolset_ids: ['fs_write'],
+              });
+            } else if (i % 8 === 5) {
+              await request(on, 'GET', `/mcp/tools?session_id=${session}`);
+            } else {
+              await request(on, 'POST', '/mcp/tools/read_text_file/call', {
+                session_id: session,
+                arguments: { path: 'a.txt' },
+              });
+            }
+            requests++;
+          }
+        }),
+      );
+      const delay = await probe.report();
+      loop = { ...delay, clients, seconds: loadSeconds, requests };
+    } finally {
+      await probe.stop();
+    }
     return {
+      lock,
+      loop,
       disableMs: {
         p50: round(quantile(disable, 0.5)),
         p95: round(quantile(disable, 0.95)),

@@ -293,6 +293,28 @@ export function goals(r: BenchResults): Goal[] {
           },
         ]
       : []),
+    ...(r.replicas?.lock && r.replicas.loop
+      ? [
+          {
+            figure:
+              "17. While another connection holds a session's row: a replica's /health and another session's call, slowest",
+            measured:
+              `${r.replicas.lock.healthMs.max} ms / ${r.replicas.lock.otherCallMs.max} ms (p50 ` +
+              `${r.replicas.lock.healthMs.p50} / ${r.replicas.lock.otherCallMs.p50} ms; the locked session's ` +
+              `request waited ${ms(r.replicas.lock.lockedWaitedMs)})`,
+            goal: '< 50 ms',
+            met: Math.max(r.replicas.lock.healthMs.max, r.replicas.lock.otherCallMs.max) < 50,
+          },
+          {
+            figure: "17. A replica's event-loop delay under PostgreSQL load, p99",
+            measured:
+              `${r.replicas.loop.p99} ms (p50 ${r.replicas.loop.p50} ms, max ${r.replicas.loop.max} ms; ` +
+              `${r.replicas.loop.clients} clients, ${n0(r.replicas.loop.requests)} requests in ${r.replicas.loop.seconds} s)`,
+            goal: '< 20 ms',
+            met: r.replicas.loop.p99 < 20,
+          },
+        ]
+      : []),
     ...(r.tracing
       ? [
           {

@@ -415,9 +415,29 @@ export function renderReport(r: BenchResults): string {
         `What the shared store costs a call: a read_text_file through the gateway (and the tool-server behind it), ` +
           `${rep.callMs.calls} calls each, alternating: p50 ${rep.callMs.sqlite} ms with the gateway on SQLite, ` +
           `${rep.callMs.postgres} ms on a replica on PostgreSQL (the session's read and the audit row go through ` +
-          'one connection on a worker thread, lib/postgres-sync.ts).',
+          "the replica's pool, asynchronously).",
       );
     }
+    out.push('');
+  }
+  if (rep && !rep.skipped && rep.lock && rep.loop) {
+    out.push('## 17. A gateway replica never waits on PostgreSQL with its event loop');
+    out.push('');
+    out.push(
+      'A third replica on the same database, in a process of its own (bench/gateway-probe.ts). A plain ' +
+        "connection, no replica's, locks one session's row (`SELECT … FOR UPDATE`, held up to 5 s) and the replica " +
+        `is asked to change that session, which waits for the row; meanwhile ${rep.lock.samples} times each, one ` +
+        `after the other: its \`/health\` took p50 ${rep.lock.healthMs.p50} ms (slowest ${rep.lock.healthMs.max} ms) ` +
+        `and a tool call of another session p50 ${rep.lock.otherCallMs.p50} ms (slowest ${rep.lock.otherCallMs.max} ms); ` +
+        `the locked session's change answered once the row was released, ${rep.lock.lockedWaitedMs} ms after it was ` +
+        'asked. (Its statements used to run synchronously on a worker thread: one waiting on a lock froze the whole ' +
+        'process, /health included, for as long as the lock or the 5–30 s timeouts lasted.)',
+      '',
+      `Then its event loop's delay (perf_hooks monitorEventLoopDelay, 1 ms resolution) while ${rep.loop.clients} ` +
+        `clients, each in a session of its own, send it calls, toggles of a toolset (a short transaction on the ` +
+        `session's row) and tool listings for ${rep.loop.seconds} s (${rep.loop.requests.toLocaleString('en')} requests): ` +
+        `p50 ${rep.loop.p50} ms, p99 ${rep.loop.p99} ms, max ${rep.loop.max} ms (goal: p99 under 20 ms).`,
+    );
     out.push('');
   }
   const pages = r.console;

@@ -6,14 +6,14 @@ import type { Logger } from '../lib/log.ts';
 import type { Metrics } from '../lib/metrics.ts';
 import { serveOpenApi } from '../lib/openapi.ts';
 import { healthDetail, requireRole, type Security } from '../lib/security.ts';
+import { type AuditActor, withActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './catalog/prompts.ts';
 import * as contract from './contract.ts';
 import { BY_AGENT_HEADER, DEFAULT_SESSION, gatewayRoutes as routes, TASK_HEADER } from './contract.ts';
-import { type AuditActor, withActor } from './core/audit-context.ts';
 import type { Gateway } from './core/gateway.ts';
-import { REFUSAL_STATUS, Refusal } from './core/refusals.ts';
 import type { McpFace } from './face/face.ts';
+import { REFUSAL_STATUS, Refusal } from './refusals.ts';
 
 /** The MCP face's routes: all toolsets at /mcp, views at /mcp/toolsets/<ids>. */
 const isFacePath = (path: string) => path === '/mcp' || path.startsWith('/mcp/toolsets/');
@@ -88,10 +88,10 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     spec: S,
     handler: (c: Context, input: RouteInput<S>) => Response | Promise<Response>,
   ) =>
-    register(app, spec, (c, input) => {
+    register(app, spec, async (c, input) => {
       for (const part of [input.body, input.query]) {
         const id = (part as { session_id?: unknown } | undefined)?.session_id;
-        if (typeof id === 'string') deps.face.claimSession(c, id);
+        if (typeof id === 'string') await deps.face.claimSession(c, id);
       }
       return handler(c, input);
     });
@@ -108,7 +108,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     // A change comes back with the session's new tool list: the agent's next request needs it anyway.
     if (!res.change) return c.json(res);
     await gateway.listed(body.session_id);
-    return c.json({ ...res, tools: gateway.tools(body.session_id) });
+    return c.json({ ...res, tools: await gateway.tools(body.session_id) });
   });
   route(routes.changeDefaults, async (c, { body }) => {
     requireRole(c, ['admin'], 'Changing the default toolsets');
@@ -119,7 +119,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   });
   route(routes.approveToolset, async (c, { params, body }) => {
     requireRole(c, ['admin'], 'Approving upstream tools');
-    const result = gateway.approveToolset(params.id, body.tools);
+    const result = await gateway.approveToolset(params.id, body.tools);
     await deps.face.announce();
     return c.json(result);
   });
@@ -143,7 +143,9 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       policy: gateway.ceiling.policySummary(),
     });
   });
-  route(routes.listToolsets, (c, { query }) => c.json(gateway.listToolsets(query.session_id, query.query)));
+  route(routes.listToolsets, async (c, { query }) =>
+    c.json(await gateway.listToolsets(query.session_id, query.query)),
+  );
   route(routes.toolsetTools, (c, { params }) => {
     const tools = gateway.toolsetTools(params.id);
     if (!tools) throw new HttpError(404, `Unknown toolset ${params.id}; GET /mcp/admin/toolsets lists them`);
@@ -152,7 +154,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   route(routes.listTools, async (c, { query }) => {
     const sessionId = query.session_id ?? DEFAULT_SESSION;
     await gateway.listed(sessionId);
-    return c.json({ session_id: sessionId, tools: gateway.tools(sessionId) });
+    return c.json({ session_id: sessionId, tools: await gateway.tools(sessionId) });
   });
   route(routes.callTool, async (c, { params, body }) =>
     c.json(
@@ -162,8 +164,8 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       }),
     ),
   );
-  route(routes.announceFence, (c, { params, body }) => {
-    const highest = gateway.announceFence(params.task_id, body.fence);
+  route(routes.announceFence, async (c, { params, body }) => {
+    const highest = await gateway.announceFence(params.task_id, body.fence);
     if (highest > body.fence) {
       throw new Refusal(
         'fenced',
@@ -197,31 +199,31 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   });
   route(routes.getPolicy, (c) => c.json(gateway.ceiling.policy()));
   route(routes.reloadPolicy, (c) => c.json(gateway.ceiling.reloadPolicy()));
-  register(app, routes.listApprovals, (c, { query }) =>
-    c.json({ approvals: gateway.ceiling.approvals.list(query) }),
+  register(app, routes.listApprovals, async (c, { query }) =>
+    c.json({ approvals: await gateway.ceiling.approvals.list(query) }),
   );
-  route(routes.getApproval, (c, { params }) => {
-    const approval = gateway.ceiling.approvals.get(params.id);
+  route(routes.getApproval, async (c, { params }) => {
+    const approval = await gateway.ceiling.approvals.get(params.id);
     if (!approval)
       throw new Refusal('not_found', `No approval ${params.id}; GET /mcp/admin/approvals lists them`);
     return c.json(approval);
   });
-  route(routes.decideApproval, (c, { params, body }) =>
-    c.json(gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason)),
+  route(routes.decideApproval, async (c, { params, body }) =>
+    c.json(await gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason)),
   );
-  register(app, routes.listAudit, (c, { query }) => c.json(gateway.listAudit(query)));
+  register(app, routes.listAudit, async (c, { query }) => c.json(await gateway.listAudit(query)));
   // A page of rows read each time the client has taken the last: memory stays one page, whatever the table holds.
   register(app, routes.exportAudit, (c, { query }) => {
     const pages = gateway.exportAudit(query);
     const encoder = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({
-      pull(controller) {
-        const next = pages.next();
+      async pull(controller) {
+        const next = await pages.next();
         if (next.done) return controller.close();
         controller.enqueue(encoder.encode(next.value.map((row) => `${JSON.stringify(row)}\n`).join('')));
       },
-      cancel() {
-        pages.return(undefined);
+      async cancel() {
+        await pages.return(undefined);
       },
     });
     return c.body(body, 200, {

@@ -6,26 +6,26 @@ import { createMetrics } from '../lib/metrics.ts';
 import { startRetention } from '../lib/retention.ts';
 import { securityFor } from '../lib/security.ts';
 import { type Listening, listen } from '../lib/serve.ts';
-import { openDatabase, writableDataDir } from '../lib/sqlite.ts';
+import { writableDataDir } from '../lib/sqlite.ts';
 import { createTokenCounter } from '../lib/tokens.ts';
 import { startServiceTracing } from '../lib/trace-setup.ts';
 import { createGatewayApp } from './app.ts';
+import { currentActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
 import { toolServerBackend } from './backends/tool-server-backend.ts';
 import { UpstreamPool } from './backends/upstream-pool.ts';
 import { buildCatalog, type Catalog, loadToolsets } from './catalog/catalog.ts';
 import { createPromptCatalog } from './catalog/prompts.ts';
 import { toolsetVariables } from './catalog/toolset-files.ts';
-import { approvalStore, createApprovalStore } from './ceiling/approvals.ts';
+import { approvalStore } from './ceiling/approvals.ts';
 import { type Ceiling, createCeiling } from './ceiling/ceiling.ts';
 import { createGateway } from './core/gateway.ts';
 import { instrumentGateway } from './core/metrics.ts';
 import { createMcpFace } from './face/face.ts';
-import { createHandleStore, handleStore } from './face/handles.ts';
-import { createLegacySessionStore, legacySessionStore } from './face/legacy-store.ts';
-import { sqliteCallKeyQueries } from './store/call-keys.ts';
+import { handleStore } from './face/handles.ts';
+import { legacySessionStore } from './face/legacy-store.ts';
 import { gatewayRetentionRules } from './store/retention.ts';
-import { createGatewayStore } from './store/store.ts';
+import { openGatewayState } from './store/store.ts';
 
 /**
  * Loads and checks the catalog against the backends, opens the state store, and listens. `announce: false`
@@ -45,20 +45,23 @@ export async function startGateway(
     }),
   };
   const onWriteError = (err: unknown) => log.error({ err }, 'an audit row could not be written');
-  // PostgreSQL when DATABASE_URL names one (shared by every replica), else SQLite in the data directory.
-  const shared = config.databaseUrl
-    ? await import('./store/postgres.ts').then((m) =>
-        m.openPostgresGatewayState(config.databaseUrl as string, { onWriteError }),
-      )
-    : null;
+  // PostgreSQL when DATABASE_URL names one (shared by every replica), else SQLite in the data directory; an
+  // older database is brought to the current schema first (store/migrations.ts).
+  const state = await openGatewayState(
+    config.databaseUrl
+      ? { databaseUrl: config.databaseUrl }
+      : { file: path.join(config.dataDir, 'gateway.db') },
+    { onWriteError },
+  );
   // The data directory holds what toolset files put there (${TOOLSHIFT_DATA_DIR}), whichever database is used.
-  writableDataDir(config.dataDir);
-  const db = shared ? null : openDatabase(path.join(config.dataDir, 'gateway.db'));
-  const store = shared?.store ?? createGatewayStore(db as NonNullable<typeof db>, onWriteError);
-  const closeStore = async () => {
-    if (shared) await shared.close();
-    else store.close();
-  };
+  try {
+    writableDataDir(config.dataDir);
+  } catch (err) {
+    await state.close();
+    throw err;
+  }
+  const { store } = state;
+  const closeStore = () => state.close();
   // ${TOOLSHIFT_DATA_DIR} and ${TOOLSETS_DIR} in toolset files are the resolved config values, set or not.
   const vars = toolsetVariables({ dataDir: config.dataDir, toolsetsDir: config.gateway.toolsetsDir });
   const dir = config.gateway.toolsetsDir;
@@ -101,15 +104,13 @@ export async function startGateway(
   const metrics = createMetrics({ processMetrics: true });
   let ceiling: Ceiling;
   const approvalOptions = { timeoutMs: config.gateway.approvalTimeoutMs };
-  const approvals = shared
-    ? approvalStore(shared.approvals, approvalOptions)
-    : createApprovalStore(db as NonNullable<typeof db>, approvalOptions);
+  const approvals = approvalStore(state.approvals, approvalOptions);
   try {
     ceiling = createCeiling({
       policyFile: config.gateway.policyFile,
       approvals,
       limits: config.gateway.limits,
-      audit: (entry) => store.audit(entry),
+      audit: (entry) => store.audit(entry, currentActor()),
     });
   } catch (err) {
     await catalog.close();
@@ -120,7 +121,7 @@ export async function startGateway(
   // Loaded now (about a second, once per thread) so the first activation does not wait for it.
   const tokens = createTokenCounter(config.tokenizer);
   tokens.text('warm');
-  const callKeys = shared?.callKeys ?? sqliteCallKeyQueries(db as NonNullable<typeof db>);
+  const { callKeys } = state;
   const gateway = instrumentGateway(
     createGateway({
       ceiling,
@@ -142,16 +143,12 @@ export async function startGateway(
     idleMs: config.gateway.mcp.handleIdleMs,
     onDrop: (ids: string[]) => store.dropSessions(ids),
   };
-  const handles = shared
-    ? handleStore(shared.handles, handleOptions)
-    : createHandleStore(db as NonNullable<typeof db>, handleOptions);
+  const handles = handleStore(state.handles, handleOptions);
   const face = createMcpFace({
     gateway,
     prompts,
     handles,
-    legacyStore: shared
-      ? legacySessionStore(shared.legacy)
-      : createLegacySessionStore(db as NonNullable<typeof db>),
+    legacyStore: legacySessionStore(state.legacy),
     sessionIdleMs: config.gateway.mcp.sessionIdleMs,
     maxSessions: config.gateway.mcp.maxSessions,
     onError: (err) => log.warn({ err: err.message }, 'MCP face'),
@@ -160,10 +157,15 @@ export async function startGateway(
   gateway.onCatalogChange(() => void face.announce());
   // Another replica's change: the ceiling or the defaults (everyone's tools may have changed), a session's
   // toolsets (its MCP clients here hear list_changed), approved pins (released here too).
-  const stopListening = shared?.listen((change) => {
+  const stopListening = state.listen((change) => {
     if (change.kind === 'settings') void face.announce();
-    else if (change.kind === 'session') face.toolsChangedIn(change.id);
-    else catalog.repinned(change.id);
+    else if (change.kind === 'session') void face.toolsChangedIn(change.id);
+    else
+      catalog
+        .repinned(change.id)
+        .catch((err: Error) =>
+          log.warn({ toolset: change.id, err: err.message }, 'pins approved elsewhere not read'),
+        );
   });
   const app = createGatewayApp({ gateway, backends, log, security, face, prompts, metrics });
   const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT', config.http.limits);
@@ -188,7 +190,7 @@ export async function startGateway(
       await face.close();
       await catalog.close();
       pool.close();
-      await stopListening?.();
+      await stopListening();
       await closeStore();
       await tracing?.shutdown();
     },

@@ -46,6 +46,8 @@ export const LAYERS: Record<(typeof SERVICES)[number], readonly (readonly Place[
   ],
   'mcp-gateway': [
     [['contract.ts', 'contract/']],
+    // What every floor above may throw or read: the refusals (codes and statuses), who acts in this request.
+    ['refusals.ts', 'audit-context.ts'],
     // The edges: the tool-server and the upstream MCP servers, with what a connection keeps out of sight.
     ['backends/'],
     // The toolset files and the catalog built from them over the backends.

@@ -1,7 +1,18 @@
 import type Database from 'better-sqlite3';
-import { Kysely, type Kysely as KyselyType, PostgresDialect, SqliteDialect } from 'kysely';
+import {
+  type Compilable,
+  CompiledQuery,
+  Kysely,
+  type Kysely as KyselyType,
+  PostgresDialect,
+  type PostgresPool,
+  type PostgresPoolClient,
+  type QueryResult,
+  SqliteDialect,
+} from 'kysely';
 import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
-import type { Pool } from '../postgres.ts';
+import type pg from 'pg';
+import { type Pool, reachabilityOf } from '../postgres.ts';
 
 // One store per service, written once: its statements are built with Kysely, and run on either database —
 // SQLite through better-sqlite3 (the embedded default) or PostgreSQL through a pg pool (DATABASE_URL). What
@@ -53,6 +64,78 @@ export function sqliteDb<DB>(database: Database.Database): StoreDb<DB> {
 export function postgresDb<DB>(pool: Pool): StoreDb<DB> {
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   return { db, dialect: 'postgres', close: () => db.destroy() };
+}
+
+/**
+ * Kysely over a pg pool whose every statement says whether the server answered (lib/postgres.ts
+ * reachabilityOf: /health, the pool's probe while it is down): one that cannot reach it rejects with
+ * StoreUnavailable (503 and Retry-After to a request), and while the server is down a statement fails at once
+ * rather than waiting to connect, until the probe finds it back. A statement's own error (a constraint) is
+ * thrown as it is.
+ */
+export function postgresDbTracked<DB>(pool: Pool): StoreDb<DB> {
+  const reach = reachabilityOf(pool);
+  const lent = new WeakMap<pg.PoolClient, PostgresPoolClient>();
+  const tracked: PostgresPool = {
+    options: pool.options,
+    async connect() {
+      if (reach.isDown()) throw reach.unavailable();
+      const client = await reach.track(() => pool.connect());
+      let wrapped = lent.get(client);
+      if (!wrapped) {
+        wrapped = {
+          query: ((text: string, values: readonly unknown[]) =>
+            reach.track(() =>
+              client.query(text, values as unknown[]),
+            )) as unknown as PostgresPoolClient['query'],
+          release: (destroy?: boolean) => client.release(destroy),
+        };
+        lent.set(client, wrapped);
+      }
+      return wrapped;
+    },
+    end: () => pool.end(),
+  };
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: tracked }) });
+  return {
+    db,
+    dialect: 'postgres',
+    close: async () => {
+      await db.destroy();
+      reach.forget();
+    },
+  };
+}
+
+/** A statement compiled once: run with its arguments on the store's handle or one of its transactions. */
+export type Statement<DB, A, R> = (on: KyselyType<DB>, args: A) => Promise<QueryResult<R>>;
+
+/**
+ * Builds a hot statement with Kysely once and compiles it once: `build` gets a placeholder for each named
+ * argument (used as plain values), and each run binds the arguments where the placeholders were. A query built
+ * on every call costs more to build and compile than SQLite takes to run it; this one costs neither, and
+ * SQLite's handle prepares its one SQL text once.
+ */
+export function statement<DB, A extends Record<string, unknown>, R>(
+  db: KyselyType<DB>,
+  names: readonly (keyof A & string)[],
+  build: (db: KyselyType<DB>, args: A) => Compilable<R>,
+): Statement<DB, A, R> {
+  const marks = Object.fromEntries(names.map((n) => [n, `\u0000${n}\u0000`])) as unknown as A;
+  const compiled = build(db, marks).compile();
+  const slots = compiled.parameters.map((p) => names.find((n) => marks[n] === p));
+  for (const n of names) {
+    if (!slots.includes(n))
+      throw new Error(`statement: argument ${n} is not bound as a value in ${compiled.sql}`);
+  }
+  const fixed = compiled.parameters;
+  return (on, args) =>
+    on.executeQuery<R>(
+      CompiledQuery.raw(
+        compiled.sql,
+        slots.map((n, i) => (n === undefined ? fixed[i] : args[n])),
+      ) as CompiledQuery<R>,
+    );
 }
 
 /**

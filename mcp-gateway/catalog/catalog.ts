@@ -57,6 +57,19 @@ export async function buildCatalog(
   let withheldByName = new Map<string, WithheldTool & { toolset: string }>();
   let index: ToolsetIndex | undefined;
   let reloading = false;
+  /**
+   * Changes of the catalog that read or write the store (a listing applied, pins approved or re-read, a
+   * reload) run one after the other, each installing over what the one before installed.
+   */
+  let tail: Promise<void> = Promise.resolve();
+  const inTurn = <T>(work: () => Promise<T>): Promise<T> => {
+    const run = tail.then(work);
+    tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  };
 
   function connectionFor(spec: McpBackendSpec, pool = connections): McpConnection {
     let conn = pool.get(spec.key);
@@ -65,35 +78,43 @@ export async function buildCatalog(
       const c = conn;
       conn.onToolsChanged((listing) => {
         if (connections.get(spec.key) !== c) return;
-        applyListing(spec.key, c, listing);
-        log.info({ upstream: spec.label }, 'upstream tools changed');
+        applyListing(spec.key, c, listing).then(
+          () => log.info({ upstream: spec.label }, 'upstream tools changed'),
+          (err: Error) => log.warn({ upstream: spec.label, err: err.message }, 'upstream tools not applied'),
+        );
       });
       pool.set(spec.key, conn);
     }
     return conn;
   }
 
-  /** An MCP toolset's runtime from a listing (null: none known yet), writing first-sight pins if `persist`. */
-  function mcpToolsetRuntime(
+  /**
+   * An MCP toolset's runtime from a listing (null: the one stored, if any), writing first-sight pins and the
+   * listing if `persist`: one read of what the store holds of it, then its pins and listing written.
+   */
+  async function mcpToolsetRuntime(
     spec: ToolsetSpec & { backend: McpBackendSpec },
     listing: Tool[] | null,
     persist: boolean,
     pool = connections,
   ) {
     const conn = connectionFor(spec.backend, pool);
-    const definitions =
-      listing?.map((t) => spec.backend.redactor.deep(pinnedShape(t))) ?? store.lastListing(spec.id);
+    const [stored, pinned] = await Promise.all([
+      listing === null ? store.lastListing(spec.id) : null,
+      spec.pin ? store.pins(spec.id) : null,
+    ]);
+    const definitions = listing?.map((t) => spec.backend.redactor.deep(pinnedShape(t))) ?? stored ?? [];
     const known = listing !== null || definitions.length > 0;
-    let pins = spec.pin ? store.pins(spec.id) : null;
+    let pins = pinned;
     if (persist && listing !== null) {
       if (spec.pin && pins === null) {
-        store.pin(
+        await store.pin(
           spec.id,
           definitions.map((definition) => ({ hash: definitionHash(definition), definition })),
         );
         pins = null;
       }
-      store.saveListing(spec.id, definitions);
+      await store.saveListing(spec.id, definitions);
     }
     return mcpRuntime(
       spec,
@@ -132,16 +153,26 @@ export async function buildCatalog(
     return resolved;
   }
 
-  function applyListing(key: string, conn: McpConnection, listing: Tool[]) {
+  /** Applies a server's listing to its toolsets (their pins judged, the listing stored); in turn with the others. */
+  function applyListing(key: string, conn: McpConnection, listing: Tool[]): Promise<void> {
     applied.set(conn, listing);
-    const next = new Map(runtimes);
-    const changed: string[] = [];
-    for (const spec of specs) {
-      if (!isMcp(spec) || spec.backend.key !== key) continue;
-      next.set(spec.id, mcpToolsetRuntime(spec, listing, true));
-      changed.push(spec.id);
-    }
-    install(specs, next, changed);
+    return inTurn(async () => {
+      // A newer listing of the same server came meanwhile: it is applied instead.
+      if (applied.get(conn) !== listing) return;
+      const mine = specs.filter((spec) => isMcp(spec) && spec.backend.key === key) as (ToolsetSpec & {
+        backend: McpBackendSpec;
+      })[];
+      const built = await Promise.all(mine.map((spec) => mcpToolsetRuntime(spec, listing, true)));
+      const next = new Map(runtimes);
+      const changed: string[] = [];
+      mine.forEach((spec, i) => {
+        // A reload meanwhile that dropped or replaced the toolset has the last word.
+        if (!specs.includes(spec)) return;
+        next.set(spec.id, built[i]);
+        changed.push(spec.id);
+      });
+      install(specs, next, changed);
+    });
   }
 
   async function prepare(ids: readonly string[]): Promise<void> {
@@ -150,16 +181,31 @@ export async function buildCatalog(
       if (!spec || !isMcp(spec)) continue;
       const conn = connectionFor(spec.backend);
       const listing = await conn.listTools();
-      if (applied.get(conn) !== listing) applyListing(spec.backend.key, conn, listing);
+      // Applied (or being applied, by another request that got the same listing) before its tools are read.
+      if (applied.get(conn) !== listing) await applyListing(spec.backend.key, conn, listing);
+      else await tail;
       const error = runtimes.get(id)?.error;
       if (error) throw new CatalogError(error);
     }
   }
 
+  /** Reads an MCP toolset's pins again and installs what they release (in turn with the catalog's other changes). */
+  function repin(id: string): Promise<void> {
+    return inTurn(async () => {
+      const rt = runtimes.get(id);
+      if (!rt || !isMcp(rt.spec)) return;
+      const built = await mcpToolsetRuntime(rt.spec, null, false);
+      if (runtimes.get(id)?.spec !== rt.spec) return;
+      const next = new Map(runtimes);
+      next.set(id, built);
+      install(specs, next, [id]);
+    });
+  }
+
   // Start: native toolsets checked against their backends; MCP toolsets from their stored listings.
   const startRuntimes = await nativeRuntimes(initial, backends, opts.waitMs ?? 0, compile);
   for (const spec of initial)
-    if (isMcp(spec)) startRuntimes.set(spec.id, mcpToolsetRuntime(spec, null, false));
+    if (isMcp(spec)) startRuntimes.set(spec.id, await mcpToolsetRuntime(spec, null, false));
   for (const rt of install(initial, startRuntimes, [])) {
     if (rt.error) log.warn({ toolset: rt.spec.id, reason: rt.error }, 'toolset skipped: it offers no tools');
   }
@@ -267,10 +313,10 @@ export async function buildCatalog(
      * Approves the withheld tools an operator reviewed, each named with the hash the listing showed. One whose
      * definition changed since (another hash now) is not released and comes back in `changedSinceShown`.
      */
-    approve(
+    async approve(
       id: string,
       reviewed: readonly { name: string; hash: string }[],
-    ): { approved: string[]; changedSinceShown: { name: string; hash: string }[] } {
+    ): Promise<{ approved: string[]; changedSinceShown: { name: string; hash: string }[] }> {
       const rt = runtimes.get(id);
       if (!rt) throw new CatalogError(`Unknown toolset ${id}`);
       const find = (n: string) => rt.withheld.find((w) => w.exposed === n || w.name === n);
@@ -288,24 +334,16 @@ export async function buildCatalog(
         else changedSinceShown.push({ name: w.exposed, hash: now });
       }
       if (pending.length > 0) {
-        store.pin(
+        await store.pin(
           id,
           pending.map((w) => ({ hash: definitionHash(w.definition), definition: w.definition })),
         );
-        const next = new Map(runtimes);
-        if (isMcp(rt.spec)) next.set(id, mcpToolsetRuntime(rt.spec, null, false));
-        install(specs, next, [id]);
+        await repin(id);
       }
       return { approved: pending.map((w) => w.exposed), changedSinceShown };
     },
     /** Another gateway replica approved tools of toolset `id`: its pins are read again, releasing them here too. */
-    repinned(id: string): void {
-      const rt = runtimes.get(id);
-      if (!rt || !isMcp(rt.spec)) return;
-      const next = new Map(runtimes);
-      next.set(id, mcpToolsetRuntime(rt.spec, null, false));
-      install(specs, next, [id]);
-    },
+    repinned: (id: string): Promise<void> => repin(id),
     /**
      * Re-reads the toolset files and swaps the catalog, or throws (CatalogError) and changes nothing. Starts
      * only the servers of new or changed `default` toolsets, as the start does.
@@ -316,17 +354,19 @@ export async function buildCatalog(
       if (reloading) throw new CatalogError('A reload is already running; try again when it ends');
       reloading = true;
       try {
-        const result = await reloadCatalog({
-          current: specs,
-          load: () => loadToolsets(source, source.vars?.()),
-          connections,
-          applied,
-          nativeRuntimes: (next) => nativeRuntimes(next, backends, 0, compile),
-          connectionFor: (spec) => connectionFor(spec),
-          mcpRuntime: (spec, listing, persist) => mcpToolsetRuntime(spec, listing, persist),
-          dropToolset: (id) => store.dropToolset(id),
-          install,
-        });
+        const result = await inTurn(() =>
+          reloadCatalog({
+            current: specs,
+            load: () => loadToolsets(source, source.vars?.()),
+            connections,
+            applied,
+            nativeRuntimes: (next) => nativeRuntimes(next, backends, 0, compile),
+            connectionFor: (spec) => connectionFor(spec),
+            mcpRuntime: (spec, listing, persist) => mcpToolsetRuntime(spec, listing, persist),
+            dropToolset: (id) => store.dropToolset(id),
+            install,
+          }),
+        );
         for (const id of [...result.added, ...result.changed]) {
           const spec = specs.find((s) => s.id === id);
           if (!spec?.default || !isMcp(spec)) continue;

@@ -32,9 +32,9 @@ export interface Catalog {
   approve(
     id: string,
     reviewed: readonly { name: string; hash: string }[],
-  ): { approved: string[]; changedSinceShown: { name: string; hash: string }[] };
+  ): Promise<{ approved: string[]; changedSinceShown: { name: string; hash: string }[] }>;
   /** Another gateway replica approved tools of toolset `id`: its pins are read again. */
-  repinned(id: string): void;
+  repinned(id: string): Promise<void>;
   /** Re-reads the toolset files and swaps the catalog, or throws (CatalogError) and changes nothing. */
   reload(): Promise<ReloadResult>;
   /** Called with the ids of toolsets whose tools changed (listings, approvals, reloads); returns the unsubscribe. */

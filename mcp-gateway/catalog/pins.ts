@@ -103,13 +103,13 @@ export function judgeListing(
   return { offered, withheld };
 }
 
-/** Where listings and pins persist; the gateway store implements it in SQLite. */
+/** Where listings and pins persist (the gateway store, on either database). */
 export interface PinStore {
-  lastListing(toolsetId: string): PinnedDefinition[];
-  saveListing(toolsetId: string, definitions: readonly PinnedDefinition[]): void;
-  pins(toolsetId: string): Map<string, Pin> | null;
-  pin(toolsetId: string, pins: readonly Pin[]): void;
-  dropToolset(toolsetId: string): void;
+  lastListing(toolsetId: string): Promise<PinnedDefinition[]>;
+  saveListing(toolsetId: string, definitions: readonly PinnedDefinition[]): Promise<void>;
+  pins(toolsetId: string): Promise<Map<string, Pin> | null>;
+  pin(toolsetId: string, pins: readonly Pin[]): Promise<void>;
+  dropToolset(toolsetId: string): Promise<void>;
 }
 
 /** A PinStore that forgets on restart, for catalogs built without a database (tests, one-off tools). */
@@ -117,14 +117,14 @@ export function memoryPinStore(): PinStore {
   const listings = new Map<string, PinnedDefinition[]>();
   const pins = new Map<string, Map<string, Pin>>();
   return {
-    lastListing: (id) => listings.get(id) ?? [],
-    saveListing: (id, definitions) => listings.set(id, [...definitions]),
-    pins: (id) => (pins.has(id) ? new Map(pins.get(id)) : null),
-    pin(id, added) {
+    lastListing: async (id) => listings.get(id) ?? [],
+    saveListing: async (id, definitions) => void listings.set(id, [...definitions]),
+    pins: async (id) => (pins.has(id) ? new Map(pins.get(id)) : null),
+    async pin(id, added) {
       const current = pins.get(id) ?? new Map<string, Pin>();
       for (const p of added) current.set(p.definition.name, p);
       pins.set(id, current);
     },
-    dropToolset: () => {},
+    dropToolset: async () => {},
   };
 }

@@ -64,8 +64,8 @@ export interface ReloadContext {
   applied: WeakMap<McpConnection, Tool[]>;
   nativeRuntimes(next: ToolsetSpec[]): Promise<Map<string, ToolsetRuntime>>;
   connectionFor(spec: McpBackendSpec): McpConnection;
-  mcpRuntime(spec: McpSpec, listing: Tool[] | null, persist: boolean): ToolsetRuntime;
-  dropToolset(id: string): void;
+  mcpRuntime(spec: McpSpec, listing: Tool[] | null, persist: boolean): Promise<ToolsetRuntime>;
+  dropToolset(id: string): Promise<void>;
   /** Swaps in the next catalog; returns its runtimes after collisions are resolved. */
   install(next: ToolsetSpec[], runtimes: Map<string, ToolsetRuntime>, changed: string[]): ToolsetRuntime[];
 }
@@ -85,13 +85,13 @@ export async function reloadCatalog(ctx: ReloadContext): Promise<ReloadResult> {
     ctx.connections.delete(key);
     await conn.close();
   }
-  for (const id of plan.removed) ctx.dropToolset(id);
+  for (const id of plan.removed) await ctx.dropToolset(id);
   for (const spec of next.filter(isMcp)) {
     // A running server's listing is current; otherwise the one stored from an earlier run (if any) stands
     // until first use, as at start.
     const conn = ctx.connections.get(spec.backend.key);
     const listing = conn ? (ctx.applied.get(conn) ?? null) : null;
-    runtimes.set(spec.id, ctx.mcpRuntime(spec, listing, true));
+    runtimes.set(spec.id, await ctx.mcpRuntime(spec, listing, true));
   }
   const installed = ctx.install(next, runtimes, [...plan.added, ...plan.changed, ...plan.removed]);
   for (const rt of installed) {

@@ -1,7 +1,7 @@
-import { currentActor } from '../core/audit-context.ts';
-import { Refusal } from '../core/refusals.ts';
-import type { AuditEntry } from '../store/store.ts';
-import type { ApprovalStore, ApprovalSubject } from './approvals.ts';
+import { currentActor } from '../audit-context.ts';
+import { Refusal } from '../refusals.ts';
+import type { AuditEntry } from '../store/audit.ts';
+import type { Approval, ApprovalStore, ApprovalSubject } from './approvals.ts';
 import { denyAllPolicy, loadPolicy, type Policy, PolicyError } from './policy.ts';
 
 // The operator's ceiling on what the model may do, beyond which toolsets are enabled: the policy (deny / ask
@@ -63,11 +63,18 @@ export function createCeiling(opts: CeilingOptions) {
    * Spends the approvals of `subjects` when every one is approved; otherwise records each missing one as
    * pending and refuses with 409 (spending none, so a retry after the approvals finds them all).
    */
-  function requireApprovals(subjects: ApprovalSubject[], what: (s: ApprovalSubject) => string): void {
-    let missing = subjects.filter((s) => !opts.approvals.approved(s));
+  async function requireApprovals(
+    subjects: ApprovalSubject[],
+    what: (s: ApprovalSubject) => string,
+  ): Promise<void> {
+    const unapproved = async () => {
+      const approved = await Promise.all(subjects.map((s) => opts.approvals.approved(s)));
+      return subjects.filter((_, i) => !approved[i]);
+    };
+    let missing = await unapproved();
     if (missing.length === 0) {
       // All or none, once: another gateway on the same database may have spent one since.
-      const spent = opts.approvals.spend(subjects);
+      const spent = await opts.approvals.spend(subjects);
       if (spent) {
         for (const a of spent) {
           opts.audit({
@@ -80,9 +87,10 @@ export function createCeiling(opts: CeilingOptions) {
         }
         return;
       }
-      missing = subjects.filter((s) => !opts.approvals.approved(s));
+      missing = await unapproved();
     }
-    const pending = missing.map((s) => opts.approvals.request(s));
+    const pending: Approval[] = [];
+    for (const s of missing) pending.push(await opts.approvals.request(s));
     for (const p of pending) {
       opts.audit({
         session_id: p.session_id,
@@ -188,11 +196,11 @@ export function createCeiling(opts: CeilingOptions) {
     },
 
     /** Before a call runs: the rate limit, then the policy (deny, or ask: an approval). */
-    checkCall(
+    async checkCall(
       sessionId: string,
       tool: { name: string; toolset: string; annotations: Record<string, unknown> },
       args: Record<string, unknown>,
-    ): void {
+    ): Promise<void> {
       rateLimit(sessionId);
       const verdict = policy.decide({
         on: 'call',
@@ -206,7 +214,7 @@ export function createCeiling(opts: CeilingOptions) {
         throw new Refusal('denied', message);
       }
       if (verdict.decision === 'ask') {
-        requireApprovals(
+        await requireApprovals(
           [
             {
               session_id: sessionId,
@@ -223,7 +231,7 @@ export function createCeiling(opts: CeilingOptions) {
     },
 
     /** Before toolsets are activated: the per-task cap, then the policy for each one. */
-    checkActivation(sessionId: string, ids: readonly string[]): void {
+    async checkActivation(sessionId: string, ids: readonly string[]): Promise<void> {
       const taskId = currentActor().task_id;
       const key = taskId ? `task:${taskId}` : `session:${sessionId}`;
       const count = activations.get(key) ?? 0;
@@ -259,8 +267,9 @@ export function createCeiling(opts: CeilingOptions) {
           });
         }
       }
-      if (asks.length > 0) requireApprovals(asks, (s) => `activating toolset ${s.subject}`);
-      activations.set(key, count + ids.length);
+      if (asks.length > 0) await requireApprovals(asks, (s) => `activating toolset ${s.subject}`);
+      // Counted once approved: another activation of the task may have been counted while this one waited.
+      activations.set(key, (activations.get(key) ?? 0) + ids.length);
     },
   };
 }

@@ -2,6 +2,7 @@ import type { Logger } from '../../lib/log.ts';
 import { serialiser } from '../../lib/serialiser.ts';
 import { createTokenCounter, type TokenCounter } from '../../lib/tokens.ts';
 import { trace } from '../../lib/tracing.ts';
+import { currentActor } from '../audit-context.ts';
 import { UpstreamError } from '../backends/mcp-connection.ts';
 import { type Catalog, CatalogError } from '../catalog/catalog.ts';
 import type { Ceiling } from '../ceiling/ceiling.ts';
@@ -16,19 +17,24 @@ import type {
   ToolResult,
 } from '../contract.ts';
 import { AUDIT_PAGE_MAX, DEFAULT_SESSION, manageToolsetsDefinition, type RefusalCode } from '../contract.ts';
-import type { CallKeyQueries } from '../store/call-keys.ts';
-import type { AuditEntry, AuditFilter, AuditRow, GatewayStore } from '../store/store.ts';
+import { Refusal } from '../refusals.ts';
+import type { AuditEntry, AuditFilter, AuditRow } from '../store/audit.ts';
+import type { CallKeyQueries, GatewayStore, SessionView } from '../store/interface.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
 import type { Gateway } from './interface.ts';
 import { type CallIdentity, callBackend, keyedCall } from './keyed-calls.ts';
 import { manageToolsets } from './manage-toolsets.ts';
 import { operatorActions } from './operator.ts';
-import { Refusal } from './refusals.ts';
 import { fixedViews } from './views.ts';
 
 export type { Gateway };
 
-/** Session state, the operator ceiling, and enforcement of "only active tools may be called". */
+/**
+ * Session state, the operator ceiling, and enforcement of "only active tools may be called". Each rule is load →
+ * decide → persist: one read of what the request needs (`store.load`: the session's toolsets, the disabled set,
+ * the defaults), the decision made on it without the database, and one short transaction (or conditional
+ * statement) that persists it; audit rows are queued and written in batches.
+ */
 export function createGateway(deps: {
   catalog: Catalog;
   store: GatewayStore;
@@ -55,21 +61,20 @@ export function createGateway(deps: {
       ),
     );
   const validIds = () => catalog.toolsets.map((t) => t.id).join(', ');
+  /** Audits with the request's actor (audit-context.ts). */
+  const audit = (entry: AuditEntry) => store.audit(entry, currentActor());
 
   /** What a new session starts with: the files' `default` toolsets as the user changed them (changeDefaults). */
-  const defaults = () => {
-    const overrides = store.defaultOverrides();
-    return catalog.toolsets.filter((t) => overrides.get(t.id) ?? t.default).map((t) => t.id);
-  };
+  const defaults = (view: Pick<SessionView, 'overrides'>) =>
+    catalog.toolsets.filter((t) => view.overrides.get(t.id) ?? t.default).map((t) => t.id);
 
   /**
    * The session's active toolsets that still exist and are enabled, in activation order. A session that was
    * never changed is not stored: reading one does not create it, it simply has the default toolsets.
    */
-  function active(sessionId: string): string[] {
-    const disabled = store.disabledToolsets();
-    const ids = store.activeToolsets(sessionId) ?? defaults();
-    return ids.filter((id) => catalog.toolset(id) && !disabled.has(id));
+  function active(view: SessionView): string[] {
+    const ids = view.toolsets ?? defaults(view);
+    return ids.filter((id) => catalog.toolset(id) && !view.disabled.has(id));
   }
 
   function toolNames(toolsetIds: readonly string[]): string[] {
@@ -79,7 +84,7 @@ export function createGateway(deps: {
   function requireKnown(sessionId: string | null, kind: AuditEntry['kind'], ids: readonly string[]) {
     const unknown = ids.filter((id) => !catalog.toolset(id));
     if (unknown.length > 0) {
-      store.audit({
+      audit({
         session_id: sessionId,
         kind,
         subject: ids.join(','),
@@ -114,7 +119,7 @@ export function createGateway(deps: {
     } catch (err) {
       if (!(err instanceof UpstreamError || err instanceof CatalogError)) throw err;
       const message = `Cannot activate ${ids.join(', ')}: ${err.message}`;
-      store.audit({
+      audit({
         session_id: sessionId,
         kind: 'activate',
         subject: ids.join(','),
@@ -125,48 +130,57 @@ export function createGateway(deps: {
     }
   }
 
+  /** The catalog as listed for a session: each toolset's state in it; ranked by `query` when one is given. */
+  function listing(sessionId: string, view: SessionView, query?: string): ListToolsetsResponse {
+    const on = new Set(active(view));
+    const starting = new Set(defaults(view));
+    const info = (t: (typeof catalog.toolsets)[number], matched?: string[], certain?: boolean) => ({
+      id: t.id,
+      description: t.description,
+      tools: t.tools,
+      enabled: !view.disabled.has(t.id),
+      active: on.has(t.id),
+      default: starting.has(t.id),
+      ...catalog.status(t.id),
+      ...(t.tools.length > 0 ? { definition_tokens: definitionTokens([t.id]) } : {}),
+      ...(matched ? { matched_tools: matched } : {}),
+      ...(certain ? { certain } : {}),
+    });
+    // With a query: ranked by the search index (search.ts), best first, each with the tools that matched.
+    const toolsets = query?.trim()
+      ? catalog.search(query).flatMap((hit) => {
+          const t = catalog.toolset(hit.id);
+          // Certain means an agent may activate it unasked: not when the operator's policy asks or denies.
+          const certain = hit.certain && deps.ceiling.activationFree(hit.id);
+          return t ? [info(t, hit.matched_tools, certain)] : [];
+        })
+      : catalog.toolsets.map((t) => info(t));
+    return { session_id: sessionId, toolsets };
+  }
+
+  /** The tools of the session's active toolsets. */
+  const toolsOf = (view: SessionView) =>
+    active(view).flatMap((toolsetId) => api.toolsetTools(toolsetId) ?? []);
+
   const api = {
-    listToolsets(sessionId = DEFAULT_SESSION, query?: string): ListToolsetsResponse {
-      const on = new Set(active(sessionId));
-      const starting = new Set(defaults());
-      const disabled = store.disabledToolsets();
-      const info = (t: (typeof catalog.toolsets)[number], matched?: string[], certain?: boolean) => ({
-        id: t.id,
-        description: t.description,
-        tools: t.tools,
-        enabled: !disabled.has(t.id),
-        active: on.has(t.id),
-        default: starting.has(t.id),
-        ...catalog.status(t.id),
-        ...(t.tools.length > 0 ? { definition_tokens: definitionTokens([t.id]) } : {}),
-        ...(matched ? { matched_tools: matched } : {}),
-        ...(certain ? { certain } : {}),
-      });
-      // With a query: ranked by the search index (search.ts), best first, each with the tools that matched.
-      const toolsets = query?.trim()
-        ? catalog.search(query).flatMap((hit) => {
-            const t = catalog.toolset(hit.id);
-            // Certain means an agent may activate it unasked: not when the operator's policy asks or denies.
-            const certain = hit.certain && deps.ceiling.activationFree(hit.id);
-            return t ? [info(t, hit.matched_tools, certain)] : [];
-          })
-        : catalog.toolsets.map((t) => info(t));
-      return { session_id: sessionId, toolsets };
+    async listToolsets(sessionId = DEFAULT_SESSION, query?: string): Promise<ListToolsetsResponse> {
+      return listing(sessionId, await store.load(sessionId), query);
     },
 
     async changeToolsets(req: ChangeToolsetsRequest): Promise<ChangeToolsetsResponse> {
       const sessionId = req.session_id ?? DEFAULT_SESSION;
       const ids = [...new Set(req.toolset_ids)];
       requireKnown(sessionId, lower(req.action), ids);
-      const before = active(sessionId);
+      const view = await store.load(sessionId);
+      const before = active(view);
       // Taken now: activating a toolset whose server had not listed its tools lists them (they are new).
       const beforeTools = toolNames(before);
-      if (req.action === 'ACTIVATE' || req.action === 'DEACTIVATE') store.ensureSession(sessionId, before);
       let changed: string[];
+      let after: string[];
       if (req.action === 'ACTIVATE') {
-        const disabled = ids.filter((id) => store.disabledToolsets().has(id));
+        const disabled = ids.filter((id) => view.disabled.has(id));
         if (disabled.length > 0) {
-          store.audit({
+          audit({
             session_id: sessionId,
             kind: 'activate',
             subject: ids.join(','),
@@ -179,23 +193,35 @@ export function createGateway(deps: {
           );
         }
         const fresh = ids.filter((id) => !before.includes(id));
-        if (fresh.length > 0) deps.ceiling.checkActivation(sessionId, fresh);
+        if (fresh.length > 0) await deps.ceiling.checkActivation(sessionId, fresh);
         // Also one already active (a default) whose server has not listed its tools: activating it lists them.
         await prepare(
           sessionId,
           ids.filter((id) => !before.includes(id) || unlisted(id, true)),
         );
-        changed = store.activate(sessionId, ids);
+        // A session never stored starts from what it had: the defaults.
+        const done = await store.activate(sessionId, ids, before);
+        changed = done.changed;
+        after = active({ ...view, toolsets: done.toolsets });
       } else if (req.action === 'DEACTIVATE') {
-        changed = store.deactivate(sessionId, ids);
+        const done = await store.deactivate(sessionId, ids, before);
+        changed = done.changed;
+        after = active({ ...view, toolsets: done.toolsets });
       } else {
         const enable = req.action === 'ENABLE';
-        const disabled = store.disabledToolsets();
-        changed = ids.filter((id) => disabled.has(id) === enable);
-        for (const id of changed) store.setEnabled(id, enable);
+        changed = ids.filter((id) => view.disabled.has(id) === enable);
+        if (changed.length > 0) await store.setEnabled(changed, enable);
+        const disabled = new Set(view.disabled);
+        for (const id of changed) {
+          if (enable) disabled.delete(id);
+          else disabled.add(id);
+        }
+        // Disabling removes the toolset from every session, this one included.
+        const toolsets =
+          view.toolsets && (enable ? view.toolsets : view.toolsets.filter((id) => !changed.includes(id)));
+        after = active({ ...view, toolsets, disabled });
       }
-      store.audit({ session_id: sessionId, kind: lower(req.action), subject: ids.join(','), ok: true });
-      const after = active(sessionId);
+      audit({ session_id: sessionId, kind: lower(req.action), subject: ids.join(','), ok: true });
       const afterTools = toolNames(after);
       log.info({ session: sessionId, action: req.action, ids, active: after }, 'toolsets changed');
       return {
@@ -216,9 +242,10 @@ export function createGateway(deps: {
       const ids = [...new Set(req.toolset_ids)];
       requireKnown(null, 'default', ids);
       const activate = req.action === 'ACTIVATE';
-      const disabled = ids.filter((id) => store.disabledToolsets().has(id));
+      const view = await store.load(null);
+      const disabled = ids.filter((id) => view.disabled.has(id));
       if (activate && disabled.length > 0) {
-        store.audit({
+        audit({
           session_id: null,
           kind: 'default',
           subject: ids.join(','),
@@ -233,10 +260,12 @@ export function createGateway(deps: {
       // A new default is started and listed now, so every session that has it is offered its tools; one whose
       // server cannot start is refused, as an activation would be.
       if (activate) await prepare(null, ids);
-      const before = defaults();
-      store.setDefaults(ids, activate);
-      const after = defaults();
-      store.audit({
+      const before = defaults(view);
+      await store.setDefaults(ids, activate);
+      const overrides = new Map(view.overrides);
+      for (const id of ids) overrides.set(id, activate);
+      const after = defaults({ overrides });
+      audit({
         session_id: null,
         kind: 'default',
         subject: ids.join(','),
@@ -252,15 +281,15 @@ export function createGateway(deps: {
 
     async listed(sessionId = DEFAULT_SESSION): Promise<void> {
       // Not one that was down when last tried: a listing must not wait for it on every request.
-      const waiting = active(sessionId).filter((id) => unlisted(id));
+      const waiting = active(await store.load(sessionId)).filter((id) => unlisted(id));
       if (waiting.length === 0) return;
       await catalog.prepare(waiting).catch((err: Error) => {
         log.warn({ session: sessionId, toolsets: waiting, err: err.message }, 'active toolset not ready');
       });
     },
 
-    tools(sessionId = DEFAULT_SESSION): GatewayTool[] {
-      return active(sessionId).flatMap((toolsetId) => api.toolsetTools(toolsetId) ?? []);
+    async tools(sessionId = DEFAULT_SESSION): Promise<GatewayTool[]> {
+      return toolsOf(await store.load(sessionId));
     },
 
     toolsetTools(toolsetId: string): GatewayTool[] | undefined {
@@ -276,16 +305,16 @@ export function createGateway(deps: {
       args: Record<string, unknown>,
       call: CallIdentity = {},
     ): Promise<ToolResult> {
-      const audit = (ok: boolean, detail?: string) =>
-        store.audit({ session_id: sessionId, kind: 'call', subject: name, ok, detail });
+      const auditCall = (ok: boolean, detail?: string) =>
+        audit({ session_id: sessionId, kind: 'call', subject: name, ok, detail });
       const refuse = (code: RefusalCode, message: string, details?: Record<string, unknown>) => {
-        audit(false, message);
+        auditCall(false, message);
         trace.getActiveSpan()?.setAttribute('toolshift.refusal', code);
         return new Refusal(code, message, details);
       };
-      await catalog.refreshFor(name);
+      const [, view] = await Promise.all([catalog.refreshFor(name), store.load(sessionId)]);
       const tool = catalog.tools.get(name);
-      const on = active(sessionId);
+      const on = active(view);
       const withheld = catalog.withheld(name);
       if (withheld) throw refuse('withheld', withheld);
       if (!tool) {
@@ -293,7 +322,7 @@ export function createGateway(deps: {
         const listed = names.length > 0 ? names.join(', ') : 'none (activate a toolset first)';
         throw refuse('unknown_tool', `Unknown tool ${name}. Tools active in this session: ${listed}`);
       }
-      if (store.disabledToolsets().has(tool.toolset)) {
+      if (view.disabled.has(tool.toolset)) {
         throw refuse(
           'disabled',
           `Tool ${name} belongs to toolset ${tool.toolset}, which the operator has disabled`,
@@ -327,7 +356,7 @@ export function createGateway(deps: {
         identity,
         refuse,
         check,
-        () => callBackend(tool, { name, args, sessionId, key }, audit, refuse),
+        () => callBackend(tool, { name, args, sessionId, key }, auditCall, refuse),
         (err) => log.error({ err, key }, 'the outcome of a keyed call could not be recorded'),
       );
     },
@@ -344,7 +373,7 @@ export function createGateway(deps: {
     return { ...rest, subjects, ok: outcome === undefined ? undefined : outcome === 'ok' };
   }
   const oneAtATime = serialiser();
-  const ops = { catalog, store, log, ceiling: deps.ceiling, listToolsets: api.listToolsets, validIds };
+  const ops = { catalog, store, audit, log, ceiling: deps.ceiling, listToolsets: api.listToolsets, validIds };
   return {
     ...api,
     ...fixedViews(ops),
@@ -352,14 +381,14 @@ export function createGateway(deps: {
     /** The upstream server behind an MCP-backed toolset, if it is one. */
     upstream: (toolsetId: string) => catalog.upstream(toolsetId),
     /** Deletes a session that ended (a legacy MCP session closed) with its active toolsets and its limits' counters. */
-    endSession(sessionId: string): void {
-      store.dropSessions([sessionId]);
+    async endSession(sessionId: string): Promise<void> {
       deps.ceiling.forgetSession(sessionId);
+      await store.dropSessions([sessionId]);
     },
     /** Upstream MCP servers and their state, for /health. */
     upstreams: () => catalog.upstreams(),
     /** A worker took `taskId` over under `fence`: calls under a lower one are refused from now. */
-    announceFence: (taskId: string, fence: number) =>
+    announceFence: async (taskId: string, fence: number): Promise<number> =>
       deps.callKeys ? deps.callKeys.announce(taskId, fence, Date.now()) : fence,
     /** The operator's ceiling: policy, approvals, limits (ceiling.ts). */
     ceiling: deps.ceiling,
@@ -367,10 +396,10 @@ export function createGateway(deps: {
     listAudit: (search: AuditSearchQuery & { cursor?: string; limit: number }) =>
       store.listAudit(auditFilter(search)),
     /** Every audit row the search matches, newest first, a page at a time (for an export). */
-    *exportAudit(search: AuditSearchQuery): Generator<AuditRow[]> {
+    async *exportAudit(search: AuditSearchQuery): AsyncGenerator<AuditRow[]> {
       const filter = auditFilter({ ...search, limit: AUDIT_PAGE_MAX });
       for (;;) {
-        const page = store.listAudit(filter);
+        const page = await store.listAudit(filter);
         if (page.audit.length > 0) yield page.audit;
         if (!page.next_cursor) return;
         filter.cursor = page.next_cursor;
@@ -388,7 +417,7 @@ export function createGateway(deps: {
         manageToolsets(
           {
             ...api,
-            audit: (entry) => store.audit(entry),
+            audit,
             toolTokens: {
               of: definitionTokens,
               prepare: (sid, ids) =>

@@ -14,7 +14,7 @@ import type {
   ToolResult,
   ToolsetInfo,
 } from '../contract.ts';
-import type { AuditPage, AuditRow } from '../store/store.ts';
+import type { AuditPage, AuditRow } from '../store/audit.ts';
 import type { CallIdentity } from './keyed-calls.ts';
 
 /**
@@ -24,13 +24,13 @@ import type { CallIdentity } from './keyed-calls.ts';
  */
 export interface Gateway {
   /** The catalog with each toolset's state in a session; ranked by `query` when one is given. */
-  listToolsets(sessionId?: string, query?: string): ListToolsetsResponse;
+  listToolsets(sessionId?: string, query?: string): Promise<ListToolsetsResponse>;
   /** Activates or deactivates toolsets in a session, or enables or disables them for everyone. */
   changeToolsets(req: ChangeToolsetsRequest): Promise<ChangeToolsetsResponse>;
   /** Changes which toolsets new sessions start with. */
   changeDefaults(req: ChangeDefaultsRequest): Promise<ChangeDefaultsResponse>;
   /** The tools a session may call now (`listed` first, for the tools of upstream toolsets not listed yet). */
-  tools(sessionId?: string): GatewayTool[];
+  tools(sessionId?: string): Promise<GatewayTool[]>;
   /**
    * Starts and lists the upstream servers of the session's active toolsets that have not listed their tools
    * yet (a default another replica made, or one made before this process started), so `tools` offers them;
@@ -47,7 +47,7 @@ export interface Gateway {
     call?: CallIdentity,
   ): Promise<ToolResult>;
   /** A worker took a task over under `fence`: calls sent under a lower one are refused; the highest seen. */
-  announceFence(taskId: string, fence: number): number;
+  announceFence(taskId: string, fence: number): Promise<number>;
   /** The meta-tool with a model's raw arguments; a session's changes run one at a time. */
   manageToolsets(sessionId: string, args: Record<string, unknown>): Promise<ManageToolsetsResponse>;
   /** The upstream server behind an MCP-backed toolset, if it is one. */
@@ -58,31 +58,31 @@ export interface Gateway {
    * Before every request to a fixed view: refuses when one of its toolsets is unknown, disabled or denied;
    * answers those not active in the view's session.
    */
-  checkView(sessionId: string, ids: readonly string[]): string[];
+  checkView(sessionId: string, ids: readonly string[]): Promise<string[]>;
   /** Deletes a session that ended, with its active toolsets and its limits' counters. */
-  endSession(sessionId: string): void;
+  endSession(sessionId: string): Promise<void>;
   /** Upstream MCP servers and their state, for /health. */
   upstreams(): Record<string, UpstreamStatus & { toolsets: string[] }>;
   /** The operator's ceiling: policy, approvals, limits. */
   readonly ceiling: Ceiling;
   /** Approves or denies a pending approval, audited with who decided. */
-  decideApproval(id: string, approve: boolean, by: string, reason?: string): Approval;
+  decideApproval(id: string, approve: boolean, by: string, reason?: string): Promise<Approval>;
   /** Audit rows the search matches, newest first, a page at a time. */
-  listAudit(search: AuditSearch & { cursor?: string; limit: number }): AuditPage;
+  listAudit(search: AuditSearch & { cursor?: string; limit: number }): Promise<AuditPage>;
   /** Every audit row the search matches, newest first, a page at a time (an export). */
-  exportAudit(search: AuditSearch): Generator<AuditRow[]>;
+  exportAudit(search: AuditSearch): AsyncGenerator<AuditRow[]>;
   /** Calls `listener` with the ids of toolsets whose tools changed; returns the unsubscribe. */
   onCatalogChange(listener: (ids: string[]) => void): () => void;
   /** Releases an upstream toolset's withheld tools an operator reviewed (by the hashes shown). */
   approveToolset(
     id: string,
     reviewed: readonly { name: string; hash: string }[],
-  ): {
+  ): Promise<{
     toolset_id: string;
     approved: string[];
     changed_since_shown: { name: string; hash: string }[];
     toolset: ToolsetInfo | undefined;
-  };
+  }>;
   /** Re-reads the toolset files; an invalid directory changes nothing. */
   reloadToolsets(): Promise<ReloadResult>;
 }

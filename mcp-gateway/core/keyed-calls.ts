@@ -1,10 +1,10 @@
 import { ServiceError } from '../../lib/http-client.ts';
 import { GENAI, inSpan, MCP, SpanKind, TOOLSHIFT } from '../../lib/tracing.ts';
+import { currentActor } from '../audit-context.ts';
 import type { CatalogTool } from '../catalog/build.ts';
 import type { CallFence, RefusalCode, ToolResult } from '../contract.ts';
-import type { CallKeyQueries } from '../store/call-keys.ts';
-import { currentActor } from './audit-context.ts';
-import { Refusal } from './refusals.ts';
+import { Refusal } from '../refusals.ts';
+import type { CallKeyQueries } from '../store/interface.ts';
 
 // Exactly-once for keyed calls (docs/task-loop.md "A lost answer"): a call with an idempotency key runs at
 // most once whichever replica it reaches, and a call sent under a task's lease that has passed on does not
@@ -32,16 +32,16 @@ export async function keyedCall(
   keys: CallKeyQueries | undefined,
   call: CallIdentity & { session_id: string; tool: string },
   refuse: (code: RefusalCode, message: string, details?: Record<string, unknown>) => Refusal,
-  check: () => void,
+  check: () => Promise<void>,
   run: () => Promise<ToolResult>,
   onUnrecorded: (err: unknown) => void = () => {},
 ): Promise<ToolResult> {
   const key = call.idempotency_key ?? null;
   if (!keys || (key === null && !call.fence)) {
-    check();
+    await check();
     return run();
   }
-  const begun = keys.begin({
+  const begun = await keys.begin({
     key,
     session_id: call.session_id,
     tool: call.tool,
@@ -78,21 +78,21 @@ export async function keyedCall(
     throw new Refusal(recorded.refusal.code, recorded.refusal.message);
   }
   if (key === null) {
-    check();
+    await check();
     return run();
   }
   try {
-    check();
+    await check();
   } catch (err) {
     // Refused before it ran: nothing happened, so the key is free for the call once allowed.
-    keys.forget(key);
+    await keys.forget(key);
     throw err;
   }
   // The call ran: its caller gets its outcome even if the record of it cannot be written (the store down a
   // moment). The key then stays started, so a repeat is told it is still running, never runs it again.
-  const record = (outcome: Recorded) => {
+  const record = async (outcome: Recorded) => {
     try {
-      keys.finish(key, JSON.stringify(outcome), Date.now());
+      await keys.finish(key, JSON.stringify(outcome), Date.now());
     } catch (err) {
       onUnrecorded(err);
     }
@@ -104,11 +104,11 @@ export async function keyedCall(
     if (!(err instanceof Refusal)) throw err;
     // The backend's answer was lost: nothing to record. Asked again, the call goes to the backend again under
     // its key, where the tool-server's own record answers it (call-record.ts).
-    if (err.details.outcome === 'unknown') keys.forget(key);
-    else record({ refusal: { code: err.code, message: err.message } });
+    if (err.details.outcome === 'unknown') await keys.forget(key).catch(onUnrecorded);
+    else await record({ refusal: { code: err.code, message: err.message } });
     throw err;
   }
-  record({ result });
+  await record({ result });
   return result;
 }
 

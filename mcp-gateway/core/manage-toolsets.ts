@@ -7,8 +7,8 @@ import type {
   ListToolsetsResponse,
   ManageToolsetsResponse,
 } from '../contract.ts';
-import type { AuditEntry } from '../store/store.ts';
-import { Refusal } from './refusals.ts';
+import { Refusal } from '../refusals.ts';
+import type { AuditEntry } from '../store/audit.ts';
 
 // The manage_toolsets meta-tool, carried out in the gateway for whoever calls it (the agent's loop, and
 // the MCP face), so its arguments are judged — and refusals audited — in one place.
@@ -46,7 +46,7 @@ export interface ToolTokens {
 
 /** What the meta-tool needs of the gateway. */
 export interface ManageToolsetsDeps {
-  listToolsets(sessionId: string, query?: string): ListToolsetsResponse;
+  listToolsets(sessionId: string, query?: string): Promise<ListToolsetsResponse>;
   changeToolsets(req: ChangeToolsetsRequest): Promise<ChangeToolsetsResponse>;
   audit(entry: AuditEntry): void;
   toolTokens?: ToolTokens;
@@ -122,7 +122,7 @@ export async function manageToolsets(
   }
   const { action, toolset_ids = [], query } = parsed.data;
   if (action === 'LIST') {
-    const { toolsets } = deps.listToolsets(sessionId, query);
+    const { toolsets } = await deps.listToolsets(sessionId, query);
     const shown = toolsets.filter((t) => t.enabled);
     return {
       result: {
@@ -140,7 +140,7 @@ export async function manageToolsets(
     };
   }
   const tokens = deps.toolTokens;
-  const listing = deps.listToolsets(sessionId).toolsets;
+  const listing = (await deps.listToolsets(sessionId)).toolsets;
   const activeBefore = listing.filter((t) => t.active).map((t) => t.id);
   // Unknown or disabled ids are refused by changeToolsets with their own message; the budget judges the rest.
   const allowed = toolset_ids.every((id) => listing.some((t) => t.id === id && t.enabled));

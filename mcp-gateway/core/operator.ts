@@ -1,7 +1,6 @@
 import { CatalogError } from '../catalog/catalog.ts';
-import { withActor } from './audit-context.ts';
+import { Refusal } from '../refusals.ts';
 import type { GatewayParts } from './parts.ts';
-import { Refusal } from './refusals.ts';
 
 // What only the operator does at the gateway: decide approvals, release withheld upstream tools, reload the
 // toolsets. Each is audited.
@@ -9,8 +8,8 @@ import { Refusal } from './refusals.ts';
 export function operatorActions(p: GatewayParts) {
   return {
     /** Approves or denies a pending approval, audited with who decided. */
-    decideApproval(id: string, approve: boolean, by: string, reason?: string) {
-      const decided = p.ceiling.approvals.decide(id, approve, by, reason);
+    async decideApproval(id: string, approve: boolean, by: string, reason?: string) {
+      const decided = await p.ceiling.approvals.decide(id, approve, by, reason);
       if (!decided) throw new Refusal('not_found', `No approval ${id}; GET /mcp/admin/approvals lists them`);
       if (!decided.changed) {
         throw new Refusal(
@@ -20,32 +19,33 @@ export function operatorActions(p: GatewayParts) {
       }
       const a = decided.approval;
       // Recorded under the task the approval belongs to, so the task's audit shows the decision.
-      withActor({ actor: by, task_id: a.task_id ?? undefined }, () =>
-        p.store.audit({
+      p.store.audit(
+        {
           session_id: a.session_id,
           kind: 'approval',
           subject: a.subject,
           ok: approve,
           detail: `${a.id} ${approve ? 'approved' : 'denied'} by ${by}${reason ? `: ${reason}` : ''}`,
-        }),
+        },
+        { actor: by, task_id: a.task_id ?? undefined },
       );
       p.log.info({ approval: a.id, approve, by }, 'approval decided');
       return a;
     },
     /** Approves a toolset's withheld upstream tools (all, or the named ones), audited. */
-    approveToolset(id: string, reviewed: readonly { name: string; hash: string }[]) {
+    async approveToolset(id: string, reviewed: readonly { name: string; hash: string }[]) {
       if (!p.catalog.toolset(id))
         throw new Refusal('not_found', `Unknown toolset ${id}. Valid ids: ${p.validIds()}`);
-      let outcome: ReturnType<typeof p.catalog.approve>;
+      let outcome: Awaited<ReturnType<typeof p.catalog.approve>>;
       try {
-        outcome = p.catalog.approve(id, reviewed);
+        outcome = await p.catalog.approve(id, reviewed);
       } catch (err) {
         if (err instanceof CatalogError) throw new Refusal('invalid_arguments', err.message);
         throw err;
       }
       const { approved, changedSinceShown } = outcome;
       const stale = changedSinceShown.map((c) => c.name);
-      p.store.audit({
+      p.audit({
         session_id: null,
         kind: 'approve',
         subject: id,
@@ -65,7 +65,7 @@ export function operatorActions(p: GatewayParts) {
         toolset_id: id,
         approved,
         changed_since_shown: changedSinceShown,
-        toolset: p.listToolsets().toolsets.find((t) => t.id === id),
+        toolset: (await p.listToolsets()).toolsets.find((t) => t.id === id),
       };
     },
 
@@ -73,7 +73,7 @@ export function operatorActions(p: GatewayParts) {
     async reloadToolsets() {
       try {
         const result = await p.catalog.reload();
-        p.store.audit({
+        p.audit({
           session_id: null,
           kind: 'reload',
           subject: 'toolsets',
@@ -84,7 +84,7 @@ export function operatorActions(p: GatewayParts) {
         return result;
       } catch (err) {
         if (!(err instanceof CatalogError)) throw err;
-        p.store.audit({
+        p.audit({
           session_id: null,
           kind: 'reload',
           subject: 'toolsets',

@@ -1,5 +1,5 @@
+import { Refusal } from '../refusals.ts';
 import type { GatewayParts } from './parts.ts';
-import { Refusal } from './refusals.ts';
 
 // A fixed view (/mcp/toolsets/<id>) is checked on every request: nothing of a toolset the operator disabled,
 // or whose activation the policy denies now, is served, also to a client that opened the view before.
@@ -12,7 +12,7 @@ export function fixedViews(p: GatewayParts) {
      * session now (an operator may disable it while a client holds the view).
      */
     async viewUpstream(sessionId: string, toolsetId: string, what: string) {
-      const listed = p.listToolsets(sessionId).toolsets.find((t) => t.id === toolsetId);
+      const listed = (await p.listToolsets(sessionId)).toolsets.find((t) => t.id === toolsetId);
       const denied = p.ceiling.activationDenied(toolsetId);
       const ok = listed?.enabled === true && listed.active === true && denied === null;
       const why =
@@ -21,7 +21,7 @@ export function fixedViews(p: GatewayParts) {
           : denied !== null
             ? `may not be activated under the operator's policy (${denied})`
             : 'is not active in this view';
-      p.store.audit({
+      p.audit({
         session_id: sessionId,
         kind: 'read',
         subject: `${toolsetId} ${what}`,
@@ -41,7 +41,7 @@ export function fixedViews(p: GatewayParts) {
      * served and its server is not started, also for a client that opened the view before the operator's
      * change. Answers the view's toolsets that are not active in its session (to activate before serving).
      */
-    checkView(sessionId: string, ids: readonly string[]): string[] {
+    async checkView(sessionId: string, ids: readonly string[]): Promise<string[]> {
       const unknown = ids.filter((id) => !p.catalog.toolset(id));
       if (ids.length === 0 || unknown.length > 0) {
         throw new Refusal(
@@ -49,18 +49,18 @@ export function fixedViews(p: GatewayParts) {
           `Unknown toolset(s) in the view: ${unknown.join(', ') || '(none given)'}; valid: ${p.validIds()}`,
         );
       }
-      const off = p.store.disabledToolsets();
-      const disabled = ids.filter((id) => off.has(id));
+      const view = await p.store.load(sessionId);
+      const disabled = ids.filter((id) => view.disabled.has(id));
       const denied = ids.flatMap((id) => p.ceiling.activationDenied(id) ?? []);
       if (disabled.length === 0 && denied.length === 0) {
-        const on = new Set(p.store.activeToolsets(sessionId) ?? []);
+        const on = new Set(view.toolsets ?? []);
         return ids.filter((id) => !on.has(id));
       }
       const message =
         disabled.length > 0
           ? `Toolset(s) ${disabled.join(', ')} disabled by the operator: this view serves nothing of them`
           : `${denied.join('; ')}: this view serves nothing of it`;
-      p.store.audit({
+      p.audit({
         session_id: sessionId,
         kind: 'read',
         subject: ids.join(','),

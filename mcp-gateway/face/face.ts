@@ -12,7 +12,7 @@ import { bodyText } from '../../lib/node-request.ts';
 import { requireRole } from '../../lib/security.ts';
 import { FACE_SESSION_PREFIXES, isFaceSessionId, OWN_SESSION_RULE } from '../contract.ts';
 import type { Gateway } from '../core/gateway.ts';
-import { Refusal } from '../core/refusals.ts';
+import { Refusal } from '../refusals.ts';
 import { HandleError, type HandleStore } from './handles.ts';
 import { LegacySessions } from './legacy-sessions.ts';
 import type { LegacySessionStore } from './legacy-store.ts';
@@ -141,7 +141,7 @@ export function createMcpFace(opts: McpFaceOptions) {
     // Unknown, disabled or denied toolsets are refused on every request, as the operator may change them: a
     // view serves nothing of them (not their tools, prompts or resources) and their server is not started.
     const sessionId = `${FACE_SESSION_PREFIXES.view}${ids.join('.')}`;
-    const inactive = opts.gateway.checkView(sessionId, ids);
+    const inactive = await opts.gateway.checkView(sessionId, ids);
     if (inactive.length > 0)
       await opts.gateway.changeToolsets({ action: 'ACTIVATE', toolset_ids: inactive, session_id: sessionId });
     let handler = views.get(sessionId);
@@ -192,11 +192,11 @@ export function createMcpFace(opts: McpFaceOptions) {
      * refused unless it is a handle of the request's own credential (a view is the face's alone). Unknown and
      * foreign handles are refused in the same words, so nothing about another credential's handle is confirmed.
      */
-    claimSession(c: Context, sessionId: string): void {
+    async claimSession(c: Context, sessionId: string): Promise<void> {
       if (!isFaceSessionId(sessionId)) return;
       if (!sessionId.startsWith(FACE_SESSION_PREFIXES.view)) {
         try {
-          opts.handles.use(sessionId, credentialOf(c));
+          await opts.handles.use(sessionId, credentialOf(c));
           return;
         } catch (err) {
           if (!(err instanceof HandleError)) throw err;

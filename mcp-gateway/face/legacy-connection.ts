@@ -10,8 +10,8 @@ export interface LegacyConnection {
   readonly ownSession: string;
   /** The handle it acts in, once it has one. */
   readonly handle: string | undefined;
-  /** Acts in `handle` from now on (undefined: in its own session again). */
-  bind(handle: string | undefined): void;
+  /** Acts in `handle` from now on (undefined: in its own session again), recorded with its stored row. */
+  bind(handle: string | undefined): Promise<void>;
 }
 
 /** A legacy connection: the credential that opened it, its own gateway session, the handle it acts in. */
@@ -45,9 +45,9 @@ export class Connection implements LegacyConnection {
     this.#handle = handle;
   }
 
-  bind(handle: string | undefined): void {
+  async bind(handle: string | undefined): Promise<void> {
     if (handle === this.#handle) return;
     this.#handle = handle;
-    if (this.key !== undefined) this.store.setHandle(this.key, handle ?? null);
+    if (this.key !== undefined) await this.store.setHandle(this.key, handle ?? null);
   }
 }

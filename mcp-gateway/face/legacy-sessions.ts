@@ -48,7 +48,7 @@ export interface LegacySessionsOptions {
    * eviction): it is deleted with its limits' counters. A handle the session took stays, for the handle's
    * own lifetime (MCP_HANDLE_IDLE_S): that is what a later connection names.
    */
-  onEnd?: (gatewaySessionId: string) => void;
+  onEnd?: (gatewaySessionId: string) => Promise<void> | void;
 }
 
 /** How often a session's last use is written to the store at most (it is judged against MCP_SESSION_IDLE_S). */
@@ -73,7 +73,7 @@ export class LegacySessions {
   private readonly idleMs: number;
   private readonly maxSessions: number;
   private readonly now: () => number;
-  private readonly onEnd: (gatewaySessionId: string) => void;
+  private readonly onEnd: (gatewaySessionId: string) => Promise<void> | void;
 
   constructor(opts: LegacySessionsOptions) {
     this.build = opts.build;
@@ -91,7 +91,7 @@ export class LegacySessions {
     const authInfo = { token: '', clientId: credential ?? 'local', scopes: [] };
     if (sid) {
       let session = this.sessions.get(sid);
-      if (session && !this.current(sid, session)) session = undefined;
+      if (session && !(await this.current(sid, session))) session = undefined;
       if (!session) {
         const revived = await this.reviveOnce(sid, credential, request.url);
         if (revived instanceof Response) return revived;
@@ -101,7 +101,7 @@ export class LegacySessions {
       if (!session || session.conn.credential !== credential) {
         return jsonRpcError(404, -32001, 'Session not found: it expired or was closed; initialize a new one');
       }
-      this.seen(session);
+      await this.seen(session);
       return session.transport.handleRequest(request, { parsedBody, authInfo });
     }
     if (request.method !== 'POST' || !isInitializeRequest(parsedBody)) {
@@ -130,9 +130,9 @@ export class LegacySessions {
    * Tells the sessions acting in gateway session `id` (a handle, or a session's own) that their tool list
    * changed: a change made on any connection, here or on another gateway replica.
    */
-  toolsChangedIn(id: string): void {
-    for (const [sid, s] of this.sessions) {
-      if ((s.conn.handle ?? s.conn.ownSession) !== id || !this.current(sid, s)) continue;
+  async toolsChangedIn(id: string): Promise<void> {
+    for (const [sid, s] of [...this.sessions]) {
+      if ((s.conn.handle ?? s.conn.ownSession) !== id || !(await this.current(sid, s))) continue;
       void s.server.sendToolListChanged().catch(() => undefined);
     }
   }
@@ -141,10 +141,10 @@ export class LegacySessions {
    * Whether a session open here is still current, its handle as stored: another gateway replica sharing the
    * database may have served it since (and bound it to a handle) or ended it (then it is closed here too).
    */
-  private current(sid: string, session: LegacySession): boolean {
-    let row: ReturnType<LegacySessionStore['get']>;
+  private async current(sid: string, session: LegacySession): Promise<boolean> {
+    let row: Awaited<ReturnType<LegacySessionStore['get']>>;
     try {
-      row = this.store.get(session.key);
+      row = await this.store.get(session.key);
     } catch {
       return true; // a closed store (shutdown): served as it is
     }
@@ -176,22 +176,22 @@ export class LegacySessions {
     const key = legacySessionKey(id);
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => id,
-      onsessioninitialized: (sid) => {
+      onsessioninitialized: async (sid) => {
         if (!server) return;
         const now = this.now();
         conn.key = key;
         this.sessions.set(sid, { transport, server, conn, key, lastSeen: now, savedSeen: now });
         if (fresh) {
-          this.store.save(
+          await this.store.save(
             key,
             { credential: conn.credential, ownSession: conn.ownSession, handle: conn.handle ?? null, init },
             now,
           );
         }
       },
-      onsessionclosed: (sid) => {
+      onsessionclosed: async (sid) => {
         const session = this.sessions.get(sid);
-        if (session && this.sessions.delete(sid)) this.ended(session.key, session.conn.ownSession);
+        if (session && this.sessions.delete(sid)) await this.ended(session.key, session.conn.ownSession);
       },
     });
     server = this.build(conn, () => void server?.sendToolListChanged().catch(() => undefined));
@@ -218,10 +218,10 @@ export class LegacySessions {
     url: string,
   ): Promise<LegacySession | Response | undefined> {
     const key = legacySessionKey(sid);
-    const row = this.store.get(key);
+    const row = await this.store.get(key);
     if (!row || row.credential !== credential) return undefined;
     if (this.now() - row.lastSeen > this.idleMs) {
-      this.ended(key, row.ownSession);
+      await this.ended(key, row.ownSession);
       return undefined;
     }
     const refused = await this.admit(credential);
@@ -249,7 +249,7 @@ export class LegacySessions {
     if (session) {
       // Recorded at once: another replica's sweep judges the session by its stored last use.
       session.savedSeen = 0;
-      this.seen(session);
+      await this.seen(session);
     }
     return session;
   }
@@ -272,13 +272,13 @@ export class LegacySessions {
   }
 
   /** Marks a session used now; the store hears of it at most every SAVE_SEEN_MS. */
-  private seen(session: LegacySession): void {
+  private async seen(session: LegacySession): Promise<void> {
     const now = this.now();
     session.lastSeen = now;
     if (now - session.savedSeen < SAVE_SEEN_MS) return;
     session.savedSeen = now;
     try {
-      this.store.touch([[session.key, now]]);
+      await this.store.touch([[session.key, now]]);
     } catch {
       // A closed store (shutdown): the session is still served; only its restart record is older.
     }
@@ -304,7 +304,7 @@ export class LegacySessions {
     if (!oldest || this.now() - oldest[1].lastSeen < 60_000) return false;
     this.sessions.delete(oldest[0]);
     await oldest[1].transport.close().catch(() => undefined);
-    this.ended(oldest[1].key, oldest[1].conn.ownSession);
+    await this.ended(oldest[1].key, oldest[1].conn.ownSession);
     return true;
   }
 
@@ -316,14 +316,14 @@ export class LegacySessions {
       this.sessions.delete(id);
       await session.transport.close().catch(() => undefined);
       // Idle here but used through another replica since: only this replica's copy closes.
-      if (!this.usedElsewhere(session)) this.ended(session.key, session.conn.ownSession);
+      if (!(await this.usedElsewhere(session))) await this.ended(session.key, session.conn.ownSession);
     }
     try {
       // Open sessions are judged by their time in memory; stored ones with SAVE_SEEN_MS to spare, as the
       // replica serving one writes its last use that much later at most.
       const open = new Set([...this.sessions.values()].map((s) => s.key));
-      for (const row of this.store.idle(cutoff - SAVE_SEEN_MS))
-        if (!open.has(row.key)) this.ended(row.key, row.ownSession);
+      for (const row of await this.store.idle(cutoff - SAVE_SEEN_MS))
+        if (!open.has(row.key)) await this.ended(row.key, row.ownSession);
     } catch {
       // A closed store (shutdown): the next start sweeps them.
     }
@@ -333,23 +333,23 @@ export class LegacySessions {
    * Whether another replica used the session since this one last recorded a use: the stored last use is then
    * later than what this replica wrote (it writes its own at most every SAVE_SEEN_MS, as the others do).
    */
-  private usedElsewhere(session: LegacySession): boolean {
+  private async usedElsewhere(session: LegacySession): Promise<boolean> {
     try {
-      return (this.store.get(session.key)?.lastSeen ?? 0) > session.savedSeen;
+      return ((await this.store.get(session.key))?.lastSeen ?? 0) > session.savedSeen;
     } catch {
       return false;
     }
   }
 
   /** Forgets an ended session and tells the gateway; a failure there must not stop the others' ending. */
-  private ended(key: string, ownSession: string): void {
+  private async ended(key: string, ownSession: string): Promise<void> {
     try {
-      this.store.drop(key);
+      await this.store.drop(key);
     } catch {
       // A closed store: the row goes at the next sweep after a start.
     }
     try {
-      this.onEnd(ownSession);
+      await this.onEnd(ownSession);
     } catch {
       // Its rows stay for retention (SESSION_RETENTION_DAYS) to delete.
     }
@@ -364,7 +364,7 @@ export class LegacySessions {
     const all = [...this.sessions.values()];
     this.sessions.clear();
     try {
-      this.store.touch(all.map((s) => [s.key, s.lastSeen] as const));
+      await this.store.touch(all.map((s) => [s.key, s.lastSeen] as const));
     } catch {
       // A closed store: their last use is SAVE_SEEN_MS older at most.
     }

@@ -14,7 +14,7 @@ import { extractContext, GENAI, inSpan, MCP, type Span, SpanKind } from '../../l
 import { CALL_TOOL, FACE_SESSION_PREFIXES, MANAGE_TOOLSETS, RenderPromptRequest } from '../contract.ts';
 import type { Gateway } from '../core/gateway.ts';
 import { validManageArgs } from '../core/manage-toolsets.ts';
-import { Refusal } from '../core/refusals.ts';
+import { Refusal } from '../refusals.ts';
 import { HandleError, type HandleStore } from './handles.ts';
 import type { LegacyConnection } from './legacy-sessions.ts';
 import {
@@ -57,7 +57,7 @@ export interface FaceDeps {
   handles: HandleStore;
   prompts?: PromptSource;
   /** Tells the legacy connections acting in a handle that its toolsets changed, whichever connection changed them. */
-  handleChanged: (handle: string) => void;
+  handleChanged: (handle: string) => Promise<void> | void;
 }
 
 const SERVER_INFO = { name: 'toolshift', version: '0.1.0' };
@@ -107,17 +107,17 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
    * has one (the handle checked and its lifetime refreshed); a handle that expired is let go, the connection
    * is back on its own session, and a `strict` caller (a tool call) hears why instead.
    */
-  const session = (strict = false): string => {
+  const session = async (strict = false): Promise<string> => {
     if (mode.kind === 'view') return mode.sessionId;
     if (mode.kind !== 'legacy') return '';
     const { conn } = mode;
     const handle = conn.handle;
     if (handle === undefined) return conn.ownSession;
     try {
-      return deps.handles.use(handle, conn.credential);
+      return await deps.handles.use(handle, conn.credential);
     } catch (err) {
       if (!(err instanceof HandleError)) throw err;
-      conn.bind(undefined);
+      await conn.bind(undefined);
       mode.changed();
       if (strict) throw err;
       return conn.ownSession;
@@ -128,12 +128,12 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
    * A legacy connection takes the handle a client named (from any earlier connection of its credential): it
    * acts in that handle's session from now on. An unknown, expired or foreign handle is refused.
    */
-  const adopt = (legacy: LegacyMode, given: unknown): string => {
+  const adopt = async (legacy: LegacyMode, given: unknown): Promise<string> => {
     if (typeof given !== 'string') throw new HandleError('`session` must be a string handle');
     checkLength('session', given, LIMITS.sessionId);
-    const handle = deps.handles.use(given, legacy.conn.credential);
+    const handle = await deps.handles.use(given, legacy.conn.credential);
     if (legacy.conn.handle !== handle) {
-      legacy.conn.bind(handle);
+      await legacy.conn.bind(handle);
       legacy.changed();
     }
     return handle;
@@ -146,8 +146,9 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
    * has active (that session is reachable by name over REST).
    */
   const usable = async () => {
-    await gateway.listed(session());
-    const all = gateway.tools(session());
+    const sessionId = await session();
+    await gateway.listed(sessionId);
+    const all = await gateway.tools(sessionId);
     return mode.kind === 'view' ? all.filter((t) => mode.toolsets.includes(t.toolset)) : all;
   };
 
@@ -166,10 +167,10 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
     if (session) checkLength('session', session, LIMITS.sessionId);
     const action = String(rest.action ?? '').toUpperCase();
     let handle: string | undefined;
-    if (session) handle = deps.handles.use(session, credential);
+    if (session) handle = await deps.handles.use(session, credential);
     else if (action === 'ACTIVATE') {
       // Arguments that will be refused mint nothing: the refusal below runs on a throwaway session id.
-      if (validManageArgs(rest)) handle = deps.handles.mint(credential);
+      if (validManageArgs(rest)) handle = await deps.handles.mint(credential);
     } else if (action !== 'LIST') {
       throw new HandleError(
         `${action || 'This action'} needs \`session\`: the handle an earlier ACTIVATE returned`,
@@ -179,9 +180,9 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
     const sessionId = handle ?? `${FACE_SESSION_PREFIXES.handle}list_${randomBytes(8).toString('hex')}`;
     const res = await gateway.manageToolsets(sessionId, rest);
     if (!handle) return jsonResult(res.result);
-    if (res.change) deps.handleChanged(handle);
+    if (res.change) await deps.handleChanged(handle);
     await gateway.listed(handle);
-    const usable = gateway.tools(handle).map(toMcpTool);
+    const usable = (await gateway.tools(handle)).map(toMcpTool);
     return jsonResult({ session: handle, ...res.result, tools: usable });
   };
 
@@ -193,7 +194,7 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
   const manageLegacy = async (legacy: LegacyMode, args: Record<string, unknown>) => {
     const { conn } = legacy;
     const { session: given, ...rest } = args;
-    let sessionId = named(given) ? adopt(legacy, given) : session();
+    let sessionId = named(given) ? await adopt(legacy, given) : await session();
     const action = String(rest.action ?? '')
       .trim()
       .toUpperCase();
@@ -203,12 +204,12 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
       (action === 'ACTIVATE' || action === 'DEACTIVATE') &&
       validManageArgs(rest)
     ) {
-      sessionId = deps.handles.mint(conn.credential);
-      conn.bind(sessionId);
+      sessionId = await deps.handles.mint(conn.credential);
+      await conn.bind(sessionId);
     }
     const res = await gateway.manageToolsets(sessionId, rest);
     // Every connection acting in the handle hears of it, this one included (a change always has a handle).
-    if (res.change) deps.handleChanged(sessionId);
+    if (res.change) await deps.handleChanged(sessionId);
     return jsonResult(conn.handle === undefined ? res.result : { session: conn.handle, ...res.result });
   };
 
@@ -243,20 +244,20 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
         if (typeof args.session !== 'string')
           throw new HandleError('call_tool needs `session`: the handle from manage_toolsets');
         checkLength('session', args.session, LIMITS.sessionId);
-        const sessionId = deps.handles.use(args.session, mode.credential);
+        const sessionId = await deps.handles.use(args.session, mode.credential);
         const call = callArgs(args);
         return toCallToolResult(await gateway.callTool(sessionId, call.name, call.arguments));
       }
       if (mode.kind === 'legacy' && name === MANAGE_TOOLSETS) return manageLegacy(mode, args);
       if (mode.kind === 'legacy' && name === CALL_TOOL) {
         const call = callArgs(args);
-        const sessionId = named(args.session) ? adopt(mode, args.session) : session(true);
+        const sessionId = named(args.session) ? await adopt(mode, args.session) : await session(true);
         return toCallToolResult(await gateway.callTool(sessionId, call.name, call.arguments));
       }
       if (mode.kind === 'view' && !(await usable()).some((t) => t.name === name)) {
         throw new HandleError(`Unknown tool ${name} in this view of ${mode.toolsets.join(', ')}`);
       }
-      return toCallToolResult(await gateway.callTool(session(true), name, args));
+      return toCallToolResult(await gateway.callTool(await session(true), name, args));
     }).then((result) => {
       if (span && (result as { isError?: boolean }).isError) span.setAttribute(GENAI.errorType, 'tool_error');
       return result;
@@ -267,7 +268,7 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
   // is never started by a view, and a held session stops getting them the moment it is disabled.
   const viewed = mode.kind === 'view' && mode.toolsets.length === 1 ? mode.toolsets[0] : undefined;
   const upstream = viewed !== undefined && gateway.upstream(viewed) ? viewed : undefined;
-  const checked = (method: string) => gateway.viewUpstream(session(), viewed as string, method);
+  const checked = async (method: string) => gateway.viewUpstream(await session(), viewed as string, method);
   const fromUpstream = async <T>(fn: () => Promise<T>): Promise<T> => {
     try {
       return await fn();
@@ -316,7 +317,7 @@ export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
     const sessionId =
       mode.kind === 'modern'
         ? `${FACE_SESSION_PREFIXES.handle}list_${randomBytes(8).toString('hex')}`
-        : session();
+        : await session();
     const { toolsets } = await gateway.listToolsets(sessionId);
     const text = JSON.stringify({
       toolsets: toolsets.map(({ id, description, tools, enabled }) => ({ id, description, tools, enabled })),

@@ -1,4 +1,7 @@
-// The audit trail's rows as written, stored and listed, and how much of a row is kept.
+// The audit trail's rows as written, stored and listed, who acted, and how much of a row is kept.
+
+/** Who acted: the operator, the model in a task, an MCP client (audit-context.ts carries it per request). */
+export type { AuditActor } from '../audit-context.ts';
 
 /** One audit line: an admin change or a tool call, allowed or refused. */
 export interface AuditEntry {
@@ -52,29 +55,6 @@ export interface AuditFilter {
   limit: number;
 }
 
-/**
- * The WHERE conditions of a listing (the same for both databases but for how parameters are named) and the
- * key its statement is kept under.
- */
-export function auditConditions(
-  filter: AuditFilter,
-  param: (name: string) => string,
-  subjectMatch: (param: string) => string,
-): { conditions: string[]; key: string; params: string[] } {
-  const conditions: string[] = [];
-  const params: string[] = [];
-  const use = (name: string) => {
-    params.push(name);
-    return param(name);
-  };
-  for (const column of ['session_id', 'task_id', 'actor', 'kind'] as const)
-    if (filter[column] !== undefined) conditions.push(`${column} = ${use(column)}`);
-  if (filter.ok !== undefined) conditions.push(`ok = ${use('ok')}`);
-  if (filter.subjects) conditions.push(subjectMatch(use('subjects')));
-  if (filter.until) conditions.push(`id <= ${use('to')}`);
-  return { conditions, key: conditions.join(' AND '), params };
-}
-
 /** A page of audit rows, newest first; `next_cursor` is null on the last page. */
 export interface AuditPage {
   audit: AuditRow[];
@@ -99,10 +79,3 @@ export const LISTED_DETAIL_MAX = AUDIT_DETAIL_MAX + 64;
 export function clip(text: string, max: number, length = text.length): string {
   return length <= max ? text : `${text.slice(0, max)}… [${length - max} more characters]`;
 }
-
-export type StoredAuditRow = Omit<AuditRow, 'ok' | 'actor'> & {
-  ok: number;
-  actor: string | null;
-  subject_length: number;
-  detail_length: number | null;
-};

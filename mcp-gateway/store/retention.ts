@@ -1,9 +1,6 @@
 import type { Config } from '../../lib/config.ts';
 import type { RetentionRule } from '../../lib/retention.ts';
-import type { ApprovalStore } from '../ceiling/approvals.ts';
-import type { HandleStore } from '../face/handles.ts';
-import type { CallKeyQueries } from './call-keys.ts';
-import type { GatewayStore } from './store.ts';
+import type { CallKeyQueries, GatewayStore } from './interface.ts';
 
 // What the gateway prunes (README "Limits and retention"): audit rows by age and by count, approvals decided or
 // expired long ago, MCP handles idle past their lifetime (with their sessions), sessions idle for long, and
@@ -13,7 +10,14 @@ import type { GatewayStore } from './store.ts';
 /** The gateway's rules, in order: handles go before the idle-session rule looks for sessions without one. */
 export function gatewayRetentionRules(
   keep: Config['retention'],
-  stores: { store: GatewayStore; approvals: ApprovalStore; handles: HandleStore; callKeys?: CallKeyQueries },
+  stores: {
+    store: GatewayStore;
+    /** The approvals' rules (ceiling/approvals.ts): prune expires the overdue first. */
+    approvals: { prune(before: number, limit: number): Promise<number> };
+    /** The handles' rules (face/handles.ts): a sweep takes the handles' sessions with them. */
+    handles: { sweep(): Promise<number> };
+    callKeys?: CallKeyQueries;
+  },
 ): RetentionRule[] {
   const { store, approvals, handles, callKeys } = stores;
   const iso = (now: number, ms: number) => new Date(now - ms).toISOString();

@@ -1,38 +1,74 @@
-// The gateway's tables (store.ts creates them when missing; later columns are added there).
+import type { ColumnType } from 'kysely';
 
-export const SCHEMA = `
-CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS session_toolsets (
-  session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-  toolset_id TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  PRIMARY KEY (session_id, toolset_id)
-);
-CREATE TABLE IF NOT EXISTS toolset_settings (toolset_id TEXT PRIMARY KEY, enabled INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS toolset_defaults (toolset_id TEXT PRIMARY KEY, active INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS audit (
-  id INTEGER PRIMARY KEY,
-  at TEXT NOT NULL,
-  session_id TEXT,
-  kind TEXT NOT NULL,
-  subject TEXT NOT NULL,
-  ok INTEGER NOT NULL,
-  detail TEXT
-);
-CREATE TABLE IF NOT EXISTS upstream_tools (
-  toolset_id TEXT NOT NULL,
-  tool TEXT NOT NULL,
-  position INTEGER NOT NULL,
-  definition TEXT NOT NULL,
-  PRIMARY KEY (toolset_id, tool)
-);
-CREATE TABLE IF NOT EXISTS pinned_toolsets (toolset_id TEXT PRIMARY KEY, first_at TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS tool_pins (
-  toolset_id TEXT NOT NULL,
-  tool TEXT NOT NULL,
-  hash TEXT NOT NULL,
-  definition TEXT NOT NULL,
-  approved_at TEXT NOT NULL,
-  PRIMARY KEY (toolset_id, tool)
-);
-`;
+// The gateway's tables, one typed schema for both databases (SQLite's gateway.db and PostgreSQL): what
+// migrations.ts creates, and what every statement of the store reads and writes. Booleans are integers (0/1)
+// in both; times are ISO text (`*_at` of sessions, audit, pins) or milliseconds (approvals, handles, legacy
+// sessions, keyed calls). PostgreSQL answers its BIGINT columns as text: those are typed `Int8` here, and the
+// store reads them with Number().
+
+/** A BIGINT column: written as a number, read back as a number (SQLite) or its decimal text (PostgreSQL). */
+export type Int8 = ColumnType<number | string, number, number>;
+
+export interface GatewayDatabase {
+  sessions: { id: string; created_at: string };
+  /** A session's active toolsets; `seq` orders them as they were activated. */
+  session_toolsets: { session_id: string; toolset_id: string; seq: number };
+  /** The operator's ceiling: a toolset enabled (1) or disabled (0) for everyone. */
+  toolset_settings: { toolset_id: string; enabled: number };
+  /** The user's changes to which toolsets a new session starts with. */
+  toolset_defaults: { toolset_id: string; active: number };
+  audit: {
+    /** Written by the database (SQLite's rowid, PostgreSQL's sequence). */
+    id: ColumnType<number | string, number | undefined, number>;
+    at: string;
+    session_id: string | null;
+    task_id: string | null;
+    actor: string | null;
+    kind: string;
+    subject: string;
+    ok: number;
+    detail: string | null;
+  };
+  /** An upstream toolset's last listing, in the server's order. */
+  upstream_tools: { toolset_id: string; tool: string; position: number; definition: string };
+  /** Upstream toolsets whose definitions are pinned (from their first sight on). */
+  pinned_toolsets: { toolset_id: string; first_at: string };
+  tool_pins: { toolset_id: string; tool: string; hash: string; definition: string; approved_at: string };
+  approvals: {
+    id: string;
+    session_id: string;
+    task_id: string | null;
+    kind: string;
+    subject: string;
+    arguments: string | null;
+    args_hash: string;
+    reason: string;
+    status: string;
+    created_at: Int8;
+    decided_at: ColumnType<number | string | null, number | null, number | null>;
+    decided_by: string | null;
+    decision_reason: string | null;
+  };
+  mcp_handles: { handle: string; credential: string | null; created_at: Int8; last_used_at: Int8 };
+  mcp_legacy_sessions: {
+    id_hash: string;
+    credential: string | null;
+    own_session: string;
+    handle: string | null;
+    init: string;
+    created_at: Int8;
+    last_seen: Int8;
+  };
+  call_keys: {
+    key: string;
+    session_id: string;
+    tool: string;
+    task_id: string | null;
+    fence: ColumnType<number | string | null, number | null, number | null>;
+    state: string;
+    outcome: string | null;
+    started_at: Int8;
+    finished_at: ColumnType<number | string | null, number | null, number | null>;
+  };
+  task_fences: { task_id: string; fence: Int8; seen_at: Int8 };
+}

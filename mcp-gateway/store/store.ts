@@ -1,381 +1,536 @@
-import type { Statement } from 'better-sqlite3';
-import { createWriteBatch, type Db } from '../../lib/sqlite.ts';
+import { randomBytes } from 'node:crypto';
+import { type Kysely, sql } from 'kysely';
+import { migrate, postgresDbTracked, type StoreDb, sqliteDb, statement } from '../../lib/db/kysely.ts';
+import { listenPostgres, openPostgres, type Pool } from '../../lib/postgres.ts';
+import { type Db, openDatabase } from '../../lib/sqlite.ts';
 import type { Pin, PinnedDefinition } from '../catalog/pins.ts';
-import { currentActor } from '../core/audit-context.ts';
-import {
-  AUDIT_DETAIL_MAX,
-  AUDIT_SUBJECT_MAX,
-  type AuditEntry,
-  type AuditFilter,
-  type AuditPage,
-  type AuditRow,
-  auditConditions,
-  clip,
-  LISTED_DETAIL_MAX,
-  LISTED_SUBJECT_MAX,
-  type StoredAuditRow,
-} from './audit.ts';
-import type { GatewayStore } from './interface.ts';
-import { SCHEMA } from './schema.ts';
+import { approvalQueries } from './approvals.ts';
+import type { AuditActor, AuditEntry, AuditFilter, AuditPage, AuditRow } from './audit.ts';
+import { auditTrail } from './audit-trail.ts';
+import { callKeyQueries } from './call-keys.ts';
+import { type DialectHooks, dialectHooks, fixedChunks, GATEWAY_CHANNEL } from './dialect.ts';
+import { handleQueries } from './handles.ts';
+import type { GatewayChange, GatewayState, GatewayStore, SessionChange, SessionView } from './interface.ts';
+import { legacyQueries } from './legacy.ts';
+import { GATEWAY_COMPONENT, gatewayMigrations } from './migrations.ts';
+import type { GatewayDatabase } from './schema.ts';
 
-export type { AuditEntry, AuditFilter, AuditPage, AuditRow, GatewayStore };
+export type {
+  AuditActor,
+  AuditEntry,
+  AuditFilter,
+  AuditPage,
+  AuditRow,
+  GatewayChange,
+  GatewayState,
+  GatewayStore,
+};
+export { GATEWAY_CHANNEL };
 
-// The gateway's state in SQLite: sessions, their active toolsets in activation order, the operator's
-// enabled/disabled ceiling, an audit trail, and the upstream MCP tool definitions: the last listing of
-// each upstream toolset and the pinned (approved) definitions. The only module that speaks SQL for the gateway.
+// The gateway's state, one implementation for both databases over Kysely (lib/db/kysely.ts): SQLite's gateway.db
+// (the embedded default) or PostgreSQL (DATABASE_URL), shared by every gateway replica. The only module tree
+// that speaks SQL for the gateway: sessions and their active toolsets in activation order, the operator's
+// enabled/disabled ceiling, the user's defaults, the upstream tools' last listings and pins, the audit trail
+// (audit-trail.ts), approvals, MCP handles, legacy MCP sessions and keyed calls (their files beside this one).
+//
+// Every statement is asynchronous: on PostgreSQL a statement waits on a pooled connection, never on the event
+// loop, so one request waiting for a lock holds up no other. What replicas keep in memory, and how they hear of a
+// change: the disabled set and the default overrides (read on every request) are cached, dropped on a
+// `settings` notification from any replica, when listening (re)starts, and after a second in any case; on
+// SQLite, when another connection to the file committed (its data_version). A session's toolsets are read from
+// the database on each request. Every change and its notification commit together.
 
-/** The gateway's persistence; swap this module to move to another database. */
+/** How long a PostgreSQL replica keeps the disabled set and the defaults at most, notifications or not. */
+const CACHE_MS = 1000;
+
+type Kdb = Kysely<GatewayDatabase>;
+
+interface Settings {
+  disabled: ReadonlySet<string>;
+  overrides: ReadonlyMap<string, boolean>;
+}
+
+/** Where the gateway's state lives: PostgreSQL, a SQLite file, or an open SQLite handle. */
+export type GatewayDatabaseAt = { databaseUrl: string } | { file: string } | { db: Db };
+
+export interface GatewayStateOptions {
+  /** Hears an audit row that could not be written. */
+  onWriteError?: (err: unknown) => void;
+}
 
 /**
- * Creates the tables if needed and returns the gateway's queries. Audit rows are committed together a few
- * milliseconds after they are written (lib/sqlite.ts createWriteBatch; every tool call writes one), and the audit listing
- * flushes first; a row that fails to write is given to `onWriteError`.
+ * Opens the gateway's database and applies its migrations (an older database is brought to the current schema
+ * first, its rows kept), then its state. PostgreSQL: a pool of connections (one of them listening, once asked).
  */
-export function createGatewayStore(
-  db: Db,
-  onWriteError: (err: unknown) => void = (err) => process.emitWarning(`audit write failed: ${err}`),
-): GatewayStore {
-  db.exec(SCHEMA);
-  // Kept with the store, never thrown away: on Node 24 a collected statement can abort the process (sqlite.ts).
-  const auditColumns = db.prepare<[string], { name: string }>('SELECT name FROM pragma_table_info(?)');
-  // Databases from before actors were recorded get the columns (NULL for their old rows).
-  const columns = new Set(auditColumns.all('audit').map((c) => c.name));
-  if (!columns.has('actor')) db.exec('ALTER TABLE audit ADD COLUMN actor TEXT');
-  if (!columns.has('task_id')) db.exec('ALTER TABLE audit ADD COLUMN task_id TEXT');
-  // The listing pages by id (the rowid) within a session or task, and retention deletes by age.
-  db.exec(`CREATE INDEX IF NOT EXISTS audit_session ON audit (session_id, id);
-    CREATE INDEX IF NOT EXISTS audit_task ON audit (task_id, id);
-    CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
-    CREATE INDEX IF NOT EXISTS audit_actor ON audit (actor, id);
-    CREATE INDEX IF NOT EXISTS audit_kind ON audit (kind, id);
-    CREATE INDEX IF NOT EXISTS sessions_created ON sessions (created_at);`);
-  // A listed row's texts are cut in SQL: a row stored before the write bound may hold megabytes.
-  // One statement per combination of filters, each able to walk an index, prepared at its first use and kept
-  // (at most one per combination).
-  const auditPages = new Map<string, Statement<Record<string, unknown>, StoredAuditRow>>();
-  const auditPage = (filter: AuditFilter) => {
-    const { conditions, key, params } = auditConditions(
-      filter,
-      (name) => `@${name}`,
-      // A subject equal to one of them (one instr against them all joined, read once), or a comma-separated
-      // list of toolsets holding one (only subjects with a comma are looked into).
-      (subjects) =>
-        `(instr((SELECT ',' || group_concat(value, ',') || ',' FROM json_each(${subjects})), ',' || subject || ',') > 0
-          OR (instr(subject, ',') > 0 AND EXISTS (SELECT 1 FROM json_each(${subjects}) j
-            WHERE instr(',' || audit.subject || ',', ',' || j.value || ',') > 0)))`,
-    );
-    let stmt = auditPages.get(key);
-    if (!stmt) {
-      stmt = db.prepare<Record<string, unknown>, StoredAuditRow>(
-        `SELECT id, at, session_id, task_id, actor, kind, substr(subject, 1, ${LISTED_SUBJECT_MAX}) AS subject,
-           length(subject) AS subject_length, ok, substr(detail, 1, ${LISTED_DETAIL_MAX}) AS detail,
-           length(detail) AS detail_length
-         FROM audit WHERE ${conditions.map((c) => `${c} AND `).join('')}id < @cursor AND id >= @from
-         ORDER BY id DESC LIMIT @limit`,
+export async function openGatewayState(
+  at: GatewayDatabaseAt,
+  opts: GatewayStateOptions = {},
+): Promise<GatewayState> {
+  let pool: Pool | undefined;
+  let s: StoreDb<GatewayDatabase>;
+  if ('databaseUrl' in at) {
+    pool = openPostgres(at.databaseUrl, 'mcp-gateway', { max: 10 });
+    s = postgresDbTracked<GatewayDatabase>(pool);
+  } else {
+    s = sqliteDb<GatewayDatabase>('db' in at ? at.db : openDatabase(at.file));
+  }
+  try {
+    await migrate(s, GATEWAY_COMPONENT, gatewayMigrations(s.dialect));
+  } catch (err) {
+    await s.close().catch(() => undefined);
+    // The address is not repeated: DATABASE_URL may carry a password.
+    const where = pool ? 'its PostgreSQL database (DATABASE_URL)' : 'its SQLite database (gateway.db)';
+    throw new Error(`mcp-gateway cannot use ${where}: ${(err as Error).message}`, { cause: err });
+  }
+  return stateOn(s, opts, pool);
+}
+
+/**
+ * The gateway store on an open SQLite handle, at once: its migrations are applied before its first statement
+ * (for tests and tools that build a gateway of their own; the services use openGatewayState).
+ */
+export function createGatewayStore(db: Db, onWriteError?: (err: unknown) => void): GatewayStore {
+  const s = sqliteDb<GatewayDatabase>(db);
+  const ready = migrate(s, GATEWAY_COMPONENT, gatewayMigrations(s.dialect));
+  // Observed here; every method waits for it and meets its failure.
+  ready.catch(() => undefined);
+  const { store } = stateOn(s, { onWriteError });
+  const waiting = {} as Record<string, unknown>;
+  for (const [name, method] of Object.entries(store) as [string, (...args: unknown[]) => unknown][]) {
+    waiting[name] =
+      name === 'audit'
+        ? method
+        : async (...args: unknown[]) => {
+            await ready;
+            return method(...args);
+          };
+  }
+  return waiting as unknown as GatewayStore;
+}
+
+function stateOn(s: StoreDb<GatewayDatabase>, opts: GatewayStateOptions, pool?: Pool): GatewayState {
+  /** This replica's name in its notifications, so it does not act on its own. */
+  const origin = randomBytes(6).toString('base64url');
+  const hooks = dialectHooks(s.dialect, origin);
+  const onWriteError =
+    opts.onWriteError ?? ((err: unknown) => process.emitWarning(`audit write failed: ${err}`));
+  const store = gatewayStore(s, hooks, onWriteError);
+  const stops = new Set<() => Promise<void>>();
+  return {
+    store,
+    approvals: approvalQueries(s.db),
+    handles: handleQueries(s.db),
+    legacy: legacyQueries(s.db, hooks),
+    callKeys: callKeyQueries(s.db),
+    dialect: s.dialect,
+    listen(onChange) {
+      if (!pool) return async () => {};
+      // Whatever was announced while not listening is lost: what is kept is read afresh once listening (again).
+      const stop = listenPostgres(
+        pool,
+        [GATEWAY_CHANNEL],
+        (_channel, payload) => {
+          let sent: GatewayChange & { origin?: string };
+          try {
+            sent = JSON.parse(payload);
+          } catch {
+            return;
+          }
+          const { origin: from, ...change } = sent;
+          if (from === origin) return;
+          if (change.kind === 'settings') store.forget();
+          onChange(change);
+        },
+        { onListen: store.forget },
       );
-      auditPages.set(key, stmt);
-    }
-    return { stmt, params };
+      stops.add(stop);
+      return () => {
+        stops.delete(stop);
+        return stop();
+      };
+    },
+    async close() {
+      await Promise.all([...stops].map((stop) => stop()));
+      await store.close();
+    },
   };
-  const q = {
-    auditColumns,
-    hasSession: db.prepare<[string], { id: string }>('SELECT id FROM sessions WHERE id = ?'),
-    addSession: db.prepare('INSERT OR IGNORE INTO sessions (id, created_at) VALUES (?, ?)'),
-    // session_toolsets goes with it (ON DELETE CASCADE; lib/sqlite.ts turns foreign keys on).
-    dropSession: db.prepare('DELETE FROM sessions WHERE id = ?'),
-    active: db.prepare<[string], { toolset_id: string }>(
-      'SELECT toolset_id FROM session_toolsets WHERE session_id = ? ORDER BY seq',
+}
+
+/** The hot statements of sessions, each compiled once (lib/db/kysely.ts statement). */
+function sessionStatements(db: Kdb) {
+  return {
+    toolsets: statement(db, ['id'], (q, a: { id: string }) =>
+      q
+        .selectFrom('sessions as s')
+        .leftJoin('session_toolsets as t', 't.session_id', 's.id')
+        .select('t.toolset_id')
+        .where('s.id', '=', a.id)
+        .orderBy('t.seq'),
     ),
-    activate: db.prepare(
-      `INSERT OR IGNORE INTO session_toolsets (session_id, toolset_id, seq)
-       VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM session_toolsets WHERE session_id = ?))`,
+    add: statement(db, ['id', 'at'], (q, a: { id: string; at: string }) =>
+      q
+        .insertInto('sessions')
+        .values({ id: a.id, created_at: a.at })
+        .onConflict((oc) => oc.doNothing()),
     ),
-    deactivate: db.prepare('DELETE FROM session_toolsets WHERE session_id = ? AND toolset_id = ?'),
-    removeEverywhere: db.prepare('DELETE FROM session_toolsets WHERE toolset_id = ?'),
-    disabled: db.prepare<[], { toolset_id: string }>(
-      'SELECT toolset_id FROM toolset_settings WHERE enabled = 0',
+    // After those the session has; never one disabled, whatever this replica's cache said a moment ago.
+    activate: statement(db, ['id', 'toolset'], (q, a: { id: string; toolset: string }) =>
+      q
+        .insertInto('session_toolsets')
+        .columns(['session_id', 'toolset_id', 'seq'])
+        .expression(
+          q
+            .selectNoFrom((eb) => [
+              eb.val(a.id).as('session_id'),
+              eb.val(a.toolset).as('toolset_id'),
+              sql<number>`(SELECT COALESCE(MAX(seq), 0) + 1 FROM session_toolsets WHERE session_id = ${a.id})`.as(
+                'seq',
+              ),
+            ])
+            .where(({ not, exists, selectFrom }) =>
+              not(
+                exists(
+                  selectFrom('toolset_settings')
+                    .select('toolset_id')
+                    .where('toolset_id', '=', a.toolset)
+                    .where('enabled', '=', 0),
+                ),
+              ),
+            ),
+        )
+        .onConflict((oc) => oc.doNothing())
+        .returning('toolset_id'),
     ),
-    defaultOverrides: db.prepare<[], { toolset_id: string; active: number }>(
-      'SELECT toolset_id, active FROM toolset_defaults',
+    deactivate: statement(db, ['id', 'toolset'], (q, a: { id: string; toolset: string }) =>
+      q
+        .deleteFrom('session_toolsets')
+        .where('session_id', '=', a.id)
+        .where('toolset_id', '=', a.toolset)
+        .returning('toolset_id'),
     ),
-    setDefault: db.prepare(
-      'INSERT INTO toolset_defaults (toolset_id, active) VALUES (?, ?) ON CONFLICT(toolset_id) DO UPDATE SET active = excluded.active',
-    ),
-    setEnabled: db.prepare(
-      'INSERT INTO toolset_settings (toolset_id, enabled) VALUES (?, ?) ON CONFLICT(toolset_id) DO UPDATE SET enabled = excluded.enabled',
-    ),
-    audit: db.prepare(
-      'INSERT INTO audit (at, session_id, kind, subject, ok, detail, actor, task_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-    ),
-    // One statement per filter, each able to walk its index (an `@x IS NULL OR` filter could not).
-    pruneAuditBefore: db.prepare(
-      'DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? ORDER BY at LIMIT ?)',
-    ),
-    auditCount: db.prepare<[], number>('SELECT COUNT(*) FROM audit').pluck(),
-    pruneAuditOldest: db.prepare('DELETE FROM audit WHERE id IN (SELECT id FROM audit ORDER BY id LIMIT ?)'),
-    tableExists: db.prepare<[string], number>(
-      "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-    ),
-    // Rows are appended in time order, so `since` becomes the first id at or after it (audit_at).
-    auditFirstSince: db
-      .prepare<[string], number | null>('SELECT id FROM audit WHERE at >= ? ORDER BY at, id LIMIT 1')
-      .pluck(),
-    auditLastUntil: db
-      .prepare<[string], number | null>(
-        'SELECT id FROM audit WHERE at <= ? ORDER BY at DESC, id DESC LIMIT 1',
-      )
-      .pluck(),
-    listing: db.prepare<[string], { definition: string }>(
-      'SELECT definition FROM upstream_tools WHERE toolset_id = ? ORDER BY position',
-    ),
-    clearListing: db.prepare('DELETE FROM upstream_tools WHERE toolset_id = ?'),
-    addListing: db.prepare(
-      'INSERT INTO upstream_tools (toolset_id, tool, position, definition) VALUES (?, ?, ?, ?)',
-    ),
-    pinned: db.prepare<[string], { toolset_id: string }>(
-      'SELECT toolset_id FROM pinned_toolsets WHERE toolset_id = ?',
-    ),
-    markPinned: db.prepare('INSERT OR IGNORE INTO pinned_toolsets (toolset_id, first_at) VALUES (?, ?)'),
-    pins: db.prepare<[string], { tool: string; hash: string; definition: string }>(
-      'SELECT tool, hash, definition FROM tool_pins WHERE toolset_id = ?',
-    ),
-    pin: db.prepare(
-      `INSERT INTO tool_pins (toolset_id, tool, hash, definition, approved_at) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT(toolset_id, tool) DO UPDATE SET hash = excluded.hash, definition = excluded.definition,
-       approved_at = excluded.approved_at`,
-    ),
+  };
+}
+
+type SessionStatements = ReturnType<typeof sessionStatements>;
+
+/** The session's stored toolsets in activation order, or null for a session never stored. */
+async function storedToolsets(q: SessionStatements, db: Kdb, sessionId: string): Promise<string[] | null> {
+  const { rows } = await q.toolsets(db, { id: sessionId });
+  if (rows.length === 0) return null;
+  return rows.flatMap((r) => (r.toolset_id === null ? [] : [r.toolset_id]));
+}
+
+/** Stores a session never stored, with `initial` active (those enabled); true when it was stored now. */
+async function ensureSession(
+  q: SessionStatements,
+  trx: Kdb,
+  sessionId: string,
+  initial: readonly string[],
+): Promise<boolean> {
+  const res = await q.add(trx, { id: sessionId, at: new Date().toISOString() });
+  if (Number(res.numAffectedRows ?? 0) === 0) return false;
+  await addToolsets(q, trx, sessionId, initial);
+  return true;
+}
+
+/** Adds toolsets to a session in the given order after those it has; the ids added. */
+async function addToolsets(
+  q: SessionStatements,
+  trx: Kdb,
+  sessionId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  const added = new Set<string>();
+  for (const id of ids) {
+    const { rows } = await q.activate(trx, { id: sessionId, toolset: id });
+    if (rows[0]) added.add(rows[0].toolset_id);
+  }
+  return added;
+}
+
+function gatewayStore(
+  s: StoreDb<GatewayDatabase>,
+  hooks: DialectHooks,
+  onWriteError: (err: unknown) => void,
+) {
+  const { db } = s;
+  const trail = auditTrail(db, hooks, onWriteError);
+  const q = sessionStatements(db);
+
+  let settings: Settings | null = null;
+  let settingsAt = 0;
+  /** Moves on every drop of the cache: a read begun before a drop is not kept. */
+  let generation = 0;
+  let reading: Promise<Settings> | null = null;
+  const forget = () => {
+    settings = null;
+    reading = null;
+    generation++;
+  };
+  const readSettings = async (): Promise<Settings> => {
+    const [disabled, overrides] = await Promise.all([
+      db.selectFrom('toolset_settings').select('toolset_id').where('enabled', '=', 0).execute(),
+      db.selectFrom('toolset_defaults').select(['toolset_id', 'active']).execute(),
+    ]);
+    return {
+      disabled: new Set(disabled.map((r) => r.toolset_id)),
+      overrides: new Map(overrides.map((r) => [r.toolset_id, r.active === 1])),
+    };
+  };
+  /** The disabled set and the defaults as kept, read afresh when dropped or (PostgreSQL) older than CACHE_MS. */
+  const currentSettings = async (): Promise<Settings> => {
+    if (await hooks.changedElsewhere(db)) forget();
+    if (settings && (hooks.name === 'sqlite' || Date.now() - settingsAt <= CACHE_MS)) return settings;
+    if (!reading) {
+      const at = generation;
+      const started = Date.now();
+      const read = readSettings();
+      reading = read;
+      read.then(
+        (fresh) => {
+          if (generation !== at) return;
+          settings = fresh;
+          settingsAt = started;
+          reading = null;
+        },
+        () => {
+          if (generation === at) reading = null;
+        },
+      );
+    }
+    return reading;
   };
 
-  // Read on every tool call: kept in memory as well, the disabled set whole and the active toolsets of the most
-  // recently used sessions. This store's own changes drop what they touch (`changing` below); a commit by
-  // any other connection to the file (another gateway on the same data dir, an operator's sqlite3) moves
-  // SQLite's data_version, and then everything kept is dropped before the next read.
-  let disabled: ReadonlySet<string> | null = null;
-  const sessions = new Map<string, readonly string[] | null>();
-  const SESSIONS_KEPT = 10_000;
-  const forget = () => {
-    disabled = null;
-    sessions.clear();
-  };
-  const dataVersion = db.prepare('PRAGMA data_version').pluck();
-  let seenVersion = dataVersion.get();
-  // Asked once per synchronous run (a request's rules read the store several times in one): another
-  // connection's commit cannot land in the middle of it in a way one run could see consistently anyway.
-  let versionAsked = false;
-  const forgetIfChangedElsewhere = () => {
-    if (versionAsked) return;
-    versionAsked = true;
-    queueMicrotask(() => {
-      versionAsked = false;
-    });
-    const version = dataVersion.get();
-    if (version !== seenVersion) {
-      seenVersion = version;
+  /** A change of the ceiling or the defaults: announced to the others; what is kept here goes. */
+  const settingsChange = async (work: (trx: Kdb) => Promise<void>) => {
+    try {
+      await db.transaction().execute(async (trx) => {
+        await work(trx);
+        await hooks.notify(trx, { kind: 'settings' });
+      });
+    } finally {
       forget();
     }
   };
+  /** A change of a session's toolsets in one short transaction, announced when it changed anything. */
+  const sessionChange = (
+    sessionId: string,
+    initial: readonly string[],
+    work: (trx: Kdb) => Promise<Set<string>>,
+    ids: readonly string[],
+  ): Promise<SessionChange> =>
+    db.transaction().execute(async (trx) => {
+      const created = await ensureSession(q, trx, sessionId, initial);
+      const changed = await work(trx);
+      const toolsets = (await storedToolsets(q, trx, sessionId)) ?? [];
+      if (created || changed.size > 0) await hooks.notify(trx, { kind: 'session', id: sessionId });
+      return { changed: ids.filter((id) => changed.has(id)), toolsets };
+    });
 
-  /** The session's active toolsets in activation order, or null for a session never stored. */
-  const activeToolsets = (sessionId: string): string[] | null => {
-    forgetIfChangedElsewhere();
-    let ids = sessions.get(sessionId);
-    if (ids === undefined) {
-      ids = q.hasSession.get(sessionId) ? q.active.all(sessionId).map((r) => r.toolset_id) : null;
-      if (sessions.size >= SESSIONS_KEPT) sessions.delete(sessions.keys().next().value as string);
-    } else sessions.delete(sessionId);
-    sessions.set(sessionId, ids);
-    return ids && [...ids];
-  };
-
-  const batch = createWriteBatch(db, onWriteError);
-  /**
-   * A transaction that changes session state (its first argument's session, or with `everyone` all of them):
-   * what is kept in memory of it is dropped once it has committed or failed.
-   */
-  function changing<A extends [string, ...unknown[]], R>(fn: (...args: A) => R, everyone = false) {
-    const tx = db.transaction(fn);
-    return (...args: A): R => {
-      try {
-        return tx(...args);
-      } finally {
-        if (everyone) forget();
-        else sessions.delete(args[0]);
-      }
-    };
-  }
-  // Prepared at the first sweep: the handle and approval tables are created by their stores after this one.
-  const prepareIdleSessions = () => {
-    const has = (table: string) => (q.tableExists.get(table) !== undefined ? table : null);
-    const handles = has('mcp_handles');
-    const approvals = has('approvals');
-    return db
-      .prepare<[string, number, number], string>(
-        // Activity since `before` is a row at or after the first id written since then: one seek in
-        // audit_session, however many rows the session has.
-        `SELECT s.id FROM sessions s WHERE s.created_at < ?
-         AND NOT EXISTS (SELECT 1 FROM audit a WHERE a.session_id = s.id AND a.id >= ?)
-         ${handles ? 'AND NOT EXISTS (SELECT 1 FROM mcp_handles h WHERE h.handle = s.id)' : ''}
-         ${approvals ? "AND NOT EXISTS (SELECT 1 FROM approvals p WHERE p.session_id = s.id AND p.status = 'pending')" : ''}
-         LIMIT ?`,
-      )
-      .pluck();
-  };
-  let idleSessions: ReturnType<typeof prepareIdleSessions> | null = null;
-  const dropSessionsTx = db.transaction((ids: readonly string[]) => {
-    for (const id of ids) q.dropSession.run(id);
-  });
-  return {
-    /** Creates the session with `defaults` active unless it exists; true when it was created. */
-    ensureSession: changing((sessionId: string, defaults: readonly string[]): boolean => {
-      if (q.hasSession.get(sessionId)) return false;
-      q.addSession.run(sessionId, new Date().toISOString());
-      for (const id of defaults) q.activate.run(sessionId, id, sessionId);
-      return true;
-    }),
-    activeToolsets,
-    /** Activates in the given order; returns the ids that were not active before. */
-    activate: changing((sessionId: string, ids: readonly string[]): string[] =>
-      ids.filter((id) => q.activate.run(sessionId, id, sessionId).changes > 0),
-    ),
-    /** Deactivates; returns the ids that were active before. */
-    deactivate: changing((sessionId: string, ids: readonly string[]): string[] =>
-      ids.filter((id) => q.deactivate.run(sessionId, id).changes > 0),
-    ),
-    /** Toolsets the operator has disabled (do not change the set). */
-    disabledToolsets(): ReadonlySet<string> {
-      forgetIfChangedElsewhere();
-      disabled ??= new Set(q.disabled.all().map((r) => r.toolset_id));
-      return disabled;
+  const store = {
+    /** Drops the disabled set and the defaults kept (another replica changed them). */
+    forget,
+    async load(sessionId: string | null): Promise<SessionView> {
+      const [kept, toolsets] = await Promise.all([
+        currentSettings(),
+        sessionId === null ? null : storedToolsets(q, db, sessionId),
+      ]);
+      return { toolsets, disabled: kept.disabled, overrides: kept.overrides };
     },
-    /**
-     * The user's changes to which toolsets a new session starts with (true: on, false: off), over the toolset
-     * files' `default`. Read each time: it is small, and another process may have changed it.
-     */
-    defaultOverrides(): ReadonlyMap<string, boolean> {
-      return new Map(q.defaultOverrides.all().map((r) => [r.toolset_id, r.active === 1]));
+    activate: (sessionId: string, ids: readonly string[], initial: readonly string[]) =>
+      sessionChange(
+        sessionId,
+        initial,
+        async (trx) => {
+          // The session's row is locked first: two replicas activating in one session at once number in turn.
+          await hooks.lockSession(trx, sessionId);
+          return addToolsets(q, trx, sessionId, ids);
+        },
+        ids,
+      ),
+    deactivate: (sessionId: string, ids: readonly string[], initial: readonly string[]) =>
+      sessionChange(
+        sessionId,
+        initial,
+        async (trx) => {
+          const removed = new Set<string>();
+          for (const id of ids) {
+            const { rows } = await q.deactivate(trx, { id: sessionId, toolset: id });
+            if (rows[0]) removed.add(rows[0].toolset_id);
+          }
+          return removed;
+        },
+        ids,
+      ),
+    setDefaults: (ids: readonly string[], active: boolean) =>
+      settingsChange(async (trx) => {
+        for (const chunk of fixedChunks(ids.map((toolset_id) => ({ toolset_id, active: active ? 1 : 0 })))) {
+          await trx
+            .insertInto('toolset_defaults')
+            .values(chunk)
+            .onConflict((oc) =>
+              oc.column('toolset_id').doUpdateSet((eb) => ({ active: eb.ref('excluded.active') })),
+            )
+            .execute();
+        }
+      }),
+    setEnabled: (ids: readonly string[], enabled: boolean) =>
+      settingsChange(async (trx) => {
+        if (ids.length === 0) return;
+        for (const chunk of fixedChunks(
+          ids.map((toolset_id) => ({ toolset_id, enabled: enabled ? 1 : 0 })),
+        )) {
+          await trx
+            .insertInto('toolset_settings')
+            .values(chunk)
+            .onConflict((oc) =>
+              oc.column('toolset_id').doUpdateSet((eb) => ({ enabled: eb.ref('excluded.enabled') })),
+            )
+            .execute();
+        }
+        if (!enabled)
+          await trx
+            .deleteFrom('session_toolsets')
+            .where('toolset_id', 'in', [...ids])
+            .execute();
+      }),
+    async dropSessions(ids: readonly string[]): Promise<void> {
+      if (ids.length === 0) return;
+      // session_toolsets go with them (ON DELETE CASCADE).
+      await db
+        .deleteFrom('sessions')
+        .where('id', 'in', [...ids])
+        .execute();
     },
-    /** Sets whether new sessions start with these toolsets active; sessions never changed follow it too. */
-    setDefaults: db.transaction((ids: readonly string[], active: boolean) => {
-      for (const id of ids) q.setDefault.run(id, active ? 1 : 0);
-    }),
-    /** Sets the operator's ceiling; disabling also removes the toolset from every session. */
-    setEnabled: changing((toolsetId: string, enabled: boolean) => {
-      q.setEnabled.run(toolsetId, enabled ? 1 : 0);
-      if (!enabled) q.removeEverywhere.run(toolsetId);
-    }, true),
-    /** Deletes sessions with their active toolsets (a deleted MCP handle's, an idle one's). */
-    dropSessions(ids: readonly string[]): void {
-      try {
-        dropSessionsTx(ids);
-      } finally {
-        for (const id of ids) sessions.delete(id);
-      }
+    dropToolset: (toolsetId: string) =>
+      settingsChange(async (trx) => {
+        await trx.deleteFrom('session_toolsets').where('toolset_id', '=', toolsetId).execute();
+      }),
+    async lastListing(toolsetId: string): Promise<PinnedDefinition[]> {
+      const rows = await db
+        .selectFrom('upstream_tools')
+        .select('definition')
+        .where('toolset_id', '=', toolsetId)
+        .orderBy('position')
+        .execute();
+      return rows.map((r) => JSON.parse(r.definition) as PinnedDefinition);
     },
-    /** Removes a toolset that no longer exists from every session. */
-    dropToolset: changing((toolsetId: string) => {
-      q.removeEverywhere.run(toolsetId);
-    }, true),
-    /** The last tool listing seen from an upstream toolset, in the server's order. */
-    lastListing: (toolsetId: string): PinnedDefinition[] =>
-      q.listing.all(toolsetId).map((r) => JSON.parse(r.definition) as PinnedDefinition),
-    saveListing: db.transaction((toolsetId: string, definitions: readonly PinnedDefinition[]) => {
-      q.clearListing.run(toolsetId);
-      definitions.forEach((d, i) => {
-        q.addListing.run(toolsetId, d.name, i, JSON.stringify(d));
-      });
-    }),
+    saveListing: (toolsetId: string, definitions: readonly PinnedDefinition[]) =>
+      db.transaction().execute(async (trx) => {
+        await trx.deleteFrom('upstream_tools').where('toolset_id', '=', toolsetId).execute();
+        const rows = definitions.map((d, position) => ({
+          toolset_id: toolsetId,
+          tool: d.name,
+          position,
+          definition: JSON.stringify(d),
+        }));
+        for (const chunk of fixedChunks(rows)) {
+          await trx
+            .insertInto('upstream_tools')
+            .values(chunk)
+            .onConflict((oc) => oc.doNothing())
+            .execute();
+        }
+      }),
     /** The approved definitions of a toolset, or null when it has never been pinned. */
-    pins(toolsetId: string): Map<string, Pin> | null {
-      if (!q.pinned.get(toolsetId)) return null;
+    async pins(toolsetId: string): Promise<Map<string, Pin> | null> {
+      const rows = await db
+        .selectFrom('pinned_toolsets as t')
+        .leftJoin('tool_pins as p', 'p.toolset_id', 't.toolset_id')
+        .select(['p.tool', 'p.hash', 'p.definition'])
+        .where('t.toolset_id', '=', toolsetId)
+        .execute();
+      if (rows.length === 0) return null;
       return new Map(
-        q.pins.all(toolsetId).map((r) => [r.tool, { hash: r.hash, definition: JSON.parse(r.definition) }]),
+        rows.flatMap((r): [string, Pin][] =>
+          r.tool === null || r.hash === null || r.definition === null
+            ? []
+            : [[r.tool, { hash: r.hash, definition: JSON.parse(r.definition) }]],
+        ),
       );
     },
     /** Approves definitions (and marks the toolset pinned: from now on, changes are held). */
-    pin: db.transaction((toolsetId: string, pins: readonly Pin[]) => {
-      const now = new Date().toISOString();
-      q.markPinned.run(toolsetId, now);
-      for (const p of pins)
-        q.pin.run(toolsetId, p.definition.name, p.hash, JSON.stringify(p.definition), now);
-    }),
-    /** Records an entry with the current actor (audit-context.ts). */
-    audit(entry: AuditEntry) {
-      const { actor, task_id } = currentActor();
-      // The row's values now: the entry may change after this call, the row must not.
-      const row = [
-        new Date().toISOString(),
-        entry.session_id === null ? null : clip(entry.session_id, AUDIT_SUBJECT_MAX),
-        entry.kind,
-        clip(entry.subject, AUDIT_SUBJECT_MAX),
-        entry.ok ? 1 : 0,
-        entry.detail === undefined ? null : clip(entry.detail, AUDIT_DETAIL_MAX),
-        clip(actor, AUDIT_SUBJECT_MAX),
-        task_id === undefined ? null : clip(task_id, AUDIT_SUBJECT_MAX),
-      ];
-      batch.add(() => q.audit.run(...row));
-    },
-    /** A page of audit rows, newest first (keyset paging on the id: as fast on page 1,000 as on page 1). */
-    listAudit(filter: AuditFilter): AuditPage {
-      batch.flush();
-      const from = filter.since ? q.auditFirstSince.get(filter.since) : 1;
-      const to = filter.until ? q.auditLastUntil.get(filter.until) : Number.MAX_SAFE_INTEGER;
-      const none = { audit: [], next_cursor: null };
-      if (from === null || from === undefined || to === null || to === undefined) return none;
-      if (filter.subjects?.length === 0) return none;
-      const params: Record<string, unknown> = {
-        session_id: filter.session_id,
-        task_id: filter.task_id,
-        actor: filter.actor,
-        kind: filter.kind,
-        ok: filter.ok === undefined ? undefined : filter.ok ? 1 : 0,
-        subjects: filter.subjects ? JSON.stringify(filter.subjects) : undefined,
-        to,
-        cursor: filter.cursor ? Number(filter.cursor) : Number.MAX_SAFE_INTEGER,
-        from,
-        limit: filter.limit,
-      };
-      // better-sqlite3 refuses named parameters the statement does not use.
-      const page = auditPage(filter);
-      const used = Object.fromEntries(
-        [...page.params, 'cursor', 'from', 'limit'].map((name) => [name, params[name]]),
-      );
-      const audit = page.stmt.all(used).map(({ subject_length, detail_length, ...r }) => ({
-        ...r,
-        subject: clip(r.subject, LISTED_SUBJECT_MAX, subject_length),
-        detail: r.detail === null ? null : clip(r.detail, LISTED_DETAIL_MAX, detail_length ?? 0),
-        ok: r.ok === 1,
-        actor: r.actor ?? 'unknown',
-      }));
-      const last = audit.at(-1);
-      return { audit, next_cursor: audit.length === filter.limit && last ? String(last.id) : null };
-    },
-    /** Retention (lib/retention.ts): deletes at most `limit` audit rows written before `before` (ISO). */
-    pruneAudit(before: string, limit: number): number {
-      return q.pruneAuditBefore.run(before, limit).changes;
-    },
-    /** Deletes at most `limit` of the oldest audit rows beyond the newest `maxRows`. */
-    pruneAuditOverflow(maxRows: number, limit: number): number {
-      const over = (q.auditCount.get() ?? 0) - maxRows;
-      return over > 0 ? q.pruneAuditOldest.run(Math.min(over, limit)).changes : 0;
-    },
+    pin: (toolsetId: string, pins: readonly Pin[]) =>
+      db.transaction().execute(async (trx) => {
+        const now = new Date().toISOString();
+        await trx
+          .insertInto('pinned_toolsets')
+          .values({ toolset_id: toolsetId, first_at: now })
+          .onConflict((oc) => oc.doNothing())
+          .execute();
+        const rows = pins.map((p) => ({
+          toolset_id: toolsetId,
+          tool: p.definition.name,
+          hash: p.hash,
+          definition: JSON.stringify(p.definition),
+          approved_at: now,
+        }));
+        for (const chunk of fixedChunks(rows)) {
+          await trx
+            .insertInto('tool_pins')
+            .values(chunk)
+            .onConflict((oc) =>
+              oc.columns(['toolset_id', 'tool']).doUpdateSet((eb) => ({
+                hash: eb.ref('excluded.hash'),
+                definition: eb.ref('excluded.definition'),
+                approved_at: eb.ref('excluded.approved_at'),
+              })),
+            )
+            .execute();
+        }
+        await hooks.notify(trx, { kind: 'pins', id: toolsetId });
+      }),
+    audit: (entry: AuditEntry, actor: AuditActor) => trail.audit(entry, actor),
+    listAudit: (filter: AuditFilter): Promise<AuditPage> => trail.listAudit(filter),
+    pruneAudit: (before: string, limit: number) => trail.pruneAudit(before, limit),
+    pruneAuditOverflow: (maxRows: number, limit: number) => trail.pruneAuditOverflow(maxRows, limit),
     /**
      * Deletes at most `limit` sessions idle since `before` (ISO): created before it, with no audited activity
      * since (every change and call is audited), no MCP handle and no pending approval. Their next use starts
-     * from the default toolsets, as a new session does.
+     * from the default toolsets, as a new session does. One statement: a session another replica uses meanwhile
+     * is judged with its rows as they are then (and one it holds is skipped).
      */
-    pruneIdleSessions(before: string, limit: number): number {
-      idleSessions ??= prepareIdleSessions();
-      const firstSince = q.auditFirstSince.get(before) ?? Number.MAX_SAFE_INTEGER;
-      const ids = idleSessions.all(before, firstSince, limit);
-      if (ids.length > 0) dropSessionsTx(ids);
-      for (const id of ids) sessions.delete(id);
-      return ids.length;
+    async pruneIdleSessions(before: string, limit: number): Promise<number> {
+      // Activity since `before` is a row at or after the first id written since then: one seek in
+      // audit_session, however many rows the session has.
+      const since = (await trail.firstSince(before)) ?? Number.MAX_SAFE_INTEGER;
+      const idle = db
+        .selectFrom('sessions as s')
+        .select('s.id')
+        .where('s.created_at', '<', before)
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('audit as a')
+                .select('a.id')
+                .whereRef('a.session_id', '=', 's.id')
+                .where('a.id', '>=', since),
+            ),
+          ),
+        )
+        .where(({ not, exists, selectFrom }) =>
+          not(exists(selectFrom('mcp_handles as h').select('h.handle').whereRef('h.handle', '=', 's.id'))),
+        )
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('approvals as p')
+                .select('p.id')
+                .whereRef('p.session_id', '=', 's.id')
+                .where('p.status', '=', 'pending'),
+            ),
+          ),
+        )
+        .limit(limit)
+        .$if(hooks.skipLocked, (q) => q.forUpdate().skipLocked());
+      const res = await db.deleteFrom('sessions').where('id', 'in', idle).executeTakeFirst();
+      return Number(res.numDeletedRows);
     },
-    /** Commits the queued writes now (for a reader outside this store, such as another process). */
-    flush: () => batch.flush(),
-    close() {
-      batch.flush();
-      db.close();
+    flush: () => trail.flush(),
+    async close(): Promise<void> {
+      await trail.close();
+      await s.close();
     },
   };
+  return store satisfies GatewayStore & { forget(): void };
 }

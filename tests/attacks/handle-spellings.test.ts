@@ -61,7 +61,7 @@ describe('handle spellings and the reverse door', () => {
     })) as Result;
     const handle = JSON.parse(res.content?.[0]?.text as string).session as string;
     const rest_ = handle.slice('mcp_'.length);
-    const before = stack.gatewayStore.activeToolsets(handle);
+    const before = (await stack.gatewayStore.load(handle)).toolsets;
     expect(before).toEqual(['fs_write']);
     const spellings = [`MCP_${rest_}`, `Mcp_${rest_}`, `${handle}.`, `mcp_${rest_.toUpperCase()}`];
     for (const id of spellings) {
@@ -83,7 +83,7 @@ describe('handle spellings and the reverse door', () => {
       expect(body.session_id ?? '', q).not.toBe(handle);
     }
     await stack.flushWrites();
-    expect(stack.gatewayStore.activeToolsets(handle)).toEqual(before);
+    expect((await stack.gatewayStore.load(handle)).toolsets).toEqual(before);
   });
 
   it("an MCP client cannot name a task's or a REST client's session as its `session`", async () => {
@@ -103,6 +103,6 @@ describe('handle spellings and the reverse door', () => {
       expect(r.isError, `${session}: ${r.content?.[0]?.text}`).toBe(true);
     }
     await stack.flushWrites();
-    expect(stack.gatewayStore.activeToolsets('ses_of_a_task')).toEqual(['fs_write']);
+    expect((await stack.gatewayStore.load('ses_of_a_task')).toolsets).toEqual(['fs_write']);
   });
 });

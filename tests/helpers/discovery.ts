@@ -73,7 +73,7 @@ export async function discoveryCatalog(opts: { enterprise?: boolean } = {}) {
 }
 
 /** Recall@1 and recall@3 of the right toolset over the needs, through the gateway's ranked LIST. */
-export function measureRecall(
+export async function measureRecall(
   gateway: Gateway,
   needs: readonly Need[],
   matches: (got: string, want: string) => boolean = (got, want) => got === want,
@@ -82,10 +82,7 @@ export function measureRecall(
   let at1 = 0;
   let at3 = 0;
   for (const { need, toolset } of needs) {
-    const got = gateway
-      .listToolsets('discovery', need)
-      .toolsets.slice(0, 3)
-      .map((t) => t.id);
+    const got = (await gateway.listToolsets('discovery', need)).toolsets.slice(0, 3).map((t) => t.id);
     if (got[0] !== undefined && matches(got[0], toolset)) at1++;
     if (got.some((id) => matches(id, toolset))) at3++;
     else misses.push({ need, want: toolset, got });

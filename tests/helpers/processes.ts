@@ -31,13 +31,13 @@ export function childPids(ppid: number): number[] {
 
 /** Waits for `check` to hold, polling; fails naming `what` if it does not within `limitMs` (a bound, not a timing assertion). */
 export async function waitFor<T>(
-  check: () => T | undefined | false,
+  check: () => T | undefined | false | Promise<T | undefined | false>,
   what: string,
   limitMs = 15_000,
 ): Promise<T> {
   const deadline = Date.now() + limitMs;
   for (;;) {
-    const value = check();
+    const value = await check();
     if (value) return value;
     if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));

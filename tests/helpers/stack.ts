@@ -14,19 +14,18 @@ import { openPostgres } from '../../lib/postgres.ts';
 import type { Role, Security } from '../../lib/security.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
+import { currentActor } from '../../mcp-gateway/audit-context.ts';
 import { toolServerBackend } from '../../mcp-gateway/backends/tool-server-backend.ts';
 import { buildCatalog, loadToolsets } from '../../mcp-gateway/catalog/catalog.ts';
 import { createPromptCatalog } from '../../mcp-gateway/catalog/prompts.ts';
 import { toolsetVariables } from '../../mcp-gateway/catalog/toolset-files.ts';
-import { approvalStore, createApprovalStore } from '../../mcp-gateway/ceiling/approvals.ts';
+import { approvalStore } from '../../mcp-gateway/ceiling/approvals.ts';
 import { createCeiling, type Limits } from '../../mcp-gateway/ceiling/ceiling.ts';
 import { createGateway } from '../../mcp-gateway/core/gateway.ts';
 import { createMcpFace } from '../../mcp-gateway/face/face.ts';
-import { createHandleStore, handleStore } from '../../mcp-gateway/face/handles.ts';
-import { createLegacySessionStore, legacySessionStore } from '../../mcp-gateway/face/legacy-store.ts';
-import { sqliteCallKeyQueries } from '../../mcp-gateway/store/call-keys.ts';
-import { openPostgresGatewayState } from '../../mcp-gateway/store/postgres.ts';
-import { createGatewayStore } from '../../mcp-gateway/store/store.ts';
+import { handleStore } from '../../mcp-gateway/face/handles.ts';
+import { legacySessionStore } from '../../mcp-gateway/face/legacy-store.ts';
+import { openGatewayState } from '../../mcp-gateway/store/store.ts';
 import { createToolServerApp } from '../../tool-server/app.ts';
 import { PathGuard } from '../../tool-server/guards/paths/guard.ts';
 import { createRegistry } from '../../tool-server/registry.ts';
@@ -219,11 +218,11 @@ export async function makeStack(opts: StackOptions = {}) {
   };
   // PostgreSQL for the gateway's state and the tasks when the run says so (TOOLSHIFT_TEST_STORE), else SQLite.
   const databaseUrl = opts.databaseUrl ?? (await testDatabaseFor(dataDir));
-  const shared = databaseUrl ? await openPostgresGatewayState(databaseUrl) : null;
   await mkdir(dataDir, { recursive: true });
-  const gatewayDb = shared ? null : openDatabase(path.join(dataDir, 'gateway.db'));
-  const sqlite = () => gatewayDb as NonNullable<typeof gatewayDb>;
-  const gatewayStore = shared?.store ?? createGatewayStore(sqlite());
+  const gatewayState = await openGatewayState(
+    databaseUrl ? { databaseUrl } : { file: path.join(dataDir, 'gateway.db') },
+  );
+  const gatewayStore = gatewayState.store;
   // ${VAR} in toolset files: the process environment plus the test's own, and this stack's data dir.
   const vars = toolsetVariables({ dataDir, toolsetsDir }, { ...process.env, ...opts.vars });
   // The user's toolsets, as the gateway reads them by default: <data dir>/toolsets, loaded after the shipped.
@@ -241,17 +240,15 @@ export async function makeStack(opts: StackOptions = {}) {
   const policyFile = path.join(tmp, 'policy.yaml');
   if (opts.policy) await writeFile(policyFile, opts.policy);
   const approvalOptions = { timeoutMs: opts.approvalTimeoutMs ?? 600_000, now: opts.now };
-  const approvals = shared
-    ? approvalStore(shared.approvals, approvalOptions)
-    : createApprovalStore(sqlite(), approvalOptions);
+  const approvals = approvalStore(gatewayState.approvals, approvalOptions);
   const ceiling = createCeiling({
     policyFile,
     approvals,
     limits: { callsPerMinute: 1000, activationsPerTask: 100, ...opts.limits },
-    audit: (entry) => gatewayStore.audit(entry),
+    audit: (entry) => gatewayStore.audit(entry, currentActor()),
     now: opts.now,
   });
-  const callKeys = shared?.callKeys ?? sqliteCallKeyQueries(sqlite());
+  const { callKeys } = gatewayState;
   const gateway = createGateway({ catalog, store: gatewayStore, log, ceiling, callKeys });
   const gatewaySecurity = tokenSecurity({
     admin: opts.tokens?.admin,
@@ -265,15 +262,13 @@ export async function makeStack(opts: StackOptions = {}) {
     // As mcp-gateway/server.ts wires it: a deleted handle takes its session with it.
     onDrop: (ids: string[]) => gatewayStore.dropSessions(ids),
   };
-  const handles = shared
-    ? handleStore(shared.handles, handleOptions)
-    : createHandleStore(sqlite(), handleOptions);
+  const handles = handleStore(gatewayState.handles, handleOptions);
   const prompts = createPromptCatalog(opts.promptsDir ?? path.resolve('prompts'));
   const face = createMcpFace({
     gateway,
     handles,
     prompts,
-    legacyStore: shared ? legacySessionStore(shared.legacy) : createLegacySessionStore(sqlite()),
+    legacyStore: legacySessionStore(gatewayState.legacy),
     sessionIdleMs: 3_600_000,
     maxSessions: opts.mcpMaxSessions,
     now: opts.now,
@@ -324,6 +319,8 @@ export async function makeStack(opts: StackOptions = {}) {
     catalog,
     ceiling,
     gatewayStore,
+    /** The gateway's state on its database: the store and the query sets beside it. */
+    gatewayState,
     callKeys,
     policyFile,
     gateway,
@@ -334,7 +331,7 @@ export async function makeStack(opts: StackOptions = {}) {
     taskStore,
     /** Commits the stores' queued writes (they commit a few milliseconds after they are written), for a test reading the files. */
     async flushWrites() {
-      gatewayStore.flush();
+      await gatewayStore.flush();
       await taskStore.flush();
     },
     /** POST JSON to an app and return status and parsed body. */
@@ -355,8 +352,7 @@ export async function makeStack(opts: StackOptions = {}) {
       await agent.shutdown();
       await face.close();
       await catalog.close();
-      if (shared) await shared.close();
-      else gatewayStore.close();
+      await gatewayState.close();
       await taskStore.close();
       if (!keepFiles) await rm(tmp, { recursive: true, force: true });
     },

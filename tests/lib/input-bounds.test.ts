@@ -8,8 +8,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../client.ts';
 import { LIMITS } from '../../lib/limits.ts';
 import { openDatabase } from '../../lib/sqlite.ts';
-import { APPROVAL_ARGUMENTS_MAX, createApprovalStore } from '../../mcp-gateway/ceiling/approvals.ts';
+import { APPROVAL_ARGUMENTS_MAX, approvalStore } from '../../mcp-gateway/ceiling/approvals.ts';
 import { LISTED_DETAIL_MAX, LISTED_SUBJECT_MAX } from '../../mcp-gateway/store/audit.ts';
+import { openGatewayState } from '../../mcp-gateway/store/store.ts';
 import { NO_STORED_CREDENTIALS } from '../helpers/credentials.ts';
 import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
 
@@ -45,8 +46,8 @@ async function connect(s: Stack, era: 'modern' | 'legacy') {
 }
 
 /** gateway.db with its WAL and shared-memory files: what the attack grew. */
-function dbBytes(s: Stack): number {
-  void s.flushWrites(); // the SQLite stores write in this turn
+async function dbBytes(s: Stack): Promise<number> {
+  await s.flushWrites();
   return ['', '-wal', '-shm']
     .map((suffix) => path.join(s.dataDir, `gateway.db${suffix}`))
     .reduce((sum, file) => {
@@ -67,7 +68,7 @@ describe('bounded inputs (issue 15 §4)', () => {
     const s = stack;
     const modern = await connect(s, 'modern');
     const legacy = await connect(s, 'legacy');
-    const before = dbBytes(s);
+    const before = await dbBytes(s);
     const expected = 'toolset_ids: at most 64 items (got 60000)';
 
     for (let i = 0; i < 20; i++) {
@@ -100,7 +101,7 @@ describe('bounded inputs (issue 15 §4)', () => {
       expect(meta.status).toBe(400);
       expect(meta.body.error).toContain(expected);
     }
-    const grown = dbBytes(s) - before;
+    const grown = (await dbBytes(s)) - before;
     // 80 refused requests of ~850 KB each. Before the bounds: ~545 MB. Now at most a few KiB of audit each,
     // plus WAL pages; 1 MiB is far below what one request of them used to add.
     expect(grown).toBeLessThan(1024 * 1024);
@@ -309,8 +310,9 @@ describe('bounded inputs (issue 15 §4)', () => {
   it('keeps a summary of a huge call in an approval row, still bound to the whole call', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'toolshift-approvals-'));
     const db = openDatabase(path.join(dir, 'gateway.db'));
+    const state = await openGatewayState({ db });
     try {
-      const approvals = createApprovalStore(db, { timeoutMs: 600_000 });
+      const approvals = approvalStore(state.approvals, { timeoutMs: 600_000 });
       const content = 'c'.repeat(4_000_000);
       const call = {
         session_id: 's1',
@@ -319,21 +321,21 @@ describe('bounded inputs (issue 15 §4)', () => {
         arguments: { path: 'big.txt', content },
         reason: 'policy',
       };
-      const pending = approvals.request(call);
+      const pending = await approvals.request(call);
       const stored = db.prepare('SELECT length(arguments) FROM approvals').pluck().get() as number;
       expect(stored).toBeLessThan(APPROVAL_ARGUMENTS_MAX + 512);
       expect(pending.arguments).toMatchObject({
         _summary: `arguments of ${JSON.stringify(call.arguments).length} characters, cut to the first ${APPROVAL_ARGUMENTS_MAX} to show`,
       });
       expect(String(pending.arguments?.preview)).toMatch(/^\{"path":"big.txt","content":"ccc/);
-      approvals.decide(pending.id, true, 'admin');
+      await approvals.decide(pending.id, true, 'admin');
       // The yes is for exactly that call: one byte more is another call.
-      expect(approvals.approved({ ...call, arguments: { path: 'big.txt', content: `${content}c` } })).toBe(
-        false,
-      );
-      expect(approvals.approved(call)).toBe(true);
+      expect(
+        await approvals.approved({ ...call, arguments: { path: 'big.txt', content: `${content}c` } }),
+      ).toBe(false);
+      expect(await approvals.approved(call)).toBe(true);
     } finally {
-      db.close();
+      await state.close();
       await rm(dir, { recursive: true, force: true });
     }
   });

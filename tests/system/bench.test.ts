@@ -431,6 +431,32 @@ describe('the report', () => {
     );
     expect(text).toContain('After / before: ready 0.50×, idle resident 0.65× (medians).');
     expect(armKey('native', benchTasks('x')[0])).toBe('native:t01-project-overview');
+    // Figure 17: a replica's /health and another session's call under 50 ms while a session's row is held,
+    // and its event loop's p99 under 20 ms under load; a report without them (made before) lists neither.
+    expect(Object.keys(byFigure).filter((f) => f.startsWith('17.'))).toEqual([]);
+    const replicaRun = (healthMax: number, p99: number) => ({
+      disableMs: { p50: 4, p95: 10, max: 12, rounds: 30 },
+      callMs: { sqlite: 3, postgres: 3.5, calls: 400 },
+      lock: {
+        healthMs: { p50: 1.2, max: healthMax },
+        otherCallMs: { p50: 2.5, max: 7 },
+        samples: 20,
+        lockedWaitedMs: 180,
+      },
+      loop: { p50: 10.1, p99, max: 30, clients: 32, seconds: 4, requests: 9000 },
+    });
+    const replicas = (healthMax: number, p99: number) =>
+      goals({ ...results, replicas: replicaRun(healthMax, p99) }).filter((g) => g.figure.startsWith('17.'));
+    const fine = replicas(3, 14);
+    expect(fine.map((g) => g.met)).toEqual([true, true]);
+    expect(fine[0].measured).toBe(
+      "3 ms / 7 ms (p50 1.2 / 2.5 ms; the locked session's request waited 180.00 ms)",
+    );
+    expect(replicas(60, 14).map((g) => g.met)).toEqual([false, true]);
+    expect(replicas(3, 25).map((g) => g.met)).toEqual([true, false]);
+    expect(renderReport({ ...results, replicas: replicaRun(3, 14) })).toContain(
+      '## 17. A gateway replica never waits on PostgreSQL with its event loop',
+    );
   });
 });
 
@@ -442,9 +468,14 @@ describe('npm run bench', () => {
       .filter(
         (f) =>
           f.endsWith('.ts') &&
-          !['run.ts', 'only.ts', 'mock-model-main.ts', 'concurrency-script.ts', 'memory-parts.ts'].includes(
-            f,
-          ),
+          ![
+            'run.ts',
+            'only.ts',
+            'mock-model-main.ts',
+            'concurrency-script.ts',
+            'memory-parts.ts',
+            'gateway-probe.ts',
+          ].includes(f),
       )
       .map((f) => `./bench/${f}`);
     const loaded = spawnSync(

@@ -70,13 +70,13 @@ beforeAll(async () => {
     GATEWAY_PORT: '0',
     TOOL_SERVER_PORT: '0',
     TOOLSETS_DIR: toolsets,
-    // One policy for both replicas (its default is each one's data directory).
-    POLICY_FILE: path.join(toolsets, 'policy.yaml'),
     FS_ROOTS: workspace,
     LOG_LEVEL: 'silent',
     GATEWAY_MCP_TOKEN: MCP,
     GATEWAY_ADMIN_TOKEN: ADMIN,
     GATEWAY_AGENT_TOKEN: AGENT,
+    // Both replicas read one policy (its default place is each one's own data directory).
+    POLICY_FILE: path.join(toolsets, 'policy.yaml'),
     DATABASE_URL: await freshDatabase('replicas'),
   };
   const databaseUrl = env.DATABASE_URL;

@@ -7,12 +7,11 @@ import { createTaskStore } from '../../agent-server/store/store.ts';
 import { loadConfig } from '../../lib/config.ts';
 import { startRetention } from '../../lib/retention.ts';
 import { type Db, openDatabase } from '../../lib/sqlite.ts';
-import { createApprovalStore } from '../../mcp-gateway/ceiling/approvals.ts';
-import { createHandleStore } from '../../mcp-gateway/face/handles.ts';
+import { approvalStore } from '../../mcp-gateway/ceiling/approvals.ts';
+import { handleStore } from '../../mcp-gateway/face/handles.ts';
 import { startGateway } from '../../mcp-gateway/server.ts';
-import { sqliteCallKeyQueries } from '../../mcp-gateway/store/call-keys.ts';
 import { gatewayRetentionRules } from '../../mcp-gateway/store/retention.ts';
-import { createGatewayStore } from '../../mcp-gateway/store/store.ts';
+import { openGatewayState } from '../../mcp-gateway/store/store.ts';
 import { startToolServer } from '../../tool-server/server.ts';
 
 // Issue 15 §4, second bullet: nothing was ever deleted. Retention deletes old rows while the daemon runs and
@@ -29,6 +28,7 @@ async function tempDb(name: string): Promise<Db> {
 }
 
 const DAY = 86_400_000;
+const test = { actor: 'test' };
 const count = (db: Db, sql: string) => (db.prepare(sql).pluck().get() as number) ?? 0;
 
 describe('retention (issue 15 §4)', () => {
@@ -36,10 +36,15 @@ describe('retention (issue 15 §4)', () => {
     const db = await tempDb('gateway.db');
     let clock = Date.now();
     const now = () => clock;
-    const store = createGatewayStore(db);
+    const state = await openGatewayState({ db });
+    const { store } = state;
     // Approvals may wait 60 days here, so one pending since 40 days ago is still pending (and must stay).
-    const approvals = createApprovalStore(db, { timeoutMs: 60 * DAY, now });
-    const handles = createHandleStore(db, { idleMs: DAY, now, onDrop: (ids) => store.dropSessions(ids) });
+    const approvals = approvalStore(state.approvals, { timeoutMs: 60 * DAY, now });
+    const handles = handleStore(state.handles, {
+      idleMs: DAY,
+      now,
+      onDrop: (ids) => store.dropSessions(ids),
+    });
     const keep = loadConfig({ AUDIT_MAX_ROWS: '5000' }).retention;
     expect(keep).toMatchObject({
       auditMs: 30 * DAY,
@@ -48,25 +53,26 @@ describe('retention (issue 15 §4)', () => {
       taskMs: 30 * DAY,
     });
     // Keyed calls: one begun 40 days ago (with its task's fence), one today.
-    const callKeys = sqliteCallKeyQueries(db);
+    const { callKeys } = state;
     const keyed = (key: string, task: string, at: number) =>
       callKeys.begin({ key, session_id: 's', tool: 't', task_id: task, fence: 1, at });
-    keyed('old_key', 'old_task', Date.now() - 40 * DAY);
-    keyed('new_key', 'new_task', Date.now());
+    await keyed('old_key', 'old_task', Date.now() - 40 * DAY);
+    await keyed('new_key', 'new_task', Date.now());
 
     // 40 days ago: 1,200 audit rows (more than two batches), sessions, approvals of every state, a handle.
     clock = Date.now() - 40 * DAY;
-    store.ensureSession('old_rest_session', ['fs_read']);
-    store.ensureSession('old_but_pending', []);
+    await store.activate('old_rest_session', [], ['fs_read']);
+    await store.activate('old_but_pending', [], []);
     for (const [i, status] of ['approve', 'deny', 'expire', 'pending'].entries()) {
-      const a = approvals.request({
+      const a = await approvals.request({
         session_id: status === 'pending' ? 'old_but_pending' : 'old_rest_session',
         kind: 'call',
         subject: `tool_${i}`,
         arguments: { i },
         reason: 'policy',
       });
-      if (status === 'approve' || status === 'deny') approvals.decide(a.id, status === 'approve', 'admin');
+      if (status === 'approve' || status === 'deny')
+        await approvals.decide(a.id, status === 'approve', 'admin');
     }
     await store.flush();
     db.prepare("UPDATE approvals SET status = 'expired', decided_at = ? WHERE subject = 'tool_2'").run(clock);
@@ -82,20 +88,26 @@ describe('retention (issue 15 §4)', () => {
     // Today: recent rows of every kind, and a recently used session created long ago.
     clock = Date.now();
     // A handle last used 40 days ago (minting sweeps idle ones, so it is aged after the fact).
-    const oldHandle = handles.mint(null);
-    store.ensureSession(oldHandle, ['fs_read']);
-    const liveHandle = handles.mint(null);
-    store.ensureSession(liveHandle, ['fs_read']);
+    const oldHandle = await handles.mint(null);
+    await store.activate(oldHandle, [], ['fs_read']);
+    const liveHandle = await handles.mint(null);
+    await store.activate(liveHandle, [], ['fs_read']);
     db.prepare('UPDATE mcp_handles SET created_at = ?, last_used_at = ? WHERE handle = ?').run(
       clock - 40 * DAY,
       clock - 40 * DAY,
       oldHandle,
     );
-    store.ensureSession('new_session', ['fs_read']);
-    store.ensureSession('old_but_used', []);
+    await store.activate('new_session', [], ['fs_read']);
+    await store.activate('old_but_used', [], []);
     db.prepare("UPDATE sessions SET created_at = ? WHERE id = 'old_but_used'").run(oldAt);
-    store.audit({ session_id: 'old_but_used', kind: 'call', subject: 'read_text_file', ok: true });
-    approvals.request({ session_id: 'new_session', kind: 'call', subject: 'x', arguments: {}, reason: 'p' });
+    store.audit({ session_id: 'old_but_used', kind: 'call', subject: 'read_text_file', ok: true }, test);
+    await approvals.request({
+      session_id: 'new_session',
+      kind: 'call',
+      subject: 'x',
+      arguments: {},
+      reason: 'p',
+    });
     await store.flush();
     const counts = () => ({
       audit: count(db, 'SELECT COUNT(*) FROM audit'),
@@ -128,16 +140,18 @@ describe('retention (issue 15 §4)', () => {
     );
     expect(db.prepare('SELECT status FROM approvals').pluck().all()).toEqual(['pending', 'pending']);
     // What survives still works: the live handle resolves to its session with its toolsets.
-    expect(store.activeToolsets(handles.use(liveHandle, null))).toEqual(['fs_read']);
-    await store.close();
+    expect((await store.load(await handles.use(liveHandle, null))).toolsets).toEqual(['fs_read']);
+    await state.close();
   });
 
   it('caps the audit table at AUDIT_MAX_ROWS, oldest first, whatever their age', async () => {
     const db = await tempDb('gateway.db');
-    const store = createGatewayStore(db);
-    const approvals = createApprovalStore(db, { timeoutMs: 600_000 });
-    const handles = createHandleStore(db, { idleMs: DAY });
-    for (let i = 0; i < 2500; i++) store.audit({ session_id: 's', kind: 'call', subject: `t${i}`, ok: true });
+    const state = await openGatewayState({ db });
+    const { store } = state;
+    const approvals = approvalStore(state.approvals, { timeoutMs: 600_000 });
+    const handles = handleStore(state.handles, { idleMs: DAY });
+    for (let i = 0; i < 2500; i++)
+      store.audit({ session_id: 's', kind: 'call', subject: `t${i}`, ok: true }, test);
     await store.flush();
     const keep = loadConfig({ AUDIT_MAX_ROWS: '1000', AUDIT_RETENTION_DAYS: '0' }).retention;
     expect(keep.auditMs).toBe(0);
@@ -146,13 +160,13 @@ describe('retention (issue 15 §4)', () => {
     });
     expect((await retention.runOnce()).audit_over_cap).toBe(1500);
     await retention.stop();
-    const page = store.listAudit({ limit: 1000 });
+    const page = await store.listAudit({ limit: 1000 });
     expect(page.audit).toHaveLength(1000);
     expect(page.audit[0].subject).toBe('t2499');
     expect(page.audit[999].subject).toBe('t1500');
     expect(page.next_cursor).not.toBeNull();
-    expect(store.listAudit({ limit: 10, cursor: page.next_cursor ?? '' }).audit).toEqual([]);
-    await store.close();
+    expect((await store.listAudit({ limit: 10, cursor: page.next_cursor ?? '' })).audit).toEqual([]);
+    await state.close();
   });
 
   it('deletes finished tasks with their events and keeps running, paused and recent ones', async () => {
@@ -258,7 +272,7 @@ describe('retention in the running services', () => {
     // A data directory as a long-running daemon leaves it: 1,200 audit rows and 60 tasks from 40 days ago.
     const old = new Date(Date.now() - 40 * DAY).toISOString();
     const gdb = openDatabase(path.join(dataDir, 'gateway.db'));
-    const gstore = createGatewayStore(gdb);
+    const gstate = await openGatewayState({ db: gdb });
     const add = gdb.prepare(
       "INSERT INTO audit (at, session_id, kind, subject, ok, actor) VALUES (?, 's', 'call', 't', 1, 'agent')",
     );
@@ -266,7 +280,7 @@ describe('retention in the running services', () => {
       for (let i = 0; i < 1200; i++) add.run(old);
       add.run(new Date().toISOString());
     })();
-    gstore.close();
+    await gstate.close();
     const adb = openDatabase(path.join(dataDir, 'agent.db'));
     const tasks = createTaskStore(adb);
     for (let i = 0; i < 60; i++) await tasks.createTask(`task_${i}`, 's', 'old');
@@ -320,8 +334,9 @@ describe('MCP handles and their sessions', () => {
   it('keeps no orphan session after 10,000 handles under a cap of 100, nor after expiry', async () => {
     const db = await tempDb('gateway.db');
     let clock = 1_000_000;
-    const store = createGatewayStore(db);
-    const handles = createHandleStore(db, {
+    const state = await openGatewayState({ db });
+    const { store } = state;
+    const handles = handleStore(state.handles, {
       idleMs: 3_600_000,
       maxPerCredential: 100,
       now: () => clock,
@@ -329,9 +344,8 @@ describe('MCP handles and their sessions', () => {
     });
     for (let i = 0; i < 10_000; i++) {
       clock += 1;
-      const h = handles.mint('mcp-cred');
-      store.ensureSession(h, []);
-      store.activate(h, ['fs_read', 'fs_write']);
+      const h = await handles.mint('mcp-cred');
+      await store.activate(h, ['fs_read', 'fs_write'], []);
     }
     const orphans = () =>
       count(db, 'SELECT COUNT(*) FROM sessions WHERE id NOT IN (SELECT handle FROM mcp_handles)');
@@ -343,12 +357,13 @@ describe('MCP handles and their sessions', () => {
     // Expiry: one handle used after its lifetime, then the rest by the sweep.
     const one = db.prepare('SELECT handle FROM mcp_handles LIMIT 1').pluck().get() as string;
     clock += 3_600_001;
-    expect(() => handles.use(one, 'mcp-cred')).toThrow(/expired/);
+    await expect(handles.use(one, 'mcp-cred')).rejects.toThrow(/expired/);
     expect(count(db, 'SELECT COUNT(*) FROM sessions')).toBe(99);
-    expect(store.activeToolsets(one)).toBeNull();
-    expect(handles.sweep()).toBe(99);
+    expect((await store.load(one)).toolsets).toBeNull();
+    expect(await handles.sweep()).toBe(99);
     expect(count(db, 'SELECT COUNT(*) FROM sessions')).toBe(0);
     expect(count(db, 'SELECT COUNT(*) FROM session_toolsets')).toBe(0);
-    await store.close();
-  });
+    await state.close();
+    // 10,000 mints and activations, each its own commits: a bound on a loaded machine, not a timing.
+  }, 120_000);
 });

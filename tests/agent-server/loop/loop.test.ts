@@ -405,7 +405,7 @@ describe('tool-definition tokens', () => {
       `Activating fs_write would bring the tool definitions to ${n(meta + fsRead + fsWrite)} tokens, over ` +
         `TOOL_TOKEN_BUDGET (${n(budget)}). Deactivate fs_read (${n(fsRead)} tokens) first, then activate fs_write.`,
     );
-    expect(gateway.tools('b1').map((t) => t.toolset)).toEqual(['fs_read', 'fs_read', 'fs_read']);
+    expect((await gateway.tools('b1')).map((t) => t.toolset)).toEqual(['fs_read', 'fs_read', 'fs_read']);
     await gateway.manageToolsets('b1', { action: 'DEACTIVATE', toolset_ids: ['fs_read'] });
     const fits = await gateway.manageToolsets('b1', { action: 'ACTIVATE', toolset_ids: ['fs_write'] });
     expect(fits.change?.active_toolsets).toEqual(['fs_write']);
@@ -460,7 +460,7 @@ describe('tool-definition tokens', () => {
       gateway.manageToolsets('p', { action: 'ACTIVATE', toolset_ids: ['fs_write'] }),
     ]);
     expect(outcomes.map((o) => o.status).sort()).toEqual(['fulfilled', 'rejected']);
-    const active = [...new Set(gateway.tools('p').map((t) => t.toolset))];
+    const active = [...new Set((await gateway.tools('p')).map((t) => t.toolset))];
     expect(active).toHaveLength(1);
     expect(meta + cost(active[0])).toBeLessThanOrEqual(budget);
   });

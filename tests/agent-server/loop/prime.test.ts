@@ -51,8 +51,8 @@ describe('goal-primed toolsets', () => {
     expect(events.findIndex((e) => e.type === 'toolset_change')).toBeLessThan(
       events.findIndex((e) => e.type === 'model_request'),
     );
-    stack.gatewayStore.flush();
-    const { audit } = stack.gatewayStore.listAudit({ limit: 50 });
+    await stack.gatewayStore.flush();
+    const { audit } = await stack.gatewayStore.listAudit({ limit: 50 });
     // The activation is the agent's own for the task (goal priming), the DEACTIVATE the model's.
     const rows = audit
       .filter((r) => r.subject.includes('database_tools') && r.ok)

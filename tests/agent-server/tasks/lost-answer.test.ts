@@ -153,7 +153,7 @@ describe('a lost answer', () => {
     expect(reads[1].body.idempotency_key).toBe(reads[0].body.idempotency_key);
     // The second answer came from the gateway's record: its backend was called once.
     await s.flushWrites();
-    const audited = s.gatewayStore.listAudit({ kind: 'call', limit: 100 }).audit;
+    const audited = (await s.gatewayStore.listAudit({ kind: 'call', limit: 100 })).audit;
     expect(audited.filter((r) => r.subject === 'read_text_file')).toHaveLength(1);
     const read = done.events.find(
       (e: { type: string; data: { name?: string } }) =>

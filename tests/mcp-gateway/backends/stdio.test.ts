@@ -129,7 +129,7 @@ describe('a crashed or hung stdio server', () => {
       /mcp-server-everything stdio stopped during the call to trigger-long-running-operation/,
     );
     expect(failed.error).toMatch(/killed by SIGKILL.*restarted on next use/);
-    const listing = gateway.listToolsets('s').toolsets[0];
+    const listing = (await gateway.listToolsets('s')).toolsets[0];
     expect(listing).toMatchObject({ id: 'everything', health: 'down', active: true });
     expect(listing.health_reason).toMatch(/SIGKILL/);
 

@@ -1,6 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../../client.ts';
-import { withActor } from '../../../mcp-gateway/core/audit-context.ts';
 import { NO_STORED_CREDENTIALS } from '../../helpers/credentials.ts';
 import { asLoopback, makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
@@ -79,10 +78,11 @@ describe('the audit search', () => {
   it('exports every matching row as JSON lines, a page at a time, and `toolshift audit --jsonl` writes them', async () => {
     const s = await searched();
     // More rows than a page of the export (1,000), by another actor.
-    withActor({ actor: 'mcp' }, () => {
-      for (let i = 0; i < 2500; i++)
-        s.gatewayStore.audit({ session_id: 'bulk', kind: 'read', subject: `r${i}`, ok: true });
-    });
+    for (let i = 0; i < 2500; i++)
+      s.gatewayStore.audit(
+        { session_id: 'bulk', kind: 'read', subject: `r${i}`, ok: true },
+        { actor: 'mcp' },
+      );
     const res = await s.gatewayApp.request('/mcp/admin/audit/export?actor=mcp', {
       headers: as(TOKENS.admin),
     });

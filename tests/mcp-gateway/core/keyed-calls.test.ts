@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RefusalCode } from '../../../mcp-gateway/contract.ts';
 import { keyedCall } from '../../../mcp-gateway/core/keyed-calls.ts';
-import { Refusal } from '../../../mcp-gateway/core/refusals.ts';
+import { Refusal } from '../../../mcp-gateway/refusals.ts';
 import type { CallKeyQueries } from '../../../mcp-gateway/store/call-keys.ts';
 import { createToolServerApp } from '../../../tool-server/app.ts';
 import { createCallRecord } from '../../../tool-server/call-record.ts';
@@ -62,8 +62,8 @@ describe('keyed tool calls at the gateway', () => {
     expect(repeat.body).toEqual(first.body);
     expect(await ledger()).toBe('one\nEND');
     // Answered from the gateway's own record: the backend was called once (each backend call is audited).
-    s.gatewayStore.flush();
-    const calls = s.gatewayStore.listAudit({ session_id: 's1', kind: 'call', limit: 100 }).audit;
+    await s.gatewayStore.flush();
+    const calls = (await s.gatewayStore.listAudit({ session_id: 's1', kind: 'call', limit: 100 })).audit;
     expect(calls.filter((r) => r.subject === 'edit_file')).toHaveLength(1);
     // Another key is another call: it runs (and without a key, every call runs).
     expect((await callEdit('two', { idempotency_key: 'task-1:1:1:1:call_b' })).body.success).toBe(true);
@@ -75,7 +75,7 @@ describe('keyed tool calls at the gateway', () => {
   it('says a key is still running (and runs nothing) while its first call has not ended', async () => {
     const { s, ledger, callEdit } = await ledgerStack();
     // Another replica began this key and has not finished it (the shared record says so).
-    s.callKeys.begin({
+    await s.callKeys.begin({
       key: 'task-2:1:1:0:call_a',
       session_id: 's1',
       tool: 'edit_file',
@@ -89,7 +89,7 @@ describe('keyed tool calls at the gateway', () => {
     expect(await ledger()).toBe('END');
     // Once it ends, the repeat gets its outcome: still nothing runs here.
     const outcome = { success: true, result: { from: 'the other replica' }, execution_time_ms: 1 };
-    s.callKeys.finish('task-2:1:1:0:call_a', JSON.stringify({ result: outcome }), Date.now());
+    await s.callKeys.finish('task-2:1:1:0:call_a', JSON.stringify({ result: outcome }), Date.now());
     const after = await callEdit('one', { idempotency_key: 'task-2:1:1:0:call_a' });
     expect(after.body).toEqual(outcome);
     expect(await ledger()).toBe('END');
@@ -138,7 +138,7 @@ describe('keyed tool calls at the gateway', () => {
     const body = { session_id: 's1', arguments: append('approved'), idempotency_key: 'task-4:1:1:0:c' };
     const asked = await s.post(s.gatewayApp, '/mcp/tools/edit_file/call', body);
     expect(asked.body.code).toBe('approval_needed');
-    s.gateway.decideApproval(asked.body.approval.id, true, 'operator');
+    await s.gateway.decideApproval(asked.body.approval.id, true, 'operator');
     const ran = await s.post(s.gatewayApp, '/mcp/tools/edit_file/call', body);
     expect(ran.body.success).toBe(true);
     expect(await readFile(path.join(s.root, 'ledger.txt'), 'utf8')).toBe('approved\nEND');
@@ -149,7 +149,7 @@ describe('keyed tool calls at the gateway', () => {
     const keys = s.callKeys;
     const failing: CallKeyQueries = {
       ...keys,
-      finish: () => {
+      finish: async () => {
         throw new Error('the database is unreachable');
       },
     };
@@ -161,13 +161,15 @@ describe('keyed tool calls at the gateway', () => {
       failing,
       call,
       refuse,
-      () => {},
+      async () => {},
       ran,
       (err) => heard.push(err),
     );
     expect(result).toMatchObject({ success: true, result: 'ran' });
     expect(String(heard[0])).toMatch(/unreachable/);
-    await expect(keyedCall(keys, call, refuse, () => {}, ran)).rejects.toMatchObject({ code: 'in_progress' });
+    await expect(keyedCall(keys, call, refuse, async () => {}, ran)).rejects.toMatchObject({
+      code: 'in_progress',
+    });
     expect(await ledger()).toBe('END');
   });
 
@@ -212,7 +214,7 @@ describe('keyed tool calls at the gateway', () => {
   it('prunes keys and fences older than the cut-off', async () => {
     const { s, callEdit } = await ledgerStack();
     await callEdit('one', { idempotency_key: 'old', fence: { task_id: 'task-5', fence: 7 } });
-    expect(s.callKeys.prune(Date.now() + 1000, 100)).toBe(2);
+    expect(await s.callKeys.prune(Date.now() + 1000, 100)).toBe(2);
     // Forgotten: the key runs again, and the task's fence starts over.
     expect(
       (await callEdit('two', { idempotency_key: 'old', fence: { task_id: 'task-5', fence: 1 } })).body

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { REFUSAL_STATUS } from '../../../mcp-gateway/core/refusals.ts';
+import { REFUSAL_STATUS } from '../../../mcp-gateway/refusals.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 // The gateway's rules refuse with a code (contract.ts RefusalCode); the REST routes answer each code with one

@@ -294,7 +294,7 @@ describe('bounds', () => {
       toolset_ids: ['fs_read'],
       session_id: 'view:fs_write',
     });
-    expect(stack.gatewayStore.activeToolsets('view:fs_write')).toContain('fs_read');
+    expect((await stack.gatewayStore.load('view:fs_write')).toolsets).toContain('fs_read');
     await stack.post(stack.toolApp, '/tools/write_file', { path: 'secret.txt', content: 'not for the view' });
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual([
       'write_file',
@@ -376,17 +376,25 @@ describe('transport security of /mcp', () => {
 describe('session handles', () => {
   it('keeps at most a bounded number per credential, dropping the least recently used', async () => {
     const { openDatabase } = await import('../../../lib/sqlite.ts');
-    const { createHandleStore } = await import('../../../mcp-gateway/face/handles.ts');
+    const { handleStore } = await import('../../../mcp-gateway/face/handles.ts');
+    const { openGatewayState } = await import('../../../mcp-gateway/store/store.ts');
     const { retain } = await import('../../helpers/stack.ts');
     const db = openDatabase(':memory:');
+    const state = await openGatewayState({ db });
     let clock = 0;
-    const handles = createHandleStore(db, { idleMs: 3_600_000, maxPerCredential: 3, now: () => clock++ });
+    const handles = handleStore(state.handles, {
+      idleMs: 3_600_000,
+      maxPerCredential: 3,
+      now: () => clock++,
+    });
     retain(db, handles);
-    const minted = [1, 2, 3, 4].map(() => handles.mint('cred-a'));
-    const other = handles.mint('cred-b');
-    expect(() => handles.use(minted[0], 'cred-a')).toThrow(/Unknown session handle/);
-    for (const h of minted.slice(1)) expect(handles.use(h, 'cred-a')).toBe(h);
-    expect(handles.use(other, 'cred-b')).toBe(other);
+    const minted: string[] = [];
+    for (let i = 0; i < 4; i++) minted.push(await handles.mint('cred-a'));
+    const other = await handles.mint('cred-b');
+    await expect(handles.use(minted[0], 'cred-a')).rejects.toThrow(/Unknown session handle/);
+    for (const h of minted.slice(1)) expect(await handles.use(h, 'cred-a')).toBe(h);
+    expect(await handles.use(other, 'cred-b')).toBe(other);
+    await state.close();
   });
 });
 

@@ -108,9 +108,9 @@ const sessionRoutes = (token: string, id: string) => [
 ];
 
 /** What a session is: its active toolsets and its audit rows. */
-const stateOf = (id: string) => ({
-  active: stack.gatewayStore.activeToolsets(id),
-  audit: stack.gateway.listAudit({ session_id: id, limit: 500 }),
+const stateOf = async (id: string) => ({
+  active: (await stack.gatewayStore.load(id)).toolsets,
+  audit: await stack.gateway.listAudit({ session_id: id, limit: 500 }),
 });
 
 describe("an MCP client's session, named through another door", () => {
@@ -120,7 +120,7 @@ describe("an MCP client's session, named through another door", () => {
     const viewer = await mcpClient(`${base}/mcp/toolsets/fs_read`, TOKENS.mcp);
     expect((await viewer.listTools()).tools.map((t) => t.name)).toContain('read_text_file');
     const view = 'view:fs_read';
-    const before = { handle: stateOf(handle), view: stateOf(view) };
+    const before = { handle: await stateOf(handle), view: await stateOf(view) };
     expect(before.handle.active).toEqual(['fs_write']);
     expect(before.view.active).toEqual(['fs_read']);
 
@@ -148,7 +148,7 @@ describe("an MCP client's session, named through another door", () => {
 
     // Nothing happened in either session: the same toolsets, the same audit, no file, no task, no model call.
     await stack.flushWrites();
-    expect({ handle: stateOf(handle), view: stateOf(view) }).toEqual(before);
+    expect({ handle: await stateOf(handle), view: await stateOf(view) }).toEqual(before);
     expect(existsSync(path.join(stack.root, 'by-rest.txt'))).toBe(false);
     expect(existsSync(path.join(stack.root, 'by-task.txt'))).toBe(false);
     expect(model.requests).toHaveLength(0);
@@ -178,10 +178,10 @@ describe("an MCP client's session, named through another door", () => {
     expect(((await mine.json()) as { tools: { name: string }[] }).tools.map((t) => t.name)).toContain(
       'write_file',
     );
-    const before = stateOf(handle);
+    const before = await stateOf(handle);
     for (const res of await Promise.all(sessionRoutes(TOKENS.agent, handle))) expect(res.status).toBe(400);
     await stack.flushWrites();
-    expect(stateOf(handle)).toEqual(before);
+    expect(await stateOf(handle)).toEqual(before);
     // An id in the face's namespace that no one made is refused too, in the same words.
     const unknown = await rest(TOKENS.admin, 'GET', '/mcp/tools?session_id=mcp_nobody_made_this');
     expect(unknown.status).toBe(400);

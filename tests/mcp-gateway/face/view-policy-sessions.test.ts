@@ -5,7 +5,8 @@ import { Server } from '@modelcontextprotocol/server';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LegacySessions } from '../../../mcp-gateway/face/legacy-sessions.ts';
-import { createLegacySessionStore } from '../../../mcp-gateway/face/legacy-store.ts';
+import { legacySessionStore } from '../../../mcp-gateway/face/legacy-store.ts';
+import { openGatewayState } from '../../../mcp-gateway/store/store.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 // Two gaps left by the first pass on issue 15: a fixed view of a toolset whose ACTIVATION the policy denies
@@ -50,8 +51,8 @@ const nothingStarted = (s: Stack) =>
   Object.values(s.gateway.upstreams()).every((u) => u.pid === undefined && (u.state ?? 'idle') === 'idle');
 
 /** The gateway's audit rows of kind read, as [subject, ok, detail]. */
-function readRows(s: Stack) {
-  void s.flushWrites(); // the SQLite stores write in this turn
+async function readRows(s: Stack) {
+  await s.flushWrites();
   const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
   try {
     return db.prepare("SELECT subject, ok, detail FROM audit WHERE kind = 'read' ORDER BY id").all() as {
@@ -81,7 +82,9 @@ describe('a fixed view of a toolset whose activation the policy denies', () => {
     expect(raw.status).toBe(403);
     expect(raw.body.error).toMatch(/toolset everything may not be activated \(not on this host\)/);
     expect(nothingStarted(stack)).toBe(true);
-    expect(readRows(stack).filter((r) => r.subject === 'everything' && r.ok === 0).length).toBeGreaterThan(0);
+    expect(
+      (await readRows(stack)).filter((r) => r.subject === 'everything' && r.ok === 0).length,
+    ).toBeGreaterThan(0);
   }, 30_000);
 
   it('stops serving a held view the moment a reloaded policy denies it', async () => {
@@ -101,7 +104,7 @@ describe('a fixed view of a toolset whose activation the policy denies', () => {
       /not on this host/,
     );
     await expect(client.listTools()).rejects.toThrow(/not on this host/);
-    const refused = readRows(stack).filter((r) => r.ok === 0);
+    const refused = (await readRows(stack)).filter((r) => r.ok === 0);
     expect(refused.length).toBeGreaterThanOrEqual(4);
     // The gateway itself still answers.
     expect((await stack.get(stack.gatewayApp, '/health')).status).toBe(200);
@@ -109,8 +112,8 @@ describe('a fixed view of a toolset whose activation the policy denies', () => {
 });
 
 /** The gateway session rows behind `id`: its session row and its active toolsets. */
-function sessionRows(s: Stack, id: string) {
-  void s.flushWrites(); // the SQLite stores write in this turn
+async function sessionRows(s: Stack, id: string) {
+  await s.flushWrites();
   const db = new Database(path.join(s.dataDir, 'gateway.db'), { readonly: true });
   try {
     return {
@@ -148,15 +151,15 @@ describe('a legacy MCP session that ends', () => {
     // The toolsets live in the handle the result carries, never under the session id (a bearer secret).
     const handleA = JSON.parse((activated.content as { text: string }[])[0].text).session as string;
     const idA = a.transport.sessionId as string;
-    expect(sessionRows(stack, handleA)).toEqual({ session: true, toolsets: ['fs_read'] });
-    expect(sessionRows(stack, idA)).toEqual({ session: false, toolsets: [] });
+    expect(await sessionRows(stack, handleA)).toEqual({ session: true, toolsets: ['fs_read'] });
+    expect(await sessionRows(stack, idA)).toEqual({ session: false, toolsets: [] });
     expect(storedLegacySessions(stack)).toBe(1);
 
     // The client ends its session as 2025-era clients do: its record goes, its handle stays to be named.
     await a.transport.terminateSession();
     expect(stack.face.legacySessions()).toBe(0);
     expect(storedLegacySessions(stack)).toBe(0);
-    expect(sessionRows(stack, handleA).toolsets).toEqual(['fs_read']);
+    expect((await sessionRows(stack, handleA)).toolsets).toEqual(['fs_read']);
 
     // Eviction: the credential's only slot is taken by an idle session, the next initialize closes it.
     const b = await connectLegacy(stack);
@@ -176,7 +179,8 @@ describe('a legacy MCP session that ends', () => {
     let clock = 1_000_000;
     const ended: string[] = [];
     const db = new Database(':memory:');
-    const store = createLegacySessionStore(db);
+    const state = await openGatewayState({ db });
+    const store = legacySessionStore(state.legacy);
     /** Each session's own gateway session, in the order they were opened. */
     const owners = new Map<string, unknown>();
     const sessions = new LegacySessions({
@@ -224,6 +228,6 @@ describe('a legacy MCP session that ends', () => {
     expect(ended).not.toContain(third);
     expect(sessions.size).toBe(0);
     expect(db.prepare('SELECT COUNT(*) FROM mcp_legacy_sessions').pluck().get()).toBe(1);
-    db.close();
+    await state.close();
   });
 });

@@ -1,4 +1,4 @@
-import type { RefusalCode } from '../contract.ts';
+import type { RefusalCode } from './contract.ts';
 
 // The gateway's rules refuse with a Refusal: a code (contract.ts RefusalCode) and a message the model or the
 // operator can act on. The rules know nothing of HTTP: the REST routes map each code to one status

@@ -1,16 +1,17 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 
-// Who is acting, carried through a request without threading it through every call: the gateway's app sets
-// it per request (the operator, the agent for task X, an MCP client), and every audit row records it.
-
-/** The actor of the current request. */
+/** Who acted: the operator, the model in a task, an MCP client — carried per request, recorded with each audit row. */
 export interface AuditActor {
-  /** `admin`, `model in task <id>`, `agent`, `mcp`, `local` … */
+  /** `admin`, `model in task <id>`, `agent`, `mcp`, `local`, `system` … */
   actor: string;
   task_id?: string;
   /** A digest of the caller's credential (its role without tokens): whose call it is, for fair shares. */
   owner?: string;
 }
+
+// Who is acting, carried through a request without threading it through every call: the gateway's app sets
+// it per request (the operator, the agent for task X, an MCP client), and the rules hand it to the store with
+// every audit row they write (the store takes it as data: it reads nothing of core/).
 
 const storage = new AsyncLocalStorage<AuditActor>();
 

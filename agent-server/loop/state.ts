@@ -7,6 +7,7 @@ import type { GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model, ModelReply, ModelRequest } from '../clients/model.ts';
 import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.ts';
+import type { TaskOutcome } from '../store/interface.ts';
 import { createExposure, type Exposure } from './exposure.ts';
 import type { ApprovalDecision, CallJournal, Emit, PendingCall } from './tool-step.ts';
 
@@ -60,16 +61,8 @@ export interface LoopDeps {
   trace?: { request(request: ModelRequest): void; reply(reply: ModelReply): void };
 }
 
-/** How a task's loop ended. */
-export interface LoopOutcome {
-  status: FinalStatus;
-  final_answer: string | null;
-  error: string | null;
-  steps: number;
-  usage: Usage;
-  toolsets_used: string[];
-  tokens: TokenTotals;
-}
+/** How a task's loop ended: what the store records as the task's end. */
+export type LoopOutcome = TaskOutcome;
 
 /** The loop as it stands: what a snapshot stores, and what the outcome reports. */
 export interface LoopState {

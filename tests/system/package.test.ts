@@ -202,7 +202,7 @@ describe('npm publish, npm i -g, toolshift serve', () => {
       // The data directory is the user's (XDG default under the fresh HOME), said in the ready line.
       const data = path.join(home, '.local', 'share', 'toolshift');
       expect(ready).toContain(
-        'data in ~/.local/share/toolshift, files in ~/.local/share/toolshift/workspace;',
+        'data in ~/.local/share/toolshift (SQLite), files in ~/.local/share/toolshift/workspace;',
       );
       expect(ready).toMatch(/; next: toolshift toolsets$/);
       expect(readdirSync(data)).toEqual(

@@ -18,7 +18,10 @@ process.on('message', (message: string) => {
   } else if (message === 'report') {
     process.send?.({ p50: ms(delay.percentile(50)), p99: ms(delay.percentile(99)), max: ms(delay.max) });
   } else if (message === 'stop') {
-    void gateway.close().finally(() => process.exit(0));
+    gateway
+      .close()
+      .catch((err: unknown) => console.error(err))
+      .finally(() => process.exit(0));
   }
 });
 process.send?.({ url: gateway.url });

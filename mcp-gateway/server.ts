@@ -154,12 +154,16 @@ export async function startGateway(
     onError: (err) => log.warn({ err: err.message }, 'MCP face'),
   });
   // An upstream server's tools changed (list_changed, a withheld definition): MCP clients hear of it.
-  gateway.onCatalogChange(() => void face.announce());
+  // Telling MCP clients is best effort: a client gone meanwhile costs a warning, never the process.
+  const told = (work: Promise<unknown>): void => {
+    work.catch((err: Error) => log.warn({ err: err.message }, 'MCP clients not told of a change'));
+  };
+  gateway.onCatalogChange(() => told(face.announce()));
   // Another replica's change: the ceiling or the defaults (everyone's tools may have changed), a session's
   // toolsets (its MCP clients here hear list_changed), approved pins (released here too).
   const stopListening = state.listen((change) => {
-    if (change.kind === 'settings') void face.announce();
-    else if (change.kind === 'session') void face.toolsChangedIn(change.id);
+    if (change.kind === 'settings') told(face.announce());
+    else if (change.kind === 'session') told(face.toolsChangedIn(change.id));
     else
       catalog
         .repinned(change.id)

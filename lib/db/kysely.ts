@@ -111,8 +111,8 @@ export function postgresDbTracked<DB>(pool: Pool): StoreDb<DB> {
 export type Statement<DB, A, R> = (on: KyselyType<DB>, args: A) => Promise<QueryResult<R>>;
 
 /**
- * Builds a hot statement with Kysely once and compiles it once: `build` gets a placeholder for each named
- * argument (used as plain values), and each run binds the arguments where the placeholders were. A query built
+ * Builds a hot statement with Kysely once and compiles it once: `build` gets a marker value for each named
+ * argument, and each run binds the real arguments where the markers stand in the compiled parameters. A query built
  * on every call costs more to build and compile than SQLite takes to run it; this one costs neither, and
  * SQLite's handle prepares its one SQL text once.
  */

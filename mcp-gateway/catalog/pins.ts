@@ -118,7 +118,9 @@ export function memoryPinStore(): PinStore {
   const pins = new Map<string, Map<string, Pin>>();
   return {
     lastListing: async (id) => listings.get(id) ?? [],
-    saveListing: async (id, definitions) => void listings.set(id, [...definitions]),
+    saveListing: async (id, definitions) => {
+      listings.set(id, [...definitions]);
+    },
     pins: async (id) => (pins.has(id) ? new Map(pins.get(id)) : null),
     async pin(id, added) {
       const current = pins.get(id) ?? new Map<string, Pin>();

@@ -93,8 +93,9 @@ export function auditTrail(
         actor: clip(who.actor, AUDIT_SUBJECT_MAX),
         task_id: who.task_id === undefined ? null : clip(who.task_id, AUDIT_SUBJECT_MAX),
       });
-      if (pending.length >= AUDIT_BATCH) void flush();
-      else timer ??= setTimeout(() => void flush(), AUDIT_DELAY_MS);
+      // A failed append is reported to onWriteError inside write(); nothing is left to reject here.
+      if (pending.length >= AUDIT_BATCH) flush().catch(onWriteError);
+      else timer ??= setTimeout(() => flush().catch(onWriteError), AUDIT_DELAY_MS);
     },
     /** A page of rows, newest first; a listed row's texts are cut in SQL (an old row may hold megabytes). */
     async listAudit(filter: AuditFilter): Promise<AuditPage> {

@@ -130,7 +130,8 @@ export function createDbRunner(options: DbRunnerOptions = {}): DbRunner {
   const start = (): Proc => {
     const proc = spawnProc(env);
     live.add(proc);
-    void proc.exited.then(() => forget(proc));
+    // exited only resolves (on the child's exit); the catch is for the form.
+    proc.exited.then(() => forget(proc)).catch(() => {});
     return proc;
   };
 
@@ -198,10 +199,12 @@ function execute(pool: Pool, proc: Proc, item: Pending): void {
       pool.replace();
       // Answer once the process is gone, so a stopped query is really stopped when the caller hears of it.
       const waited = setTimeout(settle, 2000);
-      void proc.exited.then(() => {
-        clearTimeout(waited);
-        settle();
-      });
+      proc.exited
+        .then(() => {
+          clearTimeout(waited);
+          settle();
+        })
+        .catch(() => {});
     }
     pool.pump();
   };

@@ -1,4 +1,4 @@
-import { readFile, rename, symlink, writeFile } from 'node:fs/promises';
+import { readFile, rename, symlink, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
@@ -503,7 +503,10 @@ describe('repositories and the roots', () => {
     try {
       await rename(repo, path.join(ro.root, 'project'));
       const moved = path.join(ro.root, 'project');
-      await writeFile(path.join(moved, 'a.txt'), 'one\n'); // same content, new mtime: a stale index entry
+      // Same content, a later mtime: a stale index entry that `git diff` would refresh and write back.
+      await writeFile(path.join(moved, 'a.txt'), 'one\n');
+      const later = new Date(Date.now() + 5_000);
+      await utimes(path.join(moved, 'a.txt'), later, later);
       const before = await readFile(path.join(moved, '.git', 'index'));
       const status = await runTool(ro, 'git_status', { repository: moved });
       expect(status.clean).toBe(true);

@@ -39,6 +39,7 @@ export const NEUTRALISING_CONFIG: readonly (readonly [string, string])[] = [
   ['core.hooksPath', '/dev/null'], // post-index-change and every other hook
   ['core.pager', 'cat'], // also --no-pager below
   ['diff.external', ''], // also --no-ext-diff on every diff
+  ['diff.autoRefreshIndex', 'false'], // `git diff` writes a refreshed index back even under --no-optional-locks
   ['log.showSignature', 'false'], // would run gpg.program / gpg.ssh.program
   ['protocol.allow', 'never'], // a lazy fetch (partial clone) would run ssh, upload-pack or ext:: commands
   ['color.ui', 'never'],

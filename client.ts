@@ -14,17 +14,17 @@ import {
 } from './cli/targets.ts';
 import { tasksCommand } from './cli/tasks.ts';
 import { toolsetsCommand } from './cli/toolsets.ts';
-import { readAddresses } from './lib/addresses.ts';
-import { type Config, loadConfig } from './lib/config.ts';
+import { readAddresses } from './lib/config/addresses.ts';
+import { type Config, loadConfig } from './lib/config/config.ts';
 import {
   CREDENTIALS,
   type CredentialVariable,
   storedCredentials,
   variableOfRole,
   withStoredCredentials,
-} from './lib/credentials.ts';
-import { errorOf, ServiceError } from './lib/http-client.ts';
-import { installedVersion } from './lib/installation.ts';
+} from './lib/config/credentials.ts';
+import { installedVersion } from './lib/config/installation.ts';
+import { errorOf, ServiceError } from './lib/http/http-client.ts';
 
 // The toolshift CLI: a thin client of the agent-server and the gateway's admin API. No business logic here.
 

@@ -1,11 +1,11 @@
 import { Hono } from 'hono';
-import { databaseHealth } from '../lib/db-reachability.ts';
-import { HttpError, installBase, route } from '../lib/http.ts';
-import type { ServiceEndpoint } from '../lib/http-client.ts';
-import type { Logger } from '../lib/log.ts';
-import type { Metrics } from '../lib/metrics.ts';
-import { serveOpenApi } from '../lib/openapi.ts';
-import { healthDetail, type Security } from '../lib/security.ts';
+import { databaseHealth } from '../lib/db/reachability.ts';
+import { HttpError, installBase, route } from '../lib/http/http.ts';
+import type { ServiceEndpoint } from '../lib/http/http-client.ts';
+import { serveOpenApi } from '../lib/http/openapi.ts';
+import { healthDetail, type Security } from '../lib/http/security.ts';
+import type { Logger } from '../lib/telemetry/log.ts';
+import type { Metrics } from '../lib/telemetry/metrics.ts';
 import type { ModelHealth } from './clients/model.ts';
 import { installConsole } from './console/routes.ts';
 import type { Logins } from './console/sessions.ts';

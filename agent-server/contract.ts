@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { DatabaseHealth, ErrorBody, type EventStream } from '../lib/contract.ts';
-import { boundedRecord, boundedString, LIMITS, pageLimit } from '../lib/limits.ts';
+import { DatabaseHealth, ErrorBody, type EventStream } from '../lib/http/contract.ts';
+import { boundedRecord, boundedString, LIMITS, pageLimit } from '../lib/http/limits.ts';
 import { OwnSessionId } from '../mcp-gateway/contract.ts';
 import {
   FinalStatus,

@@ -1,16 +1,16 @@
 import path from 'node:path';
-import { recordListening } from '../lib/addresses.ts';
-import type { Config } from '../lib/config.ts';
-import { describeDatabase } from '../lib/db-reachability.ts';
-import { leanFetch } from '../lib/lean-fetch.ts';
-import { createLogger, type Logger } from '../lib/log.ts';
-import { createMetrics } from '../lib/metrics.ts';
-import { startRetention } from '../lib/retention.ts';
-import { securityFor } from '../lib/security.ts';
-import { type Listening, listen } from '../lib/serve.ts';
-import { openDatabase } from '../lib/sqlite.ts';
-import { createTokenCounter } from '../lib/tokens.ts';
-import { startServiceTracing } from '../lib/trace-setup.ts';
+import { recordListening } from '../lib/config/addresses.ts';
+import type { Config } from '../lib/config/config.ts';
+import { describeDatabase } from '../lib/db/reachability.ts';
+import { startRetention } from '../lib/db/retention.ts';
+import { openDatabase } from '../lib/db/sqlite.ts';
+import { leanFetch } from '../lib/http/lean-fetch.ts';
+import { securityFor } from '../lib/http/security.ts';
+import { type Listening, listen } from '../lib/http/serve.ts';
+import { createLogger, type Logger } from '../lib/telemetry/log.ts';
+import { createMetrics } from '../lib/telemetry/metrics.ts';
+import { createTokenCounter } from '../lib/telemetry/tokens.ts';
+import { startServiceTracing } from '../lib/telemetry/trace-setup.ts';
 import { createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
 import { openAIModel } from './clients/model.ts';
@@ -47,7 +47,7 @@ export async function startAgentServer(
   // PostgreSQL's client is loaded only when it is used: the embedded default starts without it.
   const store = config.databaseUrl
     ? await (async (url: string) => {
-        const { openPostgres } = await import('../lib/postgres.ts');
+        const { openPostgres } = await import('../lib/db/postgres.ts');
         const { createPostgresTaskStore } = await import('./store/postgres.ts');
         return createPostgresTaskStore(openPostgres(url, 'agent-server'), storeOptions);
       })(config.databaseUrl)
@@ -69,7 +69,7 @@ export async function startAgentServer(
   const tokens = createTokenCounter(config.tokenizer);
   tokens.text('warm');
   const metrics = createMetrics({ processMetrics: true });
-  // The console's logins: a session cookie becomes a second way in, checked with the rest (lib/security.ts).
+  // The console's logins: a session cookie becomes a second way in, checked with the rest (lib/http/security.ts).
   const consoleGateway = { baseUrl: config.gateway.url };
   const logins = createLogins({
     store,

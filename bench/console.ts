@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { createTaskStore } from '../agent-server/store/store.ts';
-import { loadConfig } from '../lib/config.ts';
-import type { Listening } from '../lib/serve.ts';
-import { openDatabase } from '../lib/sqlite.ts';
+import { loadConfig } from '../lib/config/config.ts';
+import { openDatabase } from '../lib/db/sqlite.ts';
+import type { Listening } from '../lib/http/serve.ts';
 import { startStack } from '../start/stack.ts';
 
 // The console's pages on a full store (bench/run.ts figure 14): 10,000 tasks in the agent's store and 100,000

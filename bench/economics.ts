@@ -1,11 +1,11 @@
-import type { TokenCounter } from '../lib/tokens.ts';
+import type { TokenCounter } from '../lib/telemetry/tokens.ts';
 import type { RecordedRequest, ScriptedTurn } from './mock-model.ts';
 import { ARMS, type Arm } from './tasks.ts';
 
 // Figures 1–4 from the requests the mock model received: tool-definition tokens per request, input tokens and
 // model calls per task, prompt-prefix stability between consecutive requests, and the cost per task with a
 // provider's prompt cache. Every number comes from the bytes that were sent, counted with toolshift's own
-// tokenizer (lib/tokens.ts, o200k_base).
+// tokenizer (lib/telemetry/tokens.ts, o200k_base).
 
 /**
  * The published price the cost estimate uses: OpenAI's API prices for gpt-4.1 per million tokens (input

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { createPostgresTaskStore } from '../agent-server/store/postgres.ts';
-import { openPostgres } from '../lib/postgres.ts';
+import { openPostgres } from '../lib/db/postgres.ts';
 import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
 import { recordRates, stepData } from './event-log.ts';
 

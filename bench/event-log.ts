@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { createTaskStore } from '../agent-server/store/store.ts';
-import { openDatabase } from '../lib/sqlite.ts';
+import { openDatabase } from '../lib/db/sqlite.ts';
 
 // Figure 10, event-log persistence: step records per second through the agent-server's task store
 // (appendEvent as the loop records every step, then the store's group commit) against raw better-sqlite3 inserts of the same rows, each serialised as it is inserted, into a table

@@ -1,5 +1,5 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { loadConfig } from '../lib/config.ts';
+import { loadConfig } from '../lib/config/config.ts';
 import { startGateway } from '../mcp-gateway/server.ts';
 
 // A gateway replica in a process of its own (bench/gateway-replicas.ts, figure 17), configured by the

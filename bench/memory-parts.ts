@@ -32,7 +32,7 @@ async function main(layout: 'one' | 'two') {
   const stages: MemoryStage[] = [reading('node (type stripping, no loader)')];
   const dir = await mkdtemp(path.join(tmpdir(), 'toolshift-memory-'));
   await mkdir(path.join(dir, 'ws'));
-  const { loadConfig } = await import('../lib/config.ts');
+  const { loadConfig } = await import('../lib/config/config.ts');
   const config = loadConfig({
     AGENT_PORT: '0',
     GATEWAY_PORT: '0',
@@ -42,7 +42,7 @@ async function main(layout: 'one' | 'two') {
     FS_ROOTS: path.join(dir, 'ws'),
     LOG_LEVEL: 'silent',
   });
-  const tokens = await import('../lib/tokens.ts');
+  const tokens = await import('../lib/telemetry/tokens.ts');
   let close: () => Promise<void>;
   if (layout === 'one') {
     const { startStack } = await import('../start/stack.ts');

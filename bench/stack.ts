@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { loadConfig } from '../lib/config.ts';
+import { loadConfig } from '../lib/config/config.ts';
 import { startStack } from '../start/stack.ts';
 import type { Tool } from '../tool-server/kit/define.ts';
 

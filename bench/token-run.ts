@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { createTokenCounter } from '../lib/tokens.ts';
+import { createTokenCounter } from '../lib/telemetry/tokens.ts';
 import { armScripts, type PrimedTask, postJson, runArms } from './arms.ts';
 import { writeBenchCatalog } from './catalog.ts';
 import { type Recall, recallOverHttp } from './discovery.ts';

@@ -1,5 +1,5 @@
 import { agentRoutes, type PendingApproval } from '../agent-server/contract.ts';
-import { callRoute, errorOf, type ServiceEndpoint, ServiceError } from '../lib/http-client.ts';
+import { callRoute, errorOf, type ServiceEndpoint, ServiceError } from '../lib/http/http-client.ts';
 import { type Approval, gatewayRoutes } from '../mcp-gateway/contract.ts';
 import { type CliIo, EXIT, UsageError } from './io.ts';
 

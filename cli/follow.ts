@@ -1,6 +1,6 @@
 import { createParser } from 'eventsource-parser';
 import type { ExecuteTaskResponse, TaskEvent } from '../agent-server/contract.ts';
-import { errorOf, type ServiceEndpoint } from '../lib/http-client.ts';
+import { errorOf, type ServiceEndpoint } from '../lib/http/http-client.ts';
 
 // Following a task's event stream (GET /agent/tasks/:id/events) to its `result`, resuming with Last-Event-ID
 // when the connection drops, so a restart of a proxy or a flaky link costs no events.

@@ -1,5 +1,5 @@
-import type { ServiceEndpoint } from '../lib/http-client.ts';
-import { ServiceError } from '../lib/http-client.ts';
+import type { ServiceEndpoint } from '../lib/http/http-client.ts';
+import { ServiceError } from '../lib/http/http-client.ts';
 
 // What the CLI reads and writes, its exit codes, and the errors that choose them. Tests pass their own CliIo.
 

@@ -1,11 +1,11 @@
 import os from 'node:os';
-import { type Addresses, addressesFile, originOf } from '../lib/addresses.ts';
-import type { Config } from '../lib/config.ts';
-import { CREDENTIALS, type CredentialVariable } from '../lib/credentials.ts';
+import { type Addresses, addressesFile, originOf } from '../lib/config/addresses.ts';
+import type { Config } from '../lib/config/config.ts';
+import { CREDENTIALS, type CredentialVariable } from '../lib/config/credentials.ts';
 import { type ServiceName, UnreachableError } from './io.ts';
 
 // Where the CLI sends what. The services' addresses come from the environment the user set (AGENT_URL,
-// GATEWAY_URL), else from those the daemon recorded beside its tokens (lib/addresses.ts), else from HOST and
+// GATEWAY_URL), else from those the daemon recorded beside its tokens (lib/config/addresses.ts), else from HOST and
 // the ports. A token from the environment goes wherever the user pointed the CLI; a token from the
 // credentials file goes only to an origin the daemon that made it recorded for the service it is sent to.
 

@@ -1,5 +1,5 @@
 import { agentRoutes } from '../agent-server/contract.ts';
-import { callRoute, type ServiceEndpoint, ServiceError } from '../lib/http-client.ts';
+import { callRoute, type ServiceEndpoint, ServiceError } from '../lib/http/http-client.ts';
 import { type CliIo, EXIT, UsageError } from './io.ts';
 import { age, createProgress, summary } from './render.ts';
 import { createStyle } from './style.ts';

@@ -1,5 +1,5 @@
-import type { Config } from '../lib/config.ts';
-import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
+import type { Config } from '../lib/config/config.ts';
+import { callRoute, type ServiceEndpoint } from '../lib/http/http-client.ts';
 import { gatewayRoutes } from '../mcp-gateway/contract.ts';
 import { type CliIo, UsageError } from './io.ts';
 

@@ -1,6 +1,6 @@
 import type { ExecuteTaskResponse, PendingApproval, TaskEvent } from '../agent-server/contract.ts';
 import { agentRoutes } from '../agent-server/contract.ts';
-import { callRoute, type ServiceEndpoint } from '../lib/http-client.ts';
+import { callRoute, type ServiceEndpoint } from '../lib/http/http-client.ts';
 import { decide, describePending } from './approvals.ts';
 import { type FollowOptions, followTask } from './follow.ts';
 import { type CliIo, EXIT, rootCause, UnreachableError } from './io.ts';

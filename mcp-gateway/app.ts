@@ -1,11 +1,11 @@
 import { type Context, Hono } from 'hono';
-import type { RouteSpec } from '../lib/contract.ts';
-import { databaseHealth } from '../lib/db-reachability.ts';
-import { HttpError, installBase, type RouteInput, route as register } from '../lib/http.ts';
-import type { Logger } from '../lib/log.ts';
-import type { Metrics } from '../lib/metrics.ts';
-import { serveOpenApi } from '../lib/openapi.ts';
-import { healthDetail, requireRole, type Security } from '../lib/security.ts';
+import { databaseHealth } from '../lib/db/reachability.ts';
+import type { RouteSpec } from '../lib/http/contract.ts';
+import { HttpError, installBase, type RouteInput, route as register } from '../lib/http/http.ts';
+import { serveOpenApi } from '../lib/http/openapi.ts';
+import { healthDetail, requireRole, type Security } from '../lib/http/security.ts';
+import type { Logger } from '../lib/telemetry/log.ts';
+import type { Metrics } from '../lib/telemetry/metrics.ts';
 import { type AuditActor, withActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './catalog/prompts.ts';

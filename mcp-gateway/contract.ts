@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { DatabaseHealth, type EventStream } from '../lib/contract.ts';
-import { boundedString, LIMITS, pageLimit } from '../lib/limits.ts';
+import { DatabaseHealth, type EventStream } from '../lib/http/contract.ts';
+import { boundedString, LIMITS, pageLimit } from '../lib/http/limits.ts';
 import { ErrorBody, Health, ToolResult } from '../tool-server/contract.ts';
 import { SessionId, ToolsetId } from './contract/base.ts';
 import {

@@ -103,12 +103,13 @@ function tsFiles(dir: string): string[] {
 
 /**
  * A service's contract: its contract.ts, or a file of its contract/ folder (parts contract.ts re-exports); or
- * lib/contract.ts and lib/limits.ts, the base they are written on (a route, an event stream, the error body, the
+ * lib/http/contract.ts and lib/http/limits.ts, the base they are written on (a route, an event stream, the error body, the
  * bounds on what a client sends).
  */
 function isContractFile(root: string, file: string): boolean {
   const rel = path.relative(root, file);
-  if (rel === path.join('lib', 'contract.ts') || rel === path.join('lib', 'limits.ts')) return true;
+  if (rel === path.join('lib', 'http', 'contract.ts') || rel === path.join('lib', 'http', 'limits.ts'))
+    return true;
   const service = serviceOf(root, file);
   if (!service) return false;
   return (

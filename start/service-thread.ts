@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import type { Config } from '../lib/config.ts';
-import { keepRunningOnUnhandledRejection } from '../lib/run-service.ts';
-import type { Listening } from '../lib/serve.ts';
+import type { Config } from '../lib/config/config.ts';
+import { keepRunningOnUnhandledRejection } from '../lib/http/run-service.ts';
+import type { Listening } from '../lib/http/serve.ts';
 import { startGateway } from '../mcp-gateway/server.ts';
 import { startToolServer } from '../tool-server/server.ts';
 

@@ -1,12 +1,12 @@
 import os from 'node:os';
 import path from 'node:path';
 import { startAgentServer } from '../agent-server/server.ts';
-import type { Config } from '../lib/config.ts';
-import { CREDENTIALS, type CredentialVariable } from '../lib/credentials.ts';
-import { describeDatabase } from '../lib/db-reachability.ts';
-import { installationDir } from '../lib/installation.ts';
-import { isLoopbackHost } from '../lib/security.ts';
-import type { Listening } from '../lib/serve.ts';
+import type { Config } from '../lib/config/config.ts';
+import { CREDENTIALS, type CredentialVariable } from '../lib/config/credentials.ts';
+import { installationDir } from '../lib/config/installation.ts';
+import { describeDatabase } from '../lib/db/reachability.ts';
+import { isLoopbackHost } from '../lib/http/security.ts';
+import type { Listening } from '../lib/http/serve.ts';
 import { startGateway } from '../mcp-gateway/server.ts';
 import type { Tool } from '../tool-server/kit/define.ts';
 import { startToolServer } from '../tool-server/server.ts';

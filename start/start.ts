@@ -1,6 +1,6 @@
-import { type Config, loadConfig } from '../lib/config.ts';
-import { withCredentials } from '../lib/credentials.ts';
-import { runService } from '../lib/run-service.ts';
+import { type Config, loadConfig } from '../lib/config/config.ts';
+import { withCredentials } from '../lib/config/credentials.ts';
+import { runService } from '../lib/http/run-service.ts';
 import { checkPublicBind, readyLine } from './stack.ts';
 import { startServices, threadsWanted } from './threads.ts';
 

@@ -1,8 +1,8 @@
 import { Worker } from 'node:worker_threads';
 import { startAgentServer } from '../agent-server/server.ts';
-import type { Config } from '../lib/config.ts';
-import { siblingModule } from '../lib/installation.ts';
-import type { Listening } from '../lib/serve.ts';
+import type { Config } from '../lib/config/config.ts';
+import { siblingModule } from '../lib/config/installation.ts';
+import type { Listening } from '../lib/http/serve.ts';
 import type { ServiceThreadData, ServiceThreadMessage } from './service-thread.ts';
 import { startStack } from './stack.ts';
 

@@ -1,10 +1,10 @@
 import { Hono } from 'hono';
-import { installBase, route } from '../lib/http.ts';
-import type { Logger } from '../lib/log.ts';
-import type { Metrics } from '../lib/metrics.ts';
-import { serveOpenApi } from '../lib/openapi.ts';
-import { healthDetail, type Security } from '../lib/security.ts';
-import { GENAI, trace } from '../lib/tracing.ts';
+import { installBase, route } from '../lib/http/http.ts';
+import { serveOpenApi } from '../lib/http/openapi.ts';
+import { healthDetail, type Security } from '../lib/http/security.ts';
+import type { Logger } from '../lib/telemetry/log.ts';
+import type { Metrics } from '../lib/telemetry/metrics.ts';
+import { GENAI, trace } from '../lib/telemetry/tracing.ts';
 import { type CallRecord, createCallRecord } from './call-record.ts';
 import * as contract from './contract.ts';
 import { IDEMPOTENCY_HEADER, toolServerRoutes as routes, SESSION_HEADER } from './contract.ts';

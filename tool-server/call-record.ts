@@ -1,4 +1,4 @@
-import { HttpError } from '../lib/http.ts';
+import { HttpError } from '../lib/http/http.ts';
 import type { ToolResult } from './contract.ts';
 
 // The tool-server's own record of keyed calls (the gateway's Idempotency-Key): a repeat of a key joins the

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ErrorBody } from '../lib/contract.ts';
+import { ErrorBody } from '../lib/http/contract.ts';
 
 // The tool-server's HTTP API. Consumers (the gateway) import this file and nothing else of the service.
 

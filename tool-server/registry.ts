@@ -1,4 +1,4 @@
-import { HttpError } from '../lib/http.ts';
+import { HttpError } from '../lib/http/http.ts';
 import type { ToolDefinition, ToolResult } from './contract.ts';
 import { parametersOf, type Tool, type ToolContext } from './kit/define.ts';
 import { ToolError, ToolInputError } from './kit/errors.ts';

@@ -1,4 +1,4 @@
-import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
+import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http/http-client.ts';
 import {
   BY_AGENT_HEADER,
   type CallFence,

@@ -103,7 +103,7 @@ function isTlsError(code: string): boolean {
   return /^(ERR_SSL_|ERR_TLS_|EPROTO$)|CERT|_SIGNATURE$|SELF_SIGNED|^UNABLE_TO_/.test(code);
 }
 
-/** The configuration variable of the model's API key (lib/config.ts). */
+/** The configuration variable of the model's API key (lib/config/config.ts). */
 const KEY_VARIABLE = 'OPENAI_API_KEY';
 
 /** What a provider's error body said, without the status the SDK puts in front of it (often more than once). */

@@ -1,14 +1,14 @@
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
-import { HttpError, type RouteSpec, route } from '../../lib/http.ts';
-import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
+import { HttpError, type RouteSpec, route } from '../../lib/http/http.ts';
+import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http/http-client.ts';
 import { ApproveToolsetRequest, gatewayRoutes } from '../../mcp-gateway/contract.ts';
 import type { Can } from './pages.ts';
 
 // The operator's changes from the console (enable and disable toolsets, approve withheld upstream tools, reload
 // the toolset files), relayed to the gateway with the operator's own token: the gateway checks it too.
 
-/** The console's JSON routes for them, read and checked by lib/http.ts as every contract route is. */
+/** The console's JSON routes for them, read and checked by lib/http/http.ts as every contract route is. */
 const actionRoutes = {
   toggle: {
     method: 'post',

@@ -1,5 +1,5 @@
-import { databaseHealth, StoreUnavailable } from '../../lib/db-reachability.ts';
-import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
+import { databaseHealth, StoreUnavailable } from '../../lib/db/reachability.ts';
+import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http/http-client.ts';
 import { gatewayRoutes } from '../../mcp-gateway/contract.ts';
 import type { ModelHealth } from '../clients/model.ts';
 import type { TaskStatus } from '../contract.ts';
@@ -18,7 +18,7 @@ export interface OverviewDeps {
   modelHealth?: () => ModelHealth;
   /** The model the tasks use: its name and endpoint (absent: OpenAI's default). */
   model?: { name: string; baseURL?: string };
-  /** Which database the agent-server uses, in words (lib/db-reachability.ts describeDatabase). */
+  /** Which database the agent-server uses, in words (lib/db/reachability.ts describeDatabase). */
   database?: string;
 }
 

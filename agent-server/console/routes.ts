@@ -4,8 +4,8 @@ import type { Context, Hono } from 'hono';
 import { html } from 'hono/html';
 import { secureHeaders } from 'hono/secure-headers';
 import { z } from 'zod';
-import { HttpError, type RouteSpec, route } from '../../lib/http.ts';
-import { callRoute, errorOf, type ServiceEndpoint } from '../../lib/http-client.ts';
+import { HttpError, type RouteSpec, route } from '../../lib/http/http.ts';
+import { callRoute, errorOf, type ServiceEndpoint } from '../../lib/http/http-client.ts';
 import { AUDIT_KINDS, AuditSearch, gatewayRoutes } from '../../mcp-gateway/contract.ts';
 import type { ModelHealth } from '../clients/model.ts';
 import { TaskStatus } from '../contract.ts';
@@ -32,7 +32,7 @@ import { toolsetsPage } from './toolsets-page.ts';
 // The web console, served by the agent-server at /console: pages rendered here from the agent's store and the
 // gateway's contract routes (called with the logged-in user's own token, so the gateway decides what each role
 // may do, as for the API), a stylesheet and three script modules; the operator's actions are in actions.ts.
-// lib/security.ts lets a request in by its session cookie, a change only with the login's CSRF token.
+// lib/http/security.ts lets a request in by its session cookie, a change only with the login's CSRF token.
 
 export interface ConsoleDeps {
   agent: Agent;
@@ -92,7 +92,7 @@ const pageHeaders = secureHeaders({
 const Token = z.strictObject({ token: z.string().min(1).max(512) });
 
 /**
- * The console's JSON routes, read and checked by lib/http.ts as every contract route is (body limits, JSON
+ * The console's JSON routes, read and checked by lib/http/http.ts as every contract route is (body limits, JSON
  * depth, the schema's message); they are the console's own, not part of the agent-server's API document.
  */
 const consoleRoutes = {

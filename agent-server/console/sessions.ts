@@ -1,15 +1,15 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import type { Context } from 'hono';
 import { deleteCookie, setCookie } from 'hono/cookie';
-import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http-client.ts';
-import { HttpError } from '../../lib/http-error.ts';
+import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http/http-client.ts';
+import { HttpError } from '../../lib/http/http-error.ts';
 import {
   type ConsoleDoor,
   type ConsoleLogin,
   type Role,
   type Security,
   tokenMatches,
-} from '../../lib/security.ts';
+} from '../../lib/http/security.ts';
 import { gatewayRoutes } from '../../mcp-gateway/contract.ts';
 import type { TaskStore } from '../store/interface.ts';
 
@@ -77,7 +77,7 @@ export function cookieName(c: Context): string {
   return `toolshift_console_${port}`;
 }
 
-/** The console's logins: the door lib/security.ts lets them in by, and logging in and out. */
+/** The console's logins: the door lib/http/security.ts lets them in by, and logging in and out. */
 export function createLogins(deps: LoginDeps) {
   const { store } = deps;
 

@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
-import type { ConsoleLogin } from '../../lib/security.ts';
+import type { ConsoleLogin } from '../../lib/http/security.ts';
 import type { ExecuteTaskResponse, TaskEvent } from '../contract.ts';
 import type { TaskStore } from '../store/store.ts';
 import { type Agent, resultOf } from '../tasks/agent.ts';

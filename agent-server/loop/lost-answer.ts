@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions';
-import { ServiceError } from '../../lib/http-client.ts';
+import { ServiceError } from '../../lib/http/http-client.ts';
 import type { CallFence, GatewayTool, ToolResult } from '../../mcp-gateway/contract.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
 import { MANAGE_TOOLSETS } from './manage-toolsets.ts';

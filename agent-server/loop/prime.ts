@@ -1,4 +1,4 @@
-import { LIMITS } from '../../lib/limits.ts';
+import { LIMITS } from '../../lib/http/limits.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import { runManageToolsets } from './manage-toolsets.ts';
 import type { Emit } from './tool-step.ts';

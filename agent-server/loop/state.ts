@@ -2,7 +2,7 @@ import type {
   ChatCompletionMessageFunctionToolCall,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
-import type { TokenCounter } from '../../lib/tokens.ts';
+import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model, ModelReply, ModelRequest } from '../clients/model.ts';

@@ -1,6 +1,6 @@
 import type { ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions';
-import type { ServiceError } from '../../lib/http-client.ts';
-import { type JsonInputError, nestsDeeperThan, parseJson } from '../../lib/json.ts';
+import type { ServiceError } from '../../lib/http/http-client.ts';
+import { type JsonInputError, nestsDeeperThan, parseJson } from '../../lib/http/json.ts';
 import { Approval } from '../../mcp-gateway/contract.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
 import { CALL_TOOL, dispatchTarget, notOffered, withDefinitions } from './dispatch.ts';

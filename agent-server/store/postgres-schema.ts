@@ -1,4 +1,4 @@
-// The PostgreSQL task store's schema, as numbered steps applied once each in order (lib/postgres.ts
+// The PostgreSQL task store's schema, as numbered steps applied once each in order (lib/db/postgres.ts
 // migrate; recorded in schema_migrations under `agent-server`). A released step is never edited: a change is
 // the next one, with a fixture of the database before it (tests/fixtures/agent-store/).
 

@@ -1,12 +1,12 @@
 import type { QueryResultRow } from 'pg';
-import { StoreUnavailable } from '../../lib/db-reachability.ts';
 import {
   inTransaction,
   listenPostgres,
   migratePostgres,
   type Pool,
   reachabilityOf,
-} from '../../lib/postgres.ts';
+} from '../../lib/db/postgres.ts';
+import { StoreUnavailable } from '../../lib/db/reachability.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
 import {
   type ClaimedRow,

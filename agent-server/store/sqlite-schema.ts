@@ -1,6 +1,6 @@
-import type { Db } from '../../lib/sqlite.ts';
+import type { Db } from '../../lib/db/sqlite.ts';
 
-// The SQLite task store's schema, as numbered steps applied once each in order (lib/sqlite.ts migrate). A
+// The SQLite task store's schema, as numbered steps applied once each in order (lib/db/sqlite.ts migrate). A
 // released step is never edited: a change is the next one, with a fixture of the database before it
 // (tests/fixtures/agent-store/).
 
@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS task_events (
 `;
 
 /**
- * The schema's versions (lib/sqlite.ts migrateSqlite). A database made before migrations were recorded has
+ * The schema's versions (lib/db/sqlite.ts migrateSqlite). A database made before migrations were recorded has
  * the tables and perhaps some of the columns: step 1 only creates what is missing, step 2 adds each column
  * it lacks.
  */

@@ -1,4 +1,4 @@
-import { createWriteBatch, type Db, migrateSqlite } from '../../lib/sqlite.ts';
+import { createWriteBatch, type Db, migrateSqlite } from '../../lib/db/sqlite.ts';
 import type { EventType, Task, TaskEvent } from '../contract.ts';
 import { type ClaimedRow, SQLITE_CLAIM_SQL, toClaimed } from './claims.ts';
 import {
@@ -23,7 +23,7 @@ export { MIGRATIONS };
 
 /**
  * The SQLite task store: creates or migrates the tables and returns the task queries. Event records are
- * committed together a few milliseconds after they are written (lib/sqlite.ts createWriteBatch): a step's five
+ * committed together a few milliseconds after they are written (lib/db/sqlite.ts createWriteBatch): a step's five
  * or six rows in one commit, every read flushing first, a failure given to `onWriteError`. A task's creation,
  * claim, checkpoint, calls, pause and end are committed at once and reject when they fail. Every method does
  * its work in the turn it is called in (the promises only carry the result). Leases are kept as in the
@@ -450,7 +450,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
     onTaskEvents: () => () => {},
     onTaskEnd: () => () => {},
     wake: async () => {},
-    /** Retention (lib/retention.ts): deletes at most `limit` tasks finished before `before` (ISO), with their events. */
+    /** Retention (lib/db/retention.ts): deletes at most `limit` tasks finished before `before` (ISO), with their events. */
     async pruneTasks(before: string, limit: number): Promise<number> {
       batch.flush();
       return q.prune.run(before, before, limit).changes;

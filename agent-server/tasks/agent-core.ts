@@ -1,4 +1,4 @@
-import { createTokenCounter } from '../../lib/tokens.ts';
+import { createTokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { PendingApproval, Task } from '../contract.ts';
 import type { LoopSnapshot } from '../loop/loop.ts';
 import type { TaskStore } from '../store/interface.ts';

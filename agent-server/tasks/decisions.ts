@@ -1,4 +1,4 @@
-import { HttpError } from '../../lib/http.ts';
+import { HttpError } from '../../lib/http/http.ts';
 import type { PendingApproval } from '../contract.ts';
 import { type AgentCore, resumePaused } from './agent-core.ts';
 import { relayDecision, unknownOutcomeDecision } from './relay.ts';

@@ -1,5 +1,5 @@
-import type { Logger } from '../../lib/log.ts';
-import type { TokenCounter } from '../../lib/tokens.ts';
+import type { Logger } from '../../lib/telemetry/log.ts';
+import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model } from '../clients/model.ts';
 import type { ExecuteTaskResponse, TaskEvent, ToolExposure } from '../contract.ts';

@@ -1,4 +1,4 @@
-import { StoreUnavailable } from '../../lib/db-reachability.ts';
+import { StoreUnavailable } from '../../lib/db/reachability.ts';
 import type { ExecuteTaskResponse } from '../contract.ts';
 import type { TaskStore } from '../store/interface.ts';
 import type { TaskListener } from './deps.ts';

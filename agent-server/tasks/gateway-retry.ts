@@ -1,4 +1,4 @@
-import { ServiceError } from '../../lib/http-client.ts';
+import { ServiceError } from '../../lib/http/http-client.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 
 // A running task's view of the gateway while the gateway's database (PostgreSQL) is unreachable, or the

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram } from 'prom-client';
-import type { Metrics } from '../../lib/metrics.ts';
+import type { Metrics } from '../../lib/telemetry/metrics.ts';
 
-// The agent-server's own series, on the service's registry (lib/metrics.ts adds HTTP and tool calls).
+// The agent-server's own series, on the service's registry (lib/telemetry/metrics.ts adds HTTP and tool calls).
 
 const SECONDS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
 const TOKENS = [0, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000];

@@ -1,5 +1,5 @@
-import { type Logger, shapeOf } from '../../lib/log.ts';
-import { recordToolCall } from '../../lib/metrics.ts';
+import { type Logger, shapeOf } from '../../lib/telemetry/log.ts';
+import { recordToolCall } from '../../lib/telemetry/metrics.ts';
 import type { TaskEvent } from '../contract.ts';
 import type { AgentMetrics } from './metrics.ts';
 

@@ -1,5 +1,5 @@
-import { HttpError } from '../../lib/http.ts';
-import { ServiceError } from '../../lib/http-client.ts';
+import { HttpError } from '../../lib/http/http.ts';
+import { ServiceError } from '../../lib/http/http-client.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
 import type { ExecuteTaskRequest } from '../contract.ts';
 import { decisionBy, type HumanDecision } from './approval-wait.ts';

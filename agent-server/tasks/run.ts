@@ -1,5 +1,5 @@
-import { currentRequestId } from '../../lib/request-id.ts';
-import { withSpanHolder } from '../../lib/tracing.ts';
+import { currentRequestId } from '../../lib/http/request-id.ts';
+import { withSpanHolder } from '../../lib/telemetry/tracing.ts';
 import type { Model } from '../clients/model.ts';
 import type { EventType, PendingApproval, TaskEvent, ToolExposure } from '../contract.ts';
 import { TaskStoppedError } from '../errors.ts';
@@ -106,7 +106,7 @@ export function launchTask(
     clearTimeout(timer);
     return endTask(t, outcome, Math.round(performance.now() - started));
   };
-  // The task's calls carry its current span (lib/tracing.ts), whichever attempt that is.
+  // The task's calls carry its current span (lib/telemetry/tracing.ts), whichever attempt that is.
   const done = traced ? withSpanHolder(traced, run) : run();
   w.running.set(taskId, { controller, listeners, done });
   // A task that could not record its end rejects `done` for its waiters; nobody waiting is no crash.

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { HttpError } from '../../lib/http.ts';
+import { HttpError } from '../../lib/http/http.ts';
 import type { ExecuteTaskRequest } from '../contract.ts';
 import { ModelNotConfiguredError } from '../errors.ts';
 import type { AgentCore } from './agent-core.ts';

@@ -1,5 +1,5 @@
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { ATTRIBUTE_VALUE_LIMIT, GENAI, type Span, TOOLSHIFT } from '../../lib/tracing.ts';
+import { ATTRIBUTE_VALUE_LIMIT, GENAI, type Span, TOOLSHIFT } from '../../lib/telemetry/tracing.ts';
 import type { ModelReply } from '../clients/model.ts';
 import type { ToolExposure } from '../contract.ts';
 

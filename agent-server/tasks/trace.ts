@@ -10,7 +10,7 @@ import {
   TOOLSHIFT,
   trace,
   tracingOf,
-} from '../../lib/tracing.ts';
+} from '../../lib/telemetry/tracing.ts';
 import type { ModelReply, ModelRequest } from '../clients/model.ts';
 import type { EventType, PendingApproval } from '../contract.ts';
 import {
@@ -32,14 +32,14 @@ export type { StoredTrace, TaskTraceInfo };
 // from the task's own events (tasks/run.ts's emit), which already say when each model call and tool call
 // starts and ends. A wait for a human ends the attempt (so a task that waits hours is not one day-long span);
 // the decision starts the next attempt, a new trace linked to the one before. The task's HTTP calls to the
-// gateway carry the current span (lib/tracing.ts: the holder), so the gateway, the tool-server and any
+// gateway carry the current span (lib/telemetry/tracing.ts: the holder), so the gateway, the tool-server and any
 // upstream MCP server join the same trace.
 
 /** The agent's name in gen_ai.agent.name and the attempt span's name. */
 const AGENT = 'toolshift';
 
 export class TaskTrace implements SpanHolder {
-  /** What the task's outgoing calls carry now (lib/tracing.ts); undefined between attempts. */
+  /** What the task's outgoing calls carry now (lib/telemetry/tracing.ts); undefined between attempts. */
   current: Span | undefined;
   private attempt: Span | undefined;
   private chat: Span | undefined;

@@ -1,4 +1,4 @@
-import type { TokenCounter } from '../../lib/tokens.ts';
+import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { EventType, ExecuteTaskResponse, ToolExposure } from '../contract.ts';
 import type { ApprovalWaiter } from './approval-wait.ts';

@@ -12,7 +12,7 @@ import {
 } from 'kysely';
 import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
 import type pg from 'pg';
-import { type Pool, reachabilityOf } from '../postgres.ts';
+import { type Pool, reachabilityOf } from './postgres.ts';
 
 // One store per service, written once: its statements are built with Kysely, and run on either database —
 // SQLite through better-sqlite3 (the embedded default) or PostgreSQL through a pg pool (DATABASE_URL). What
@@ -54,20 +54,20 @@ function preparedOnce(database: Database.Database) {
   };
 }
 
-/** Kysely over an open better-sqlite3 handle (lib/sqlite.ts openDatabase: WAL, busy timeout). */
+/** Kysely over an open better-sqlite3 handle (lib/db/sqlite.ts openDatabase: WAL, busy timeout). */
 export function sqliteDb<DB>(database: Database.Database): StoreDb<DB> {
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: preparedOnce(database) }) });
   return { db, dialect: 'sqlite', close: () => db.destroy() };
 }
 
-/** Kysely over a pg pool (lib/postgres.ts openPostgres: bounded, statement time limit, reachability). */
+/** Kysely over a pg pool (lib/db/postgres.ts openPostgres: bounded, statement time limit, reachability). */
 export function postgresDb<DB>(pool: Pool): StoreDb<DB> {
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   return { db, dialect: 'postgres', close: () => db.destroy() };
 }
 
 /**
- * Kysely over a pg pool whose every statement says whether the server answered (lib/postgres.ts
+ * Kysely over a pg pool whose every statement says whether the server answered (lib/db/postgres.ts
  * reachabilityOf: /health, the pool's probe while it is down): one that cannot reach it rejects with
  * StoreUnavailable (503 and Retry-After to a request), and while the server is down a statement fails at once
  * rather than waiting to connect, until the probe finds it back. A statement's own error (a constraint) is

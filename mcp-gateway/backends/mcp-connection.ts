@@ -8,8 +8,8 @@ import {
   StreamableHTTPClientTransport,
   type Tool,
 } from '@modelcontextprotocol/client';
-import type { Logger } from '../../lib/log.ts';
-import { traceMeta } from '../../lib/tracing.ts';
+import type { Logger } from '../../lib/telemetry/log.ts';
+import { traceMeta } from '../../lib/telemetry/tracing.ts';
 import { IDEMPOTENCY_META } from '../../tool-server/contract.ts';
 import { FairSlots } from './fair-slots.ts';
 import { limitedFetch, type MessageTooLargeError } from './message-limit.ts';

@@ -1,4 +1,4 @@
-import { callRoute, type ServiceEndpoint } from '../../lib/http-client.ts';
+import { callRoute, type ServiceEndpoint } from '../../lib/http/http-client.ts';
 import {
   IDEMPOTENCY_HEADER,
   SESSION_HEADER,

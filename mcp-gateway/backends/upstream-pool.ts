@@ -1,4 +1,4 @@
-import type { Logger } from '../../lib/log.ts';
+import type { Logger } from '../../lib/telemetry/log.ts';
 
 // The stdio upstream servers one gateway runs, as a bounded pool. Each server is one process per gateway
 // replica (a server that keeps state, such as the memory server's graph, must not be split between two

@@ -1,4 +1,4 @@
-import type { Logger } from '../../lib/log.ts';
+import type { Logger } from '../../lib/telemetry/log.ts';
 import type { UpstreamPool } from '../backends/upstream-pool.ts';
 import type { PinStore } from './pins.ts';
 import type { ToolsetSources, ToolsetSpec } from './toolset-files.ts';

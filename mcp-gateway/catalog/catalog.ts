@@ -1,5 +1,5 @@
 import type { Tool } from '@modelcontextprotocol/client';
-import { createLogger } from '../../lib/log.ts';
+import { createLogger } from '../../lib/telemetry/log.ts';
 import type { Backend } from '../backends/backend.ts';
 import { mcpToolsetBackend } from '../backends/mcp-backend.ts';
 import { McpConnection, type UpstreamStatus } from '../backends/mcp-connection.ts';

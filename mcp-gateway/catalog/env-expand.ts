@@ -1,4 +1,4 @@
-import { EnvSchema } from '../../lib/config.ts';
+import { EnvSchema } from '../../lib/config/config.ts';
 import { PUBLIC_VARIABLES } from '../backends/redactor.ts';
 
 // `${VAR}` references in toolset files: filled from the environment when a file is loaded, and the
@@ -8,7 +8,7 @@ import { PUBLIC_VARIABLES } from '../backends/redactor.ts';
 
 const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 
-/** Every variable toolshift reads as a setting (lib/config.ts), and the families its settings come in. */
+/** Every variable toolshift reads as a setting (lib/config/config.ts), and the families its settings come in. */
 const SETTINGS: ReadonlySet<string> = new Set(Object.keys(EnvSchema.shape));
 // Also what its libraries read from the environment: libpq's PG* (the pg driver takes PGPASSWORD, PGUSER,
 // PGHOST … when DATABASE_URL leaves them out) and Node's own NODE_* (NODE_OPTIONS, NODE_EXTRA_CA_CERTS …).

@@ -2,8 +2,8 @@ import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import Handlebars from 'handlebars';
 import { z } from 'zod';
-import { describeIssues } from '../../lib/issues.ts';
-import { readYamlFile, YamlFileError } from '../../lib/yaml-file.ts';
+import { readYamlFile, YamlFileError } from '../../lib/config/yaml-file.ts';
+import { describeIssues } from '../../lib/http/issues.ts';
 
 // Playbook prompts: YAML files in PROMPTS_DIR, each a named template with declared arguments, rendered
 // strictly with Handlebars ({{var}}, {{#if var}}…{{/if}}). Served on the MCP face (prompts/list, prompts/get),

@@ -1,8 +1,8 @@
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { z } from 'zod';
-import { installationDir, userDataDir } from '../../lib/installation.ts';
-import { readYamlFile, YamlFileError } from '../../lib/yaml-file.ts';
+import { installationDir, userDataDir } from '../../lib/config/installation.ts';
+import { readYamlFile, YamlFileError } from '../../lib/config/yaml-file.ts';
 import type { McpServerSpec } from '../backends/mcp-connection.ts';
 import { Redactor } from '../backends/redactor.ts';
 import { expandVariables, isToolshiftSetting, referencedVariables } from './env-expand.ts';

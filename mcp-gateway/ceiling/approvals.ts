@@ -151,7 +151,7 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
       const row = await q.get(id);
       return row ? show(row) : null;
     },
-    /** Retention (lib/retention.ts): deletes at most `limit` approvals decided (or expired) before `before` (ms). */
+    /** Retention (lib/db/retention.ts): deletes at most `limit` approvals decided (or expired) before `before` (ms). */
     async prune(before: number, limit: number): Promise<number> {
       await expire(q);
       return q.prune(before, limit);

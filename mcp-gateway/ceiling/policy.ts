@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
 import picomatch from 'picomatch';
 import { z } from 'zod';
-import { describeIssues } from '../../lib/issues.ts';
-import { parseYamlText, readYamlFile, YamlFileError } from '../../lib/yaml-file.ts';
+import { parseYamlText, readYamlFile, YamlFileError } from '../../lib/config/yaml-file.ts';
+import { describeIssues } from '../../lib/http/issues.ts';
 
 // The operator's policy: allow / ask / deny rules by tool name or glob, by toolset, and by annotation, for
 // calls and for activations, first match wins. Read from POLICY_FILE; enforced in the gateway, so every

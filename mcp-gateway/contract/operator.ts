@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boundedRecord, boundedString, LIMITS } from '../../lib/limits.ts';
+import { boundedRecord, boundedString, LIMITS } from '../../lib/http/limits.ts';
 import { SessionId, ToolsetId } from './base.ts';
 import { ToolsetInfo } from './toolsets.ts';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boundedList, boundedString, LIMITS } from '../../lib/limits.ts';
+import { boundedList, boundedString, LIMITS } from '../../lib/http/limits.ts';
 import { ToolAnnotations } from '../../tool-server/contract.ts';
 import { SessionId } from './base.ts';
 

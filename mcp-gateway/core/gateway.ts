@@ -1,7 +1,7 @@
-import type { Logger } from '../../lib/log.ts';
-import { serialiser } from '../../lib/serialiser.ts';
-import { createTokenCounter, type TokenCounter } from '../../lib/tokens.ts';
-import { trace } from '../../lib/tracing.ts';
+import { serialiser } from '../../lib/db/serialiser.ts';
+import type { Logger } from '../../lib/telemetry/log.ts';
+import { createTokenCounter, type TokenCounter } from '../../lib/telemetry/tokens.ts';
+import { trace } from '../../lib/telemetry/tracing.ts';
 import { currentActor } from '../audit-context.ts';
 import { UpstreamError } from '../backends/mcp-connection.ts';
 import { type Catalog, CatalogError } from '../catalog/catalog.ts';

@@ -1,5 +1,5 @@
-import { ServiceError } from '../../lib/http-client.ts';
-import { GENAI, inSpan, MCP, SpanKind, TOOLSHIFT } from '../../lib/tracing.ts';
+import { ServiceError } from '../../lib/http/http-client.ts';
+import { GENAI, inSpan, MCP, SpanKind, TOOLSHIFT } from '../../lib/telemetry/tracing.ts';
 import { currentActor } from '../audit-context.ts';
 import type { CatalogTool } from '../catalog/build.ts';
 import type { CallFence, RefusalCode, ToolResult } from '../contract.ts';

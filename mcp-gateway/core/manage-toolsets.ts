@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { describeIssues } from '../../lib/issues.ts';
-import { boundedList, boundedString, LIMITS } from '../../lib/limits.ts';
+import { describeIssues } from '../../lib/http/issues.ts';
+import { boundedList, boundedString, LIMITS } from '../../lib/http/limits.ts';
 import type {
   ChangeToolsetsRequest,
   ChangeToolsetsResponse,

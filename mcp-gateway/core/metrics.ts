@@ -1,5 +1,5 @@
 import { Counter, Gauge } from 'prom-client';
-import { type Metrics, observeToolCall } from '../../lib/metrics.ts';
+import { type Metrics, observeToolCall } from '../../lib/telemetry/metrics.ts';
 import type { Gateway } from './gateway.ts';
 
 // The gateway's metrics, recorded around the rules of gateway.ts (whoever calls them: the REST routes, the

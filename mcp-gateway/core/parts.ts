@@ -1,4 +1,4 @@
-import type { Logger } from '../../lib/log.ts';
+import type { Logger } from '../../lib/telemetry/log.ts';
 import type { Catalog } from '../catalog/catalog.ts';
 import type { Ceiling } from '../ceiling/ceiling.ts';
 import type { ListToolsetsResponse } from '../contract.ts';

@@ -6,10 +6,10 @@ import {
   WebStandardStreamableHTTPServerTransport,
 } from '@modelcontextprotocol/server';
 import type { Context, Hono } from 'hono';
-import { HttpError } from '../../lib/http.ts';
-import { JsonInputError, parseJson } from '../../lib/json.ts';
-import { bodyText } from '../../lib/node-request.ts';
-import { requireRole } from '../../lib/security.ts';
+import { HttpError } from '../../lib/http/http.ts';
+import { JsonInputError, parseJson } from '../../lib/http/json.ts';
+import { bodyText } from '../../lib/http/node-request.ts';
+import { requireRole } from '../../lib/http/security.ts';
 import { FACE_SESSION_PREFIXES, isFaceSessionId, OWN_SESSION_RULE } from '../contract.ts';
 import type { Gateway } from '../core/gateway.ts';
 import { Refusal } from '../refusals.ts';
@@ -18,7 +18,7 @@ import { LegacySessions } from './legacy-sessions.ts';
 import type { LegacySessionStore } from './legacy-store.ts';
 import { buildFaceServer, type FaceDeps, type PromptSource } from './server-factory.ts';
 
-// toolshift as an MCP server, on the gateway's app (so every request has passed lib/security.ts: Host,
+// toolshift as an MCP server, on the gateway's app (so every request has passed lib/http/security.ts: Host,
 // Origin, Content-Type, token). `/mcp` serves both eras: 2026-07-28 requests go to a stateless handler whose
 // tools/list is always [manage_toolsets, call_tool]; 2025-era requests to sessionful legacy serving (kept
 // across restarts). On both, per-conversation toolsets live in a handle any later connection can name. Fixed

@@ -7,10 +7,10 @@ import {
   Server,
   type Tool,
 } from '@modelcontextprotocol/server';
-import { HttpError } from '../../lib/http.ts';
-import { describeIssues } from '../../lib/issues.ts';
-import { LIMITS } from '../../lib/limits.ts';
-import { extractContext, GENAI, inSpan, MCP, type Span, SpanKind } from '../../lib/tracing.ts';
+import { HttpError } from '../../lib/http/http.ts';
+import { describeIssues } from '../../lib/http/issues.ts';
+import { LIMITS } from '../../lib/http/limits.ts';
+import { extractContext, GENAI, inSpan, MCP, type Span, SpanKind } from '../../lib/telemetry/tracing.ts';
 import { CALL_TOOL, FACE_SESSION_PREFIXES, MANAGE_TOOLSETS, RenderPromptRequest } from '../contract.ts';
 import type { Gateway } from '../core/gateway.ts';
 import { validManageArgs } from '../core/manage-toolsets.ts';

@@ -142,7 +142,7 @@ export function auditTrail(
       const last = audit.at(-1);
       return { audit, next_cursor: audit.length === filter.limit && last ? String(last.id) : null };
     },
-    /** Retention (lib/retention.ts): deletes at most `limit` rows written before `before` (ISO). */
+    /** Retention (lib/db/retention.ts): deletes at most `limit` rows written before `before` (ISO). */
     async pruneAudit(before: string, limit: number): Promise<number> {
       const oldest = db.selectFrom('audit').select('id').where('at', '<', before).orderBy('at').limit(limit);
       const res = await db.deleteFrom('audit').where('id', 'in', oldest).executeTakeFirst();

@@ -97,7 +97,7 @@ async function createTables(db: Kysely<unknown>, pg: boolean): Promise<void> {
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('created_at', 'text', (c) => c.notNull())
     .execute();
-  // A session's rows go with it (ON DELETE CASCADE; lib/sqlite.ts turns SQLite's foreign keys on).
+  // A session's rows go with it (ON DELETE CASCADE; lib/db/sqlite.ts turns SQLite's foreign keys on).
   await table('session_toolsets')
     .addColumn('session_id', 'text', (c) => c.notNull().references('sessions.id').onDelete('cascade'))
     .addColumn('toolset_id', 'text', (c) => c.notNull())

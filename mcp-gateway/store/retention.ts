@@ -1,5 +1,5 @@
-import type { Config } from '../../lib/config.ts';
-import type { RetentionRule } from '../../lib/retention.ts';
+import type { Config } from '../../lib/config/config.ts';
+import type { RetentionRule } from '../../lib/db/retention.ts';
 import type { CallKeyQueries, GatewayStore } from './interface.ts';
 
 // What the gateway prunes (README "Limits and retention"): audit rows by age and by count, approvals decided or

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
 import { migrate, postgresDbTracked, type StoreDb, sqliteDb, statement } from '../../lib/db/kysely.ts';
-import { listenPostgres, openPostgres, type Pool } from '../../lib/postgres.ts';
-import { type Db, openDatabase } from '../../lib/sqlite.ts';
+import { listenPostgres, openPostgres, type Pool } from '../../lib/db/postgres.ts';
+import { type Db, openDatabase } from '../../lib/db/sqlite.ts';
 import type { Pin, PinnedDefinition } from '../catalog/pins.ts';
 import { approvalQueries } from './approvals.ts';
 import type { AuditActor, AuditEntry, AuditFilter, AuditPage, AuditRow } from './audit.ts';

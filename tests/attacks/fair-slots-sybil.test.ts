@@ -1,6 +1,6 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type Listening, listen } from '../../lib/serve.ts';
+import { type Listening, listen } from '../../lib/http/serve.ts';
 import { startMcpHttpServer, text } from '../helpers/mcp-http-server.ts';
 import { makeStack, type Stack } from '../helpers/stack.ts';
 

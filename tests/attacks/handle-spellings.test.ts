@@ -1,6 +1,6 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Listening, listen } from '../../lib/serve.ts';
+import { type Listening, listen } from '../../lib/http/serve.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
 
 // Attack on issue 32 item 5 ("ids of another credential's handle are refused on every route"). Spellings of a

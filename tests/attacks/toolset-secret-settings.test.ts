@@ -6,7 +6,7 @@ import { makeStack, type Stack } from '../helpers/stack.ts';
 // Attack on issue 32 item 2 ("a toolset never expands toolshift's own settings unless the operator lists them
 // under allow_toolshift_settings"). "toolshift's own settings" is computed as EnvSchema's keys plus OPENAI_*
 // and TOOLSHIFT_*. toolshift also reads the OpenTelemetry exporter's settings (documented in
-// docs/configuration.md / lib/config-docs.ts), among them OTEL_EXPORTER_OTLP_HEADERS, which carries the
+// docs/configuration.md / lib/config/config-docs.ts), among them OTEL_EXPORTER_OTLP_HEADERS, which carries the
 // tracing backend's `Authorization` — those are in EnvSchema and refused (green). But toolshift's PostgreSQL
 // connection also takes libpq's variables from the environment through the pg driver (PGPASSWORD, PGUSER,
 // PGHOST…, used when DATABASE_URL leaves them out — checked below on pg's ConnectionParameters): a toolset

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 // Attack on issue 32 item 6 ("no file can stop the start": every parse of toolsets, policy, prompts, imports
-// is that file's error, skipped and named). lib/yaml-file.ts bounds a file by statSync().size and then
+// is that file's error, skipped and named). lib/config/yaml-file.ts bounds a file by statSync().size and then
 // readFileSync()s it. A FIFO (or a symlink to one) reports size 0 and readFileSync blocks the whole process
 // until a writer appears: a named pipe dropped in the toolsets folder, as POLICY_FILE, or in the prompts
 // folder makes the gateway's load (start, or a reload on the event loop) hang forever instead of being

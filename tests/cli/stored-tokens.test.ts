@@ -8,11 +8,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../client.ts';
-import { addressesFile, readAddresses, recordAddress, recordListening } from '../../lib/addresses.ts';
-import { loadConfig } from '../../lib/config.ts';
-import { withCredentials } from '../../lib/credentials.ts';
-import { userDataDir } from '../../lib/installation.ts';
-import type { Listening } from '../../lib/serve.ts';
+import { addressesFile, readAddresses, recordAddress, recordListening } from '../../lib/config/addresses.ts';
+import { loadConfig } from '../../lib/config/config.ts';
+import { withCredentials } from '../../lib/config/credentials.ts';
+import { userDataDir } from '../../lib/config/installation.ts';
+import type { Listening } from '../../lib/http/serve.ts';
 import { startStack } from '../../start/stack.ts';
 
 // Stored tokens go only to the daemon that made them: the CLI run in a repository whose .env names a

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { CredentialVariable } from '../../lib/credentials.ts';
+import type { CredentialVariable } from '../../lib/config/credentials.ts';
 
 /** The token a daemon started on `dataDir` made for `variable` (read as the CLI reads it). */
 export function storedToken(dataDir: string, variable: CredentialVariable): string {

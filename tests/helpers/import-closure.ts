@@ -3,7 +3,7 @@ import path from 'node:path';
 
 // What a running toolshift loads, found from its entry points: every relative module reached by a runtime
 // import (static, re-export, dynamic with a literal path) or started as a worker or child process
-// (`siblingModule(import.meta.url, './x.ts')`, lib/installation.ts), and the packages imported by name.
+// (`siblingModule(import.meta.url, './x.ts')`, lib/config/installation.ts), and the packages imported by name.
 // Type-only imports are left out: Node's type stripping erases them.
 
 const RUNTIME_IMPORT =

@@ -4,9 +4,9 @@ import {
   databaseHealth,
   StoreUnavailable,
   unreachable,
-} from '../../lib/db-reachability.ts';
+} from '../../lib/db/reachability.ts';
 
-// Whether a service's database can be reached, as its statements found it (lib/db-reachability.ts): what
+// Whether a service's database can be reached, as its statements found it (lib/db/reachability.ts): what
 // /health says, and what a request that needs the database is answered while it cannot be.
 
 const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });

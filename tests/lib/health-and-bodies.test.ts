@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Listening, listen } from '../../lib/serve.ts';
+import { type Listening, listen } from '../../lib/http/serve.ts';
 import { makeStack } from '../helpers/stack.ts';
 
 // Three small holes from the adversarial review, shown by what a client on a real socket gets: /health told

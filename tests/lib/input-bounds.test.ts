@@ -6,8 +6,8 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../client.ts';
-import { LIMITS } from '../../lib/limits.ts';
-import { openDatabase } from '../../lib/sqlite.ts';
+import { openDatabase } from '../../lib/db/sqlite.ts';
+import { LIMITS } from '../../lib/http/limits.ts';
 import { APPROVAL_ARGUMENTS_MAX, approvalStore } from '../../mcp-gateway/ceiling/approvals.ts';
 import { LISTED_DETAIL_MAX, LISTED_SUBJECT_MAX } from '../../mcp-gateway/store/audit.ts';
 import { openGatewayState } from '../../mcp-gateway/store/store.ts';

@@ -1,9 +1,9 @@
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { loadConfig, reachableHost } from '../../lib/config.ts';
-import { installBase, MAX_BODY_BYTES, route } from '../../lib/http.ts';
-import { callRoute, ServiceError } from '../../lib/http-client.ts';
+import { loadConfig, reachableHost } from '../../lib/config/config.ts';
+import { installBase, MAX_BODY_BYTES, route } from '../../lib/http/http.ts';
+import { callRoute, ServiceError } from '../../lib/http/http-client.ts';
 import { asLoopback, log, openSecurity } from '../helpers/stack.ts';
 
 describe('configuration', () => {

@@ -1,9 +1,9 @@
 import { Writable } from 'node:stream';
 import { Hono } from 'hono';
 import { afterEach, describe, expect, it } from 'vitest';
-import { installBase } from '../../lib/http.ts';
-import { createLogger, shapeOf } from '../../lib/log.ts';
-import { createMetrics } from '../../lib/metrics.ts';
+import { installBase } from '../../lib/http/http.ts';
+import { createLogger, shapeOf } from '../../lib/telemetry/log.ts';
+import { createMetrics } from '../../lib/telemetry/metrics.ts';
 import { makeStack, openSecurity, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
 
 // /metrics behind each service's checks, HTTP series by route pattern, and the log formats.

@@ -1,13 +1,13 @@
 import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { agentRoutes, EventType } from '../../agent-server/contract.ts';
-import { MAX_BODY_BYTES, type RouteSpec } from '../../lib/http.ts';
+import { MAX_BODY_BYTES, type RouteSpec } from '../../lib/http/http.ts';
 import { gatewayRoutes, mcpFaceRoutes } from '../../mcp-gateway/contract.ts';
 import { toolServerRoutes } from '../../tool-server/contract.ts';
 import { answer, call, calls, ScriptedModel } from '../helpers/scripted-model.ts';
 import { makeStack, type Stack } from '../helpers/stack.ts';
 
-// Each service's /openapi.json: generated from the contract (lib/openapi.ts), clean under Redocly's recommended
+// Each service's /openapi.json: generated from the contract (lib/http/openapi.ts), clean under Redocly's recommended
 // rules, and true to what the service answers.
 
 let stack: Stack | undefined;

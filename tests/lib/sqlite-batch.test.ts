@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createWriteBatch, type Db, GROUP_COMMIT_MS, openDatabase } from '../../lib/sqlite.ts';
+import { createWriteBatch, type Db, GROUP_COMMIT_MS, openDatabase } from '../../lib/db/sqlite.ts';
 
-// Writes committed together a few milliseconds after they are queued (lib/sqlite.ts): what another reader of the file sees, and that a
+// Writes committed together a few milliseconds after they are queued (lib/db/sqlite.ts): what another reader of the file sees, and that a
 // write that fails never takes the rest of its batch with it.
 
 let dir: string;

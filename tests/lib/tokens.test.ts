@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { Tiktoken } from 'js-tiktoken/lite';
 import { describe, expect, it } from 'vitest';
-import { createTokenCounter, leanEncoder, ranksOf, TOKENIZERS } from '../../lib/tokens.ts';
+import { createTokenCounter, leanEncoder, ranksOf, TOKENIZERS } from '../../lib/telemetry/tokens.ts';
 
-// The lean rank-map loader (lib/tokens.ts) must encode exactly as js-tiktoken's own constructor does: same
+// The lean rank-map loader (lib/telemetry/tokens.ts) must encode exactly as js-tiktoken's own constructor does: same
 // token ids for text in many scripts, code, JSON and the benchmark's real tool definitions.
 
 const SAMPLES = [

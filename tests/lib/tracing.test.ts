@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../lib/config.ts';
+import { loadConfig } from '../../lib/config/config.ts';
 import {
   extractContext,
   inSpan,
@@ -10,10 +10,10 @@ import {
   startTracing,
   traceHeaders,
   tracingOn,
-} from '../../lib/tracing.ts';
+} from '../../lib/telemetry/tracing.ts';
 import { startOtlpReceiver } from '../helpers/otlp.ts';
 
-// lib/tracing.ts and its settings: the standard OTEL_* variables read and refused with reasons; off, nothing
+// lib/telemetry/tracing.ts and its settings: the standard OTEL_* variables read and refused with reasons; off, nothing
 // happens; the sampler decides what is exported; a collector that is down costs a warning, not a crash.
 
 const SECRET = 'sk-unit-secret-123456';

@@ -2,10 +2,10 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-// The process-level handler every service's main script installs (lib/run-service.ts): a promise rejected
+// The process-level handler every service's main script installs (lib/http/run-service.ts): a promise rejected
 // with nothing to handle it is logged, and the process goes on serving. Node's default ends the process.
 
-const RUN_SERVICE = path.resolve('lib/run-service.ts');
+const RUN_SERVICE = path.resolve('lib/http/run-service.ts');
 
 /**
  * Runs a script that rejects a promise nobody handles, then answers once more from a timer: Node deals with the

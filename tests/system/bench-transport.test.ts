@@ -2,8 +2,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { callRoute, ServiceError } from '../../lib/http-client.ts';
-import { leanFetch } from '../../lib/lean-fetch.ts';
+import { callRoute, ServiceError } from '../../lib/http/http-client.ts';
+import { leanFetch } from '../../lib/http/lean-fetch.ts';
 
 // The transports the benchmark made faster, over a real loopback socket: callRoute's undici request (no
 // test fetch given) keeps its deadline, abort and error semantics; leanFetch gives a fetch client (the

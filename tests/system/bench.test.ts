@@ -13,7 +13,7 @@ import { completion, goalMarker, type RecordedRequest, startMockModel } from '..
 import { RECORDED_SERVER_NAME, startRecordedServer } from '../../bench/recorded-server.ts';
 import { renderReport } from '../../bench/report.ts';
 import { ARMS, benchTasks, scriptFor } from '../../bench/tasks.ts';
-import { createTokenCounter } from '../../lib/tokens.ts';
+import { createTokenCounter } from '../../lib/telemetry/tokens.ts';
 import { makeStack, type Stack } from '../helpers/stack.ts';
 
 // The benchmark's own parts: the recorded-catalog backend, the catalog it writes, the tasks in their three

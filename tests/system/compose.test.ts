@@ -5,10 +5,10 @@ import path from 'node:path';
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { loadConfig } from '../../lib/config.ts';
-import { withCredentials } from '../../lib/credentials.ts';
-import { installBase } from '../../lib/http.ts';
-import { type ServiceName, securityFor } from '../../lib/security.ts';
+import { loadConfig } from '../../lib/config/config.ts';
+import { withCredentials } from '../../lib/config/credentials.ts';
+import { installBase } from '../../lib/http/http.ts';
+import { type ServiceName, securityFor } from '../../lib/http/security.ts';
 import { log } from '../helpers/stack.ts';
 
 interface Service {

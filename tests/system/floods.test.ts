@@ -9,10 +9,10 @@ import { createGatewayClient } from '../../agent-server/clients/gateway.ts';
 import type { Model } from '../../agent-server/clients/model.ts';
 import { createTaskStore } from '../../agent-server/store/store.ts';
 import { createAgent } from '../../agent-server/tasks/agent.ts';
-import { DEFAULT_FLOOD_LIMITS, type FloodLimits } from '../../lib/flood.ts';
-import { installBase } from '../../lib/http.ts';
-import { type Listening, listen } from '../../lib/serve.ts';
-import { openDatabase } from '../../lib/sqlite.ts';
+import { openDatabase } from '../../lib/db/sqlite.ts';
+import { DEFAULT_FLOOD_LIMITS, type FloodLimits } from '../../lib/http/flood.ts';
+import { installBase } from '../../lib/http/http.ts';
+import { type Listening, listen } from '../../lib/http/serve.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
 import { createPromptCatalog } from '../../mcp-gateway/catalog/prompts.ts';
 import {

@@ -5,8 +5,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { loadConfig } from '../../lib/config.ts';
-import type { Listening } from '../../lib/serve.ts';
+import { loadConfig } from '../../lib/config/config.ts';
+import type { Listening } from '../../lib/http/serve.ts';
 import { startGateway } from '../../mcp-gateway/server.ts';
 import { startToolServer } from '../../tool-server/server.ts';
 import { freshDatabase } from '../helpers/postgres.ts';
@@ -29,7 +29,7 @@ let b: Listening;
 
 /**
  * Waits until `count` gateway replicas listen for each other's changes: each holds a connection whose last
- * statement was LISTEN (lib/postgres.ts, listenPostgres), seen in pg_stat_activity.
+ * statement was LISTEN (lib/db/postgres.ts, listenPostgres), seen in pg_stat_activity.
  */
 async function listening(url: string, count: number): Promise<void> {
   const { default: pg } = await import('pg');

@@ -13,7 +13,7 @@ import { importClosure } from '../helpers/import-closure.ts';
 const ROOT = process.cwd();
 /** What the image runs: bin/toolshift.js (CMD, and every compose service's command). */
 const ENTRY = 'bin/toolshift.js';
-/** Read at run time by path, not imported: the installation's manifest (lib/installation.ts), toolsets, prompts. */
+/** Read at run time by path, not imported: the installation's manifest (lib/config/installation.ts), toolsets, prompts. */
 const RUNTIME_FILES = ['package.json', 'toolsets/policy.yaml', 'toolsets/file_system_tools.yaml', 'prompts'];
 
 interface Instruction {
@@ -94,7 +94,7 @@ describe('the image (Dockerfile)', () => {
     // Every COPY of the build context carries something the image needs: each one's removal is caught.
     expect(needed).toEqual(copyLines);
     const withoutLib = dockerfile.replace('COPY lib ./lib\n', '');
-    expect(missing(withoutLib, closure.files)).toContain('lib/config.ts');
+    expect(missing(withoutLib, closure.files)).toContain('lib/config/config.ts');
   });
 
   it('installs only production dependencies, and every package the code imports is one', () => {

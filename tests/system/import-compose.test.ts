@@ -3,7 +3,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { loadConfig } from '../../lib/config.ts';
+import { loadConfig } from '../../lib/config/config.ts';
 
 // docker-compose.yml and the user's toolsets: the gateway container loads them from a mounted directory,
 // the one `toolshift toolsets import` writes to when run in this checkout, apart from the shipped toolsets.

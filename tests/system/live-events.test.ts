@@ -7,7 +7,7 @@ import type { CompleteOptions, Model, ModelReply, ModelRequest } from '../../age
 import type { TaskEvent } from '../../agent-server/contract.ts';
 import { createTaskStore } from '../../agent-server/store/store.ts';
 import { createAgent } from '../../agent-server/tasks/agent.ts';
-import { openDatabase } from '../../lib/sqlite.ts';
+import { openDatabase } from '../../lib/db/sqlite.ts';
 import { answer, call, calls } from '../helpers/scripted-model.ts';
 import { allSse, readSse } from '../helpers/sse.ts';
 import {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAgentServer } from '../../agent-server/server.ts';
-import { loadConfig } from '../../lib/config.ts';
+import { loadConfig } from '../../lib/config/config.ts';
 import { startGateway } from '../../mcp-gateway/server.ts';
 import { startToolServer } from '../../tool-server/server.ts';
 

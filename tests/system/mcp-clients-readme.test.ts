@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../lib/config.ts';
-import { type Listening, listen } from '../../lib/serve.ts';
+import { loadConfig } from '../../lib/config/config.ts';
+import { type Listening, listen } from '../../lib/http/serve.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../helpers/stack.ts';
 
 // Issue 16: the client snippets, as people paste them — Claude Desktop through mcp-remote, VS Code's

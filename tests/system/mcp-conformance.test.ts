@@ -4,8 +4,8 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../lib/config.ts';
-import type { Listening } from '../../lib/serve.ts';
+import { loadConfig } from '../../lib/config/config.ts';
+import type { Listening } from '../../lib/http/serve.ts';
 import { startStack } from '../../start/stack.ts';
 
 // The official MCP conformance suite against the gateway's /mcp, over real HTTP. The suite needs Node 22:

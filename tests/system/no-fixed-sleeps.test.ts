@@ -40,7 +40,9 @@ describe('the tests', () => {
     const files = readdirSync('tests', { recursive: true, withFileTypes: true })
       .filter((e) => e.isFile() && /\.(ts|mts|mjs|js)$/.test(e.name))
       .map((e) => path.join(e.parentPath, e.name))
-      .filter((f) => !f.startsWith(path.join('tests', 'fixtures')) && !f.split(path.sep).includes('node_modules'))
+      .filter(
+        (f) => !f.startsWith(path.join('tests', 'fixtures')) && !f.split(path.sep).includes('node_modules'),
+      )
       // This file names the shapes it looks for.
       .filter((f) => f !== path.join('tests', 'system', 'no-fixed-sleeps.test.ts'));
     expect(files.length).toBeGreaterThan(100);

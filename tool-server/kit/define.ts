@@ -1,6 +1,6 @@
 import type { z } from 'zod';
-import { jsonSchema } from '../../lib/http.ts';
-import { describeIssues } from '../../lib/issues.ts';
+import { jsonSchema } from '../../lib/http/http.ts';
+import { describeIssues } from '../../lib/http/issues.ts';
 import type { ToolAnnotations } from '../contract.ts';
 import type { PathGuard } from '../guards/paths/guard.ts';
 import { ToolInputError } from './errors.ts';

@@ -41,7 +41,7 @@ describe('the OpenAI-compatible model client', () => {
     await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
     const port = (probe.address() as { port: number }).port;
     await new Promise<void>((r) => probe.close(() => r()));
-    const { leanFetch } = await import('../../../lib/lean-fetch.ts');
+    const { leanFetch } = await import('../../../lib/http/lean-fetch.ts');
     const m = openAIModel({
       baseURL: `http://127.0.0.1:${port}/v1`,
       timeoutMs: 5000,

@@ -2,8 +2,8 @@ import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../lib/config.ts';
-import type { Listening } from '../../../lib/serve.ts';
+import { loadConfig } from '../../../lib/config/config.ts';
+import type { Listening } from '../../../lib/http/serve.ts';
 import { startStack } from '../../../start/stack.ts';
 
 // The console's door, in process and without a browser: what a login stores (no token, no secret on disk),

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadOverview } from '../../../agent-server/console/overview.ts';
 import { overviewPage } from '../../../agent-server/console/pages.ts';
-import { loadConfig } from '../../../lib/config.ts';
-import { createReachability, describeDatabase } from '../../../lib/db-reachability.ts';
+import { loadConfig } from '../../../lib/config/config.ts';
+import { createReachability, describeDatabase } from '../../../lib/db/reachability.ts';
 import { readyLine } from '../../../start/stack.ts';
 import { answer, ScriptedModel } from '../../helpers/scripted-model.ts';
 import { makeStack, type Stack } from '../../helpers/stack.ts';

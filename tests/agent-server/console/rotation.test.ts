@@ -4,8 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../lib/config.ts';
-import type { Listening } from '../../../lib/serve.ts';
+import { loadConfig } from '../../../lib/config/config.ts';
+import type { Listening } from '../../../lib/http/serve.ts';
 import { startStack } from '../../../start/stack.ts';
 import { testDatabaseFor } from '../../helpers/stack.ts';
 

@@ -5,8 +5,8 @@ import { createGatewayClient } from '../../../agent-server/clients/gateway.ts';
 import type { ModelRequest } from '../../../agent-server/clients/model.ts';
 import { createTaskStore } from '../../../agent-server/store/store.ts';
 import { createAgent } from '../../../agent-server/tasks/agent.ts';
-import { loadConfig } from '../../../lib/config.ts';
-import { openDatabase } from '../../../lib/sqlite.ts';
+import { loadConfig } from '../../../lib/config/config.ts';
+import { openDatabase } from '../../../lib/db/sqlite.ts';
 import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';
 import { fetchOf, log, makeStack, retain, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 

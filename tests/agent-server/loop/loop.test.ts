@@ -8,8 +8,8 @@ import type { ModelReply, ModelRequest } from '../../../agent-server/clients/mod
 import { ModelError } from '../../../agent-server/errors.ts';
 import { createTaskStore } from '../../../agent-server/store/store.ts';
 import { createAgent } from '../../../agent-server/tasks/agent.ts';
-import { openDatabase } from '../../../lib/sqlite.ts';
-import { createTokenCounter } from '../../../lib/tokens.ts';
+import { openDatabase } from '../../../lib/db/sqlite.ts';
+import { createTokenCounter } from '../../../lib/telemetry/tokens.ts';
 import { manageToolsetsDefinition } from '../../../mcp-gateway/contract.ts';
 import { createGateway } from '../../../mcp-gateway/core/gateway.ts';
 import { createGatewayStore } from '../../../mcp-gateway/store/store.ts';

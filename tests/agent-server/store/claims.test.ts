@@ -5,8 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { QueueChange, StoreOptions, TaskStore } from '../../../agent-server/store/interface.ts';
 import { createPostgresTaskStore } from '../../../agent-server/store/postgres.ts';
 import { createTaskStore } from '../../../agent-server/store/store.ts';
-import { openPostgres, type Pool } from '../../../lib/postgres.ts';
-import { openDatabase } from '../../../lib/sqlite.ts';
+import { openPostgres, type Pool } from '../../../lib/db/postgres.ts';
+import { openDatabase } from '../../../lib/db/sqlite.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
 
 // Claims in one statement (store.claimNext): the oldest queued tasks a worker has slots for, handed back with

@@ -12,8 +12,8 @@ import {
 } from '../../../agent-server/store/interface.ts';
 import { createPostgresTaskStore } from '../../../agent-server/store/postgres.ts';
 import { createTaskStore } from '../../../agent-server/store/store.ts';
-import { openPostgres } from '../../../lib/postgres.ts';
-import { openDatabase } from '../../../lib/sqlite.ts';
+import { openPostgres } from '../../../lib/db/postgres.ts';
+import { openDatabase } from '../../../lib/db/sqlite.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
 
 // The agent-server's store contract, run on both implementations: SQLite (the embedded default) and

@@ -6,8 +6,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { TaskStore } from '../../../agent-server/store/interface.ts';
 import { createPostgresTaskStore } from '../../../agent-server/store/postgres.ts';
 import { createTaskStore } from '../../../agent-server/store/store.ts';
-import { openPostgres } from '../../../lib/postgres.ts';
-import { openDatabase } from '../../../lib/sqlite.ts';
+import { openPostgres } from '../../../lib/db/postgres.ts';
+import { openDatabase } from '../../../lib/db/sqlite.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
 
 // Databases an earlier agent-server left (tests/fixtures/agent-store, made by the store of commit 79ba0f7 with

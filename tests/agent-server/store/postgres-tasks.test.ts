@@ -5,7 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentServer } from '../../../agent-server/server.ts';
-import { loadConfig } from '../../../lib/config.ts';
+import { loadConfig } from '../../../lib/config/config.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
 import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';
 import { makeStack, type Stack } from '../../helpers/stack.ts';

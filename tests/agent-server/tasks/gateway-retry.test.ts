@@ -1,10 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createGatewayClient } from '../../../agent-server/clients/gateway.ts';
 import { ridingOutages } from '../../../agent-server/tasks/gateway-retry.ts';
-import { StoreUnavailable } from '../../../lib/db-reachability.ts';
+import { StoreUnavailable } from '../../../lib/db/reachability.ts';
 
 // A task's gateway while the gateway's database is unreachable (agent-server/tasks/gateway-retry.ts), at the
-// HTTP edge: the gateway answers 503 `store_unavailable` (its StoreUnavailable, as lib/http.ts sends it) a few
+// HTTP edge: the gateway answers 503 `store_unavailable` (its StoreUnavailable, as lib/http/http.ts sends it) a few
 // times, then answers; any other failure is the caller's at once. On fake timers: the waits between tries
 // (250 ms, doubling) pass at once, and "asks no more" is checked over a minute of the task's time.
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../lib/config.ts';
+import { loadConfig } from '../../../lib/config/config.ts';
 import { FairSlots } from '../../../mcp-gateway/backends/fair-slots.ts';
 import { UpstreamError } from '../../../mcp-gateway/backends/upstream-types.ts';
 

@@ -8,7 +8,7 @@ import {
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Listening, listen } from '../../../lib/serve.ts';
+import { type Listening, listen } from '../../../lib/http/serve.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 // Issue 16, per-invocation clients: the MCP Inspector's CLI and scripts open a new connection for every

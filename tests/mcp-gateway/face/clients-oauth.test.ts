@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Listening, listen } from '../../../lib/serve.ts';
+import { type Listening, listen } from '../../../lib/http/serve.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
 // Issue 16: with GATEWAY_MCP_TOKEN set, OAuth-capable clients (mcp-remote, the Inspector) started an OAuth

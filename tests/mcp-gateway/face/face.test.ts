@@ -375,7 +375,7 @@ describe('transport security of /mcp', () => {
 
 describe('session handles', () => {
   it('keeps at most a bounded number per credential, dropping the least recently used', async () => {
-    const { openDatabase } = await import('../../../lib/sqlite.ts');
+    const { openDatabase } = await import('../../../lib/db/sqlite.ts');
     const { handleStore } = await import('../../../mcp-gateway/face/handles.ts');
     const { openGatewayState } = await import('../../../mcp-gateway/store/store.ts');
     const { retain } = await import('../../helpers/stack.ts');

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Listening, listen } from '../../../lib/serve.ts';
+import { type Listening, listen } from '../../../lib/http/serve.ts';
 import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 

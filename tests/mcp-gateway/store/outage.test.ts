@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { databaseHealth, StoreUnavailable } from '../../../lib/db-reachability.ts';
+import { databaseHealth, StoreUnavailable } from '../../../lib/db/reachability.ts';
 import { openGatewayState } from '../../../mcp-gateway/store/store.ts';
 import { startTestPostgres, type TestPostgres } from '../../helpers/postgres.ts';
 

@@ -2,8 +2,8 @@ import { mkdir, mkdtemp, readdir, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../lib/config.ts';
-import type { Listening } from '../../../lib/serve.ts';
+import { loadConfig } from '../../../lib/config/config.ts';
+import type { Listening } from '../../../lib/http/serve.ts';
 import type { ToolResult } from '../../../tool-server/contract.ts';
 import { startToolServer } from '../../../tool-server/server.ts';
 

@@ -3,9 +3,9 @@ import { lstat, mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } fro
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../lib/config.ts';
-import { installationDir } from '../../../lib/installation.ts';
-import type { Listening } from '../../../lib/serve.ts';
+import { loadConfig } from '../../../lib/config/config.ts';
+import { installationDir } from '../../../lib/config/installation.ts';
+import type { Listening } from '../../../lib/http/serve.ts';
 import { PathGuard } from '../../../tool-server/guards/paths/guard.ts';
 import { startToolServer } from '../../../tool-server/server.ts';
 import { makeStack } from '../../helpers/stack.ts';

@@ -2,8 +2,8 @@ import { lstat, mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeF
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../lib/config.ts';
-import type { Listening } from '../../../lib/serve.ts';
+import { loadConfig } from '../../../lib/config/config.ts';
+import type { Listening } from '../../../lib/http/serve.ts';
 import type { ToolResult } from '../../../tool-server/contract.ts';
 import { PathGuard } from '../../../tool-server/guards/paths/guard.ts';
 import { startToolServer } from '../../../tool-server/server.ts';

@@ -3,7 +3,7 @@ import { HttpResponse, http } from 'msw';
 import { setupServer } from 'msw/node';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Security } from '../../../lib/security.ts';
+import type { Security } from '../../../lib/http/security.ts';
 import { createToolServerApp } from '../../../tool-server/app.ts';
 import { ToolError, ToolInputError } from '../../../tool-server/kit/errors.ts';
 import { createRegistry } from '../../../tool-server/registry.ts';

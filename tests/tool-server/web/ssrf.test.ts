@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../lib/config.ts';
+import { loadConfig } from '../../../lib/config/config.ts';
 import { parseAllowList } from '../../../tool-server/guards/net/allow-list.ts';
 import { classifyAddress } from '../../../tool-server/guards/net/ip-policy.ts';
 import { checkUrl } from '../../../tool-server/guards/net/url-policy.ts';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import type { Security } from '../../../lib/security.ts';
+import type { Security } from '../../../lib/http/security.ts';
 import { toolServerBackend } from '../../../mcp-gateway/backends/tool-server-backend.ts';
 import { buildCatalog, loadToolsetFiles } from '../../../mcp-gateway/catalog/catalog.ts';
 import { createToolServerApp } from '../../../tool-server/app.ts';

@@ -1,6 +1,6 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { siblingModule } from '../../../lib/installation.ts';
+import { siblingModule } from '../../../lib/config/installation.ts';
 import { ToolError } from '../../kit/errors.ts';
 import { FairQueue } from '../../kit/fair-queue.ts';
 import type { DbJob, DbReply } from './ops.ts';

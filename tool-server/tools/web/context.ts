@@ -1,4 +1,4 @@
-import type { Config } from '../../../lib/config.ts';
+import type { Config } from '../../../lib/config/config.ts';
 import { type AllowList, parseAllowList } from '../../guards/net/allow-list.ts';
 import type { ProxyOptions } from '../../guards/net/guarded-agent.ts';
 import { type Resolver, systemResolver } from '../../guards/net/resolve.ts';

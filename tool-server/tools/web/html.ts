@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { siblingModule } from '../../../lib/installation.ts';
+import { siblingModule } from '../../../lib/config/installation.ts';
 import { ToolError } from '../../kit/errors.ts';
 import { FairQueue } from '../../kit/fair-queue.ts';
 import { htmlToMarkdown } from './content.ts';

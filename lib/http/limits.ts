@@ -1,12 +1,12 @@
 import { z } from 'zod';
 
-// Part of the base every contract is written on, beside lib/contract.ts (scripts/check-boundaries.ts counts it as
+// Part of the base every contract is written on, beside lib/http/contract.ts (scripts/check-boundaries.ts counts it as
 // a contract: it imports only zod), since every service's contract bounds what it reads with the same numbers.
 // Bounds on every list and string a client may send (all three services, and the MCP face's meta-tools), so
 // no request can make a service hold, log or store more than a few KiB of it. Over a bound the request is
-// refused with 400 naming the field (lib/issues.ts describeIssues prefixes the path), the limit and the size
+// refused with 400 naming the field (lib/http/issues.ts describeIssues prefixes the path), the limit and the size
 // seen. Tool arguments are not bounded here: they are a tool's business, bounded by the 16 MiB body cap
-// (MAX_BODY_BYTES) and the JSON depth limit (lib/json.ts).
+// (MAX_BODY_BYTES) and the JSON depth limit (lib/http/json.ts).
 
 /** The limits, in one place so README "Limits and retention" and the tests name the same numbers. */
 export const LIMITS = {

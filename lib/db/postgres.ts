@@ -1,8 +1,8 @@
 import pg from 'pg';
-import { createReachability, type Reachability } from './db-reachability.ts';
+import { createReachability, type Reachability } from './reachability.ts';
 
 // PostgreSQL, when DATABASE_URL names one: a bounded connection pool, and the versioned schema migrations each
-// store applies at start (the same scheme as lib/sqlite.ts migrate(): numbered steps in `schema_migrations`,
+// store applies at start (the same scheme as lib/db/sqlite.ts migrate(): numbered steps in `schema_migrations`,
 // per component, each applied once in its own transaction). Every statement has a time limit, so a stuck
 // server is an error the caller sees rather than a request that never ends.
 
@@ -14,7 +14,7 @@ const PROBE_MS = 1000;
 /** How long one statement may run before the server cancels it. */
 const STATEMENT_TIMEOUT_MS = 30_000;
 
-/** The reachability of each pool's server (lib/db-reachability.ts), as its statements found it. */
+/** The reachability of each pool's server (lib/db/reachability.ts), as its statements found it. */
 const reachabilities = new WeakMap<Pool, Reachability>();
 
 /** Whether `pool`'s server could be reached at its last statement (tracked by its users: `reach.track`). */

@@ -1,8 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
+import type { Config } from '../config/config.ts';
 import { browserDoor, isLoopbackHost, originAllowed, originSet } from './browser-door.ts';
-import type { Config } from './config.ts';
 import { type ConsoleDoor, type ConsoleLogin, consoleEntry } from './console-door.ts';
 import type { Role } from './contract.ts';
 import { DEFAULT_FLOOD_LIMITS, type FloodLimits, limitStreams } from './flood.ts';
@@ -37,7 +37,7 @@ export interface Security {
   allowedOrigins: string[];
   /** The address the service listens on (HOST). */
   listenHost: string;
-  /** Connection and event-stream caps, header and body timeouts (lib/flood.ts); defaults when absent. */
+  /** Connection and event-stream caps, header and body timeouts (lib/http/flood.ts); defaults when absent. */
   limits?: FloodLimits;
   /** The web console's logins (the agent-server only): a session cookie as a second way in. */
   console?: ConsoleDoor;

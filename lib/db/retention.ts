@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { Logger } from './log.ts';
+import type { Logger } from '../telemetry/log.ts';
 
 // Retention: without it audit rows, tasks, events, approvals and sessions grow for ever. Each service hands
 // its stores' delete-a-batch functions to one sweeper, run once at start and then on an unref'd timer. A

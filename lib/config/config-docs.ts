@@ -2,7 +2,7 @@ import { EnvSchema } from './config.ts';
 
 // What each setting means, grouped by the part of the daemon that reads it: the source of the configuration
 // reference (docs/configuration.md) and of .env.example, both written by `npm run config:docs` and checked
-// against this file by a test. A variable lib/config.ts reads but this file does not describe fails that test.
+// against this file by a test. A variable lib/config/config.ts reads but this file does not describe fails that test.
 
 /** One setting: what it does, and its default when the schema's own would read badly. */
 interface Setting {
@@ -282,7 +282,7 @@ export const SETTING_GROUPS: Group[] = [
   },
 ];
 
-/** Settings read outside lib/config.ts's schema (their readers validate them). */
+/** Settings read outside lib/config/config.ts's schema (their readers validate them). */
 const OUTSIDE_SCHEMA = new Set(['TOOLSHIFT_THREADS', 'TOOLSHIFT_RECONNECT_S', 'NO_COLOR']);
 
 /** A setting's default as the reference shows it: the group's own text, else what the schema makes of nothing. */
@@ -314,7 +314,7 @@ export function configurationReference(): string {
   const parts = [
     '# Configuration',
     '',
-    '<!-- Written by `npm run config:docs` from lib/config-docs.ts and lib/config.ts; edit those, not this. -->',
+    '<!-- Written by `npm run config:docs` from lib/config/config-docs.ts and lib/config/config.ts; edit those, not this. -->',
     '',
     'Every setting is an environment variable, read once at start from the environment and then from a',
     '`.env` file in the working directory (the environment wins). Bad values stop the service at start with',
@@ -335,7 +335,7 @@ export function envExample(): string {
   const plain = (text: string) => text.replace(/`/g, '');
   const lines = [
     '# Copy to .env and fill in. Real environment variables win over this file.',
-    '# Written by `npm run config:docs` (lib/config-docs.ts); docs/configuration.md has the same settings.',
+    '# Written by `npm run config:docs` (lib/config/config-docs.ts); docs/configuration.md has the same settings.',
   ];
   for (const group of SETTING_GROUPS) {
     lines.push('', `# ── ${plain(group.title)}`);

@@ -3,17 +3,17 @@ import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
 import { z } from 'zod';
+import type { Logger } from '../telemetry/log.ts';
+import { createMetrics, type Metrics, metricsRoute } from '../telemetry/metrics.ts';
+import { context, extractContext, SpanKind, SpanStatusCode, trace, tracingOf } from '../telemetry/tracing.ts';
 import type { RouteSpec } from './contract.ts';
 import { SERVICE_HEADER, ServiceError } from './http-client.ts';
 import { HttpError } from './http-error.ts';
 import { describeIssues } from './issues.ts';
 import { JsonInputError, parseJson } from './json.ts';
-import type { Logger } from './log.ts';
-import { createMetrics, type Metrics, metricsRoute } from './metrics.ts';
 import { bodyText } from './node-request.ts';
 import { REQUEST_ID_HEADER, requestIdFrom, withRequestId } from './request-id.ts';
 import { requireRole, type Security, securityMiddleware } from './security.ts';
-import { context, extractContext, SpanKind, SpanStatusCode, trace, tracingOf } from './tracing.ts';
 
 export { ErrorBody, type EventStream, type RouteSpec } from './contract.ts';
 export { HttpError };
@@ -127,7 +127,7 @@ function serverSpans(service: string): MiddlewareHandler {
 /**
  * What every service's app starts with, on every route: a request id (taken from `x-request-id` or made,
  * echoed back, carried on every log line and to the next service), an access line at debug and HTTP metrics,
- * the request checks of lib/security.ts (Host, Origin, Content-Type, tokens), a body size limit, JSON error
+ * the request checks of lib/http/security.ts (Host, Origin, Content-Type, tokens), a body size limit, JSON error
  * bodies for thrown errors and unknown routes (never a stack trace or an internal message), and GET /metrics.
  */
 export function installBase(app: Hono, log: Logger, security: Security, opts: BaseOptions = {}): void {

@@ -1,14 +1,14 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
+import { installedVersion } from '../config/installation.ts';
 import { ErrorBody, type EventStream, jsonSchema, type RouteSpec } from './http.ts';
-import { installedVersion } from './installation.ts';
 import { SERVICE_CREDENTIALS, type ServiceName } from './security.ts';
 
 // A service's /openapi.json (OpenAPI 3.1), generated from its contract: each route's key is its operationId;
 // the contract module's exported schemas, and each route's request and response bodies, are named component
 // schemas; each role whose token the service accepts is a security scheme; the statuses a route can answer are
-// its own (the contract's) and those the request checks every route goes through give (lib/http.ts
-// installBase, lib/security.ts, lib/flood.ts); an event stream is described event by event.
+// its own (the contract's) and those the request checks every route goes through give (lib/http/http.ts
+// installBase, lib/http/security.ts, lib/http/flood.ts); an event stream is described event by event.
 // tests/lib/openapi.test.ts lints the documents with Redocly's recommended rules.
 
 type Json = Record<string, unknown>;

@@ -1,6 +1,6 @@
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 import { z } from 'zod';
-import { HttpError } from './http-error.ts';
+import { HttpError } from '../http/http-error.ts';
 
 // Prometheus metrics, one registry per service (never prom-client's global one, so tests and the three
 // services in one process do not mix). installBase() serves it at GET /metrics behind the service's checks.

@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { z } from 'zod';
+import type { TracingSettings } from '../telemetry/tracing.ts';
 import { EnvSchema } from './config-schema.ts';
 import { installationDir, userDataDir } from './installation.ts';
-import type { TracingSettings } from './tracing.ts';
 
 // Every setting of every service, read once from the environment (and `.env` if present) and validated,
 // so a typo in a port or a root fails at start with the variable's name, not later with a stack trace.
@@ -78,12 +78,12 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
   const local = (p: number) => `http://${reachableHost(e.HOST)}:${p}`;
   return {
     host: e.HOST,
-    /** The browser-door settings every service shares (lib/security.ts). */
+    /** The browser-door settings every service shares (lib/http/security.ts). */
     http: {
       allowedHosts: e.ALLOWED_HOSTS,
       allowedOrigins: e.ALLOWED_ORIGINS,
       insecure: e.TOOLSHIFT_INSECURE,
-      /** Floods (lib/flood.ts): connections and held-open event streams per service, header and body timeouts. */
+      /** Floods (lib/http/flood.ts): connections and held-open event streams per service, header and body timeouts. */
       limits: {
         maxConnections: e.MAX_CONNECTIONS,
         maxStreams: e.MAX_SSE_STREAMS,
@@ -94,7 +94,7 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
     },
     /**
      * `tokens`: every service needs its tokens, generated into `credentialsFile` where the environment sets
-     * none (lib/credentials.ts); `none`: routes without a token are open to local processes, as an opt-out.
+     * none (lib/config/credentials.ts); `none`: routes without a token are open to local processes, as an opt-out.
      */
     auth: {
       mode: e.TOOLSHIFT_AUTH,
@@ -228,9 +228,9 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
     },
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
-    /** OpenTelemetry traces (lib/tracing.ts): undefined when off. */
+    /** OpenTelemetry traces (lib/telemetry/tracing.ts): undefined when off. */
     tracing: tracingSettings(e),
-    /** The encoding tool-definition and message tokens are counted in (lib/tokens.ts). */
+    /** The encoding tool-definition and message tokens are counted in (lib/telemetry/tokens.ts). */
     tokenizer: e.TOKENIZER,
   };
 }

@@ -12,7 +12,7 @@ import {
 } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { Logger } from './log.ts';
+import type { Logger } from '../telemetry/log.ts';
 
 // Where the daemon listens, recorded beside the tokens it made: `addresses.json` in the credentials file's
 // directory (mode 0600), written by each service once it listens. The CLI takes its default addresses from

@@ -1,5 +1,5 @@
-import type { Config } from './config.ts';
-import { CREDENTIALS, type CredentialVariable } from './credentials.ts';
+import type { Config } from '../config/config.ts';
+import { CREDENTIALS, type CredentialVariable } from '../config/credentials.ts';
 import type { Logger } from './log.ts';
 import { type ServiceTracing, startTracing } from './tracing.ts';
 

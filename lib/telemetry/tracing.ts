@@ -16,7 +16,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 
-// OpenTelemetry traces (OTLP over HTTP), off unless an OTLP endpoint is configured (lib/config.ts: the
+// OpenTelemetry traces (OTLP over HTTP), off unless an OTLP endpoint is configured (lib/config/config.ts: the
 // standard OTEL_* variables). Each service has a tracer provider of its own, so the three services of one
 // process are three services in a trace viewer. The SDK is loaded only when tracing is on: off, every helper
 // here returns at its first line (the figure is in BENCHMARKS.md).
@@ -42,7 +42,7 @@ export const SAMPLERS = [
 ] as const;
 export type SamplerName = (typeof SAMPLERS)[number];
 
-/** Tracing as configured (lib/config.ts); absent when off. */
+/** Tracing as configured (lib/config/config.ts); absent when off. */
 export interface TracingSettings {
   /** Where spans go: the OTLP/HTTP traces URL (…/v1/traces). */
   url: string;

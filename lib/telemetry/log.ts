@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import pretty from 'pino-pretty';
-import { currentRequestId } from './request-id.ts';
+import { currentRequestId } from '../http/request-id.ts';
 import { logTraceIds } from './tracing.ts';
 
 /** A pino logger. */
@@ -23,7 +23,7 @@ const REDACT = [
 
 /**
  * One logger per service, named so the three services' lines can be told apart. Every line carries the
- * request id of the request it was written for (lib/request-id.ts), so one task can be followed across services,
+ * request id of the request it was written for (lib/http/request-id.ts), so one task can be followed across services,
  * and with tracing on the trace_id and span_id of the span it was written in.
  */
 export function createLogger(

@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
-import { reachableHost } from './config.ts';
+import { reachableHost } from '../config/config.ts';
 import { DEFAULT_FLOOD_LIMITS, type FloodLimits, limitConnections } from './flood.ts';
 
 /** A listening service: where it is and how to stop it. */
@@ -60,7 +60,7 @@ export function listen(
     // Keep-Alive hint says): Node's 5 s closed them between a task's steps while the model thought, and every
     // step then paid for a new TCP connection at each hop. Headers must still arrive within their own limit.
     // A request's headers and body must still arrive within their own limits (slowloris), and the
-    // connections are capped (lib/flood.ts).
+    // connections are capped (lib/http/flood.ts).
     if ('keepAliveTimeout' in server) {
       server.keepAliveTimeout = 65_000;
       limitConnections(server as Server, limits);

@@ -60,7 +60,7 @@ export function openDatabase(file: string): Db {
 
 /**
  * Applies `component`'s migrations not applied yet, in order (step N is `migrations[N - 1]`), each in a
- * transaction that records it in `schema_migrations` (the same scheme as lib/postgres.ts). A step may be a
+ * transaction that records it in `schema_migrations` (the same scheme as lib/db/postgres.ts). A step may be a
  * function, for a change SQLite cannot say in SQL alone. Returns the versions applied now.
  */
 export function migrateSqlite(

@@ -4,7 +4,7 @@ import type { Role } from './contract.ts';
 import { HttpError } from './http-error.ts';
 import { tokenMatches } from './token-match.ts';
 
-// The web console's way in (lib/security.ts installs it with the rest of the request checks): a session cookie
+// The web console's way in (lib/http/security.ts installs it with the rest of the request checks): a session cookie
 // as a second credential beside bearer tokens, its state changes only from the console's own origin with the
 // login's CSRF token.
 

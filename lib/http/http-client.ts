@@ -1,8 +1,8 @@
 import { request } from 'undici';
 import type { z } from 'zod';
+import { traceHeaders } from '../telemetry/tracing.ts';
 import type { RouteSpec } from './contract.ts';
 import { currentRequestId, REQUEST_ID_HEADER } from './request-id.ts';
-import { traceHeaders } from './tracing.ts';
 
 /** How one service reaches another: a base URL and a fetch (tests pass `app.request`). */
 export interface ServiceEndpoint {
@@ -45,7 +45,7 @@ export async function errorOf(res: Response): Promise<ServiceError> {
   return new ServiceError(res.status, message, text);
 }
 
-/** The current request's id, so the next service logs the same one (lib/request-id.ts). */
+/** The current request's id, so the next service logs the same one (lib/http/request-id.ts). */
 export function requestIdHeader(): Record<string, string> {
   const id = currentRequestId();
   return id ? { [REQUEST_ID_HEADER]: id } : {};

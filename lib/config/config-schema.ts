@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { TOKENIZERS } from './tokens.ts';
-import { SAMPLERS } from './tracing.ts';
+import { TOKENIZERS } from '../telemetry/tokens.ts';
+import { SAMPLERS } from '../telemetry/tracing.ts';
 
-// Every environment variable toolshift reads, with its check and default (lib/config.ts turns it into the
-// services' configuration; lib/config-docs.ts describes each one for docs/configuration.md and .env.example).
+// Every environment variable toolshift reads, with its check and default (lib/config/config.ts turns it into the
+// services' configuration; lib/config/config-docs.ts describes each one for docs/configuration.md and .env.example).
 
 const port = (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback);
 const list = z
@@ -181,7 +181,7 @@ export const EnvSchema = z.object({
     .int()
     .min(1024)
     .default(256 * 1024),
-  // Retention (lib/retention.ts): rows older than these are deleted while the daemon runs; 0 keeps them.
+  // Retention (lib/db/retention.ts): rows older than these are deleted while the daemon runs; 0 keeps them.
   AUDIT_RETENTION_DAYS: retentionDays,
   AUDIT_MAX_ROWS: z.coerce.number().int().min(1000).default(1_000_000),
   TASK_RETENTION_DAYS: retentionDays,
@@ -189,7 +189,7 @@ export const EnvSchema = z.object({
   SESSION_RETENTION_DAYS: retentionDays,
   RETENTION_INTERVAL_S: z.coerce.number().int().min(10).max(86_400).default(3600),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  // OpenTelemetry traces (lib/tracing.ts): the standard variables, off unless an endpoint is set.
+  // OpenTelemetry traces (lib/telemetry/tracing.ts): the standard variables, off unless an endpoint is set.
   OTEL_SDK_DISABLED: flag,
   OTEL_TRACES_EXPORTER: z
     .enum(['otlp', 'none', ''], { message: 'must be otlp or none (traces go out over OTLP/HTTP only)' })

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
 // The base every service's contract is written on (scripts/check-boundaries.ts counts it as a contract: it
-// imports only zod): what a route is, what an event stream carries, the body of every error. lib/http.ts
-// serves routes from it, lib/openapi.ts describes them.
+// imports only zod): what a route is, what an event stream carries, the body of every error. lib/http/http.ts
+// serves routes from it, lib/http/openapi.ts describes them.
 
 /**
  * Who may call a route: the operator, the agent-server, the gateway (as the tool-server's client), a user of
@@ -42,7 +42,7 @@ export interface EventStream {
 /** The body of every 4xx and 5xx answer: a sentence saying what was wrong and what is valid (and details). */
 export const ErrorBody = z.looseObject({ error: z.string() });
 
-/** A service's database in /health: reachable, or unreachable since when and why (lib/db-reachability.ts). */
+/** A service's database in /health: reachable, or unreachable since when and why (lib/db/reachability.ts). */
 export const DatabaseHealth = z.object({
   state: z.enum(['ok', 'unreachable']),
   since: z.string().optional(),

@@ -21,7 +21,7 @@ import type { Config } from './config.ts';
 
 /**
  * The credentials toolshift keeps, by the variable that would otherwise set each; `publicBind` names the
- * service that refuses a non-loopback HOST without it (lib/security.ts securityFor).
+ * service that refuses a non-loopback HOST without it (lib/http/security.ts securityFor).
  */
 export const CREDENTIALS = {
   AGENT_API_TOKEN: {

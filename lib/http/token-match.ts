@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 
 // Comparing a presented token with an expected one without telling how much of it matched: both are hashed,
-// and the hashes compared in constant time (lib/security.ts for bearer tokens, lib/console-door.ts for CSRF).
+// and the hashes compared in constant time (lib/http/security.ts for bearer tokens, lib/http/console-door.ts for CSRF).
 
 export function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();

@@ -1,4 +1,4 @@
-import { HttpError } from './http-error.ts';
+import { HttpError } from '../http/http-error.ts';
 
 // Whether a service's database (PostgreSQL, DATABASE_URL) can be reached, as its last statements found: down
 // from the first statement that could not reach it, up again at the first that could. /health says it, what a

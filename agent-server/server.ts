@@ -48,7 +48,7 @@ export async function startAgentServer(
   const store = config.databaseUrl
     ? await (async (url: string) => {
         const { openPostgres } = await import('../lib/db/postgres.ts');
-        const { createPostgresTaskStore } = await import('./store/postgres.ts');
+        const { createPostgresTaskStore } = await import('./store/store.ts');
         return createPostgresTaskStore(openPostgres(url, 'agent-server'), storeOptions);
       })(config.databaseUrl)
     : createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')), storeOptions);

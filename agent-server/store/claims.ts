@@ -1,4 +1,7 @@
-import type { CallRecord, ClaimedTask, QueueChange, TaskRow } from './interface.ts';
+import { type Expression, type SqlBool, sql } from 'kysely';
+import { parsed, type StoreContext, TASK_COLUMNS } from './context.ts';
+import type { Kdb } from './dialect.ts';
+import type { CallRecord, ClaimedTask, QueueChange, TaskRow, TaskStore } from './interface.ts';
 import { toTask } from './interface.ts';
 
 // Claims in one statement, as pg-boss takes jobs: the oldest queued rows a worker has slots for are moved to
@@ -6,79 +9,115 @@ import { toTask } from './interface.ts';
 // events, its call records), so a claimed task costs no other round trip; on PostgreSQL the same statement
 // tells the other processes which tasks went (they drop them from their queues without reading anything).
 
-/** The columns a claimed task is handed back with (its Task, its request and checkpoint, its fence). */
-const CLAIMED =
-  'task_id, session_id, goal, status, final_answer, error, steps, usage, toolsets_used, tokens, created_at, finished_at, pending_approval, resume_state, request, decision, fence';
-
 /** Under PostgreSQL's 8,000-byte notification payload. */
 const MAX_PAYLOAD = 7800;
 
+/** A claimed row: the task's, its insertion number, its last seq, and its call records (JSON, as aggregated). */
+type ClaimedRow = TaskRow & { n: number | string; last_seq: number | string | null; calls: unknown };
+
 /**
- * PostgreSQL: $1 how many, $2 this worker; `$UNTIL` its lease's end (the store's clock). Rows another worker is
- * claiming (locked) are skipped; the notification on `channel` names the claimed tasks and who claimed them.
+ * Moves the queued tasks `which` picks (the oldest `limit`, or one by id) to running under this worker's lease,
+ * and hands back their rows with what each goes on from. Rows another worker is claiming (locked) are skipped.
  */
-export function postgresClaimSql(channel: string): string {
-  const t = CLAIMED.split(', ')
-    .map((c) => `t.${c}`)
-    .join(', ');
-  return `WITH next AS (
-      SELECT task_id FROM tasks WHERE status = 'queued' ORDER BY created_at, n LIMIT $1 FOR UPDATE SKIP LOCKED),
-    claimed AS (
-      UPDATE tasks t SET status = 'running', lease_owner = $2, lease_until = $UNTIL, fence = t.fence + 1
-      FROM next WHERE t.task_id = next.task_id
-      RETURNING ${t}, t.n,
-        (SELECT MAX(e.seq) FROM task_events e WHERE e.task_id = t.task_id) AS last_seq,
-        CASE WHEN t.fence > 1 THEN (SELECT json_agg(json_build_object('idx', c.idx, 'call_id', c.call_id,
-          'finished', c.finished, 'result', c.result) ORDER BY c.idx) FROM task_calls c WHERE c.task_id = t.task_id)
-        END AS calls),
-    ids AS (SELECT string_agg(task_id, ',') AS list FROM claimed),
-    sent AS (SELECT pg_notify('${channel}', 'claimed' || chr(9) || $2::text || chr(9) ||
-      CASE WHEN length(list) <= ${MAX_PAYLOAD} THEN list ELSE '*' END) FROM ids WHERE list IS NOT NULL)
-    SELECT claimed.* FROM claimed LEFT JOIN sent ON true ORDER BY created_at, n`;
+function claimUpdate(c: StoreContext, on: Kdb, which: { limit: number } | { taskId: string }) {
+  const { leases, hooks } = c;
+  return on
+    .updateTable('tasks')
+    .set({
+      status: 'running',
+      lease_owner: leases.holder,
+      lease_until: leases.now() + leases.leaseMs,
+      fence: sql<number>`fence + 1`,
+    })
+    .where('task_id', 'in', (eb) =>
+      eb
+        .selectFrom('tasks as q')
+        .select('q.task_id')
+        .where('q.status', '=', 'queued')
+        .$if('taskId' in which, (q) => q.where('q.task_id', '=', (which as { taskId: string }).taskId))
+        .orderBy('q.created_at')
+        .orderBy('q.n')
+        .limit('limit' in which ? which.limit : 1)
+        .$if(hooks.skipLocked, (q) => q.forUpdate().skipLocked()),
+    )
+    .returning([
+      ...TASK_COLUMNS,
+      'n',
+      (eb) =>
+        eb
+          .selectFrom('task_events as e')
+          .select((s) => s.fn.max('e.seq').as('m'))
+          .whereRef('e.task_id', '=', 'tasks.task_id')
+          .as('last_seq'),
+      // Only a task that ran before has call records to go on from.
+      (eb) =>
+        eb
+          .case()
+          .when(sql<SqlBool>`tasks.fence > 1`)
+          .then(hooks.callsOf(sql.ref('tasks.task_id') as Expression<string>))
+          .end()
+          .as('calls'),
+    ]);
 }
 
-/**
- * SQLite, inside its one writer's lock: @limit, @holder, @until. The call records are read apart (only for a
- * task that ran before), in the same process: no round trip.
- */
-export const SQLITE_CLAIM_SQL = `UPDATE tasks SET status = 'running', lease_owner = @holder, lease_until = @until,
-  fence = fence + 1 WHERE task_id IN (SELECT task_id FROM tasks WHERE status = 'queued'
-  ORDER BY created_at, rowid LIMIT @limit)
-  RETURNING ${CLAIMED}, rowid AS n, (SELECT MAX(e.seq) FROM task_events e WHERE e.task_id = tasks.task_id) AS last_seq`;
-
-/** A claimed row as both statements return it. */
-export type ClaimedRow = TaskRow & {
-  n: number | string;
-  last_seq: number | string | null;
-  calls?: { idx: number; call_id: string; finished: boolean; result: string | null }[] | null;
-};
-
-/** Claimed rows, oldest first, as claims; `callsOf` gives the call records of a row that did not carry them. */
-export function toClaimed(rows: ClaimedRow[], callsOf: (taskId: string) => CallRecord[]): ClaimedTask[] {
+/** Claimed rows, oldest first, as claims. */
+function toClaimed(rows: ClaimedRow[]): ClaimedTask[] {
   const sorted = [...rows].sort(
     (a, b) => a.created_at.localeCompare(b.created_at) || Number(a.n) - Number(b.n),
   );
   return sorted.map(({ n: _n, last_seq: _l, calls, ...row }) => {
     const resumed = Number(row.fence) > 1;
+    const records = (typeof calls === 'string' ? JSON.parse(calls) : (calls ?? [])) as {
+      idx: number;
+      call_id: string;
+      finished: number;
+      result: string | null;
+    }[];
     return {
       task: toTask(row),
       claim: {
         resumed,
-        state: row.resume_state ? JSON.parse(row.resume_state) : null,
-        request: row.request ? JSON.parse(row.request) : null,
-        calls: !resumed
-          ? []
-          : calls === undefined
-            ? callsOf(row.task_id)
-            : (calls ?? []).map((c) => ({
-                index: c.idx,
-                call_id: c.call_id,
-                finished: c.finished,
-                result: c.result === null ? null : JSON.parse(c.result),
-              })),
+        state: parsed(row.resume_state),
+        request: parsed(row.request),
+        calls: records
+          .sort((a, b) => a.idx - b.idx)
+          .map(
+            (r): CallRecord => ({
+              index: r.idx,
+              call_id: r.call_id,
+              finished: Number(r.finished) === 1,
+              result: parsed(r.result),
+            }),
+          ),
       },
     };
   });
+}
+
+export function claimMethods(c: StoreContext): Pick<TaskStore, 'claim' | 'claimNext'> {
+  /** Claims what `which` picks in one statement (announced to the other processes in it); its claims. */
+  const claimed = async (which: { limit: number } | { taskId: string }) => {
+    const rows = (await c.hooks.announceClaims(c.db, claimUpdate(c, c.db, which), c.leases.holder)) as ClaimedRow[];
+    const claims = toClaimed(rows);
+    // Claimed under its fence: its numbering goes on after its last event, whoever wrote it.
+    for (const row of rows) {
+      c.leases.take(row.task_id, Number(row.fence));
+      c.lastSeq.set(row.task_id, Number(row.last_seq ?? 0));
+    }
+    return claims;
+  };
+  return {
+    // Only while still queued: of several workers claiming it, one gets the row (the others skip it at once).
+    async claim(taskId) {
+      await c.guard(c.writes.settle(taskId));
+      const [one] = await claimed({ taskId });
+      return one?.claim;
+    },
+    async claimNext(limit) {
+      if (limit <= 0) return [];
+      return claimed({ limit });
+    },
+  };
 }
 
 /** The queue channel's payload saying that `holder` claimed `ids` (`*`: too many to name). */

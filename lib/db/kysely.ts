@@ -2,6 +2,8 @@ import type Database from 'better-sqlite3';
 import {
   type Compilable,
   CompiledQuery,
+  type DatabaseConnection,
+  type Driver,
   Kysely,
   type Kysely as KyselyType,
   PostgresDialect,
@@ -54,9 +56,64 @@ function preparedOnce(database: Database.Database) {
   };
 }
 
+/** The turn of each SQLite file among this process's handles on it: the tail of its queue, by file. */
+const fileTurns = new Map<string, Promise<void>>();
+
+/**
+ * Kysely's SQLite driver, one statement or transaction at a time across every handle of this process on the
+ * same file. better-sqlite3 waits for a lock synchronously (the busy timeout): a second handle writing while the
+ * first is between two statements of its transaction would hold up the thread, and so the transaction it waits
+ * for, until the timeout fails it. Handles on other files, and other processes, go on as before.
+ */
+class OneTurnPerFile implements Driver {
+  readonly #inner: Driver;
+  readonly #file: string;
+  #release: (() => void) | undefined;
+  constructor(inner: Driver, file: string) {
+    this.#inner = inner;
+    this.#file = file;
+  }
+  init = () => this.#inner.init();
+  async acquireConnection(): Promise<DatabaseConnection> {
+    const before = fileTurns.get(this.#file);
+    const mine = new Promise<void>((resolve) => {
+      this.#release = resolve;
+    });
+    const tail = (before ?? Promise.resolve()).then(() => mine);
+    fileTurns.set(this.#file, tail);
+    const release = this.#release as () => void;
+    this.#release = () => {
+      if (fileTurns.get(this.#file) === tail) fileTurns.delete(this.#file);
+      release();
+    };
+    await before;
+    return this.#inner.acquireConnection();
+  }
+  beginTransaction: Driver['beginTransaction'] = (c, settings) => this.#inner.beginTransaction(c, settings);
+  commitTransaction = (c: DatabaseConnection) => this.#inner.commitTransaction(c);
+  rollbackTransaction = (c: DatabaseConnection) => this.#inner.rollbackTransaction(c);
+  async releaseConnection(c: DatabaseConnection): Promise<void> {
+    await this.#inner.releaseConnection(c);
+    this.#release?.();
+  }
+  destroy = () => this.#inner.destroy();
+}
+
+/** SQLite's dialect whose driver takes its file's turn (OneTurnPerFile). */
+class SqliteFileDialect extends SqliteDialect {
+  readonly #file: string;
+  constructor(database: Database.Database) {
+    super({ database: preparedOnce(database) });
+    this.#file = database.memory ? `:memory:${Math.random()}` : database.name;
+  }
+  override createDriver(): Driver {
+    return new OneTurnPerFile(super.createDriver(), this.#file);
+  }
+}
+
 /** Kysely over an open better-sqlite3 handle (lib/db/sqlite.ts openDatabase: WAL, busy timeout). */
 export function sqliteDb<DB>(database: Database.Database): StoreDb<DB> {
-  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database: preparedOnce(database) }) });
+  const db = new Kysely<DB>({ dialect: new SqliteFileDialect(database) });
   return { db, dialect: 'sqlite', close: () => db.destroy() };
 }
 

@@ -10,8 +10,7 @@ import {
   type TaskOutcome,
   type TaskStore,
 } from '../../../agent-server/store/interface.ts';
-import { createPostgresTaskStore } from '../../../agent-server/store/postgres.ts';
-import { createTaskStore } from '../../../agent-server/store/store.ts';
+import { createPostgresTaskStore, createTaskStore } from '../../../agent-server/store/store.ts';
 import { openPostgres } from '../../../lib/db/postgres.ts';
 import { openDatabase } from '../../../lib/db/sqlite.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
@@ -30,7 +29,8 @@ interface Backend {
   /** A fresh place for data; `open` opens a store on it (again and again). */
   fresh(): Promise<{
     open: (opts?: StoreOptions) => Promise<TaskStore>;
-    migrations: () => Promise<number[]>;
+    /** The names of the migrations applied, in order (lib/db/kysely.ts migrate, `agent_migrations`). */
+    migrations: () => Promise<string[]>;
   }>;
 }
 
@@ -46,11 +46,9 @@ const sqlite: Backend = {
         const db = new Database(file, { readonly: true });
         try {
           return db
-            .prepare<[], { version: number }>(
-              "SELECT version FROM schema_migrations WHERE component = 'agent-server' ORDER BY version",
-            )
+            .prepare<[], { name: string }>('SELECT name FROM agent_migrations ORDER BY name')
             .all()
-            .map((r) => r.version);
+            .map((r) => r.name);
         } finally {
           db.close();
         }
@@ -69,10 +67,8 @@ const postgres: Backend = {
         const client = new pg.Client({ connectionString: url });
         await client.connect();
         try {
-          const res = await client.query(
-            "SELECT version FROM schema_migrations WHERE component = 'agent-server' ORDER BY version",
-          );
-          return res.rows.map((r) => r.version as number);
+          const res = await client.query('SELECT name FROM agent_migrations ORDER BY name');
+          return res.rows.map((r) => r.name as string);
         } finally {
           await client.end();
         }
@@ -440,8 +436,8 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
     await first.createTask('task_kept', 'ses', 'kept');
     await first.close();
     const versions = await place.migrations();
-    expect(versions.length).toBeGreaterThan(0);
-    expect(versions).toEqual(versions.map((_, i) => i + 1));
+    expect(versions[0]).toBe('001_one_schema');
+    expect(versions).toEqual([...versions].sort());
     const second = await place.open();
     try {
       expect(await place.migrations()).toEqual(versions);

@@ -72,9 +72,7 @@ describe('tasks on PostgreSQL', () => {
       expect(existsSync(path.join(dir, 'agent.db'))).toBe(false);
       const client = new pg.Client({ connectionString: databaseUrl });
       await client.connect();
-      const migrated = await client.query(
-        "SELECT version FROM schema_migrations WHERE component = 'agent-server'",
-      );
+      const migrated = await client.query('SELECT name FROM agent_migrations');
       await client.end();
       expect(migrated.rowCount).toBeGreaterThan(0);
     } finally {

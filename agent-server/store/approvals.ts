@@ -1,0 +1,118 @@
+import { sql } from 'kysely';
+import { held, parsed, type StoreContext, TASK_COLUMNS } from './context.ts';
+import type { TaskRow, TaskStore } from './interface.ts';
+import { toTask } from './interface.ts';
+
+// A task's pauses for a human: what it waits for and the loop state it resumes from, the decision recorded on
+// it (by any process), and the one worker that goes on with it.
+
+type ApprovalMethods = Pick<TaskStore, 'pause' | 'unpause' | 'decide' | 'awaiting' | 'queued'>;
+
+export function approvalMethods(c: StoreContext): ApprovalMethods {
+  const { db, leases, writes } = c;
+  /** Tasks in `status`, oldest first, once every write in flight settled. */
+  const tasksIn = async (status: 'queued' | 'awaiting_approval') => {
+    await c.guard(writes.settleAll());
+    const rows = await db
+      .selectFrom('tasks')
+      .select(TASK_COLUMNS)
+      .where('status', '=', status)
+      .orderBy('created_at')
+      .orderBy('n')
+      .execute();
+    return rows as TaskRow[];
+  };
+  return {
+    /**
+     * Committed at once, after the events queued before it (a failure throws: a pause nobody can find would
+     * never be decided); the lease is let go.
+     */
+    async pause(taskId, pending, state, steps) {
+      const [p, s] = [JSON.stringify(pending), JSON.stringify(state)];
+      await writes.fencedWrite(taskId, async (on, fence) => {
+        const res = await on
+          .updateTable('tasks')
+          .set({
+            status: 'awaiting_approval',
+            pending_approval: p,
+            resume_state: s,
+            steps,
+            decision: null,
+            lease_owner: null,
+            lease_until: null,
+          })
+          .where(held(taskId, fence, leases.now()))
+          .executeTakeFirst();
+        return Number(res.numUpdatedRows);
+      });
+      leases.drop(taskId);
+    },
+    // Only while still paused: of several workers resuming it, one goes on (under this worker's lease).
+    async unpause(taskId) {
+      const row = await writes.afterEvents(
+        taskId,
+        (on) =>
+          on
+            .updateTable('tasks')
+            .set({
+              status: 'running',
+              pending_approval: null,
+              decision: null,
+              lease_owner: leases.holder,
+              lease_until: leases.now() + leases.leaseMs,
+              fence: sql<number>`fence + 1`,
+            })
+            .where('task_id', '=', taskId)
+            .where('status', '=', 'awaiting_approval')
+            .returning('fence')
+            .executeTakeFirst(),
+        true,
+      );
+      if (!row) return false;
+      leases.take(taskId, Number(row.fence));
+      c.lastSeq.set(taskId, await lastSeqOf(c, taskId));
+      return true;
+    },
+    async decide(taskId, callId, decision) {
+      const res = await db
+        .updateTable('tasks')
+        .set({ decision: JSON.stringify(decision) })
+        .where('task_id', '=', taskId)
+        .where('status', '=', 'awaiting_approval')
+        .where('decision', 'is', null)
+        .where(c.hooks.pendingCallIs(callId))
+        .executeTakeFirst();
+      const decided = Number(res.numUpdatedRows) === 1;
+      // The paused task's worker, wherever it is, looks now.
+      if (decided) await c.notifyQueue();
+      return decided;
+    },
+    async awaiting() {
+      return (await tasksIn('awaiting_approval')).map((row) => ({
+        task: toTask(row),
+        pending: parsed(row.pending_approval),
+        state: parsed(row.resume_state),
+        decision: parsed(row.decision),
+        request: parsed(row.request),
+      }));
+    },
+    async queued() {
+      return (await tasksIn('queued')).map((row) => ({ task: toTask(row), request: parsed(row.request) }));
+    },
+  };
+}
+
+/**
+ * The task's last seq, read after its claim committed: a statement of its own (a fresh snapshot) sees every
+ * event the previous holder committed, and the fence keeps it from writing more (its check locks the row).
+ */
+export async function lastSeqOf(c: StoreContext, taskId: string): Promise<number> {
+  const row = await c.writes.persist(() =>
+    c.db
+      .selectFrom('task_events')
+      .select((eb) => eb.fn.max('seq').as('last'))
+      .where('task_id', '=', taskId)
+      .executeTakeFirst(),
+  );
+  return Number(row?.last ?? 0);
+}

@@ -1,0 +1,50 @@
+import type { ColumnType } from 'kysely';
+import type { EventType, TaskStatus } from '../contract.ts';
+
+// The agent-server's tables, one typed schema for both databases (SQLite's agent.db and PostgreSQL): what
+// migrations.ts creates, and what every statement of the store reads and writes. JSON is kept as text, booleans
+// as integers (0/1), leases and login expiries as milliseconds since the epoch (BIGINT). PostgreSQL answers its
+// BIGINT columns as text: those are typed `Int8` here, and the store reads them with Number().
+
+/** A BIGINT column: written as a number, read back as a number (SQLite) or its decimal text (PostgreSQL). */
+export type Int8 = ColumnType<number | string, number, number>;
+type NullableInt8 = ColumnType<number | string | null, number | null, number | null>;
+
+export interface TasksTable {
+  task_id: string;
+  /** The order tasks were recorded in (ties of created_at): written by the database. */
+  n: ColumnType<number | string, number | undefined, never>;
+  session_id: string;
+  goal: string;
+  status: TaskStatus;
+  final_answer: string | null;
+  error: string | null;
+  steps: ColumnType<number, number | undefined, number>;
+  usage: ColumnType<string, string | undefined, string>;
+  toolsets_used: ColumnType<string, string | undefined, string>;
+  tokens: string | null;
+  created_at: string;
+  finished_at: string | null;
+  pending_approval: string | null;
+  resume_state: string | null;
+  request: string | null;
+  decision: string | null;
+  lease_owner: string | null;
+  lease_until: NullableInt8;
+  fence: ColumnType<number | string, number | undefined, number>;
+}
+
+export interface AgentDatabase {
+  tasks: TasksTable;
+  task_events: {
+    task_id: string;
+    seq: number;
+    type: EventType;
+    at: string;
+    duration_ms: number | null;
+    data: string;
+  };
+  /** The tool calls of a task's checkpointed reply; `finished` 1 once the call ended. */
+  task_calls: { task_id: string; idx: number; call_id: string; finished: number; result: string | null };
+  console_logins: { id_hash: string; kind: 'session' | 'code'; role: string; sealed: string; expires_at: Int8 };
+}

@@ -1,0 +1,168 @@
+import { GROUP_COMMIT_MS } from '../../lib/db/sqlite.ts';
+import type { DialectHooks, EventRow, Kdb } from './dialect.ts';
+import type { StoreOptions } from './interface.ts';
+import type { Leases } from './leases.ts';
+
+// How the store writes, on either database: events are numbered when they are appended and written behind, a
+// few milliseconds later, in as few statements as the database takes (or before any read of their task, pause or
+// end); each task's writes commit in the order they were made, those of different tasks side by side; a task's
+// events and the statement that follows them (a checkpoint, a pause, its end) commit in one transaction.
+
+/** The most events waiting to be written: past it they are written at once. */
+const MAX_PENDING = 1000;
+
+export type Writes = ReturnType<typeof createWrites>;
+
+export interface WriteContext {
+  db: Kdb;
+  hooks: DialectHooks;
+  leases: Leases;
+  opts: StoreOptions;
+  onWriteError: (err: unknown) => void;
+  /** Whether the store is closing (a write that waits for an unreachable database gives up). */
+  closing: () => boolean;
+}
+
+export function createWrites({ db, hooks, leases, opts, onWriteError, closing }: WriteContext) {
+  let pending: EventRow[] = [];
+  let timer: NodeJS.Timeout | null = null;
+  /** Each task's last write in flight: a task's writes commit in the order they were made. */
+  const tails = new Map<string, Promise<void>>();
+  /** A write behind that failed, by task: its next fenced write throws it. */
+  const failedBehind = new Map<string, unknown>();
+
+  /**
+   * Runs `work` until the database answers it: while it cannot be reached (or the statement was rolled back for
+   * a deadlock with others), again every few seconds, each time after the leases were renewed (one that lapsed
+   * meanwhile is taken back unless another worker took its task, so the writes that waited are not refused for
+   * it). A statement's own error is thrown; so is the wait's end when the process stops or the store closes.
+   */
+  const persist = async <T>(work: (retry: boolean) => Promise<T>): Promise<T> => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (attempt > 0) await leases.renewNow();
+        return await work(attempt > 0);
+      } catch (err) {
+        if (!hooks.transient(err) || opts.stopping?.aborted || closing()) throw err;
+        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
+      }
+    }
+  };
+
+  /** Writes event rows; a row whose task is no longer held under its fence is refused (its lease is lost). */
+  const insertEvents = async (on: Kdb, rows: EventRow[], retry: boolean) => {
+    const written = await hooks.insertEvents(on, rows, leases.now(), retry);
+    // A retry's rows may have been written by its first try: a lost lease is found by the next renewal.
+    if (retry) return;
+    for (const r of rows) if (r.fence !== null && !written.has(r.task_id)) leases.lose(r.task_id, r.fence);
+  };
+
+  /**
+   * Runs `work` with the pending events of task `taskId` (or, for null, of every task: a flush) once the
+   * earlier writes of those tasks have settled. Writes of different tasks run side by side.
+   */
+  const enqueue = <T>(taskId: string | null, work: (rows: EventRow[]) => Promise<T>): Promise<T> => {
+    let rows: EventRow[];
+    if (taskId === null) {
+      if (timer) clearTimeout(timer);
+      timer = null;
+      rows = pending;
+      pending = [];
+    } else {
+      rows = pending.filter((r) => r.task_id === taskId);
+      if (rows.length > 0) pending = pending.filter((r) => r.task_id !== taskId);
+    }
+    const tasks = new Set(rows.map((r) => r.task_id));
+    if (taskId !== null) tasks.add(taskId);
+    const result = Promise.all([...tasks].map((t) => tails.get(t))).then(() => work(rows));
+    // Settled either way (the caller has `result`'s error), and then forgotten unless a later write followed.
+    const forget = () => {
+      for (const t of tasks) if (tails.get(t) === settled) tails.delete(t);
+    };
+    const settled: Promise<void> = result.then(forget, forget);
+    for (const t of tasks) tails.set(t, settled);
+    return result;
+  };
+
+  /** Writes `rows` on their own (a failure goes to onWriteError: the events are missing from the log). */
+  const writeRows = async (rows: EventRow[]) => {
+    if (rows.length === 0) return;
+    try {
+      await persist((retry) => insertEvents(db, rows, retry));
+    } catch (err) {
+      onWriteError(err);
+    }
+  };
+
+  /** Writes the pending events of every task, then waits for every write in flight. */
+  const flush = async () => {
+    await enqueue(null, writeRows);
+    await Promise.all(tails.values());
+  };
+
+  /** Writes the pending events of `taskId` and waits for its writes in flight: a read of it sees them all. */
+  const settle = (taskId: string) => enqueue(taskId, writeRows);
+
+  /** Every write in flight settled (a read of tasks' rows sees them; pending events need not be written). */
+  const settleAll = async () => {
+    await Promise.all(tails.values());
+  };
+
+  /**
+   * Statements of task `taskId` committed with its events appended before them (in one transaction, after its
+   * earlier writes; without pending events, on their own); resolves to what `work` returns. `durable`: a running
+   * task's write, which waits for an unreachable database to return (persist) rather than failing.
+   */
+  const afterEvents = <T>(taskId: string, work: (on: Kdb) => Promise<T>, durable = false): Promise<T> =>
+    enqueue(taskId, (rows) => {
+      const once = (retry: boolean) =>
+        rows.length === 0
+          ? work(db)
+          : db.transaction().execute(async (trx) => {
+              await insertEvents(trx, rows, retry);
+              return work(trx);
+            });
+      return durable ? persist(once) : once(false);
+    });
+
+  /** A fenced statement of `taskId` after the events before it; throws LeaseLost when it changed nothing. */
+  const fencedWrite = async (taskId: string, work: (on: Kdb, fence: number | null) => Promise<number>) => {
+    const fence = leases.fence(taskId) ?? null;
+    const changed = await afterEvents(taskId, (on) => work(on, fence), true);
+    const behind = failedBehind.get(taskId);
+    if (behind !== undefined) {
+      failedBehind.delete(taskId);
+      throw behind;
+    }
+    leases.check(taskId, fence ?? undefined, changed);
+  };
+
+  /** A fenced statement queued in the task's order and not waited for (refused: onLeaseLost; failed: onWriteError). */
+  const fencedBehind = (taskId: string, work: (on: Kdb, fence: number | null) => Promise<number>) => {
+    const fence = leases.fence(taskId) ?? null;
+    afterEvents(taskId, (on) => work(on, fence), true).then(
+      (changed) => {
+        if (changed === 0 && fence !== null) leases.lose(taskId, fence);
+      },
+      (err: unknown) => {
+        // The task's next fenced write fails with it: a call must not start on a checkpoint never recorded.
+        failedBehind.set(taskId, err);
+        onWriteError(err);
+      },
+    );
+  };
+
+  /** Queues an event row, written within GROUP_COMMIT_MS with the others appended meanwhile. */
+  const append = (row: EventRow) => {
+    pending.push(row);
+    if (pending.length >= MAX_PENDING) {
+      flush().catch(onWriteError);
+      return;
+    }
+    timer ??= setTimeout(() => {
+      flush().catch(onWriteError);
+    }, GROUP_COMMIT_MS);
+  };
+
+  return { append, persist, flush, settle, settleAll, afterEvents, fencedWrite, fencedBehind };
+}

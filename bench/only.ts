@@ -43,7 +43,7 @@ try {
     console.log(JSON.stringify({ ...r, ratio: r.onMs / r.offMs }));
   } else if (part === 'event-log') {
     // Figure 10 on both databases.
-    const sqlite = eventLogRun(root);
+    const sqlite = await eventLogRun(root);
     const pg = await pgEventLogRun();
     console.log(
       JSON.stringify({

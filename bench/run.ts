@@ -54,7 +54,7 @@ async function main() {
     step('latency: gateway hop, own time per step, toggle');
     const latency = await latencyRun(await dir('latency'), Number(process.env.BENCH_ROUNDS ?? 400));
     step('event-log persistence');
-    const eventLog = eventLogRun(await dir('events'));
+    const eventLog = await eventLogRun(await dir('events'));
     step('event-log persistence on PostgreSQL');
     const eventLogPg = await pgEventLogRun();
     const tasks = Number(process.env.BENCH_TASKS ?? 1000);

@@ -8,7 +8,7 @@ import {
   type SqlBool,
   sql,
 } from 'kysely';
-import { type DialectName, statement } from '../../lib/db/kysely.ts';
+import type { DialectName, StoreDb } from '../../lib/db/kysely.ts';
 import { listenPostgres, type Pool, reachabilityOf } from '../../lib/db/postgres.ts';
 import { type Reachability, StoreUnavailable } from '../../lib/db/reachability.ts';
 import type { EventType } from '../contract.ts';
@@ -98,32 +98,46 @@ function countByTask(taskIds: readonly string[]): Map<string, number> {
   return written;
 }
 
+/** The most rows one INSERT carries. */
+const MAX_ROWS_PER_INSERT = 1000;
+
+/**
+ * PostgreSQL: event rows in one statement, each refused unless its task is held under its fence (the check
+ * locks the task's row against a claim committing meanwhile); one notification for the batch names its tasks
+ * (or `*` for more than a payload holds). One array per column: seven parameters whatever the size.
+ */
+async function insertChunk(db: Kdb, rows: readonly EventRow[], now: number, retry: boolean) {
+  const col = <K extends keyof EventRow>(k: K) => rows.map((r) => r[k]);
+  const { rows: written } = await sql<{ task_id: string; n: string }>`WITH ins AS (
+      INSERT INTO task_events (task_id, seq, type, at, duration_ms, data)
+      SELECT v.task_id, v.seq, v.type, v.at, v.duration_ms, v.data
+      FROM unnest(${col('task_id')}::text[], ${col('seq')}::int[], ${col('type')}::text[], ${col('at')}::text[],
+        ${col('duration_ms')}::float8[], ${col('data')}::text[], ${col('fence')}::bigint[])
+        AS v(task_id, seq, type, at, duration_ms, data, fence)
+      WHERE v.fence IS NULL OR EXISTS (SELECT 1 FROM tasks t
+        WHERE t.task_id = v.task_id AND t.fence = v.fence AND t.lease_until > ${now}::bigint FOR SHARE)
+      ${retry ? sql`ON CONFLICT (task_id, seq) DO NOTHING` : sql``}
+      RETURNING task_id),
+    written AS (SELECT task_id, count(*) AS n FROM ins GROUP BY task_id),
+    ids AS (SELECT string_agg(task_id, ',') AS list FROM written),
+    sent AS (SELECT pg_notify(${EVENTS_CHANNEL}, CASE WHEN length(list) <= ${MAX_PAYLOAD} THEN list ELSE '*' END)
+      FROM ids WHERE list IS NOT NULL)
+    SELECT written.task_id, written.n FROM written LEFT JOIN sent ON true`.execute(db);
+  return written.map((r): [string, number] => [r.task_id, Number(r.n)]);
+}
+
 export function postgresHooks(pool: Pool): DialectHooks {
   const reach = reachabilityOf(pool);
   return {
     name: 'postgres',
     embedded: false,
     async insertEvents(db, rows, now, retry) {
-      if (rows.length === 0) return new Map();
-      // One array per column (seven parameters whatever the batch's size), unnested into rows; one notification
-      // for the batch names its tasks (or `*` for more than a payload holds).
-      const col = <K extends keyof EventRow>(k: K) => rows.map((r) => r[k]);
-      const { rows: written } = await sql<{ task_id: string; n: string }>`WITH ins AS (
-          INSERT INTO task_events (task_id, seq, type, at, duration_ms, data)
-          SELECT v.task_id, v.seq, v.type, v.at, v.duration_ms, v.data
-          FROM unnest(${col('task_id')}::text[], ${col('seq')}::int[], ${col('type')}::text[], ${col('at')}::text[],
-            ${col('duration_ms')}::float8[], ${col('data')}::text[], ${col('fence')}::bigint[])
-            AS v(task_id, seq, type, at, duration_ms, data, fence)
-          WHERE v.fence IS NULL OR EXISTS (SELECT 1 FROM tasks t
-            WHERE t.task_id = v.task_id AND t.fence = v.fence AND t.lease_until > ${now}::bigint FOR SHARE)
-          ${retry ? sql`ON CONFLICT (task_id, seq) DO NOTHING` : sql``}
-          RETURNING task_id),
-        written AS (SELECT task_id, count(*) AS n FROM ins GROUP BY task_id),
-        ids AS (SELECT string_agg(task_id, ',') AS list FROM written),
-        sent AS (SELECT pg_notify(${EVENTS_CHANNEL}, CASE WHEN length(list) <= ${MAX_PAYLOAD} THEN list ELSE '*' END)
-          FROM ids WHERE list IS NOT NULL)
-        SELECT written.task_id, written.n FROM written LEFT JOIN sent ON true`.execute(db);
-      return new Map(written.map((r) => [r.task_id, Number(r.n)]));
+      const written = new Map<string, number>();
+      for (let i = 0; i < rows.length; i += MAX_ROWS_PER_INSERT) {
+        const chunk = rows.slice(i, i + MAX_ROWS_PER_INSERT);
+        for (const [id, n] of await insertChunk(db, chunk, now, retry)) written.set(id, (written.get(id) ?? 0) + n);
+      }
+      return written;
     },
     // Renewed while its fence is the task's, also once it lapsed (the database unreachable for longer than a
     // lease): until another worker claims the task (a new fence) it is still this worker's alone.
@@ -158,16 +172,15 @@ export function postgresHooks(pool: Pool): DialectHooks {
   };
 }
 
-export function sqliteHooks(db: Kdb): DialectHooks {
+export function sqliteHooks(db: Kdb, sqlite: NonNullable<StoreDb<AgentDatabase>['sqlite']>): DialectHooks {
   // Held under its fence, its lease not lapsed: asked once per task and batch.
-  const held = statement(db, ['task', 'fence', 'now'], (k, a: { task: string; fence: number; now: number }) =>
-    k
-      .selectFrom('tasks')
-      .select('task_id')
-      .where('task_id', '=', a.task)
-      .where('fence', '=', a.fence)
-      .where('lease_until', '>', a.now),
-  );
+  const held = db
+    .selectFrom('tasks')
+    .select('task_id')
+    .where('task_id', '=', '')
+    .where('fence', '=', 0)
+    .where('lease_until', '>', 0)
+    .compile().sql;
   /** The multi-row INSERT of each chunk size, compiled once. */
   const inserts = new Map<number, string>();
   const insertOf = (size: number) => {
@@ -179,31 +192,34 @@ export function sqliteHooks(db: Kdb): DialectHooks {
     }
     return text;
   };
-  const write = async (trx: Kdb, rows: readonly EventRow[], now: number) => {
+  // The batch's few statements run in one turn, on the handle's cached statements: a step's rows cost little
+  // more than raw inserts of them (bench/event-log.ts, figure 10).
+  const write = (rows: readonly EventRow[], now: number) => {
     const refused = new Set<string>();
     const checked = new Set<string>();
     for (const r of rows) {
       if (r.fence === null || checked.has(r.task_id)) continue;
       checked.add(r.task_id);
-      const found = await held(trx, { task: r.task_id, fence: r.fence, now });
-      if (found.rows.length === 0) refused.add(r.task_id);
+      if (sqlite.prepare(held).get(r.task_id, r.fence, now) === undefined) refused.add(r.task_id);
     }
     const kept = refused.size === 0 ? rows : rows.filter((r) => !refused.has(r.task_id));
     for (const chunk of fixedChunks(kept)) {
       const params = chunk.flatMap((r) => [r.task_id, r.seq, r.type, r.at, r.duration_ms, r.data]);
-      await trx.executeQuery(CompiledQuery.raw(insertOf(chunk.length), params));
+      sqlite.prepare(insertOf(chunk.length)).run(params);
     }
     return countByTask(kept.map((r) => r.task_id));
   };
+  const inTransaction = sqlite.handle.transaction(write);
   return {
     name: 'sqlite',
     embedded: true,
-    insertEvents: (on, rows, now) =>
+    // Inside the caller's transaction (it holds the connection), or in one of their own while holding it.
+    insertEvents: async (on, rows, now) =>
       rows.length === 0
-        ? Promise.resolve(new Map())
+        ? new Map()
         : on.isTransaction
-          ? write(on, rows, now)
-          : on.transaction().execute((trx) => write(trx, rows, now)),
+          ? write(rows, now)
+          : sqlite.inTurn(() => inTransaction(rows, now)),
     async renew(on, leases, until) {
       return on.transaction().execute(async (trx) => {
         const renewed: string[] = [];

@@ -42,7 +42,7 @@ export function createTaskStore(db: Db, opts: StoreOptions = {}): TaskStore {
   });
   // Observed here; every method waits for it and meets its failure.
   ready.catch(() => undefined);
-  const store = storeOn(s, sqliteHooks(s.db), opts);
+  const store = storeOn(s, sqliteHooks(s.db, s.sqlite as NonNullable<typeof s.sqlite>), opts);
   const waiting = { ...store } as Record<string, unknown>;
   for (const [name, method] of Object.entries(store)) {
     if (typeof method !== 'function' || AT_ONCE.has(name)) continue;

@@ -32,6 +32,20 @@ export type DialectName = 'sqlite' | 'postgres';
 export interface StoreDb<DB> {
   db: KyselyType<DB>;
   dialect: DialectName;
+  /**
+   * SQLite: the handle's statement for `sql` from the same cache Kysely's statements use, and its transaction
+   * wrapper, for a hot path that runs a few statements in one turn (while it holds the connection: inside a
+   * Kysely transaction or `db.connection()`).
+   */
+  sqlite?: {
+    prepare(sql: string): Database.Statement;
+    handle: Database.Database;
+    /**
+     * Runs synchronous work on the handle in the file's turn: at once when no statement or transaction of this
+     * process holds the file (nothing can come between), else once its turn comes.
+     */
+    inTurn<T>(work: () => T): Promise<T>;
+  };
   /** Ends the pool or closes the SQLite handle. */
   close(): Promise<void>;
 }
@@ -53,6 +67,8 @@ function preparedOnce(database: Database.Database) {
       return stmt;
     },
     close: () => database.close(),
+    /** Which file it is (a database in memory is one of its own). */
+    file: database.memory ? `:memory:${Math.random()}` : database.name,
   };
 }
 
@@ -102,9 +118,9 @@ class OneTurnPerFile implements Driver {
 /** SQLite's dialect whose driver takes its file's turn (OneTurnPerFile). */
 class SqliteFileDialect extends SqliteDialect {
   readonly #file: string;
-  constructor(database: Database.Database) {
-    super({ database: preparedOnce(database) });
-    this.#file = database.memory ? `:memory:${Math.random()}` : database.name;
+  constructor(database: ReturnType<typeof preparedOnce>) {
+    super({ database });
+    this.#file = database.file;
   }
   override createDriver(): Driver {
     return new OneTurnPerFile(super.createDriver(), this.#file);
@@ -113,8 +129,16 @@ class SqliteFileDialect extends SqliteDialect {
 
 /** Kysely over an open better-sqlite3 handle (lib/db/sqlite.ts openDatabase: WAL, busy timeout). */
 export function sqliteDb<DB>(database: Database.Database): StoreDb<DB> {
-  const db = new Kysely<DB>({ dialect: new SqliteFileDialect(database) });
-  return { db, dialect: 'sqlite', close: () => db.destroy() };
+  const cached = preparedOnce(database);
+  const db = new Kysely<DB>({ dialect: new SqliteFileDialect(cached) });
+  const inTurn = async <T>(work: () => T): Promise<T> =>
+    fileTurns.has(cached.file) ? db.connection().execute(async () => work()) : work();
+  return {
+    db,
+    dialect: 'sqlite',
+    sqlite: { prepare: cached.prepare, handle: database, inTurn },
+    close: () => db.destroy(),
+  };
 }
 
 /** Kysely over a pg pool (lib/db/postgres.ts openPostgres: bounded, statement time limit, reachability). */

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { recordListening } from '../lib/config/addresses.ts';
 import type { Config } from '../lib/config/config.ts';
+import { openPostgres } from '../lib/db/postgres.ts';
 import { describeDatabase } from '../lib/db/reachability.ts';
 import { startRetention } from '../lib/db/retention.ts';
 import { openDatabase } from '../lib/db/sqlite.ts';
@@ -15,7 +16,7 @@ import { createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
 import { openAIModel } from './clients/model.ts';
 import { createLogins } from './console/sessions.ts';
-import { createTaskStore } from './store/store.ts';
+import { createPostgresTaskStore, createTaskStore } from './store/store.ts';
 import { createAgent } from './tasks/agent.ts';
 import { createAgentMetrics } from './tasks/metrics.ts';
 
@@ -44,13 +45,8 @@ export async function startAgentServer(
     leaseMs: config.agent.leaseS * 1000,
     stopping: stopping.signal,
   };
-  // PostgreSQL's client is loaded only when it is used: the embedded default starts without it.
   const store = config.databaseUrl
-    ? await (async (url: string) => {
-        const { openPostgres } = await import('../lib/db/postgres.ts');
-        const { createPostgresTaskStore } = await import('./store/store.ts');
-        return createPostgresTaskStore(openPostgres(url, 'agent-server'), storeOptions);
-      })(config.databaseUrl)
+    ? await createPostgresTaskStore(openPostgres(config.databaseUrl, 'agent-server'), storeOptions)
     : createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')), storeOptions);
   const m = config.agent.model;
   const model =

@@ -1,7 +1,7 @@
 import pg from 'pg';
+import { createPostgresTaskStore } from '../agent-server/store/store.ts';
 import { openPostgres } from '../lib/db/postgres.ts';
 import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
-import { createPostgresTaskStore } from '../agent-server/store/store.ts';
 import { recordRates, stepData } from './event-log.ts';
 
 // Figure 10 on PostgreSQL: step records per second through the agent-server's PostgreSQL task store

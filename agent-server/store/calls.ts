@@ -1,5 +1,5 @@
-import type { Kdb } from './dialect.ts';
 import { held, parsed, type StoreContext } from './context.ts';
+import type { Kdb } from './dialect.ts';
 import type { CallRecord, TaskStore } from './interface.ts';
 
 // Where a task goes on from if its worker stops: its checkpoint (a reply whose tool calls are about to run) and

@@ -97,7 +97,11 @@ function toClaimed(rows: ClaimedRow[]): ClaimedTask[] {
 export function claimMethods(c: StoreContext): Pick<TaskStore, 'claim' | 'claimNext'> {
   /** Claims what `which` picks in one statement (announced to the other processes in it); its claims. */
   const claimed = async (which: { limit: number } | { taskId: string }) => {
-    const rows = (await c.hooks.announceClaims(c.db, claimUpdate(c, c.db, which), c.leases.holder)) as ClaimedRow[];
+    const rows = (await c.hooks.announceClaims(
+      c.db,
+      claimUpdate(c, c.db, which),
+      c.leases.holder,
+    )) as ClaimedRow[];
     const claims = toClaimed(rows);
     // Claimed under its fence: its numbering goes on after its last event, whoever wrote it.
     for (const row of rows) {

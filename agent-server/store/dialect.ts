@@ -1,6 +1,5 @@
 import {
   type Compilable,
-  CompiledQuery,
   type Expression,
   type Kysely,
   type OperationNodeSource,
@@ -64,7 +63,11 @@ export interface DialectHooks {
   /** The call records of task `taskId` as one JSON array (in a claim's RETURNING). */
   callsOf(taskId: Expression<string>): RawBuilder<unknown>;
   /** Runs a claim's UPDATE … RETURNING and, in the same statement, tells the other processes which tasks went. */
-  announceClaims(db: Kdb, update: Compilable<unknown> & OperationNodeSource, holder: string): Promise<unknown[]>;
+  announceClaims(
+    db: Kdb,
+    update: Compilable<unknown> & OperationNodeSource,
+    holder: string,
+  ): Promise<unknown[]>;
   /** Whether a fenced write's check locks the task's row against a claim committing meanwhile (FOR SHARE). */
   lockOnCheck: boolean;
   /** Tells the other processes on `channel`, with the statement's transaction when `db` is one. */
@@ -135,7 +138,8 @@ export function postgresHooks(pool: Pool): DialectHooks {
       const written = new Map<string, number>();
       for (let i = 0; i < rows.length; i += MAX_ROWS_PER_INSERT) {
         const chunk = rows.slice(i, i + MAX_ROWS_PER_INSERT);
-        for (const [id, n] of await insertChunk(db, chunk, now, retry)) written.set(id, (written.get(id) ?? 0) + n);
+        for (const [id, n] of await insertChunk(db, chunk, now, retry))
+          written.set(id, (written.get(id) ?? 0) + n);
       }
       return written;
     },
@@ -144,7 +148,9 @@ export function postgresHooks(pool: Pool): DialectHooks {
     async renew(db, held, until) {
       const { rows } = await sql<{ task_id: string }>`UPDATE tasks t SET lease_until = ${until}::bigint
         FROM unnest(${held.map(([t]) => t)}::text[], ${held.map(([, f]) => f)}::bigint[]) AS h(task_id, fence)
-        WHERE t.task_id = h.task_id AND t.fence = h.fence AND t.status = 'running' RETURNING t.task_id`.execute(db);
+        WHERE t.task_id = h.task_id AND t.fence = h.fence AND t.status = 'running' RETURNING t.task_id`.execute(
+        db,
+      );
       return rows.map((r) => r.task_id);
     },
     skipLocked: true,

@@ -27,7 +27,15 @@ export function eventMethods(c: StoreContext): Pick<TaskStore, 'appendEvent' | '
       c.lastSeq.set(taskId, seq);
       const at = new Date().toISOString();
       const fence = c.leases.fence(taskId) ?? null;
-      c.writes.append({ task_id: taskId, seq, type, at, duration_ms: durationMs, data: JSON.stringify(data), fence });
+      c.writes.append({
+        task_id: taskId,
+        seq,
+        type,
+        at,
+        duration_ms: durationMs,
+        data: JSON.stringify(data),
+        fence,
+      });
       // The emitter typed `data` by its `type` (Emit); stored rows are read back as what they were written as.
       return { seq, type, at, duration_ms: durationMs, data } as TaskEvent;
     },

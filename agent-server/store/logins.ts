@@ -1,5 +1,5 @@
-import type { StoredLogin, TaskStore } from './interface.ts';
 import type { Kdb } from './dialect.ts';
+import type { StoredLogin, TaskStore } from './interface.ts';
 
 // The console's logins and one-time login codes (agent-server/console/sessions.ts): only a hash of each secret.
 
@@ -44,7 +44,11 @@ export function loginMethods(db: Kdb): LoginMethods {
       const res = await db
         .deleteFrom('console_logins')
         .where('id_hash', 'in', (eb) =>
-          eb.selectFrom('console_logins').select('id_hash').where('expires_at', '<=', Date.now()).limit(limit),
+          eb
+            .selectFrom('console_logins')
+            .select('id_hash')
+            .where('expires_at', '<=', Date.now())
+            .limit(limit),
         )
         .executeTakeFirst();
       return Number(res.numDeletedRows);

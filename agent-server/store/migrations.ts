@@ -132,8 +132,7 @@ async function addMissingColumns(db: Kysely<unknown>, before: Found, pg: boolean
   const tasks = db.schema.alterTable('tasks');
   for (const [column, type] of LATER_COLUMNS)
     if (!have.has(column)) await tasks.addColumn(column, type).execute();
-  if (!have.has('fence'))
-    await tasks.addColumn('fence', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+  if (!have.has('fence')) await tasks.addColumn('fence', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
   if (pg) return;
   if (!have.has('n')) {
     await tasks.addColumn('n', 'bigint').execute();

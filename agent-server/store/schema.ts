@@ -46,5 +46,11 @@ export interface AgentDatabase {
   };
   /** The tool calls of a task's checkpointed reply; `finished` 1 once the call ended. */
   task_calls: { task_id: string; idx: number; call_id: string; finished: number; result: string | null };
-  console_logins: { id_hash: string; kind: 'session' | 'code'; role: string; sealed: string; expires_at: Int8 };
+  console_logins: {
+    id_hash: string;
+    kind: 'session' | 'code';
+    role: string;
+    sealed: string;
+    expires_at: Int8;
+  };
 }

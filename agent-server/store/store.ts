@@ -26,7 +26,14 @@ export type { TaskOutcome, TaskStore };
 // queue's rows), logins.ts, claims.ts, notifications.ts, leases.ts; the schema in schema.ts and migrations.ts.
 
 /** Methods that answer at once (the rest wait for the migrations of a store opened synchronously). */
-const AT_ONCE = new Set(['appendEvent', 'fenceOf', 'onLeaseLost', 'onQueueChange', 'onTaskEvents', 'onTaskEnd']);
+const AT_ONCE = new Set([
+  'appendEvent',
+  'fenceOf',
+  'onLeaseLost',
+  'onQueueChange',
+  'onTaskEvents',
+  'onTaskEnd',
+]);
 
 /**
  * The SQLite task store on an open handle (lib/db/sqlite.ts openDatabase), at once: its migrations are applied
@@ -63,9 +70,12 @@ export async function createPostgresTaskStore(pool: Pool, opts: StoreOptions = {
   } catch (err) {
     await s.close().catch(() => undefined);
     // The address is not repeated: DATABASE_URL may carry a password.
-    throw new Error(`agent-server cannot use its PostgreSQL database (DATABASE_URL): ${(err as Error).message}`, {
-      cause: err,
-    });
+    throw new Error(
+      `agent-server cannot use its PostgreSQL database (DATABASE_URL): ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
   }
   return storeOn(s, postgresHooks(pool), opts);
 }

@@ -3,7 +3,14 @@ import type { Task } from '../contract.ts';
 import { QUEUED_PAYLOAD } from './claims.ts';
 import { ACTIVE, held, type StoreContext, TASK_COLUMNS } from './context.ts';
 import { END_CHANNEL } from './dialect.ts';
-import { likePattern, type TaskFilter, type TaskOutcome, type TaskRow, type TaskStore, toTask } from './interface.ts';
+import {
+  likePattern,
+  type TaskFilter,
+  type TaskOutcome,
+  type TaskRow,
+  type TaskStore,
+  toTask,
+} from './interface.ts';
 
 // Tasks' rows: recorded, read, listed, counted, ended, given back to the queue, requeued when their lease lapsed,
 // and pruned by retention.
@@ -29,7 +36,13 @@ export function taskMethods(c: StoreContext): TaskMethods {
     async createTask(taskId, sessionId, goal, opts = {}) {
       c.lastSeq.set(taskId, 0);
       const request = opts.request === undefined ? null : JSON.stringify(opts.request);
-      const row = { task_id: taskId, session_id: sessionId, goal, created_at: new Date().toISOString(), request };
+      const row = {
+        task_id: taskId,
+        session_id: sessionId,
+        goal,
+        created_at: new Date().toISOString(),
+        request,
+      };
       if (opts.queued) {
         await writes.afterEvents(taskId, (on) =>
           on
@@ -56,7 +69,11 @@ export function taskMethods(c: StoreContext): TaskMethods {
     },
     async getTask(taskId): Promise<Task | undefined> {
       await c.guard(writes.settle(taskId));
-      const row = await db.selectFrom('tasks').select(TASK_COLUMNS).where('task_id', '=', taskId).executeTakeFirst();
+      const row = await db
+        .selectFrom('tasks')
+        .select(TASK_COLUMNS)
+        .where('task_id', '=', taskId)
+        .executeTakeFirst();
       return row ? toTask(row as TaskRow) : undefined;
     },
     async recentTasks(limit, filter: TaskFilter = {}) {
@@ -156,7 +173,9 @@ export function taskMethods(c: StoreContext): TaskMethods {
         .updateTable('tasks')
         .set({ status: 'queued', lease_owner: null, lease_until: null, fence: sql`fence + 1` })
         .where('status', '=', 'running')
-        .$if(!all, (q) => q.where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', now)])))
+        .$if(!all, (q) =>
+          q.where((eb) => eb.or([eb('lease_until', 'is', null), eb('lease_until', '<=', now)])),
+        )
         .returning('task_id')
         .execute();
       if (rows.length > 0) await c.notifyQueue(QUEUED_PAYLOAD);

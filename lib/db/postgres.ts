@@ -1,10 +1,9 @@
 import pg from 'pg';
 import { createReachability, type Reachability } from './reachability.ts';
 
-// PostgreSQL, when DATABASE_URL names one: a bounded connection pool, and the versioned schema migrations each
-// store applies at start (the same scheme as lib/db/sqlite.ts migrate(): numbered steps in `schema_migrations`,
-// per component, each applied once in its own transaction). Every statement has a time limit, so a stuck
-// server is an error the caller sees rather than a request that never ends.
+// PostgreSQL, when DATABASE_URL names one: a bounded connection pool (the stores run on it through Kysely,
+// lib/db/kysely.ts, which applies their migrations), and LISTEN on it. Every statement has a time limit, so a
+// stuck server is an error the caller sees rather than a request that never ends.
 
 export type Pool = pg.Pool;
 
@@ -66,84 +65,6 @@ export function openPostgres(url: string, service: string, opts: { max?: number 
     probe = undefined;
   });
   return pool;
-}
-
-/** Runs `work` in a transaction on one connection: committed when it returns, rolled back when it throws. */
-export async function inTransaction<T>(pool: Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  // The connection dropping between two statements is reported on the client, which the pool no longer
-  // listens to while it is lent out: the statement after it fails, and the transaction with it.
-  let lost: Error | undefined;
-  const onError = (err: Error) => {
-    lost = err;
-  };
-  client.on('error', onError);
-  try {
-    await client.query('BEGIN');
-    const result = await work(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (err) {
-    // A ROLLBACK that fails too says the connection is gone (the server rolled back).
-    await client.query('ROLLBACK').catch((rollbackErr: Error) => {
-      lost ??= rollbackErr;
-    });
-    throw err;
-  } finally {
-    client.off('error', onError);
-    // A connection that failed goes (the pool opens another), rather than back to the pool broken.
-    client.release(lost);
-  }
-}
-
-/**
- * Applies `component`'s migrations not applied yet, in order (step N is `migrations[N - 1]`), each in a
- * transaction that records it; several processes starting at once wait for each other (an advisory lock).
- * Returns the versions applied now.
- */
-export async function migratePostgres(
-  pool: Pool,
-  component: string,
-  migrations: readonly string[],
-): Promise<number[]> {
-  try {
-    return await migrate(pool, component, migrations);
-  } catch (err) {
-    // The address is not repeated: DATABASE_URL may carry a password.
-    throw new Error(
-      `${component} cannot use its PostgreSQL database (DATABASE_URL): ${(err as Error).message}`,
-      {
-        cause: err,
-      },
-    );
-  }
-}
-
-async function migrate(pool: Pool, component: string, migrations: readonly string[]): Promise<number[]> {
-  await pool.query(
-    `CREATE TABLE IF NOT EXISTS schema_migrations (
-       component TEXT NOT NULL, version INTEGER NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-       PRIMARY KEY (component, version))`,
-  );
-  const applied: number[] = [];
-  for (let version = 1; version <= migrations.length; version++) {
-    const done = await inTransaction(pool, async (client) => {
-      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`toolshift:${component}`]);
-      const seen = await client.query(
-        'SELECT 1 FROM schema_migrations WHERE component = $1 AND version = $2',
-        [component, version],
-      );
-      if (seen.rowCount) return false;
-      await client.query(migrations[version - 1]);
-      await client.query('INSERT INTO schema_migrations (component, version) VALUES ($1, $2)', [
-        component,
-        version,
-      ]);
-      return true;
-    });
-    if (done) applied.push(version);
-  }
-  return applied;
 }
 
 /**

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import {
   LeaseLost,
   type StoreOptions,
@@ -225,19 +225,29 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
 
   it('renews a lease while its worker lives, and requeues it once the worker stops renewing it', async () => {
     const place = await backend.fresh();
-    // The workers' clock moves when the test says (the heartbeat's timer is real: every 30 ms here).
+    // The workers' clock moves when the test says (the heartbeat's timer is real: every 30 ms here). Each time
+    // the slow worker reads it is noted: its renewals, once nothing else of it runs.
     let t = Date.now();
-    const now = () => t;
-    const slow = await place.open({ holder: 'slow', leaseMs: 90, now });
-    const other = await place.open({ holder: 'other', leaseMs: 60_000, now });
+    const read: number[] = [];
+    const slow = await place.open({
+      holder: 'slow',
+      leaseMs: 90,
+      now: () => {
+        read.push(t);
+        return t;
+      },
+    });
+    const other = await place.open({ holder: 'other', leaseMs: 60_000, now: () => t });
     try {
       await slow.createTask('task_l', 'ses', 'lapses');
       slow.appendEvent('task_l', 'task_started', null, {});
       await slow.checkpoint('task_l', { by: 'slow' }, 1);
+      await slow.flush();
       // Past the first lease, but renewed on the way: each step is under a lease, and a heartbeat follows it.
+      // A renewal at the new time read it once; a second read means the first renewal ended (never two at once).
       for (let i = 0; i < 4; i++) {
         t += 60;
-        await new Promise((r) => setTimeout(r, 80));
+        await vi.waitFor(() => expect(read.filter((at) => at === t).length).toBeGreaterThanOrEqual(2));
       }
       expect(await other.requeueLapsed()).toEqual([]);
       // The worker stops (its heartbeat with it): the lease lapses and the sweeper requeues the task.

@@ -83,9 +83,8 @@ export class LeaseLost extends Error {
 }
 
 /**
- * The agent-server's persistence, with two implementations: SQLite (store.ts, the embedded default) and
- * PostgreSQL (postgres.ts, when DATABASE_URL names one); tests/agent-server/store/contract.test.ts runs the
- * same suite on both.
+ * The agent-server's persistence, one implementation (store.ts) on SQLite (the embedded default) or PostgreSQL
+ * (when DATABASE_URL names one); tests/agent-server/store/contract.test.ts runs the same suite on both.
  *
  * Tasks form a durable queue. A worker runs a task only while it holds its lease: taken when it creates or
  * claims the task, renewed by a heartbeat, numbered by a fence that goes up with each claim. Every write of a
@@ -246,7 +245,7 @@ export function likePattern(text: string): string {
   return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
-/** A task as both stores keep its row: JSON columns as text. */
+/** A task's row as the store reads it: JSON columns as text. */
 export interface TaskRow {
   request?: string | null;
   pending_approval?: string | null;

@@ -3,7 +3,7 @@ import { HttpError } from '../http/http-error.ts';
 // Whether a service's database (PostgreSQL, DATABASE_URL) can be reached, as its last statements found: down
 // from the first statement that could not reach it, up again at the first that could. /health says it, what a
 // request needs from the database is refused with 503 and Retry-After while it is down, and what a running task
-// must write waits for it (agent-server/store/postgres.ts).
+// must write waits for it (agent-server/store/writes.ts).
 
 /** What a client is told to wait before asking again while the database is unreachable. */
 export const RETRY_AFTER_S = 5;

@@ -1,12 +1,13 @@
 import type { ExecuteTaskResponse, Task } from '../contract.ts';
-import type { Claim, TaskStore } from '../store/interface.ts';
+import type { Claim, ClaimedTask, TaskStore } from '../store/interface.ts';
 import type { TaskListener } from './deps.ts';
 import { noSteps } from './outcome.ts';
 import type { TaskToRun, Worker } from './run.ts';
 
-// The task queue of this process: tasks waiting for a slot, claimed in the store when one frees (so on a shared
-// database each runs on one agent-server), the store's queue read now and then and at once when another process
-// says it changed, and tasks queued elsewhere taken up with free slots. The runs themselves are run.ts.
+// The task queue of this process: tasks waiting for a slot, claimed in the store in one statement for every slot
+// that frees (so on a shared database each runs on one agent-server), oldest first, whether queued here or
+// elsewhere; the store tried again when another process says it queued some, and now and then. The runs
+// themselves are run.ts.
 
 /** How long a change to the queue heard from another process may wait for others to share one read. */
 const QUEUE_WAKE_MS = 20;
@@ -45,47 +46,93 @@ export type TaskQueue = ReturnType<typeof createTaskQueue>;
 
 export function createTaskQueue(w: Worker, ctx: QueueContext) {
   const { slots } = ctx;
-  /** Tasks waiting for a slot, oldest first; they start as running ones end or pause. */
+  /** Tasks waiting here for a slot (a request waits for each), oldest first. */
   const queue: QueuedTask[] = [];
-  /** A claim just failed: the queue waits for its next poll rather than trying again at once. */
-  let failedClaim = false;
+  /** The store may hold queued tasks no one here waits for (another process's, or left by a stopped one). */
+  let storeHasMore = true;
+  /** A claim is being made: one at a time, for every free slot at once. */
+  let claiming = false;
+
+  /** Runs a claimed task here: the request waiting for it is told its end, or no one is (taken up). */
+  function run({ task, claim }: ClaimedTask): void {
+    const at = queue.findIndex((q) => q.task.taskId === task.task_id);
+    if (at !== -1) {
+      const [mine] = queue.splice(at, 1);
+      mine.settle(ctx.launch(mine.task, { listeners: mine.listeners, claimed: claim }).done);
+      return;
+    }
+    const done = ctx.launch(ctx.toRun(task, claim.request), { listeners: new Set(), claimed: claim }).done;
+    unwaited(done, task.task_id);
+  }
+
+  /** Tasks queued here that another process claimed (or that ended unstarted): followed in the store. */
+  function goneElsewhere(taskIds: Iterable<string>): void {
+    for (const id of taskIds) {
+      const at = queue.findIndex((q) => q.task.taskId === id);
+      if (at === -1) continue;
+      const [q] = queue.splice(at, 1);
+      q.settle(q.adopted ? Promise.resolve(undefined) : w.ranElsewhere(id, q.listeners));
+    }
+  }
+
+  /** A claimed task there is no slot for after all (a request took it meanwhile): back to the queue. */
+  function giveBack({ task }: ClaimedTask): void {
+    w.deps.store
+      .release(task.task_id)
+      .catch((err: unknown) =>
+        w.deps.log.warn(
+          { err, task: task.task_id },
+          'a claimed task could not be given back; its lease lapses',
+        ),
+      );
+    storeHasMore = true;
+  }
 
   /**
-   * Starts queued tasks while there are free slots. Each is claimed in the store first (queued → running, only
-   * if it is still queued), so when several agent-servers share one database a task runs on one of them; one
-   * claimed elsewhere is followed in the store until it ends.
+   * Claims as many queued tasks as there are free slots, oldest first, in one statement (so when several
+   * agent-servers share one database each task runs on one of them), and runs them. Tasks queued here that the
+   * store no longer offers went to another process; they are followed in the store until they end. The slots
+   * are not held while the claim is made: a request meanwhile starts its task at once, and a claimed task left
+   * without a slot goes back to the queue.
    */
   function drain(): void {
-    while (queue.length > 0 && ctx.active() < ctx.maxConcurrent && w.deps.model) {
-      const next = queue.shift() as QueuedTask;
-      slots.claiming++;
-      w.deps.store
-        .claim(next.task.taskId)
-        .then(
-          (claimed) => {
-            if (claimed) next.settle(ctx.launch(next.task, { listeners: next.listeners, claimed }).done);
-            else
-              next.settle(
-                next.adopted ? Promise.resolve(undefined) : w.ranElsewhere(next.task.taskId, next.listeners),
-              );
-          },
-          (err: unknown) => {
-            w.deps.log.error({ err, task: next.task.taskId }, 'a queued task could not be started');
-            queue.unshift(next);
-            failedClaim = true;
-          },
-        )
-        .finally(() => {
-          slots.claiming--;
-          // After a failed claim (the database refusing), the next try waits for the queue's poll.
-          if (failedClaim) failedClaim = false;
-          else drain();
-        })
-        // Starting or following it threw (a bug): said, and the queue goes on.
-        .catch((err: unknown) =>
-          w.deps.log.error({ err, task: next.task.taskId }, 'a claimed task could not be started'),
-        );
-    }
+    const free = ctx.maxConcurrent - ctx.active();
+    if (claiming || free <= 0 || !w.deps.model || (queue.length === 0 && !storeHasMore)) return;
+    claiming = true;
+    const before = queue.map((q) => q.task.taskId);
+    let failed = false;
+    w.deps.store
+      .claimNext(free)
+      .then(
+        (claimed) => {
+          const back = new Set<string>();
+          for (const c of claimed) {
+            if (ctx.active() < ctx.maxConcurrent) run(c);
+            else {
+              back.add(c.task.task_id);
+              giveBack(c);
+            }
+          }
+          if (claimed.length < free) {
+            // Fewer than asked: none is left to claim, so one queued here before is another's now.
+            storeHasMore = false;
+            goneElsewhere(before.filter((id) => !back.has(id) && queue.some((q) => q.task.taskId === id)));
+          }
+        },
+        (err: unknown) => {
+          failed = true;
+          w.deps.log.error(
+            { err },
+            'queued tasks could not be claimed; the queue tries again at its next poll',
+          );
+        },
+      )
+      .finally(() => {
+        claiming = false;
+        if (!failed) drain();
+      })
+      // Starting or following one threw (a bug): said, and the queue goes on.
+      .catch((err: unknown) => w.deps.log.error({ err }, 'a claimed task could not be started'));
   }
 
   /**
@@ -103,6 +150,12 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
     task: QueuedTask['task'],
     opts: { listener?: TaskListener; adopted?: boolean } = {},
   ): Promise<ExecuteTaskResponse> {
+    // Claimed here already, between its record and this (a claim for free slots takes every queued task).
+    const running = w.running.get(task.taskId);
+    if (running) {
+      if (opts.listener) running.listeners.add(opts.listener);
+      return running.done;
+    }
     let settle: QueuedTask['settle'] = () => {};
     const done = new Promise<ExecuteTaskResponse>((resolve, reject) => {
       settle = (launched) => launched.then((r) => resolve(r as ExecuteTaskResponse), reject);
@@ -119,53 +172,32 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
   }
 
   /**
-   * Reconciles the local queue with the store's: a task queued here that is no longer queued there was claimed
-   * (or cancelled) by another process and is followed in the store; with free slots, queued tasks no one here
-   * holds (left by a stopped process, or another's) are taken up. Returns how many were taken up.
+   * Now and then: tasks whose worker stopped renewing their lease go back to the queue, paused tasks no one
+   * here waits for are waited for, and free slots claim what the store holds.
    */
-  async function syncQueue(): Promise<number> {
-    // The sweeper: tasks whose worker stopped renewing their lease go back to the queue.
+  async function sweep(): Promise<void> {
     const lapsed = await w.deps.store.requeueLapsed();
     if (lapsed.length > 0) w.deps.log.warn({ tasks: lapsed }, 'requeued tasks whose lease lapsed');
-    // Paused tasks no one here waits for (their worker stopped): this worker waits for their decision too. An
-    // embedded store has no other worker: its paused tasks all have their wait here since the start.
+    // An embedded store has no other worker: its paused tasks all have their wait here since the start.
     if (!w.deps.store.embedded) for (const t of await w.deps.store.awaiting()) ctx.resumePaused(t);
-    // Only tasks queued here before the read are judged by it (one queued meanwhile may be missing from it).
-    const before = new Set(queue.map((q) => q.task.taskId));
-    const waiting = await w.deps.store.queued();
-    const stillQueued = new Set(waiting.map((q) => q.task.task_id));
-    for (let i = queue.length - 1; i >= 0; i--) {
-      const q = queue[i];
-      if (stillQueued.has(q.task.taskId) || !before.has(q.task.taskId)) continue;
-      queue.splice(i, 1);
-      q.settle(q.adopted ? Promise.resolve(undefined) : w.ranElsewhere(q.task.taskId, q.listeners));
-    }
-    let adopted = 0;
-    for (const { task, request } of waiting) {
-      if (ctx.active() + adopted >= ctx.maxConcurrent) break;
-      if (queue.some((q) => q.task.taskId === task.task_id) || w.running.has(task.task_id)) continue;
-      unwaited(enqueue(ctx.toRun(task, request), { adopted: true }), task.task_id);
-      adopted++;
-    }
+    storeHasMore = true;
     drain();
-    return adopted;
   }
 
-  // The queue in the store is read now and then (another agent-server's tasks, on a shared database), and
-  // at once when another process says it changed; never two reads at a time (a change meanwhile reads again).
-  let looking = false;
+  // Never two sweeps at a time (one asked for meanwhile runs after).
+  let sweeping = false;
   let again = false;
   const look = () => {
-    if (!w.deps.model || (queue.length === 0 && ctx.active() >= ctx.maxConcurrent)) return;
-    if (looking) {
+    if (!w.deps.model) return;
+    if (sweeping) {
       again = true;
       return;
     }
-    looking = true;
-    syncQueue()
+    sweeping = true;
+    sweep()
       .catch((err: unknown) => w.deps.log.warn({ err }, 'could not read the task queue'))
       .finally(() => {
-        looking = false;
+        sweeping = false;
         if (again) {
           again = false;
           look();
@@ -175,9 +207,21 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
   const poll = setInterval(look, ctx.pollMs);
   poll.unref();
   let soon: NodeJS.Timeout | undefined;
-  const stopHearing = w.deps.store.onQueueChange(() => {
-    // A task queued, requeued or claimed, or a decision made elsewhere: paused tasks ask again, free slots
-    // claim. A burst of changes (a thousand claims) is one read a few milliseconds later, not a thousand.
+  const stopHearing = w.deps.store.onQueueChange((change) => {
+    if (change.kind === 'claimed') {
+      // Another process claimed these: requests here waiting for one follow it there. Too many to name: the
+      // next claim here finds out which.
+      if (change.taskIds === '*') storeHasMore = true;
+      else goneElsewhere(change.taskIds);
+      return;
+    }
+    if (change.kind === 'queued') {
+      storeHasMore = true;
+      drain();
+      return;
+    }
+    // A decision made elsewhere, or a wake-up: paused tasks ask again, and the queue is swept. A burst of
+    // them is one sweep a few milliseconds later.
     soon ??= setTimeout(() => {
       soon = undefined;
       w.waiter.pokeAll();

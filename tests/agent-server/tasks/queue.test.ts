@@ -286,7 +286,10 @@ describe('two agent-servers on one PostgreSQL database', () => {
     await until(first, taskId, 'awaiting_approval');
     // Both wait for the decision (the second took the paused task up from the store); neither gets one.
     await expect.poll(() => statusOf(second, taskId), { timeout: 10_000 }).toBe('timed_out');
-    await new Promise((r) => setTimeout(r, 500));
+    // The first's wait for the decision ends too, without a second end recorded.
+    await expect
+      .poll(() => first.agent.holds(taskId) || second.agent.holds(taskId), { timeout: 10_000 })
+      .toBe(false);
     const task = (await second.get(second.agentApp, `/agent/tasks/${taskId}`)).body;
     expect(task.status).toBe('timed_out');
     expect(task.events.filter((e: { type: string }) => e.type === 'task_finished')).toHaveLength(1);
@@ -331,7 +334,9 @@ describe('two agent-servers on one PostgreSQL database', () => {
     const done = (await second.get(second.agentApp, `/agent/tasks/${task.task_id}`)).body;
     expect(['finished on the first', 'finished on the second']).toContain(done.final_answer);
     // One model answered after the decision (three model calls in all), and the write ran once.
-    await new Promise((r) => setTimeout(r, 200));
+    await expect
+      .poll(() => first.agent.holds(task.task_id) || second.agent.holds(task.task_id), { timeout: 10_000 })
+      .toBe(false);
     expect(firstModel.requests.length + secondModel.requests.length).toBe(3);
     const writes = done.events.filter(
       (e: { type: string; data: { name?: string } }) =>

@@ -219,8 +219,21 @@ async function sweep(q: Queue): Promise<void> {
   if (lapsed.length > 0) log.warn({ tasks: lapsed }, 'requeued tasks whose lease lapsed');
   // An embedded store has no other worker: its paused tasks all have their wait here since the start.
   if (!store.embedded) for (const t of await store.awaiting()) q.ctx.resumePaused(t);
+  // With no slot free here (or none at all: AGENT_ROLE=api), no claim of this process finds out which of the
+  // tasks waiting here another process took, should its notification have been missed or too long to name them.
+  if (q.items.length > 0 && q.ctx.active() >= q.ctx.maxConcurrent) await reconcile(q);
   q.storeHasMore = true;
   drain(q);
+}
+
+/** Tasks waiting here that the store no longer holds queued went to another process (one read). */
+async function reconcile(q: Queue): Promise<void> {
+  const before = q.items.map((i) => i.task.taskId);
+  const queued = new Set((await q.w.deps.store.queued()).map((t) => t.task.task_id));
+  goneElsewhere(
+    q,
+    before.filter((id) => !queued.has(id)),
+  );
 }
 
 /** A sweep now; never two at a time (one asked for meanwhile runs after). */
@@ -245,9 +258,10 @@ function look(q: Queue): void {
 /** A change to the queue another process made. */
 function hear(q: Queue, change: QueueChange): void {
   if (change.kind === 'claimed') {
-    // Requests here waiting for one of these follow it there. Too many to name: the next claim finds out.
-    if (change.taskIds === '*') q.storeHasMore = true;
-    else goneElsewhere(q, change.taskIds);
+    // Requests here waiting for one of these follow it there. Too many to name: the store says which.
+    if (change.taskIds !== '*') goneElsewhere(q, change.taskIds);
+    else if (q.items.length > 0)
+      reconcile(q).catch((err: unknown) => q.w.deps.log.warn({ err }, 'could not read the task queue'));
     return;
   }
   if (change.kind === 'queued') {

@@ -190,6 +190,36 @@ describe('two agent-servers on one PostgreSQL database', () => {
     await until(busy, first.task_id, 'completed');
   });
 
+  it('tell an agent API of tasks a worker claimed too many at once to name: every waiting request gets its answer', async () => {
+    const databaseUrl = await freshDatabase('claimed_many');
+    const hour = 3_600_000;
+    const n = 200;
+    // An agent API (no slot: AGENT_ROLE=api) whose queue is never polled: only notifications tell it anything.
+    const api = await makeStack({
+      model: new ScriptedModel([]),
+      maxConcurrentTasks: 0,
+      databaseUrl,
+      queuePollMs: hour,
+    });
+    stacks.push(api);
+    const waiting = Array.from({ length: n }, (_, i) =>
+      api.post(api.agentApp, '/agent/execute_task', { goal: `task ${i}` }),
+    );
+    await expect.poll(async () => (await api.taskStore.countTasks()).queued, { timeout: 30_000 }).toBe(n);
+    // A worker with a slot for each claims them all in one statement: too many ids for one notification.
+    const replies = Array.from({ length: n }, () => answer('done on the worker'));
+    const worker = await makeStack({
+      model: new ScriptedModel(replies),
+      maxConcurrentTasks: n + 50,
+      databaseUrl,
+      queuePollMs: hour,
+    });
+    stacks.push(worker);
+    const answers = await Promise.all(waiting);
+    expect(answers.map((r) => r.body.status)).toEqual(Array(n).fill('completed'));
+    expect(new Set(answers.map((r) => r.body.final_answer))).toEqual(new Set(['done on the worker']));
+  }, 90_000);
+
   it('wake each other through notifications: with polling an hour apart, a task queued on one starts at once on the other, and a stream on the first follows it live', async () => {
     const databaseUrl = await freshDatabase('notify');
     const hour = 3_600_000;

@@ -29,6 +29,10 @@ export function createAgent(deps: AgentDeps) {
       return (await startTask(a, req, onEvent ? { event: onEvent } : undefined)).done;
     },
 
+    /** Whether this process runs the task, waits here for its decision, or holds it queued. */
+    holds: (taskId: string): boolean =>
+      a.worker.running.has(taskId) || a.queue.items.some((q) => q.task.taskId === taskId),
+
     /** What paused tasks wait for. */
     pendingApprovals: async (): Promise<PendingApproval[]> =>
       (await deps.store.awaiting()).flatMap((t) => (t.pending ? [t.pending as PendingApproval] : [])),

@@ -1,12 +1,13 @@
 import type { ExecuteTaskResponse, Task } from '../contract.ts';
-import type { Claim, TaskStore } from '../store/interface.ts';
+import type { Claim, ClaimedTask, QueueChange, TaskStore } from '../store/interface.ts';
 import type { TaskListener } from './deps.ts';
 import { noSteps } from './outcome.ts';
 import type { TaskToRun, Worker } from './run.ts';
 
-// The task queue of this process: tasks waiting for a slot, claimed in the store when one frees (so on a shared
-// database each runs on one agent-server), the store's queue read now and then and at once when another process
-// says it changed, and tasks queued elsewhere taken up with free slots. The runs themselves are run.ts.
+// The task queue of this process: tasks waiting for a slot, claimed in the store in one statement for every slot
+// that frees (so on a shared database each runs on one agent-server), oldest first, whether queued here or
+// elsewhere; the store tried again when another process says it queued some, and now and then. The runs
+// themselves are run.ts.
 
 /** How long a change to the queue heard from another process may wait for others to share one read. */
 const QUEUE_WAKE_MS = 20;
@@ -43,180 +44,260 @@ export interface QueueContext {
 
 export type TaskQueue = ReturnType<typeof createTaskQueue>;
 
+/** The queue's state, shared by the functions below. */
+interface Queue {
+  w: Worker;
+  ctx: QueueContext;
+  /** Tasks waiting here for a slot (a request waits for each), oldest first. */
+  items: QueuedTask[];
+  /** The store may hold queued tasks no one here waits for (another process's, or left by a stopped one). */
+  storeHasMore: boolean;
+  /** A claim is being made: one at a time, for every free slot at once. */
+  claiming: boolean;
+  /** A sweep runs; `again`: another was asked for meanwhile. */
+  sweeping: boolean;
+  again: boolean;
+  /** A sweep soon, for a burst of changes heard from other processes. */
+  soon?: NodeJS.Timeout;
+}
+
 export function createTaskQueue(w: Worker, ctx: QueueContext) {
-  const { slots } = ctx;
-  /** Tasks waiting for a slot, oldest first; they start as running ones end or pause. */
-  const queue: QueuedTask[] = [];
-  /** A claim just failed: the queue waits for its next poll rather than trying again at once. */
-  let failedClaim = false;
-
-  /**
-   * Starts queued tasks while there are free slots. Each is claimed in the store first (queued → running, only
-   * if it is still queued), so when several agent-servers share one database a task runs on one of them; one
-   * claimed elsewhere is followed in the store until it ends.
-   */
-  function drain(): void {
-    while (queue.length > 0 && ctx.active() < ctx.maxConcurrent && w.deps.model) {
-      const next = queue.shift() as QueuedTask;
-      slots.claiming++;
-      w.deps.store
-        .claim(next.task.taskId)
-        .then(
-          (claimed) => {
-            if (claimed) next.settle(ctx.launch(next.task, { listeners: next.listeners, claimed }).done);
-            else
-              next.settle(
-                next.adopted ? Promise.resolve(undefined) : w.ranElsewhere(next.task.taskId, next.listeners),
-              );
-          },
-          (err: unknown) => {
-            w.deps.log.error({ err, task: next.task.taskId }, 'a queued task could not be started');
-            queue.unshift(next);
-            failedClaim = true;
-          },
-        )
-        .finally(() => {
-          slots.claiming--;
-          // After a failed claim (the database refusing), the next try waits for the queue's poll.
-          if (failedClaim) failedClaim = false;
-          else drain();
-        })
-        // Starting or following it threw (a bug): said, and the queue goes on.
-        .catch((err: unknown) =>
-          w.deps.log.error({ err, task: next.task.taskId }, 'a claimed task could not be started'),
-        );
-    }
-  }
-
-  /**
-   * The `done` of a task no request waits for (taken up from the store): a task that could not record its end
-   * was logged where it ran (run.ts), so its rejection here is only noted.
-   */
-  function unwaited(done: Promise<ExecuteTaskResponse>, taskId: string): void {
-    done.catch((err: unknown) =>
-      w.deps.log.debug({ err, task: taskId }, 'a task nobody waited for ended with an error'),
-    );
-  }
-
-  /** Queues a recorded task; its `done` settles once it has run. */
-  function enqueue(
-    task: QueuedTask['task'],
-    opts: { listener?: TaskListener; adopted?: boolean } = {},
-  ): Promise<ExecuteTaskResponse> {
-    let settle: QueuedTask['settle'] = () => {};
-    const done = new Promise<ExecuteTaskResponse>((resolve, reject) => {
-      settle = (launched) => launched.then((r) => resolve(r as ExecuteTaskResponse), reject);
-    });
-    queue.push({
-      task,
-      listeners: new Set(opts.listener ? [opts.listener] : []),
-      settle,
-      done,
-      adopted: opts.adopted ?? false,
-    });
-    if (!opts.adopted) w.deps.log.info({ task: task.taskId, queued: queue.length }, 'task queued');
-    return done;
-  }
-
-  /**
-   * Reconciles the local queue with the store's: a task queued here that is no longer queued there was claimed
-   * (or cancelled) by another process and is followed in the store; with free slots, queued tasks no one here
-   * holds (left by a stopped process, or another's) are taken up. Returns how many were taken up.
-   */
-  async function syncQueue(): Promise<number> {
-    // The sweeper: tasks whose worker stopped renewing their lease go back to the queue.
-    const lapsed = await w.deps.store.requeueLapsed();
-    if (lapsed.length > 0) w.deps.log.warn({ tasks: lapsed }, 'requeued tasks whose lease lapsed');
-    // Paused tasks no one here waits for (their worker stopped): this worker waits for their decision too. An
-    // embedded store has no other worker: its paused tasks all have their wait here since the start.
-    if (!w.deps.store.embedded) for (const t of await w.deps.store.awaiting()) ctx.resumePaused(t);
-    // Only tasks queued here before the read are judged by it (one queued meanwhile may be missing from it).
-    const before = new Set(queue.map((q) => q.task.taskId));
-    const waiting = await w.deps.store.queued();
-    const stillQueued = new Set(waiting.map((q) => q.task.task_id));
-    for (let i = queue.length - 1; i >= 0; i--) {
-      const q = queue[i];
-      if (stillQueued.has(q.task.taskId) || !before.has(q.task.taskId)) continue;
-      queue.splice(i, 1);
-      q.settle(q.adopted ? Promise.resolve(undefined) : w.ranElsewhere(q.task.taskId, q.listeners));
-    }
-    let adopted = 0;
-    for (const { task, request } of waiting) {
-      if (ctx.active() + adopted >= ctx.maxConcurrent) break;
-      if (queue.some((q) => q.task.taskId === task.task_id) || w.running.has(task.task_id)) continue;
-      unwaited(enqueue(ctx.toRun(task, request), { adopted: true }), task.task_id);
-      adopted++;
-    }
-    drain();
-    return adopted;
-  }
-
-  // The queue in the store is read now and then (another agent-server's tasks, on a shared database), and
-  // at once when another process says it changed; never two reads at a time (a change meanwhile reads again).
-  let looking = false;
-  let again = false;
-  const look = () => {
-    if (!w.deps.model || (queue.length === 0 && ctx.active() >= ctx.maxConcurrent)) return;
-    if (looking) {
-      again = true;
-      return;
-    }
-    looking = true;
-    syncQueue()
-      .catch((err: unknown) => w.deps.log.warn({ err }, 'could not read the task queue'))
-      .finally(() => {
-        looking = false;
-        if (again) {
-          again = false;
-          look();
-        }
-      });
-  };
-  const poll = setInterval(look, ctx.pollMs);
+  const q: Queue = { w, ctx, items: [], storeHasMore: true, claiming: false, sweeping: false, again: false };
+  const poll = setInterval(() => look(q), ctx.pollMs);
   poll.unref();
-  let soon: NodeJS.Timeout | undefined;
-  const stopHearing = w.deps.store.onQueueChange(() => {
-    // A task queued, requeued or claimed, or a decision made elsewhere: paused tasks ask again, free slots
-    // claim. A burst of changes (a thousand claims) is one read a few milliseconds later, not a thousand.
-    soon ??= setTimeout(() => {
-      soon = undefined;
-      w.waiter.pokeAll();
-      look();
-    }, QUEUE_WAKE_MS);
-  });
-
-  /** Ends a queued task that never started, recording why (and telling its followers). */
-  async function endUnstarted(q: QueuedTask, status: 'cancelled', why: string): Promise<ExecuteTaskResponse> {
-    const { taskId, sessionId } = q.task;
-    const outcome = noSteps(status, why, w.tokens.name);
-    const { final_answer: _none, ...data } = outcome;
-    const event = w.deps.store.appendEvent(taskId, 'task_finished', 0, data);
-    for (const l of q.listeners) l.event(event);
-    await w.deps.store.finishTask(taskId, outcome);
-    const result: ExecuteTaskResponse = {
-      ...outcome,
-      task_id: taskId,
-      session_id: sessionId,
-      duration_ms: 0,
-      error: why,
-    };
-    for (const l of q.listeners) l.end?.(result);
-    return result;
-  }
-
+  const stopHearing = w.deps.store.onQueueChange((change) => hear(q, change));
   return {
     /** The tasks waiting here, oldest first. */
-    items: queue,
-    drain,
-    enqueue,
-    unwaited,
-    look,
-    endUnstarted,
+    items: q.items,
+    drain: () => drain(q),
+    enqueue: (task: QueuedTask['task'], opts?: EnqueueOptions) => enqueue(q, task, opts),
+    unwaited: (done: Promise<ExecuteTaskResponse>, taskId: string) => unwaited(w, done, taskId),
+    look: () => look(q),
+    endUnstarted: (queued: QueuedTask, status: 'cancelled', why: string) =>
+      endUnstarted(w, queued, status, why),
     /** Stops reading the store's queue (shutdown). */
     stop(): void {
       clearInterval(poll);
-      clearTimeout(soon);
+      clearTimeout(q.soon);
       stopHearing();
     },
   };
+}
+
+/** Runs a claimed task here: the request waiting for it is told its end, or no one is (taken up). */
+function run(q: Queue, { task, claim }: ClaimedTask): void {
+  const at = q.items.findIndex((i) => i.task.taskId === task.task_id);
+  if (at !== -1) {
+    const [mine] = q.items.splice(at, 1);
+    mine.settle(q.ctx.launch(mine.task, { listeners: mine.listeners, claimed: claim }).done);
+    return;
+  }
+  const done = q.ctx.launch(q.ctx.toRun(task, claim.request), { listeners: new Set(), claimed: claim }).done;
+  unwaited(q.w, done, task.task_id);
+}
+
+/** Tasks queued here that another process claimed (or that ended unstarted): followed in the store. */
+function goneElsewhere(q: Queue, taskIds: Iterable<string>): void {
+  for (const id of taskIds) {
+    const at = q.items.findIndex((i) => i.task.taskId === id);
+    if (at === -1) continue;
+    const [gone] = q.items.splice(at, 1);
+    gone.settle(gone.adopted ? Promise.resolve(undefined) : q.w.ranElsewhere(id, gone.listeners));
+  }
+}
+
+/** A claimed task there is no slot for after all (a request took it meanwhile): back to the queue. */
+function giveBack(q: Queue, { task }: ClaimedTask): void {
+  q.w.deps.store
+    .release(task.task_id)
+    .catch((err: unknown) =>
+      q.w.deps.log.warn(
+        { err, task: task.task_id },
+        'a claimed task could not be given back; its lease lapses',
+      ),
+    );
+  q.storeHasMore = true;
+}
+
+/**
+ * Claims as many queued tasks as there are free slots, oldest first, in one statement (so when several
+ * agent-servers share one database each task runs on one of them), and runs them. Tasks queued here that the
+ * store no longer offers went to another process; they are followed in the store until they end. The slots
+ * are not held while the claim is made: a request meanwhile starts its task at once, and a claimed task left
+ * without a slot goes back to the queue.
+ */
+function drain(q: Queue): void {
+  const { w, ctx } = q;
+  const free = ctx.maxConcurrent - ctx.active();
+  if (q.claiming || free <= 0 || !w.deps.model || (q.items.length === 0 && !q.storeHasMore)) return;
+  q.claiming = true;
+  const before = q.items.map((i) => i.task.taskId);
+  let failed = false;
+  w.deps.store
+    .claimNext(free)
+    .then(
+      (claimed) => runClaimed(q, claimed, free, before),
+      (err: unknown) => {
+        failed = true;
+        w.deps.log.error(
+          { err },
+          'queued tasks could not be claimed; the queue tries again at its next poll',
+        );
+      },
+    )
+    .finally(() => {
+      q.claiming = false;
+      if (!failed) drain(q);
+    })
+    // Starting or following one threw (a bug): said, and the queue goes on.
+    .catch((err: unknown) => w.deps.log.error({ err }, 'a claimed task could not be started'));
+}
+
+/** What one claim brought: each runs while there is a slot; fewer than asked means the store has no more. */
+function runClaimed(q: Queue, claimed: ClaimedTask[], asked: number, before: string[]): void {
+  const back = new Set<string>();
+  for (const c of claimed) {
+    if (q.ctx.active() < q.ctx.maxConcurrent) run(q, c);
+    else {
+      back.add(c.task.task_id);
+      giveBack(q, c);
+    }
+  }
+  if (claimed.length >= asked) return;
+  // None is left to claim, so one queued here before is another's now.
+  q.storeHasMore = false;
+  goneElsewhere(
+    q,
+    before.filter((id) => !back.has(id) && q.items.some((i) => i.task.taskId === id)),
+  );
+}
+
+/**
+ * The `done` of a task no request waits for (taken up from the store): a task that could not record its end
+ * was logged where it ran (run.ts), so its rejection here is only noted.
+ */
+function unwaited(w: Worker, done: Promise<ExecuteTaskResponse>, taskId: string): void {
+  done.catch((err: unknown) =>
+    w.deps.log.debug({ err, task: taskId }, 'a task nobody waited for ended with an error'),
+  );
+}
+
+interface EnqueueOptions {
+  listener?: TaskListener;
+  adopted?: boolean;
+}
+
+/** Queues a recorded task; its `done` settles once it has run. */
+function enqueue(
+  q: Queue,
+  task: QueuedTask['task'],
+  opts: EnqueueOptions = {},
+): Promise<ExecuteTaskResponse> {
+  // Claimed here already, between its record and this (a claim for free slots takes every queued task).
+  const running = q.w.running.get(task.taskId);
+  if (running) {
+    if (opts.listener) running.listeners.add(opts.listener);
+    return running.done;
+  }
+  let settle: QueuedTask['settle'] = () => {};
+  const done = new Promise<ExecuteTaskResponse>((resolve, reject) => {
+    settle = (launched) => launched.then((r) => resolve(r as ExecuteTaskResponse), reject);
+  });
+  const listeners = new Set(opts.listener ? [opts.listener] : []);
+  q.items.push({ task, listeners, settle, done, adopted: opts.adopted ?? false });
+  if (!opts.adopted) q.w.deps.log.info({ task: task.taskId, queued: q.items.length }, 'task queued');
+  return done;
+}
+
+/**
+ * Now and then: tasks whose worker stopped renewing their lease go back to the queue, paused tasks no one here
+ * waits for are waited for, and free slots claim what the store holds.
+ */
+async function sweep(q: Queue): Promise<void> {
+  const { store, log } = q.w.deps;
+  const lapsed = await store.requeueLapsed();
+  if (lapsed.length > 0) log.warn({ tasks: lapsed }, 'requeued tasks whose lease lapsed');
+  // An embedded store has no other worker: its paused tasks all have their wait here since the start.
+  if (!store.embedded) for (const t of await store.awaiting()) q.ctx.resumePaused(t);
+  // With no slot free here (or none at all: AGENT_ROLE=api), no claim of this process finds out which of the
+  // tasks waiting here another process took, should its notification have been missed or too long to name them.
+  if (q.items.length > 0 && q.ctx.active() >= q.ctx.maxConcurrent) await reconcile(q);
+  q.storeHasMore = true;
+  drain(q);
+}
+
+/** Tasks waiting here that the store no longer holds queued went to another process (one read). */
+async function reconcile(q: Queue): Promise<void> {
+  const before = q.items.map((i) => i.task.taskId);
+  const queued = new Set((await q.w.deps.store.queued()).map((t) => t.task.task_id));
+  goneElsewhere(
+    q,
+    before.filter((id) => !queued.has(id)),
+  );
+}
+
+/** A sweep now; never two at a time (one asked for meanwhile runs after). */
+function look(q: Queue): void {
+  if (!q.w.deps.model) return;
+  if (q.sweeping) {
+    q.again = true;
+    return;
+  }
+  q.sweeping = true;
+  sweep(q)
+    .catch((err: unknown) => q.w.deps.log.warn({ err }, 'could not read the task queue'))
+    .finally(() => {
+      q.sweeping = false;
+      if (q.again) {
+        q.again = false;
+        look(q);
+      }
+    });
+}
+
+/** A change to the queue another process made. */
+function hear(q: Queue, change: QueueChange): void {
+  if (change.kind === 'claimed') {
+    // Requests here waiting for one of these follow it there. Too many to name: the store says which.
+    if (change.taskIds !== '*') goneElsewhere(q, change.taskIds);
+    else if (q.items.length > 0)
+      reconcile(q).catch((err: unknown) => q.w.deps.log.warn({ err }, 'could not read the task queue'));
+    return;
+  }
+  if (change.kind === 'queued') {
+    q.storeHasMore = true;
+    drain(q);
+    return;
+  }
+  // A decision made elsewhere, or a wake-up: paused tasks ask again, and the queue is swept. A burst of them
+  // is one sweep a few milliseconds later.
+  q.soon ??= setTimeout(() => {
+    q.soon = undefined;
+    q.w.waiter.pokeAll();
+    look(q);
+  }, QUEUE_WAKE_MS);
+}
+
+/** Ends a queued task that never started, recording why (and telling its followers). */
+async function endUnstarted(
+  w: Worker,
+  queued: QueuedTask,
+  status: 'cancelled',
+  why: string,
+): Promise<ExecuteTaskResponse> {
+  const { taskId, sessionId } = queued.task;
+  const outcome = noSteps(status, why, w.tokens.name);
+  const { final_answer: _none, ...data } = outcome;
+  const event = w.deps.store.appendEvent(taskId, 'task_finished', 0, data);
+  for (const l of queued.listeners) l.event(event);
+  await w.deps.store.finishTask(taskId, outcome);
+  const result: ExecuteTaskResponse = {
+    ...outcome,
+    task_id: taskId,
+    session_id: sessionId,
+    duration_ms: 0,
+    error: why,
+  };
+  for (const l of queued.listeners) l.end?.(result);
+  return result;
 }

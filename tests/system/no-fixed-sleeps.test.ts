@@ -12,7 +12,6 @@ const SLEEP =
 
 /** Files another change is rewriting; each still sleeps (their owners remove them with that change). */
 const PENDING = new Set([
-  'tests/agent-server/tasks/queue.test.ts',
   'tests/mcp-gateway/backends/fair-slots.test.ts',
   'tests/mcp-gateway/backends/limits-streams.test.ts',
   'tests/mcp-gateway/backends/upstream-pool.test.ts',

@@ -190,6 +190,36 @@ describe('two agent-servers on one PostgreSQL database', () => {
     await until(busy, first.task_id, 'completed');
   });
 
+  it('tell an agent API of tasks a worker claimed too many at once to name: every waiting request gets its answer', async () => {
+    const databaseUrl = await freshDatabase('claimed_many');
+    const hour = 3_600_000;
+    const n = 200;
+    // An agent API (no slot: AGENT_ROLE=api) whose queue is never polled: only notifications tell it anything.
+    const api = await makeStack({
+      model: new ScriptedModel([]),
+      maxConcurrentTasks: 0,
+      databaseUrl,
+      queuePollMs: hour,
+    });
+    stacks.push(api);
+    const waiting = Array.from({ length: n }, (_, i) =>
+      api.post(api.agentApp, '/agent/execute_task', { goal: `task ${i}` }),
+    );
+    await expect.poll(async () => (await api.taskStore.countTasks()).queued, { timeout: 30_000 }).toBe(n);
+    // A worker with a slot for each claims them all in one statement: too many ids for one notification.
+    const replies = Array.from({ length: n }, () => answer('done on the worker'));
+    const worker = await makeStack({
+      model: new ScriptedModel(replies),
+      maxConcurrentTasks: n + 50,
+      databaseUrl,
+      queuePollMs: hour,
+    });
+    stacks.push(worker);
+    const answers = await Promise.all(waiting);
+    expect(answers.map((r) => r.body.status)).toEqual(Array(n).fill('completed'));
+    expect(new Set(answers.map((r) => r.body.final_answer))).toEqual(new Set(['done on the worker']));
+  }, 90_000);
+
   it('wake each other through notifications: with polling an hour apart, a task queued on one starts at once on the other, and a stream on the first follows it live', async () => {
     const databaseUrl = await freshDatabase('notify');
     const hour = 3_600_000;
@@ -286,7 +316,10 @@ describe('two agent-servers on one PostgreSQL database', () => {
     await until(first, taskId, 'awaiting_approval');
     // Both wait for the decision (the second took the paused task up from the store); neither gets one.
     await expect.poll(() => statusOf(second, taskId), { timeout: 10_000 }).toBe('timed_out');
-    await new Promise((r) => setTimeout(r, 500));
+    // The first's wait for the decision ends too, without a second end recorded.
+    await expect
+      .poll(() => first.agent.holds(taskId) || second.agent.holds(taskId), { timeout: 10_000 })
+      .toBe(false);
     const task = (await second.get(second.agentApp, `/agent/tasks/${taskId}`)).body;
     expect(task.status).toBe('timed_out');
     expect(task.events.filter((e: { type: string }) => e.type === 'task_finished')).toHaveLength(1);
@@ -331,7 +364,9 @@ describe('two agent-servers on one PostgreSQL database', () => {
     const done = (await second.get(second.agentApp, `/agent/tasks/${task.task_id}`)).body;
     expect(['finished on the first', 'finished on the second']).toContain(done.final_answer);
     // One model answered after the decision (three model calls in all), and the write ran once.
-    await new Promise((r) => setTimeout(r, 200));
+    await expect
+      .poll(() => first.agent.holds(task.task_id) || second.agent.holds(task.task_id), { timeout: 10_000 })
+      .toBe(false);
     expect(firstModel.requests.length + secondModel.requests.length).toBe(3);
     const writes = done.events.filter(
       (e: { type: string; data: { name?: string } }) =>

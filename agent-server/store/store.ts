@@ -14,6 +14,7 @@ import { loginMethods } from './logins.ts';
 import { AGENT_COMPONENT, agentMigrations } from './migrations.ts';
 import { notifications } from './notifications.ts';
 import type { AgentDatabase } from './schema.ts';
+import { taskReads } from './task-reads.ts';
 import { taskMethods } from './tasks.ts';
 import { createWrites } from './writes.ts';
 
@@ -113,6 +114,7 @@ function storeOn(s: StoreDb<AgentDatabase>, hooks: DialectHooks, opts: StoreOpti
     embedded: hooks.embedded,
     fenceOf: (taskId: string) => leases.fence(taskId),
     ...taskMethods(c),
+    ...taskReads(c),
     ...eventMethods(c),
     ...callMethods(c),
     ...approvalMethods(c),

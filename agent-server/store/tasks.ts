@@ -1,143 +1,22 @@
 import { sql } from 'kysely';
-import type { Task } from '../contract.ts';
 import { QUEUED_PAYLOAD } from './claims.ts';
-import { ACTIVE, held, type StoreContext, TASK_COLUMNS } from './context.ts';
-import { END_CHANNEL } from './dialect.ts';
-import {
-  likePattern,
-  type TaskFilter,
-  type TaskOutcome,
-  type TaskRow,
-  type TaskStore,
-  toTask,
-} from './interface.ts';
+import { ACTIVE, held, type StoreContext } from './context.ts';
+import { END_CHANNEL, type Kdb } from './dialect.ts';
+import type { TaskOutcome, TaskStore } from './interface.ts';
 
-// Tasks' rows: recorded, read, listed, counted, ended, given back to the queue, requeued when their lease lapsed,
-// and pruned by retention.
+// Tasks' rows written: recorded, ended, given back to the queue, requeued when their lease lapsed, and pruned by
+// retention (their reads are task-reads.ts).
 
-type TaskMethods = Pick<
-  TaskStore,
-  | 'createTask'
-  | 'getTask'
-  | 'recentTasks'
-  | 'countTasks'
-  | 'finishTask'
-  | 'release'
-  | 'requeueLapsed'
-  | 'pruneTasks'
->;
+type TaskMethods = Pick<TaskStore, 'createTask' | 'finishTask' | 'release' | 'requeueLapsed' | 'pruneTasks'>;
 
 export function taskMethods(c: StoreContext): TaskMethods {
   const { db, leases, writes } = c;
   /** Tasks, once every write in flight settled (their events need not be in). */
   const listed = () => c.guard(writes.settleAll());
   return {
-    // Committed at once (a failure rejects: the task must not run unrecorded).
-    async createTask(taskId, sessionId, goal, opts = {}) {
-      c.lastSeq.set(taskId, 0);
-      const request = opts.request === undefined ? null : JSON.stringify(opts.request);
-      const row = {
-        task_id: taskId,
-        session_id: sessionId,
-        goal,
-        created_at: new Date().toISOString(),
-        request,
-      };
-      if (opts.queued) {
-        await writes.afterEvents(taskId, (on) =>
-          on
-            .insertInto('tasks')
-            .values({ ...row, status: 'queued', fence: 0 })
-            .execute(),
-        );
-        await c.notifyQueue(QUEUED_PAYLOAD);
-        return;
-      }
-      await writes.afterEvents(taskId, (on) =>
-        on
-          .insertInto('tasks')
-          .values({
-            ...row,
-            status: 'running',
-            lease_owner: leases.holder,
-            lease_until: leases.now() + leases.leaseMs,
-            fence: 1,
-          })
-          .execute(),
-      );
-      leases.take(taskId, 1);
-    },
-    async getTask(taskId): Promise<Task | undefined> {
-      await c.guard(writes.settle(taskId));
-      const row = await db
-        .selectFrom('tasks')
-        .select(TASK_COLUMNS)
-        .where('task_id', '=', taskId)
-        .executeTakeFirst();
-      return row ? toTask(row as TaskRow) : undefined;
-    },
-    async recentTasks(limit, filter: TaskFilter = {}) {
-      await listed();
-      const rows = await db
-        .selectFrom('tasks')
-        .select(TASK_COLUMNS)
-        .$if(!!filter.status, (q) => q.where('status', '=', filter.status as Task['status']))
-        .$if(!!filter.goal, (q) => q.where(c.hooks.goalLike(likePattern(filter.goal as string))))
-        .$if(!!filter.after, (q) =>
-          q.where(
-            (eb) => eb.refTuple('created_at', 'n'),
-            '<',
-            (eb) =>
-              eb
-                .selectFrom('tasks as a')
-                .select(['a.created_at', 'a.n'])
-                .where('a.task_id', '=', filter.after as string) as never,
-          ),
-        )
-        .orderBy('created_at', 'desc')
-        .orderBy('n', 'desc')
-        .limit(limit)
-        .execute();
-      return rows.map((r) => toTask(r as TaskRow));
-    },
-    async countTasks() {
-      await listed();
-      const rows = await db
-        .selectFrom('tasks')
-        .select(['status', (eb) => eb.fn.countAll<number | string>().as('n')])
-        .groupBy('status')
-        .execute();
-      return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
-    },
+    createTask: (taskId, sessionId, goal, opts) => createTask(c, taskId, sessionId, goal, opts),
     async finishTask(taskId, o: TaskOutcome) {
-      await writes.fencedWrite(taskId, async (on, fence) => {
-        const res = await on
-          .updateTable('tasks')
-          .set({
-            status: o.status,
-            final_answer: o.final_answer,
-            error: o.error,
-            steps: o.steps,
-            usage: JSON.stringify(o.usage),
-            toolsets_used: JSON.stringify(o.toolsets_used),
-            tokens: JSON.stringify(o.tokens),
-            finished_at: new Date().toISOString(),
-            pending_approval: null,
-            resume_state: null,
-            decision: null,
-            lease_owner: null,
-            lease_until: null,
-          })
-          .where(held(taskId, fence, leases.now()))
-          .executeTakeFirst();
-        const changed = Number(res.numUpdatedRows);
-        if (changed) {
-          await on.deleteFrom('task_calls').where('task_id', '=', taskId).execute();
-          // Whoever waits for its end in another process (a client of another agent API) hears it.
-          await c.hooks.notify(on, END_CHANNEL, taskId);
-        }
-        return changed;
-      });
+      await writes.fencedWrite(taskId, (on, fence) => recordEnd(c, on, taskId, fence, o));
       leases.drop(taskId);
       c.lastSeq.delete(taskId);
     },
@@ -200,4 +79,77 @@ export function taskMethods(c: StoreContext): TaskMethods {
       return Number(res.numDeletedRows);
     },
   };
+}
+
+/** Records a task, queued or running here (committed at once: a failure rejects, the task must not run unrecorded). */
+async function createTask(
+  c: StoreContext,
+  taskId: string,
+  sessionId: string,
+  goal: string,
+  opts: Parameters<TaskStore['createTask']>[3] = {},
+): Promise<void> {
+  const { leases, writes } = c;
+  c.lastSeq.set(taskId, 0);
+  const request = opts.request === undefined ? null : JSON.stringify(opts.request);
+  const row = {
+    task_id: taskId,
+    session_id: sessionId,
+    goal,
+    created_at: new Date().toISOString(),
+    request,
+  };
+  if (opts.queued) {
+    await writes.afterEvents(taskId, (on) =>
+      on
+        .insertInto('tasks')
+        .values({ ...row, status: 'queued', fence: 0 })
+        .execute(),
+    );
+    await c.notifyQueue(QUEUED_PAYLOAD);
+    return;
+  }
+  await writes.afterEvents(taskId, (on) =>
+    on
+      .insertInto('tasks')
+      .values({
+        ...row,
+        status: 'running',
+        lease_owner: leases.holder,
+        lease_until: leases.now() + leases.leaseMs,
+        fence: 1,
+      })
+      .execute(),
+  );
+  leases.take(taskId, 1);
+}
+
+/** A task's end, recorded while it is held under `fence`; its call records go, and other processes hear of it. */
+async function recordEnd(c: StoreContext, on: Kdb, taskId: string, fence: number | null, o: TaskOutcome) {
+  const res = await on
+    .updateTable('tasks')
+    .set({
+      status: o.status,
+      final_answer: o.final_answer,
+      error: o.error,
+      steps: o.steps,
+      usage: JSON.stringify(o.usage),
+      toolsets_used: JSON.stringify(o.toolsets_used),
+      tokens: JSON.stringify(o.tokens),
+      finished_at: new Date().toISOString(),
+      pending_approval: null,
+      resume_state: null,
+      decision: null,
+      lease_owner: null,
+      lease_until: null,
+    })
+    .where(held(taskId, fence, c.leases.now()))
+    .executeTakeFirst();
+  const changed = Number(res.numUpdatedRows);
+  if (changed) {
+    await on.deleteFrom('task_calls').where('task_id', '=', taskId).execute();
+    // Whoever waits for its end in another process (a client of another agent API) hears it.
+    await c.hooks.notify(on, END_CHANNEL, taskId);
+  }
+  return changed;
 }

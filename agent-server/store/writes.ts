@@ -28,26 +28,8 @@ export function createWrites({ db, hooks, leases, opts, onWriteError, closing }:
   let timer: NodeJS.Timeout | null = null;
   /** Each task's last write in flight: a task's writes commit in the order they were made. */
   const tails = new Map<string, Promise<void>>();
-  /** A write behind that failed, by task: its next fenced write throws it. */
-  const failedBehind = new Map<string, unknown>();
 
-  /**
-   * Runs `work` until the database answers it: while it cannot be reached (or the statement was rolled back for
-   * a deadlock with others), again every few seconds, each time after the leases were renewed (one that lapsed
-   * meanwhile is taken back unless another worker took its task, so the writes that waited are not refused for
-   * it). A statement's own error is thrown; so is the wait's end when the process stops or the store closes.
-   */
-  const persist = async <T>(work: (retry: boolean) => Promise<T>): Promise<T> => {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        if (attempt > 0) await leases.renewNow();
-        return await work(attempt > 0);
-      } catch (err) {
-        if (!hooks.transient(err) || opts.stopping?.aborted || closing()) throw err;
-        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
-      }
-    }
-  };
+  const persist = persistent({ hooks, leases, opts, closing });
 
   /** Writes event rows; a row whose task is no longer held under its fence is refused (its lease is lost). */
   const insertEvents = async (on: Kdb, rows: EventRow[], retry: boolean) => {
@@ -125,6 +107,55 @@ export function createWrites({ db, hooks, leases, opts, onWriteError, closing }:
       return durable ? persist(once) : once(false);
     });
 
+  const { fencedWrite, fencedBehind } = fencedWrites(afterEvents, leases, onWriteError);
+
+  /** Queues an event row, written within GROUP_COMMIT_MS with the others appended meanwhile. */
+  const append = (row: EventRow) => {
+    pending.push(row);
+    if (pending.length >= MAX_PENDING) {
+      flush().catch(onWriteError);
+      return;
+    }
+    timer ??= setTimeout(() => {
+      flush().catch(onWriteError);
+    }, GROUP_COMMIT_MS);
+  };
+
+  return { append, persist, flush, settle, settleAll, afterEvents, fencedWrite, fencedBehind };
+}
+
+/**
+ * Runs `work` until the database answers it: while it cannot be reached (or the statement was rolled back for
+ * a deadlock with others), again every few seconds, each time after the leases were renewed (one that lapsed
+ * meanwhile is taken back unless another worker took its task, so the writes that waited are not refused for
+ * it). A statement's own error is thrown; so is the wait's end when the process stops or the store closes.
+ */
+function persistent({
+  hooks,
+  leases,
+  opts,
+  closing,
+}: Pick<WriteContext, 'hooks' | 'leases' | 'opts' | 'closing'>) {
+  return async <T>(work: (retry: boolean) => Promise<T>): Promise<T> => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (attempt > 0) await leases.renewNow();
+        return await work(attempt > 0);
+      } catch (err) {
+        if (!hooks.transient(err) || opts.stopping?.aborted || closing()) throw err;
+        await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
+      }
+    }
+  };
+}
+
+type AfterEvents = <T>(taskId: string, work: (on: Kdb) => Promise<T>, durable?: boolean) => Promise<T>;
+
+/** Fenced statements: refused (LeaseLost, onLeaseLost) when the task is no longer held under its fence. */
+function fencedWrites(afterEvents: AfterEvents, leases: Leases, onWriteError: (err: unknown) => void) {
+  /** A write behind that failed, by task: its next fenced write throws it. */
+  const failedBehind = new Map<string, unknown>();
+
   /** A fenced statement of `taskId` after the events before it; throws LeaseLost when it changed nothing. */
   const fencedWrite = async (taskId: string, work: (on: Kdb, fence: number | null) => Promise<number>) => {
     const fence = leases.fence(taskId) ?? null;
@@ -152,17 +183,5 @@ export function createWrites({ db, hooks, leases, opts, onWriteError, closing }:
     );
   };
 
-  /** Queues an event row, written within GROUP_COMMIT_MS with the others appended meanwhile. */
-  const append = (row: EventRow) => {
-    pending.push(row);
-    if (pending.length >= MAX_PENDING) {
-      flush().catch(onWriteError);
-      return;
-    }
-    timer ??= setTimeout(() => {
-      flush().catch(onWriteError);
-    }, GROUP_COMMIT_MS);
-  };
-
-  return { append, persist, flush, settle, settleAll, afterEvents, fencedWrite, fencedBehind };
+  return { fencedWrite, fencedBehind };
 }

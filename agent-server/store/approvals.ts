@@ -29,21 +29,21 @@ export function approvalMethods(c: StoreContext): ApprovalMethods {
      */
     async pause(taskId, pending, state, steps) {
       const [p, s] = [JSON.stringify(pending), JSON.stringify(state)];
-      await writes.fencedWrite(taskId, async (on, fence) => {
-        const res = await on
-          .updateTable('tasks')
-          .set({
-            status: 'awaiting_approval',
-            pending_approval: p,
-            resume_state: s,
-            steps,
-            decision: null,
-            lease_owner: null,
-            lease_until: null,
-          })
-          .where(held(taskId, fence, leases.now()))
-          .executeTakeFirst();
-        return Number(res.numUpdatedRows);
+      await writes.fencedWrite(taskId, {
+        one: (on, fence) => ({
+          statement: on
+            .updateTable('tasks')
+            .set({
+              status: 'awaiting_approval',
+              pending_approval: p,
+              resume_state: s,
+              steps,
+              decision: null,
+              lease_owner: null,
+              lease_until: null,
+            })
+            .where(held(taskId, fence, leases.now())),
+        }),
       });
       leases.drop(taskId);
     },

@@ -1,6 +1,7 @@
 import { held, parsed, type StoreContext } from './context.ts';
 import type { Kdb } from './dialect.ts';
 import type { CallRecord, TaskStore } from './interface.ts';
+import type { FencedWork } from './writes.ts';
 
 // Where a task goes on from if its worker stops: its checkpoint (a reply whose tool calls are about to run) and
 // the records of those calls, started and finished.
@@ -25,73 +26,94 @@ export async function callsOf(on: Kdb, taskId: string): Promise<CallRecord[]> {
 
 export function callMethods(c: StoreContext): CallMethods {
   const { leases, writes } = c;
-  /** Records call `index` (started, or finished with `result`) while the task is held under `fence`. */
-  const record = async (
-    on: Kdb,
-    taskId: string,
-    fence: number | null,
-    call: { index: number; callId: string; result?: string },
-  ) => {
-    const finished = call.result === undefined ? 0 : 1;
-    const result = call.result ?? null;
-    const res = await on
-      .insertInto('task_calls')
-      .columns(['task_id', 'idx', 'call_id', 'finished', 'result'])
-      .expression(
-        on
-          .selectNoFrom((s) => [
-            s.val(taskId).as('task_id'),
-            s.cast<number>(s.val(call.index), 'integer').as('idx'),
-            s.val(call.callId).as('call_id'),
-            s.cast<number>(s.val(finished), 'integer').as('finished'),
-            s.val(result).as('result'),
-          ])
-          .where((w) =>
-            w.exists(
-              w
-                .selectFrom('tasks')
-                .select('task_id')
-                .where(held(taskId, fence, leases.now()))
-                .$if(c.hooks.lockOnCheck, (q) => q.forShare()),
-            ),
-          ),
-      )
-      .onConflict((oc) =>
-        oc.columns(['task_id', 'idx']).doUpdateSet((eb) => ({
-          call_id: eb.ref('excluded.call_id'),
-          finished: eb.ref('excluded.finished'),
-          result: eb.ref('excluded.result'),
-        })),
-      )
-      .executeTakeFirst();
-    return Number(res.numInsertedOrUpdatedRows ?? 0);
-  };
+  const now = () => leases.now();
   return {
     // Written behind, in the task's order: the call that starts next waits for it (callStarted), before it runs.
     async checkpoint(taskId, state, steps) {
-      const text = JSON.stringify(state);
-      writes.fencedBehind(taskId, async (on, fence) => {
-        const res = await on
-          .updateTable('tasks')
-          .set({ resume_state: text, steps })
-          .where(held(taskId, fence, leases.now()))
-          .executeTakeFirst();
-        const changed = Number(res.numUpdatedRows);
-        if (changed) await on.deleteFrom('task_calls').where('task_id', '=', taskId).execute();
-        return changed;
-      });
+      writes.fencedBehind(taskId, checkpointWork(c, taskId, JSON.stringify(state), steps));
     },
     async callStarted(taskId, index, callId) {
-      await writes.fencedWrite(taskId, (on, fence) => record(on, taskId, fence, { index, callId }));
+      await writes.fencedWrite(taskId, {
+        one: (on, fence) => ({
+          statement: recordCall(
+            on,
+            { taskId, fence, now: now(), lockRow: c.hooks.lockOnCheck },
+            { index, callId },
+          ),
+        }),
+      });
     },
     // Written behind, as the checkpoint (lost in a crash, the call only looks unfinished: the safe side).
     async callFinished(taskId, index, callId, result) {
       const text = JSON.stringify(result);
-      writes.fencedBehind(taskId, (on, fence) => record(on, taskId, fence, { index, callId, result: text }));
+      writes.fencedBehind(taskId, {
+        one: (on, fence) => ({
+          statement: recordCall(
+            on,
+            { taskId, fence, now: now(), lockRow: c.hooks.lockOnCheck },
+            { index, callId, result: text },
+          ),
+        }),
+      });
     },
     async calls(taskId) {
       await c.guard(writes.settle(taskId));
       return callsOf(c.db, taskId);
     },
+  };
+}
+
+/** A task held under `fence` at `now` (`lockRow`: the check locks its row against a claim committing meanwhile). */
+interface HeldAt {
+  taskId: string;
+  fence: number | null;
+  now: number;
+  lockRow: boolean;
+}
+
+/** Records call `index` (started, or finished with `result`) while the task is held: one statement. */
+function recordCall(on: Kdb, h: HeldAt, call: { index: number; callId: string; result?: string }) {
+  const finished = call.result === undefined ? 0 : 1;
+  return on
+    .insertInto('task_calls')
+    .columns(['task_id', 'idx', 'call_id', 'finished', 'result'])
+    .expression(
+      on
+        .selectNoFrom((s) => [
+          s.val(h.taskId).as('task_id'),
+          s.cast<number>(s.val(call.index), 'integer').as('idx'),
+          s.val(call.callId).as('call_id'),
+          s.cast<number>(s.val(finished), 'integer').as('finished'),
+          s.val(call.result ?? null).as('result'),
+        ])
+        .where((w) =>
+          w.exists(
+            w
+              .selectFrom('tasks')
+              .select('task_id')
+              .where(held(h.taskId, h.fence, h.now))
+              .$if(h.lockRow, (q) => q.forShare()),
+          ),
+        ),
+    )
+    .onConflict((oc) =>
+      oc.columns(['task_id', 'idx']).doUpdateSet((eb) => ({
+        call_id: eb.ref('excluded.call_id'),
+        finished: eb.ref('excluded.finished'),
+        result: eb.ref('excluded.result'),
+      })),
+    );
+}
+
+/** A checkpoint: the reply whose calls run next, the call records of the one before dropped. */
+function checkpointWork(c: StoreContext, taskId: string, state: string, steps: number): FencedWork {
+  return {
+    one: (on, fence) => ({
+      statement: on
+        .updateTable('tasks')
+        .set({ resume_state: state, steps })
+        .where(held(taskId, fence, c.leases.now())),
+      dropCalls: true,
+    }),
   };
 }

@@ -1,5 +1,6 @@
 import {
   type Compilable,
+  type CompiledQuery,
   type Expression,
   type Kysely,
   type OperationNodeSource,
@@ -52,6 +53,18 @@ export interface DialectHooks {
    * committed before its connection was lost) rows already there are skipped.
    */
   insertEvents(db: Kdb, rows: readonly EventRow[], now: number, retry: boolean): Promise<Map<string, number>>;
+  /**
+   * PostgreSQL: one write of a held task in one statement (one round trip where a transaction would take four or
+   * more): the write, then, only if it changed a row, the task's pending event rows, its call records dropped and
+   * the notification; the rows it changed. None on SQLite (in process, a transaction costs nothing).
+   */
+  oneWrite?(
+    db: Kdb,
+    taskId: string,
+    write: CompiledWrite,
+    rows: readonly EventRow[],
+    retry: boolean,
+  ): Promise<number>;
   /** Extends the leases (task, fence) still this worker's to `until`; the ids extended. */
   renew(db: Kdb, held: readonly [string, number][], until: number): Promise<string[]>;
   /** A condition on `tasks`: the call its pending approval is for is `callId`. */
@@ -129,6 +142,43 @@ async function insertChunk(db: Kdb, rows: readonly EventRow[], now: number, retr
   return written.map((r): [string, number] => [r.task_id, Number(r.n)]);
 }
 
+/** A write compiled by Kysely (its parameters from $1, RETURNING 1 per row it changed), and what goes with it. */
+export interface CompiledWrite {
+  statement: CompiledQuery;
+  /** Its task's call records are dropped when it changed the row (a checkpoint's new reply, an end). */
+  dropCalls?: boolean;
+  /** The other processes hear on this channel (with the task's id) that it changed the row. */
+  told?: string;
+}
+
+/** The events CTE's parameters (one array per column) and the task's id come first: the write's move up. */
+const WRITE_PARAMS = 7;
+
+/**
+ * PostgreSQL: the write as CTE `w` (it checks the fence and locks the row), and after it, on what it returned,
+ * the events (their followers told once: payloads repeated in a transaction are sent once), the dropped calls
+ * and the notification; data-modifying CTEs run to completion whether read or not, and read `w` as it ended.
+ */
+function oneWriteSql(write: CompiledWrite, retry: boolean): string {
+  const moved = write.statement.sql.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + WRITE_PARAMS}`);
+  // Always all of them (PostgreSQL wants a type for every parameter): with no events, empty arrays.
+  const parts = [
+    `w AS (${moved})`,
+    `ev AS (INSERT INTO task_events (task_id, seq, type, at, duration_ms, data)
+      SELECT v.task_id, v.seq, v.type, v.at, v.duration_ms, v.data
+      FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::float8[], $6::text[])
+        AS v(task_id, seq, type, at, duration_ms, data)
+      WHERE EXISTS (SELECT 1 FROM w) ${retry ? 'ON CONFLICT (task_id, seq) DO NOTHING' : ''}
+      RETURNING pg_notify('${EVENTS_CHANNEL}', task_id))`,
+  ];
+  if (write.dropCalls)
+    parts.push('dropped AS (DELETE FROM task_calls WHERE task_id = $7 AND EXISTS (SELECT 1 FROM w))');
+  const told = write.told
+    ? `, (SELECT count(*) FROM (SELECT pg_notify('${write.told}', $7) FROM w) n) AS told`
+    : '';
+  return `WITH ${parts.join(',\n')} SELECT $7::text AS task_id, (SELECT count(*) FROM w) AS changed${told}`;
+}
+
 export function postgresHooks(pool: Pool): DialectHooks {
   const reach = reachabilityOf(pool);
   return {
@@ -142,6 +192,16 @@ export function postgresHooks(pool: Pool): DialectHooks {
           written.set(id, (written.get(id) ?? 0) + n);
       }
       return written;
+    },
+    async oneWrite(db, taskId, write, rows, retry) {
+      const col = <K extends keyof EventRow>(k: K) => rows.map((r) => r[k]);
+      const events = [col('task_id'), col('seq'), col('type'), col('at'), col('duration_ms'), col('data')];
+      const { rows: out } = await db.executeQuery<{ changed: string }>({
+        ...write.statement,
+        sql: oneWriteSql(write, retry),
+        parameters: [...events, taskId, ...write.statement.parameters],
+      });
+      return Number(out[0]?.changed ?? 0);
     },
     // Renewed while its fence is the task's, also once it lapsed (the database unreachable for longer than a
     // lease): until another worker claims the task (a new fence) it is still this worker's alone.

@@ -1,8 +1,9 @@
 import { sql } from 'kysely';
 import { QUEUED_PAYLOAD } from './claims.ts';
 import { ACTIVE, held, type StoreContext } from './context.ts';
-import { END_CHANNEL, type Kdb } from './dialect.ts';
+import { END_CHANNEL } from './dialect.ts';
 import type { TaskOutcome, TaskStore } from './interface.ts';
+import type { FencedWork } from './writes.ts';
 
 // Tasks' rows written: recorded, ended, given back to the queue, requeued when their lease lapsed, and pruned by
 // retention (their reads are task-reads.ts).
@@ -16,7 +17,7 @@ export function taskMethods(c: StoreContext): TaskMethods {
   return {
     createTask: (taskId, sessionId, goal, opts) => createTask(c, taskId, sessionId, goal, opts),
     async finishTask(taskId, o: TaskOutcome) {
-      await writes.fencedWrite(taskId, (on, fence) => recordEnd(c, on, taskId, fence, o));
+      await writes.fencedWrite(taskId, endWork(c, taskId, o));
       leases.drop(taskId);
       c.lastSeq.delete(taskId);
     },
@@ -124,32 +125,31 @@ async function createTask(
   leases.take(taskId, 1);
 }
 
-/** A task's end, recorded while it is held under `fence`; its call records go, and other processes hear of it. */
-async function recordEnd(c: StoreContext, on: Kdb, taskId: string, fence: number | null, o: TaskOutcome) {
-  const res = await on
-    .updateTable('tasks')
-    .set({
-      status: o.status,
-      final_answer: o.final_answer,
-      error: o.error,
-      steps: o.steps,
-      usage: JSON.stringify(o.usage),
-      toolsets_used: JSON.stringify(o.toolsets_used),
-      tokens: JSON.stringify(o.tokens),
-      finished_at: new Date().toISOString(),
-      pending_approval: null,
-      resume_state: null,
-      decision: null,
-      lease_owner: null,
-      lease_until: null,
-    })
-    .where(held(taskId, fence, c.leases.now()))
-    .executeTakeFirst();
-  const changed = Number(res.numUpdatedRows);
-  if (changed) {
-    await on.deleteFrom('task_calls').where('task_id', '=', taskId).execute();
-    // Whoever waits for its end in another process (a client of another agent API) hears it.
-    await c.hooks.notify(on, END_CHANNEL, taskId);
-  }
-  return changed;
+/** A task's end, recorded while it is held; its call records go, and other processes hear of it. */
+function endWork(c: StoreContext, taskId: string, o: TaskOutcome): FencedWork {
+  return {
+    one: (on, fence) => ({
+      statement: on
+        .updateTable('tasks')
+        .set({
+          status: o.status,
+          final_answer: o.final_answer,
+          error: o.error,
+          steps: o.steps,
+          usage: JSON.stringify(o.usage),
+          toolsets_used: JSON.stringify(o.toolsets_used),
+          tokens: JSON.stringify(o.tokens),
+          finished_at: new Date().toISOString(),
+          pending_approval: null,
+          resume_state: null,
+          decision: null,
+          lease_owner: null,
+          lease_until: null,
+        })
+        .where(held(taskId, fence, c.leases.now())),
+      dropCalls: true,
+      // Whoever waits for its end in another process (a client of another agent API) hears it.
+      told: END_CHANNEL,
+    }),
+  };
 }

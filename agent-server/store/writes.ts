@@ -1,3 +1,4 @@
+import { type Compilable, type QueryResult, sql } from 'kysely';
 import { GROUP_COMMIT_MS } from '../../lib/db/sqlite.ts';
 import type { DialectHooks, EventRow, Kdb } from './dialect.ts';
 import type { StoreOptions } from './interface.ts';
@@ -107,7 +108,33 @@ export function createWrites({ db, hooks, leases, opts, onWriteError, closing }:
       return durable ? persist(once) : once(false);
     });
 
-  const { fencedWrite, fencedBehind } = fencedWrites(afterEvents, leases, onWriteError);
+  /** A write of task `taskId` as plain statements (SQLite), after its events in their transaction. */
+  const plainWrite = async (on: Kdb, taskId: string, write: OneWrite) => {
+    const changed = affected(await on.executeQuery(write.statement.compile()));
+    if (changed && write.dropCalls) await on.deleteFrom('task_calls').where('task_id', '=', taskId).execute();
+    if (changed && write.told) await hooks.notify(on, write.told, taskId);
+    return changed;
+  };
+
+  /**
+   * One write of task `taskId` after its earlier writes, with its pending events: on PostgreSQL one statement
+   * (oneWrite), on SQLite one transaction; resolves to the rows it changed.
+   */
+  const afterWrite = (taskId: string, build: (on: Kdb) => OneWrite) => {
+    const oneWrite = hooks.oneWrite;
+    if (!oneWrite) return afterEvents(taskId, (on) => plainWrite(on, taskId, build(on)), true);
+    return enqueue(taskId, (rows) =>
+      persist((retry) => {
+        const write = build(db);
+        const statement = (write.statement as unknown as Returning)
+          .returning(sql<number>`1`.as('one'))
+          .compile();
+        return oneWrite(db, taskId, { ...write, statement }, rows, retry);
+      }),
+    );
+  };
+
+  const { fencedWrite, fencedBehind } = fencedWrites(afterEvents, afterWrite, leases, onWriteError);
 
   /** Queues an event row, written within GROUP_COMMIT_MS with the others appended meanwhile. */
   const append = (row: EventRow) => {
@@ -121,7 +148,16 @@ export function createWrites({ db, hooks, leases, opts, onWriteError, closing }:
     }, GROUP_COMMIT_MS);
   };
 
-  return { append, persist, flush, settle, settleAll, afterEvents, fencedWrite, fencedBehind };
+  return {
+    append,
+    persist,
+    flush,
+    settle,
+    settleAll,
+    afterEvents,
+    fencedWrite,
+    fencedBehind,
+  };
 }
 
 /**
@@ -149,17 +185,50 @@ function persistent({
   };
 }
 
+/** The rows a statement changed. */
+const affected = (result: QueryResult<unknown>) => Number(result.numAffectedRows ?? 0);
+
 type AfterEvents = <T>(taskId: string, work: (on: Kdb) => Promise<T>, durable?: boolean) => Promise<T>;
+type AfterWrite = (taskId: string, build: (on: Kdb) => OneWrite) => Promise<number>;
+
+/** A write's statement given a RETURNING (one row per row it changed), as PostgreSQL's oneWrite reads it. */
+type Returning = { returning(selection: unknown): Compilable<unknown> };
+
+/** One write of a held task: a statement refused unless the task is held, and what goes with it when it changes the row. */
+export interface OneWrite {
+  statement: Compilable<unknown>;
+  /** The task's call records are dropped (a checkpoint's new reply, an end). */
+  dropCalls?: boolean;
+  /** The other processes hear on this channel (with the task's id) that it changed. */
+  told?: string;
+}
+
+/**
+ * What a fenced write runs under the fence it was made with: statements (the rows they changed), or one write
+ * (`one`), on PostgreSQL a single statement with the task's pending events.
+ */
+export type FencedWork =
+  | ((on: Kdb, fence: number | null) => Promise<number>)
+  | { one: (on: Kdb, fence: number | null) => OneWrite };
 
 /** Fenced statements: refused (LeaseLost, onLeaseLost) when the task is no longer held under its fence. */
-function fencedWrites(afterEvents: AfterEvents, leases: Leases, onWriteError: (err: unknown) => void) {
+function fencedWrites(
+  afterEvents: AfterEvents,
+  afterWrite: AfterWrite,
+  leases: Leases,
+  onWriteError: (err: unknown) => void,
+) {
   /** A write behind that failed, by task: its next fenced write throws it. */
   const failedBehind = new Map<string, unknown>();
+  const run = (taskId: string, work: FencedWork, fence: number | null) =>
+    typeof work === 'function'
+      ? afterEvents(taskId, (on) => work(on, fence), true)
+      : afterWrite(taskId, (on) => work.one(on, fence));
 
   /** A fenced statement of `taskId` after the events before it; throws LeaseLost when it changed nothing. */
-  const fencedWrite = async (taskId: string, work: (on: Kdb, fence: number | null) => Promise<number>) => {
+  const fencedWrite = async (taskId: string, work: FencedWork) => {
     const fence = leases.fence(taskId) ?? null;
-    const changed = await afterEvents(taskId, (on) => work(on, fence), true);
+    const changed = await run(taskId, work, fence);
     const behind = failedBehind.get(taskId);
     if (behind !== undefined) {
       failedBehind.delete(taskId);
@@ -169,9 +238,9 @@ function fencedWrites(afterEvents: AfterEvents, leases: Leases, onWriteError: (e
   };
 
   /** A fenced statement queued in the task's order and not waited for (refused: onLeaseLost; failed: onWriteError). */
-  const fencedBehind = (taskId: string, work: (on: Kdb, fence: number | null) => Promise<number>) => {
+  const fencedBehind = (taskId: string, work: FencedWork) => {
     const fence = leases.fence(taskId) ?? null;
-    afterEvents(taskId, (on) => work(on, fence), true).then(
+    run(taskId, work, fence).then(
       (changed) => {
         if (changed === 0 && fence !== null) leases.lose(taskId, fence);
       },

@@ -5,44 +5,62 @@ import { COMMAND_HELP, COMMANDS, HELP, nearest, nearestCommand } from './cli/hel
 import { type CliIo, EXIT, rootCause, serviceEndpoint, UnreachableError, UsageError } from './cli/io.ts';
 import { processIo } from './cli/process-io.ts';
 import { runTask } from './cli/run.ts';
-import {
-  type Credential,
-  checkCredentialTarget,
-  credentialOf,
-  type Target,
-  targetOf,
-} from './cli/targets.ts';
+import { checkCredentialTarget, credentialOf, type Target, type Targets, targetOf } from './cli/targets.ts';
 import { tasksCommand } from './cli/tasks.ts';
+import { consoleCommand, tokenCommand } from './cli/token.ts';
 import { toolsetsCommand } from './cli/toolsets.ts';
 import { readAddresses } from './lib/config/addresses.ts';
 import { type Config, loadConfig } from './lib/config/config.ts';
 import {
-  CREDENTIALS,
   type CredentialVariable,
   storedCredentials,
-  variableOfRole,
   withStoredCredentials,
 } from './lib/config/credentials.ts';
 import { installedVersion } from './lib/config/installation.ts';
-import { errorOf, ServiceError } from './lib/http/http-client.ts';
+import { type ServiceEndpoint, ServiceError } from './lib/http/http-client.ts';
 
 // The toolshift CLI: a thin client of the agent-server and the gateway's admin API. No business logic here.
 
 export type { CliIo };
 
-/** Where the two services are, and the token the CLI holds for each variable (cli/targets.ts). */
-interface Targets {
-  agent: Target;
-  gateway: Target;
-  credential: (variable: CredentialVariable) => Credential | undefined;
-}
-
-/** The version in package.json, for --version. */
 /** Runs the CLI with `argv` (without node and script); resolves to the exit code (see cli/io.ts EXIT). */
 export async function main(argv: string[], io: CliIo): Promise<number> {
-  let parsed: ReturnType<typeof parse>;
+  const parsed = parseOrExplain(argv, io);
+  if (typeof parsed === 'number') return parsed;
+  const { values, positionals } = parsed;
+  const [command, ...rest] = positionals;
+  const answered = helpOrVersion(command, rest, values, io);
+  if (answered !== undefined) return answered;
+  const setUp = setUpClient(io);
+  if (typeof setUp === 'number') return setUp;
+  const { config, targets } = setUp;
+  io = setUp.io;
+  // Each stored token goes only to where its daemon recorded it listens (cli/targets.ts).
+  const endpointOf = (target: Target, variable: CredentialVariable) => {
+    const credential = targets.credential(variable);
+    let withheld: Error | undefined;
+    try {
+      checkCredentialTarget(target, credential, command);
+    } catch (err) {
+      withheld = err as Error;
+    }
+    return serviceEndpoint(target.service, target.url, credential?.value, io, withheld);
+  };
+  const endpoints = {
+    agent: endpointOf(targets.agent, 'AGENT_API_TOKEN'),
+    gateway: endpointOf(targets.gateway, 'GATEWAY_ADMIN_TOKEN'),
+  };
   try {
-    parsed = parse(argv);
+    return await runCommand(command, rest, values, { config, targets, endpoints }, io);
+  } catch (raw) {
+    return failure(raw, command, config, io);
+  }
+}
+
+/** The command line parsed, or the usage exit code once the error is reported. */
+function parseOrExplain(argv: string[], io: CliIo): ReturnType<typeof parse> | number {
+  try {
+    return parse(argv);
   } catch (err) {
     // Node's parser says "Unknown option '--x'. To specify a positional argument starting with a '-', …":
     // name the option and where the valid ones are instead.
@@ -59,12 +77,19 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     );
     return EXIT.usage;
   }
-  const { values, positionals } = parsed;
+}
+
+/** --version, `help [command]`, --help and no command at all: answered without a service; else undefined. */
+function helpOrVersion(
+  command: string | undefined,
+  rest: string[],
+  values: Values,
+  io: CliIo,
+): number | undefined {
   if (values.version) {
     io.stdout(`toolshift ${installedVersion()}\n`);
     return EXIT.ok;
   }
-  const [command, ...rest] = positionals;
   if (command === 'help') {
     const topic = rest[0];
     if (topic && !COMMAND_HELP[topic]) {
@@ -81,136 +106,135 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stdout(command && COMMAND_HELP[command] ? COMMAND_HELP[command] : HELP);
     return command === undefined && !values.help ? EXIT.usage : EXIT.ok;
   }
-  let config: Config;
-  let targets: Targets;
+  return undefined;
+}
+
+/** The configuration, where the services are, and the io with its reconnect window; or the usage exit code. */
+function setUpClient(io: CliIo): { config: Config; targets: Targets; io: CliIo } | number {
   try {
     const fromEnv = loadConfig(io.env);
     const stored = storedCredentials(fromEnv);
-    config = withStoredCredentials(fromEnv, stored);
+    const config = withStoredCredentials(fromEnv, stored);
     const addresses = readAddresses(fromEnv.auth.credentialsFile);
-    const credential = (variable: CredentialVariable) => credentialOf(variable, fromEnv, stored);
-    targets = {
+    const targets = {
       agent: targetOf('agent-server', io.env, fromEnv, addresses),
       gateway: targetOf('mcp-gateway', io.env, fromEnv, addresses),
-      credential,
+      credential: (variable: CredentialVariable) => credentialOf(variable, fromEnv, stored),
     };
+    const reconnectForMs = io.reconnectForMs ?? reconnectWindow(io.env.TOOLSHIFT_RECONNECT_S);
+    return { config, targets, io: { ...io, reconnectForMs } };
   } catch (err) {
     io.stderr(`error: ${(err as Error).message}\n`);
     return EXIT.usage;
   }
-  try {
-    io = { ...io, reconnectForMs: io.reconnectForMs ?? reconnectWindow(io.env.TOOLSHIFT_RECONNECT_S) };
-  } catch (err) {
-    io.stderr(`error: ${(err as Error).message}\n`);
-    return EXIT.usage;
-  }
-  // Each stored token goes only to where its daemon recorded it listens (cli/targets.ts).
-  const endpointOf = (target: Target, variable: CredentialVariable) => {
-    const credential = targets.credential(variable);
-    let withheld: Error | undefined;
-    try {
-      checkCredentialTarget(target, credential, command);
-    } catch (err) {
-      withheld = err as Error;
-    }
-    return serviceEndpoint(target.service, target.url, credential?.value, io, withheld);
+}
+
+/** What a command is given: the configuration, the services' addresses and their endpoints with tokens. */
+interface Context {
+  config: Config;
+  targets: Targets;
+  endpoints: { agent: ServiceEndpoint; gateway: ServiceEndpoint };
+}
+
+/** Runs one command with its options. */
+async function runCommand(
+  command: string,
+  rest: string[],
+  values: Values,
+  { config, targets, endpoints }: Context,
+  io: CliIo,
+): Promise<number> {
+  const { agent, gateway } = endpoints;
+  const watch = {
+    json: values.json === true,
+    quiet: values.quiet === true,
+    cancelOnInterrupt: values['cancel-on-interrupt'] === true,
   };
-  const agent = endpointOf(targets.agent, 'AGENT_API_TOKEN');
-  const gateway = endpointOf(targets.gateway, 'GATEWAY_ADMIN_TOKEN');
-  try {
-    const watch = {
-      json: values.json === true,
-      quiet: values.quiet === true,
-      cancelOnInterrupt: values['cancel-on-interrupt'] === true,
-    };
-    switch (command) {
-      case 'run':
-        return await runTask(
-          rest,
-          {
-            ...watch,
-            session: values.session,
-            maxSteps: positiveInt(values['max-steps'], '--max-steps'),
-            maxDurationS: positiveInt(values['max-duration'], '--max-duration'),
-            detach: values.detach === true,
-            approvals: approvalMode(values),
-            prompt: values.prompt,
-            promptArgs: promptArgs(values.arg),
-            exposure: exposureOf(values.exposure),
-          },
-          agent,
-          io,
-        );
-      case 'toolsets':
-        return await toolsetsCommand(rest, values, gateway, io, config);
-      case 'approvals':
-        return await approvalsCommand(
-          rest,
-          { json: watch.json, reason: values.reason },
-          { agent, gateway },
-          io,
-        );
-      case 'audit':
-        return await auditCommand(
-          {
-            json: watch.json,
-            jsonl: values.jsonl,
-            session: values.session,
-            task: values.task,
-            since: values.since,
-            until: values.until,
-            actor: values.actor,
-            kind: values.kind,
-            toolset: values.toolset,
-            tool: values.tool,
-            outcome: values.outcome,
-            cursor: values.cursor,
-            limit: positiveInt(values.limit, '--limit') ?? 50,
-          },
-          gateway,
-          io,
-        );
-      case 'token':
-        return tokenCommand(rest, config, io);
-      case 'console':
-        return await consoleCommand(rest, config, targets, io);
-      case 'serve':
-        // bin/toolshift.js starts the daemon (start/entry.ts) before the CLI is loaded; main() alone cannot.
-        throw new UsageError('serve starts the daemon: run it as `toolshift serve` (or `npm start`)');
-      case 'tasks':
-        return await tasksCommand(
-          rest,
-          { ...watch, limit: positiveInt(values.limit, '--limit') ?? 20 },
-          agent,
-          io,
-        );
-      default:
-        throw new UsageError(
-          `unknown command "${command}"${nearestCommand(command) ? `; did you mean ${nearestCommand(command)}?` : ''} ` +
-            `commands: ${COMMANDS.join(', ')}`,
-        );
-    }
-  } catch (raw) {
-    const err = rootCause(raw);
-    if (err instanceof UsageError) {
-      const more = err.command ? `toolshift help ${err.command}` : 'toolshift --help';
-      io.stderr(`error: ${err.message}\nSee: ${more}\n`);
-      return EXIT.usage;
-    }
-    if (err instanceof UnreachableError) {
-      io.stderr(`error: ${err.message}\n`);
-      return EXIT.unreachable;
-    }
-    // A 403 of the credential (it lacks the role) points at the tokens; another 403 (a toolset the operator
-    // disabled, a policy's deny) is the request's own refusal.
-    const wrongRole = err instanceof ServiceError && err.status === 403 && hasRequiredRoles(err.body);
-    if (err instanceof ServiceError && (err.status === 401 || wrongRole)) {
-      io.stderr(`error: ${err.message}\n${credentialHint(command, err.status, config)}\n`);
-      return EXIT.unreachable;
-    }
-    io.stderr(`error: ${(err as Error).message}\n`);
-    return EXIT.failed;
+  switch (command) {
+    case 'run':
+      return await runTask(rest, { ...watch, ...runOptions(values) }, agent, io);
+    case 'toolsets':
+      return await toolsetsCommand(rest, values, gateway, io, config);
+    case 'approvals':
+      return await approvalsCommand(rest, { json: watch.json, reason: values.reason }, endpoints, io);
+    case 'audit':
+      return await auditCommand(auditOptions(values), gateway, io);
+    case 'token':
+      return tokenCommand(rest, config, io);
+    case 'console':
+      return await consoleCommand(rest, config, targets, io);
+    case 'serve':
+      // bin/toolshift.js starts the daemon (start/entry.ts) before the CLI is loaded; main() alone cannot.
+      throw new UsageError('serve starts the daemon: run it as `toolshift serve` (or `npm start`)');
+    case 'tasks':
+      return await tasksCommand(
+        rest,
+        { ...watch, limit: positiveInt(values.limit, '--limit') ?? 20 },
+        agent,
+        io,
+      );
+    default:
+      throw new UsageError(
+        `unknown command "${command}"${nearestCommand(command) ? `; did you mean ${nearestCommand(command)}?` : ''} ` +
+          `commands: ${COMMANDS.join(', ')}`,
+      );
   }
+}
+
+/** `run`'s own options. */
+function runOptions(values: Values) {
+  return {
+    session: values.session,
+    maxSteps: positiveInt(values['max-steps'], '--max-steps'),
+    maxDurationS: positiveInt(values['max-duration'], '--max-duration'),
+    detach: values.detach === true,
+    approvals: approvalMode(values),
+    prompt: values.prompt,
+    promptArgs: promptArgs(values.arg),
+    exposure: exposureOf(values.exposure),
+  };
+}
+
+/** `audit`'s filters and paging. */
+function auditOptions(values: Values) {
+  return {
+    json: values.json === true,
+    jsonl: values.jsonl,
+    session: values.session,
+    task: values.task,
+    since: values.since,
+    until: values.until,
+    actor: values.actor,
+    kind: values.kind,
+    toolset: values.toolset,
+    tool: values.tool,
+    outcome: values.outcome,
+    cursor: values.cursor,
+    limit: positiveInt(values.limit, '--limit') ?? 50,
+  };
+}
+
+/** Reports a command's error and gives its exit code: usage, unreachable (or refused credential), or failed. */
+function failure(raw: unknown, command: string, config: Config, io: CliIo): number {
+  const err = rootCause(raw);
+  if (err instanceof UsageError) {
+    const more = err.command ? `toolshift help ${err.command}` : 'toolshift --help';
+    io.stderr(`error: ${err.message}\nSee: ${more}\n`);
+    return EXIT.usage;
+  }
+  if (err instanceof UnreachableError) {
+    io.stderr(`error: ${err.message}\n`);
+    return EXIT.unreachable;
+  }
+  // A 403 of the credential (it lacks the role) points at the tokens; another 403 (a toolset the operator
+  // disabled, a policy's deny) is the request's own refusal.
+  const wrongRole = err instanceof ServiceError && err.status === 403 && hasRequiredRoles(err.body);
+  if (err instanceof ServiceError && (err.status === 401 || wrongRole)) {
+    io.stderr(`error: ${err.message}\n${credentialHint(command, err.status, config)}\n`);
+    return EXIT.unreachable;
+  }
+  io.stderr(`error: ${(err as Error).message}\n`);
+  return EXIT.failed;
 }
 
 /** TOOLSHIFT_RECONNECT_S: how long run/watch wait for a daemon that went away mid-task (default 60). */
@@ -235,59 +259,6 @@ function credentialHint(command: string, status: number, config: Config): string
         '(written by the daemon at its first start): set TOOLSHIFT_DATA_DIR to the data directory of the daemon ' +
         `you started, or set ${variable} to the value the server was started with.`
     : `The credential in ${variable} is not allowed to do this.`;
-}
-
-/**
- * `toolshift console [role]`: a one-time login link to the console for the role's token (the operator's by
- * default), minted by the agent-server, which checks the token as a login would.
- */
-async function consoleCommand(rest: string[], config: Config, targets: Targets, io: CliIo): Promise<number> {
-  const role = rest[0] ?? 'admin';
-  if (!['admin', 'api', 'viewer'].includes(role) || rest.length > 1)
-    throw new UsageError(`unknown role "${rest.join(' ')}"; roles: admin, api, viewer`, 'console');
-  const variable = variableOfRole(role) as CredentialVariable;
-  const credential = targets.credential(variable);
-  const base = targets.agent.url.replace(/\/$/, '');
-  if (config.auth.mode === 'none' && !credential) {
-    io.stdout(`${base}/console/ (TOOLSHIFT_AUTH=none: no login)\n`);
-    return EXIT.ok;
-  }
-  if (!credential) return tokenCommand([role], config, io);
-  // The token travels in the body, to the agent-server: only to where its daemon recorded one listening.
-  checkCredentialTarget(targets.agent, credential, 'console');
-  const agent = serviceEndpoint('agent-server', targets.agent.url, undefined, io);
-  const res = await (agent.fetch ?? fetch)(`${base}/console/links`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ token: credential.value }),
-  });
-  if (!res.ok) throw await errorOf(res);
-  const link = (await res.json()) as { url: string; role: string; expires_at: string };
-  io.stdout(`${link.url}\n`);
-  io.stderr(`Logs a browser in once as ${link.role}, until ${link.expires_at}.\n`);
-  return EXIT.ok;
-}
-
-/** `toolshift token [role]`: prints a credential for scripts and curl (api by default). */
-function tokenCommand(rest: string[], config: Config, io: CliIo): number {
-  const role = rest[0] ?? 'api';
-  const variable = variableOfRole(role);
-  const roles = Object.values(CREDENTIALS).map((c) => c.role);
-  if (!variable || rest.length > 1) {
-    throw new UsageError(`unknown role "${rest.join(' ')}"; roles: ${roles.join(', ')}`, 'token');
-  }
-  const value = CREDENTIALS[variable].get(config);
-  if (!value) {
-    io.stderr(
-      config.auth.mode === 'none'
-        ? `error: TOOLSHIFT_AUTH=none and ${variable} is not set: the services take no token\n`
-        : `error: no ${variable}: ${config.auth.credentialsFile} does not exist yet (npm start makes it) and the ` +
-            'environment does not set it\n',
-    );
-    return EXIT.failed;
-  }
-  io.stdout(`${value}\n`);
-  return EXIT.ok;
 }
 
 const OPTIONS = {

@@ -56,7 +56,6 @@ function prefersAsync(header: string | undefined): boolean {
 /** The agent-server's HTTP API; only main.ts listens. */
 export function createAgentApp(deps: AgentAppDeps): Hono {
   const { agent, store } = deps;
-  const streams = { agent, store, heartbeatMs: deps.heartbeatMs ?? 15_000, pollMs: deps.streamPollMs };
   const app = new Hono();
   installBase(app, deps.log, deps.security, { metrics: deps.metrics });
   if (deps.worker) {
@@ -68,7 +67,35 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
       );
     });
   }
+  installTaskRoutes(app, deps);
+  installApprovalRoutes(app, agent);
+  installHealth(app, deps);
+  if (deps.console && !deps.worker) {
+    installConsole(app, {
+      agent,
+      store,
+      logins: deps.console.logins,
+      gateway: deps.console.gateway,
+      modelHealth: deps.modelHealth,
+      model: deps.console.model,
+      database: deps.console.database,
+    });
+  }
 
+  serveOpenApi(app, {
+    service: 'agent-server',
+    routes,
+    schemas: contract,
+    about:
+      'The agent-server: runs tasks (an LLM tool-calling loop whose model activates and dismisses its own toolsets), streams their events, and relays approvals.',
+  });
+  return app;
+}
+
+/** Running a task (waiting for it, streaming it, or not), its events, cancelling it, reading and listing tasks. */
+function installTaskRoutes(app: Hono, deps: AgentAppDeps): void {
+  const { agent, store } = deps;
+  const streams = { agent, store, heartbeatMs: deps.heartbeatMs ?? 15_000, pollMs: deps.streamPollMs };
   const taskOrThrow = async (id: string) => {
     const task = await store.getTask(id);
     if (!task) throw new HttpError(404, `No task ${id}; GET /agent/tasks lists recent tasks`);
@@ -109,6 +136,17 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
     return c.json(await taskOrThrow(params.id));
   });
 
+  route(app, routes.getTask, async (c, { params }) =>
+    c.json({ ...(await taskOrThrow(params.id)), events: await store.events(params.id) }),
+  );
+
+  route(app, routes.listTasks, async (c, { query }) =>
+    c.json({ tasks: await store.recentTasks(query.limit) }),
+  );
+}
+
+/** The approvals the tasks wait for, and a human's decision, relayed to the gateway. */
+function installApprovalRoutes(app: Hono, agent: Agent): void {
   route(app, routes.listApprovals, async (c) => c.json({ approvals: await agent.pendingApprovals() }));
 
   // The human's own credential goes to the gateway: their bearer token, or the token their console login holds.
@@ -120,19 +158,16 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
     const by = role === 'user' ? 'user (AGENT_API_TOKEN)' : role;
     return c.json(await agent.decideApproval(params.id, params.call_id, body, authorization, by));
   });
+}
 
-  route(app, routes.getTask, async (c, { params }) =>
-    c.json({ ...(await taskOrThrow(params.id)), events: await store.events(params.id) }),
-  );
-
-  route(app, routes.listTasks, async (c, { query }) =>
-    c.json({ tasks: await store.recentTasks(query.limit) }),
-  );
-
-  // Without a token, only whether it is up (like every service): the rest is for the service's callers.
-  // With one, the model endpoint's last known state too; one known to be bad (unreachable, or answering
-  // errors such as a refused key) makes the status `degraded` — still 200: the service is up, tasks fail.
-  // PostgreSQL unreachable makes it `degraded` too (to anyone: what needs the database answers 503 meanwhile).
+/**
+ * GET /health. Without a token, only whether it is up (like every service): the rest is for the service's
+ * callers. With one, the model endpoint's last known state too; one known to be bad (unreachable, or answering
+ * errors such as a refused key) makes the status `degraded` — still 200: the service is up, tasks fail.
+ * PostgreSQL unreachable makes it `degraded` too (to anyone: what needs the database answers 503 meanwhile).
+ */
+function installHealth(app: Hono, deps: AgentAppDeps): void {
+  const { agent } = deps;
   route(app, routes.health, (c) => {
     const database = databaseHealth();
     const dbDown = database.state !== 'ok';
@@ -146,25 +181,4 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
       ...(dbDown ? { database } : {}),
     });
   });
-
-  if (deps.console && !deps.worker) {
-    installConsole(app, {
-      agent,
-      store,
-      logins: deps.console.logins,
-      gateway: deps.console.gateway,
-      modelHealth: deps.modelHealth,
-      model: deps.console.model,
-      database: deps.console.database,
-    });
-  }
-
-  serveOpenApi(app, {
-    service: 'agent-server',
-    routes,
-    schemas: contract,
-    about:
-      'The agent-server: runs tasks (an LLM tool-calling loop whose model activates and dismisses its own toolsets), streams their events, and relays approvals.',
-  });
-  return app;
 }

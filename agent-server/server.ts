@@ -9,13 +9,14 @@ import { leanFetch } from '../lib/http/lean-fetch.ts';
 import { securityFor } from '../lib/http/security.ts';
 import { type Listening, listen } from '../lib/http/serve.ts';
 import { createLogger, type Logger } from '../lib/telemetry/log.ts';
-import { createMetrics } from '../lib/telemetry/metrics.ts';
-import { createTokenCounter } from '../lib/telemetry/tokens.ts';
+import { createMetrics, type Metrics } from '../lib/telemetry/metrics.ts';
+import { createTokenCounter, type TokenCounter } from '../lib/telemetry/tokens.ts';
 import { startServiceTracing } from '../lib/telemetry/trace-setup.ts';
 import { createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
-import { openAIModel } from './clients/model.ts';
+import { type Model, openAIModel } from './clients/model.ts';
 import { createLogins } from './console/sessions.ts';
+import type { TaskStore } from './store/interface.ts';
 import { createPostgresTaskStore, createTaskStore } from './store/store.ts';
 import { createAgent } from './tasks/agent.ts';
 import { createAgentMetrics } from './tasks/metrics.ts';
@@ -31,36 +32,12 @@ export async function startAgentServer(
   const log = opts.log ?? createLogger('agent-server', config.logLevel, undefined, config.logFormat);
   const security = securityFor(config, 'agent-server');
   const tracing = await startServiceTracing('agent-server', config, log);
-  if (config.gateway.adminToken && !config.gateway.agentToken) {
-    // The agent never holds the operator's token: with the gateway locked, it needs its own.
-    throw new Error(
-      'GATEWAY_ADMIN_TOKEN is set, so the gateway needs a token on every route: set GATEWAY_AGENT_TOKEN too ' +
-        '(the agent-server’s own credential, a different value)',
-    );
-  }
+  requireAgentToken(config);
   // Stopping the process ends the wait of what waits for an unreachable database.
   const stopping = new AbortController();
-  const storeOptions = {
-    onWriteError: (err: unknown) => log.error({ err }, 'a task record could not be written'),
-    leaseMs: config.agent.leaseS * 1000,
-    stopping: stopping.signal,
-  };
-  const store = config.databaseUrl
-    ? await createPostgresTaskStore(openPostgres(config.databaseUrl, 'agent-server'), storeOptions)
-    : createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')), storeOptions);
+  const store = await openTaskStore(config, log, stopping.signal);
   const m = config.agent.model;
-  const model =
-    m.apiKey || m.baseURL
-      ? openAIModel({
-          baseURL: m.baseURL,
-          apiKey: m.apiKey,
-          timeoutMs: m.timeoutMs,
-          maxAttempts: m.maxAttempts,
-          // undici's request API under the SDK: a third of the CPU of Node 20's fetch per model call.
-          fetch: leanFetch,
-        })
-      : undefined;
-  if (!model) log.warn('no model configured: set OPENAI_API_KEY or OPENAI_BASE_URL to run tasks');
+  const model = modelOf(config, log);
   // Loaded now (about a second) so the first task does not wait for it.
   const tokens = createTokenCounter(config.tokenizer);
   tokens.text('warm');
@@ -74,27 +51,7 @@ export async function startAgentServer(
     sessionMs: config.console.sessionMs,
   });
   if (security.tokens.length > 0) security.console = logins.door;
-  const gateway = createGatewayClient({
-    baseUrl: config.gateway.url,
-    headers: config.gateway.agentToken ? { authorization: `Bearer ${config.gateway.agentToken}` } : undefined,
-  });
-  const agent = createAgent({
-    store,
-    gateway,
-    model,
-    modelName: m.name,
-    modelBaseURL: m.baseURL,
-    defaultMaxSteps: config.agent.maxSteps,
-    defaultMaxDurationS: config.agent.maxDurationS,
-    tokens,
-    metrics: createAgentMetrics(metrics),
-    log,
-    // The API alone runs no task: each waits in the queue for a worker.
-    maxConcurrentTasks: config.agent.role === 'api' ? 0 : config.agent.maxConcurrentTasks,
-    maxQueuedTasks: config.agent.maxQueuedTasks,
-    exposure: config.agent.exposure,
-    prime: config.agent.prime,
-  });
+  const agent = agentOf(config, { store, model, tokens, metrics, log });
   let listening: Listening;
   try {
     listening = await listen(
@@ -127,23 +84,58 @@ export async function startAgentServer(
   if (config.agent.role !== 'worker') {
     await recordListening(config, 'agent-server', listening.url, log);
   }
-  // The endpoint and model, never the key: enough to tell which provider a failing task was talking to.
-  log[opts.announce === false ? 'debug' : 'info'](
-    {
-      url: listening.url,
-      model: model ? m.name : null,
-      model_base_url: model ? (m.baseURL ?? 'https://api.openai.com/v1') : null,
-      gateway: config.gateway.url,
-      tokenizer: tokens.name,
-    },
-    'agent-server listening',
-  );
+  logListening(log, opts.announce === false ? 'debug' : 'info', config, listening.url, model, tokens);
   // Tasks a previous process left waiting for an approval go on waiting, and resume when it is decided.
   const resumed = await agent.resumeAll();
   if (resumed > 0) log.info({ tasks: resumed }, 'tasks awaiting approval picked up');
-  // Finished tasks older than TASK_RETENTION_DAYS go, with their events (README "Limits and retention").
+  const retention = startTaskRetention(config, store, log);
+  return {
+    ...listening,
+    close: async () => {
+      stopping.abort();
+      await listening.close();
+      await agent.shutdown();
+      await retention.stop();
+      await store.close();
+      await tracing?.shutdown();
+    },
+  };
+}
+
+/** The task store: PostgreSQL when DATABASE_URL is set, else SQLite in the data directory. */
+async function openTaskStore(config: Config, log: Logger, stopping: AbortSignal): Promise<TaskStore> {
+  const storeOptions = {
+    onWriteError: (err: unknown) => log.error({ err }, 'a task record could not be written'),
+    leaseMs: config.agent.leaseS * 1000,
+    stopping,
+  };
+  if (config.databaseUrl) {
+    return createPostgresTaskStore(openPostgres(config.databaseUrl, 'agent-server'), storeOptions);
+  }
+  return createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')), storeOptions);
+}
+
+/** The model tasks talk to, or undefined (with a warning) when none is configured. */
+function modelOf(config: Config, log: Logger): Model | undefined {
+  const m = config.agent.model;
+  if (!m.apiKey && !m.baseURL) {
+    log.warn('no model configured: set OPENAI_API_KEY or OPENAI_BASE_URL to run tasks');
+    return undefined;
+  }
+  return openAIModel({
+    baseURL: m.baseURL,
+    apiKey: m.apiKey,
+    timeoutMs: m.timeoutMs,
+    maxAttempts: m.maxAttempts,
+    // undici's request API under the SDK: a third of the CPU of Node 20's fetch per model call.
+    fetch: leanFetch,
+  });
+}
+
+/** Finished tasks older than TASK_RETENTION_DAYS go, with their events (README "Limits and retention"). */
+function startTaskRetention(config: Config, store: TaskStore, log: Logger) {
   const { retention: keep } = config;
-  const retention = startRetention(
+  return startRetention(
     [
       ...(keep.taskMs > 0
         ? [
@@ -161,15 +153,70 @@ export async function startAgentServer(
     ],
     { intervalMs: keep.intervalMs, log },
   );
-  return {
-    ...listening,
-    close: async () => {
-      stopping.abort();
-      await listening.close();
-      await agent.shutdown();
-      await retention.stop();
-      await store.close();
-      await tracing?.shutdown();
+}
+
+/** The agent: tasks run against the gateway with the agent's own token, and the model. */
+function agentOf(
+  config: Config,
+  {
+    store,
+    model,
+    tokens,
+    metrics,
+    log,
+  }: { store: TaskStore; model: Model | undefined; tokens: TokenCounter; metrics: Metrics; log: Logger },
+) {
+  const gateway = createGatewayClient({
+    baseUrl: config.gateway.url,
+    headers: config.gateway.agentToken ? { authorization: `Bearer ${config.gateway.agentToken}` } : undefined,
+  });
+  return createAgent({
+    store,
+    gateway,
+    model,
+    modelName: config.agent.model.name,
+    modelBaseURL: config.agent.model.baseURL,
+    defaultMaxSteps: config.agent.maxSteps,
+    defaultMaxDurationS: config.agent.maxDurationS,
+    tokens,
+    metrics: createAgentMetrics(metrics),
+    log,
+    // The API alone runs no task: each waits in the queue for a worker.
+    maxConcurrentTasks: config.agent.role === 'api' ? 0 : config.agent.maxConcurrentTasks,
+    maxQueuedTasks: config.agent.maxQueuedTasks,
+    exposure: config.agent.exposure,
+    prime: config.agent.prime,
+  });
+}
+
+/** With the gateway locked, the agent needs a token of its own: it never holds the operator's. */
+function requireAgentToken(config: Config): void {
+  if (config.gateway.adminToken && !config.gateway.agentToken) {
+    throw new Error(
+      'GATEWAY_ADMIN_TOKEN is set, so the gateway needs a token on every route: set GATEWAY_AGENT_TOKEN too ' +
+        '(the agent-server’s own credential, a different value)',
+    );
+  }
+}
+
+/** The endpoint and model, never the key: enough to tell which provider a failing task was talking to. */
+function logListening(
+  log: Logger,
+  level: 'debug' | 'info',
+  config: Config,
+  url: string,
+  model: Model | undefined,
+  tokens: TokenCounter,
+): void {
+  const m = config.agent.model;
+  log[level](
+    {
+      url,
+      model: model ? m.name : null,
+      model_base_url: model ? (m.baseURL ?? 'https://api.openai.com/v1') : null,
+      gateway: config.gateway.url,
+      tokenizer: tokens.name,
     },
-  };
+    'agent-server listening',
+  );
 }

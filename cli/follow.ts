@@ -28,24 +28,52 @@ export async function followTask(
   taskId: string,
   opts: FollowOptions,
 ): Promise<ExecuteTaskResponse> {
-  const doFetch = agent.fetch ?? fetch;
   const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const url = `${agent.baseUrl.replace(/\/$/, '')}/agent/tasks/${encodeURIComponent(taskId)}/events`;
+  const connect = connector(agent, url, opts, sleep);
+  const seen: Seen = { last: 0, failures: 0 };
+  for (;;) {
+    const res = await connect(seen.last);
+    if (!res) continue;
+    if (!res.ok || !res.body) throw await errorOf(res);
+    const result = await readEvents(res.body, seen, opts);
+    if (result) return result;
+    if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('detached');
+    // The stream ended without a result: reconnect after the last event seen.
+    if (++seen.failures > (opts.retries ?? 5)) {
+      throw new Error(
+        `the event stream of ${taskId} kept closing before the task ended; see toolshift tasks show ${taskId}`,
+      );
+    }
+    await sleep(Math.min(250 * 2 ** seen.failures, 4000));
+  }
+}
+
+/** The last event seen, and the streams in a row that closed without a new one. */
+interface Seen {
+  last: number;
+  failures: number;
+}
+
+/**
+ * Opens the event stream after event `last`. An agent-server reached before may be restarting: while the
+ * reconnect window lasts, a failed attempt waits and gives undefined (try again); never reached, or past the
+ * window, it throws.
+ */
+function connector(
+  agent: ServiceEndpoint,
+  url: string,
+  opts: FollowOptions,
+  sleep: (ms: number) => Promise<void>,
+): (last: number) => Promise<Response | undefined> {
+  const doFetch = agent.fetch ?? fetch;
   const now = opts.now ?? Date.now;
   const window = opts.reconnectForMs ?? RECONNECT_FOR_MS;
-  let last = 0;
-  let failures = 0;
   let connected = false;
   let attempts = 0;
   /** When the agent-server stopped answering (undefined while it answers). */
   let lostAt: number | undefined;
-  const back = () => {
-    if (lostAt === undefined) return;
-    lostAt = undefined;
-    attempts = 0;
-    opts.onConnection?.({ lost: false });
-  };
-  for (;;) {
+  return async (last) => {
     let res: Response;
     try {
       res = await doFetch(url, {
@@ -66,51 +94,57 @@ export async function followTask(
         throw err;
       }
       await sleep(Math.min(250 * 2 ** attempts++, 2000));
-      continue;
+      return undefined;
     }
     connected = true;
-    back();
-    if (!res.ok || !res.body) throw await errorOf(res);
-    let result: ExecuteTaskResponse | undefined;
-    const parser = createParser({
-      onEvent: (m) => {
-        if (m.event === 'result') {
-          result = JSON.parse(m.data);
-          return;
-        }
-        const event = JSON.parse(m.data) as TaskEvent;
-        if (event.seq <= last) return;
-        last = event.seq;
-        failures = 0;
-        opts.onEvent(event);
-      },
-    });
-    const reader = res.body.getReader();
-    const decoder = new TextDecoder();
-    // Detaching ends the read even where the body is not tied to the request's signal.
-    const hangUp = () => void reader.cancel().catch(() => undefined);
-    opts.signal?.addEventListener('abort', hangUp, { once: true });
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        parser.feed(decoder.decode(value, { stream: true }));
-        if (result) return result;
+    if (lostAt !== undefined) {
+      lostAt = undefined;
+      attempts = 0;
+      opts.onConnection?.({ lost: false });
+    }
+    return res;
+  };
+}
+
+/** Reads one connection's events, new ones to `onEvent`; the result, or undefined when the stream ended first. */
+async function readEvents(
+  body: ReadableStream<Uint8Array>,
+  seen: Seen,
+  opts: FollowOptions,
+): Promise<ExecuteTaskResponse | undefined> {
+  let result: ExecuteTaskResponse | undefined;
+  const parser = createParser({
+    onEvent: (m) => {
+      if (m.event === 'result') {
+        result = JSON.parse(m.data);
+        return;
       }
-    } catch (err) {
-      if (opts.signal?.aborted) throw err;
-    } finally {
-      opts.signal?.removeEventListener('abort', hangUp);
-      reader.releaseLock();
+      const event = JSON.parse(m.data) as TaskEvent;
+      if (event.seq <= seen.last) return;
+      seen.last = event.seq;
+      seen.failures = 0;
+      opts.onEvent(event);
+    },
+  });
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  // Detaching ends the read even where the body is not tied to the request's signal.
+  const hangUp = () => {
+    reader.cancel().catch(() => undefined);
+  };
+  opts.signal?.addEventListener('abort', hangUp, { once: true });
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      parser.feed(decoder.decode(value, { stream: true }));
+      if (result) return result;
     }
-    if (result) return result;
-    if (opts.signal?.aborted) throw opts.signal.reason ?? new Error('detached');
-    // The stream ended without a result: reconnect after the last event seen.
-    if (++failures > (opts.retries ?? 5)) {
-      throw new Error(
-        `the event stream of ${taskId} kept closing before the task ended; see toolshift tasks show ${taskId}`,
-      );
-    }
-    await sleep(Math.min(250 * 2 ** failures, 4000));
+  } catch (err) {
+    if (opts.signal?.aborted) throw err;
+  } finally {
+    opts.signal?.removeEventListener('abort', hangUp);
+    reader.releaseLock();
   }
+  return result;
 }

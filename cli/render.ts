@@ -1,4 +1,5 @@
 import type { ExecuteTaskResponse, TaskEvent } from '../agent-server/contract.ts';
+import { duration, eventLine, num, requestSize } from './event-lines.ts';
 import type { Style } from './style.ts';
 
 // How a task's events look on a terminal: a spinner with elapsed time while the model thinks or a tool runs,
@@ -7,6 +8,14 @@ import type { Style } from './style.ts';
 
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 const CLEAR_LINE = '\r\x1b[K';
+/** The events that end what the spinner shows: an answer, a call's end, a change, a wait, the end. */
+const ENDS_ACTIVITY = new Set<TaskEvent['type']>([
+  'model_call',
+  'tool_call',
+  'toolset_change',
+  'approval_needed',
+  'task_finished',
+]);
 
 /** What the progress display needs. */
 export interface ProgressOptions {
@@ -19,9 +28,6 @@ export interface ProgressOptions {
   clearInterval: (handle: unknown) => void;
 }
 
-/** Formats a number with thousands separators. */
-export const num = (n: number) => Math.round(n).toLocaleString('en-US');
-
 /** How long ago `iso` was, in the largest whole unit: "12s ago", "5m ago", "3h ago", "2d ago". */
 export function age(iso: string, now: number): string {
   const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
@@ -32,32 +38,8 @@ export function age(iso: string, now: number): string {
   return `${Math.floor(s / 86400)}d ago`;
 }
 
-/** Seconds with one decimal, or milliseconds below a second. */
-export function duration(ms: number): string {
-  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)}s`;
-}
-
-function bytes(n: number): string {
-  return n < 1024
-    ? `${n} B`
-    : n < 1024 * 1024
-      ? `${(n / 1024).toFixed(1)} KB`
-      : `${(n / 1048576).toFixed(1)} MB`;
-}
-
-type Data = Record<string, unknown>;
-
-/** A call as a line shows it: manage_toolsets with its action and query or ids (LIST "git"), others by name. */
-function callLabel(name: string, args: unknown): string {
-  if (name !== 'manage_toolsets' || !args || typeof args !== 'object') return name;
-  const a = args as { action?: unknown; query?: unknown; toolset_ids?: unknown };
-  const what = [
-    typeof a.action === 'string' ? a.action : '',
-    typeof a.query === 'string' && a.query ? JSON.stringify(a.query.slice(0, 80)) : '',
-    Array.isArray(a.toolset_ids) ? a.toolset_ids.filter((x) => typeof x === 'string').join(', ') : '',
-  ].filter(Boolean);
-  return what.length > 0 ? `${name} ${what.join(' ')}` : name;
-}
+/** The progress display of one task (createProgress). */
+export type Progress = ReturnType<typeof createProgress>;
 
 /** The progress display of one task: feed it events; `pause` while asking the user something. */
 export function createProgress(opts: ProgressOptions) {
@@ -100,93 +82,15 @@ export function createProgress(opts: ProgressOptions) {
   };
 
   const onEvent = (e: TaskEvent) => {
-    const d = e.data as Data;
-    switch (e.type) {
-      case 'task_started':
-        line(s.dim(`task ${d.task_id} · session ${d.session_id} · model ${d.model ?? '?'}`));
-        break;
-      case 'model_request': {
-        const tools = (d.tools as string[]).length;
-        const what = `${tools} tool${tools === 1 ? '' : 's'} (${num(d.tool_tokens as number)} tokens) · ${num(d.message_tokens as number)} message tokens`;
-        if (opts.live) startActivity(`step ${d.step} · thinking… ${s.dim(what)}`, e.at);
-        else line(`step ${d.step} · asking the model · ${what}`);
-        break;
-      }
-      case 'model_retry': {
-        const status = d.status === null ? 'no answer' : `HTTP ${d.status}`;
-        line(
-          s.yellow(
-            `↻ step ${d.step} · model call failed (${status}): ${d.reason}; retrying in ${duration(d.delay_ms as number)} (attempt ${(d.attempt as number) + 1})`,
-          ),
-        );
-        break;
-      }
-      case 'model_call': {
-        endActivity();
-        const calls = (d.tool_calls as { name: string }[]).map((c) => c.name);
-        const retried = (d.attempts as number) > 1 ? s.yellow(` after ${d.attempts} attempts`) : '';
-        const answer = calls.length > 0 ? calls.join(', ') : 'answer';
-        line(`step ${d.step} · model ${duration(e.duration_ms ?? 0)}${retried} → ${s.bold(answer)}`);
-        break;
-      }
-      case 'tool_call_started':
-        line(s.dim(`  ▸ ${d.name}`));
-        if (opts.live) startActivity(`running ${d.name}…`, e.at);
-        break;
-      case 'tool_call': {
-        endActivity();
-        const took = duration(e.duration_ms ?? 0);
-        const label = callLabel(String(d.name), d.arguments);
-        if (d.ok) line(`  ${s.green('✓')} ${label} ${s.dim(`${took} · ${bytes(d.result_bytes as number)}`)}`);
-        else line(`  ${s.red('✗')} ${label} ${s.dim(took)}: ${s.red(String(d.output).slice(0, 200))}`);
-        break;
-      }
-      case 'toolset_change': {
-        endActivity();
-        const added = (d.added_tools as string[]).length;
-        const removed = (d.removed_tools as string[]).length;
-        const t = d.tool_definition_tokens as { change: number; total: number } | undefined;
-        const tokens = t
-          ? `, ${t.change >= 0 ? '+' : '−'}${num(Math.abs(t.change))} tokens (${num(t.total)} in all)`
-          : '';
-        const verb = d.action === 'ACTIVATE' ? '✚ activated' : '✖ deactivated';
-        // Activated by the agent before the first model call (goal priming), not by the model.
-        const why = d.primed === true ? ' for the goal' : '';
-        line(
-          `  ${s.magenta(s.bold(`${verb} ${(d.toolset_ids as string[]).join(', ')}${why}`))}${s.magenta(`: +${added} −${removed} tools${tokens}`)}`,
-        );
-        break;
-      }
-      case 'approval_needed':
-        endActivity();
-        line(
-          `  ${s.yellow('⏸')} waiting for a human: ${d.kind === 'activate' ? `activate ${d.subject}` : d.subject}`,
-        );
-        break;
-      case 'approval_decided':
-        // Who decided, and why, as the decision records them (the message when it names neither).
-        line(
-          `  ${d.approved ? s.green('✓ approved') : s.red('✗ not approved')}${
-            d.decided_by
-              ? s.dim(` by ${d.decided_by}${d.reason ? `: ${d.reason}` : ''}`)
-              : d.message
-                ? s.dim(`: ${d.message}`)
-                : ''
-          }`,
-        );
-        break;
-      case 'task_resumed': {
-        const from = d.step === null ? 'from its start' : `from step ${d.step}`;
-        const open = d.unknown ? (d.rerun ? `; ${d.unknown} runs again` : `; ${d.unknown} may have run`) : '';
-        line(`  ${s.yellow('↻ resumed')} on ${d.worker} ${from}${open}`);
-        break;
-      }
-      case 'task_finished':
-        endActivity();
-        break;
-      default:
-        break;
+    if (ENDS_ACTIVITY.has(e.type)) endActivity();
+    // On a terminal the spinner shows the model thinking; piped, a line says it was asked.
+    if (e.type === 'model_request' && opts.live) {
+      startActivity(`step ${e.data.step} · thinking… ${s.dim(requestSize(e.data))}`, e.at);
+      return;
     }
+    const text = eventLine(e, s);
+    if (text !== undefined) line(text);
+    if (e.type === 'tool_call_started' && opts.live) startActivity(`running ${e.data.name}…`, e.at);
   };
 
   return {

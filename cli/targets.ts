@@ -21,6 +21,13 @@ export interface Target {
   file: string;
 }
 
+/** Where the two services are, and the token the CLI holds for each variable. */
+export interface Targets {
+  agent: Target;
+  gateway: Target;
+  credential: (variable: CredentialVariable) => Credential | undefined;
+}
+
 /** A token the CLI holds, and whether it came from the credentials file (stored) or the environment. */
 export interface Credential {
   variable: CredentialVariable;

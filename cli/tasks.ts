@@ -38,76 +38,10 @@ async function tasks(args: string[], flags: TasksFlags, agent: ServiceEndpoint, 
     return id;
   };
   switch (sub) {
-    case 'list': {
-      const { tasks } = await callRoute(agent, agentRoutes.listTasks, {
-        query: { limit: String(flags.limit) },
-      });
-      if (flags.json) {
-        io.stdout(`${JSON.stringify(tasks)}\n`);
-        return EXIT.ok;
-      }
-      if (tasks.length === 0) {
-        io.stdout('no tasks yet: start one with toolshift run "<goal>"\n');
-        return EXIT.ok;
-      }
-      const now = (io.now ?? Date.now)();
-      const idWidth = Math.max(4, ...tasks.map((t) => t.task_id.length));
-      const row = (id: string, status: string, steps: string, when: string, goal: string) =>
-        `${id.padEnd(idWidth)}  ${status.padEnd(17)} ${steps.padStart(5)}  ${when.padEnd(8)} ${goal}\n`;
-      io.stdout(row('TASK', 'STATUS', 'STEPS', 'STARTED', 'GOAL'));
-      for (const t of tasks) {
-        const goal = t.goal.replace(/\s+/g, ' ');
-        io.stdout(
-          row(
-            t.task_id,
-            t.status,
-            String(t.steps),
-            age(t.created_at, now),
-            goal.length > 60 ? `${goal.slice(0, 59)}…` : goal,
-          ),
-        );
-      }
-      return EXIT.ok;
-    }
-    case 'show': {
-      const task = await callRoute(agent, agentRoutes.getTask, { params: { id: needId() } });
-      if (flags.json) {
-        io.stdout(`${JSON.stringify(task)}\n`);
-        return EXIT.ok;
-      }
-      const style = createStyle(false);
-      io.stdout(`${task.task_id}  ${task.status}  session ${task.session_id}  ${task.created_at}\n`);
-      io.stdout(`goal: ${task.goal}\n`);
-      const progress = createProgress({
-        write: io.stdout,
-        style,
-        live: false,
-        now: Date.now,
-        setInterval: () => undefined,
-        clearInterval: () => {},
-      });
-      for (const e of task.events) progress.onEvent(e);
-      if (task.final_answer) io.stdout(`answer: ${task.final_answer}\n`);
-      if (task.status !== 'queued' && task.status !== 'running' && task.status !== 'awaiting_approval') {
-        const { events: _events, ...rest } = task;
-        const durationMs = task.finished_at
-          ? Date.parse(task.finished_at) - Date.parse(task.created_at)
-          : undefined;
-        io.stdout(
-          summary(
-            {
-              ...rest,
-              status: task.status,
-              tokens: task.tokens ?? undefined,
-              error: task.error ?? undefined,
-              duration_ms: durationMs,
-            },
-            style,
-          ),
-        );
-      }
-      return EXIT.ok;
-    }
+    case 'list':
+      return listTasks(flags, agent, io);
+    case 'show':
+      return showTask(needId(), flags, agent, io);
     case 'watch':
       return watchTask(agent, needId(), flags, io);
     case 'cancel': {
@@ -119,4 +53,78 @@ async function tasks(args: string[], flags: TasksFlags, agent: ServiceEndpoint, 
     default:
       throw new UsageError(`unknown tasks command "${sub}"; use list, show, watch or cancel`, 'tasks');
   }
+}
+
+/** `tasks list`: the recent tasks, a row each. */
+async function listTasks(flags: TasksFlags, agent: ServiceEndpoint, io: CliIo): Promise<number> {
+  const { tasks } = await callRoute(agent, agentRoutes.listTasks, {
+    query: { limit: String(flags.limit) },
+  });
+  if (flags.json) {
+    io.stdout(`${JSON.stringify(tasks)}\n`);
+    return EXIT.ok;
+  }
+  if (tasks.length === 0) {
+    io.stdout('no tasks yet: start one with toolshift run "<goal>"\n');
+    return EXIT.ok;
+  }
+  const now = (io.now ?? Date.now)();
+  const idWidth = Math.max(4, ...tasks.map((t) => t.task_id.length));
+  const row = (id: string, status: string, steps: string, when: string, goal: string) =>
+    `${id.padEnd(idWidth)}  ${status.padEnd(17)} ${steps.padStart(5)}  ${when.padEnd(8)} ${goal}\n`;
+  io.stdout(row('TASK', 'STATUS', 'STEPS', 'STARTED', 'GOAL'));
+  for (const t of tasks) {
+    const goal = t.goal.replace(/\s+/g, ' ');
+    io.stdout(
+      row(
+        t.task_id,
+        t.status,
+        String(t.steps),
+        age(t.created_at, now),
+        goal.length > 60 ? `${goal.slice(0, 59)}…` : goal,
+      ),
+    );
+  }
+  return EXIT.ok;
+}
+
+/** `tasks show ID`: a task's events as `run` printed them, its answer, and the summary once it ended. */
+async function showTask(id: string, flags: TasksFlags, agent: ServiceEndpoint, io: CliIo): Promise<number> {
+  const task = await callRoute(agent, agentRoutes.getTask, { params: { id } });
+  if (flags.json) {
+    io.stdout(`${JSON.stringify(task)}\n`);
+    return EXIT.ok;
+  }
+  const style = createStyle(false);
+  io.stdout(`${task.task_id}  ${task.status}  session ${task.session_id}  ${task.created_at}\n`);
+  io.stdout(`goal: ${task.goal}\n`);
+  const progress = createProgress({
+    write: io.stdout,
+    style,
+    live: false,
+    now: Date.now,
+    setInterval: () => undefined,
+    clearInterval: () => {},
+  });
+  for (const e of task.events) progress.onEvent(e);
+  if (task.final_answer) io.stdout(`answer: ${task.final_answer}\n`);
+  if (task.status !== 'queued' && task.status !== 'running' && task.status !== 'awaiting_approval') {
+    const { events: _events, ...rest } = task;
+    const durationMs = task.finished_at
+      ? Date.parse(task.finished_at) - Date.parse(task.created_at)
+      : undefined;
+    io.stdout(
+      summary(
+        {
+          ...rest,
+          status: task.status,
+          tokens: task.tokens ?? undefined,
+          error: task.error ?? undefined,
+          duration_ms: durationMs,
+        },
+        style,
+      ),
+    );
+  }
+  return EXIT.ok;
 }

@@ -1,10 +1,7 @@
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { Context, Hono } from 'hono';
 import { html } from 'hono/html';
-import { secureHeaders } from 'hono/secure-headers';
 import { z } from 'zod';
-import { HttpError, type RouteSpec, route } from '../../lib/http/http.ts';
+import { HttpError } from '../../lib/http/http.ts';
 import { callRoute, errorOf, type ServiceEndpoint } from '../../lib/http/http-client.ts';
 import { AUDIT_KINDS, AuditSearch, gatewayRoutes } from '../../mcp-gateway/contract.ts';
 import type { ModelHealth } from '../clients/model.ts';
@@ -14,24 +11,26 @@ import type { Agent } from '../tasks/agent.ts';
 import { installActions } from './actions.ts';
 import { approvalsPage } from './approvals-page.ts';
 import { AUDIT_PAGE, auditPage } from './audit-page.ts';
+import { installLogin } from './door.ts';
 import { attempt, loadOverview, type OverviewDeps } from './overview.ts';
 import {
   type Can,
   type Frame,
   layout,
-  loginPage,
   overviewPage,
   runPage,
   TASK_PAGE,
   taskPage,
   tasksPage,
 } from './pages.ts';
-import { CONSOLE_PREFIX, LINK_MS, type Logins, ROLE_NAMES } from './sessions.ts';
+import { type Logins, ROLE_NAMES } from './sessions.ts';
+import { installStaticFiles, VERSION } from './static-files.ts';
 import { toolsetsPage } from './toolsets-page.ts';
 
 // The web console, served by the agent-server at /console: pages rendered here from the agent's store and the
 // gateway's contract routes (called with the logged-in user's own token, so the gateway decides what each role
-// may do, as for the API), a stylesheet and three script modules; the operator's actions are in actions.ts.
+// may do, as for the API); the stylesheet and scripts are in static-files.ts, logging in in door.ts and the
+// operator's actions in actions.ts.
 // lib/http/security.ts lets a request in by its session cookie, a change only with the login's CSRF token.
 
 export interface ConsoleDeps {
@@ -46,72 +45,6 @@ export interface ConsoleDeps {
   database?: string;
 }
 
-/** The stylesheet and scripts, read once; their hash versions their URLs. */
-const script = (name: string) => ({ type: 'text/javascript; charset=utf-8', body: asset(name) });
-const asset = (name: string) => readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8');
-const ASSETS = {
-  // console.js imports lib.js and task.js (ES modules, same origin: the CSP's script-src 'self').
-  'console.js': script('console.js'),
-  'lib.js': script('lib.js'),
-  'task.js': script('task.js'),
-  'console.css': {
-    type: 'text/css; charset=utf-8',
-    body: readFileSync(new URL('./assets/console.css', import.meta.url), 'utf8'),
-  },
-  'icon.svg': {
-    type: 'image/svg+xml',
-    body: readFileSync(new URL('./assets/icon.svg', import.meta.url), 'utf8'),
-  },
-};
-const VERSION = createHash('sha256')
-  .update(
-    Object.values(ASSETS)
-      .map((a) => a.body)
-      .join('\0'),
-  )
-  .digest('hex')
-  .slice(0, 12);
-
-/** Only the console's own script and stylesheet; nothing inline, nothing from elsewhere, no framing. */
-const pageHeaders = secureHeaders({
-  contentSecurityPolicy: {
-    defaultSrc: ["'none'"],
-    scriptSrc: ["'self'"],
-    styleSrc: ["'self'"],
-    imgSrc: ["'self'"],
-    connectSrc: ["'self'"],
-    formAction: ["'self'"],
-    frameAncestors: ["'none'"],
-    baseUri: ["'none'"],
-    requireTrustedTypesFor: ["'script'"],
-  },
-  strictTransportSecurity: false,
-  referrerPolicy: 'no-referrer',
-});
-
-const Token = z.strictObject({ token: z.string().min(1).max(512) });
-
-/**
- * The console's JSON routes, read and checked by lib/http/http.ts as every contract route is (body limits, JSON
- * depth, the schema's message); they are the console's own, not part of the agent-server's API document.
- */
-const consoleRoutes = {
-  login: {
-    method: 'post',
-    path: '/console/login',
-    summary: 'Log in with a token',
-    body: Token,
-    responses: {},
-  },
-  link: {
-    method: 'post',
-    path: '/console/links',
-    summary: 'A one-time login link',
-    body: Token,
-    responses: {},
-  },
-} satisfies Record<string, RouteSpec>;
-
 function parse<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
   const parsed = schema.safeParse(value);
   if (!parsed.success)
@@ -119,11 +52,26 @@ function parse<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
   return parsed.data;
 }
 
+/** Installs the console's routes on the agent-server's app. */
 export function installConsole(app: Hono, deps: ConsoleDeps): void {
-  const { store, agent, logins } = deps;
+  const viewOf = viewer(deps.gateway);
+  const page = pageOf(viewOf);
+  installStaticFiles(app);
+  installLogin(app, deps.logins);
+  installPages(app, deps, viewOf, page);
+  installAudit(app, deps, viewOf, page);
+  installActions(app, viewOf);
+}
 
-  /** Who is logged in, what they may do, and the gateway as them. */
-  const viewOf = (c: Context) => {
+/** Who is logged in, what they may do, and the gateway as them. */
+type ViewOf = ReturnType<typeof viewer>;
+
+/** A page in the console's frame (the title, the section, the role, what the role may do). */
+type Page = ReturnType<typeof pageOf>;
+
+/** Who a request comes from: the login's role (or the token's), what it may do, and the gateway as them. */
+function viewer(gatewayBase: ServiceEndpoint) {
+  return (c: Context) => {
     const principal = c.get('principal');
     const login = c.get('consoleLogin');
     const role: string = login?.consoleRole ?? principal?.role ?? 'local';
@@ -135,14 +83,17 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
       operate: role === 'local' || role === 'admin',
     };
     const gateway: ServiceEndpoint = {
-      ...deps.gateway,
+      ...gatewayBase,
       timeoutMs: 10_000,
       headers: token ? { authorization: `Bearer ${token}` } : undefined,
     };
     return { role, can, gateway, csrf: login?.csrf };
   };
+}
 
-  const page = (c: Context, title: string, section: Frame['section'], body: ReturnType<typeof layout>) => {
+/** Renders a page in the console's frame, never cached. */
+function pageOf(viewOf: ViewOf) {
+  return (c: Context, title: string, section: Frame['section'], body: ReturnType<typeof layout>) => {
     const view = viewOf(c);
     c.header('cache-control', 'no-store');
     return c.html(
@@ -159,69 +110,11 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
       ),
     );
   };
+}
 
-  app.use(`${CONSOLE_PREFIX}/*`, pageHeaders);
-  app.use(CONSOLE_PREFIX, pageHeaders);
-  app.get(CONSOLE_PREFIX, (c) => c.redirect('/console/', 303));
-
-  app.get('/console/assets/:name', (c) => {
-    const name = c.req.param('name');
-    const asset = Object.hasOwn(ASSETS, name) ? ASSETS[name as keyof typeof ASSETS] : undefined;
-    if (!asset) throw new HttpError(404, 'No such console asset');
-    c.header('content-type', asset.type);
-    c.header(
-      'cache-control',
-      c.req.query('v') === VERSION ? 'public, max-age=31536000, immutable' : 'no-cache',
-    );
-    return c.body(asset.body);
-  });
-
-  app.get('/console/login', async (c) => {
-    c.header('cache-control', 'no-store');
-    const code = c.req.query('code');
-    if (code !== undefined) {
-      // A link is opened from outside the browser (a terminal, a chat): a page of another port on this host,
-      // which the browser calls same-site, must not log the user in (or out of their own login) with its code.
-      const site = c.req.header('sec-fetch-site');
-      if (site !== undefined && site !== 'none' && site !== 'same-origin')
-        throw new HttpError(403, 'A login link works when opened directly, not from another page');
-      if (await logins.redeem(c, code)) return c.redirect('/console/', 303);
-      return c.html(
-        loginPage(
-          VERSION,
-          html`This login link was used already or has expired (links work once, for 10 minutes): log in with a
-            token, or run <code>npx toolshift console</code> for a new link.`,
-        ),
-        401,
-      );
-    }
-    if (c.get('principal')) return c.redirect('/console/', 303);
-    return c.html(loginPage(VERSION));
-  });
-
-  route(app, consoleRoutes.login, async (c, { body: { token } }) => {
-    const role = await logins.logIn(c, token);
-    c.header('cache-control', 'no-store');
-    return c.json({ role: ROLE_NAMES[role] ?? role });
-  });
-
-  route(app, consoleRoutes.link, async (c, { body: { token } }) => {
-    const link = await logins.link(token);
-    const origin = `${new URL(c.req.url).protocol}//${c.req.header('host')}`;
-    c.header('cache-control', 'no-store');
-    return c.json({
-      url: `${origin}/console/login?code=${link.code}`,
-      role: ROLE_NAMES[link.role] ?? link.role,
-      expires_at: new Date(link.expires_at).toISOString(),
-      valid_s: LINK_MS / 1000,
-    });
-  });
-
-  app.post('/console/logout', async (c) => {
-    await logins.logOut(c);
-    return c.json({ logged_out: true });
-  });
-
+/** The pages: Overview, Toolsets, Tasks and a task, Approvals, Run. */
+function installPages(app: Hono, deps: ConsoleDeps, viewOf: ViewOf, page: Page): void {
+  const { store, agent } = deps;
   app.get('/console/', async (c) => {
     const view = viewOf(c);
     return page(c, 'Overview', 'overview', overviewPage(await loadOverview(deps, view.gateway)));
@@ -280,6 +173,17 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
     return page(c, 'Approvals', 'approvals', approvalsPage(pending, view.can, decided));
   });
 
+  app.get('/console/run', async (c) => {
+    const view = viewOf(c);
+    const prompts = view.can.run
+      ? await attempt(callRoute(view.gateway, gatewayRoutes.listPrompts))
+      : undefined;
+    return page(c, 'Run a task', 'run', runPage(prompts?.ok ? prompts.value.prompts : [], view.can));
+  });
+}
+
+/** The audit trail's page (searched, paged) and its export as JSON lines. */
+function installAudit(app: Hono, deps: ConsoleDeps, viewOf: ViewOf, page: Page): void {
   const AuditQuery = AuditSearch.extend({ cursor: z.string().max(20).optional() });
   /** The audit search as the form sends it: empty fields are absent. */
   const auditQuery = (c: Context) => {
@@ -328,16 +232,6 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
       },
     });
   });
-
-  app.get('/console/run', async (c) => {
-    const view = viewOf(c);
-    const prompts = view.can.run
-      ? await attempt(callRoute(view.gateway, gatewayRoutes.listPrompts))
-      : undefined;
-    return page(c, 'Run a task', 'run', runPage(prompts?.ok ? prompts.value.prompts : [], view.can));
-  });
-
-  installActions(app, viewOf);
 }
 
 /** A problem the page shows instead of (or above) its content. */

@@ -1,17 +1,10 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import type { Context } from 'hono';
 import { deleteCookie, setCookie } from 'hono/cookie';
-import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http/http-client.ts';
-import { HttpError } from '../../lib/http/http-error.ts';
-import {
-  type ConsoleDoor,
-  type ConsoleLogin,
-  type Role,
-  type Security,
-  tokenMatches,
-} from '../../lib/http/security.ts';
-import { gatewayRoutes } from '../../mcp-gateway/contract.ts';
+import type { ServiceEndpoint } from '../../lib/http/http-client.ts';
+import type { ConsoleDoor, ConsoleLogin, Role, Security } from '../../lib/http/security.ts';
 import type { TaskStore } from '../store/interface.ts';
+import { tokenChecks } from './token-checks.ts';
 
 // Console logins. A login exchanges a token (the agent's API token, the viewer's, or the operator's, which the
 // gateway vouches for) for a random secret kept only in an HttpOnly, SameSite=Strict cookie. The store keeps
@@ -77,85 +70,12 @@ export function cookieName(c: Context): string {
   return `toolshift_console_${port}`;
 }
 
-/** The console's logins: the door lib/http/security.ts lets them in by, and logging in and out. */
-export function createLogins(deps: LoginDeps) {
-  const { store } = deps;
-
-  /**
-   * The role a token logs in as: one of this service's own tokens (the agent's API: an approver; the viewer's),
-   * else the operator's when the gateway accepts it on an operator-only route. Anything else is refused.
-   */
-  async function roleOf(token: string): Promise<Role> {
-    const own = deps.security.tokens.find((t) => tokenMatches(token, t.token));
-    if (own && (own.role === 'user' || own.role === 'viewer')) return own.role;
-    // A gateway that answers its operator's route without any token would vouch for any string.
-    if (await gatewayAccepts(undefined)) {
-      throw new HttpError(
-        401,
-        'The gateway takes no token, so no operator login can be checked: log in with AGENT_API_TOKEN or VIEWER_TOKEN, ' +
-          'or set GATEWAY_ADMIN_TOKEN on the gateway',
-      );
-    }
-    if (await gatewayAccepts(token)) return 'admin';
-    throw new HttpError(
-      401,
-      'That token does not open the console: log in with VIEWER_TOKEN (read only), AGENT_API_TOKEN (run tasks, ' +
-        'decide approvals) or GATEWAY_ADMIN_TOKEN (everything); the command toolshift token <role> prints each',
-    );
-  }
-
-  /** Whether the gateway answers its operator-only route with `token` (or with none). */
-  async function gatewayAccepts(token: string | undefined): Promise<boolean> {
-    try {
-      await callRoute(
-        { ...deps.gateway, headers: token ? { authorization: `Bearer ${token}` } : undefined },
-        gatewayRoutes.getPolicy,
-      );
-      return true;
-    } catch (err) {
-      if (err instanceof ServiceError && (err.status === 401 || err.status === 403)) return false;
-      throw err;
-    }
-  }
-
-  /**
-   * Whether `token` is still the token of `role`. This service's own roles are compared with the tokens this
-   * process holds; the operator's is the gateway's to say (only it holds GATEWAY_ADMIN_TOKEN), asked now, and
-   * never taken from a gateway that would answer anyone. A gateway that cannot be asked is a 503: the login is
-   * neither let in nor ended.
-   */
-  async function stillHeld(role: string, token: string): Promise<boolean> {
-    if (role !== 'admin') {
-      return deps.security.tokens.some((t) => t.role === role && tokenMatches(token, t.token));
-    }
-    try {
-      const [withToken, withNone] = await Promise.all([gatewayAccepts(token), gatewayAccepts(undefined)]);
-      return withToken && !withNone;
-    } catch (err) {
-      throw new HttpError(
-        503,
-        `The gateway (${deps.gateway.baseUrl}) could not be asked whether this operator login's token is still ` +
-          `GATEWAY_ADMIN_TOKEN: ${(err as Error).message}; retry once the gateway is up`,
-        {},
-        { 'retry-after': '5' },
-      );
-    }
-  }
-
-  /** A new login for `token` as `role`: its secret (the cookie's value). */
-  async function open(role: Role, token: string): Promise<string> {
-    const secret = randomBytes(32).toString('base64url');
-    await store.saveLogin({
-      id_hash: hashOf(secret),
-      kind: 'session',
-      role,
-      sealed: seal(secret, token),
-      expires_at: Date.now() + deps.sessionMs,
-    });
-    return secret;
-  }
-
-  const door: ConsoleDoor = {
+/** The door lib/http/security.ts lets a login in by: its cookie, the routes open without one, and the check. */
+function consoleDoor(
+  store: TaskStore,
+  stillHeld: (role: string, token: string) => Promise<boolean>,
+): ConsoleDoor {
+  return {
     prefix: CONSOLE_PREFIX,
     cookieOf: cookieName,
     loginPath: LOGIN_PATH,
@@ -189,6 +109,26 @@ export function createLogins(deps: LoginDeps) {
       };
     },
   };
+}
+
+/** The console's logins: the door lib/http/security.ts lets them in by, and logging in and out. */
+export function createLogins(deps: LoginDeps) {
+  const { store } = deps;
+  const { roleOf, stillHeld } = tokenChecks(deps);
+  const door = consoleDoor(store, stillHeld);
+
+  /** A new login for `token` as `role`: its secret (the cookie's value). */
+  async function open(role: Role, token: string): Promise<string> {
+    const secret = randomBytes(32).toString('base64url');
+    await store.saveLogin({
+      id_hash: hashOf(secret),
+      kind: 'session',
+      role,
+      sealed: seal(secret, token),
+      expires_at: Date.now() + deps.sessionMs,
+    });
+    return secret;
+  }
 
   const cookieOptions = (c: Context) => ({
     httpOnly: true,

@@ -21,90 +21,96 @@ export function toolsetsPage(
   can: Can,
   tools: Record<string, GatewayTool[] | undefined> = {},
 ): Html {
+  return html`${can.operate ? reloadButton : ''}
+    ${costLine(toolsets)}
+    <div class="scroll"><table class="toolsets fit">
+      <thead>
+        <tr><th>Toolset</th><th class="num">Tools</th><th class="num">Tokens</th><th>Health</th><th>Enabled</th></tr>
+      </thead>
+      <tbody>
+        ${toolsets.map((t) => html`${toolsetRow(t, can, tools[t.id])}${withheldRow(t, can)}`)}
+      </tbody>
+    </table></div>`;
+}
+
+/** The operator's button that reads the toolset files again, and where its outcome shows. */
+const reloadButton = html`<p class="actions">
+    <button type="button" class="secondary" data-post="/console/actions/reload" data-show="reload" data-then="reload">
+      Reload toolset files
+    </button>
+  </p>
+  <div class="reload-result" data-result="reload" role="status" hidden></div>`;
+
+/** How many toolsets, and what the enabled ones would cost a model request at once. */
+function costLine(toolsets: ToolsetInfo[]) {
   const enabled = toolsets.filter((t) => t.enabled);
   const unknown = enabled.filter(notListed).map((t) => t.id);
   const total = enabled.reduce((sum, t) => sum + (t.definition_tokens ?? 0), 0);
-  return html`${
-    can.operate
-      ? html`<p class="actions">
-          <button type="button" class="secondary" data-post="/console/actions/reload" data-show="reload" data-then="reload">
-            Reload toolset files
-          </button>
-        </p>
-        <div class="reload-result" data-result="reload" role="status" hidden></div>`
-      : ''
-  }
-    <p class="muted" data-total="${total}">
+  return html`<p class="muted" data-total="${total}">
       ${plural(toolsets.length, 'toolset')}, ${num(enabled.length)} enabled; all the enabled ones at once would cost
       ${unknown.length > 0 ? 'at least ' : ''}${num(total)} tokens of tool definitions per model request${
         unknown.length > 0
           ? ` (not counted yet: ${unknown.join(', ')}, whose servers start, and list their tools, on first use)`
           : ''
       }.
-    </p>
-    <div class="scroll"><table class="toolsets fit">
-      <thead>
-        <tr><th>Toolset</th><th class="num">Tools</th><th class="num">Tokens</th><th>Health</th><th>Enabled</th></tr>
-      </thead>
-      <tbody>
-        ${toolsets.map(
-          (t) => html`<tr id="${t.id}" data-toolset="${t.id}">
-            <td>
-              <strong>${t.id}</strong>${t.default ? html` <span class="tag">default</span>` : ''}
-              <div class="muted">${t.description}</div>
-              ${toolList(t, tools[t.id])}
-            </td>
-            <td class="num">${notListed(t) ? unlisted : num(t.tools.length)}</td>
-            <td class="num">${notListed(t) ? unlisted : num(t.definition_tokens ?? 0)}</td>
-            <td>${health(t.health)}${t.health_reason ? html`<div class="reason">${t.health_reason}</div>` : ''}</td>
-            <td class="nowrap">
-              <span class="enabled e-${t.enabled}">${t.enabled ? 'enabled' : 'disabled'}</span>
-              ${
-                can.operate
-                  ? t.enabled
-                    ? changeButton(
-                        '/console/actions/toolsets',
-                        { action: 'DISABLE', toolset_ids: [t.id] },
-                        'Disable',
-                        `Disable ${t.id} for everyone? Tasks and MCP clients lose its ${plural(t.tools.length, 'tool')} until it is enabled again.`,
-                      )
-                    : changeButton(
-                        '/console/actions/toolsets',
-                        { action: 'ENABLE', toolset_ids: [t.id] },
-                        'Enable',
-                      )
-                  : ''
-              }
-            </td>
-          </tr>
-          ${
-            t.withheld && t.withheld.length > 0
-              ? html`<tr class="withheld">
-                  <td colspan="5">
-                    <strong>${plural(t.withheld.length, 'upstream change')} withheld</strong> until an operator approves
-                    them:
-                    ${t.withheld.map(
-                      (w) => html`<details open>
-                        <summary>${visible(w.name)} (${w.status})</summary>
-                        <pre class="diff">${diffLines(w.diff ?? JSON.stringify(w.definition, null, 2))}</pre>
-                      </details>`,
-                    )}
-                    ${
-                      can.operate
-                        ? changeButton(
-                            `/console/actions/toolsets/${encodeURIComponent(t.id)}/approve`,
-                            { tools: t.withheld.map((w) => ({ name: w.name, hash: w.hash })) },
-                            'Approve what is shown',
-                          )
-                        : ''
-                    }
-                  </td>
-                </tr>`
-              : ''
-          }`,
-        )}
-      </tbody>
-    </table></div>`;
+    </p>`;
+}
+
+/** One toolset's row: its tools, cost, health, and whether it is enabled (with the operator's switch). */
+function toolsetRow(t: ToolsetInfo, can: Can, defs: GatewayTool[] | undefined) {
+  return html`<tr id="${t.id}" data-toolset="${t.id}">
+    <td>
+      <strong>${t.id}</strong>${t.default ? html` <span class="tag">default</span>` : ''}
+      <div class="muted">${t.description}</div>
+      ${toolList(t, defs)}
+    </td>
+    <td class="num">${notListed(t) ? unlisted : num(t.tools.length)}</td>
+    <td class="num">${notListed(t) ? unlisted : num(t.definition_tokens ?? 0)}</td>
+    <td>${health(t.health)}${t.health_reason ? html`<div class="reason">${t.health_reason}</div>` : ''}</td>
+    <td class="nowrap">
+      <span class="enabled e-${t.enabled}">${t.enabled ? 'enabled' : 'disabled'}</span>
+      ${can.operate ? enableButton(t) : ''}
+    </td>
+  </tr>`;
+}
+
+/** Disable (asked first: everyone loses it) or enable. */
+function enableButton(t: ToolsetInfo) {
+  return t.enabled
+    ? changeButton(
+        '/console/actions/toolsets',
+        { action: 'DISABLE', toolset_ids: [t.id] },
+        'Disable',
+        `Disable ${t.id} for everyone? Tasks and MCP clients lose its ${plural(t.tools.length, 'tool')} until it is enabled again.`,
+      )
+    : changeButton('/console/actions/toolsets', { action: 'ENABLE', toolset_ids: [t.id] }, 'Enable');
+}
+
+/** The upstream changes withheld from a toolset until approved, as diffs, with the operator's approval. */
+function withheldRow(t: ToolsetInfo, can: Can) {
+  if (!t.withheld || t.withheld.length === 0) return '';
+  const withheld = t.withheld;
+  return html`<tr class="withheld">
+    <td colspan="5">
+      <strong>${plural(withheld.length, 'upstream change')} withheld</strong> until an operator approves
+      them:
+      ${withheld.map(
+        (w) => html`<details open>
+          <summary>${visible(w.name)} (${w.status})</summary>
+          <pre class="diff">${diffLines(w.diff ?? JSON.stringify(w.definition, null, 2))}</pre>
+        </details>`,
+      )}
+      ${
+        can.operate
+          ? changeButton(
+              `/console/actions/toolsets/${encodeURIComponent(t.id)}/approve`,
+              { tools: withheld.map((w) => ({ name: w.name, hash: w.hash })) },
+              'Approve what is shown',
+            )
+          : ''
+      }
+    </td>
+  </tr>`;
 }
 
 /** A toolset's tools, folded: each with its description and input schema as the model receives them. */

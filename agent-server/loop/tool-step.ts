@@ -166,37 +166,7 @@ export async function runToolCalls(
     const started = performance.now();
     const name = ctx.exposure?.mode === 'dispatch' ? calledName(call) : call.function.name;
     ctx.emit('tool_call_started', { step: ctx.step, tool_call_id: call.id, name });
-    const journal = ctx.journal;
-    const run = async () => {
-      // On record before it runs: if this worker stops now, whoever resumes the task knows it may have run.
-      await journal?.started(index, call.id);
-      const ran = await executeToolCall(
-        call,
-        ctx.sessionId,
-        ctx.gateway,
-        ctx.signal,
-        ctx.exposure,
-        keyedFor(ctx, index, call),
-      );
-      // Refused for an approval: nothing ran (a resumed task asks again).
-      if (ran.approval) await journal?.finished(index, call.id, { message: null, used: [], shown: [] });
-      return ran;
-    };
-    const resumed = ctx.resume && index === ctx.resume.index ? ctx.resume.decision : undefined;
-    let outcome =
-      resumed && !resumed.approved ? notApproved(call, call.function.arguments, resumed) : await run();
-    if (outcome.approval && ctx.awaitApproval && !resumed) {
-      // The operator's policy asks a human: the task waits (paused, on record) and then runs or reports it.
-      const decision = await ctx.awaitApproval({
-        call,
-        approval: outcome.approval,
-        index,
-        done: [...messages],
-      });
-      throwIfStopped(ctx.signal);
-      outcome = decision.approved ? await run() : notApproved(call, outcome.arguments, decision);
-    }
-    if (outcome.lost) outcome = await lostAnswer(call, name, index, messages, outcome, ctx, run);
+    const outcome = await callOutcome(call, index, name, messages, ctx);
     throwIfStopped(ctx.signal);
     const message: ChatCompletionMessageParam = {
       role: 'tool',
@@ -207,42 +177,98 @@ export async function runToolCalls(
     const toolset = toolsetOf.get(outcome.tool ?? call.function.name);
     if (outcome.ok && toolset) ctx.used.add(toolset);
     if (outcome.change?.action === 'ACTIVATE') for (const id of outcome.change.toolset_ids) ctx.used.add(id);
-    await journal?.finished(index, call.id, {
+    await ctx.journal?.finished(index, call.id, {
       message,
       used: [...ctx.used],
       shown: [...(ctx.exposure?.shown ?? [])],
     });
-    const resultBytes = Buffer.byteLength(outcome.content);
-    if (outcome.change) {
-      ctx.emit(
-        'toolset_change',
-        {
-          step: ctx.step,
-          tool_call_id: call.id,
-          ...outcome.change,
-          ...(outcome.toolTokens ? { tool_definition_tokens: outcome.toolTokens } : {}),
-        },
-        since(started),
-      );
-    } else {
-      ctx.emit(
-        'tool_call',
-        {
-          step: ctx.step,
-          tool_call_id: call.id,
-          name: outcome.tool ?? call.function.name,
-          toolset: toolset ?? null,
-          arguments: outcome.arguments,
-          ok: outcome.ok,
-          result_bytes: resultBytes,
-          output:
-            outcome.content.length > EVENT_OUTPUT_CHARS
-              ? `${outcome.content.slice(0, EVENT_OUTPUT_CHARS)}…`
-              : outcome.content,
-        },
-        since(started),
-      );
-    }
+    emitOutcome(ctx, call, outcome, toolset, started);
   }
   return messages;
+}
+
+/**
+ * What one call came to: run (on record before it runs), or not run for a human's no; a call the policy asks
+ * about waits for the decision, and a call whose answer was lost for a human's word on running it again.
+ */
+async function callOutcome(
+  call: ChatCompletionMessageFunctionToolCall,
+  index: number,
+  name: string,
+  messages: readonly ChatCompletionMessageParam[],
+  ctx: ToolStepContext,
+): Promise<ToolCallOutcome> {
+  const journal = ctx.journal;
+  const run = async () => {
+    // On record before it runs: if this worker stops now, whoever resumes the task knows it may have run.
+    await journal?.started(index, call.id);
+    const ran = await executeToolCall(
+      call,
+      ctx.sessionId,
+      ctx.gateway,
+      ctx.signal,
+      ctx.exposure,
+      keyedFor(ctx, index, call),
+    );
+    // Refused for an approval: nothing ran (a resumed task asks again).
+    if (ran.approval) await journal?.finished(index, call.id, { message: null, used: [], shown: [] });
+    return ran;
+  };
+  const resumed = ctx.resume && index === ctx.resume.index ? ctx.resume.decision : undefined;
+  let outcome =
+    resumed && !resumed.approved ? notApproved(call, call.function.arguments, resumed) : await run();
+  if (outcome.approval && ctx.awaitApproval && !resumed) {
+    // The operator's policy asks a human: the task waits (paused, on record) and then runs or reports it.
+    const decision = await ctx.awaitApproval({
+      call,
+      approval: outcome.approval,
+      index,
+      done: [...messages],
+    });
+    throwIfStopped(ctx.signal);
+    outcome = decision.approved ? await run() : notApproved(call, outcome.arguments, decision);
+  }
+  if (outcome.lost) outcome = await lostAnswer(call, name, index, messages, outcome, ctx, run);
+  return outcome;
+}
+
+/** The call's event: `toolset_change` for a change of toolsets, else `tool_call` with its output cut short. */
+function emitOutcome(
+  ctx: ToolStepContext,
+  call: ChatCompletionMessageFunctionToolCall,
+  outcome: ToolCallOutcome,
+  toolset: string | undefined,
+  started: number,
+): void {
+  const resultBytes = Buffer.byteLength(outcome.content);
+  if (outcome.change) {
+    ctx.emit(
+      'toolset_change',
+      {
+        step: ctx.step,
+        tool_call_id: call.id,
+        ...outcome.change,
+        ...(outcome.toolTokens ? { tool_definition_tokens: outcome.toolTokens } : {}),
+      },
+      since(started),
+    );
+    return;
+  }
+  ctx.emit(
+    'tool_call',
+    {
+      step: ctx.step,
+      tool_call_id: call.id,
+      name: outcome.tool ?? call.function.name,
+      toolset: toolset ?? null,
+      arguments: outcome.arguments,
+      ok: outcome.ok,
+      result_bytes: resultBytes,
+      output:
+        outcome.content.length > EVENT_OUTPUT_CHARS
+          ? `${outcome.content.slice(0, EVENT_OUTPUT_CHARS)}…`
+          : outcome.content,
+    },
+    since(started),
+  );
 }

@@ -107,24 +107,7 @@ export function createReachability(database: string) {
      * `promise`, or StoreUnavailable as soon as the database is down (at once when it is already): a request
      * does not wait for the database to return. `promise` goes on, and its outcome is still observed.
      */
-    guard<T>(promise: Promise<T>): Promise<T> {
-      return new Promise<T>((resolve, reject) => {
-        const fail = () => reject(r.unavailable());
-        if (downSince !== undefined) fail();
-        downListeners.add(fail);
-        const settled = () => downListeners.delete(fail);
-        promise.then(
-          (value) => {
-            settled();
-            resolve(value);
-          },
-          (err: unknown) => {
-            settled();
-            reject(err);
-          },
-        );
-      });
-    },
+    guard: <T>(promise: Promise<T>): Promise<T> => guarded(r, promise),
     /** Forgets it (its pool closed): /health no longer reports it. */
     forget: () => void databases.delete(r),
     onDown: (listener: () => void) => {
@@ -138,6 +121,25 @@ export function createReachability(database: string) {
   };
   databases.add(r);
   return r;
+}
+
+/** `promise`, or StoreUnavailable as soon as `r` is down (at once when it is already). */
+function guarded<T>(r: Reachability, promise: Promise<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const fail = () => reject(r.unavailable());
+    if (r.isDown()) fail();
+    const settled = r.onDown(fail);
+    promise.then(
+      (value) => {
+        settled();
+        resolve(value);
+      },
+      (err: unknown) => {
+        settled();
+        reject(err);
+      },
+    );
+  });
 }
 
 /**

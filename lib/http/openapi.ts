@@ -156,6 +156,40 @@ function pruneUnused(doc: Json, schemas: Record<string, Json>): Record<string, J
 
 /** The OpenAPI 3.1 document of a service. */
 export function openApiDocument(api: ApiDescription): Json {
+  const named = namedSchemas(api);
+  const credentials = SERVICE_CREDENTIALS[api.service];
+  const everyRole = credentials.map((c) => ({ [c.role]: [] }));
+  const paths: Record<string, Record<string, Json>> = {};
+  for (const [key, spec] of Object.entries(api.routes)) {
+    paths[spec.path] ??= {};
+    paths[spec.path][spec.method] = operation(key, spec, named, everyRole);
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: `toolshift ${api.service}`,
+      version: installedVersion(),
+      description:
+        `${api.about}\n\nEvery route but GET /health needs \`Authorization: Bearer <token>\` when the service has ` +
+        'tokens (they are optional on a loopback-only setup); the security schemes name the variable holding ' +
+        'each role’s token. Every answer but an event stream is JSON; errors are `{"error": "…"}`.',
+      license: { name: 'MIT', identifier: 'MIT' },
+    },
+    servers: [{ url: '/', description: 'The service this document was fetched from' }],
+    tags: [...new Set(Object.values(api.routes).map((r) => tagOf(r.path)))].map((name) => ({
+      name,
+      description: TAGS[name],
+    })),
+    paths,
+    components: documentComponents(paths, named, credentials),
+  };
+}
+
+/**
+ * The component schemas of one document: the contract's named exports, and each route's bodies as the
+ * operations ask for them (`output`: a response body; `input`: a request body).
+ */
+function namedSchemas(api: ApiDescription) {
   const outputs = z.registry<{ id: string }>();
   const inputs = z.registry<{ id: string }>();
   const names = new Map<z.ZodType, string>([[ErrorBody, 'ErrorBody']]);
@@ -180,83 +214,82 @@ export function openApiDocument(api: ApiDescription): Json {
     if (!inputs.has(schema)) inputs.add(schema, { id: name });
     return ref((inputs.get(schema) as { id: string }).id);
   };
+  return { outputs, inputs, output, input };
+}
 
-  const credentials = SERVICE_CREDENTIALS[api.service];
-  const everyRole = credentials.map((c) => ({ [c.role]: [] }));
-  const paths: Record<string, Record<string, Json>> = {};
-  for (const [key, spec] of Object.entries(api.routes)) {
-    const anonymous = spec.path === '/health';
-    const statuses = sharedStatuses(spec, anonymous);
-    const responses: Record<string, Json> = {};
-    for (const [status, schema] of Object.entries(spec.responses)) {
-      const name = status === '200' ? `${pascal(key)}Response` : `${pascal(key)}Response${status}`;
-      const content: Json = {};
-      if (status === '200' && spec.produces === 'text/event-stream' && spec.stream) {
-        content['text/event-stream'] = { schema: streamSchema(spec.stream, output) };
-      } else {
-        content[status === '200' && spec.produces ? spec.produces : 'application/json'] = {
-          schema: output(schema, name),
-        };
-        if (status === '200' && spec.stream)
-          content['text/event-stream'] = { schema: streamSchema(spec.stream, output) };
-      }
-      const shared = statuses[Number(status)];
-      responses[status] = {
-        description: shared
-          ? `${STATUS_TEXT[Number(status)]}. Or: ${SHARED_RESPONSES[shared].description}`
-          : STATUS_TEXT[Number(status)],
-        content,
+type NamedSchemas = ReturnType<typeof namedSchemas>;
+
+/** One route's operation: who may call it, its parameters, its body and every answer it can give. */
+function operation(key: string, spec: RouteSpec, named: NamedSchemas, everyRole: Json[]): Json {
+  const anonymous = spec.path === '/health';
+  const responses = routeResponses(key, spec, sharedStatuses(spec, anonymous), named.output);
+  const parameters = [
+    ...paramList(spec.params, 'path'),
+    ...paramList(spec.query, 'query'),
+    ...paramList(spec.headers, 'header'),
+  ];
+  return {
+    operationId: key,
+    summary: spec.summary,
+    tags: [tagOf(spec.path)],
+    security: anonymous
+      ? [{}, ...everyRole]
+      : spec.roles
+        ? spec.roles.map((role) => ({ [role]: [] }))
+        : everyRole,
+    ...(parameters.length > 0 ? { parameters } : {}),
+    ...(spec.body
+      ? {
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: named.input(spec.body, `${pascal(key)}Request`) } },
+          },
+        }
+      : {}),
+    responses,
+  };
+}
+
+/** A route's answers by status, in order: its own (the contract's), then the shared ones it can give. */
+function routeResponses(
+  key: string,
+  spec: RouteSpec,
+  statuses: Record<number, string>,
+  output: NamedSchemas['output'],
+): Json {
+  const responses: Record<string, Json> = {};
+  for (const [status, schema] of Object.entries(spec.responses)) {
+    const name = status === '200' ? `${pascal(key)}Response` : `${pascal(key)}Response${status}`;
+    const content: Json = {};
+    if (status === '200' && spec.produces === 'text/event-stream' && spec.stream) {
+      content['text/event-stream'] = { schema: streamSchema(spec.stream, output) };
+    } else {
+      content[status === '200' && spec.produces ? spec.produces : 'application/json'] = {
+        schema: output(schema, name),
       };
+      if (status === '200' && spec.stream)
+        content['text/event-stream'] = { schema: streamSchema(spec.stream, output) };
     }
-    for (const [status, name] of Object.entries(statuses))
-      if (!(status in responses)) responses[status] = ref(name, 'responses');
-    const parameters = [
-      ...paramList(spec.params, 'path'),
-      ...paramList(spec.query, 'query'),
-      ...paramList(spec.headers, 'header'),
-    ];
-    paths[spec.path] ??= {};
-    paths[spec.path][spec.method] = {
-      operationId: key,
-      summary: spec.summary,
-      tags: [tagOf(spec.path)],
-      security: anonymous
-        ? [{}, ...everyRole]
-        : spec.roles
-          ? spec.roles.map((role) => ({ [role]: [] }))
-          : everyRole,
-      ...(parameters.length > 0 ? { parameters } : {}),
-      ...(spec.body
-        ? {
-            requestBody: {
-              required: true,
-              content: { 'application/json': { schema: input(spec.body, `${pascal(key)}Request`) } },
-            },
-          }
-        : {}),
-      responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b))),
+    const shared = statuses[Number(status)];
+    responses[status] = {
+      description: shared
+        ? `${STATUS_TEXT[Number(status)]}. Or: ${SHARED_RESPONSES[shared].description}`
+        : STATUS_TEXT[Number(status)],
+      content,
     };
   }
+  for (const [status, name] of Object.entries(statuses))
+    if (!(status in responses)) responses[status] = ref(name, 'responses');
+  return Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
+}
 
-  const doc: Json = {
-    openapi: '3.1.0',
-    info: {
-      title: `toolshift ${api.service}`,
-      version: installedVersion(),
-      description:
-        `${api.about}\n\nEvery route but GET /health needs \`Authorization: Bearer <token>\` when the service has ` +
-        'tokens (they are optional on a loopback-only setup); the security schemes name the variable holding ' +
-        'each role’s token. Every answer but an event stream is JSON; errors are `{"error": "…"}`.',
-      license: { name: 'MIT', identifier: 'MIT' },
-    },
-    servers: [{ url: '/', description: 'The service this document was fetched from' }],
-    tags: [...new Set(Object.values(api.routes).map((r) => tagOf(r.path)))].map((name) => ({
-      name,
-      description: TAGS[name],
-    })),
-    paths,
-  };
-  const schemas = { ...components(outputs, 'output'), ...components(inputs, 'input') };
+/** `components`: the schemas and shared answers the paths use, and a security scheme per role. */
+function documentComponents(
+  paths: Json,
+  named: NamedSchemas,
+  credentials: (typeof SERVICE_CREDENTIALS)[ServiceName],
+): Json {
+  const schemas = { ...components(named.outputs, 'output'), ...components(named.inputs, 'input') };
   const responses = Object.fromEntries(
     Object.entries(SHARED_RESPONSES).map(([name, r]) => [
       name,
@@ -268,7 +301,7 @@ export function openApiDocument(api: ApiDescription): Json {
     ]),
   );
   const used = JSON.stringify(paths);
-  doc.components = {
+  return {
     schemas: pruneUnused({ paths, responses }, schemas),
     responses: Object.fromEntries(
       Object.entries(responses).filter(([n]) => used.includes(`/responses/${n}"`)),
@@ -284,7 +317,6 @@ export function openApiDocument(api: ApiDescription): Json {
       ]),
     ),
   };
-  return doc;
 }
 
 /** What a route's own answers mean, by status (the shared ones are described in SHARED_RESPONSES). */

@@ -127,6 +127,110 @@ async function section<T>(work: () => Promise<T>): Promise<T | { error: string }
   }
 }
 
+/** Which pull request: owner, repo and number. */
+interface Pull {
+  owner: string;
+  repo: string;
+  number: number;
+}
+
+/** The pull request the arguments name, by URL or by owner, repo and number (not both). */
+function pullOf(
+  args: { url?: string; owner?: string; repo?: string; number?: number },
+  apiUrl: string,
+): Pull {
+  const byParts = args.owner !== undefined || args.repo !== undefined || args.number !== undefined;
+  if (args.url !== undefined && byParts)
+    throw new ToolError('Give either url, or owner, repo and number; not both');
+  if (args.url !== undefined) {
+    const target = parsePullUrl(args.url, apiUrl);
+    shape(OwnerName, target.owner, 'the URL');
+    shape(RepoName, target.repo, 'the URL');
+    return target;
+  }
+  if (args.owner !== undefined && args.repo !== undefined && args.number !== undefined) {
+    return { owner: args.owner, repo: args.repo, number: args.number };
+  }
+  throw new ToolError('Give the pull request: url, or all of owner, repo and number');
+}
+
+const pullPath = (t: Pull) => `/repos/${t.owner}/${t.repo}/pulls/${t.number}`;
+
+type Pr = z.output<typeof PullRequest>;
+
+/** The files, reviews and checks, read at once; each reports its own failure. */
+async function pullSections(api: GitHubClient, target: Pull, pr: Pr, what: string, maxFiles: number) {
+  const repoPath = `/repos/${target.owner}/${target.repo}`;
+  const base = pullPath(target);
+  const sha = encodeURIComponent(pr.head.sha);
+  const [files, reviews, checks] = await Promise.all([
+    section(async () => {
+      const items = await pullFiles(api, base, what, maxFiles);
+      const total = pr.changed_files ?? items.length;
+      return {
+        items: items.map((f) => ({
+          path: f.filename,
+          status: f.status,
+          additions: f.additions,
+          deletions: f.deletions,
+          ...(f.previous_filename ? { previous_path: f.previous_filename } : {}),
+        })),
+        count: items.length,
+        truncated: items.length < total,
+      };
+    }),
+    section(async () =>
+      reviewSummary(await api.get(`${base}/reviews?per_page=${PER_PAGE}`, `the reviews of ${what}`)),
+    ),
+    section(async () =>
+      checksSummary(
+        await api.get(
+          `${repoPath}/commits/${sha}/check-runs?per_page=${PER_PAGE}`,
+          `the check runs of ${what}`,
+        ),
+        await api.get(`${repoPath}/commits/${sha}/status`, `the commit status of ${what}`),
+      ),
+    ),
+  ]);
+  return { files, reviews, checks };
+}
+
+/** The result: the pull request's own fields, then its sections. */
+function pullResult(target: Pull, pr: Pr, sections: Awaited<ReturnType<typeof pullSections>>) {
+  const body = capText(pr.body ?? '', BODY_CHARS);
+  return {
+    url: pr.html_url,
+    owner: target.owner,
+    repo: target.repo,
+    number: pr.number,
+    title: pr.title,
+    state: pr.merged || pr.merged_at ? 'merged' : pr.state,
+    draft: pr.draft ?? false,
+    author: pr.user?.login ?? null,
+    base: { ref: pr.base.ref, sha: pr.base.sha, repo: pr.base.repo?.full_name ?? null },
+    head: { ref: pr.head.ref, sha: pr.head.sha, repo: pr.head.repo?.full_name ?? null },
+    body: body.text,
+    body_truncated: body.truncated,
+    labels: pr.labels.map((l) => l.name),
+    requested_reviewers: pr.requested_reviewers.map((r) => r.login),
+    mergeable: pr.mergeable ?? null,
+    mergeable_state: pr.mergeable_state ?? null,
+    stats: {
+      commits: pr.commits ?? null,
+      additions: pr.additions ?? null,
+      deletions: pr.deletions ?? null,
+      changed_files: pr.changed_files ?? null,
+      comments: pr.comments ?? null,
+      review_comments: pr.review_comments ?? null,
+    },
+    created_at: pr.created_at,
+    updated_at: pr.updated_at,
+    merged_at: pr.merged_at,
+    closed_at: pr.closed_at,
+    ...sections,
+  };
+}
+
 /** A pull request with files, reviews and checks, for reviewing or reporting on it. */
 export const getGithubPullRequestInfo = defineTool({
   name: 'get_github_pull_request_info',
@@ -156,87 +260,10 @@ export const getGithubPullRequestInfo = defineTool({
   annotations: { title: 'GitHub pull request', ...READ_ONLY, openWorldHint: true },
   async execute(args, ctx: GitToolContext) {
     const api = githubClient(ctx.github);
-    const byParts = args.owner !== undefined || args.repo !== undefined || args.number !== undefined;
-    if (args.url !== undefined && byParts)
-      throw new ToolError('Give either url, or owner, repo and number; not both');
-    let target: { owner: string; repo: string; number: number };
-    if (args.url !== undefined) {
-      target = parsePullUrl(args.url, api.apiUrl);
-      shape(OwnerName, target.owner, 'the URL');
-      shape(RepoName, target.repo, 'the URL');
-    } else if (args.owner !== undefined && args.repo !== undefined && args.number !== undefined) {
-      target = { owner: args.owner, repo: args.repo, number: args.number };
-    } else {
-      throw new ToolError('Give the pull request: url, or all of owner, repo and number');
-    }
+    const target = pullOf(args, api.apiUrl);
     const what = `pull request ${target.owner}/${target.repo}#${target.number}`;
-    const repoPath = `/repos/${target.owner}/${target.repo}`;
-    const base = `${repoPath}/pulls/${target.number}`;
-    const pr = shape(PullRequest, await api.get(base, what), what);
-    const sha = encodeURIComponent(pr.head.sha);
-    const [files, reviews, checks] = await Promise.all([
-      section(async () => {
-        const items = await pullFiles(api, base, what, args.max_files);
-        const total = pr.changed_files ?? items.length;
-        return {
-          items: items.map((f) => ({
-            path: f.filename,
-            status: f.status,
-            additions: f.additions,
-            deletions: f.deletions,
-            ...(f.previous_filename ? { previous_path: f.previous_filename } : {}),
-          })),
-          count: items.length,
-          truncated: items.length < total,
-        };
-      }),
-      section(async () =>
-        reviewSummary(await api.get(`${base}/reviews?per_page=${PER_PAGE}`, `the reviews of ${what}`)),
-      ),
-      section(async () =>
-        checksSummary(
-          await api.get(
-            `${repoPath}/commits/${sha}/check-runs?per_page=${PER_PAGE}`,
-            `the check runs of ${what}`,
-          ),
-          await api.get(`${repoPath}/commits/${sha}/status`, `the commit status of ${what}`),
-        ),
-      ),
-    ]);
-    const body = capText(pr.body ?? '', BODY_CHARS);
-    const result = {
-      url: pr.html_url,
-      owner: target.owner,
-      repo: target.repo,
-      number: pr.number,
-      title: pr.title,
-      state: pr.merged || pr.merged_at ? 'merged' : pr.state,
-      draft: pr.draft ?? false,
-      author: pr.user?.login ?? null,
-      base: { ref: pr.base.ref, sha: pr.base.sha, repo: pr.base.repo?.full_name ?? null },
-      head: { ref: pr.head.ref, sha: pr.head.sha, repo: pr.head.repo?.full_name ?? null },
-      body: body.text,
-      body_truncated: body.truncated,
-      labels: pr.labels.map((l) => l.name),
-      requested_reviewers: pr.requested_reviewers.map((r) => r.login),
-      mergeable: pr.mergeable ?? null,
-      mergeable_state: pr.mergeable_state ?? null,
-      stats: {
-        commits: pr.commits ?? null,
-        additions: pr.additions ?? null,
-        deletions: pr.deletions ?? null,
-        changed_files: pr.changed_files ?? null,
-        comments: pr.comments ?? null,
-        review_comments: pr.review_comments ?? null,
-      },
-      created_at: pr.created_at,
-      updated_at: pr.updated_at,
-      merged_at: pr.merged_at,
-      closed_at: pr.closed_at,
-      files,
-      reviews,
-      checks,
-    };
-    return JSON.parse(api.redact(JSON.stringify(result)));
+    const pr = shape(PullRequest, await api.get(pullPath(target), what), what);
+    const parts = await pullSections(api, target, pr, what, args.max_files);
+    return JSON.parse(api.redact(JSON.stringify(pullResult(target, pr, parts))));
   },
 });

@@ -131,6 +131,11 @@ export class McpConnection implements PooledServer {
     return this.slots.running + this.uses;
   }
 
+  /** Tool calls waiting for a place among those in flight (fair-slots.ts), every session together. */
+  get waiting(): number {
+    return this.slots.waiting;
+  }
+
   /** Runs a request other than a tool call, counted as in use. */
   private async using<T>(work: () => Promise<T>): Promise<T> {
     this.uses++;

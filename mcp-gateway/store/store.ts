@@ -115,7 +115,7 @@ function stateOn(s: StoreDb<GatewayDatabase>, opts: GatewayStateOptions, pool?: 
     legacy: legacyQueries(s.db, hooks),
     callKeys: callKeyQueries(s.db),
     dialect: s.dialect,
-    listen(onChange) {
+    listen(onChange, listenOpts = {}) {
       if (!pool) return async () => {};
       // Whatever was announced while not listening is lost: what is kept is read afresh once listening (again).
       const stop = listenPostgres(
@@ -133,7 +133,12 @@ function stateOn(s: StoreDb<GatewayDatabase>, opts: GatewayStateOptions, pool?: 
           if (change.kind === 'settings') store.forget();
           onChange(change);
         },
-        { onListen: store.forget },
+        {
+          onListen: () => {
+            store.forget();
+            listenOpts.onListen?.();
+          },
+        },
       );
       stops.add(stop);
       return () => {

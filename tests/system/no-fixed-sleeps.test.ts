@@ -14,12 +14,6 @@ const SLEEP =
 const PENDING = new Set([
   'tests/agent-server/store/contract.test.ts',
   'tests/agent-server/tasks/queue.test.ts',
-  'tests/mcp-gateway/backends/fair-slots.test.ts',
-  'tests/mcp-gateway/backends/limits-streams.test.ts',
-  'tests/mcp-gateway/backends/upstream-pool.test.ts',
-  'tests/mcp-gateway/core/defaults.test.ts',
-  'tests/mcp-gateway/face/http.test.ts',
-  'tests/mcp-gateway/store/contract.test.ts',
 ]);
 
 function sleepsIn(file: string): string[] {

@@ -141,7 +141,10 @@ async function openState(config: Config, log: Logger): Promise<GatewayState> {
     { onWriteError },
   );
   // The data directory holds what toolset files put there (${TOOLSHIFT_DATA_DIR}), whichever database is used.
-  await undoneOnFailure(async () => writableDataDir(config.dataDir), () => state.close());
+  await undoneOnFailure(
+    async () => writableDataDir(config.dataDir),
+    () => state.close(),
+  );
   return state;
 }
 

@@ -40,12 +40,7 @@ export async function startGateway(
   const log = createLogger('mcp-gateway', config.logLevel, undefined, config.logFormat);
   const tracing = await startServiceTracing('mcp-gateway', config, log);
   const security = securityFor(config, 'mcp-gateway');
-  const backends: Record<string, Backend> = {
-    'tool-server': toolServerBackend({
-      baseUrl: config.tools.url,
-      headers: config.tools.token ? { authorization: `Bearer ${config.tools.token}` } : undefined,
-    }),
-  };
+  const backends = backendsFor(config);
   const state = await openState(config, log);
   const { store, callKeys } = state;
   // This replica's stdio servers: bounded, and stopped when unused (upstream-pool.ts).
@@ -115,6 +110,16 @@ export async function startGateway(
       await state.close();
       await tracing?.shutdown();
     },
+  };
+}
+
+/** The native backends: the tool-server, with its token when one is set. */
+function backendsFor(config: Config): Record<string, Backend> {
+  return {
+    'tool-server': toolServerBackend({
+      baseUrl: config.tools.url,
+      headers: config.tools.token ? { authorization: `Bearer ${config.tools.token}` } : undefined,
+    }),
   };
 }
 

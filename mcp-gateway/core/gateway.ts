@@ -4,7 +4,12 @@ import { createTokenCounter, type TokenCounter } from '../../lib/telemetry/token
 import { currentActor } from '../audit-context.ts';
 import type { Catalog } from '../catalog/catalog.ts';
 import type { Ceiling } from '../ceiling/ceiling.ts';
-import type { GatewayTool, ListToolsetsResponse } from '../contract.ts';
+import type {
+  ChangeDefaultsRequest,
+  ChangeToolsetsRequest,
+  GatewayTool,
+  ListToolsetsResponse,
+} from '../contract.ts';
 import { DEFAULT_SESSION, manageToolsetsDefinition } from '../contract.ts';
 import type { CallKeyQueries, GatewayStore } from '../store/interface.ts';
 import { auditSearch } from './audit-search.ts';
@@ -56,8 +61,8 @@ export function createGateway(deps: {
     async listToolsets(sessionId = DEFAULT_SESSION, query?: string): Promise<ListToolsetsResponse> {
       return listing(c, sessionId, await store.load(sessionId), query);
     },
-    changeToolsets: (req: Parameters<Gateway['changeToolsets']>[0]) => changeToolsets(c, req),
-    changeDefaults: (req: Parameters<Gateway['changeDefaults']>[0]) => changeDefaults(c, req),
+    changeToolsets: (req: ChangeToolsetsRequest) => changeToolsets(c, req),
+    changeDefaults: (req: ChangeDefaultsRequest) => changeDefaults(c, req),
     async listed(sessionId = DEFAULT_SESSION): Promise<void> {
       // Not one that was down when last tried: a listing must not wait for it on every request.
       const waiting = active(c, await store.load(sessionId)).filter((id) => unlisted(c, id));

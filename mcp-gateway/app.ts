@@ -68,6 +68,12 @@ function refusalAsHttpError(err: unknown): HttpError | undefined {
   );
 }
 
+/** Registers a REST route, its session claimed first (createGatewayApp). */
+type Route = <S extends RouteSpec>(
+  spec: S,
+  handler: (c: Context, input: RouteInput<S>) => Response | Promise<Response>,
+) => void;
+
 /** The gateway's HTTP API; only main.ts listens. */
 export function createGatewayApp(deps: GatewayDeps): Hono {
   const { gateway } = deps;
@@ -84,10 +90,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
    * that does not own it. The searches of the operator's records (approvals, the audit) are the exception: their
    * `session_id` filters what those routes show of every session anyway.
    */
-  const route = <S extends RouteSpec>(
-    spec: S,
-    handler: (c: Context, input: RouteInput<S>) => Response | Promise<Response>,
-  ) =>
+  const route: Route = (spec, handler) =>
     register(app, spec, async (c, input) => {
       for (const part of [input.body, input.query]) {
         const id = (part as { session_id?: unknown } | undefined)?.session_id;
@@ -95,6 +98,25 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       }
       return handler(c, input);
     });
+  toolsetRoutes(route, deps);
+  callRoutes(route, gateway);
+  healthRoute(route, deps);
+  operatorRoutes(app, route, gateway);
+  promptRoutes(route, deps.prompts);
+  deps.face.mount(app);
+  serveOpenApi(app, {
+    service: 'mcp-gateway',
+    routes: { ...routes, ...contract.mcpFaceRoutes },
+    schemas: contract,
+    about:
+      "The MCP gateway: the toolset catalog, each session's active toolsets, the operator's policy and approvals, the audit trail, and tool calls routed to the tool-server or upstream MCP servers. Its MCP face is `/mcp`.",
+  });
+  return app;
+}
+
+/** A session's toolsets and tools, the defaults, and the operator's changes of the catalog. */
+function toolsetRoutes(route: Route, deps: GatewayDeps): void {
+  const { gateway } = deps;
   route(routes.changeToolsets, async (c, { body }) => {
     // One route serves both: a session's toolsets (agent or operator) and the global ceiling (operator only).
     const operator = body.action === 'ENABLE' || body.action === 'DISABLE';
@@ -156,6 +178,10 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     await gateway.listed(sessionId);
     return c.json({ session_id: sessionId, tools: await gateway.tools(sessionId) });
   });
+}
+
+/** Tool calls, and the fences of tasks taken over. */
+function callRoutes(route: Route, gateway: Gateway): void {
   route(routes.callTool, async (c, { params, body }) =>
     c.json(
       await gateway.callTool(body.session_id ?? DEFAULT_SESSION, params.name, body.arguments, {
@@ -177,6 +203,11 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     }
     return c.json({ task_id: params.task_id, fence: highest });
   });
+}
+
+/** /health: the backends, the upstream servers and the database, in detail only to a caller with a token. */
+function healthRoute(route: Route, deps: GatewayDeps): void {
+  const { gateway } = deps;
   route(routes.health, async (c) => {
     const backends = Object.fromEntries(
       await Promise.all(Object.values(deps.backends).map(async (b) => [b.name, await b.health()] as const)),
@@ -197,6 +228,10 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       ? c.json({ status, backends, upstreams, ...db })
       : c.json({ error: 'a backend is unhealthy', backends, upstreams, ...db }, 503);
   });
+}
+
+/** The operator's records: the policy, approvals and the audit trail. */
+function operatorRoutes(app: Hono, route: Route, gateway: Gateway): void {
   route(routes.getPolicy, (c) => c.json(gateway.ceiling.policy()));
   route(routes.reloadPolicy, (c) => c.json(gateway.ceiling.reloadPolicy()));
   register(app, routes.listApprovals, async (c, { query }) =>
@@ -232,23 +267,18 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
       'cache-control': 'no-store',
     });
   });
-  route(routes.listPrompts, (c) => c.json({ prompts: deps.prompts.list() }));
+}
+
+/** The playbook prompts. */
+function promptRoutes(route: Route, prompts: PromptCatalog): void {
+  route(routes.listPrompts, (c) => c.json({ prompts: prompts.list() }));
   route(routes.renderPrompt, (c, { params, body }) => {
     try {
-      return c.json(deps.prompts.render(params.name, body.arguments));
+      return c.json(prompts.render(params.name, body.arguments));
     } catch (err) {
       if (err instanceof PromptError)
         throw new Refusal(err instanceof UnknownPromptError ? 'not_found' : 'invalid_arguments', err.message);
       throw err;
     }
   });
-  deps.face.mount(app);
-  serveOpenApi(app, {
-    service: 'mcp-gateway',
-    routes: { ...routes, ...contract.mcpFaceRoutes },
-    schemas: contract,
-    about:
-      "The MCP gateway: the toolset catalog, each session's active toolsets, the operator's policy and approvals, the audit trail, and tool calls routed to the tool-server or upstream MCP servers. Its MCP face is `/mcp`.",
-  });
-  return app;
 }

@@ -1,22 +1,28 @@
 import {
   type CallToolResult,
-  Client,
-  type ClientOptions,
+  type Client,
   ProtocolError,
   SdkError,
   SdkErrorCode,
   StreamableHTTPClientTransport,
   type Tool,
 } from '@modelcontextprotocol/client';
-import type { Logger } from '../../lib/telemetry/log.ts';
 import { traceMeta } from '../../lib/telemetry/tracing.ts';
 import { IDEMPOTENCY_META } from '../../tool-server/contract.ts';
 import { FairSlots } from './fair-slots.ts';
-import { limitedFetch, type MessageTooLargeError } from './message-limit.ts';
-import type { Redactor } from './redactor.ts';
 import { StdioTransport } from './stdio-transport.ts';
-import type { PooledServer, UpstreamPool } from './upstream-pool.ts';
 import {
+  answers,
+  type ClientOwner,
+  networkFailure,
+  newClient,
+  type Passthrough,
+  relay,
+  type UpstreamTransport,
+} from './upstream-client.ts';
+import type { PooledServer } from './upstream-pool.ts';
+import {
+  type ConnectionDeps,
   type McpServerSpec,
   type ProtocolChoice,
   UpstreamError,
@@ -24,43 +30,13 @@ import {
   type UpstreamStatus,
 } from './upstream-types.ts';
 
-export type { McpServerSpec, ProtocolChoice, UpstreamState, UpstreamStatus };
+export type { ConnectionDeps, McpServerSpec, ProtocolChoice, UpstreamState, UpstreamStatus };
 export { UpstreamError };
 
 // One connection to one upstream MCP server, shared by every toolset that names the same server. It
 // connects on first use, lists the tools (all pages), follows `notifications/tools/list_changed`, and
 // turns a crashed or hung server into an error for the call at hand plus a restart, with backoff, on
-// the next use.
-//
-// No callback an upstream can trigger may throw into the process (all three services share it). Those
-// installed here, and why none can (the stdio transport's own listeners are audited in stdio-transport.ts):
-// - client.onclose: only calls drop(), which is async and catches its shutdown errors.
-// - client.onerror: logs.
-// - listChanged.tools.onChanged (after notifications/tools/list_changed): an error (e.g. the new list
-//   over UPSTREAM_MAX_MESSAGE_BYTES, which also stops the server) is ignored here and surfaces as the
-//   toolset being down; each catalog listener runs inside try/catch.
-// - HTTP: limitedFetch's TransformStream counts each body; over the cap it errors that stream (the SDK's
-//   reader catches it and reports to onerror) and calls tooLarge(), which logs and starts an async drop().
-//   The SDK's own SSE reader, reconnection timer and fetch promises catch into onerror.
-// - Timers: the SDK's request timeouts reject the call's promise; close()'s waits are unref'd promises.
-
-/** What a connection needs from the gateway. */
-export interface ConnectionDeps {
-  log: Logger;
-  redactor: Redactor;
-  /** How long connecting and listing may take (default 30 s). */
-  connectTimeoutMs?: number;
-  /** Liveness check after a timed-out call (default: min(5 s, the call's timeout)). */
-  livenessTimeoutMs?: number;
-  /** The largest message the server may send (a stdio line, an HTTP body, one SSE event); default 16 MiB. */
-  maxMessageBytes?: number;
-  /** The gateway's stdio servers, bounded and stopped when idle (upstream-pool.ts); none: unbounded. */
-  pool?: UpstreamPool;
-  /** Calls in flight at once (UPSTREAM_MAX_CONCURRENT_CALLS); more wait, each session in a queue of its own. */
-  maxConcurrentCalls?: number;
-  /** Calls in flight at once for one session (UPSTREAM_MAX_CALLS_PER_SESSION); it may have four times as many waiting. */
-  maxCallsPerSession?: number;
-}
+// the next use. The client of each attempt, with the callbacks the server can trigger: upstream-client.ts.
 
 const MAX_BACKOFF_MS = 30_000;
 const DEFAULT_MAX_CONCURRENT_CALLS = 16;
@@ -75,7 +51,7 @@ export function backoffMs(failures: number): number {
 /** A lazily connected, self-restarting client of one upstream MCP server. */
 export class McpConnection implements PooledServer {
   private client?: Client;
-  private transport?: StdioTransport | StreamableHTTPClientTransport;
+  private transport?: UpstreamTransport;
   private connecting?: Promise<void>;
   private tools: Tool[] = [];
   private failures = 0;
@@ -96,11 +72,19 @@ export class McpConnection implements PooledServer {
   readonly label: string;
   private readonly spec: McpServerSpec;
   private readonly deps: ConnectionDeps;
+  /** What this connection's clients report to (upstream-client.ts). */
+  private readonly owner: ClientOwner;
 
   constructor(label: string, spec: McpServerSpec, deps: ConnectionDeps) {
     this.label = label;
     this.spec = spec;
     this.deps = deps;
+    this.owner = {
+      label,
+      owns: (client) => this.client === client,
+      toolsChanged: (tools) => this.toolsChanged(tools),
+      lost: (client, reason) => this.drop(client, reason ?? this.exitReason(), false),
+    };
     this.slots = new FairSlots({
       label,
       slots: deps.maxConcurrentCalls ?? DEFAULT_MAX_CONCURRENT_CALLS,
@@ -145,6 +129,11 @@ export class McpConnection implements PooledServer {
   /** Requests in flight of any kind: a server with one is not stopped for idleness or for room. */
   get inFlight(): number {
     return this.slots.running + this.uses;
+  }
+
+  /** Tool calls waiting for a place among those in flight (fair-slots.ts), every session together. */
+  get waiting(): number {
+    return this.slots.waiting;
   }
 
   /** Runs a request other than a tool call, counted as in use. */
@@ -239,7 +228,7 @@ export class McpConnection implements PooledServer {
       return result;
     } catch (err) {
       if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
-        const alive = await this.answers(client, Math.min(this.deps.livenessTimeoutMs ?? 5000, timeoutMs));
+        const alive = await answers(client, Math.min(this.deps.livenessTimeoutMs ?? 5000, timeoutMs));
         if (!alive) await this.drop(client, `it stopped answering (a call to ${name} timed out)`, true);
         throw new UpstreamError(
           `${this.label}: ${name} did not finish within ${statedMs} ms and was cancelled` +
@@ -274,32 +263,25 @@ export class McpConnection implements PooledServer {
     }
   }
 
-  /**
-   * The server's prompts and resources, for a fixed view of its toolset (the MCP face passes them through).
-   * A server without the capability has none; what comes back is redacted like tool results.
-   */
-  async passthrough<K extends 'listPrompts' | 'getPrompt' | 'listResources' | 'readResource'>(
+  /** The server's prompts and resources (upstream-client.ts relay), counted as in use. */
+  async passthrough<K extends Passthrough>(
     method: K,
     params?: Parameters<Client[K]>[0],
   ): Promise<Awaited<ReturnType<Client[K]>>> {
     return this.using(() => this.pass(method, params));
   }
 
-  private async pass<K extends 'listPrompts' | 'getPrompt' | 'listResources' | 'readResource'>(
+  private async pass<K extends Passthrough>(
     method: K,
     params?: Parameters<Client[K]>[0],
   ): Promise<Awaited<ReturnType<Client[K]>>> {
     await this.ensureUp();
-    const client = this.client as Client;
-    const capability = method.endsWith('Prompts') || method === 'getPrompt' ? 'prompts' : 'resources';
-    if (!client.getServerCapabilities()?.[capability]) {
-      if (method === 'listPrompts') return { prompts: [] } as Awaited<ReturnType<Client[K]>>;
-      if (method === 'listResources') return { resources: [] } as Awaited<ReturnType<Client[K]>>;
-      throw new UpstreamError(`${this.label} serves no ${capability}`);
-    }
-    const call = client[method] as (p: unknown, o: { timeout: number }) => Promise<unknown>;
-    const result = await call.call(client, params, { timeout: this.deps.livenessTimeoutMs ?? 30_000 });
-    return this.deps.redactor.deep(result) as Awaited<ReturnType<Client[K]>>;
+    const timeout = this.deps.livenessTimeoutMs ?? 30_000;
+    return relay(this.client as Client, method, params, {
+      label: this.label,
+      redactor: this.deps.redactor,
+      timeout,
+    });
   }
 
   /** Stops the server (stdio: closes stdin, then signals its process group). */
@@ -322,66 +304,9 @@ export class McpConnection implements PooledServer {
     }
     this.state = 'connecting';
     const timeout = this.deps.connectTimeoutMs ?? 30_000;
-    const options: ClientOptions = {
-      listChanged: {
-        tools: {
-          onChanged: (error, tools) => {
-            if (this.client !== client) return;
-            if (error || !tools) {
-              // The old list stays; a list over the cap has also stopped the server (it shows down).
-              this.deps.log.warn(
-                { upstream: this.label, reason: error?.message.slice(0, 500) },
-                'refreshing the tool list after list_changed failed',
-              );
-              return;
-            }
-            this.tools = tools;
-            for (const listener of this.listeners) {
-              try {
-                listener(tools);
-              } catch (err) {
-                this.deps.log.warn({ upstream: this.label, err }, 'a tool-list listener failed');
-              }
-            }
-          },
-        },
-      },
-    };
-    if (this.spec.protocol === 'auto') options.versionNegotiation = { mode: 'auto' };
-    if (this.spec.protocol === '2026-07-28') options.versionNegotiation = { mode: { pin: '2026-07-28' } };
-    const client = new Client({ name: 'toolshift-gateway', version: '0.1.0' }, options);
     const maxMessageBytes = this.deps.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-    // A message over the cap: stdio stops the child itself (its close ends the connection); over HTTP the
-    // body is cut and the connection dropped here, so pending calls fail now rather than at their timeout.
-    const tooLarge = (err: MessageTooLargeError) => {
-      this.deps.log.warn({ upstream: this.label, reason: err.message }, 'upstream message over the cap');
-      if (this.client === client) void this.drop(client, err.message, false);
-      else void client.close().catch(() => {});
-    };
-    const transport =
-      this.spec.transport === 'stdio'
-        ? new StdioTransport({
-            command: this.spec.command,
-            args: this.spec.args,
-            env: this.spec.env,
-            cwd: this.spec.cwd,
-            maxMessageBytes,
-          })
-        : new StreamableHTTPClientTransport(new URL(this.spec.url), {
-            requestInit: { headers: this.spec.headers },
-            fetch: limitedFetch(maxMessageBytes, tooLarge),
-          });
-    if (transport instanceof StdioTransport) {
-      transport.onOverflow = (err) =>
-        this.deps.log.warn({ upstream: this.label, reason: err.message }, 'upstream message over the cap');
-    }
+    const { client, transport } = newClient(this.spec, { log: this.deps.log, maxMessageBytes }, this.owner);
     this.transport = transport;
-    client.onclose = () => {
-      if (this.client === client && !this.closed) void this.drop(client, this.exitReason(), false);
-    };
-    // Transport errors the SDK does not tie to a call (a line that is not JSON-RPC, a cut SSE stream): logged;
-    // a call they affect fails on its own (closed connection or timeout).
-    client.onerror = (err) => this.deps.log.debug({ upstream: this.label, err }, 'upstream transport error');
     try {
       await client.connect(transport, { timeout });
       const { tools } = await client.listTools(undefined, { timeout });
@@ -404,6 +329,17 @@ export class McpConnection implements PooledServer {
         1000,
       );
       throw new UpstreamError(`${this.label} is not available: ${this.reason}`);
+    }
+  }
+
+  private toolsChanged(tools: Tool[]) {
+    this.tools = tools;
+    for (const listener of this.listeners) {
+      try {
+        listener(tools);
+      } catch (err) {
+        this.deps.log.warn({ upstream: this.label, err }, 'a tool-list listener failed');
+      }
     }
   }
 
@@ -432,16 +368,6 @@ export class McpConnection implements PooledServer {
     await this.shutdown(client, transport);
   }
 
-  private async answers(client: Client, timeout: number): Promise<boolean> {
-    try {
-      if (client.getProtocolEra() === 'modern') await client.discover({ timeout });
-      else await client.ping({ timeout });
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
   private async shutdown(client: Client | undefined, transport: McpConnection['transport']) {
     this.deps.pool?.left(this);
     try {
@@ -454,33 +380,4 @@ export class McpConnection implements PooledServer {
       this.deps.log.debug({ upstream: this.label, err }, 'closing an upstream failed');
     }
   }
-}
-
-/**
- * Socket-level codes of a request that never reached its HTTP server (refused, no such host, no route): the
- * server is unreachable for every session. A socket lost mid-request (reset, closed) is not among them: it may
- * be one connection's fault, and the call may have run, so it fails only that call.
- */
-const UNREACHABLE = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'UND_ERR_CONNECT_TIMEOUT',
-]);
-
-/**
- * The code of the socket error that kept a request from reaching its HTTP server (`fetch failed` carries it as
- * its cause), or undefined. Only the code: the socket's message names the resolved address, which a
- * `${VAR}` in the toolset file keeps out of listings.
- */
-export function networkFailure(err: unknown): string | undefined {
-  let e: unknown = err;
-  for (let depth = 0; e instanceof Error && depth < 4; depth++) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (typeof code === 'string' && UNREACHABLE.has(code)) return code;
-    e = e.cause;
-  }
-  return undefined;
 }

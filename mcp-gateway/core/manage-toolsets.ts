@@ -108,37 +108,8 @@ export async function manageToolsets(
   sessionId: string,
   args: Record<string, unknown>,
 ): Promise<ManageToolsetsResponse> {
-  const parsed = Args.safeParse(args);
-  if (!parsed.success) {
-    const message = `Invalid arguments for manage_toolsets: ${describeIssues(parsed.error)}. ${EXPECTED}`;
-    deps.audit({
-      session_id: sessionId,
-      kind: 'manage',
-      subject: String(args.action ?? '?').slice(0, LIMITS.id),
-      ok: false,
-      detail: message.slice(0, 500),
-    });
-    throw new Refusal('invalid_arguments', message);
-  }
-  const { action, toolset_ids = [], query } = parsed.data;
-  if (action === 'LIST') {
-    const { toolsets } = await deps.listToolsets(sessionId, query);
-    const shown = toolsets.filter((t) => t.enabled);
-    return {
-      result: {
-        toolsets: shown.map(({ id, description, active, tools, matched_tools }) => ({
-          id,
-          description,
-          active,
-          tools,
-          ...(matched_tools ? { matched_tools } : {}),
-        })),
-        ...(shown.length === 0
-          ? { message: `No toolset matches "${query ?? ''}"; LIST without a query shows all.` }
-          : {}),
-      },
-    };
-  }
+  const { action, toolset_ids = [], query } = parseArgs(deps, sessionId, args);
+  if (action === 'LIST') return list(deps, sessionId, query);
   const tokens = deps.toolTokens;
   const listing = (await deps.listToolsets(sessionId)).toolsets;
   const activeBefore = listing.filter((t) => t.active).map((t) => t.id);
@@ -155,31 +126,16 @@ export async function manageToolsets(
   const before = tokens ? tokens.base + tokens.of(activeBefore) : 0;
   const res = await deps.changeToolsets({ action, toolset_ids, session_id: sessionId });
   const after = tokens ? tokens.base + tokens.of(res.active_toolsets) : 0;
-  const delta = after - before;
-  const verb = action === 'ACTIVATE' ? 'Activated' : 'Deactivated';
-  const changed = toolset_ids.filter((id) => !res.unchanged.includes(id));
-  const parts = [
-    changed.length > 0 ? `${verb} ${changed.join(', ')}.` : '',
-    res.unchanged.length > 0
-      ? `${res.unchanged.join(', ')} ${action === 'ACTIVATE' ? 'was already active' : 'was not active'}.`
-      : '',
-    res.added_tools.length > 0 ? `New tools: ${res.added_tools.join(', ')}.` : '',
-    res.removed_tools.length > 0 ? `Tools no longer available: ${res.removed_tools.join(', ')}.` : '',
-    tokens
-      ? `Tool definitions: ${delta >= 0 ? '+' : '−'}${fmt(Math.abs(delta))} tokens, ${fmt(after)} in all` +
-        (tokens.budget !== undefined ? ` (budget ${fmt(tokens.budget)}).` : '.')
-      : '',
-  ];
   return {
     result: {
-      message: parts.filter(Boolean).join(' '),
+      message: changeMessage(action, toolset_ids, res, tokens, after - before, after),
       active_toolsets: res.active_toolsets,
       added_tools: res.added_tools,
       removed_tools: res.removed_tools,
       ...(tokens
         ? {
             tool_definition_tokens: {
-              change: delta,
+              change: after - before,
               total: after,
               ...(tokens.budget !== undefined ? { budget: tokens.budget } : {}),
               tokenizer: tokens.tokenizer,
@@ -195,4 +151,69 @@ export async function manageToolsets(
       removed_tools: res.removed_tools,
     },
   };
+}
+
+/** The arguments checked strictly; refused (and audited) with what was wrong and what is expected. */
+function parseArgs(deps: ManageToolsetsDeps, sessionId: string, args: Record<string, unknown>) {
+  const parsed = Args.safeParse(args);
+  if (parsed.success) return parsed.data;
+  const message = `Invalid arguments for manage_toolsets: ${describeIssues(parsed.error)}. ${EXPECTED}`;
+  deps.audit({
+    session_id: sessionId,
+    kind: 'manage',
+    subject: String(args.action ?? '?').slice(0, LIMITS.id),
+    ok: false,
+    detail: message.slice(0, 500),
+  });
+  throw new Refusal('invalid_arguments', message);
+}
+
+/** LIST: the enabled toolsets, ranked by `query` when one is given. */
+async function list(
+  deps: ManageToolsetsDeps,
+  sessionId: string,
+  query?: string,
+): Promise<ManageToolsetsResponse> {
+  const { toolsets } = await deps.listToolsets(sessionId, query);
+  const shown = toolsets.filter((t) => t.enabled);
+  return {
+    result: {
+      toolsets: shown.map(({ id, description, active, tools, matched_tools }) => ({
+        id,
+        description,
+        active,
+        tools,
+        ...(matched_tools ? { matched_tools } : {}),
+      })),
+      ...(shown.length === 0
+        ? { message: `No toolset matches "${query ?? ''}"; LIST without a query shows all.` }
+        : {}),
+    },
+  };
+}
+
+/** What an ACTIVATE or DEACTIVATE did, in words for the model: toolsets, tools, and what the tools now cost. */
+function changeMessage(
+  action: 'ACTIVATE' | 'DEACTIVATE',
+  ids: readonly string[],
+  res: ChangeToolsetsResponse,
+  tokens: ToolTokens | undefined,
+  delta: number,
+  after: number,
+): string {
+  const verb = action === 'ACTIVATE' ? 'Activated' : 'Deactivated';
+  const changed = ids.filter((id) => !res.unchanged.includes(id));
+  const parts = [
+    changed.length > 0 ? `${verb} ${changed.join(', ')}.` : '',
+    res.unchanged.length > 0
+      ? `${res.unchanged.join(', ')} ${action === 'ACTIVATE' ? 'was already active' : 'was not active'}.`
+      : '',
+    res.added_tools.length > 0 ? `New tools: ${res.added_tools.join(', ')}.` : '',
+    res.removed_tools.length > 0 ? `Tools no longer available: ${res.removed_tools.join(', ')}.` : '',
+    tokens
+      ? `Tool definitions: ${delta >= 0 ? '+' : '−'}${fmt(Math.abs(delta))} tokens, ${fmt(after)} in all` +
+        (tokens.budget !== undefined ? ` (budget ${fmt(tokens.budget)}).` : '.')
+      : '',
+  ];
+  return parts.filter(Boolean).join(' ');
 }

@@ -13,10 +13,11 @@ import { requireRole } from '../../lib/http/security.ts';
 import { FACE_SESSION_PREFIXES, isFaceSessionId, OWN_SESSION_RULE } from '../contract.ts';
 import type { Gateway } from '../core/gateway.ts';
 import { Refusal } from '../refusals.ts';
+import type { FaceDeps, PromptSource } from './face-leg.ts';
 import { HandleError, type HandleStore } from './handles.ts';
 import { LegacySessions } from './legacy-sessions.ts';
 import type { LegacySessionStore } from './legacy-store.ts';
-import { buildFaceServer, type FaceDeps, type PromptSource } from './server-factory.ts';
+import { buildFaceServer } from './server-factory.ts';
 
 // toolshift as an MCP server, on the gateway's app (so every request has passed lib/http/security.ts: Host,
 // Origin, Content-Type, token). `/mcp` serves both eras: 2026-07-28 requests go to a stateless handler whose

@@ -36,6 +36,7 @@ const Http = z
   .transform(({ url, headers, type }) => ({ kind: 'http' as const, url, headers, type }));
 const Server = z.union([Stdio, Http]);
 const Config = z.looseObject({ mcpServers: z.record(z.string(), Server) });
+type ServerEntry = z.infer<typeof Server>;
 
 /** What happened to one server of the file. */
 export interface ImportOutcome {
@@ -130,6 +131,58 @@ async function describe(
 
 /** Reads an `mcpServers` file and writes one toolset file per server; never overwrites without `force`. */
 export async function importServers(opts: ImportOptions): Promise<ImportOutcome[]> {
+  const servers = readServers(opts);
+  // Before anything is contacted or written.
+  const foreign = allowedReferences(opts.file, servers, opts.allowVars ?? []);
+  const apart = opts.shippedDir && path.resolve(opts.shippedDir) !== path.resolve(opts.toolsetsDir);
+  const run: ImportRun = {
+    opts,
+    env: opts.env ?? process.env,
+    foreign,
+    taken: existingIds(opts.toolsetsDir),
+    shipped: apart ? existingIds(opts.shippedDir as string) : new Map<string, string>(),
+    claimed: new Map<string, string>(),
+  };
+  const used = new Set<string>();
+  const outcomes: ImportOutcome[] = [];
+  for (const [name, server] of Object.entries(servers)) {
+    let id = toolsetId(name);
+    for (let n = 2; used.has(id); n++) id = `${toolsetId(name).slice(0, 60)}_${n}`;
+    used.add(id);
+    const file = path.join(opts.toolsetsDir, `${id}.yaml`);
+    const base = {
+      name,
+      id,
+      file,
+      prefix: defaultPrefix(id),
+      described: false,
+      variables: [] as string[],
+      declared: [] as string[],
+      settings: [] as string[],
+    };
+    const skipped = skipReason(run, id, file, server);
+    outcomes.push(
+      skipped ? { ...base, status: 'skipped', note: skipped } : await importOne(run, server, base),
+    );
+  }
+  return outcomes;
+}
+
+/** What an import of one file shares between its servers. */
+interface ImportRun {
+  opts: ImportOptions;
+  env: Record<string, string | undefined>;
+  /** The `${VAR}` references of the file the gateway may fill, by server (secrets.ts allowedReferences). */
+  foreign: Map<string, { variables: string[]; settings: string[] }>;
+  /** The ids in the user's toolsets directory, and in the shipped one, by file. */
+  taken: Map<string, string>;
+  shipped: Map<string, string>;
+  /** The variables named so far, by secret value (secrets.ts secretReferences). */
+  claimed: Map<string, string>;
+}
+
+/** The file's servers, checked, and the --allow-var names. */
+function readServers(opts: ImportOptions): Record<string, ServerEntry> {
   let raw: unknown;
   try {
     raw = JSON.parse(readConfigText(opts.file));
@@ -148,121 +201,103 @@ export async function importServers(opts: ImportOptions): Promise<ImportOutcome[
       throw new Error(`--allow-var ${name}: not a variable name; give one like MY_SERVICE_URL`);
     }
   }
-  // Before anything is contacted or written.
-  const foreign = allowedReferences(opts.file, parsed.data.mcpServers, opts.allowVars ?? []);
-  const env = opts.env ?? process.env;
-  const taken = existingIds(opts.toolsetsDir);
-  const apart = opts.shippedDir && path.resolve(opts.shippedDir) !== path.resolve(opts.toolsetsDir);
-  const shipped = apart ? existingIds(opts.shippedDir as string) : new Map<string, string>();
-  const used = new Set<string>();
-  const claimed = new Map<string, string>();
-  const outcomes: ImportOutcome[] = [];
-  for (const [name, server] of Object.entries(parsed.data.mcpServers)) {
-    let id = toolsetId(name);
-    for (let n = 2; used.has(id); n++) id = `${toolsetId(name).slice(0, 60)}_${n}`;
-    used.add(id);
-    const file = path.join(opts.toolsetsDir, `${id}.yaml`);
-    const prefix = defaultPrefix(id);
-    const base = {
-      name,
-      id,
-      file,
-      prefix,
-      described: false,
-      variables: [] as string[],
-      declared: [] as string[],
-      settings: [] as string[],
-    };
-    const owner = taken.get(id);
-    if (owner && owner !== `${id}.yaml` && !opts.force) {
-      outcomes.push({ ...base, status: 'skipped', note: `toolset id ${id} is already used by ${owner}` });
-      continue;
-    }
-    const builtIn = shipped.get(id);
-    if (builtIn && !opts.force) {
-      const shippedFile = path.join(opts.shippedDir as string, builtIn);
-      outcomes.push({
-        ...base,
-        status: 'skipped',
-        note: `toolset id ${id} is shipped with toolshift (${shippedFile}); rename the server in ${path.basename(opts.file)}, or use --force to write ${file}, which then replaces the shipped toolset`,
-      });
-      continue;
-    }
-    if (existsSync(file) && !opts.force) {
-      outcomes.push({ ...base, status: 'skipped', note: `${file} exists; use --force to overwrite it` });
-      continue;
-    }
-    if (server.kind === 'http' && server.type === 'sse') {
-      outcomes.push({
-        ...base,
-        status: 'skipped',
-        note: 'it uses the older HTTP+SSE transport; toolshift speaks Streamable HTTP (give its Streamable HTTP URL)',
-      });
-      continue;
-    }
-    const refs = secretReferences(id, server, claimed);
-    const literal: McpServerSpec =
-      server.kind === 'stdio'
-        ? {
-            transport: 'stdio',
-            command: resolveCommand(server.command, path.dirname(opts.file)),
-            args: server.args,
-            env: { PATH: env.PATH ?? '', HOME: env.HOME ?? '', ...server.env },
-            cwd: server.cwd,
-            protocol: 'legacy',
-          }
-        : { transport: 'http', url: server.url, headers: server.headers, protocol: 'auto' };
-    const label =
-      server.kind === 'stdio' ? [server.command, ...server.args].join(' ') : String(refs.block.url);
-    const described =
-      opts.connect === false
-        ? { error: 'not contacted (--no-connect)' }
-        : await describe(literal, String(label), opts.connectTimeoutMs ?? 15_000);
-    const description =
-      typeof described === 'string'
-        ? refs.redact(described)
-        : `The MCP server "${name}" (${refs.redact(String(label))}). Replace this with what it is for, so discovery can find it.`;
-    const kept = foreign.get(name) ?? { variables: [], settings: [] };
-    const variables = [...new Set([...refs.variables, ...kept.variables])];
-    const doc = new Document({
-      id,
-      description,
-      default: false,
-      prefix,
-      ...(variables.length > 0 ? { variables } : {}),
-      ...(kept.settings.length > 0 ? { allow_toolshift_settings: kept.settings } : {}),
-      backend: { mcp: refs.block },
-    });
-    doc.commentBefore = [
-      ` Imported from ${path.basename(opts.file)} (server "${name}") by toolshift toolsets import.`,
-      ` Its tools are offered as ${prefix}<tool>, apart from toolshift's own and other servers' tools.`,
-      ...(refs.variables.length > 0
-        ? [
-            ` Set ${refs.variables.join(', ')} in the gateway's environment or .env; values are never stored here.`,
-          ]
-        : []),
-      ...(kept.settings.length > 0
-        ? [
-            ` allow_toolshift_settings sends toolshift's own ${kept.settings.join(', ')} to this server`,
-            ' (allowed with --allow-var); remove it unless the server must have that value.',
-          ]
-        : []),
-    ].join('\n');
-    mkdirSync(opts.toolsetsDir, { recursive: true });
-    writeFileSync(file, doc.toString({ lineWidth: 110 }));
-    outcomes.push({
-      ...base,
-      status: 'written',
-      described: typeof described === 'string',
-      variables: refs.variables,
-      declared: [...variables, ...kept.settings],
-      settings: kept.settings,
-      ...(typeof described === 'string'
-        ? {}
-        : {
-            note: `could not describe it (${refs.redact(described.error)}); improve the description in ${file}`,
-          }),
-    });
+  return parsed.data.mcpServers;
+}
+
+/** Why a server's file is not written (its id taken, its file there, a transport not spoken); else undefined. */
+function skipReason(run: ImportRun, id: string, file: string, server: ServerEntry): string | undefined {
+  const { opts } = run;
+  const owner = run.taken.get(id);
+  if (owner && owner !== `${id}.yaml` && !opts.force) return `toolset id ${id} is already used by ${owner}`;
+  const builtIn = run.shipped.get(id);
+  if (builtIn && !opts.force) {
+    const shippedFile = path.join(opts.shippedDir as string, builtIn);
+    return `toolset id ${id} is shipped with toolshift (${shippedFile}); rename the server in ${path.basename(opts.file)}, or use --force to write ${file}, which then replaces the shipped toolset`;
   }
-  return outcomes;
+  if (existsSync(file) && !opts.force) return `${file} exists; use --force to overwrite it`;
+  if (server.kind === 'http' && server.type === 'sse') {
+    return 'it uses the older HTTP+SSE transport; toolshift speaks Streamable HTTP (give its Streamable HTTP URL)';
+  }
+  return undefined;
+}
+
+/** Describes one server (unless --no-connect) and writes its toolset file, secrets as `${VAR}` references. */
+async function importOne(
+  run: ImportRun,
+  server: ServerEntry,
+  base: Omit<ImportOutcome, 'status'>,
+): Promise<ImportOutcome> {
+  const { opts, env } = run;
+  const { name, id, file } = base;
+  const refs = secretReferences(id, server, run.claimed);
+  const literal: McpServerSpec =
+    server.kind === 'stdio'
+      ? {
+          transport: 'stdio',
+          command: resolveCommand(server.command, path.dirname(opts.file)),
+          args: server.args,
+          env: { PATH: env.PATH ?? '', HOME: env.HOME ?? '', ...server.env },
+          cwd: server.cwd,
+          protocol: 'legacy',
+        }
+      : { transport: 'http', url: server.url, headers: server.headers, protocol: 'auto' };
+  const label = server.kind === 'stdio' ? [server.command, ...server.args].join(' ') : String(refs.block.url);
+  const described =
+    opts.connect === false
+      ? { error: 'not contacted (--no-connect)' }
+      : await describe(literal, String(label), opts.connectTimeoutMs ?? 15_000);
+  const description =
+    typeof described === 'string'
+      ? refs.redact(described)
+      : `The MCP server "${name}" (${refs.redact(String(label))}). Replace this with what it is for, so discovery can find it.`;
+  const kept = run.foreign.get(name) ?? { variables: [], settings: [] };
+  const variables = [...new Set([...refs.variables, ...kept.variables])];
+  const doc = new Document({
+    id,
+    description,
+    default: false,
+    prefix: base.prefix,
+    ...(variables.length > 0 ? { variables } : {}),
+    ...(kept.settings.length > 0 ? { allow_toolshift_settings: kept.settings } : {}),
+    backend: { mcp: refs.block },
+  });
+  doc.commentBefore = headerComment(opts.file, name, base.prefix, refs.variables, kept.settings);
+  mkdirSync(opts.toolsetsDir, { recursive: true });
+  writeFileSync(file, doc.toString({ lineWidth: 110 }));
+  return {
+    ...base,
+    status: 'written',
+    described: typeof described === 'string',
+    variables: refs.variables,
+    declared: [...variables, ...kept.settings],
+    settings: kept.settings,
+    ...(typeof described === 'string'
+      ? {}
+      : {
+          note: `could not describe it (${refs.redact(described.error)}); improve the description in ${file}`,
+        }),
+  };
+}
+
+/** The comment atop a written file: where it came from, how its tools are named, what it needs set. */
+function headerComment(
+  from: string,
+  name: string,
+  prefix: string,
+  variables: readonly string[],
+  settings: readonly string[],
+): string {
+  return [
+    ` Imported from ${path.basename(from)} (server "${name}") by toolshift toolsets import.`,
+    ` Its tools are offered as ${prefix}<tool>, apart from toolshift's own and other servers' tools.`,
+    ...(variables.length > 0
+      ? [` Set ${variables.join(', ')} in the gateway's environment or .env; values are never stored here.`]
+      : []),
+    ...(settings.length > 0
+      ? [
+          ` allow_toolshift_settings sends toolshift's own ${settings.join(', ')} to this server`,
+          ' (allowed with --allow-var); remove it unless the server must have that value.',
+        ]
+      : []),
+  ].join('\n');
 }

@@ -202,7 +202,8 @@ export interface GatewayState {
   /**
    * Hears other replicas' changes (after this replica's caches took them in); returns the stop. On SQLite
    * there are none to hear: a gateway on the same file finds another's commit by the file's version.
+   * `onListen` is told each time listening (re)starts: what is announced from then on is heard.
    */
-  listen(onChange: (change: GatewayChange) => void): () => Promise<void>;
+  listen(onChange: (change: GatewayChange) => void, opts?: { onListen?: () => void }): () => Promise<void>;
   close(): Promise<void>;
 }

@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import { type CreateTableBuilder, type Kysely, sql } from 'kysely';
 import type { Migration } from 'kysely/migration';
 import type { DialectName } from '../../lib/db/kysely.ts';
 
@@ -91,8 +91,21 @@ async function oneSchema(db: Kysely<unknown>, dialect: DialectName): Promise<voi
   }
 }
 
+/** Every table of the schema, in groups by what they keep (the indexes follow, createIndexes). */
 async function createTables(db: Kysely<unknown>, pg: boolean): Promise<void> {
   const table = (name: string) => db.schema.createTable(name).ifNotExists();
+  await sessionTables(table);
+  await auditTable(table, pg);
+  await pinTables(table);
+  await approvalTable(table);
+  await faceTables(table);
+  await callKeyTables(table);
+}
+
+type NewTable = (name: string) => CreateTableBuilder<string, never>;
+
+/** Sessions and their toolsets, the operator's ceiling and the user's defaults. */
+async function sessionTables(table: NewTable): Promise<void> {
   await table('sessions')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('created_at', 'text', (c) => c.notNull())
@@ -112,6 +125,9 @@ async function createTables(db: Kysely<unknown>, pg: boolean): Promise<void> {
     .addColumn('toolset_id', 'text', (c) => c.primaryKey())
     .addColumn('active', 'integer', (c) => c.notNull())
     .execute();
+}
+
+async function auditTable(table: NewTable, pg: boolean): Promise<void> {
   // The audit's id is its order: SQLite's rowid, PostgreSQL's sequence.
   await table('audit')
     .addColumn('id', pg ? 'bigserial' : 'integer', (c) => c.primaryKey())
@@ -124,6 +140,10 @@ async function createTables(db: Kysely<unknown>, pg: boolean): Promise<void> {
     .addColumn('ok', 'integer', (c) => c.notNull())
     .addColumn('detail', 'text')
     .execute();
+}
+
+/** The upstream toolsets' last listings and their approved definitions. */
+async function pinTables(table: NewTable): Promise<void> {
   await table('upstream_tools')
     .addColumn('toolset_id', 'text', (c) => c.notNull())
     .addColumn('tool', 'text', (c) => c.notNull())
@@ -143,6 +163,9 @@ async function createTables(db: Kysely<unknown>, pg: boolean): Promise<void> {
     .addColumn('approved_at', 'text', (c) => c.notNull())
     .addPrimaryKeyConstraint('tool_pins_pkey', ['toolset_id', 'tool'])
     .execute();
+}
+
+async function approvalTable(table: NewTable): Promise<void> {
   await table('approvals')
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('session_id', 'text', (c) => c.notNull())
@@ -158,6 +181,10 @@ async function createTables(db: Kysely<unknown>, pg: boolean): Promise<void> {
     .addColumn('decided_by', 'text')
     .addColumn('decision_reason', 'text')
     .execute();
+}
+
+/** The MCP face's handles and its legacy sessions kept across restarts. */
+async function faceTables(table: NewTable): Promise<void> {
   await table('mcp_handles')
     .addColumn('handle', 'text', (c) => c.primaryKey())
     .addColumn('credential', 'text')
@@ -173,6 +200,10 @@ async function createTables(db: Kysely<unknown>, pg: boolean): Promise<void> {
     .addColumn('created_at', 'bigint', (c) => c.notNull())
     .addColumn('last_seen', 'bigint', (c) => c.notNull())
     .execute();
+}
+
+/** Keyed calls, each run at most once, and the tasks' fences. */
+async function callKeyTables(table: NewTable): Promise<void> {
   await table('call_keys')
     .addColumn('key', 'text', (c) => c.primaryKey())
     .addColumn('session_id', 'text', (c) => c.notNull())

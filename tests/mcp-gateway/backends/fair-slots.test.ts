@@ -144,8 +144,9 @@ describe('a shared upstream under one session flooding it', () => {
     const flood = Array.from({ length: 8 }, (_, n) => call('A', n));
     await vi.waitFor(() => expect(upstream.executed).toHaveLength(3), { timeout: 20_000 });
     const victim = call('B', 0, false);
-    // Still waiting: every place is A's.
-    await new Promise((r) => setTimeout(r, 200));
+    // Still waiting, behind A's five: every place is A's.
+    const connection = stack?.gateway.upstream('shared');
+    await vi.waitFor(() => expect(connection?.waiting).toBe(6), { timeout: 20_000 });
     expect(upstream.executed).not.toContain('B:0');
     upstream.release(upstream.executed[0] as string);
     // B runs fourth, ahead of A's five waiting calls.

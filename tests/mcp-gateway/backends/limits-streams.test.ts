@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../../lib/telemetry/log.ts';
 import { makeStack } from '../../helpers/stack.ts';
 
 // More of what an untrusted upstream can send, each driven through the gateway against a real process or
@@ -97,7 +98,14 @@ backend:
   }, 120_000);
 
   it('a 10 MB deeply nested tools/list after list_changed leaves the daemon answering', async () => {
+    // The gateway's warnings, to see the refresh fail.
+    const warnings: string[] = [];
     stack = await makeStack({
+      log: createLogger('test', 'warn', {
+        write: (line: string) => {
+          warnings.push(line);
+        },
+      }),
       toolsets: {
         'file_system_tools.yaml': FILE_TOOLS,
         'hostile.yaml': `id: hostile
@@ -115,7 +123,10 @@ backend:
     // The refresh the server asked for brings the nested schema (under the cap), which the SDK cannot
     // validate (its stack runs out); the refresh fails inside the SDK, the old list stays, nothing escapes.
     // A tool call after the refresh was answered shows it was handled (the server writes in order).
-    await new Promise((r) => setTimeout(r, 2000));
+    await until(
+      () => warnings.some((line) => line.includes('refreshing the tool list after list_changed failed')),
+      'the refresh after list_changed failed and was logged',
+    );
     expect((await call(stack, 'n', 'echo', { message: 'first' })).result).toBe('echo: first');
     const listed = await stack.get(stack.gatewayApp, '/mcp/tools?session_id=n');
     expect(listed.status).toBe(200);

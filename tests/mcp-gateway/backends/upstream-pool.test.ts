@@ -74,7 +74,7 @@ describe('the stdio upstream pool', () => {
     const calls = Array.from({ length: 10 }, (_, i) => s.append(`call ${i}`, 600));
     // Two reach the server at once; the other eight wait their turn (not sent, not in the ledger).
     await vi.waitFor(async () => expect(await s.lines()).toHaveLength(2));
-    await new Promise((r) => setTimeout(r, 200));
+    await vi.waitFor(() => expect(s.conn.waiting).toBe(8));
     expect(await s.lines()).toEqual(['call 0', 'call 1']);
     // An eleventh of the same caller is refused at once, saying why and what to change; it never reaches the server.
     await expect(s.append('over', 0)).rejects.toThrow(

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type FixtureTool, startMcpHttpServer, text } from '../../helpers/mcp-http-server.ts';
 import { answer, ScriptedModel } from '../../helpers/scripted-model.ts';
 import { makeStack, type Stack } from '../../helpers/stack.ts';
@@ -120,13 +120,17 @@ describe('an upstream toolset made a default', () => {
         { session_id: 'mcp-like', arguments: { action: 'ACTIVATE', toolset_ids: ['bank'] } },
         AGENT,
       );
-    let res = await activate();
-    for (const deadline = Date.now() + 15_000; res.status !== 200 && Date.now() < deadline; ) {
-      expect(res.body.error).toMatch(/is down .*the next restart attempt/);
-      await new Promise((r) => setTimeout(r, 250));
-      res = await activate();
-    }
-    expect(res.status).toBe(200);
+    const refusals: string[] = [];
+    const res = await vi.waitFor(
+      async () => {
+        const answer = await activate();
+        if (answer.status !== 200) refusals.push(answer.body.error);
+        expect(answer.status).toBe(200);
+        return answer;
+      },
+      { timeout: 15_000, interval: 100 },
+    );
+    for (const refusal of refusals) expect(refusal).toMatch(/is down .*the next restart attempt/);
     expect(res.body.result.added_tools).toEqual(['lookup']);
     expect(res.body.result.tool_definition_tokens.change).toBeGreaterThan(0);
     expect(res.body.result.message).toMatch(/New tools: lookup\. Tool definitions: \+\d+ tokens/);

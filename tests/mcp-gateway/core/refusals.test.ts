@@ -79,11 +79,19 @@ describe('refusals', () => {
   it('are made by rules that know no HTTP', () => {
     for (const file of [
       'core/gateway.ts',
+      'core/session-toolsets.ts',
+      'core/change-toolsets.ts',
+      'core/change-defaults.ts',
+      'core/call-tool.ts',
       'core/operator.ts',
       'core/views.ts',
       'ceiling/ceiling.ts',
+      'ceiling/limits.ts',
+      'ceiling/require-approvals.ts',
       'core/manage-toolsets.ts',
       'catalog/catalog.ts',
+      'catalog/catalog-state.ts',
+      'catalog/catalog-changes.ts',
       'ceiling/policy.ts',
     ]) {
       const source = readFileSync(`mcp-gateway/${file}`, 'utf8');

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type FixtureTool, startMcpHttpServer, text } from '../../helpers/mcp-http-server.ts';
 import { makeStack, type Stack } from '../../helpers/stack.ts';
 
@@ -193,10 +193,20 @@ describe('a Streamable HTTP upstream', () => {
     // Tried again (a reconnect, or refused within the back-off): still down, saying why.
     expect((await call()).body.error).toMatch(/cannot connect \(ECONNREFUSED\)/);
     expect(await listed()).toMatchObject({ health: 'down', health_reason: 'cannot connect (ECONNREFUSED)' });
-    // Back on its address: once the back-off has passed, the next call reconnects.
-    await new Promise((r) => setTimeout(r, 1100));
+    // Back on its address: refused while the back-off lasts, saying so; once it has passed, the next call
+    // reconnects.
     server = await startMcpHttpServer({ tools: TOOLS, port });
-    expect((await call()).body.result).toMatch(/^Oslo: sunny/);
+    const refusals: string[] = [];
+    await vi.waitFor(
+      async () => {
+        const answer = (await call()).body;
+        if (!answer.success) refusals.push(answer.error);
+        expect(answer.result).toMatch(/^Oslo: sunny/);
+      },
+      { timeout: 10_000, interval: 100 },
+    );
+    for (const refusal of refusals)
+      expect(refusal).toMatch(/is down \(cannot connect .*the next restart attempt/);
     expect((await listed()).health).toBe('up');
   });
 

@@ -28,6 +28,8 @@ interface Replica {
   callKeys: CallKeyQueries;
   /** Other replicas' changes heard (PostgreSQL only: SQLite replicas read the file's version instead). */
   heard: GatewayChange[];
+  /** Resolved once the replica listens (PostgreSQL, unless deaf). */
+  listening: Promise<void>;
   close(): Promise<void>;
 }
 
@@ -49,7 +51,11 @@ async function replicasAt(
   for (let i = 0; i < n; i++) {
     const state = await openGatewayState(at);
     const heard: GatewayChange[] = [];
-    const stop = deaf.includes(i) ? async () => {} : state.listen((change) => heard.push(change));
+    let stop = async () => {};
+    // Resolved once it hears the others (never on SQLite, which has nothing to hear; never when deaf).
+    const listening = new Promise<void>((onListen) => {
+      if (!deaf.includes(i)) stop = state.listen((change) => heard.push(change), { onListen });
+    });
     out.push({
       store: state.store,
       approvals: approvalStore(state.approvals, { timeoutMs: 60_000, now }),
@@ -57,6 +63,7 @@ async function replicasAt(
       legacy: legacySessionStore(state.legacy),
       callKeys: state.callKeys,
       heard,
+      listening,
       close: async () => {
         await stop();
         await state.close();
@@ -78,9 +85,10 @@ const sqlite: Backend = {
 const postgres: Backend = {
   name: 'PostgreSQL',
   async replicas(n, now, opts) {
-    const out = await replicasAt({ databaseUrl: await freshDatabase('gateway') }, n, now, opts?.deaf);
+    const deaf = opts?.deaf ?? [];
+    const out = await replicasAt({ databaseUrl: await freshDatabase('gateway') }, n, now, deaf);
     // Each is listening before the test changes anything.
-    await new Promise((r) => setTimeout(r, 200));
+    await Promise.all(out.filter((_, i) => !deaf.includes(i)).map((r) => r.listening));
     return out;
   },
 };

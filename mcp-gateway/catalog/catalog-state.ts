@@ -1,0 +1,203 @@
+import type { Tool } from '@modelcontextprotocol/client';
+import type { Logger } from '../../lib/telemetry/log.ts';
+import type { Backend } from '../backends/backend.ts';
+import { mcpToolsetBackend } from '../backends/mcp-backend.ts';
+import { McpConnection } from '../backends/mcp-connection.ts';
+import {
+  type CatalogTool,
+  mcpRuntime,
+  resolveCollisions,
+  type schemaCompiler,
+  type ToolsetRuntime,
+  type WithheldTool,
+} from './build.ts';
+import type { CatalogOptions, Toolset } from './catalog-types.ts';
+import { definitionHash, type PinStore, pinnedShape } from './pins.ts';
+import type { ToolsetIndex } from './search.ts';
+import { CatalogError, type McpBackendSpec, type ToolsetSpec } from './toolset-files.ts';
+
+// What the live catalog keeps (buildCatalog, catalog.ts, makes it once) and the changes every part of it makes:
+// an upstream listing applied through the pins, a toolset's pins read again, the whole catalog installed.
+
+export type McpToolsetSpec = ToolsetSpec & { backend: McpBackendSpec };
+
+export const isMcp = (spec: ToolsetSpec): spec is McpToolsetSpec => typeof spec.backend !== 'string';
+
+/** The catalog's state: what it was built with, and what it offers now (swapped whole by install). */
+export interface CatalogState {
+  readonly opts: CatalogOptions;
+  readonly backends: Record<string, Backend>;
+  readonly log: Logger;
+  readonly store: PinStore;
+  readonly compile: ReturnType<typeof schemaCompiler>;
+  readonly connections: Map<string, McpConnection>;
+  /** The last listing of each connection, applied or being applied. */
+  readonly applied: WeakMap<McpConnection, Tool[]>;
+  readonly listeners: Set<(ids: string[]) => void>;
+  specs: ToolsetSpec[];
+  runtimes: Map<string, ToolsetRuntime>;
+  toolsets: Toolset[];
+  byId: Map<string, Toolset>;
+  tools: Map<string, CatalogTool>;
+  withheldByName: Map<string, WithheldTool & { toolset: string }>;
+  /** The search index, built on the first search after an install. */
+  index: ToolsetIndex | undefined;
+  reloading: boolean;
+  /**
+   * Changes of the catalog that read or write the store (a listing applied, pins approved or re-read, a
+   * reload) run one after the other, each installing over what the one before installed.
+   */
+  tail: Promise<void>;
+}
+
+export function inTurn<T>(st: CatalogState, work: () => Promise<T>): Promise<T> {
+  const run = st.tail.then(work);
+  st.tail = run.then(
+    () => undefined,
+    () => undefined,
+  );
+  return run;
+}
+
+export function connectionFor(st: CatalogState, spec: McpBackendSpec, pool = st.connections): McpConnection {
+  let conn = pool.get(spec.key);
+  if (!conn) {
+    const { log } = st;
+    conn = new McpConnection(spec.label, spec.server, {
+      log,
+      redactor: spec.redactor,
+      ...st.opts.connection,
+    });
+    const c = conn;
+    conn.onToolsChanged((listing) => {
+      if (st.connections.get(spec.key) !== c) return;
+      applyListing(st, spec.key, c, listing).then(
+        () => log.info({ upstream: spec.label }, 'upstream tools changed'),
+        (err: Error) => log.warn({ upstream: spec.label, err: err.message }, 'upstream tools not applied'),
+      );
+    });
+    pool.set(spec.key, conn);
+  }
+  return conn;
+}
+
+/**
+ * An MCP toolset's runtime from a listing (null: the one stored, if any), writing first-sight pins and the
+ * listing if `persist`: one read of what the store holds of it, then its pins and listing written.
+ */
+export async function mcpToolsetRuntime(
+  st: CatalogState,
+  spec: McpToolsetSpec,
+  listing: Tool[] | null,
+  persist: boolean,
+  pool = st.connections,
+) {
+  const { store } = st;
+  const conn = connectionFor(st, spec.backend, pool);
+  const [stored, pinned] = await Promise.all([
+    listing === null ? store.lastListing(spec.id) : null,
+    spec.pin ? store.pins(spec.id) : null,
+  ]);
+  const definitions = listing?.map((t) => spec.backend.redactor.deep(pinnedShape(t))) ?? stored ?? [];
+  const known = listing !== null || definitions.length > 0;
+  let pins = pinned;
+  if (persist && listing !== null) {
+    if (spec.pin && pins === null) {
+      await store.pin(
+        spec.id,
+        definitions.map((definition) => ({ hash: definitionHash(definition), definition })),
+      );
+      pins = null;
+    }
+    await store.saveListing(spec.id, definitions);
+  }
+  return mcpRuntime(
+    spec,
+    known ? definitions : null,
+    pins,
+    (names) =>
+      mcpToolsetBackend({
+        connection: conn,
+        redactor: spec.backend.redactor,
+        timeoutMs: spec.timeoutMs,
+        maxResultBytes: st.opts.connection?.maxResultBytes,
+        upstreamName: (exposed) => names.get(exposed),
+      }),
+    st.compile,
+  );
+}
+
+/** Makes these the catalog's toolsets at once (names that collide skipped) and tells the listeners of `changed`. */
+export function install(
+  st: CatalogState,
+  nextSpecs: ToolsetSpec[],
+  nextRuntimes: Map<string, ToolsetRuntime>,
+  changed: string[],
+) {
+  const offering = new Set(
+    [...st.runtimes.values()].filter((rt) => rt.offered.length > 0).map((rt) => rt.spec.id),
+  );
+  const resolved = resolveCollisions(
+    nextSpecs.map((s) => nextRuntimes.get(s.id) as ToolsetRuntime),
+    offering,
+  );
+  st.specs = nextSpecs;
+  st.runtimes = new Map(resolved.map((rt) => [rt.spec.id, rt]));
+  st.toolsets = resolved.map((rt) => ({ ...rt.spec, tools: rt.offered.map((t) => t.definition.name) }));
+  st.byId = new Map(st.toolsets.map((t) => [t.id, t]));
+  st.tools = new Map(resolved.flatMap((rt) => rt.offered.map((t) => [t.definition.name, t] as const)));
+  st.withheldByName = new Map(
+    resolved.flatMap((rt) => rt.withheld.map((w) => [w.exposed, { ...w, toolset: rt.spec.id }] as const)),
+  );
+  st.index = undefined;
+  if (changed.length > 0) for (const listener of st.listeners) listener(changed);
+  return resolved;
+}
+
+/** Applies a server's listing to its toolsets (their pins judged, the listing stored); in turn with the others. */
+function applyListing(st: CatalogState, key: string, conn: McpConnection, listing: Tool[]): Promise<void> {
+  st.applied.set(conn, listing);
+  return inTurn(st, async () => {
+    // A newer listing of the same server came meanwhile: it is applied instead.
+    if (st.applied.get(conn) !== listing) return;
+    const mine = st.specs.filter((spec): spec is McpToolsetSpec => isMcp(spec) && spec.backend.key === key);
+    const built = await Promise.all(mine.map((spec) => mcpToolsetRuntime(st, spec, listing, true)));
+    const next = new Map(st.runtimes);
+    const changed: string[] = [];
+    mine.forEach((spec, i) => {
+      // A reload meanwhile that dropped or replaced the toolset has the last word.
+      if (!st.specs.includes(spec)) return;
+      next.set(spec.id, built[i]);
+      changed.push(spec.id);
+    });
+    install(st, st.specs, next, changed);
+  });
+}
+
+/** Connects the upstreams of these toolsets and refreshes their tools; throws when one cannot offer any. */
+export async function prepare(st: CatalogState, ids: readonly string[]): Promise<void> {
+  for (const id of ids) {
+    const spec = st.specs.find((s) => s.id === id);
+    if (!spec || !isMcp(spec)) continue;
+    const conn = connectionFor(st, spec.backend);
+    const listing = await conn.listTools();
+    // Applied (or being applied, by another request that got the same listing) before its tools are read.
+    if (st.applied.get(conn) !== listing) await applyListing(st, spec.backend.key, conn, listing);
+    else await st.tail;
+    const error = st.runtimes.get(id)?.error;
+    if (error) throw new CatalogError(error);
+  }
+}
+
+/** Reads an MCP toolset's pins again and installs what they release (in turn with the catalog's other changes). */
+export function repin(st: CatalogState, id: string): Promise<void> {
+  return inTurn(st, async () => {
+    const rt = st.runtimes.get(id);
+    if (!rt || !isMcp(rt.spec)) return;
+    const built = await mcpToolsetRuntime(st, rt.spec, null, false);
+    if (st.runtimes.get(id)?.spec !== rt.spec) return;
+    const next = new Map(st.runtimes);
+    next.set(id, built);
+    install(st, st.specs, next, [id]);
+  });
+}

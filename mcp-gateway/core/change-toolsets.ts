@@ -1,0 +1,99 @@
+import { type ChangeToolsetsRequest, type ChangeToolsetsResponse, DEFAULT_SESSION } from '../contract.ts';
+import { Refusal } from '../refusals.ts';
+import type { SessionView } from '../store/interface.ts';
+import type { GatewayCore } from './parts.ts';
+import { active, prepare, requireKnown, toolNames, unlisted } from './session-toolsets.ts';
+
+// A change of a session's toolsets (ACTIVATE, DEACTIVATE) or of the operator's ceiling (ENABLE, DISABLE):
+// load, decide, persist in one short transaction, audit.
+
+/** What a change did: the ids it changed, and the session's active toolsets after it. */
+interface Done {
+  changed: string[];
+  after: string[];
+}
+
+export function lower(action: ChangeToolsetsRequest['action']) {
+  return action.toLowerCase() as 'activate' | 'deactivate' | 'enable' | 'disable';
+}
+
+export async function changeToolsets(
+  c: GatewayCore,
+  req: ChangeToolsetsRequest,
+): Promise<ChangeToolsetsResponse> {
+  const sessionId = req.session_id ?? DEFAULT_SESSION;
+  const ids = [...new Set(req.toolset_ids)];
+  requireKnown(c, sessionId, lower(req.action), ids);
+  const view = await c.store.load(sessionId);
+  const before = active(c, view);
+  // Taken now: activating a toolset whose server had not listed its tools lists them (they are new).
+  const beforeTools = toolNames(c, before);
+  let done: Done;
+  if (req.action === 'ACTIVATE') done = await activate(c, sessionId, ids, view, before);
+  else if (req.action === 'DEACTIVATE') {
+    const stored = await c.store.deactivate(sessionId, ids, before);
+    done = { changed: stored.changed, after: active(c, { ...view, toolsets: stored.toolsets }) };
+  } else done = await setEnabled(c, ids, view, req.action === 'ENABLE');
+  const { changed, after } = done;
+  c.audit({ session_id: sessionId, kind: lower(req.action), subject: ids.join(','), ok: true });
+  const afterTools = toolNames(c, after);
+  c.log.info({ session: sessionId, action: req.action, ids, active: after }, 'toolsets changed');
+  return {
+    session_id: sessionId,
+    active_toolsets: after,
+    tools: afterTools,
+    added_tools: afterTools.filter((t) => !beforeTools.includes(t)),
+    removed_tools: beforeTools.filter((t) => !afterTools.includes(t)),
+    unchanged: ids.filter((id) => !changed.includes(id)),
+  };
+}
+
+/** Activates in the session: never a disabled toolset, the ceiling asked, the upstream servers started first. */
+async function activate(
+  c: GatewayCore,
+  sessionId: string,
+  ids: string[],
+  view: SessionView,
+  before: string[],
+): Promise<Done> {
+  const disabled = ids.filter((id) => view.disabled.has(id));
+  if (disabled.length > 0) {
+    c.audit({
+      session_id: sessionId,
+      kind: 'activate',
+      subject: ids.join(','),
+      ok: false,
+      detail: 'disabled',
+    });
+    throw new Refusal(
+      'disabled',
+      `Toolset(s) disabled by the operator: ${disabled.join(', ')}; they cannot be activated`,
+    );
+  }
+  const fresh = ids.filter((id) => !before.includes(id));
+  if (fresh.length > 0) await c.ceiling.checkActivation(sessionId, fresh);
+  // Also one already active (a default) whose server has not listed its tools: activating it lists them.
+  await prepare(
+    c,
+    sessionId,
+    ids.filter((id) => !before.includes(id) || unlisted(c, id, true)),
+  );
+  // A session never stored starts from what it had: the defaults.
+  const stored = await c.store.activate(sessionId, ids, before);
+  return { changed: stored.changed, after: active(c, { ...view, toolsets: stored.toolsets }) };
+}
+
+/** The operator's ENABLE or DISABLE, for every session; the session's toolsets after it. */
+async function setEnabled(c: GatewayCore, ids: string[], view: SessionView, enable: boolean): Promise<Done> {
+  const changed = ids.filter((id) => view.disabled.has(id) === enable);
+  if (changed.length > 0) await c.store.setEnabled(changed, enable);
+  const disabled = new Set(view.disabled);
+  for (const id of changed) {
+    if (enable) disabled.delete(id);
+    else disabled.add(id);
+  }
+  // Disabling removes the toolset from every session, this one included.
+  const toolsets =
+    view.toolsets && (enable ? view.toolsets : view.toolsets.filter((id) => !changed.includes(id)));
+  return { changed, after: active(c, { ...view, toolsets, disabled }) };
+}

@@ -25,11 +25,6 @@ export interface WriteContext {
 }
 
 export function createWrites({ db, hooks, leases, opts, onWriteError, closing }: WriteContext) {
-  let pending: EventRow[] = [];
-  let timer: NodeJS.Timeout | null = null;
-  /** Each task's last write in flight: a task's writes commit in the order they were made. */
-  const tails = new Map<string, Promise<void>>();
-
   const persist = persistent({ hooks, leases, opts, closing });
 
   /** Writes event rows; a row whose task is no longer held under its fence is refused (its lease is lost). */
@@ -40,32 +35,7 @@ export function createWrites({ db, hooks, leases, opts, onWriteError, closing }:
     for (const r of rows) if (r.fence !== null && !written.has(r.task_id)) leases.lose(r.task_id, r.fence);
   };
 
-  /**
-   * Runs `work` with the pending events of task `taskId` (or, for null, of every task: a flush) once the
-   * earlier writes of those tasks have settled. Writes of different tasks run side by side.
-   */
-  const enqueue = <T>(taskId: string | null, work: (rows: EventRow[]) => Promise<T>): Promise<T> => {
-    let rows: EventRow[];
-    if (taskId === null) {
-      if (timer) clearTimeout(timer);
-      timer = null;
-      rows = pending;
-      pending = [];
-    } else {
-      rows = pending.filter((r) => r.task_id === taskId);
-      if (rows.length > 0) pending = pending.filter((r) => r.task_id !== taskId);
-    }
-    const tasks = new Set(rows.map((r) => r.task_id));
-    if (taskId !== null) tasks.add(taskId);
-    const result = Promise.all([...tasks].map((t) => tails.get(t))).then(() => work(rows));
-    // Settled either way (the caller has `result`'s error), and then forgotten unless a later write followed.
-    const forget = () => {
-      for (const t of tasks) if (tails.get(t) === settled) tails.delete(t);
-    };
-    const settled: Promise<void> = result.then(forget, forget);
-    for (const t of tasks) tails.set(t, settled);
-    return result;
-  };
+  const { enqueue, tails, queue } = taskOrder();
 
   /** Writes `rows` on their own (a failure goes to onWriteError: the events are missing from the log). */
   const writeRows = async (rows: EventRow[]) => {
@@ -108,45 +78,12 @@ export function createWrites({ db, hooks, leases, opts, onWriteError, closing }:
       return durable ? persist(once) : once(false);
     });
 
-  /** A write of task `taskId` as plain statements (SQLite), after its events in their transaction. */
-  const plainWrite = async (on: Kdb, taskId: string, write: OneWrite) => {
-    const changed = affected(await on.executeQuery(write.statement.compile()));
-    if (changed && write.dropCalls) await on.deleteFrom('task_calls').where('task_id', '=', taskId).execute();
-    if (changed && write.told) await hooks.notify(on, write.told, taskId);
-    return changed;
-  };
-
-  /**
-   * One write of task `taskId` after its earlier writes, with its pending events: on PostgreSQL one statement
-   * (oneWrite), on SQLite one transaction; resolves to the rows it changed.
-   */
-  const afterWrite = (taskId: string, build: (on: Kdb) => OneWrite) => {
-    const oneWrite = hooks.oneWrite;
-    if (!oneWrite) return afterEvents(taskId, (on) => plainWrite(on, taskId, build(on)), true);
-    return enqueue(taskId, (rows) =>
-      persist((retry) => {
-        const write = build(db);
-        const statement = (write.statement as unknown as Returning)
-          .returning(sql<number>`1`.as('one'))
-          .compile();
-        return oneWrite(db, taskId, { ...write, statement }, rows, retry);
-      }),
-    );
-  };
+  const afterWrite = oneWrites({ db, hooks, persist, enqueue, afterEvents });
 
   const { fencedWrite, fencedBehind } = fencedWrites(afterEvents, afterWrite, leases, onWriteError);
 
   /** Queues an event row, written within GROUP_COMMIT_MS with the others appended meanwhile. */
-  const append = (row: EventRow) => {
-    pending.push(row);
-    if (pending.length >= MAX_PENDING) {
-      flush().catch(onWriteError);
-      return;
-    }
-    timer ??= setTimeout(() => {
-      flush().catch(onWriteError);
-    }, GROUP_COMMIT_MS);
-  };
+  const append = (row: EventRow) => queue(row, () => flush().catch(onWriteError));
 
   return {
     append,
@@ -253,4 +190,89 @@ function fencedWrites(
   };
 
   return { fencedWrite, fencedBehind };
+}
+
+/**
+ * The order of the writes: events pending until written, and each task's writes one after another (those of
+ * different tasks side by side).
+ */
+function taskOrder() {
+  let pending: EventRow[] = [];
+  let timer: NodeJS.Timeout | null = null;
+  /** Each task's last write in flight: a task's writes commit in the order they were made. */
+  const tails = new Map<string, Promise<void>>();
+
+  /**
+   * Runs `work` with the pending events of task `taskId` (or, for null, of every task: a flush) once the
+   * earlier writes of those tasks have settled.
+   */
+  const enqueue = <T>(taskId: string | null, work: (rows: EventRow[]) => Promise<T>): Promise<T> => {
+    let rows: EventRow[];
+    if (taskId === null) {
+      if (timer) clearTimeout(timer);
+      timer = null;
+      rows = pending;
+      pending = [];
+    } else {
+      rows = pending.filter((r) => r.task_id === taskId);
+      if (rows.length > 0) pending = pending.filter((r) => r.task_id !== taskId);
+    }
+    const tasks = new Set(rows.map((r) => r.task_id));
+    if (taskId !== null) tasks.add(taskId);
+    const result = Promise.all([...tasks].map((t) => tails.get(t))).then(() => work(rows));
+    // Settled either way (the caller has `result`'s error), and then forgotten unless a later write followed.
+    const forget = () => {
+      for (const t of tasks) if (tails.get(t) === settled) tails.delete(t);
+    };
+    const settled: Promise<void> = result.then(forget, forget);
+    for (const t of tasks) tails.set(t, settled);
+    return result;
+  };
+
+  /** Queues an event row; `flush` writes them within GROUP_COMMIT_MS, or at once past MAX_PENDING. */
+  const queue = (row: EventRow, flush: () => void) => {
+    pending.push(row);
+    if (pending.length >= MAX_PENDING) {
+      flush();
+      return;
+    }
+    timer ??= setTimeout(flush, GROUP_COMMIT_MS);
+  };
+
+  return { enqueue, tails, queue };
+}
+
+type Enqueue = ReturnType<typeof taskOrder>['enqueue'];
+
+/**
+ * One write of a task after its earlier writes, with its pending events: on PostgreSQL one statement
+ * (oneWrite), on SQLite plain statements in the events' transaction; resolves to the rows it changed.
+ */
+function oneWrites(w: {
+  db: Kdb;
+  hooks: DialectHooks;
+  persist: ReturnType<typeof persistent>;
+  enqueue: Enqueue;
+  afterEvents: AfterEvents;
+}): AfterWrite {
+  const { db, hooks } = w;
+  const plainWrite = async (on: Kdb, taskId: string, write: OneWrite) => {
+    const changed = affected(await on.executeQuery(write.statement.compile()));
+    if (changed && write.dropCalls) await on.deleteFrom('task_calls').where('task_id', '=', taskId).execute();
+    if (changed && write.told) await hooks.notify(on, write.told, taskId);
+    return changed;
+  };
+  const oneWrite = hooks.oneWrite;
+  if (!oneWrite)
+    return (taskId, build) => w.afterEvents(taskId, (on) => plainWrite(on, taskId, build(on)), true);
+  return (taskId, build) =>
+    w.enqueue(taskId, (rows) =>
+      w.persist((retry) => {
+        const write = build(db);
+        const statement = (write.statement as unknown as Returning)
+          .returning(sql<number>`1`.as('one'))
+          .compile();
+        return oneWrite(db, taskId, { ...write, statement }, rows, retry);
+      }),
+    );
 }

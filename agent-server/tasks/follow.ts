@@ -4,6 +4,9 @@ import type { TaskStore } from '../store/interface.ts';
 import type { TaskListener } from './deps.ts';
 import { resultOf } from './outcome.ts';
 
+/** With notifications of ends, how many queue polls pass between reads for one missed. */
+const MISSED_END_FACTOR = 5;
+
 /** A task that goes on in another process (claimed or resumed there): its end, read from the store once there. */
 export async function followElsewhere(
   store: TaskStore,
@@ -11,7 +14,9 @@ export async function followElsewhere(
   taskId: string,
   listeners: Set<TaskListener>,
 ): Promise<ExecuteTaskResponse> {
-  // Read again when the other process records the task's end, or now and then.
+  // Read again when the other process records the task's end (a store shared by processes says so), or now and
+  // then: every pollMs without that, and then only for a notification missed (its connection lost meanwhile).
+  const every = store.embedded ? pollMs : pollMs * MISSED_END_FACTOR;
   let wake: () => void = () => {};
   let told = false;
   const stopHearing = store.onTaskEnd(taskId, () => {
@@ -33,7 +38,7 @@ export async function followElsewhere(
       }
       if (told && task !== null) continue;
       await new Promise<void>((r) => {
-        const timer = setTimeout(r, pollMs);
+        const timer = setTimeout(r, every);
         wake = () => {
           clearTimeout(timer);
           r();

@@ -32,75 +32,60 @@ function policySummary(p: ReturnType<Policy['describe']>): string {
   return `${p.rules.length} rule${p.rules.length === 1 ? '' : 's'}, default ${p.default}`;
 }
 
+/** The tool a call names, as the ceiling weighs it. */
+type CalledTool = { name: string; toolset: string; annotations: Record<string, unknown> };
+
+/** What the ceiling's checks share: its options, the policy in force (replaced on reload) and the rate limits. */
+interface CeilingState {
+  readonly opts: CeilingOptions;
+  readonly limits: ReturnType<typeof sessionLimits>;
+  policy: Policy;
+}
+
+/** Audits a policy file that did not load. */
+function auditPolicyError(opts: CeilingOptions, err: PolicyError): void {
+  opts.audit({ session_id: null, kind: 'policy', subject: opts.policyFile, ok: false, detail: err.message });
+}
+
 /**
  * Loads the policy and returns the checks. A policy file that does not load (bad YAML, an alias bomb, a bad
  * rule) does not stop the gateway: it runs denying everything, the file's error as the reason and in
  * policy().error, until the file is fixed and reloaded.
  */
 export function createCeiling(opts: CeilingOptions) {
-  const now = opts.now ?? Date.now;
   let policy: Policy;
   try {
     policy = loadPolicy(opts.policyFile);
   } catch (err) {
     if (!(err instanceof PolicyError)) throw err;
-    opts.audit({
-      session_id: null,
-      kind: 'policy',
-      subject: opts.policyFile,
-      ok: false,
-      detail: err.message,
-    });
+    auditPolicyError(opts, err);
     policy = denyAllPolicy(opts.policyFile, err.message);
   }
-  const limits = sessionLimits(opts.limits, opts.audit, now);
-  const approve = (subjects: ApprovalSubject[], what: (s: ApprovalSubject) => string) =>
-    requireApprovals(opts.approvals, opts.audit, subjects, what);
+  const st: CeilingState = {
+    opts,
+    limits: sessionLimits(opts.limits, opts.audit, opts.now ?? Date.now),
+    policy,
+  };
 
   return {
     /** The policy in force, in a line (the file, its rules and default, or that there is none). */
-    policySummary: () => `${policy.describe().file ?? opts.policyFile}: ${policySummary(policy.describe())}`,
+    policySummary: () =>
+      `${st.policy.describe().file ?? opts.policyFile}: ${policySummary(st.policy.describe())}`,
     /** The approvals table (listing, deciding). */
     approvals: opts.approvals,
     /** The policy as loaded. */
-    policy: () => policy.describe(),
+    policy: () => st.policy.describe(),
     /** Re-reads POLICY_FILE; a malformed file is a 400 naming the rule, and the running policy stays. */
-    reloadPolicy() {
-      try {
-        policy = loadPolicy(opts.policyFile);
-      } catch (err) {
-        if (err instanceof PolicyError) {
-          opts.audit({
-            session_id: null,
-            kind: 'policy',
-            subject: opts.policyFile,
-            ok: false,
-            detail: err.message,
-          });
-          throw new Refusal('invalid_config', err.message);
-        }
-        throw err;
-      }
-      const described = policy.describe();
-      opts.audit({
-        session_id: null,
-        kind: 'policy',
-        subject: opts.policyFile,
-        ok: true,
-        detail: policySummary(described),
-      });
-      return described;
-    },
-
+    reloadPolicy: () => reloadPolicy(st),
     /** Forgets an ended session's rate-limit window and activation count (a task's count is kept). */
-    forgetSession: (sessionId: string): void => limits.forget(sessionId),
+    forgetSession: (sessionId: string): void => st.limits.forget(sessionId),
 
     /**
      * Why the policy denies activating `toolsetId` now, or null when it does not. A fixed view asks on every
      * request, so a toolset the policy came to deny after its view activated it stops being served.
      */
     activationDenied(toolsetId: string): string | null {
-      const verdict = policy.decide({ on: 'activate', toolset: toolsetId });
+      const verdict = st.policy.decide({ on: 'activate', toolset: toolsetId });
       return verdict.decision === 'deny'
         ? `Denied by the operator's policy: toolset ${toolsetId} may not be activated (${verdict.reason})`
         : null;
@@ -108,69 +93,102 @@ export function createCeiling(opts: CeilingOptions) {
 
     /** Whether the policy lets `toolsetId` be activated without a human (neither deny nor ask). */
     activationFree(toolsetId: string): boolean {
-      return policy.decide({ on: 'activate', toolset: toolsetId }).decision === 'allow';
+      return st.policy.decide({ on: 'activate', toolset: toolsetId }).decision === 'allow';
     },
 
     /** Before a call runs: the rate limit, then the policy (deny, or ask: an approval). */
-    async checkCall(
-      sessionId: string,
-      tool: { name: string; toolset: string; annotations: Record<string, unknown> },
-      args: Record<string, unknown>,
-    ): Promise<void> {
-      limits.call(sessionId);
-      const verdict = policy.decide({
-        on: 'call',
-        tool: tool.name,
-        toolset: tool.toolset,
-        annotations: tool.annotations,
-      });
-      if (verdict.decision === 'deny') {
-        const message = `Denied by the operator's policy: ${tool.name} may not be called (${verdict.reason})`;
-        opts.audit({ session_id: sessionId, kind: 'call', subject: tool.name, ok: false, detail: message });
-        throw new Refusal('denied', message);
-      }
-      if (verdict.decision === 'ask') {
-        await approve(
-          [
-            {
-              session_id: sessionId,
-              task_id: currentActor().task_id,
-              kind: 'call',
-              subject: tool.name,
-              arguments: args,
-              reason: verdict.reason,
-            },
-          ],
-          (s) => `calling ${s.subject} with these arguments`,
-        );
-      }
-    },
+    checkCall: (sessionId: string, tool: CalledTool, args: Record<string, unknown>): Promise<void> =>
+      checkCall(st, sessionId, tool, args),
 
     /** Before toolsets are activated: the per-task cap, then the policy for each one. */
-    async checkActivation(sessionId: string, ids: readonly string[]): Promise<void> {
-      const taskId = currentActor().task_id;
-      const count = limits.activations(sessionId, taskId, ids);
-      const asks: ApprovalSubject[] = [];
-      for (const id of ids) {
-        const verdict = policy.decide({ on: 'activate', toolset: id });
-        if (verdict.decision === 'deny') {
-          const message = `Denied by the operator's policy: toolset ${id} may not be activated (${verdict.reason})`;
-          opts.audit({ session_id: sessionId, kind: 'activate', subject: id, ok: false, detail: message });
-          throw new Refusal('denied', message);
-        }
-        if (verdict.decision === 'ask') {
-          asks.push({
-            session_id: sessionId,
-            task_id: taskId,
-            kind: 'activate',
-            subject: id,
-            reason: verdict.reason,
-          });
-        }
-      }
-      if (asks.length > 0) await approve(asks, (s) => `activating toolset ${s.subject}`);
-      // Counted once approved: another activation of the task may have been counted while this one waited.
-      count();
-    },
+    checkActivation: (sessionId: string, ids: readonly string[]): Promise<void> =>
+      checkActivation(st, sessionId, ids),
   };
+}
+
+function reloadPolicy(st: CeilingState): ReturnType<Policy['describe']> {
+  const { opts } = st;
+  try {
+    st.policy = loadPolicy(opts.policyFile);
+  } catch (err) {
+    if (err instanceof PolicyError) {
+      auditPolicyError(opts, err);
+      throw new Refusal('invalid_config', err.message);
+    }
+    throw err;
+  }
+  const described = st.policy.describe();
+  opts.audit({
+    session_id: null,
+    kind: 'policy',
+    subject: opts.policyFile,
+    ok: true,
+    detail: policySummary(described),
+  });
+  return described;
+}
+
+async function checkCall(
+  st: CeilingState,
+  sessionId: string,
+  tool: CalledTool,
+  args: Record<string, unknown>,
+): Promise<void> {
+  st.limits.call(sessionId);
+  const verdict = st.policy.decide({
+    on: 'call',
+    tool: tool.name,
+    toolset: tool.toolset,
+    annotations: tool.annotations,
+  });
+  if (verdict.decision === 'deny') {
+    const message = `Denied by the operator's policy: ${tool.name} may not be called (${verdict.reason})`;
+    st.opts.audit({ session_id: sessionId, kind: 'call', subject: tool.name, ok: false, detail: message });
+    throw new Refusal('denied', message);
+  }
+  if (verdict.decision === 'ask') {
+    await requireApprovals(
+      st.opts.approvals,
+      st.opts.audit,
+      [
+        {
+          session_id: sessionId,
+          task_id: currentActor().task_id,
+          kind: 'call',
+          subject: tool.name,
+          arguments: args,
+          reason: verdict.reason,
+        },
+      ],
+      (s) => `calling ${s.subject} with these arguments`,
+    );
+  }
+}
+
+async function checkActivation(st: CeilingState, sessionId: string, ids: readonly string[]): Promise<void> {
+  const taskId = currentActor().task_id;
+  const count = st.limits.activations(sessionId, taskId, ids);
+  const asks: ApprovalSubject[] = [];
+  for (const id of ids) {
+    const verdict = st.policy.decide({ on: 'activate', toolset: id });
+    if (verdict.decision === 'deny') {
+      const message = `Denied by the operator's policy: toolset ${id} may not be activated (${verdict.reason})`;
+      st.opts.audit({ session_id: sessionId, kind: 'activate', subject: id, ok: false, detail: message });
+      throw new Refusal('denied', message);
+    }
+    if (verdict.decision === 'ask') {
+      asks.push({
+        session_id: sessionId,
+        task_id: taskId,
+        kind: 'activate',
+        subject: id,
+        reason: verdict.reason,
+      });
+    }
+  }
+  if (asks.length > 0) {
+    await requireApprovals(st.opts.approvals, st.opts.audit, asks, (s) => `activating toolset ${s.subject}`);
+  }
+  // Counted once approved: another activation of the task may have been counted while this one waited.
+  count();
 }

@@ -72,6 +72,13 @@ async function readMessage(c: Context): Promise<{ request: Request; parsedBody?:
 
 type AuthInfo = { token: string; clientId: string; scopes: string[] };
 
+/** The SDK's view of the caller: its credential digest as the client id (`local` on a gateway without tokens). */
+const authInfo = (credential: string | null): AuthInfo => ({
+  token: '',
+  clientId: credential ?? 'local',
+  scopes: [],
+});
+
 /**
  * A 2025-era request to a fixed view, served statelessly by a server of its own, answered with one JSON body.
  * The SDK's stateless fallback answers over an SSE stream even when nothing precedes the result (the face never
@@ -104,6 +111,18 @@ async function legacyStateless(
   }
 }
 
+/** A fixed view's handlers: the modern era's, and a server per 2025-era request. */
+type View = { modern: McpHttpHandler; build: () => Server };
+
+/** What the face's routes share: its options, the servers' dependencies, both eras' serving and the views. */
+interface FaceState {
+  readonly opts: McpFaceOptions;
+  readonly deps: FaceDeps;
+  readonly modern: McpHttpHandler;
+  readonly legacy: LegacySessions;
+  readonly views: Map<string, View>;
+}
+
 /** Builds the face: the modern handler, the legacy sessions, and the fixed views (made on first use). */
 export function createMcpFace(opts: McpFaceOptions) {
   const deps: FaceDeps = {
@@ -127,92 +146,21 @@ export function createMcpFace(opts: McpFaceOptions) {
     now: opts.now,
     onEnd: (id) => opts.gateway.endSession(id),
   });
-  const views = new Map<string, { modern: McpHttpHandler; build: () => Server }>();
-
-  /** A view's handler; the view is a gateway session that has exactly its toolsets active. */
-  async function view(idsParam: string): Promise<{ modern: McpHttpHandler; build: () => Server }> {
-    const ids = [
-      ...new Set(
-        idsParam
-          .split(',')
-          .map((s) => s.trim())
-          .filter(Boolean),
-      ),
-    ].sort();
-    // Unknown, disabled or denied toolsets are refused on every request, as the operator may change them: a
-    // view serves nothing of them (not their tools, prompts or resources) and their server is not started.
-    const sessionId = `${FACE_SESSION_PREFIXES.view}${ids.join('.')}`;
-    const inactive = await opts.gateway.checkView(sessionId, ids);
-    if (inactive.length > 0)
-      await opts.gateway.changeToolsets({ action: 'ACTIVATE', toolset_ids: inactive, session_id: sessionId });
-    let handler = views.get(sessionId);
-    if (!handler) {
-      const build = () => buildFaceServer(deps, { kind: 'view', toolsets: ids, sessionId });
-      const modern = createMcpHandler(build, {
-        legacy: 'reject',
-        onerror: opts.onError,
-        maxRequestBodySize: MCP_MAX_BODY_BYTES,
-      });
-      handler = { modern, build };
-      views.set(sessionId, handler);
-    }
-    return handler;
-  }
-
-  const authInfo = (credential: string | null): AuthInfo => ({
-    token: '',
-    clientId: credential ?? 'local',
-    scopes: [],
-  });
+  const st: FaceState = { opts, deps, modern, legacy, views: new Map() };
+  const modernHandlers = () => [modern, ...[...st.views.values()].map((v) => v.modern)];
 
   return {
     /** Registers `/mcp` and the fixed views on the gateway's app. */
-    mount(app: Hono): void {
-      app.all('/mcp', async (c) => {
-        requireRole(c, ['mcp', 'admin'], 'The MCP face');
-        const credential = credentialOf(c);
-        const { request, parsedBody } = await readMessage(c);
-        if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: MCP_MAX_BODY_BYTES })) {
-          return legacy.handle(request, credential, parsedBody);
-        }
-        return modern.fetch(request, { parsedBody, authInfo: authInfo(credential) });
-      });
-      app.all('/mcp/toolsets/:ids', async (c) => {
-        requireRole(c, ['mcp', 'admin'], 'The MCP face');
-        const handler = await view(c.req.param('ids'));
-        const { request, parsedBody } = await readMessage(c);
-        const extra = { parsedBody, authInfo: authInfo(credentialOf(c)) };
-        if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: MCP_MAX_BODY_BYTES })) {
-          return legacyStateless(handler.build, request, extra);
-        }
-        return handler.modern.fetch(request, extra);
-      });
-    },
+    mount: (app: Hono): void => mount(st, app),
     /**
      * The session a request of another door (the gateway's REST routes) names, checked: one of the face's is
      * refused unless it is a handle of the request's own credential (a view is the face's alone). Unknown and
      * foreign handles are refused in the same words, so nothing about another credential's handle is confirmed.
      */
-    async claimSession(c: Context, sessionId: string): Promise<void> {
-      if (!isFaceSessionId(sessionId)) return;
-      if (!sessionId.startsWith(FACE_SESSION_PREFIXES.view)) {
-        try {
-          await opts.handles.use(sessionId, credentialOf(c));
-          return;
-        } catch (err) {
-          if (!(err instanceof HandleError)) throw err;
-        }
-      }
-      throw new Refusal(
-        'invalid_arguments',
-        `session_id ${JSON.stringify(sessionId)} is not a session this credential may act in here: ` +
-          `the MCP face's handles are used only by the credential that made them, and its fixed views only at ` +
-          `/mcp/toolsets/<ids>. Name ${OWN_SESSION_RULE}, or leave session_id out for the default session.`,
-      );
-    },
+    claimSession: (c: Context, sessionId: string): Promise<void> => claimSession(opts.handles, c, sessionId),
     /** Announces a deployment-level change (operator enable/disable, reload, approval) to MCP clients. */
     async announce(): Promise<void> {
-      for (const h of [modern, ...[...views.values()].map((v) => v.modern)]) {
+      for (const h of modernHandlers()) {
         h.notify.toolsChanged();
         h.notify.resourcesChanged();
       }
@@ -224,7 +172,81 @@ export function createMcpFace(opts: McpFaceOptions) {
     legacySessions: () => legacy.size,
     async close(): Promise<void> {
       await legacy.close();
-      await Promise.all([modern, ...[...views.values()].map((v) => v.modern)].map((h) => h.close()));
+      await Promise.all(modernHandlers().map((h) => h.close()));
     },
   };
+}
+
+function mount(st: FaceState, app: Hono): void {
+  app.all('/mcp', async (c) => {
+    requireRole(c, ['mcp', 'admin'], 'The MCP face');
+    const credential = credentialOf(c);
+    const { request, parsedBody } = await readMessage(c);
+    if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: MCP_MAX_BODY_BYTES })) {
+      return st.legacy.handle(request, credential, parsedBody);
+    }
+    return st.modern.fetch(request, { parsedBody, authInfo: authInfo(credential) });
+  });
+  app.all('/mcp/toolsets/:ids', async (c) => {
+    requireRole(c, ['mcp', 'admin'], 'The MCP face');
+    const handler = await view(st, c.req.param('ids'));
+    const { request, parsedBody } = await readMessage(c);
+    const extra = { parsedBody, authInfo: authInfo(credentialOf(c)) };
+    if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: MCP_MAX_BODY_BYTES })) {
+      return legacyStateless(handler.build, request, extra);
+    }
+    return handler.modern.fetch(request, extra);
+  });
+}
+
+/** A view's handler; the view is a gateway session that has exactly its toolsets active. */
+async function view(st: FaceState, idsParam: string): Promise<View> {
+  const ids = [
+    ...new Set(
+      idsParam
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
+  ].sort();
+  // Unknown, disabled or denied toolsets are refused on every request, as the operator may change them: a
+  // view serves nothing of them (not their tools, prompts or resources) and their server is not started.
+  const sessionId = `${FACE_SESSION_PREFIXES.view}${ids.join('.')}`;
+  const inactive = await st.opts.gateway.checkView(sessionId, ids);
+  if (inactive.length > 0)
+    await st.opts.gateway.changeToolsets({
+      action: 'ACTIVATE',
+      toolset_ids: inactive,
+      session_id: sessionId,
+    });
+  let handler = st.views.get(sessionId);
+  if (!handler) {
+    const build = () => buildFaceServer(st.deps, { kind: 'view', toolsets: ids, sessionId });
+    const modern = createMcpHandler(build, {
+      legacy: 'reject',
+      onerror: st.opts.onError,
+      maxRequestBodySize: MCP_MAX_BODY_BYTES,
+    });
+    handler = { modern, build };
+    st.views.set(sessionId, handler);
+  }
+  return handler;
+}
+
+async function claimSession(handles: HandleStore, c: Context, sessionId: string): Promise<void> {
+  if (!isFaceSessionId(sessionId)) return;
+  if (!sessionId.startsWith(FACE_SESSION_PREFIXES.view)) {
+    try {
+      await handles.use(sessionId, credentialOf(c));
+      return;
+    } catch (err) {
+      if (!(err instanceof HandleError)) throw err;
+    }
+  }
+  throw new Refusal(
+    'invalid_arguments',
+    `session_id ${JSON.stringify(sessionId)} is not a session this credential may act in here: ` +
+      `the MCP face's handles are used only by the credential that made them, and its fixed views only at ` +
+      `/mcp/toolsets/<ids>. Name ${OWN_SESSION_RULE}, or leave session_id out for the default session.`,
+  );
 }

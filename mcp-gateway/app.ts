@@ -129,7 +129,6 @@ function toolsetRoutes(route: Route, deps: GatewayDeps): void {
     const res = await gateway.manageToolsets(body.session_id, body.arguments);
     // A change comes back with the session's new tool list: the agent's next request needs it anyway.
     if (!res.change) return c.json(res);
-    await gateway.listed(body.session_id);
     return c.json({ ...res, tools: await gateway.tools(body.session_id) });
   });
   route(routes.changeDefaults, async (c, { body }) => {
@@ -175,7 +174,6 @@ function toolsetRoutes(route: Route, deps: GatewayDeps): void {
   });
   route(routes.listTools, async (c, { query }) => {
     const sessionId = query.session_id ?? DEFAULT_SESSION;
-    await gateway.listed(sessionId);
     return c.json({ session_id: sessionId, tools: await gateway.tools(sessionId) });
   });
 }

@@ -63,16 +63,16 @@ export function createGateway(deps: {
     },
     changeToolsets: (req: ChangeToolsetsRequest) => changeToolsets(c, req),
     changeDefaults: (req: ChangeDefaultsRequest) => changeDefaults(c, req),
-    async listed(sessionId = DEFAULT_SESSION): Promise<void> {
-      // Not one that was down when last tried: a listing must not wait for it on every request.
-      const waiting = active(c, await store.load(sessionId)).filter((id) => unlisted(c, id));
-      if (waiting.length === 0) return;
-      await catalog.prepare(waiting).catch((err: Error) => {
-        log.warn({ session: sessionId, toolsets: waiting, err: err.message }, 'active toolset not ready');
-      });
-    },
+    /** The session's tools, from one read of it: its active toolsets not listed yet are listed first. */
     async tools(sessionId = DEFAULT_SESSION): Promise<GatewayTool[]> {
       const view = await store.load(sessionId);
+      // Not one that was down when last tried: a listing must not wait for it on every request.
+      const waiting = active(c, view).filter((id) => unlisted(c, id));
+      if (waiting.length > 0) {
+        await catalog.prepare(waiting).catch((err: Error) => {
+          log.warn({ session: sessionId, toolsets: waiting, err: err.message }, 'active toolset not ready');
+        });
+      }
       return active(c, view).flatMap((toolsetId) => toolsetTools(c, toolsetId) ?? []);
     },
     toolsetTools: (toolsetId: string) => toolsetTools(c, toolsetId),

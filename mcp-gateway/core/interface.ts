@@ -29,14 +29,12 @@ export interface Gateway {
   changeToolsets(req: ChangeToolsetsRequest): Promise<ChangeToolsetsResponse>;
   /** Changes which toolsets new sessions start with. */
   changeDefaults(req: ChangeDefaultsRequest): Promise<ChangeDefaultsResponse>;
-  /** The tools a session may call now (`listed` first, for the tools of upstream toolsets not listed yet). */
-  tools(sessionId?: string): Promise<GatewayTool[]>;
   /**
-   * Starts and lists the upstream servers of the session's active toolsets that have not listed their tools
-   * yet (a default another replica made, or one made before this process started), so `tools` offers them;
-   * one that cannot start is logged and left out. Does nothing once all are listed.
+   * The tools a session may call now, from one read of it. The upstream servers of its active toolsets that have
+   * not listed their tools yet (a default another replica made, or one made before this process started) are
+   * started and listed first; one that cannot start is logged and left out.
    */
-  listed(sessionId?: string): Promise<void>;
+  tools(sessionId?: string): Promise<GatewayTool[]>;
   /** A toolset's tool definitions as offered (undefined: no such toolset); starts no upstream server. */
   toolsetTools(toolsetId: string): GatewayTool[] | undefined;
   /** Runs a tool for a session: only an active, enabled tool, with valid arguments, within the ceiling. */

@@ -92,7 +92,6 @@ export const named = (given: unknown) => given !== undefined && given !== '';
 export async function usable(leg: FaceLeg) {
   const { gateway, mode } = leg;
   const sessionId = await leg.session();
-  await gateway.listed(sessionId);
   const all = await gateway.tools(sessionId);
   return mode.kind === 'view' ? all.filter((t) => mode.toolsets.includes(t.toolset)) : all;
 }

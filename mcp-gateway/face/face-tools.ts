@@ -119,7 +119,6 @@ async function manageModern(leg: FaceLeg, args: Record<string, unknown>, credent
   const res = await gateway.manageToolsets(sessionId, rest);
   if (!handle) return jsonResult(res.result);
   if (res.change) await deps.handleChanged(handle);
-  await gateway.listed(handle);
   const usable = (await gateway.tools(handle)).map(toMcpTool);
   return jsonResult({ session: handle, ...res.result, tools: usable });
 }

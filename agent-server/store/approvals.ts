@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { held, parsed, type StoreContext, TASK_COLUMNS } from './context.ts';
+import { heldWrite } from './held-write.ts';
 import type { TaskRow, TaskStore } from './interface.ts';
 import { toTask } from './interface.ts';
 
@@ -22,6 +23,7 @@ export function approvalMethods(c: StoreContext): ApprovalMethods {
       .execute();
     return rows as TaskRow[];
   };
+  const pause = pauseWrite(c);
   return {
     /**
      * Committed at once, after the events queued before it (a failure throws: a pause nobody can find would
@@ -30,19 +32,8 @@ export function approvalMethods(c: StoreContext): ApprovalMethods {
     async pause(taskId, pending, state, steps) {
       const [p, s] = [JSON.stringify(pending), JSON.stringify(state)];
       await writes.fencedWrite(taskId, {
-        one: (on, fence) => ({
-          statement: on
-            .updateTable('tasks')
-            .set({
-              status: 'awaiting_approval',
-              pending_approval: p,
-              resume_state: s,
-              steps,
-              decision: null,
-              lease_owner: null,
-              lease_until: null,
-            })
-            .where(held(taskId, fence, leases.now())),
+        one: (fence) => ({
+          statement: pause({ task: taskId, fence, now: leases.now(), pending: p, state: s, steps }),
         }),
       });
       leases.drop(taskId);
@@ -115,4 +106,26 @@ export async function lastSeqOf(c: StoreContext, taskId: string): Promise<number
       .executeTakeFirst(),
   );
   return Number(row?.last ?? 0);
+}
+
+/** A task's pause, recorded while it is held (compiled once per store, held-write.ts). */
+function pauseWrite(c: StoreContext) {
+  return heldWrite<{ pending: string; state: string; steps: number }>(
+    c.db,
+    c.hooks,
+    ['pending', 'state', 'steps'],
+    (db, a) =>
+      db
+        .updateTable('tasks')
+        .set({
+          status: 'awaiting_approval',
+          pending_approval: a.pending,
+          resume_state: a.state,
+          steps: a.steps,
+          decision: null,
+          lease_owner: null,
+          lease_until: null,
+        })
+        .where(held(a.task, a.fence, a.now)),
+  );
 }

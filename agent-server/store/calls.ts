@@ -1,5 +1,6 @@
 import { held, parsed, type StoreContext } from './context.ts';
 import type { Kdb } from './dialect.ts';
+import { type HeldArgs, heldWrite } from './held-write.ts';
 import type { CallRecord, TaskStore } from './interface.ts';
 import type { FencedWork } from './writes.ts';
 
@@ -26,35 +27,47 @@ export async function callsOf(on: Kdb, taskId: string): Promise<CallRecord[]> {
 
 export function callMethods(c: StoreContext): CallMethods {
   const { leases, writes } = c;
-  const now = () => leases.now();
+  const lockRow = c.hooks.lockOnCheck;
+  const record = heldWrite<CallArgs>(c.db, c.hooks, ['idx', 'call', 'finished', 'result'], (db, a) =>
+    recordCall(db, a, lockRow),
+  );
+  const checkpoint = heldWrite<{ state: string; steps: number }>(c.db, c.hooks, ['state', 'steps'], (db, a) =>
+    db
+      .updateTable('tasks')
+      .set({ resume_state: a.state, steps: a.steps })
+      .where(held(a.task, a.fence, a.now)),
+  );
+  const call = (task: string, idx: number, id: string, result: string | null): FencedWork => ({
+    one: (fence) => ({
+      statement: record({
+        task,
+        fence,
+        now: leases.now(),
+        idx,
+        call: id,
+        finished: result === null ? 0 : 1,
+        result,
+      }),
+    }),
+  });
   return {
     // Written behind, in the task's order: the call that starts next waits for it (callStarted), before it runs.
+    // The reply it holds replaces the call records of the one before.
     async checkpoint(taskId, state, steps) {
-      writes.fencedBehind(taskId, checkpointWork(c, taskId, JSON.stringify(state), steps));
-    },
-    async callStarted(taskId, index, callId) {
-      await writes.fencedWrite(taskId, {
-        one: (on, fence) => ({
-          statement: recordCall(
-            on,
-            { taskId, fence, now: now(), lockRow: c.hooks.lockOnCheck },
-            { index, callId },
-          ),
+      const text = JSON.stringify(state);
+      writes.fencedBehind(taskId, {
+        one: (fence) => ({
+          statement: checkpoint({ task: taskId, fence, now: leases.now(), state: text, steps }),
+          dropCalls: true,
         }),
       });
+    },
+    async callStarted(taskId, index, callId) {
+      await writes.fencedWrite(taskId, call(taskId, index, callId, null));
     },
     // Written behind, as the checkpoint (lost in a crash, the call only looks unfinished: the safe side).
     async callFinished(taskId, index, callId, result) {
-      const text = JSON.stringify(result);
-      writes.fencedBehind(taskId, {
-        one: (on, fence) => ({
-          statement: recordCall(
-            on,
-            { taskId, fence, now: now(), lockRow: c.hooks.lockOnCheck },
-            { index, callId, result: text },
-          ),
-        }),
-      });
+      writes.fencedBehind(taskId, call(taskId, index, callId, JSON.stringify(result)));
     },
     async calls(taskId) {
       await c.guard(writes.settle(taskId));
@@ -63,36 +76,35 @@ export function callMethods(c: StoreContext): CallMethods {
   };
 }
 
-/** A task held under `fence` at `now` (`lockRow`: the check locks its row against a claim committing meanwhile). */
-interface HeldAt {
-  taskId: string;
-  fence: number | null;
-  now: number;
-  lockRow: boolean;
+/** A call's record: its position in the reply, its id, and its result once finished. */
+interface CallArgs extends Record<string, unknown> {
+  idx: number;
+  call: string;
+  finished: number;
+  result: string | null;
 }
 
-/** Records call `index` (started, or finished with `result`) while the task is held: one statement. */
-function recordCall(on: Kdb, h: HeldAt, call: { index: number; callId: string; result?: string }) {
-  const finished = call.result === undefined ? 0 : 1;
+/** Records a call (started, or finished with its result) while the task is held: one statement. */
+function recordCall(on: Kdb, a: CallArgs & HeldArgs, lockRow: boolean) {
   return on
     .insertInto('task_calls')
     .columns(['task_id', 'idx', 'call_id', 'finished', 'result'])
     .expression(
       on
         .selectNoFrom((s) => [
-          s.val(h.taskId).as('task_id'),
-          s.cast<number>(s.val(call.index), 'integer').as('idx'),
-          s.val(call.callId).as('call_id'),
-          s.cast<number>(s.val(finished), 'integer').as('finished'),
-          s.val(call.result ?? null).as('result'),
+          s.val(a.task).as('task_id'),
+          s.cast<number>(s.val(a.idx), 'integer').as('idx'),
+          s.val(a.call).as('call_id'),
+          s.cast<number>(s.val(a.finished), 'integer').as('finished'),
+          s.val(a.result).as('result'),
         ])
         .where((w) =>
           w.exists(
             w
               .selectFrom('tasks')
               .select('task_id')
-              .where(held(h.taskId, h.fence, h.now))
-              .$if(h.lockRow, (q) => q.forShare()),
+              .where(held(a.task, a.fence, a.now))
+              .$if(lockRow, (q) => q.forShare()),
           ),
         ),
     )
@@ -103,17 +115,4 @@ function recordCall(on: Kdb, h: HeldAt, call: { index: number; callId: string; r
         result: eb.ref('excluded.result'),
       })),
     );
-}
-
-/** A checkpoint: the reply whose calls run next, the call records of the one before dropped. */
-function checkpointWork(c: StoreContext, taskId: string, state: string, steps: number): FencedWork {
-  return {
-    one: (on, fence) => ({
-      statement: on
-        .updateTable('tasks')
-        .set({ resume_state: state, steps })
-        .where(held(taskId, fence, c.leases.now())),
-      dropCalls: true,
-    }),
-  };
 }

@@ -1,6 +1,5 @@
 import {
   type Compilable,
-  type CompiledQuery,
   type Expression,
   type Kysely,
   type OperationNodeSource,
@@ -13,6 +12,7 @@ import { listenPostgres, type Pool, reachabilityOf } from '../../lib/db/postgres
 import { type Reachability, StoreUnavailable } from '../../lib/db/reachability.ts';
 import type { EventType } from '../contract.ts';
 import type { AgentDatabase } from './schema.ts';
+import type { OneWrite } from './writes.ts';
 
 // What differs between the two databases, behind small named hooks; every other statement of the store is
 // written once. PostgreSQL: a batch of events in one statement (unnest) whose fence check locks the task's row
@@ -61,7 +61,7 @@ export interface DialectHooks {
   oneWrite?(
     db: Kdb,
     taskId: string,
-    write: CompiledWrite,
+    write: OneWrite,
     rows: readonly EventRow[],
     retry: boolean,
   ): Promise<number>;
@@ -142,15 +142,6 @@ async function insertChunk(db: Kdb, rows: readonly EventRow[], now: number, retr
   return written.map((r): [string, number] => [r.task_id, Number(r.n)]);
 }
 
-/** A write compiled by Kysely (its parameters from $1, RETURNING 1 per row it changed), and what goes with it. */
-export interface CompiledWrite {
-  statement: CompiledQuery;
-  /** Its task's call records are dropped when it changed the row (a checkpoint's new reply, an end). */
-  dropCalls?: boolean;
-  /** The other processes hear on this channel (with the task's id) that it changed the row. */
-  told?: string;
-}
-
 /** The events CTE's parameters (one array per column) and the task's id come first: the write's move up. */
 const WRITE_PARAMS = 7;
 
@@ -159,7 +150,7 @@ const WRITE_PARAMS = 7;
  * the events (their followers told once: payloads repeated in a transaction are sent once), the dropped calls
  * and the notification; data-modifying CTEs run to completion whether read or not, and read `w` as it ended.
  */
-function oneWriteSql(write: CompiledWrite, retry: boolean): string {
+function oneWriteSql(write: OneWrite, retry: boolean): string {
   const moved = write.statement.sql.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + WRITE_PARAMS}`);
   // Always all of them (PostgreSQL wants a type for every parameter): with no events, empty arrays.
   const parts = [

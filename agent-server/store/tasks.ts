@@ -2,8 +2,8 @@ import { sql } from 'kysely';
 import { QUEUED_PAYLOAD } from './claims.ts';
 import { ACTIVE, held, type StoreContext } from './context.ts';
 import { END_CHANNEL } from './dialect.ts';
+import { heldWrite } from './held-write.ts';
 import type { TaskOutcome, TaskStore } from './interface.ts';
-import type { FencedWork } from './writes.ts';
 
 // Tasks' rows written: recorded, ended, given back to the queue, requeued when their lease lapsed, and pruned by
 // retention (their reads are task-reads.ts).
@@ -14,10 +14,20 @@ export function taskMethods(c: StoreContext): TaskMethods {
   const { db, leases, writes } = c;
   /** Tasks, once every write in flight settled (their events need not be in). */
   const listed = () => c.guard(writes.settleAll());
+  const end = endWrite(c);
   return {
     createTask: (taskId, sessionId, goal, opts) => createTask(c, taskId, sessionId, goal, opts),
     async finishTask(taskId, o: TaskOutcome) {
-      await writes.fencedWrite(taskId, endWork(c, taskId, o));
+      const args = endArgs(taskId, o);
+      // Its call records go, and whoever waits for its end in another process (a client of another agent API)
+      // hears it.
+      await writes.fencedWrite(taskId, {
+        one: (fence) => ({
+          statement: end({ ...args, fence, now: leases.now() }),
+          dropCalls: true,
+          told: END_CHANNEL,
+        }),
+      });
       leases.drop(taskId);
       c.lastSeq.delete(taskId);
     },
@@ -125,31 +135,53 @@ async function createTask(
   leases.take(taskId, 1);
 }
 
-/** A task's end, recorded while it is held; its call records go, and other processes hear of it. */
-function endWork(c: StoreContext, taskId: string, o: TaskOutcome): FencedWork {
-  return {
-    one: (on, fence) => ({
-      statement: on
+/** A task's end, as recorded. */
+type EndArgs = Pick<TaskOutcome, 'status' | 'final_answer' | 'error' | 'steps'> & {
+  usage: string;
+  toolsets_used: string;
+  tokens: string;
+  finished_at: string;
+};
+
+/** A task's end, recorded while it is held (compiled once per store). */
+function endWrite(c: StoreContext) {
+  return heldWrite<EndArgs>(
+    c.db,
+    c.hooks,
+    ['status', 'final_answer', 'error', 'steps', 'usage', 'toolsets_used', 'tokens', 'finished_at'],
+    (db, a) =>
+      db
         .updateTable('tasks')
         .set({
-          status: o.status,
-          final_answer: o.final_answer,
-          error: o.error,
-          steps: o.steps,
-          usage: JSON.stringify(o.usage),
-          toolsets_used: JSON.stringify(o.toolsets_used),
-          tokens: JSON.stringify(o.tokens),
-          finished_at: new Date().toISOString(),
+          status: a.status,
+          final_answer: a.final_answer,
+          error: a.error,
+          steps: a.steps,
+          usage: a.usage,
+          toolsets_used: a.toolsets_used,
+          tokens: a.tokens,
+          finished_at: a.finished_at,
           pending_approval: null,
           resume_state: null,
           decision: null,
           lease_owner: null,
           lease_until: null,
         })
-        .where(held(taskId, fence, c.leases.now())),
-      dropCalls: true,
-      // Whoever waits for its end in another process (a client of another agent API) hears it.
-      told: END_CHANNEL,
-    }),
+        .where(held(a.task, a.fence, a.now)),
+  );
+}
+
+/** An end's columns as recorded. */
+function endArgs(task: string, o: TaskOutcome): EndArgs & { task: string } {
+  return {
+    task,
+    status: o.status,
+    final_answer: o.final_answer,
+    error: o.error,
+    steps: o.steps,
+    usage: JSON.stringify(o.usage),
+    toolsets_used: JSON.stringify(o.toolsets_used),
+    tokens: JSON.stringify(o.tokens),
+    finished_at: new Date().toISOString(),
   };
 }

@@ -1,4 +1,4 @@
-import { type Compilable, type QueryResult, sql } from 'kysely';
+import type { CompiledQuery, QueryResult } from 'kysely';
 import { GROUP_COMMIT_MS } from '../../lib/db/sqlite.ts';
 import type { DialectHooks, EventRow, Kdb } from './dialect.ts';
 import type { StoreOptions } from './interface.ts';
@@ -126,14 +126,12 @@ function persistent({
 const affected = (result: QueryResult<unknown>) => Number(result.numAffectedRows ?? 0);
 
 type AfterEvents = <T>(taskId: string, work: (on: Kdb) => Promise<T>, durable?: boolean) => Promise<T>;
-type AfterWrite = (taskId: string, build: (on: Kdb) => OneWrite) => Promise<number>;
-
-/** A write's statement given a RETURNING (one row per row it changed), as PostgreSQL's oneWrite reads it. */
-type Returning = { returning(selection: unknown): Compilable<unknown> };
+type AfterWrite = (taskId: string, write: OneWrite) => Promise<number>;
 
 /** One write of a held task: a statement refused unless the task is held, and what goes with it when it changes the row. */
 export interface OneWrite {
-  statement: Compilable<unknown>;
+  /** Compiled (held-write.ts), with RETURNING 1 where PostgreSQL's oneWrite reads the rows it changed. */
+  statement: CompiledQuery;
   /** The task's call records are dropped (a checkpoint's new reply, an end). */
   dropCalls?: boolean;
   /** The other processes hear on this channel (with the task's id) that it changed. */
@@ -146,7 +144,7 @@ export interface OneWrite {
  */
 export type FencedWork =
   | ((on: Kdb, fence: number | null) => Promise<number>)
-  | { one: (on: Kdb, fence: number | null) => OneWrite };
+  | { one: (fence: number | null) => OneWrite };
 
 /** Fenced statements: refused (LeaseLost, onLeaseLost) when the task is no longer held under its fence. */
 function fencedWrites(
@@ -160,7 +158,7 @@ function fencedWrites(
   const run = (taskId: string, work: FencedWork, fence: number | null) =>
     typeof work === 'function'
       ? afterEvents(taskId, (on) => work(on, fence), true)
-      : afterWrite(taskId, (on) => work.one(on, fence));
+      : afterWrite(taskId, work.one(fence));
 
   /** A fenced statement of `taskId` after the events before it; throws LeaseLost when it changed nothing. */
   const fencedWrite = async (taskId: string, work: FencedWork) => {
@@ -257,22 +255,13 @@ function oneWrites(w: {
 }): AfterWrite {
   const { db, hooks } = w;
   const plainWrite = async (on: Kdb, taskId: string, write: OneWrite) => {
-    const changed = affected(await on.executeQuery(write.statement.compile()));
+    const changed = affected(await on.executeQuery(write.statement));
     if (changed && write.dropCalls) await on.deleteFrom('task_calls').where('task_id', '=', taskId).execute();
     if (changed && write.told) await hooks.notify(on, write.told, taskId);
     return changed;
   };
   const oneWrite = hooks.oneWrite;
-  if (!oneWrite)
-    return (taskId, build) => w.afterEvents(taskId, (on) => plainWrite(on, taskId, build(on)), true);
-  return (taskId, build) =>
-    w.enqueue(taskId, (rows) =>
-      w.persist((retry) => {
-        const write = build(db);
-        const statement = (write.statement as unknown as Returning)
-          .returning(sql<number>`1`.as('one'))
-          .compile();
-        return oneWrite(db, taskId, { ...write, statement }, rows, retry);
-      }),
-    );
+  if (!oneWrite) return (taskId, write) => w.afterEvents(taskId, (on) => plainWrite(on, taskId, write), true);
+  return (taskId, write) =>
+    w.enqueue(taskId, (rows) => w.persist((retry) => oneWrite(db, taskId, write, rows, retry)));
 }

@@ -202,6 +202,16 @@ export function statement<DB, A extends Record<string, unknown>, R>(
   names: readonly (keyof A & string)[],
   build: (db: KyselyType<DB>, args: A) => Compilable<R>,
 ): Statement<DB, A, R> {
+  const bind = compiledOnce(db, names, build);
+  return (on, args) => on.executeQuery<R>(bind(args));
+}
+
+/** `build`'s query compiled once (as statement() does), bound to each call's arguments; not run. */
+export function compiledOnce<DB, A extends Record<string, unknown>, R>(
+  db: KyselyType<DB>,
+  names: readonly (keyof A & string)[],
+  build: (db: KyselyType<DB>, args: A) => Compilable<R>,
+): (args: A) => CompiledQuery<R> {
   const marks = Object.fromEntries(names.map((n) => [n, `\u0000${n}\u0000`])) as unknown as A;
   const compiled = build(db, marks).compile();
   const slots = compiled.parameters.map((p) => names.find((n) => marks[n] === p));
@@ -210,13 +220,11 @@ export function statement<DB, A extends Record<string, unknown>, R>(
       throw new Error(`statement: argument ${n} is not bound as a value in ${compiled.sql}`);
   }
   const fixed = compiled.parameters;
-  return (on, args) =>
-    on.executeQuery<R>(
-      CompiledQuery.raw(
-        compiled.sql,
-        slots.map((n, i) => (n === undefined ? fixed[i] : args[n])),
-      ) as CompiledQuery<R>,
-    );
+  return (args) =>
+    CompiledQuery.raw(
+      compiled.sql,
+      slots.map((n, i) => (n === undefined ? fixed[i] : args[n])),
+    ) as CompiledQuery<R>;
 }
 
 /**

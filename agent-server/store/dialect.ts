@@ -1,5 +1,6 @@
 import {
   type Compilable,
+  type CompiledQuery,
   type Expression,
   type Kysely,
   type OperationNodeSource,
@@ -7,12 +8,11 @@ import {
   type SqlBool,
   sql,
 } from 'kysely';
-import type { DialectName, StoreDb } from '../../lib/db/kysely.ts';
+import { type DialectName, fixedChunks, type StoreDb } from '../../lib/db/kysely.ts';
 import { listenPostgres, type Pool, reachabilityOf } from '../../lib/db/postgres.ts';
 import { type Reachability, StoreUnavailable } from '../../lib/db/reachability.ts';
 import type { EventType } from '../contract.ts';
 import type { AgentDatabase } from './schema.ts';
-import type { OneWrite } from './writes.ts';
 
 // What differs between the two databases, behind small named hooks; every other statement of the store is
 // written once. PostgreSQL: a batch of events in one statement (unnest) whose fence check locks the task's row
@@ -42,6 +42,16 @@ export const MAX_PAYLOAD = 7800;
 
 /** SQLSTATEs of a statement rolled back for others running beside it (deadlock, serialization failure). */
 const TRANSIENT = new Set(['40P01', '40001']);
+
+/** One write of a held task: a statement refused unless the task is held, and what goes with it when it changes the row. */
+export interface OneWrite {
+  /** Compiled (held-write.ts), with RETURNING 1 where PostgreSQL's oneWrite reads the rows it changed. */
+  statement: CompiledQuery;
+  /** The task's call records are dropped (a checkpoint's new reply, an end). */
+  dropCalls?: boolean;
+  /** The other processes hear on this channel (with the task's id) that it changed. */
+  told?: string;
+}
 
 export interface DialectHooks {
   name: DialectName;
@@ -91,20 +101,6 @@ export interface DialectHooks {
   reach?: Reachability;
   /** Listens on `channels` (PostgreSQL); returns the stop. */
   listen?(channels: string[], onNotify: (channel: string, payload: string) => void): () => Promise<void>;
-}
-
-/**
- * `rows` in chunks whose sizes are powers of two up to `max` (64, 64, …, 8, 2, 1): a multi-row statement per
- * chunk, and only a few distinct statements (SQLite prepares each once).
- */
-export function* fixedChunks<T>(rows: readonly T[], max = 64): Generator<T[]> {
-  let i = 0;
-  for (let size = max; size >= 1; size >>= 1) {
-    while (rows.length - i >= size) {
-      yield rows.slice(i, i + size);
-      i += size;
-    }
-  }
 }
 
 /** Rows written, by task. */

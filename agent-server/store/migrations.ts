@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Migration } from 'kysely/migration';
-import type { DialectName } from '../../lib/db/kysely.ts';
+import { type DialectName, type TablesFound, tablesFound } from '../../lib/db/kysely.ts';
 
 // The agent-server's migrations (lib/db/kysely.ts migrate(), recorded in `agent_migrations`), one set for both
 // databases. The first one makes the schema of schema.ts on a new database, and brings to it what the stores
@@ -22,20 +22,8 @@ export function agentMigrations(dialect: DialectName): Record<string, Migration>
   };
 }
 
-/** The tables of the database as found before the migration: their columns and types. */
-type Found = Map<string, Map<string, string>>;
-
-async function found(db: Kysely<unknown>): Promise<Found> {
-  const tables = await db.introspection.getTables();
-  return new Map(
-    tables
-      .filter((t) => t.schema === undefined || t.schema === 'public' || t.schema === 'main')
-      .map((t) => [t.name, new Map(t.columns.map((c) => [c.name, c.dataType.toLowerCase()]))]),
-  );
-}
-
 /** Refuses a database a newer toolshift numbered past what this one knows. */
-async function checkNumbered(db: Kysely<unknown>, before: Found): Promise<void> {
+async function checkNumbered(db: Kysely<unknown>, before: TablesFound): Promise<void> {
   if (!before.has('schema_migrations')) return;
   const { rows } = await sql<{ version: number | null }>`
     SELECT max(version) AS version FROM schema_migrations WHERE component = 'agent-server'`.execute(db);
@@ -54,7 +42,7 @@ async function oneSchema(db: Kysely<unknown>, dialect: DialectName): Promise<voi
   // on PostgreSQL. (Each step is safe to run again as well.)
   if (!pg) await sql`BEGIN IMMEDIATE`.execute(db);
   try {
-    const before = await found(db);
+    const before = await tablesFound(db);
     await checkNumbered(db, before);
     await createTables(db, pg);
     await addMissingColumns(db, before, pg);
@@ -126,7 +114,7 @@ const LATER_COLUMNS = [
 ] as const;
 
 /** What an older `tasks` lacks, empty for its rows (`fence` 0, `n` in the order the rows were made). */
-async function addMissingColumns(db: Kysely<unknown>, before: Found, pg: boolean): Promise<void> {
+async function addMissingColumns(db: Kysely<unknown>, before: TablesFound, pg: boolean): Promise<void> {
   // A table made just now has the columns createTables gives it.
   const have = new Set(before.get('tasks')?.keys() ?? ['n', 'tokens']);
   const tasks = db.schema.alterTable('tasks');
@@ -146,7 +134,7 @@ async function addMissingColumns(db: Kysely<unknown>, before: Found, pg: boolean
 }
 
 /** PostgreSQL's older types become the ones both databases keep (the values as they were). */
-async function pgTypes(db: Kysely<unknown>, before: Found): Promise<void> {
+async function pgTypes(db: Kysely<unknown>, before: TablesFound): Promise<void> {
   // Leases in milliseconds since the epoch, as SQLite keeps them (version 5 did this already).
   const lease = before.get('tasks')?.get('lease_until');
   if (lease?.startsWith('timestamp')) {

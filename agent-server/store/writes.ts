@@ -1,6 +1,6 @@
-import type { CompiledQuery, QueryResult } from 'kysely';
+import type { QueryResult } from 'kysely';
 import { GROUP_COMMIT_MS } from '../../lib/db/sqlite.ts';
-import type { DialectHooks, EventRow, Kdb } from './dialect.ts';
+import type { DialectHooks, EventRow, Kdb, OneWrite } from './dialect.ts';
 import type { StoreOptions } from './interface.ts';
 import type { Leases } from './leases.ts';
 
@@ -127,16 +127,6 @@ const affected = (result: QueryResult<unknown>) => Number(result.numAffectedRows
 
 type AfterEvents = <T>(taskId: string, work: (on: Kdb) => Promise<T>, durable?: boolean) => Promise<T>;
 type AfterWrite = (taskId: string, write: OneWrite) => Promise<number>;
-
-/** One write of a held task: a statement refused unless the task is held, and what goes with it when it changes the row. */
-export interface OneWrite {
-  /** Compiled (held-write.ts), with RETURNING 1 where PostgreSQL's oneWrite reads the rows it changed. */
-  statement: CompiledQuery;
-  /** The task's call records are dropped (a checkpoint's new reply, an end). */
-  dropCalls?: boolean;
-  /** The other processes hear on this channel (with the task's id) that it changed. */
-  told?: string;
-}
 
 /**
  * What a fenced write runs under the fence it was made with: statements (the rows they changed), or one write

@@ -254,3 +254,30 @@ export async function migrate<DB>(
     });
   }
 }
+
+/**
+ * `rows` in chunks whose sizes are powers of two up to `max` (64, 64, …, 8, 2, 1): a multi-row statement per
+ * chunk, and only a few distinct statements (SQLite prepares each once).
+ */
+export function* fixedChunks<T>(rows: readonly T[], max = 64): Generator<T[]> {
+  let i = 0;
+  for (let size = max; size >= 1; size >>= 1) {
+    while (rows.length - i >= size) {
+      yield rows.slice(i, i + size);
+      i += size;
+    }
+  }
+}
+
+/** A database's tables as a migration finds them: each table's columns and their types (lower case). */
+export type TablesFound = Map<string, Map<string, string>>;
+
+/** The tables of the store's schema (PostgreSQL's `public`, SQLite's `main`) as they are before a migration. */
+export async function tablesFound(db: KyselyType<unknown>): Promise<TablesFound> {
+  const tables = await db.introspection.getTables();
+  return new Map(
+    tables
+      .filter((t) => t.schema === undefined || t.schema === 'public' || t.schema === 'main')
+      .map((t) => [t.name, new Map(t.columns.map((c) => [c.name, c.dataType.toLowerCase()]))]),
+  );
+}

@@ -1,5 +1,5 @@
 import { CompiledQuery, type Insertable, type Kysely, type RawBuilder, type SqlBool, sql } from 'kysely';
-import type { DialectName } from '../../lib/db/kysely.ts';
+import { type DialectName, fixedChunks } from '../../lib/db/kysely.ts';
 import type { GatewayChange } from './interface.ts';
 import type { GatewayDatabase } from './schema.ts';
 
@@ -33,20 +33,6 @@ export interface DialectHooks {
    * the same file). Asked once per turn of the event loop at most. PostgreSQL: never (notifications say it).
    */
   changedElsewhere(db: Db): Promise<boolean>;
-}
-
-/**
- * `rows` in chunks whose sizes are powers of two up to `max` (64, 64, …, 8, 2, 1): a multi-row statement per
- * chunk, and only a few distinct statements (SQLite prepares each once).
- */
-export function* fixedChunks<T>(rows: readonly T[], max = 64): Generator<T[]> {
-  let i = 0;
-  for (let size = max; size >= 1; size >>= 1) {
-    while (rows.length - i >= size) {
-      yield rows.slice(i, i + size);
-      i += size;
-    }
-  }
 }
 
 /** The hooks of `dialect`; `origin` names this replica in its notifications (it does not act on its own). */

@@ -1,6 +1,6 @@
 import { type CreateTableBuilder, type Kysely, sql } from 'kysely';
 import type { Migration } from 'kysely/migration';
-import type { DialectName } from '../../lib/db/kysely.ts';
+import { type DialectName, tablesFound } from '../../lib/db/kysely.ts';
 
 // The gateway's migrations (lib/db/kysely.ts migrate(), recorded in `gateway_migrations`), one set for both
 // databases. The first one makes the schema of schema.ts on a new database, and brings to it what the store
@@ -22,25 +22,13 @@ export function gatewayMigrations(dialect: DialectName): Record<string, Migratio
   };
 }
 
-/** A table of the database as found before the migration: its columns and their types. */
-type Found = Map<string, Map<string, string>>;
-
-async function found(db: Kysely<unknown>): Promise<Found> {
-  const tables = await db.introspection.getTables();
-  return new Map(
-    tables
-      .filter((t) => t.schema === undefined || t.schema === 'public' || t.schema === 'main')
-      .map((t) => [t.name, new Map(t.columns.map((c) => [c.name, c.dataType.toLowerCase()]))]),
-  );
-}
-
 async function oneSchema(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
   const pg = dialect === 'postgres';
   // SQLite's DDL is transactional too, but Kysely's migrator runs SQLite's migrations outside a transaction:
   // this one is all or nothing there as it is on PostgreSQL. (Each step is safe to run again as well.)
   if (!pg) await sql`BEGIN IMMEDIATE`.execute(db);
   try {
-    const before = await found(db);
+    const before = await tablesFound(db);
     if (pg && before.has('schema_migrations')) {
       const { rows } = await sql<{ version: number | null }>`
         SELECT max(version) AS version FROM schema_migrations WHERE component = 'mcp-gateway'`.execute(db);

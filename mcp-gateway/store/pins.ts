@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
+import { fixedChunks } from '../../lib/db/kysely.ts';
 import type { Pin, PinnedDefinition } from '../catalog/pins.ts';
-import { type DialectHooks, fixedChunks } from './dialect.ts';
+import type { DialectHooks } from './dialect.ts';
 import type { GatewayDatabase } from './schema.ts';
 
 // The upstream toolsets' last tool listings and their approved definitions (pins): what catalog/pins.ts

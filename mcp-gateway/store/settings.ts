@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
-import { type DialectHooks, fixedChunks } from './dialect.ts';
+import { fixedChunks } from '../../lib/db/kysely.ts';
+import type { DialectHooks } from './dialect.ts';
 import type { GatewayDatabase } from './schema.ts';
 
 // The operator's ceiling (which toolsets are disabled) and the user's defaults (which a new session starts

@@ -15,11 +15,14 @@ const MAX_PAYLOAD = 7800;
 /** A claimed row: the task's, its insertion number, its last seq, and its call records (JSON, as aggregated). */
 type ClaimedRow = TaskRow & { n: number | string; last_seq: number | string | null; calls: unknown };
 
+/** Which queued tasks a claim takes: the oldest `limit` but those in `skip`, or one by id. */
+type Which = { limit: number; skip: readonly string[] } | { taskId: string };
+
 /**
  * Moves the queued tasks `which` picks (the oldest `limit`, or one by id) to running under this worker's lease,
  * and hands back their rows with what each goes on from. Rows another worker is claiming (locked) are skipped.
  */
-function claimUpdate(c: StoreContext, on: Kdb, which: { limit: number } | { taskId: string }) {
+function claimUpdate(c: StoreContext, on: Kdb, which: Which) {
   const { leases, hooks } = c;
   return on
     .updateTable('tasks')
@@ -35,6 +38,9 @@ function claimUpdate(c: StoreContext, on: Kdb, which: { limit: number } | { task
         .select('q.task_id')
         .where('q.status', '=', 'queued')
         .$if('taskId' in which, (q) => q.where('q.task_id', '=', (which as { taskId: string }).taskId))
+        .$if('limit' in which && which.skip.length > 0, (q) =>
+          q.where('q.task_id', 'not in', (which as { skip: readonly string[] }).skip),
+        )
         .orderBy('q.created_at')
         .orderBy('q.n')
         .limit('limit' in which ? which.limit : 1)
@@ -96,7 +102,7 @@ function toClaimed(rows: ClaimedRow[]): ClaimedTask[] {
 
 export function claimMethods(c: StoreContext): Pick<TaskStore, 'claim' | 'claimNext'> {
   /** Claims what `which` picks in one statement (announced to the other processes in it); its claims. */
-  const claimed = async (which: { limit: number } | { taskId: string }) => {
+  const claimed = async (which: Which) => {
     const rows = (await c.hooks.announceClaims(
       c.db,
       claimUpdate(c, c.db, which),
@@ -117,9 +123,9 @@ export function claimMethods(c: StoreContext): Pick<TaskStore, 'claim' | 'claimN
       const [one] = await claimed({ taskId });
       return one?.claim;
     },
-    async claimNext(limit) {
+    async claimNext(limit, skip = []) {
       if (limit <= 0) return [];
-      return claimed({ limit });
+      return claimed({ limit, skip });
     },
   };
 }

@@ -119,9 +119,10 @@ export interface TaskStore {
   /**
    * Claims up to `limit` queued tasks, oldest first, under this worker's lease, in one statement that hands back
    * each task's row and what it goes on from (on a shared database, tasks other workers are claiming at the same
-   * moment are skipped, not waited for). Every other process hears the ids claimed (onQueueChange).
+   * moment are skipped, not waited for). Every other process hears the ids claimed (onQueueChange). `skip`:
+   * tasks not to take (a run of them still ends here, after its lease lapsed and another process requeued it).
    */
-  claimNext(limit: number): Promise<ClaimedTask[]>;
+  claimNext(limit: number, skip?: readonly string[]): Promise<ClaimedTask[]>;
   /** Tasks waiting for a worker, oldest first, with what they need to start. */
   queued(): Promise<{ task: Task; request: unknown }[]>;
   /**

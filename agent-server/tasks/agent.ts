@@ -115,19 +115,16 @@ function follow(a: AgentCore, taskId: string, listener: TaskListener): (() => vo
  */
 async function cancel(a: AgentCore, taskId: string, waitMs: number): Promise<boolean> {
   const { deps, queue, worker } = a;
-  const at = queue.items.findIndex((q) => q.task.taskId === taskId);
-  if (at !== -1) {
+  const queued = await queue.withdraw(taskId);
+  if (queued) {
     // Never started: claimed (so no other process starts it), it ends cancelled with nothing run.
-    const [queued] = queue.items.splice(at, 1);
     const claimed = await deps.store.claim(taskId).catch((err: unknown) => {
       // Not claimed (the database failing): it waits in the queue as before, and the client is told.
-      queue.items.splice(at, 0, queued);
+      queue.restore(queued);
       throw err;
     });
-    if (claimed) {
-      queued.settle(
-        queue.endUnstarted(queued, 'cancelled', 'The task was cancelled by a client before it started'),
-      );
+    if (claimed) queue.endCancelled(queued);
+    if (claimed || (await queue.settled(taskId))) {
       await queued.done;
       return true;
     }

@@ -52,8 +52,12 @@ interface Queue {
   items: QueuedTask[];
   /** The store may hold queued tasks no one here waits for (another process's, or left by a stopped one). */
   storeHasMore: boolean;
-  /** A claim is being made: one at a time, for every free slot at once. */
-  claiming: boolean;
+  /** The claim being made, if one is: one at a time, for every free slot at once. */
+  claiming?: Promise<void>;
+  /** Tasks a client cancels before they started, taken out of `items` while the cancel claims them. */
+  cancelling: Map<string, QueuedTask>;
+  /** Shut down: nothing is claimed any more, and what a claim in flight brings goes back. */
+  stopped: boolean;
   /** A sweep runs; `again`: another was asked for meanwhile. */
   sweeping: boolean;
   again: boolean;
@@ -62,7 +66,16 @@ interface Queue {
 }
 
 export function createTaskQueue(w: Worker, ctx: QueueContext) {
-  const q: Queue = { w, ctx, items: [], storeHasMore: true, claiming: false, sweeping: false, again: false };
+  const q: Queue = {
+    w,
+    ctx,
+    items: [],
+    storeHasMore: true,
+    cancelling: new Map(),
+    stopped: false,
+    sweeping: false,
+    again: false,
+  };
   const poll = setInterval(() => look(q), ctx.pollMs);
   poll.unref();
   const stopHearing = w.deps.store.onQueueChange((change) => hear(q, change));
@@ -73,10 +86,23 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
     enqueue: (task: QueuedTask['task'], opts?: EnqueueOptions) => enqueue(q, task, opts),
     unwaited: (done: Promise<ExecuteTaskResponse>, taskId: string) => unwaited(w, done, taskId),
     look: () => look(q),
-    endUnstarted: (queued: QueuedTask, status: 'cancelled', why: string) =>
-      endUnstarted(w, queued, status, why),
-    /** Stops reading the store's queue (shutdown). */
+    /** Takes a task waiting here out of the queue for its cancel, once no claim is in flight (undefined: none). */
+    withdraw: (taskId: string) => withdraw(q, taskId),
+    /** After the cancel's claim found a withdrawn task taken: ended by a claim here (true), or elsewhere's. */
+    settled: (taskId: string) => settled(q, taskId),
+    /** A withdrawn task the cancel claimed: it ends cancelled with nothing run. */
+    endCancelled(queued: QueuedTask): void {
+      q.cancelling.delete(queued.task.taskId);
+      queued.settle(endUnstarted(w, queued, 'cancelled', CANCELLED));
+    },
+    /** A withdrawn task the cancel could not claim (the database failing): it waits in the queue again. */
+    restore(queued: QueuedTask): void {
+      q.cancelling.delete(queued.task.taskId);
+      q.items.unshift(queued);
+    },
+    /** Stops reading the store's queue and claiming (shutdown). */
     stop(): void {
+      q.stopped = true;
       clearInterval(poll);
       clearTimeout(q.soon);
       stopHearing();
@@ -86,6 +112,13 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
 
 /** Runs a claimed task here: the request waiting for it is told its end, or no one is (taken up). */
 function run(q: Queue, { task, claim }: ClaimedTask): void {
+  // Cancelled by a client while this claim was in flight: ended here, nothing run.
+  const cancelled = q.cancelling.get(task.task_id);
+  if (cancelled) {
+    q.cancelling.delete(task.task_id);
+    cancelled.settle(endUnstarted(q.w, cancelled, 'cancelled', CANCELLED));
+    return;
+  }
   const at = q.items.findIndex((i) => i.task.taskId === task.task_id);
   if (at !== -1) {
     const [mine] = q.items.splice(at, 1);
@@ -129,12 +162,13 @@ function giveBack(q: Queue, { task }: ClaimedTask): void {
 function drain(q: Queue): void {
   const { w, ctx } = q;
   const free = ctx.maxConcurrent - ctx.active();
-  if (q.claiming || free <= 0 || !w.deps.model || (q.items.length === 0 && !q.storeHasMore)) return;
-  q.claiming = true;
+  if (q.stopped || q.claiming || free <= 0 || !w.deps.model) return;
+  if (q.items.length === 0 && !q.storeHasMore) return;
   const before = q.items.map((i) => i.task.taskId);
   let failed = false;
-  w.deps.store
-    .claimNext(free)
+  // Not a task whose run still ends here (its lease lapsed meanwhile and another process requeued it).
+  const claiming = w.deps.store
+    .claimNext(free, [...w.running.keys()])
     .then(
       (claimed) => runClaimed(q, claimed, free, before),
       (err: unknown) => {
@@ -146,22 +180,29 @@ function drain(q: Queue): void {
       },
     )
     .finally(() => {
-      q.claiming = false;
+      q.claiming = undefined;
       if (!failed) drain(q);
     })
-    // Starting or following one threw (a bug): said, and the queue goes on.
+    // Following one threw (a bug): said, and the queue goes on.
     .catch((err: unknown) => w.deps.log.error({ err }, 'a claimed task could not be started'));
+  q.claiming = claiming;
 }
 
 /** What one claim brought: each runs while there is a slot; fewer than asked means the store has no more. */
 function runClaimed(q: Queue, claimed: ClaimedTask[], asked: number, before: string[]): void {
   const back = new Set<string>();
   for (const c of claimed) {
-    if (q.ctx.active() < q.ctx.maxConcurrent) run(q, c);
-    else {
-      back.add(c.task.task_id);
-      giveBack(q, c);
+    if (!q.stopped && q.ctx.active() < q.ctx.maxConcurrent) {
+      try {
+        run(q, c);
+        continue;
+      } catch (err) {
+        // Starting it threw (a bug): said, and it goes back rather than holding its lease for ever.
+        q.w.deps.log.error({ err, task: c.task.task_id }, 'a claimed task could not be started');
+      }
     }
+    back.add(c.task.task_id);
+    giveBack(q, c);
   }
   if (claimed.length >= asked) return;
   // None is left to claim, so one queued here before is another's now.
@@ -276,6 +317,34 @@ function hear(q: Queue, change: QueueChange): void {
     q.w.waiter.pokeAll();
     look(q);
   }, QUEUE_WAKE_MS);
+}
+
+/** Why a task cancelled before it started ended. */
+const CANCELLED = 'The task was cancelled by a client before it started';
+
+/**
+ * Takes task `taskId` out of the queue for its cancel once no claim is in flight (one that took it runs it,
+ * and the cancel stops it running). Until the cancel is settled, a claim of this process that takes it ends it.
+ */
+async function withdraw(q: Queue, taskId: string): Promise<QueuedTask | undefined> {
+  while (q.claiming) await q.claiming;
+  const at = q.items.findIndex((i) => i.task.taskId === taskId);
+  if (at === -1) return undefined;
+  const [queued] = q.items.splice(at, 1);
+  q.cancelling.set(taskId, queued);
+  return queued;
+}
+
+/**
+ * After the cancel's own claim of a withdrawn task found it taken: true when a claim of this process took
+ * and ended it; false when another process did (the task is followed there).
+ */
+async function settled(q: Queue, taskId: string): Promise<boolean> {
+  while (q.claiming) await q.claiming;
+  const queued = q.cancelling.get(taskId);
+  if (!queued) return true;
+  q.cancelling.delete(taskId);
+  return false;
 }
 
 /** Ends a queued task that never started, recording why (and telling its followers). */

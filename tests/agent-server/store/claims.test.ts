@@ -73,6 +73,8 @@ describe.each(backends)('claims on $name', ({ place }) => {
         ['task_2', 'running', { n: 2 }],
       ]);
       expect(first[0].claim).toMatchObject({ resumed: false, state: null, calls: [] });
+      // A task whose run still ends in this process (its lease lapsed, another requeued it) is not taken.
+      expect((await a.claimNext(5, ['task_3', 'task_0'])).map((c) => c.task.task_id)).toEqual([]);
       const rest = await a.claimNext(5);
       expect(rest.map((c) => c.task.task_id)).toEqual(['task_3', 'task_0']);
       expect(rest[1].claim).toEqual({

@@ -190,6 +190,38 @@ describe('two agent-servers on one PostgreSQL database', () => {
     await until(busy, first.task_id, 'completed');
   });
 
+  it('a stopped agent-server claims nothing more: the slot its shutdown frees is not refilled, the task runs on another', async () => {
+    const databaseUrl = await freshDatabase('stopped');
+    const { model, release } = heldModel();
+    const stopped = await makeStack({ model, maxConcurrentTasks: 1, databaseUrl, queuePollMs: 50 });
+    stacks.push(stopped);
+    try {
+      const holding = await submit(stopped, 'holds the only slot');
+      await expect.poll(() => model.requests.length).toBe(1);
+      // Queued through an agent API that runs nothing; the stopped one has no slot for it yet.
+      const api = await makeStack({ model: new ScriptedModel([]), maxConcurrentTasks: 0, databaseUrl });
+      stacks.push(api);
+      const queued = await submit(api, 'runs elsewhere');
+      expect(queued.status).toBe('queued');
+      // Its shutdown stops the running task, which frees the slot: nothing may take it up any more.
+      const down = stopped.agent.shutdown();
+      release();
+      await down;
+      // The stopped task went back to the queue: the worker takes up both.
+      const replies = [answer('ran on the worker'), answer('ran on the worker')];
+      const worker = await makeStack({ model: new ScriptedModel(replies), databaseUrl });
+      stacks.push(worker);
+      for (const t of [queued, holding]) {
+        await expect.poll(() => statusOf(worker, t.task_id), { timeout: 10_000 }).toBe('completed');
+        const task = (await worker.get(worker.agentApp, `/agent/tasks/${t.task_id}`)).body;
+        expect(task.final_answer).toBe('ran on the worker');
+      }
+      expect(model.requests).toHaveLength(1);
+    } finally {
+      release();
+    }
+  });
+
   it('tell an agent API of tasks a worker claimed too many at once to name: every waiting request gets its answer', async () => {
     const databaseUrl = await freshDatabase('claimed_many');
     const hour = 3_600_000;

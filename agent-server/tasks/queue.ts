@@ -279,7 +279,8 @@ async function reconcile(q: Queue): Promise<void> {
 
 /** A sweep now; never two at a time (one asked for meanwhile runs after). */
 function look(q: Queue): void {
-  if (!q.w.deps.model) return;
+  // A process with every slot taken and no task waiting here has nothing to take up: the sweep is for others.
+  if (!q.w.deps.model || (q.items.length === 0 && q.ctx.active() >= q.ctx.maxConcurrent)) return;
   if (q.sweeping) {
     q.again = true;
     return;

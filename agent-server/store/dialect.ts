@@ -23,15 +23,7 @@ import type { AgentDatabase } from './schema.ts';
 export type Kdb = Kysely<AgentDatabase>;
 
 /** An event row to write, and the fence its task is held under here (null: written unfenced). */
-export interface EventRow {
-  task_id: string;
-  seq: number;
-  type: EventType;
-  at: string;
-  duration_ms: number | null;
-  data: string;
-  fence: number | null;
-}
+export type EventRow = AgentDatabase['task_events'] & { fence: number | null };
 
 /** The channels other processes hear on: tasks with new events (their ids), the queue, and ends. */
 export const EVENTS_CHANNEL = 'toolshift_task_events';

@@ -3,7 +3,7 @@ import { databaseHealth } from '../lib/db/reachability.ts';
 import { HttpError, installBase, route } from '../lib/http/http.ts';
 import type { ServiceEndpoint } from '../lib/http/http-client.ts';
 import { serveOpenApi } from '../lib/http/openapi.ts';
-import { healthDetail, type Security } from '../lib/http/security.ts';
+import { callerOf, healthDetail, type Security } from '../lib/http/security.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
 import type { Metrics } from '../lib/telemetry/metrics.ts';
 import type { ModelHealth } from './clients/model.ts';
@@ -13,6 +13,7 @@ import * as contract from './contract.ts';
 import { agentRoutes as routes } from './contract.ts';
 import { ModelNotConfiguredError } from './errors.ts';
 import { resumeAfter, streamTask } from './http/task-stream.ts';
+import { installThreadRoutes } from './http/threads.ts';
 import type { TaskStore } from './store/store.ts';
 import type { Agent } from './tasks/agent.ts';
 
@@ -68,6 +69,7 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
     });
   }
   installTaskRoutes(app, deps);
+  installThreadRoutes(app, store);
   installApprovalRoutes(app, agent);
   installHealth(app, deps);
   if (deps.console && !deps.worker) {
@@ -105,14 +107,12 @@ function installTaskRoutes(app: Hono, deps: AgentAppDeps): void {
   route(app, routes.executeTask, async (c, { body }) => {
     if (!agent.modelConfigured) throw new HttpError(503, new ModelNotConfiguredError().message);
     // The task runs apart from this request: a client that goes away does not stop it.
-    const started = await agent.start(body);
+    const started = await agent.start(body, callerOf(c));
     if (body.wait === false || prefersAsync(c.req.header('prefer'))) {
       c.header('preference-applied', 'respond-async');
       c.header('location', `/agent/tasks/${started.task_id}`);
-      return c.json(
-        { task_id: started.task_id, session_id: started.session_id, status: started.status },
-        202,
-      );
+      const { task_id, session_id, thread_id, status } = started;
+      return c.json({ task_id, session_id, thread_id, status }, 202);
     }
     if ((c.req.header('accept') ?? '').includes('text/event-stream')) {
       return streamTask(c, streams, started.task_id, 0);

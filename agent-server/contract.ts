@@ -11,9 +11,11 @@ import {
   Usage,
 } from './contract/base.ts';
 import { TaskEvent } from './contract/events.ts';
+import { IfBusy, ThreadId, threadRoutes } from './contract/threads.ts';
 
 export * from './contract/base.ts';
 export * from './contract/events.ts';
+export * from './contract/threads.ts';
 
 // The agent-server's HTTP API. The seed's `{goal}` → `{status, final_answer}` works unchanged.
 
@@ -28,6 +30,10 @@ const executeTaskFields = {
     .optional(),
   /** The gateway session the task acts in; never one of the MCP face's (a handle, a view). */
   session_id: OwnSessionId.optional(),
+  /** The thread the task continues (its earlier turns and its session); a new thread when absent. */
+  thread_id: ThreadId.optional(),
+  /** When the thread's last task has not ended: wait for it (default), refuse (409), or cancel it. */
+  if_busy: IfBusy.optional(),
   max_steps: z.number().int().min(1).max(500).optional(),
   /** Wall-clock limit of the task; it ends `timed_out` when reached (default AGENT_MAX_DURATION_S). */
   max_duration_s: z.number().int().min(1).max(604_800).optional(),
@@ -64,6 +70,7 @@ export const ExecuteTaskResponse = z.object({
   final_answer: z.string().nullable(),
   task_id: z.string(),
   session_id: z.string(),
+  thread_id: z.string().nullable(),
   /** Model calls the task took. */
   steps: z.number(),
   usage: Usage,
@@ -83,12 +90,15 @@ export type ExecuteTaskResponse = z.infer<typeof ExecuteTaskResponse>;
 export const TaskAccepted = z.object({
   task_id: z.string(),
   session_id: z.string(),
+  thread_id: z.string(),
   status: z.enum(['running', 'queued']),
 });
 
 export const Task = z.object({
   task_id: z.string(),
   session_id: z.string(),
+  /** The thread the task is a turn of (null: recorded before threads). */
+  thread_id: z.string().nullable(),
   goal: z.string(),
   status: TaskStatus,
   final_answer: z.string().nullable(),
@@ -190,7 +200,14 @@ export const agentRoutes = {
       'Prefer: respond-async or {"wait": false}, answer 202 at once',
     body: ExecuteTaskRequest,
     stream: TaskEventStream,
-    responses: { 200: ExecuteTaskResponse, 202: TaskAccepted, 400: ErrorBody, 503: ErrorBody },
+    responses: {
+      200: ExecuteTaskResponse,
+      202: TaskAccepted,
+      400: ErrorBody,
+      404: ErrorBody,
+      409: ErrorBody,
+      503: ErrorBody,
+    },
   },
   taskEvents: {
     method: 'get',
@@ -237,6 +254,7 @@ export const agentRoutes = {
       'unreachable)',
     responses: { 200: Health },
   },
+  ...threadRoutes,
   metrics: {
     method: 'get',
     path: '/metrics',

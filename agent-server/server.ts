@@ -132,7 +132,10 @@ function modelOf(config: Config, log: Logger): Model | undefined {
   });
 }
 
-/** Finished tasks older than TASK_RETENTION_DAYS go, with their events (README "Limits and retention"). */
+/**
+ * Finished tasks older than TASK_RETENTION_DAYS go, with their events, and threads idle as long with their tasks
+ * (README "Limits and retention").
+ */
 function startTaskRetention(config: Config, store: TaskStore, log: Logger) {
   const { retention: keep } = config;
   return startRetention(
@@ -145,6 +148,13 @@ function startTaskRetention(config: Config, store: TaskStore, log: Logger) {
               batch: 50,
               step: (limit: number, now: number) =>
                 store.pruneTasks(new Date(now - keep.taskMs).toISOString(), limit),
+            },
+            // A thread idle as long goes with its turns (its tasks are kept while it is).
+            {
+              name: 'threads',
+              batch: 20,
+              step: (limit: number, now: number) =>
+                store.pruneThreads(new Date(now - keep.taskMs).toISOString(), limit),
             },
           ]
         : []),

@@ -1,5 +1,5 @@
 import { type Expression, type SqlBool, sql } from 'kysely';
-import { parsed, type StoreContext, TASK_COLUMNS } from './context.ts';
+import { ACTIVE, parsed, type StoreContext, TASK_COLUMNS } from './context.ts';
 import type { Kdb } from './dialect.ts';
 import type { CallRecord, ClaimedTask, QueueChange, TaskRow, TaskStore } from './interface.ts';
 import { toTask } from './interface.ts';
@@ -40,6 +40,21 @@ function claimUpdate(c: StoreContext, on: Kdb, which: Which) {
         .$if('taskId' in which, (q) => q.where('q.task_id', '=', (which as { taskId: string }).taskId))
         .$if('limit' in which && which.skip.length > 0, (q) =>
           q.where('q.task_id', 'not in', (which as { skip: readonly string[] }).skip),
+        )
+        // A thread's turns run one at a time, in order: not while an earlier one has not ended (a cancel
+        // claims a waiting turn by id all the same).
+        .$if('limit' in which, (q) =>
+          q.where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('tasks as t')
+                  .select('t.task_id')
+                  .whereRef('t.thread_id', '=', 'q.thread_id')
+                  .whereRef('t.n', '<', 'q.n')
+                  .where('t.status', 'in', ACTIVE),
+              ),
+            ),
+          ),
         )
         .orderBy('q.created_at')
         .orderBy('q.n')

@@ -30,6 +30,7 @@ export const ACTIVE = ['queued', 'running', 'awaiting_approval'] as const;
 export const TASK_COLUMNS = [
   'task_id',
   'session_id',
+  'thread_id',
   'goal',
   'status',
   'final_answer',

@@ -12,6 +12,46 @@ export interface TaskOutcome {
   usage: Usage;
   toolsets_used: string[];
   tokens: TokenTotals;
+  /** What the task added to its thread's conversation (recorded with its end). */
+  transcript?: unknown;
+}
+
+/** How a thread's compaction stands (agent-server/loop/context.ts makes and reads it). */
+export interface ThreadContext {
+  /** The summary of the conversation's first messages, and how many it stands for (after the system prompt). */
+  summary?: string;
+  summarised?: number;
+  /** The positions of tool results moved out of the context (the model reads them back by their handle). */
+  stubbed?: number[];
+}
+
+/** A thread as stored. */
+export interface StoredThread {
+  thread_id: string;
+  session_id: string;
+  owner: string;
+  title: string;
+  webhook: { url: string } | null;
+  context: ThreadContext | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A task of a thread, as its turn. */
+export interface ThreadTurnRow {
+  task_id: string;
+  goal: string;
+  status: TaskStatus;
+  final_answer: string | null;
+  error: string | null;
+  created_at: string;
+  finished_at: string | null;
+}
+
+/** The thread a new task is a turn of: an existing one, or one made with the task (`made`). */
+export interface TaskThread {
+  id: string;
+  made?: { owner: string; title: string; webhook: { url: string } | null };
 }
 
 /** One tool call of the reply a task's checkpoint holds, as recorded around its run. */
@@ -109,8 +149,24 @@ export interface TaskStore {
     taskId: string,
     sessionId: string,
     goal: string,
-    opts?: { queued?: boolean; request?: unknown },
+    opts?: { queued?: boolean; request?: unknown; thread?: TaskThread },
   ): Promise<void>;
+  /** Records a thread with no task yet. */
+  createThread(thread: Omit<StoredThread, 'context' | 'updated_at'>): Promise<void>;
+  getThread(threadId: string): Promise<StoredThread | undefined>;
+  /** Threads, the most recently continued first: `owner`'s (null: everyone's), after thread `after`. */
+  listThreads(owner: string | null, limit: number, after?: string): Promise<StoredThread[]>;
+  /** A thread's tasks in order. */
+  threadTurns(threadId: string): Promise<ThreadTurnRow[]>;
+  /** The transcripts of a thread's ended tasks, in order: its conversation. */
+  threadTranscripts(threadId: string): Promise<{ task_id: string; transcript: unknown }[]>;
+  /** The thread's first task that has not ended (queued, running or waiting), if any. */
+  activeTurn(threadId: string): Promise<{ task_id: string; status: TaskStatus } | undefined>;
+  saveThreadContext(threadId: string, context: ThreadContext): Promise<void>;
+  /** Deletes a thread and its tasks: undefined when there is none, `busy` when a task of it has not ended. */
+  deleteThread(threadId: string): Promise<{ deleted: number } | { busy: string } | undefined>;
+  /** Deletes up to `limit` threads idle since `before` (none with a task not ended), with their tasks. */
+  pruneThreads(before: string, limit: number): Promise<number>;
   /**
    * Claims a queued task under this worker's lease: what it goes on from. Undefined when it is no longer
    * queued (claimed by another worker, ended).
@@ -257,6 +313,7 @@ export interface TaskRow {
   fence?: number | string;
   task_id: string;
   session_id: string;
+  thread_id: string | null;
   goal: string;
   status: TaskStatus;
   final_answer: string | null;

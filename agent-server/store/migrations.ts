@@ -19,6 +19,7 @@ const LAST_NUMBERED_VERSION = 5;
 export function agentMigrations(dialect: DialectName): Record<string, Migration> {
   return {
     '001_one_schema': { up: (db) => oneSchema(db, dialect) },
+    '002_threads': { up: (db) => threads(db, dialect) },
   };
 }
 
@@ -156,4 +157,40 @@ async function createIndexes(db: Kysely<unknown>): Promise<void> {
   await index('tasks_status_created', 'tasks', ['status', 'created_at']);
   // One task per insertion number, on both (PostgreSQL's identity alone did not say so).
   await db.schema.createIndex('tasks_n').ifNotExists().unique().on('tasks').column('n').execute();
+}
+
+/** Threads: a table of them, and each task's thread and transcript (tasks made before have none). */
+async function threads(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
+  const pg = dialect === 'postgres';
+  if (!pg) await sql`BEGIN IMMEDIATE`.execute(db);
+  try {
+    await db.schema
+      .createTable('threads')
+      .ifNotExists()
+      .addColumn('thread_id', 'text', (c) => c.primaryKey())
+      .addColumn('session_id', 'text', (c) => c.notNull())
+      .addColumn('owner', 'text', (c) => c.notNull())
+      .addColumn('title', 'text', (c) => c.notNull())
+      .addColumn('webhook', 'text')
+      .addColumn('context', 'text')
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('updated_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema.alterTable('tasks').addColumn('thread_id', 'text').execute();
+    await db.schema.alterTable('tasks').addColumn('transcript', 'text').execute();
+    // A thread's turns in order; a claim asks whether a thread has an earlier turn not ended.
+    await db.schema.createIndex('tasks_thread').ifNotExists().on('tasks').columns(['thread_id', 'n']).execute();
+    // Listings by owner, newest activity first; retention by age.
+    await db.schema
+      .createIndex('threads_owner_updated')
+      .ifNotExists()
+      .on('threads')
+      .columns(['owner', 'updated_at'])
+      .execute();
+    await db.schema.createIndex('threads_updated').ifNotExists().on('threads').column('updated_at').execute();
+    if (!pg) await sql`COMMIT`.execute(db);
+  } catch (err) {
+    if (!pg) await sql`ROLLBACK`.execute(db).catch(() => undefined);
+    throw err;
+  }
 }

@@ -32,10 +32,29 @@ export interface TasksTable {
   lease_owner: string | null;
   lease_until: NullableInt8;
   fence: ColumnType<number | string, number | undefined, number>;
+  /** The thread the task is a turn of (null: a task recorded before threads). */
+  thread_id: string | null;
+  /** What the turn added to its thread's conversation (JSON), written with its end. */
+  transcript: string | null;
+}
+
+/** A conversation: its tasks are its turns, in order; `context` is how its compaction stands (JSON). */
+export interface ThreadsTable {
+  thread_id: string;
+  session_id: string;
+  /** The credential that made it (a digest, never a token): only it reads the thread. */
+  owner: string;
+  title: string;
+  /** Sent with each of its tasks unless the task names its own (JSON `{url}`). */
+  webhook: string | null;
+  context: string | null;
+  created_at: string;
+  updated_at: string;
 }
 
 export interface AgentDatabase {
   tasks: TasksTable;
+  threads: ThreadsTable;
   task_events: {
     task_id: string;
     seq: number;

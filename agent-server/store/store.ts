@@ -16,6 +16,7 @@ import { notifications } from './notifications.ts';
 import type { AgentDatabase } from './schema.ts';
 import { taskReads } from './task-reads.ts';
 import { taskMethods } from './tasks.ts';
+import { threadMethods } from './threads.ts';
 import { createWrites } from './writes.ts';
 
 export type { TaskOutcome, TaskStore };
@@ -115,6 +116,7 @@ function storeOn(s: StoreDb<AgentDatabase>, hooks: DialectHooks, opts: StoreOpti
     fenceOf: (taskId: string) => leases.fence(taskId),
     ...taskMethods(c),
     ...taskReads(c),
+    ...threadMethods(c),
     ...eventMethods(c),
     ...callMethods(c),
     ...approvalMethods(c),

@@ -3,7 +3,8 @@ import { QUEUED_PAYLOAD } from './claims.ts';
 import { ACTIVE, held, type StoreContext } from './context.ts';
 import { END_CHANNEL } from './dialect.ts';
 import { heldWrite } from './held-write.ts';
-import type { TaskOutcome, TaskStore } from './interface.ts';
+import type { Kdb } from './dialect.ts';
+import type { TaskOutcome, TaskStore, TaskThread } from './interface.ts';
 
 // Tasks' rows written: recorded, ended, given back to the queue, requeued when their lease lapsed, and pruned by
 // retention (their reads are task-reads.ts).
@@ -84,6 +85,19 @@ export function taskMethods(c: StoreContext): TaskMethods {
             .where('created_at', '<', before)
             .where('status', 'not in', ACTIVE)
             .where('finished_at', '<', before)
+            // A thread's turns are its conversation: they go with the thread (threads.ts pruneThreads).
+            .where(({ or, eb, not, exists, selectFrom }) =>
+              or([
+                eb('thread_id', 'is', null),
+                not(
+                  exists(
+                    selectFrom('threads')
+                      .select('threads.thread_id')
+                      .whereRef('threads.thread_id', '=', 'tasks.thread_id'),
+                  ),
+                ),
+              ]),
+            )
             .limit(limit),
         )
         .executeTakeFirst();
@@ -103,36 +117,51 @@ async function createTask(
   const { leases, writes } = c;
   c.lastSeq.set(taskId, 0);
   const request = opts.request === undefined ? null : JSON.stringify(opts.request);
+  const createdAt = new Date().toISOString();
   const row = {
     task_id: taskId,
     session_id: sessionId,
+    thread_id: opts.thread?.id ?? null,
     goal,
-    created_at: new Date().toISOString(),
+    created_at: createdAt,
     request,
   };
-  if (opts.queued) {
-    await writes.afterEvents(taskId, (on) =>
-      on
-        .insertInto('tasks')
-        .values({ ...row, status: 'queued', fence: 0 })
-        .execute(),
-    );
-    await c.notifyQueue(QUEUED_PAYLOAD);
-    return;
-  }
-  await writes.afterEvents(taskId, (on) =>
-    on
-      .insertInto('tasks')
-      .values({
+  const values = opts.queued
+    ? { ...row, status: 'queued' as const, fence: 0 }
+    : {
         ...row,
-        status: 'running',
+        status: 'running' as const,
         lease_owner: leases.holder,
         lease_until: leases.now() + leases.leaseMs,
         fence: 1,
+      };
+  await writes.afterEvents(taskId, async (on) => {
+    if (opts.thread) await threadTurnStarts(on, opts.thread, sessionId, createdAt);
+    await on.insertInto('tasks').values(values).execute();
+  });
+  if (opts.queued) await c.notifyQueue(QUEUED_PAYLOAD);
+  else leases.take(taskId, 1);
+}
+
+/** A thread gets a turn: made with it, or continued (its last activity is now). */
+async function threadTurnStarts(on: Kdb, thread: TaskThread, sessionId: string, at: string): Promise<void> {
+  if (thread.made) {
+    const { owner, title, webhook } = thread.made;
+    await on
+      .insertInto('threads')
+      .values({
+        thread_id: thread.id,
+        session_id: sessionId,
+        owner,
+        title,
+        webhook: webhook ? JSON.stringify(webhook) : null,
+        created_at: at,
+        updated_at: at,
       })
-      .execute(),
-  );
-  leases.take(taskId, 1);
+      .execute();
+    return;
+  }
+  await on.updateTable('threads').set({ updated_at: at }).where('thread_id', '=', thread.id).execute();
 }
 
 /** A task's end, as recorded. */
@@ -141,6 +170,7 @@ type EndArgs = Pick<TaskOutcome, 'status' | 'final_answer' | 'error' | 'steps'> 
   toolsets_used: string;
   tokens: string;
   finished_at: string;
+  transcript: string | null;
 };
 
 /** A task's end, recorded while it is held (compiled once per store). */
@@ -148,7 +178,7 @@ function endWrite(c: StoreContext) {
   return heldWrite<EndArgs>(
     c.db,
     c.hooks,
-    ['status', 'final_answer', 'error', 'steps', 'usage', 'toolsets_used', 'tokens', 'finished_at'],
+    ['status', 'final_answer', 'error', 'steps', 'usage', 'toolsets_used', 'tokens', 'finished_at', 'transcript'],
     (db, a) =>
       db
         .updateTable('tasks')
@@ -161,6 +191,7 @@ function endWrite(c: StoreContext) {
           toolsets_used: a.toolsets_used,
           tokens: a.tokens,
           finished_at: a.finished_at,
+          transcript: a.transcript,
           pending_approval: null,
           resume_state: null,
           decision: null,
@@ -183,5 +214,6 @@ function endArgs(task: string, o: TaskOutcome): EndArgs & { task: string } {
     toolsets_used: JSON.stringify(o.toolsets_used),
     tokens: JSON.stringify(o.tokens),
     finished_at: new Date().toISOString(),
+    transcript: o.transcript === undefined ? null : JSON.stringify(o.transcript),
   };
 }

@@ -95,6 +95,7 @@ export function toRun(a: Omit<AgentCore, 'queue'>, task: Task, request: unknown)
   return {
     taskId: task.task_id,
     sessionId: task.session_id,
+    threadId: task.thread_id,
     goal: task.goal,
     createdAt: task.created_at,
     maxSteps: r.maxSteps ?? a.deps.defaultMaxSteps,

@@ -5,6 +5,7 @@ import { type DecisionBody, decideApproval } from './decisions.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import { AgentShutdown, resultOf } from './outcome.ts';
 import { startTask } from './start.ts';
+import type { Caller } from './threads.ts';
 
 // A task's lifecycle as the API sees it: start (at once, or queued: start.ts), approvals (decisions.ts), cancel,
 // follow, shutdown and what a previous process left. The worker's tasks, its queue (queue.ts) and how one task
@@ -17,16 +18,22 @@ export type Agent = ReturnType<typeof createAgent>;
 
 export function createAgent(deps: AgentDeps) {
   const a = createAgentCore(deps);
+  /** A caller with no token to tell it apart (no tokens set, or a test): it owns and sees every thread. */
+  const anyone: Caller = { owner: 'local', all: true };
+  const from = (caller: Caller) => ({ caller, cancel: (id: string) => cancel(a, id, 10_000) });
   return {
     modelConfigured: deps.model !== undefined,
-    start: (req: ExecuteTaskRequest, listener?: TaskListener) => startTask(a, req, listener),
+    /** Starts a task as `caller` (the owner of a thread it makes; a thread it names must be theirs). */
+    start: (req: ExecuteTaskRequest, caller: Caller = anyone, listener?: TaskListener) =>
+      startTask(a, req, listener, from(caller)),
 
     /** Runs a task to its end; `onEvent` sees each event as it is recorded. */
     async execute(
       req: ExecuteTaskRequest,
       onEvent?: (event: TaskEvent) => void,
+      caller: Caller = anyone,
     ): Promise<ExecuteTaskResponse> {
-      return (await startTask(a, req, onEvent ? { event: onEvent } : undefined)).done;
+      return (await startTask(a, req, onEvent ? { event: onEvent } : undefined, from(caller))).done;
     },
 
     /** Whether this process runs the task, waits here for its decision, or holds it queued. */
@@ -62,6 +69,7 @@ async function shutdown(a: AgentCore): Promise<void> {
         final_answer: null,
         task_id: q.task.taskId,
         session_id: q.task.sessionId,
+        thread_id: q.task.threadId,
         steps: 0,
         usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
         toolsets_used: [],

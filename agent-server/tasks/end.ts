@@ -25,6 +25,7 @@ export async function endTask(
     final_answer: outcome.final_answer,
     task_id: taskId,
     session_id: t.task.sessionId,
+    thread_id: t.task.threadId,
     steps: outcome.steps,
     usage: outcome.usage,
     toolsets_used: outcome.toolsets_used,

@@ -33,6 +33,7 @@ export function resultOf(task: Task): ExecuteTaskResponse {
     final_answer: task.final_answer,
     task_id: task.task_id,
     session_id: task.session_id,
+    thread_id: task.thread_id,
     steps: task.steps,
     usage: task.usage,
     toolsets_used: task.toolsets_used,

@@ -54,6 +54,8 @@ interface Queue {
   storeHasMore: boolean;
   /** The claim being made, if one is: one at a time, for every free slot at once. */
   claiming?: Promise<void>;
+  /** A drain was asked for while a claim was in flight: another claim follows it. */
+  wanted: boolean;
   /** Tasks a client cancels before they started, taken out of `items` while the cancel claims them. */
   cancelling: Map<string, QueuedTask>;
   /** Shut down: nothing is claimed any more, and what a claim in flight brings goes back. */
@@ -71,6 +73,7 @@ export function createTaskQueue(w: Worker, ctx: QueueContext) {
     ctx,
     items: [],
     storeHasMore: true,
+    wanted: false,
     cancelling: new Map(),
     stopped: false,
     sweeping: false,
@@ -162,17 +165,22 @@ function giveBack(q: Queue, { task }: ClaimedTask): void {
 function drain(q: Queue): void {
   const { w, ctx } = q;
   const free = ctx.maxConcurrent - ctx.active();
+  if (q.claiming) q.wanted = true;
   if (q.stopped || q.claiming || free <= 0 || !w.deps.model) return;
   if (q.items.length === 0 && !q.storeHasMore) return;
+  q.wanted = false;
   const before = q.items.map((i) => i.task.taskId);
-  let failed = false;
+  // Claimed as many as asked (the store may hold more), or asked again meanwhile: another claim follows.
+  let again = false;
   // Not a task whose run still ends here (its lease lapsed meanwhile and another process requeued it).
   const claiming = w.deps.store
     .claimNext(free, [...w.running.keys()])
     .then(
-      (claimed) => runClaimed(q, claimed, free, before),
+      (claimed) => {
+        again = claimed.length >= free;
+        runClaimed(q, claimed, free, before);
+      },
       (err: unknown) => {
-        failed = true;
         w.deps.log.error(
           { err },
           'queued tasks could not be claimed; the queue tries again at its next poll',
@@ -181,7 +189,7 @@ function drain(q: Queue): void {
     )
     .finally(() => {
       q.claiming = undefined;
-      if (!failed) drain(q);
+      if (again || q.wanted) drain(q);
     })
     // Following one threw (a bug): said, and the queue goes on.
     .catch((err: unknown) => w.deps.log.error({ err }, 'a claimed task could not be started'));
@@ -205,12 +213,16 @@ function runClaimed(q: Queue, claimed: ClaimedTask[], asked: number, before: str
     giveBack(q, c);
   }
   if (claimed.length >= asked) return;
-  // None is left to claim, so one queued here before is another's now.
+  // None is left to claim, so one queued here before is another's now; but a thread's turn waits for the one
+  // before it, which the store then holds queued still (one read says).
   q.storeHasMore = false;
+  const left = q.items.filter((i) => before.includes(i.task.taskId) && !back.has(i.task.taskId));
   goneElsewhere(
     q,
-    before.filter((id) => !back.has(id) && q.items.some((i) => i.task.taskId === id)),
+    left.filter((i) => i.task.threadId === null).map((i) => i.task.taskId),
   );
+  if (left.some((i) => i.task.threadId !== null))
+    reconcile(q).catch((err: unknown) => q.w.deps.log.warn({ err }, 'could not read the task queue'));
 }
 
 /**
@@ -365,6 +377,7 @@ async function endUnstarted(
     ...outcome,
     task_id: taskId,
     session_id: sessionId,
+    thread_id: queued.task.threadId,
     duration_ms: 0,
     error: why,
   };

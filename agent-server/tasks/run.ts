@@ -92,6 +92,7 @@ export function launchTask(
     emit('task_started', {
       task_id: taskId,
       session_id: sessionId,
+      thread_id: task.threadId,
       goal: task.goal,
       max_steps: task.maxSteps,
       max_duration_s: maxDurationS,
@@ -111,7 +112,13 @@ export function launchTask(
   w.running.set(taskId, { controller, listeners, done });
   // A task that could not record its end rejects `done` for its waiters; nobody waiting is no crash.
   done.catch((err: unknown) => w.deps.log.error({ err, task: taskId }, 'a task ended unrecorded'));
-  return { task_id: taskId, session_id: sessionId, done, status: 'running' as 'running' | 'queued' };
+  return {
+    task_id: taskId,
+    session_id: sessionId,
+    thread_id: task.threadId,
+    done,
+    status: 'running' as 'running' | 'queued',
+  };
 }
 
 /** Its spans (tracing on): made from its events; a task going on links to the attempt it goes on from. */

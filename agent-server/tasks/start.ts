@@ -6,13 +6,19 @@ import type { AgentCore } from './agent-core.ts';
 import type { TaskListener } from './deps.ts';
 import { renderGoal } from './relay.ts';
 import type { QueuedRequest } from './run.ts';
+import { type Caller, planThread } from './threads.ts';
 
 /**
  * Starts a task and returns once it is recorded; the task runs until it ends, whoever is listening. With
  * MAX_CONCURRENT_TASKS running it is queued (recorded as `queued`, started when a slot frees, also after a
  * restart); with the queue full too, refused with 503 and `retry-after`.
  */
-export async function startTask(a: AgentCore, req: ExecuteTaskRequest, listener?: TaskListener) {
+export async function startTask(
+  a: AgentCore,
+  req: ExecuteTaskRequest,
+  listener: TaskListener | undefined,
+  from: StartOptions,
+) {
   const { deps, queue, slots } = a;
   const { maxConcurrent, maxQueued } = a.limits;
   if (!deps.model) throw new ModelNotConfiguredError();
@@ -27,33 +33,43 @@ export async function startTask(a: AgentCore, req: ExecuteTaskRequest, listener?
     throw new HttpError(503, message, {}, { 'retry-after': '5' });
   }
   const goal = req.prompt ? await renderGoal(deps.gateway, req.prompt) : (req.goal as string);
+  const plan = await planThread(deps.store, req, goal, from.caller, from.cancel);
   const taskId = `task_${randomUUID()}`;
-  const sessionId = req.session_id ?? `ses_${randomUUID()}`;
+  const { sessionId, thread } = plan;
   const request: QueuedRequest = {
     maxSteps: req.max_steps ?? deps.defaultMaxSteps,
     maxDurationS: req.max_duration_s ?? a.limits.defaultMaxDurationS,
     exposure: req.exposure ?? deps.exposure ?? 'native',
     prime: req.prime ?? deps.prime ?? true,
+    ...(plan.webhook ? { webhook: plan.webhook } : {}),
   };
+  const task = { taskId, sessionId, threadId: thread.id, goal, createdAt: new Date().toISOString(), ...request };
+  const started = { task_id: taskId, session_id: sessionId, thread_id: thread.id };
   // Judged again after the awaits above: other requests may have taken the last slots meanwhile. The slot
-  // (or the place in the queue) is this request's from here, while the task is recorded.
-  const createdAt = new Date().toISOString();
-  if (a.active() >= maxConcurrent || waiting() > 0) {
+  // (or the place in the queue) is this request's from here, while the task is recorded. A turn of a thread
+  // whose last task has not ended waits for it in the queue (a claim takes a thread's turns in order).
+  if (plan.busy || a.active() >= maxConcurrent || waiting() > 0) {
     slots.enqueuing++;
     try {
-      await deps.store.createTask(taskId, sessionId, goal, { queued: true, request });
+      await deps.store.createTask(taskId, sessionId, goal, { queued: true, request, thread });
     } finally {
       slots.enqueuing--;
     }
-    const done = queue.enqueue({ taskId, sessionId, goal, createdAt, ...request }, { listener });
+    const done = queue.enqueue(task, { listener });
     queue.drain();
-    return { task_id: taskId, session_id: sessionId, done, status: 'queued' as 'running' | 'queued' };
+    return { ...started, done, status: 'queued' as 'running' | 'queued' };
   }
   slots.claiming++;
   try {
-    await deps.store.createTask(taskId, sessionId, goal, { request });
+    await deps.store.createTask(taskId, sessionId, goal, { request, thread });
   } finally {
     slots.claiming--;
   }
-  return a.launch({ taskId, sessionId, goal, createdAt, ...request }, { listener });
+  return { ...a.launch(task, { listener }), thread_id: thread.id };
+}
+
+/** Who starts the task, and how a task of its thread is cancelled (if_busy: interrupt). */
+export interface StartOptions {
+  caller: Caller;
+  cancel: (taskId: string) => Promise<boolean>;
 }

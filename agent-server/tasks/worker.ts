@@ -1,6 +1,6 @@
 import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
-import type { EventType, ExecuteTaskResponse, ToolExposure } from '../contract.ts';
+import type { EventType, ExecuteTaskResponse, ToolExposure, WebhookTarget } from '../contract.ts';
 import type { ApprovalWaiter } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import type { TaskTrace } from './trace.ts';
@@ -22,12 +22,16 @@ export interface QueuedRequest {
   exposure: ToolExposure;
   /** Activate the toolset discovery is certain of before the first model call (absent: no). */
   prime?: boolean;
+  /** Where the task's end, and its waits for a human, are posted (its own, or its thread's). */
+  webhook?: WebhookTarget;
 }
 
 /** A task as a worker runs it: its request, and when it was submitted (its time limit counts from then). */
 export type TaskToRun = {
   taskId: string;
   sessionId: string;
+  /** The thread the task is a turn of (null: recorded before threads). */
+  threadId: string | null;
   goal: string;
   createdAt: string;
 } & QueuedRequest;

@@ -152,6 +152,21 @@ export function healthDetail(c: Context): boolean {
   return c.get('principal') !== undefined;
 }
 
+/**
+ * Who a request acts as for what it owns (a thread): the digest of the token behind it, a bearer token's or the
+ * one a console login was made with, so a user's API calls and console login own the same things. The operator
+ * (a console login made with the operator's token, or a service without tokens) sees everyone's.
+ */
+export function callerOf(c: Context): { owner: string; all: boolean } {
+  const login = c.get('consoleLogin');
+  if (login) {
+    return { owner: digest(login.token).toString('base64url'), all: login.consoleRole === 'admin' };
+  }
+  const principal = c.get('principal');
+  if (!principal || principal.role === 'local') return { owner: 'local', all: true };
+  return { owner: principal.credential, all: false };
+}
+
 /** Refuses the request unless it was authenticated as one of `roles` (a service without tokens allows all). */
 export function requireRole(c: Context, roles: readonly Role[], what: string): void {
   const principal = c.get('principal');

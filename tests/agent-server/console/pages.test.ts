@@ -113,6 +113,7 @@ describe('console pages', () => {
         {
           task_id: 'task_1',
           session_id: 'ses_1',
+          thread_id: null,
           goal: '</section><script>x</script>',
           status: 'running',
           final_answer: null,

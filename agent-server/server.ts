@@ -188,6 +188,7 @@ function agentOf(
     modelBaseURL: config.agent.model.baseURL,
     defaultMaxSteps: config.agent.maxSteps,
     defaultMaxDurationS: config.agent.maxDurationS,
+    contextTokens: config.agent.contextTokens,
     tokens,
     metrics: createAgentMetrics(metrics),
     log,

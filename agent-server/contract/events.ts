@@ -15,6 +15,7 @@ export const EventType = z.enum([
   'approval_needed',
   'approval_decided',
   'task_resumed',
+  'context_compacted',
   'task_finished',
 ]);
 export type EventType = z.infer<typeof EventType>;
@@ -33,6 +34,8 @@ const EventData = {
   task_started: z.looseObject({
     task_id: z.string(),
     session_id: z.string(),
+    /** Absent on events recorded before threads. */
+    thread_id: z.string().nullable().optional(),
     goal: z.string(),
     max_steps: z.number(),
     max_duration_s: z.number(),
@@ -120,6 +123,18 @@ const EventData = {
     unknown: z.string().nullable(),
     rerun: z.boolean(),
   }),
+  /**
+   * The conversation neared the model's context budget before the request of `step`: `stubbed` more tool results
+   * were moved out of the model's view (read back by handle), and the first `summarised_messages` messages after
+   * the system prompt stand summarised; the view's tokens before and after (tools included).
+   */
+  context_compacted: z.looseObject({
+    step: StepNo,
+    stubbed: z.number(),
+    summarised_messages: z.number(),
+    tokens_before: z.number(),
+    tokens_after: z.number(),
+  }),
   task_finished: z.looseObject({
     status: z.string(),
     error: z.string().nullable(),
@@ -152,6 +167,7 @@ export const TaskEvent = z.discriminatedUnion('type', [
   eventOf('approval_needed'),
   eventOf('approval_decided'),
   eventOf('task_resumed'),
+  eventOf('context_compacted'),
   eventOf('task_finished'),
 ]);
 export type TaskEvent = z.infer<typeof TaskEvent>;

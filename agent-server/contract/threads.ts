@@ -98,6 +98,10 @@ export const threadRoutes = {
     roles: ['user'],
     summary: 'Delete a thread with its turns and their messages (not while one of its tasks has not ended)',
     params: ThreadParams,
-    responses: { 200: z.object({ thread_id: z.string(), deleted_tasks: z.number() }), 404: ErrorBody, 409: ErrorBody },
+    responses: {
+      200: z.object({ thread_id: z.string(), deleted_tasks: z.number() }),
+      404: ErrorBody,
+      409: ErrorBody,
+    },
   },
 } as const;

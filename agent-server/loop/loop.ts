@@ -1,7 +1,10 @@
+import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { manageToolsetsDefinition } from '../../mcp-gateway/contract.ts';
 import type { ToolExposure } from '../contract.ts';
 import { ModelError, TaskStoppedError } from '../errors.ts';
+import type { ThreadContext } from '../store/interface.ts';
 import { answerCalls } from './answer.ts';
+import { contextBudget } from './context.ts';
 import { systemPromptFor } from './exposure.ts';
 import { HumanEndedTask } from './lost-answer.ts';
 import { primedNote, primeToolsets } from './prime.ts';
@@ -21,6 +24,17 @@ import { withToolList } from './tool-list.ts';
 import type { ApprovalDecision, Emit } from './tool-step.ts';
 import { type AllToolsets, allToolsetsTokens, askModel, prepareTurn, resolveReply } from './turn.ts';
 
+/** A thread's earlier turns as a task continuing it gets them (tasks/run.ts reads them from the store). */
+export interface ThreadInput {
+  /** The conversation so far: its turns' transcripts in order (empty on a thread's first turn). */
+  messages: ChatCompletionMessageParam[];
+  /** Dispatch: the tools whose definitions the conversation holds. */
+  shown: string[];
+  /** The exposure the thread started with (its system prompt was written for it). */
+  exposure?: ToolExposure;
+  context: ThreadContext;
+}
+
 // The tool-calling loop, by concern: the state it keeps and stores (state.ts), a turn prepared, asked and
 // resolved (turn.ts), a reply's tool calls run (answer.ts, over tool-step.ts), and going on from a pause or
 // another worker's claim (resume.ts). This file runs them in order.
@@ -37,6 +51,8 @@ export interface LoopInput {
   exposure?: ToolExposure;
   /** Start with the toolset discovery is certain of for the goal (prime.ts). */
   prime?: boolean;
+  /** The thread the task is a turn of: its earlier turns' messages and how its compaction stands. */
+  thread?: ThreadInput;
   /** Going on from a pause, with the human's decision on the call that waited. */
   resume?: { snapshot: LoopSnapshot; decision: ApprovalDecision };
   /**
@@ -54,7 +70,8 @@ export interface LoopInput {
 /** The tool-calling loop: model ⇄ tools until the model answers without tool calls or max_steps runs out. */
 export async function runLoop(input: LoopInput, deps: LoopDeps): Promise<LoopOutcome> {
   const saved = input.resume?.snapshot ?? input.recovered?.snapshot ?? undefined;
-  const state = startState(saved, input.exposure, deps.tokens.name);
+  const budget = contextBudget(deps.modelName, deps.contextTokens);
+  const state = startState(saved, input.thread?.exposure ?? input.exposure, deps.tokens.name, budget);
   // The session's tool list is kept between steps and replaced when toolsets change (tool-list.ts).
   const run: LoopRun = {
     sessionId: input.sessionId,
@@ -112,13 +129,22 @@ async function openConversation(
   const { toolsets } = await gateway.listToolsets(sessionId, undefined, signal);
   const meta = deps.tokens.tool(manageToolsetsDefinition);
   const all = { meta, ...allToolsetsTokens(toolsets, meta) };
-  state.messages = saved?.messages ?? [
-    {
-      role: 'system',
-      content: systemPromptFor(state.exposure, toolsets, await gateway.tools(sessionId, signal)),
-    },
-    { role: 'user', content: input.goal + primedNote(primed) },
-  ];
+  if (saved) {
+    state.messages = saved.messages;
+    return all;
+  }
+  const goal: ChatCompletionMessageParam = { role: 'user', content: input.goal + primedNote(primed) };
+  const prior = input.thread?.messages ?? [];
+  if (prior.length > 0 && input.thread) {
+    // A later turn of a thread: the conversation so far (its system prompt first), then the new goal.
+    for (const name of input.thread.shown) state.exposure.shown.add(name);
+    state.context = input.thread.context;
+    state.turnStart = prior.length;
+    state.messages = [...prior, goal];
+    return all;
+  }
+  const system = systemPromptFor(state.exposure, toolsets, await gateway.tools(sessionId, signal));
+  state.messages = [{ role: 'system', content: system }, goal];
   return all;
 }
 

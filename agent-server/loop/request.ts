@@ -36,8 +36,10 @@ export function buildModelRequest(
   messages: ChatCompletionMessageParam[],
   tools: readonly GatewayTool[],
   exposure: ToolExposure = 'native',
+  extra: readonly ChatCompletionTool[] = [],
 ): ModelRequest {
   const offered =
     exposure === 'dispatch' ? [...DISPATCH_TOOLS] : [manageToolsetsTool, ...tools.map(functionTool)];
-  return { model, messages: [...messages], tools: offered };
+  // The loop's own tools (read_stored_result once a result was moved out) come last: the prefix stays.
+  return { model, messages: [...messages], tools: [...offered, ...extra] };
 }

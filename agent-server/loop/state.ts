@@ -7,7 +7,8 @@ import type { GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model, ModelReply, ModelRequest } from '../clients/model.ts';
 import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.ts';
-import type { TaskOutcome } from '../store/interface.ts';
+import type { TaskOutcome, ThreadContext } from '../store/interface.ts';
+import { FALLBACK_CONTEXT_TOKENS, readStored } from './context.ts';
 import { createExposure, type Exposure } from './exposure.ts';
 import type { ApprovalDecision, CallJournal, Emit, PendingCall } from './tool-step.ts';
 
@@ -25,6 +26,9 @@ export interface LoopSnapshot {
   /** The task's exposure mode, and (dispatch) the tools whose definitions the conversation holds. */
   exposure?: ToolExposure;
   shown?: string[];
+  /** Where this task's turn starts in its thread's conversation, and how its compaction stood. */
+  turnStart?: number;
+  context?: ThreadContext;
   /** The task's trace attempt this was saved in, so the attempt going on from it links to it (tasks/trace.ts). */
   trace?: { parent: string; attempt: number };
   /** The reply being answered: its tool calls, the one waiting, and the tool messages of those before it. */
@@ -59,6 +63,10 @@ export interface LoopDeps {
   calls?: { taskId: string; fence(): number | undefined };
   /** The task's trace (tasks/trace.ts), told each request and reply when tracing is on. */
   trace?: { request(request: ModelRequest): void; reply(reply: ModelReply): void };
+  /** The model's context budget in tokens (compaction keeps requests under it). */
+  contextTokens?: number;
+  /** The task's thread: where a compaction is saved for the turns after it. */
+  thread?: { save(context: ThreadContext): Promise<void> };
 }
 
 /** How a task's loop ended: what the store records as the task's end. */
@@ -74,6 +82,12 @@ export interface LoopState {
   readonly exposure: Exposure;
   /** The model's replies cut off at its output token limit in a row (turn.ts). */
   cutOffs: number;
+  /** Where this task's turn starts in `messages` (the thread's earlier turns come before it). */
+  turnStart: number;
+  /** What of the conversation is compacted (context.ts), its budget, and the stubs made for the view. */
+  context: ThreadContext;
+  readonly budget: number;
+  readonly stubs: Map<number, ChatCompletionMessageParam>;
 }
 
 /** One run of the loop: its state, and what it works with. */
@@ -107,10 +121,11 @@ export function startState(
   saved: LoopSnapshot | undefined,
   mode: ToolExposure | undefined,
   tokenizer: string,
+  budget = FALLBACK_CONTEXT_TOKENS,
 ): LoopState {
   const exposure = createExposure(saved?.exposure ?? mode);
   for (const name of saved?.shown ?? []) exposure.shown.add(name);
-  return {
+  const state: LoopState = {
     messages: [],
     steps: saved?.steps ?? 0,
     usage: saved?.usage ?? noUsage(),
@@ -118,7 +133,13 @@ export function startState(
     used: new Set<string>(saved?.used),
     exposure,
     cutOffs: 0,
+    turnStart: saved?.turnStart ?? 0,
+    context: saved?.context ?? {},
+    budget,
+    stubs: new Map(),
   };
+  exposure.readStored = (args) => readStored(state.messages, args);
+  return state;
 }
 
 /** The loop as it stands, answering call `index` of the reply `calls` of `step`. */
@@ -131,6 +152,8 @@ export function snapshotAt(state: LoopState, pending: LoopSnapshot['pending']): 
     used: [...state.used],
     exposure: state.exposure.mode,
     shown: [...state.exposure.shown],
+    turnStart: state.turnStart,
+    context: state.context,
     pending,
   };
 }
@@ -150,5 +173,44 @@ export function endWith(
     usage: state.usage,
     toolsets_used: [...state.used],
     tokens: state.tokens,
+    transcript: transcriptOf(state, status, final_answer),
   };
+}
+
+/** What a turn adds to its thread: its messages (from the system prompt on a first turn), its answer. */
+export interface Transcript {
+  messages: ChatCompletionMessageParam[];
+  /** The exposure the turn ran with, and (dispatch) the tools whose definitions the conversation holds. */
+  exposure: ToolExposure;
+  shown?: string[];
+}
+
+/**
+ * The turn's messages as the thread keeps them: every tool call answered (a call the task ended before is
+ * answered as not run, so the next turn's request is well formed), then the answer.
+ */
+function transcriptOf(state: LoopState, status: FinalStatus, answer: string | null): Transcript {
+  const added = state.messages.slice(state.turnStart);
+  const messages: ChatCompletionMessageParam[] = [];
+  for (let i = 0; i < added.length; i++) {
+    const m = added[i];
+    messages.push(m);
+    if (m.role !== 'assistant' || !m.tool_calls?.length) continue;
+    const answered = new Set<string>();
+    while (added[i + 1]?.role === 'tool') {
+      const t = added[++i] as { tool_call_id: string };
+      answered.add(t.tool_call_id);
+      messages.push(added[i]);
+    }
+    for (const c of m.tool_calls)
+      if (!answered.has(c.id))
+        messages.push({
+          role: 'tool',
+          tool_call_id: c.id,
+          content: `Not run: the task ended (${status}) before this call ran.`,
+        });
+  }
+  if (status === 'completed' && answer !== null) messages.push({ role: 'assistant', content: answer });
+  const exposure = state.exposure.mode;
+  return { messages, exposure, ...(exposure === 'dispatch' ? { shown: [...state.exposure.shown] } : {}) };
 }

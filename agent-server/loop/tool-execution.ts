@@ -3,6 +3,7 @@ import type { ServiceError } from '../../lib/http/http-client.ts';
 import { type JsonInputError, nestsDeeperThan, parseJson } from '../../lib/http/json.ts';
 import { Approval } from '../../mcp-gateway/contract.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
+import { READ_STORED_RESULT } from './context.ts';
 import { CALL_TOOL, dispatchTarget, notOffered, withDefinitions } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
 import { AnswerLost, callKeyed, type KeyedCall, LOST_ANSWER_ATTEMPTS } from './lost-answer.ts';
@@ -91,6 +92,11 @@ export async function executeToolCall(
   const parsed = parseArguments(call);
   if ('error' in parsed)
     return { content: `Error: ${parsed.error}`, ok: false, arguments: call.function.arguments };
+  // The loop's own tool: reads the conversation, nothing leaves the process.
+  if (call.function.name === READ_STORED_RESULT && exposure?.readStored) {
+    const content = exposure.readStored(parsed.args);
+    return { content, ok: !content.startsWith('Error:'), arguments: parsed.args };
+  }
   const target =
     exposure?.mode === 'dispatch'
       ? dispatched(call.function.name, parsed.args)

@@ -1,5 +1,7 @@
 import type { GatewayTool, ToolsetInfo } from '../../mcp-gateway/contract.ts';
 import type { ModelReply, ModelRequest } from '../clients/model.ts';
+import { compactIfNeeded } from './compact.ts';
+import { contextView, hasStubs, readStoredResultTool } from './context.ts';
 import { buildModelRequest } from './request.ts';
 import { endWith, type LoopOutcome, type LoopRun, type LoopState } from './state.ts';
 import { throwIfStopped } from './tool-step.ts';
@@ -55,11 +57,17 @@ export async function prepareTurn(run: LoopRun, all: AllToolsets): Promise<Turn>
   const { signal } = deps;
   throwIfStopped(signal);
   const tools = await gateway.tools(sessionId, signal);
-  const request = buildModelRequest(deps.modelName, state.messages, tools, state.exposure.mode);
   const step = state.steps + 1;
+  let request = requestOf(run, tools);
   const toolTokens = deps.tokens.tools(
     request.tools.flatMap((t) => (t.type === 'function' ? [t.function] : [])),
   );
+  // Near the model's context budget the conversation is compacted first (compact.ts).
+  const compacted = await compactIfNeeded(run, toolTokens);
+  if (compacted) {
+    deps.emit('context_compacted', { step, ...compacted });
+    request = requestOf(run, tools);
+  }
   const messageTokens = deps.tokens.messages(request.messages);
   // A server started since the last listing (the model activated it) has listed its tools by now.
   if (all.unknown.length > 0) {
@@ -156,6 +164,14 @@ export function resolveReply(state: LoopState, reply: ModelReply): Resolution {
   }
   state.messages.push({ role: 'assistant', content: reply.content, tool_calls: reply.tool_calls });
   return { next: 'run_calls' };
+}
+
+/** The request of the conversation as the model sees it (context.ts), with the read tool once it shows a stub. */
+function requestOf(run: LoopRun, tools: GatewayTool[]): ModelRequest {
+  const { deps, state } = run;
+  const view = contextView(state.messages, state.context, state.stubs);
+  const extra = hasStubs(state.context) ? [readStoredResultTool] : [];
+  return buildModelRequest(deps.modelName, view, tools, state.exposure.mode, extra);
 }
 
 function toolNames(request: ModelRequest): string[] {

@@ -179,7 +179,12 @@ async function threads(db: Kysely<unknown>, dialect: DialectName): Promise<void>
     await db.schema.alterTable('tasks').addColumn('thread_id', 'text').execute();
     await db.schema.alterTable('tasks').addColumn('transcript', 'text').execute();
     // A thread's turns in order; a claim asks whether a thread has an earlier turn not ended.
-    await db.schema.createIndex('tasks_thread').ifNotExists().on('tasks').columns(['thread_id', 'n']).execute();
+    await db.schema
+      .createIndex('tasks_thread')
+      .ifNotExists()
+      .on('tasks')
+      .columns(['thread_id', 'n'])
+      .execute();
     // Listings by owner, newest activity first; retention by age.
     await db.schema
       .createIndex('threads_owner_updated')

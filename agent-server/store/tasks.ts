@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
 import { QUEUED_PAYLOAD } from './claims.ts';
 import { ACTIVE, held, type StoreContext } from './context.ts';
+import type { Kdb } from './dialect.ts';
 import { END_CHANNEL } from './dialect.ts';
 import { heldWrite } from './held-write.ts';
-import type { Kdb } from './dialect.ts';
 import type { TaskOutcome, TaskStore, TaskThread } from './interface.ts';
 
 // Tasks' rows written: recorded, ended, given back to the queue, requeued when their lease lapsed, and pruned by
@@ -72,37 +72,7 @@ export function taskMethods(c: StoreContext): TaskMethods {
       if (rows.length > 0) await c.notifyQueue(QUEUED_PAYLOAD);
       return rows.map((r) => r.task_id);
     },
-    // Retention (lib/db/retention.ts): finished tasks only (running and paused ones are never deleted); their
-    // events and calls go with them (CASCADE).
-    async pruneTasks(before, limit) {
-      await listed();
-      const res = await db
-        .deleteFrom('tasks')
-        .where('task_id', 'in', (eb) =>
-          eb
-            .selectFrom('tasks')
-            .select('task_id')
-            .where('created_at', '<', before)
-            .where('status', 'not in', ACTIVE)
-            .where('finished_at', '<', before)
-            // A thread's turns are its conversation: they go with the thread (threads.ts pruneThreads).
-            .where(({ or, eb, not, exists, selectFrom }) =>
-              or([
-                eb('thread_id', 'is', null),
-                not(
-                  exists(
-                    selectFrom('threads')
-                      .select('threads.thread_id')
-                      .whereRef('threads.thread_id', '=', 'tasks.thread_id'),
-                  ),
-                ),
-              ]),
-            )
-            .limit(limit),
-        )
-        .executeTakeFirst();
-      return Number(res.numDeletedRows);
-    },
+    pruneTasks: (before, limit) => pruneTasks(c, before, limit),
   };
 }
 
@@ -178,7 +148,17 @@ function endWrite(c: StoreContext) {
   return heldWrite<EndArgs>(
     c.db,
     c.hooks,
-    ['status', 'final_answer', 'error', 'steps', 'usage', 'toolsets_used', 'tokens', 'finished_at', 'transcript'],
+    [
+      'status',
+      'final_answer',
+      'error',
+      'steps',
+      'usage',
+      'toolsets_used',
+      'tokens',
+      'finished_at',
+      'transcript',
+    ],
     (db, a) =>
       db
         .updateTable('tasks')
@@ -216,4 +196,38 @@ function endArgs(task: string, o: TaskOutcome): EndArgs & { task: string } {
     finished_at: new Date().toISOString(),
     transcript: o.transcript === undefined ? null : JSON.stringify(o.transcript),
   };
+}
+
+// Retention (lib/db/retention.ts): finished tasks only (running and paused ones are never deleted); their
+// events and calls go with them (CASCADE).
+async function pruneTasks(c: StoreContext, before: string, limit: number): Promise<number> {
+  const { db, writes } = c;
+  const listed = () => c.guard(writes.settleAll());
+  await listed();
+  const res = await db
+    .deleteFrom('tasks')
+    .where('task_id', 'in', (eb) =>
+      eb
+        .selectFrom('tasks')
+        .select('task_id')
+        .where('created_at', '<', before)
+        .where('status', 'not in', ACTIVE)
+        .where('finished_at', '<', before)
+        // A thread's turns are its conversation: they go with the thread (threads.ts pruneThreads).
+        .where(({ or, eb, not, exists, selectFrom }) =>
+          or([
+            eb('thread_id', 'is', null),
+            not(
+              exists(
+                selectFrom('threads')
+                  .select('threads.thread_id')
+                  .whereRef('threads.thread_id', '=', 'tasks.thread_id'),
+              ),
+            ),
+          ]),
+        )
+        .limit(limit),
+    )
+    .executeTakeFirst();
+  return Number(res.numDeletedRows);
 }

@@ -47,20 +47,15 @@ const toThread = (row: ThreadRow): StoredThread => ({
 });
 
 export function threadMethods(c: StoreContext): ThreadMethods {
+  return { ...threadReads(c), ...threadWrites(c) };
+}
+
+/** A thread, its listing, its turns and its conversation. */
+function threadReads(c: StoreContext) {
   const { db, writes } = c;
   /** Reads once every write in flight settled (a task's end carries its transcript). */
   const settled = () => c.guard(writes.settleAll());
   return {
-    async createThread(t) {
-      await db
-        .insertInto('threads')
-        .values({
-          ...t,
-          webhook: t.webhook ? JSON.stringify(t.webhook) : null,
-          updated_at: t.created_at,
-        })
-        .execute();
-    },
     async getThread(threadId) {
       const row = await db
         .selectFrom('threads')
@@ -122,6 +117,24 @@ export function threadMethods(c: StoreContext): ThreadMethods {
         .orderBy('n')
         .executeTakeFirst();
       return row;
+    },
+  } satisfies Partial<ThreadMethods>;
+}
+
+/** A thread made, its compaction saved, deleted, and pruned by retention. */
+function threadWrites(c: StoreContext) {
+  const { db, writes } = c;
+  const settled = () => c.guard(writes.settleAll());
+  return {
+    async createThread(t) {
+      await db
+        .insertInto('threads')
+        .values({
+          ...t,
+          webhook: t.webhook ? JSON.stringify(t.webhook) : null,
+          updated_at: t.created_at,
+        })
+        .execute();
     },
     async saveThreadContext(threadId, context) {
       await db
@@ -187,5 +200,5 @@ export function threadMethods(c: StoreContext): ThreadMethods {
         return Number(res.numDeletedRows);
       });
     },
-  };
+  } satisfies Partial<ThreadMethods>;
 }

@@ -37,6 +37,8 @@ export interface AgentDeps {
   prime?: boolean;
   /** How often a paused task asks the gateway whether its approval was decided (default 1 s). */
   approvalPollMs?: number;
+  /** The model's context budget in tokens (AGENT_CONTEXT_TOKENS; default by model family, loop/context.ts). */
+  contextTokens?: number;
 }
 
 /** Hears a running task's events as they are recorded, then its end. */

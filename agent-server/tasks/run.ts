@@ -12,6 +12,7 @@ import { ridingOutages } from './gateway-retry.ts';
 import { observeEvent } from './observer.ts';
 import { crashed } from './outcome.ts';
 import { decide } from './pause.ts';
+import { threadInput } from './threads.ts';
 import { TaskTrace } from './trace.ts';
 import type { TaskRun, TaskToRun, Worker } from './worker.ts';
 
@@ -169,11 +170,15 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
       recovered && !recovered.snapshot && task.prime
         ? primedIn(await w.deps.store.events(taskId))
         : undefined;
+    // Going on from a saved loop, its conversation holds the thread's earlier turns already.
+    const fresh = !resume && !recovered?.snapshot;
+    const thread = fresh && task.threadId ? await threadInput(w.deps.store, task.threadId) : undefined;
     return await runLoop(
       {
         sessionId: task.sessionId,
         goal: task.goal,
         maxSteps: task.maxSteps,
+        thread,
         resume,
         recovered: recovered && { ...recovered, primed },
         exposure: task.exposure,
@@ -192,6 +197,7 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
 /** What the loop works with here: this worker's model and gateway, the task's journal in the store, its pauses. */
 function loopDeps(t: TaskRun): LoopDeps {
   const { w, taskId, traced } = t;
+  const { threadId } = t.task;
   return {
     model: w.deps.model as Model,
     modelName: w.deps.modelName,
@@ -202,6 +208,8 @@ function loopDeps(t: TaskRun): LoopDeps {
     worker: w.deps.store.holder,
     calls: { taskId, fence: () => w.deps.store.fenceOf(taskId) },
     trace: traced,
+    contextTokens: w.deps.contextTokens,
+    ...(threadId ? { thread: { save: (c) => w.deps.store.saveThreadContext(threadId, c) } } : {}),
     journal: {
       checkpoint: (snapshot) =>
         w.deps.store.checkpoint(taskId, checkpointOf(snapshot, traced?.stored()), snapshot.steps),

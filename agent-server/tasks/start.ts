@@ -43,7 +43,14 @@ export async function startTask(
     prime: req.prime ?? deps.prime ?? true,
     ...(plan.webhook ? { webhook: plan.webhook } : {}),
   };
-  const task = { taskId, sessionId, threadId: thread.id, goal, createdAt: new Date().toISOString(), ...request };
+  const task = {
+    taskId,
+    sessionId,
+    threadId: thread.id,
+    goal,
+    createdAt: new Date().toISOString(),
+    ...request,
+  };
   const started = { task_id: taskId, session_id: sessionId, thread_id: thread.id };
   // Judged again after the awaits above: other requests may have taken the last slots meanwhile. The slot
   // (or the place in the queue) is this request's from here, while the task is recorded. A turn of a thread

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { HttpError } from '../../lib/http/http.ts';
 import type { ExecuteTaskRequest, Thread, WebhookTarget } from '../contract.ts';
+import type { ThreadInput } from '../loop/loop.ts';
+import type { Transcript } from '../loop/state.ts';
 import type { StoredThread, TaskStore, TaskThread } from '../store/interface.ts';
 
 // Which thread a new task is a turn of: the one it names (its owner's only), or one made with it; and what
@@ -70,7 +72,11 @@ export async function planThread(
     );
   }
   const hook = webhook ?? thread.webhook ?? undefined;
-  const plan = { thread: { id: thread.thread_id }, sessionId: thread.session_id, ...(hook ? { webhook: hook } : {}) };
+  const plan = {
+    thread: { id: thread.thread_id },
+    sessionId: thread.session_id,
+    ...(hook ? { webhook: hook } : {}),
+  };
   const busy = await whenBusy(store, thread.thread_id, req.if_busy ?? 'enqueue', cancel);
   return { ...plan, busy };
 }
@@ -106,4 +112,23 @@ async function whenBusy(
     active = await store.activeTurn(threadId);
   }
   return active !== undefined;
+}
+
+/** A thread's earlier turns as its next task's loop gets them: the conversation, its exposure, its compaction. */
+export async function threadInput(store: TaskStore, threadId: string): Promise<ThreadInput> {
+  const [thread, transcripts] = await Promise.all([
+    store.getThread(threadId),
+    store.threadTranscripts(threadId),
+  ]);
+  const messages: ThreadInput['messages'] = [];
+  let exposure: ThreadInput['exposure'];
+  let shown: string[] = [];
+  for (const { transcript } of transcripts) {
+    const t = transcript as Partial<Transcript> | null;
+    if (!t?.messages?.length) continue;
+    messages.push(...t.messages);
+    exposure ??= t.exposure;
+    shown = t.shown ?? shown;
+  }
+  return { messages, shown, ...(exposure ? { exposure } : {}), context: thread?.context ?? {} };
 }

@@ -38,6 +38,12 @@ export const SETTING_GROUPS: Group[] = [
         doc: "a task's wall-clock limit unless its request sets `max_duration_s` (then it ends `timed_out`)",
       },
       AGENT_SSE_HEARTBEAT_S: { doc: 'keep-alive comment interval of an idle task event stream' },
+      AGENT_CONTEXT_TOKENS: {
+        doc:
+          "the model's context window in tokens: near it a thread's conversation is compacted (old large tool results " +
+          'moved out of view, readable by handle; then the oldest turns summarised)',
+        default: "the model family's window (e.g. 128000 for gpt-4o, 200000 for Claude), else 8192",
+      },
       MAX_CONCURRENT_TASKS: {
         doc: 'tasks one agent-server runs at once; more are queued (`queued`, 202 when not waiting) and start as slots free',
       },

@@ -62,6 +62,7 @@ export const EnvSchema = z.object({
   AGENT_MODEL_TIMEOUT_MS: z.coerce.number().int().min(100).default(120_000),
   AGENT_MODEL_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(4),
   AGENT_MAX_DURATION_S: z.coerce.number().int().min(1).max(604_800).default(1800),
+  AGENT_CONTEXT_TOKENS: z.coerce.number().int().min(1024).max(10_000_000).optional(),
   AGENT_SSE_HEARTBEAT_S: z.coerce.number().min(0.01).max(3600).default(15),
   TOKENIZER: z.enum(TOKENIZERS).default('o200k_base'),
   TOOL_TOKEN_BUDGET: z.coerce.number().int().min(1).optional(),

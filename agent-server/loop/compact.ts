@@ -1,0 +1,132 @@
+import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import type { ThreadContext } from '../store/interface.ts';
+import { contentOf, contextView, stubCandidates, summaryCuts } from './context.ts';
+import type { LoopRun } from './state.ts';
+
+// Compaction of a conversation near its model's context budget (context.ts says what the model then sees).
+// Deterministic: the same conversation, budget and summary give the same view.
+
+/** Compaction starts when a request would pass this share of the budget, and aims below the second. */
+export const COMPACT_AT = 0.8;
+export const COMPACT_TO = 0.5;
+/** A tool result smaller than this stays in the view (its stub would save little). */
+const STUB_MIN_TOKENS = 200;
+/** The summary the model writes is cut to this many characters. */
+const SUMMARY_CHARS = 8000;
+/** Characters of one message the summary's model call reads. */
+const MESSAGE_CHARS = 4000;
+
+const SUMMARISE =
+  'Summarise the conversation below for your own later use: the user’s goals, what was found and done (names, ' +
+  'numbers, paths, ids and decisions that later turns may need), what was answered, and what is still open. ' +
+  'Tool results that were moved out of the conversation are marked with a handle (rN); keep a handle where its ' +
+  'result may matter later. Write plain text, at most about 600 words.';
+
+/** What one compaction did, as its event tells it. */
+export interface Compaction {
+  stubbed: number;
+  summarised_messages: number;
+  tokens_before: number;
+  tokens_after: number;
+}
+
+/**
+ * Compacts the run's conversation when a request of it (with `toolTokens` of tool definitions) would pass
+ * COMPACT_AT of the budget: large old results are stubbed, oldest first, until the view is under COMPACT_TO;
+ * if that is not enough, the turns before the current one are summarised by one model call (as many as needed,
+ * oldest first). The thread's context is saved. Undefined when nothing needed doing (or could be done).
+ */
+export async function compactIfNeeded(run: LoopRun, toolTokens: number): Promise<Compaction | undefined> {
+  const { deps, state } = run;
+  const budget = state.budget;
+  const count = (m: ChatCompletionMessageParam) => deps.tokens.messages([m]);
+  const viewTokens = (c: ThreadContext) => deps.tokens.messages(contextView(state.messages, c, state.stubs));
+  const before = viewTokens(state.context) + toolTokens;
+  if (before <= budget * COMPACT_AT) return undefined;
+  const target = budget * COMPACT_TO - toolTokens;
+  const context: ThreadContext = { ...state.context, stubbed: [...(state.context.stubbed ?? [])] };
+  const stubbed = context.stubbed as number[];
+  let tokens = before - toolTokens;
+  for (const c of stubCandidates(state.messages, context, count, STUB_MIN_TOKENS)) {
+    if (tokens <= target) break;
+    stubbed.push(c.index);
+    tokens -= c.tokens - 60;
+  }
+  tokens = viewTokens(context);
+  if (tokens > target) {
+    const summarised = await summarise(run, context, target);
+    if (summarised) Object.assign(context, summarised);
+  }
+  const newStubs = stubbed.filter((i) => !(state.context.stubbed ?? []).includes(i)).length;
+  if (newStubs === 0 && context.summarised === state.context.summarised) return undefined;
+  state.context = context;
+  await deps.thread?.save(context);
+  return {
+    stubbed: newStubs,
+    summarised_messages: context.summarised ?? 0,
+    tokens_before: before,
+    tokens_after: viewTokens(context) + toolTokens,
+  };
+}
+
+/**
+ * The context with the oldest turns before the current one summarised: the fewest that bring the view under
+ * `target`, or all of them. One model call, with the previous summary and those turns (each message cut).
+ */
+async function summarise(
+  run: LoopRun,
+  context: ThreadContext,
+  target: number,
+): Promise<ThreadContext | undefined> {
+  const { deps, state } = run;
+  const from = context.summarised ?? 0;
+  const cuts = summaryCuts(state.messages, from + 1, state.turnStart);
+  if (cuts.length === 0) return undefined;
+  const tryCut = (cut: number): ThreadContext => ({
+    summary: '…',
+    summarised: cut - 1,
+    stubbed: (context.stubbed ?? []).filter((i) => i >= cut),
+  });
+  const cut =
+    cuts.find(
+      (c) => deps.tokens.messages(contextView(state.messages, tryCut(c), new Map())) <= target - 800,
+    ) ?? (cuts.at(-1) as number);
+  const text = renderForSummary(state.messages.slice(from + 1, cut), from + 1, context);
+  const previous = context.summary ? `Earlier summary:\n${context.summary}\n\nThen:\n` : '';
+  const reply = await deps.model.complete(
+    {
+      model: deps.modelName,
+      messages: [
+        { role: 'system', content: SUMMARISE },
+        { role: 'user', content: `${previous}${text}` },
+      ],
+      tools: [],
+    },
+    { signal: deps.signal },
+  );
+  state.usage.prompt_tokens += reply.usage.prompt_tokens;
+  state.usage.completion_tokens += reply.usage.completion_tokens;
+  state.usage.total_tokens += reply.usage.total_tokens;
+  const summary = (reply.content ?? '').slice(0, SUMMARY_CHARS);
+  return { ...tryCut(cut), summary };
+}
+
+/** Messages as text for the summary's model call: roles, tool calls, results (stubbed ones by handle). */
+function renderForSummary(messages: ChatCompletionMessageParam[], first: number, context: ThreadContext) {
+  const stubbed = new Set(context.stubbed ?? []);
+  const cut = (s: string) => (s.length <= MESSAGE_CHARS ? s : `${s.slice(0, MESSAGE_CHARS)}… (cut)`);
+  return messages
+    .map((m, i) => {
+      const at = first + i;
+      if (m.role === 'tool')
+        return stubbed.has(at)
+          ? `tool result r${at}: (moved out; handle r${at})`
+          : `tool result r${at}: ${cut(contentOf(m))}`;
+      const calls =
+        m.role === 'assistant' && m.tool_calls?.length
+          ? ` [calls: ${m.tool_calls.map((c) => (c.type === 'function' ? `${c.function.name} ${cut(c.function.arguments)}` : c.type)).join('; ')}]`
+          : '';
+      return `${m.role}: ${cut(contentOf(m))}${calls}`;
+    })
+    .join('\n');
+}

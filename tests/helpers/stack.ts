@@ -157,6 +157,8 @@ export interface StackOptions {
    * what the model activates, which priming would change (tests/agent-server/loop/prime.test.ts tests it).
    */
   prime?: boolean;
+  /** The model's context budget in tokens (AGENT_CONTEXT_TOKENS). */
+  contextTokens?: number;
 }
 
 /** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
@@ -297,6 +299,7 @@ export async function makeStack(opts: StackOptions = {}) {
     queuePollMs: opts.queuePollMs,
     approvalPollMs: 20,
     prime: opts.prime ?? false,
+    contextTokens: opts.contextTokens,
   });
   // As the agent-server does at start: tasks left paused by a previous stack go on waiting.
   await agent.resumeAll();
@@ -304,7 +307,7 @@ export async function makeStack(opts: StackOptions = {}) {
     agent,
     store: taskStore,
     log,
-    security: tokenSecurity({ user: opts.tokens?.user }),
+    security: tokenSecurity({ user: opts.tokens?.user, viewer: opts.tokens?.viewer }),
     streamPollMs: opts.streamPollMs,
   });
   retained.push(gatewayStore, taskStore, handles);
@@ -344,6 +347,10 @@ export async function makeStack(opts: StackOptions = {}) {
     },
     async get(app: Hono, url: string, headers: Record<string, string> = {}) {
       const res = await app.request(url, { headers });
+      return { status: res.status, body: (await res.json()) as any };
+    },
+    async delete(app: Hono, url: string, headers: Record<string, string> = {}) {
+      const res = await app.request(url, { method: 'DELETE', headers });
       return { status: res.status, body: (await res.json()) as any };
     },
     /** Closes the stores; `keepFiles` leaves the temp dirs for a restart test. */

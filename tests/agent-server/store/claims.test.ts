@@ -106,6 +106,78 @@ describe.each(backends)('claims on $name', ({ place }) => {
   });
 });
 
+describe.each(backends)("a thread's turns on $name", ({ place }) => {
+  const done = {
+    status: 'completed' as const,
+    final_answer: 'done',
+    error: null,
+    steps: 1,
+    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    toolsets_used: [],
+    tokens: null as never,
+  };
+  const made = { owner: 'me', title: 't', webhook: null };
+
+  it('are claimed one at a time, in order, by whichever workers claim; a cancel may still claim a waiting one', async () => {
+    const open = await place();
+    const a = await open({ holder: 'a' });
+    const b = await open({ holder: 'b' });
+    try {
+      await a.createTask('task_t1', 'ses_t', 'turn 1', { queued: true, thread: { id: 'thr_x', made } });
+      await a.createTask('task_t2', 'ses_t', 'turn 2', { queued: true, thread: { id: 'thr_x' } });
+      await a.createTask('task_t3', 'ses_t', 'turn 3', { queued: true, thread: { id: 'thr_x' } });
+      await a.createTask('task_free', 'ses_f', 'no thread', { queued: true });
+      // Two workers at once: one turn of the thread between them, and the task of no thread.
+      const both = [...(await Promise.all([a.claimNext(5), b.claimNext(5)]))].flat();
+      expect(both.map((c) => c.task.task_id).sort()).toEqual(['task_free', 'task_t1']);
+      expect(await b.claimNext(5)).toEqual([]);
+      const holder = a.fenceOf('task_t1') !== undefined ? a : b;
+      await holder.finishTask('task_t1', {
+        ...done,
+        transcript: { messages: [{ role: 'user', content: 'turn 1' }] },
+      });
+      expect((await b.claimNext(5)).map((c) => c.task.task_id)).toEqual(['task_t2']);
+      // The third waits for the second; a cancel claims it by id all the same.
+      expect(await a.claimNext(5)).toEqual([]);
+      expect(await a.claim('task_t3')).toBeDefined();
+      expect(await a.activeTurn('thr_x')).toEqual({ task_id: 'task_t2', status: 'running' });
+      expect(await a.threadTranscripts('thr_x')).toEqual([
+        { task_id: 'task_t1', transcript: { messages: [{ role: 'user', content: 'turn 1' }] } },
+      ]);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("retention keeps a thread's turns while the thread is kept, and prunes an idle thread with them", async () => {
+    const open = await place();
+    const s = await open();
+    try {
+      await s.createTask('task_a', 'ses', 'a', { thread: { id: 'thr_idle', made } });
+      await s.finishTask('task_a', done);
+      await s.createTask('task_b', 'ses', 'b', { thread: { id: 'thr_busy', made } });
+      await s.createTask('task_c', 'ses', 'c');
+      await s.finishTask('task_c', done);
+      const future = new Date(Date.now() + 60_000).toISOString();
+      // Tasks alone: only the one of no thread.
+      expect(await s.pruneTasks(future, 10)).toBe(1);
+      expect(await s.getTask('task_a')).toBeDefined();
+      // Threads: the idle one with its task; the one with a task running stays.
+      expect(await s.pruneThreads(future, 10)).toBe(1);
+      expect(await s.getThread('thr_idle')).toBeUndefined();
+      expect(await s.getTask('task_a')).toBeUndefined();
+      expect(await s.getThread('thr_busy')).toBeDefined();
+      expect(await s.deleteThread('thr_busy')).toEqual({ busy: 'task_b' });
+      await s.finishTask('task_b', done);
+      expect(await s.deleteThread('thr_busy')).toEqual({ deleted: 1 });
+      expect(await s.deleteThread('thr_busy')).toBeUndefined();
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe('claims on PostgreSQL, counted', () => {
   it('cost at most 3 statements per claimed task, and the other processes hear the ids without reading', async () => {
     const url = await freshDatabase('claims_counted');

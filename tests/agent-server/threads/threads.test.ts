@@ -2,7 +2,12 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CompleteOptions, Model, ModelReply, ModelRequest } from '../../../agent-server/clients/model.ts';
+import type {
+  CompleteOptions,
+  Model,
+  ModelReply,
+  ModelRequest,
+} from '../../../agent-server/clients/model.ts';
 import { SUMMARY_HEAD } from '../../../agent-server/loop/context.ts';
 import { answer, call, calls, ScriptedModel, type Step } from '../../helpers/scripted-model.ts';
 import { makeStack, type Stack } from '../../helpers/stack.ts';
@@ -79,7 +84,12 @@ describe('threads', () => {
       thread_id: first.body.thread_id,
       title: 'write the March figures',
       turns: [
-        { task_id: first.body.task_id, goal: 'write the March figures', status: 'completed', final_answer: 'Wrote march.txt.' },
+        {
+          task_id: first.body.task_id,
+          goal: 'write the March figures',
+          status: 'completed',
+          final_answer: 'Wrote march.txt.',
+        },
         { task_id: second.body.task_id, goal: 'now read them back', status: 'completed' },
       ],
     });
@@ -121,14 +131,22 @@ describe('threads', () => {
     expect(busy.status).toBe(400);
     expect(busy.body.error).toMatch(/enqueue.*reject.*interrupt/);
     const made = await stack.post(stack.agentApp, '/agent/threads', {});
-    const other = await run(stack, { goal: 'go on', thread_id: made.body.thread_id, session_id: 'ses_other' });
+    const other = await run(stack, {
+      goal: 'go on',
+      thread_id: made.body.thread_id,
+      session_id: 'ses_other',
+    });
     expect(other.status).toBe(400);
     expect(other.body.error).toContain(`is not the session of thread ${made.body.thread_id}`);
   });
 
   it('another credential’s thread is not there: 404 to read, list, continue or delete', async () => {
     const model = new ScriptedModel([answer('mine')]);
-    stack = await makeStack({ model, toolsets: FILES, tokens: { user: 'user-token-1', viewer: 'viewer-token-1' } });
+    stack = await makeStack({
+      model,
+      toolsets: FILES,
+      tokens: { user: 'user-token-1', viewer: 'viewer-token-1' },
+    });
     const user = { authorization: 'Bearer user-token-1' };
     const viewer = { authorization: 'Bearer viewer-token-1' };
     const mine = await run(stack, { goal: 'private work' }, user);
@@ -165,10 +183,14 @@ describe('threads', () => {
     const queued = await run(stack, { goal: 'after it', thread_id: thread, wait: false });
     expect(queued.body.status).toBe('queued');
     // It waits for the first though a slot is free.
-    expect((await stack.get(stack.agentApp, `/agent/tasks/${queued.body.task_id}`)).body.status).toBe('queued');
+    expect((await stack.get(stack.agentApp, `/agent/tasks/${queued.body.task_id}`)).body.status).toBe(
+      'queued',
+    );
     release();
     await expect
-      .poll(async () => (await stack?.get(stack.agentApp, `/agent/tasks/${queued.body.task_id}`))?.body.status)
+      .poll(
+        async () => (await stack?.get(stack.agentApp, `/agent/tasks/${queued.body.task_id}`))?.body.status,
+      )
       .toBe('completed');
     const second = model.scripted.requests[1].messages;
     expect(second.slice(-2)).toEqual([
@@ -187,9 +209,15 @@ describe('threads', () => {
     stack = await makeStack({ model, toolsets: FILES });
     const first = await run(stack, { goal: 'draft it', wait: false });
     await expect.poll(() => model.scripted.requests.length).toBe(3);
-    const next = await run(stack, { goal: 'stop, that is enough', thread_id: first.body.thread_id, if_busy: 'interrupt' });
+    const next = await run(stack, {
+      goal: 'stop, that is enough',
+      thread_id: first.body.thread_id,
+      if_busy: 'interrupt',
+    });
     expect(next.body).toMatchObject({ status: 'completed', final_answer: 'stopped the draft' });
-    expect((await stack.get(stack.agentApp, `/agent/tasks/${first.body.task_id}`)).body.status).toBe('cancelled');
+    expect((await stack.get(stack.agentApp, `/agent/tasks/${first.body.task_id}`)).body.status).toBe(
+      'cancelled',
+    );
     const seen = model.scripted.requests[3].messages;
     const text = JSON.stringify(seen);
     expect(text).toContain('draft.txt');
@@ -216,7 +244,9 @@ describe('threads', () => {
     expect(refused.body.error).toContain(running.body.task_id);
     release();
     await expect
-      .poll(async () => (await stack?.get(stack.agentApp, `/agent/tasks/${running.body.task_id}`))?.body.status)
+      .poll(
+        async () => (await stack?.get(stack.agentApp, `/agent/tasks/${running.body.task_id}`))?.body.status,
+      )
       .toBe('completed');
     const gone = await stack.delete(stack.agentApp, `/agent/threads/${first.body.thread_id}`);
     expect(gone.body).toEqual({ thread_id: first.body.thread_id, deleted_tasks: 2 });
@@ -303,7 +333,9 @@ describe('compaction', () => {
     });
     expect(JSON.stringify(seen)).not.toContain('alpha alpha');
     const events = (await stack.get(stack.agentApp, `/agent/tasks/${third.body.task_id}`)).body.events;
-    expect(events.find((e: { type: string }) => e.type === 'context_compacted').data.summarised_messages).toBe(4);
+    expect(
+      events.find((e: { type: string }) => e.type === 'context_compacted').data.summarised_messages,
+    ).toBe(4);
     // The turn after extends the compacted conversation.
     await run(stack, { goal: 'still there?', thread_id: thread });
     expect(startsWith(model.requests[4].messages, [...seen])).toBe(true);

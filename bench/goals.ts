@@ -11,6 +11,7 @@ import type { Machine } from './machine.ts';
 import type { McpHopRun } from './mcp-hop.ts';
 import type { MemoryStage } from './memory-parts.ts';
 import type { StartupResults } from './startup.ts';
+import type { ThreadsRun } from './threads.ts';
 import type { TokenRun } from './token-run.ts';
 import type { TracingRun } from './tracing.ts';
 import { workersGoals } from './workers-goals.ts';
@@ -44,6 +45,8 @@ export interface BenchResults {
   tracing?: TracingRun;
   /** Figure 16: an upstream echo through the MCP face, mcp-proxy and directly (absent in older reports). */
   mcpHop?: McpHopRun;
+  /** Figure 19: threads, their prefix kept across turns and compaction (absent in older reports). */
+  threads?: ThreadsRun;
 }
 
 /** One line of the summary. */
@@ -322,6 +325,25 @@ export function goals(r: BenchResults): Goal[] {
             measured: `${ms(r.tracing.offMs)} → ${ms(r.tracing.onMs)} (${f2(r.tracing.onMs / r.tracing.offMs)}×)`,
             goal: '(reported)',
             met: null,
+          },
+        ]
+      : []),
+    ...(r.threads
+      ? [
+          {
+            figure: `19. Prefix kept between the turns of a ${r.threads.turns}-turn thread (no compaction), least`,
+            measured: pct(r.threads.turnBoundaryMin),
+            goal: '≥ 95%',
+            met: r.threads.turnBoundaryMin >= 0.95,
+          },
+          {
+            figure: `19. Input tokens per turn of a ${r.threads.longTurns}-turn thread, compacted / sent whole`,
+            measured:
+              `${n0(r.threads.compactedPerTurn)} / ${n0(r.threads.wholePerTurn)} ` +
+              `(${f2(r.threads.compactedPerTurn / r.threads.wholePerTurn)}×; largest request ` +
+              `${n0(r.threads.compactedMax)} of a ${n0(r.threads.budget)}-token budget)`,
+            goal: '(reported); largest request within the budget',
+            met: r.threads.compactedMax <= r.threads.budget,
           },
         ]
       : []),

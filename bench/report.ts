@@ -511,5 +511,24 @@ export function renderReport(r: BenchResults): string {
     );
     out.push('');
   }
+  const threads = r.threads;
+  if (threads) {
+    out.push('## 19. Threads: the prefix across turns, and compaction');
+    out.push('');
+    out.push(
+      'A scripted model reads the file each turn names and answers, on the in-process stack (bench/threads.ts). ' +
+        `Over a ${threads.turns}-turn thread with a budget far above it, the share of each request's bytes (tools ` +
+        'and messages as sent) that prefix the next: at the turn boundaries ' +
+        `${pct(threads.turnBoundaryMin)} at least (mean ${pct(threads.turnBoundaryMean)}); over every pair of ` +
+        `consecutive requests ${pct(threads.allPairsMin)} at least (the first turn's activation changes the tools ` +
+        `array, as in figure 3). A ${threads.longTurns}-turn thread of the same kind, each file about 2,000 tokens, ` +
+        `under a ${n0(threads.budget)}-token budget (AGENT_CONTEXT_TOKENS): ${n0(threads.compactedPerTurn)} input ` +
+        `tokens per turn, against ${n0(threads.wholePerTurn)} for the same thread sent whole ` +
+        `(${f2(threads.compactedPerTurn / threads.wholePerTurn)}×); its largest request ${n0(threads.compactedMax)} ` +
+        `tokens (whole: ${n0(threads.wholeMax)}); ${threads.compactions} compactions, ${threads.summaries} of them ` +
+        'with a summary (the summary calls are counted).',
+    );
+    out.push('');
+  }
   return `${out.join('\n')}\n`;
 }

@@ -17,6 +17,7 @@ import { mcpHopRun } from './mcp-hop.ts';
 import type { MemoryStage } from './memory-parts.ts';
 import { renderReport } from './report.ts';
 import { startupRun } from './startup.ts';
+import { threadsRun } from './threads.ts';
 import { tokenRun } from './token-run.ts';
 import { tracingRun } from './tracing.ts';
 
@@ -76,6 +77,8 @@ async function main() {
     const mcpHop = await mcpHopRun(await dir('mcp-hop'), Number(process.env.BENCH_ROUNDS ?? 400));
     step('own time per model step with tracing off and on, alternating runs');
     const tracing = await tracingRun(Number(process.env.BENCH_TRACING_RUNS ?? 5));
+    step('threads: the prefix across 10 turns, and a 30-turn thread compacted and sent whole');
+    const threads = await threadsRun();
     const startupRuns = Number(process.env.BENCH_STARTS ?? 5);
     step(
       `start-up and idle memory of npm start's command, before and after the loader went: ${startupRuns} starts each`,
@@ -102,6 +105,7 @@ async function main() {
       console: consolePages,
       tracing,
       mcpHop,
+      threads,
     };
     const out = process.env.BENCH_OUT ?? 'BENCHMARKS.md';
     writeFileSync(out, renderReport(results));

@@ -322,6 +322,7 @@ function documentComponents(
 /** What a route's own answers mean, by status (the shared ones are described in SHARED_RESPONSES). */
 const STATUS_TEXT: Record<number, string> = {
   200: 'OK',
+  201: 'Created; `Location` names it',
   202: 'Accepted: the work goes on; the body says where to follow it',
   400: 'Refused as invalid; `error` says what was wrong and what is valid',
   401: 'The credential was refused',

@@ -9,6 +9,8 @@ import {
   TokenTotals,
   ToolExposure,
   Usage,
+  Webhook,
+  WebhookDelivery,
 } from './contract/base.ts';
 import { TaskEvent } from './contract/events.ts';
 
@@ -40,6 +42,8 @@ const executeTaskFields = {
    * AGENT_PRIME_TOOLSETS, on); the model sees it and may deactivate it.
    */
   prime: z.boolean().optional(),
+  /** `{url}`: POSTed, signed (Standard Webhooks), when the task ends or waits for a human (README "Webhooks"). */
+  webhook: Webhook.optional(),
 };
 
 /** A field name execute_task does not take is refused, naming it and the fields it does take. */
@@ -102,7 +106,11 @@ export const Task = z.object({
 });
 export type Task = z.infer<typeof Task>;
 
-export const TaskDetail = Task.extend({ events: z.array(TaskEvent) });
+export const TaskDetail = Task.extend({
+  events: z.array(TaskEvent),
+  /** The POSTs of the task's webhook, oldest first (absent: the task named none). */
+  webhooks: z.array(WebhookDelivery).optional(),
+});
 
 /**
  * A decision. For a call whose outcome is unknown (kind `unknown_outcome`): `approve` runs it again, a denial

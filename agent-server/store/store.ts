@@ -16,6 +16,7 @@ import { notifications } from './notifications.ts';
 import type { AgentDatabase } from './schema.ts';
 import { taskReads } from './task-reads.ts';
 import { taskMethods } from './tasks.ts';
+import { webhookMethods, webhookParts } from './webhooks.ts';
 import { createWrites } from './writes.ts';
 
 export type { TaskOutcome, TaskStore };
@@ -34,6 +35,7 @@ const AT_ONCE = new Set([
   'onQueueChange',
   'onTaskEvents',
   'onTaskEnd',
+  'onWebhookDue',
 ]);
 
 /**
@@ -98,6 +100,7 @@ function storeOn(s: StoreDb<AgentDatabase>, hooks: DialectHooks, opts: StoreOpti
   const writes = createWrites({ db, hooks, leases, opts, onWriteError, closing: () => closed });
   const heard = notifications(db, hooks, leases.holder);
   const reach = hooks.reach;
+  const webhooks = webhookParts(db, hooks, leases.now);
   const c: StoreContext = {
     db,
     hooks,
@@ -107,6 +110,7 @@ function storeOn(s: StoreDb<AgentDatabase>, hooks: DialectHooks, opts: StoreOpti
     onWriteError,
     lastSeq: new Map(),
     notifyQueue: heard.notifyQueue,
+    webhooks: webhooks.parts,
     guard: (promise) => (reach ? reach.guard(promise) : promise),
   };
   return {
@@ -120,6 +124,7 @@ function storeOn(s: StoreDb<AgentDatabase>, hooks: DialectHooks, opts: StoreOpti
     ...approvalMethods(c),
     ...claimMethods(c),
     ...loginMethods(db),
+    ...webhookMethods(db, hooks, leases, webhooks.listeners),
     ...heard.methods,
     onLeaseLost: (listener) => {
       leases.onLost(listener);

@@ -108,7 +108,7 @@ export type Task = z.infer<typeof Task>;
 
 export const TaskDetail = Task.extend({
   events: z.array(TaskEvent),
-  /** The POSTs of the task's webhook, oldest first (absent: the task named none). */
+  /** The POSTs of its webhook, oldest first (absent: none recorded: it names no webhook, or has not ended or waited). */
   webhooks: z.array(WebhookDelivery).optional(),
 });
 

@@ -4,6 +4,7 @@ import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model } from '../clients/model.ts';
 import type { ExecuteTaskResponse, TaskEvent, ToolExposure } from '../contract.ts';
 import type { TaskStore } from '../store/store.ts';
+import type { WebhookGuard } from '../webhooks/guard.ts';
 import type { AgentMetrics } from './metrics.ts';
 
 // What the task runner (agent.ts) is built from, and how a caller hears a task.
@@ -37,6 +38,8 @@ export interface AgentDeps {
   prime?: boolean;
   /** How often a paused task asks the gateway whether its approval was decided (default 1 s). */
   approvalPollMs?: number;
+  /** Where tasks' webhooks may be POSTed; absent, a task that names one is refused (nothing to sign it with). */
+  webhooks?: WebhookGuard;
 }
 
 /** Hears a running task's events as they are recorded, then its end. */

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { HttpError } from '../../lib/http/http.ts';
 import type { ExecuteTaskRequest } from '../contract.ts';
 import { ModelNotConfiguredError } from '../errors.ts';
+import { checkWebhook } from '../webhooks/guard.ts';
 import type { AgentCore } from './agent-core.ts';
 import type { TaskListener } from './deps.ts';
 import { renderGoal } from './relay.ts';
@@ -26,6 +27,7 @@ export async function startTask(a: AgentCore, req: ExecuteTaskRequest, listener?
           `the most that may wait (MAX_QUEUED_TASKS=${maxQueued}); retry shortly`;
     throw new HttpError(503, message, {}, { 'retry-after': '5' });
   }
+  if (req.webhook) await checkWebhook(deps.webhooks, req.webhook.url);
   const goal = req.prompt ? await renderGoal(deps.gateway, req.prompt) : (req.goal as string);
   const taskId = `task_${randomUUID()}`;
   const sessionId = req.session_id ?? `ses_${randomUUID()}`;
@@ -34,6 +36,7 @@ export async function startTask(a: AgentCore, req: ExecuteTaskRequest, listener?
     maxDurationS: req.max_duration_s ?? a.limits.defaultMaxDurationS,
     exposure: req.exposure ?? deps.exposure ?? 'native',
     prime: req.prime ?? deps.prime ?? true,
+    ...(req.webhook ? { webhook: req.webhook } : {}),
   };
   // Judged again after the awaits above: other requests may have taken the last slots meanwhile. The slot
   // (or the place in the queue) is this request's from here, while the task is recorded.

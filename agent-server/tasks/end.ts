@@ -43,6 +43,8 @@ export async function endTask(
 /** The task's last event and its end, on record together. */
 async function recordEnd(t: TaskRun, outcome: LoopOutcome, durationMs: number): Promise<void> {
   const { w, taskId } = t;
+  // Its webhook POST commits with the end (store/webhooks.ts).
+  const webhook = finishedMessage(t.task, outcome);
   try {
     t.emit(
       'task_finished',
@@ -58,16 +60,14 @@ async function recordEnd(t: TaskRun, outcome: LoopOutcome, durationMs: number): 
     );
   } finally {
     // In the same turn as the event (no reader sees one without the other); commits the task's last rows.
-    await w.deps.store
-      .finishTask(taskId, outcome, finishedMessage(t.task, outcome))
-      .catch(async (err: unknown) => {
-        if (err instanceof LeaseLost || w.movedOn.has(taskId)) return;
-        // Not recorded (the database failing): the lease is let go, so once it lapses the task is requeued
-        // and goes on from its checkpoint; whoever waits here is told.
-        w.running.delete(taskId);
-        await w.deps.store.release(taskId).catch(() => {});
-        throw err;
-      });
+    await w.deps.store.finishTask(taskId, outcome, webhook).catch(async (err: unknown) => {
+      if (err instanceof LeaseLost || w.movedOn.has(taskId)) return;
+      // Not recorded (the database failing): the lease is let go, so once it lapses the task is requeued
+      // and goes on from its checkpoint; whoever waits here is told.
+      w.running.delete(taskId);
+      await w.deps.store.release(taskId).catch(() => {});
+      throw err;
+    });
   }
 }
 

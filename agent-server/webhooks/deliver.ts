@@ -88,8 +88,8 @@ async function sendDue(
   dispatcher: Dispatcher,
   stop: AbortSignal,
 ): Promise<void> {
-  // Claimed for a POST's deadline and a margin: past it, another worker may send it again.
-  const leaseMs = opts.timeoutMs + 10_000;
+  // Claimed for twice a POST's deadline and a second: past it (its worker stopped), another may send it again.
+  const leaseMs = 2 * opts.timeoutMs + 1000;
   while (!stop.aborted) {
     const due = await opts.store.claimWebhooks(BATCH, leaseMs);
     await Promise.all(

@@ -4,8 +4,13 @@ import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TaskDetail } from '../../../agent-server/contract.ts';
+import type { TaskOutcome } from '../../../agent-server/store/interface.ts';
+import { createPostgresTaskStore } from '../../../agent-server/store/store.ts';
 import { type Deliverer, startDeliverer } from '../../../agent-server/webhooks/deliver.ts';
 import { webhookGuard } from '../../../agent-server/webhooks/guard.ts';
+import { finishedMessage } from '../../../agent-server/webhooks/message.ts';
+import { openPostgres } from '../../../lib/db/postgres.ts';
+import { freshDatabase } from '../../helpers/postgres.ts';
 import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';
 import { log, makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
@@ -198,5 +203,73 @@ describe('webhooks', () => {
     });
     expect(unsigned.status).toBe(400);
     expect(unsigned.body.error).toMatch(/AGENT_WEBHOOK_SECRET/);
+  });
+});
+
+describe('webhooks with two workers on one PostgreSQL', () => {
+  it('POSTs each delivery once, whichever worker claims it', async () => {
+    const url = await freshDatabase('hooks');
+    const stores = await Promise.all(
+      ['a', 'b'].map((holder) => createPostgresTaskStore(openPostgres(url, 'test', { max: 4 }), { holder })),
+    );
+    const hook = await receiver();
+    const guard = webhookGuard(['127.0.0.1']);
+    // Both look every few milliseconds, and both hear of every POST recorded: each race for every row.
+    const claimed = [0, 0];
+    const workers = stores.map((store, i) =>
+      startDeliverer({
+        store: {
+          ...store,
+          claimWebhooks: async (limit, leaseMs) => {
+            const due = await store.claimWebhooks(limit, leaseMs);
+            claimed[i] += due.length;
+            return due;
+          },
+        },
+        secret: SECRET,
+        guard,
+        timeoutMs: 2000,
+        maxAgeMs: 60_000,
+        log,
+        pollMs: 5,
+      }),
+    );
+    try {
+      const outcome: TaskOutcome = {
+        status: 'completed',
+        final_answer: 'ok',
+        error: null,
+        steps: 1,
+        usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+        toolsets_used: [],
+        tokens: null as unknown as TaskOutcome['tokens'],
+      };
+      const ids = Array.from({ length: 30 }, (_, i) => `task_${i}`);
+      for (const [i, id] of ids.entries()) {
+        const store = stores[i % 2];
+        await store.createTask(id, 'ses', 'goal');
+        await store.finishTask(
+          id,
+          outcome,
+          finishedMessage({ taskId: id, webhook: { url: hook.url } }, outcome),
+        );
+      }
+      await expect
+        .poll(async () => {
+          const rows = await Promise.all(ids.map((id) => stores[0].webhookDeliveries(id)));
+          return rows.flat().filter((r) => r.status === 'delivered' && r.attempts === 1).length;
+        })
+        .toBe(ids.length);
+      expect(hook.received).toHaveLength(ids.length);
+      // Both took part; neither took a row the other had.
+      expect(claimed[0]).toBeGreaterThan(0);
+      expect(claimed[1]).toBeGreaterThan(0);
+      expect(claimed[0] + claimed[1]).toBe(ids.length);
+      const tasks = hook.received.map((r) => verified(r).data.task_id as string);
+      expect(tasks.sort()).toEqual([...ids].sort());
+    } finally {
+      for (const w of workers) await w.stop();
+      for (const store of stores) await store.close();
+    }
   });
 });

@@ -113,6 +113,8 @@ export function webhookMethods(
         })
         .where('id', '=', id)
         .where('status', '=', 'pending')
+        // Not once another worker claimed it again (this claim lapsed): its attempt is the one that counts.
+        .where('lease_owner', '=', leases.holder)
         .execute();
     },
     async webhookDeliveries(taskId) {

@@ -96,8 +96,21 @@ async function sendDue(
       due.map(async (d) => {
         const error = await post(d, opts, signer, dispatcher, stop);
         if (stop.aborted) return;
-        if (error === undefined) await opts.store.webhookDelivered(d.id);
-        else await opts.store.webhookRetry(d.id, error, retryAt(d, opts));
+        const next = error === undefined ? undefined : retryAt(d, opts);
+        // Its URL is not logged: a receiver's token often rides in it.
+        if (error !== undefined && next === undefined)
+          opts.log.warn(
+            { webhook: d.id, task: d.task_id, attempts: d.attempts, error },
+            'webhook POST given up',
+          );
+        // Not recorded (the database failing): the claim lapses and the POST is sent again, same id.
+        const recorded =
+          error === undefined
+            ? opts.store.webhookDelivered(d.id)
+            : opts.store.webhookRetry(d.id, error, next);
+        await recorded.catch((err: unknown) =>
+          opts.log.warn({ err, webhook: d.id, task: d.task_id }, 'a webhook POST could not be recorded'),
+        );
       }),
     );
     if (due.length < BATCH) return;

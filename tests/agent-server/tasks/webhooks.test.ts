@@ -60,8 +60,12 @@ afterEach(async () => {
 });
 
 /** A stack whose tasks may POST to loopback (AGENT_WEBHOOK_ALLOW_HOSTS=127.0.0.1), and its deliverer. */
-async function hooked(model: ScriptedModel, extra: Parameters<typeof makeStack>[0] = {}, maxAgeMs = 60_000) {
-  const guard = webhookGuard(['127.0.0.1']);
+async function hooked(
+  model: ScriptedModel,
+  extra: Parameters<typeof makeStack>[0] = {},
+  maxAgeMs = 60_000,
+  guard = webhookGuard(['127.0.0.1']),
+) {
   stack = await makeStack({ model, webhooks: guard, toolsets: SPLIT_TOOLSETS, ...extra });
   deliverer = startDeliverer({
     store: stack.taskStore,
@@ -203,6 +207,36 @@ describe('webhooks', () => {
     });
     expect(unsigned.status).toBe(400);
     expect(unsigned.body.error).toMatch(/AGENT_WEBHOOK_SECRET/);
+  });
+
+  it('checks the address again when it connects: a name that turns private is refused then', async () => {
+    const hook = await receiver();
+    const port = new URL(hook.url).port;
+    // A rebinding DNS: public when the task is submitted, loopback (where the receiver is) afterwards.
+    let rebinds = 0;
+    const resolve = async (host: string) => {
+      if (host === 'internal.test') return [{ address: '10.0.0.5', family: 4 }];
+      return [{ address: rebinds++ === 0 ? '93.184.216.34' : '127.0.0.1', family: 4 }];
+    };
+    const s = await hooked(new ScriptedModel([answer('ok')]), {}, 300, webhookGuard([], resolve));
+    const internal = await s.post(s.agentApp, '/agent/execute_task', {
+      goal: 'x',
+      webhook: { url: 'http://internal.test/hook' },
+    });
+    expect(internal.status).toBe(400);
+    expect(internal.body.error).toMatch(/internal\.test: it resolves to 10\.0\.0\.5, a private address/);
+    const res = await s.post(s.agentApp, '/agent/execute_task', {
+      goal: 'answer',
+      webhook: { url: `http://rebind.test:${port}/hooks` },
+    });
+    expect(res.body.status).toBe('completed');
+    await expect
+      .poll(async () => (await deliveries(s, res.body.task_id))[0]?.status, { timeout: 5000 })
+      .toBe('failed');
+    expect((await deliveries(s, res.body.task_id))[0].last_error).toMatch(
+      /rebind\.test: it resolves to 127\.0\.0\.1, a loopback address/,
+    );
+    expect(hook.received).toEqual([]);
   });
 });
 

@@ -69,7 +69,7 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
     });
   }
   installTaskRoutes(app, deps);
-  installThreadRoutes(app, store);
+  installThreadRoutes(app, store, agent);
   installApprovalRoutes(app, agent);
   installHealth(app, deps);
   if (deps.console && !deps.worker) {
@@ -136,9 +136,15 @@ function installTaskRoutes(app: Hono, deps: AgentAppDeps): void {
     return c.json(await taskOrThrow(params.id));
   });
 
-  route(app, routes.getTask, async (c, { params }) =>
-    c.json({ ...(await taskOrThrow(params.id)), events: await store.events(params.id) }),
-  );
+  route(app, routes.getTask, async (c, { params }) => {
+    const task = await taskOrThrow(params.id);
+    const webhooks = await store.webhookDeliveries(params.id);
+    return c.json({
+      ...task,
+      events: await store.events(params.id),
+      ...(webhooks.length ? { webhooks } : {}),
+    });
+  });
 
   route(app, routes.listTasks, async (c, { query }) =>
     c.json({ tasks: await store.recentTasks(query.limit) }),

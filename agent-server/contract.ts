@@ -9,6 +9,8 @@ import {
   TokenTotals,
   ToolExposure,
   Usage,
+  Webhook,
+  WebhookDelivery,
 } from './contract/base.ts';
 import { TaskEvent } from './contract/events.ts';
 import { IfBusy, ThreadId, threadRoutes } from './contract/threads.ts';
@@ -46,6 +48,8 @@ const executeTaskFields = {
    * AGENT_PRIME_TOOLSETS, on); the model sees it and may deactivate it.
    */
   prime: z.boolean().optional(),
+  /** `{url}`: POSTed, signed (Standard Webhooks), when the task ends or waits for a human (README "Webhooks"). */
+  webhook: Webhook.optional(),
 };
 
 /** A field name execute_task does not take is refused, naming it and the fields it does take. */
@@ -112,7 +116,11 @@ export const Task = z.object({
 });
 export type Task = z.infer<typeof Task>;
 
-export const TaskDetail = Task.extend({ events: z.array(TaskEvent) });
+export const TaskDetail = Task.extend({
+  events: z.array(TaskEvent),
+  /** The POSTs of its webhook, oldest first (absent: none recorded: it names no webhook, or has not ended or waited). */
+  webhooks: z.array(WebhookDelivery).optional(),
+});
 
 /**
  * A decision. For a call whose outcome is unknown (kind `unknown_outcome`): `approve` runs it again, a denial

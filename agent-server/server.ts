@@ -20,6 +20,8 @@ import type { TaskStore } from './store/interface.ts';
 import { createPostgresTaskStore, createTaskStore } from './store/store.ts';
 import { createAgent } from './tasks/agent.ts';
 import { createAgentMetrics } from './tasks/metrics.ts';
+import { startDeliverer } from './webhooks/deliver.ts';
+import { type WebhookGuard, webhookGuard } from './webhooks/guard.ts';
 
 /**
  * Builds the agent-server from config and listens; used by main.ts and by start.ts. `announce: false` (start/start.ts,
@@ -51,7 +53,9 @@ export async function startAgentServer(
     sessionMs: config.console.sessionMs,
   });
   if (security.tokens.length > 0) security.console = logins.door;
-  const agent = agentOf(config, { store, model, tokens, metrics, log });
+  // Without a secret (TOOLSHIFT_AUTH=none and no AGENT_WEBHOOK_SECRET) a task naming a webhook is refused.
+  const webhooks = config.agent.webhook.secret ? webhookGuard(config.agent.webhook.allowHosts) : undefined;
+  const agent = agentOf(config, { store, model, tokens, metrics, log, webhooks });
   let listening: Listening;
   try {
     listening = await listen(
@@ -89,12 +93,14 @@ export async function startAgentServer(
   const resumed = await agent.resumeAll();
   if (resumed > 0) log.info({ tasks: resumed }, 'tasks awaiting approval picked up');
   const retention = startTaskRetention(config, store, log);
+  const deliverer = webhooksOf(config, store, webhooks, log);
   return {
     ...listening,
     close: async () => {
       stopping.abort();
       await listening.close();
       await agent.shutdown();
+      await deliverer?.stop();
       await retention.stop();
       await store.close();
       await tracing?.shutdown();
@@ -165,6 +171,13 @@ function startTaskRetention(config: Config, store: TaskStore, log: Logger) {
   );
 }
 
+/** Tasks' webhooks, POSTed from the store by every process that runs tasks (README "Webhooks"). */
+function webhooksOf(config: Config, store: TaskStore, guard: WebhookGuard | undefined, log: Logger) {
+  const { secret, timeoutMs, maxAgeMs } = config.agent.webhook;
+  if (!guard || !secret || config.agent.role === 'api') return undefined;
+  return startDeliverer({ store, secret, guard, timeoutMs, maxAgeMs, log });
+}
+
 /** The agent: tasks run against the gateway with the agent's own token, and the model. */
 function agentOf(
   config: Config,
@@ -174,7 +187,15 @@ function agentOf(
     tokens,
     metrics,
     log,
-  }: { store: TaskStore; model: Model | undefined; tokens: TokenCounter; metrics: Metrics; log: Logger },
+    webhooks,
+  }: {
+    store: TaskStore;
+    model: Model | undefined;
+    tokens: TokenCounter;
+    metrics: Metrics;
+    log: Logger;
+    webhooks: WebhookGuard | undefined;
+  },
 ) {
   const gateway = createGatewayClient({
     baseUrl: config.gateway.url,
@@ -197,6 +218,7 @@ function agentOf(
     maxQueuedTasks: config.agent.maxQueuedTasks,
     exposure: config.agent.exposure,
     prime: config.agent.prime,
+    webhooks,
   });
 }
 

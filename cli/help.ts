@@ -199,7 +199,7 @@ Usage:
   toolshift approvals [list|approve|deny] ...   what paused tasks wait for, and deciding it
   toolshift audit [--session ID] [--task ID] [--since ISO]   the gateway's audit log
   toolshift console [admin|api|viewer]   a one-time login link to the web console
-  toolshift token [api|admin|agent|mcp|viewer|tool-server]   print a credential (for curl and scripts)
+  toolshift token [api|admin|agent|mcp|viewer|tool-server|webhook]   print a credential (for curl and scripts; webhook: the signing secret)
   toolshift help <command>            options of one command (or: toolshift <command> --help)
   toolshift --version
 

@@ -36,6 +36,8 @@ export const LAYERS: Record<(typeof SERVICES)[number], readonly (readonly Place[
     ['store/', 'clients/'],
     // The loop: one task's turns, model ⇄ tools, and the request the model gets.
     ['loop/'],
+    // Webhooks: what a task's end or wait POSTs, where it may go, and the deliverer sending it from the store.
+    ['webhooks/'],
     // The tasks: starting, queueing, running, pausing and ending loops; their traces and metrics.
     ['tasks/'],
     // What faces a client: the task's events as SSE, and the web console.

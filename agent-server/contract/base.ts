@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { boundedString, LIMITS } from '../../lib/http/limits.ts';
 
 // The agent-server's contract, part one: what a task is made of (its exposure, usage, status, token totals, a
 // pending approval). contract.ts re-exports it.
@@ -64,3 +65,32 @@ export const PendingApproval = z.object({
   expires_at: z.string(),
 });
 export type PendingApproval = z.infer<typeof PendingApproval>;
+
+/**
+ * Where a task's end, and each wait for a human, is POSTed (README "Webhooks"): an http or https URL, checked
+ * at submission by the same address guard as the web tools (AGENT_WEBHOOK_ALLOW_HOSTS opens it to a private
+ * host).
+ */
+export const Webhook = z.strictObject({
+  url: boundedString(LIMITS.url).refine((u) => URL.canParse(u) && /^https?:$/.test(new URL(u).protocol), {
+    message: 'must be an absolute http or https URL, e.g. https://example.com/hooks/toolshift',
+  }),
+});
+export type Webhook = z.infer<typeof Webhook>;
+
+/** What a task's webhook POSTs are about: its end, or a wait for a human. */
+export const WebhookKind = z.enum(['task.finished', 'task.waiting']);
+export type WebhookKind = z.infer<typeof WebhookKind>;
+
+/** One POST of a task's webhook and how its delivery went (its id is the `webhook-id` header, kept across retries). */
+export const WebhookDelivery = z.object({
+  id: z.string(),
+  kind: WebhookKind,
+  /** `pending`: not yet answered with a 2xx (retried with backoff); `failed`: given up (AGENT_WEBHOOK_MAX_AGE_S). */
+  status: z.enum(['pending', 'delivered', 'failed']),
+  attempts: z.number(),
+  last_error: z.string().nullable(),
+  created_at: z.string(),
+  delivered_at: z.string().nullable(),
+});
+export type WebhookDelivery = z.infer<typeof WebhookDelivery>;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ErrorBody } from '../../lib/http/contract.ts';
 import { boundedString, LIMITS, pageLimit } from '../../lib/http/limits.ts';
 import { OwnSessionId } from '../../mcp-gateway/contract.ts';
-import { TaskStatus } from './base.ts';
+import { TaskStatus, Webhook } from './base.ts';
 
 // The agent-server's contract, part three: threads, conversations that go on over several tasks. A thread's
 // tasks are its turns; each sees the turns before it and the thread's session (its active toolsets).
@@ -13,12 +13,6 @@ export const ThreadId = z
   .string()
   .max(LIMITS.id, { error: `must be at most ${LIMITS.id} characters` })
   .regex(/^thr_[0-9a-f-]{36}$/, 'must be a thread id as the agent-server gives them (thr_ and a UUID)');
-
-/** Where a task's end (or its wait for a human) is posted. */
-export const WebhookTarget = z.strictObject({
-  url: boundedString(2048).min(1, 'must not be empty'),
-});
-export type WebhookTarget = z.infer<typeof WebhookTarget>;
 
 /**
  * What a goal sent to a thread whose task has not ended does: `enqueue` waits for it (the default), `reject`
@@ -32,7 +26,7 @@ export const Thread = z.object({
   session_id: z.string(),
   /** The goal of its first turn, cut to 200 characters (or the title it was made with). */
   title: z.string(),
-  webhook: WebhookTarget.nullable(),
+  webhook: Webhook.nullable(),
   created_at: z.string(),
   /** When its last turn was submitted. */
   updated_at: z.string(),
@@ -64,7 +58,7 @@ export const CreateThread = z.strictObject({
   title: boundedString(200).trim().min(1, 'must not be empty').optional(),
   /** The gateway session the thread acts in (its toolsets); a new one when absent. */
   session_id: OwnSessionId.optional(),
-  webhook: WebhookTarget.optional(),
+  webhook: Webhook.optional(),
 });
 
 const ThreadParams = z.object({ id: ThreadId });

@@ -29,14 +29,16 @@ export function approvalMethods(c: StoreContext): ApprovalMethods {
      * Committed at once, after the events queued before it (a failure throws: a pause nobody can find would
      * never be decided); the lease is let go.
      */
-    async pause(taskId, pending, state, steps) {
+    async pause(taskId, pending, state, steps, webhook) {
       const [p, s] = [JSON.stringify(pending), JSON.stringify(state)];
       await writes.fencedWrite(taskId, {
         one: (fence) => ({
           statement: pause({ task: taskId, fence, now: leases.now(), pending: p, state: s, steps }),
+          also: webhook && c.webhooks.insert(taskId, webhook),
         }),
       });
       leases.drop(taskId);
+      if (webhook) c.webhooks.due();
     },
     // Only while still paused: of several workers resuming it, one goes on (under this worker's lease).
     async unpause(taskId) {

@@ -3,6 +3,7 @@ import type { DialectHooks, Kdb } from './dialect.ts';
 import type { StoreOptions } from './interface.ts';
 import type { Leases } from './leases.ts';
 import type { AgentDatabase } from './schema.ts';
+import type { WebhookParts } from './webhooks.ts';
 import type { Writes } from './writes.ts';
 
 // What the store's parts (tasks, events, calls, approvals, logins, claims, notifications) share: the database,
@@ -19,6 +20,8 @@ export interface StoreContext {
   lastSeq: Map<string, number>;
   /** Tells the other processes the queue changed (`payload`: what, claims.ts; empty: anything). */
   notifyQueue(payload?: string): Promise<void>;
+  /** Webhook POSTs written with a task's end or pause. */
+  webhooks: WebhookParts;
   /** `promise`, or StoreUnavailable at once while the database is unreachable (a read does not wait for it). */
   guard<T>(promise: Promise<T>): Promise<T>;
 }

@@ -43,6 +43,8 @@ export interface OneWrite {
   dropCalls?: boolean;
   /** The other processes hear on this channel (with the task's id) that it changed. */
   told?: string;
+  /** An INSERT that commits with it, run only when it changed the row (a webhook POST, store/webhooks.ts). */
+  also?: CompiledQuery;
 }
 
 export interface DialectHooks {
@@ -152,6 +154,10 @@ function oneWriteSql(write: OneWrite, retry: boolean): string {
   ];
   if (write.dropCalls)
     parts.push('dropped AS (DELETE FROM task_calls WHERE task_id = $7 AND EXISTS (SELECT 1 FROM w))');
+  // Its parameters after the write's (it reads `w` itself: store/webhooks.ts).
+  const after = WRITE_PARAMS + write.statement.parameters.length;
+  if (write.also)
+    parts.push(`also AS (${write.also.sql.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + after}`)})`);
   const told = write.told
     ? `, (SELECT count(*) FROM (SELECT pg_notify('${write.told}', $7) FROM w) n) AS told`
     : '';
@@ -178,7 +184,7 @@ export function postgresHooks(pool: Pool): DialectHooks {
       const { rows: out } = await db.executeQuery<{ changed: string }>({
         ...write.statement,
         sql: oneWriteSql(write, retry),
-        parameters: [...events, taskId, ...write.statement.parameters],
+        parameters: [...events, taskId, ...write.statement.parameters, ...(write.also?.parameters ?? [])],
       });
       return Number(out[0]?.changed ?? 0);
     },

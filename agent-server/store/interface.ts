@@ -1,4 +1,14 @@
-import type { EventType, FinalStatus, Task, TaskEvent, TaskStatus, TokenTotals, Usage } from '../contract.ts';
+import type {
+  EventType,
+  FinalStatus,
+  Task,
+  TaskEvent,
+  TaskStatus,
+  TokenTotals,
+  Usage,
+  WebhookDelivery,
+  WebhookKind,
+} from '../contract.ts';
 
 /**
  * How a task ended, as stored (what its loop ends with: the loop's outcome is this shape, and the store, below
@@ -52,6 +62,29 @@ export interface ThreadTurnRow {
 export interface TaskThread {
   id: string;
   made?: { owner: string; title: string; webhook: { url: string } | null };
+}
+
+/** A webhook POST to record with what it tells (a task's end, its pause): sent from the store once committed. */
+export interface WebhookToSend {
+  /** The `webhook-id`. */
+  id: string;
+  kind: WebhookKind;
+  /** What happened, unique per task (`finished`, `waiting:<call id>`): recorded twice, it is sent once. */
+  key: string;
+  url: string;
+  /** The JSON body. */
+  payload: string;
+}
+
+/** A webhook POST claimed to be sent now (`attempts` counts this one). */
+export interface DueWebhook {
+  id: string;
+  task_id: string;
+  kind: WebhookKind;
+  url: string;
+  payload: string;
+  attempts: number;
+  created_at: string;
 }
 
 /** One tool call of the reply a task's checkpoint holds, as recorded around its run. */
@@ -211,9 +244,15 @@ export interface TaskStore {
   callFinished(taskId: string, index: number, callId: string, result: unknown): Promise<void>;
   /**
    * Records that the task waits for `pending`, with the loop state to resume from and the steps taken so far;
-   * the lease is let go.
+   * the lease is let go. `webhook`: a POST recorded with it.
    */
-  pause(taskId: string, pending: unknown, state: unknown, steps: number): Promise<void>;
+  pause(
+    taskId: string,
+    pending: unknown,
+    state: unknown,
+    steps: number,
+    webhook?: WebhookToSend,
+  ): Promise<void>;
   /**
    * The task goes on after its pause, under this worker's lease: true for the one caller that moves it from
    * awaiting to running (of several workers resuming it, one goes on).
@@ -227,8 +266,24 @@ export interface TaskStore {
   >;
   /** The call records of the task's checkpointed reply. */
   calls(taskId: string): Promise<CallRecord[]>;
-  /** Records how the task ended (throws LeaseLost when another worker holds it now). */
-  finishTask(taskId: string, outcome: TaskOutcome): Promise<void>;
+  /**
+   * Records how the task ended (throws LeaseLost when another worker holds it now); `webhook`: a POST recorded
+   * with it.
+   */
+  finishTask(taskId: string, outcome: TaskOutcome, webhook?: WebhookToSend): Promise<void>;
+  /**
+   * Claims up to `limit` webhook POSTs that are due, each for `leaseMs` (one worker sends each; when its claim
+   * lapses unanswered, another may send it again); the attempt is counted.
+   */
+  claimWebhooks(limit: number, leaseMs: number): Promise<DueWebhook[]>;
+  /** Records that a receiver took the POST (a 2xx). */
+  webhookDelivered(id: string): Promise<void>;
+  /** Records a failed attempt: retried at `nextAt` (ms since the epoch), or, with none, given up as `failed`. */
+  webhookRetry(id: string, error: string, nextAt?: number): Promise<void>;
+  /** The webhook POSTs of a task, oldest first. */
+  webhookDeliveries(taskId: string): Promise<WebhookDelivery[]>;
+  /** Hears when this process recorded a webhook POST (the deliverer looks at once); returns the stop. */
+  onWebhookDue(listener: () => void): () => void;
   /** Gives a running task back to the queue (this worker stops): another worker, or the next start, claims it. */
   release(taskId: string): Promise<void>;
   getTask(taskId: string): Promise<Task | undefined>;

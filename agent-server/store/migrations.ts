@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Migration } from 'kysely/migration';
 import { type DialectName, type TablesFound, tablesFound } from '../../lib/db/kysely.ts';
+import { webhookDeliveries } from './migrations-webhooks.ts';
 
 // The agent-server's migrations (lib/db/kysely.ts migrate(), recorded in `agent_migrations`), one set for both
 // databases. The first one makes the schema of schema.ts on a new database, and brings to it what the stores
@@ -20,6 +21,7 @@ export function agentMigrations(dialect: DialectName): Record<string, Migration>
   return {
     '001_one_schema': { up: (db) => oneSchema(db, dialect) },
     '002_threads': { up: (db) => threads(db, dialect) },
+    '003_webhooks': { up: webhookDeliveries },
   };
 }
 

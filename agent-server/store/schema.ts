@@ -1,5 +1,5 @@
 import type { ColumnType } from 'kysely';
-import type { EventType, TaskStatus } from '../contract.ts';
+import type { EventType, TaskStatus, WebhookDelivery, WebhookKind } from '../contract.ts';
 
 // The agent-server's tables, one typed schema for both databases (SQLite's agent.db and PostgreSQL): what
 // migrations.ts creates, and what every statement of the store reads and writes. JSON is kept as text, booleans
@@ -52,6 +52,29 @@ export interface ThreadsTable {
   updated_at: string;
 }
 
+/** One POST of a task's webhook: what it says, where, and how its delivery goes (store/webhooks.ts). */
+export interface WebhookDeliveriesTable {
+  /** The `webhook-id`: the same on every attempt, so a receiver drops a repeat. */
+  id: string;
+  task_id: string;
+  kind: WebhookKind;
+  /** What happened, one delivery each: `finished`, or `waiting:<call id>` (unique with the task). */
+  event_key: string;
+  url: string;
+  /** The JSON body, bounded (webhooks/message.ts). */
+  payload: string;
+  status: WebhookDelivery['status'];
+  attempts: ColumnType<number, number | undefined, number>;
+  /** When it is next due (ms since the epoch). */
+  next_at: Int8;
+  /** The worker sending it now, and until when (ms): a claim lapses with a worker that stopped mid-POST. */
+  lease_owner: string | null;
+  lease_until: NullableInt8;
+  last_error: string | null;
+  created_at: string;
+  delivered_at: string | null;
+}
+
 export interface AgentDatabase {
   tasks: TasksTable;
   threads: ThreadsTable;
@@ -72,4 +95,5 @@ export interface AgentDatabase {
     sealed: string;
     expires_at: Int8;
   };
+  webhook_deliveries: WebhookDeliveriesTable;
 }

@@ -17,6 +17,7 @@ import type { AgentDatabase } from './schema.ts';
 import { taskReads } from './task-reads.ts';
 import { taskMethods } from './tasks.ts';
 import { threadMethods } from './threads.ts';
+import { webhookMethods, webhookParts } from './webhooks.ts';
 import { createWrites } from './writes.ts';
 
 export type { TaskOutcome, TaskStore };
@@ -35,6 +36,7 @@ const AT_ONCE = new Set([
   'onQueueChange',
   'onTaskEvents',
   'onTaskEnd',
+  'onWebhookDue',
 ]);
 
 /**
@@ -99,6 +101,7 @@ function storeOn(s: StoreDb<AgentDatabase>, hooks: DialectHooks, opts: StoreOpti
   const writes = createWrites({ db, hooks, leases, opts, onWriteError, closing: () => closed });
   const heard = notifications(db, hooks, leases.holder);
   const reach = hooks.reach;
+  const webhooks = webhookParts(db, hooks, leases.now);
   const c: StoreContext = {
     db,
     hooks,
@@ -108,6 +111,7 @@ function storeOn(s: StoreDb<AgentDatabase>, hooks: DialectHooks, opts: StoreOpti
     onWriteError,
     lastSeq: new Map(),
     notifyQueue: heard.notifyQueue,
+    webhooks: webhooks.parts,
     guard: (promise) => (reach ? reach.guard(promise) : promise),
   };
   return {
@@ -122,6 +126,7 @@ function storeOn(s: StoreDb<AgentDatabase>, hooks: DialectHooks, opts: StoreOpti
     ...approvalMethods(c),
     ...claimMethods(c),
     ...loginMethods(db),
+    ...webhookMethods(db, hooks, leases, webhooks.listeners),
     ...heard.methods,
     onLeaseLost: (listener) => {
       leases.onLost(listener);

@@ -18,19 +18,21 @@ export function taskMethods(c: StoreContext): TaskMethods {
   const end = endWrite(c);
   return {
     createTask: (taskId, sessionId, goal, opts) => createTask(c, taskId, sessionId, goal, opts),
-    async finishTask(taskId, o: TaskOutcome) {
+    async finishTask(taskId, o: TaskOutcome, webhook) {
       const args = endArgs(taskId, o);
-      // Its call records go, and whoever waits for its end in another process (a client of another agent API)
-      // hears it.
+      // Its call records go, whoever waits for its end in another process (a client of another agent API)
+      // hears it, and its webhook POST commits with it.
       await writes.fencedWrite(taskId, {
         one: (fence) => ({
           statement: end({ ...args, fence, now: leases.now() }),
           dropCalls: true,
           told: END_CHANNEL,
+          also: webhook && c.webhooks.insert(taskId, webhook),
         }),
       });
       leases.drop(taskId);
       c.lastSeq.delete(taskId);
+      if (webhook) c.webhooks.due();
     },
     async release(taskId) {
       const fence = leases.fence(taskId);

@@ -247,11 +247,22 @@ function oneWrites(w: {
   const plainWrite = async (on: Kdb, taskId: string, write: OneWrite) => {
     const changed = affected(await on.executeQuery(write.statement));
     if (changed && write.dropCalls) await on.deleteFrom('task_calls').where('task_id', '=', taskId).execute();
+    if (changed && write.also) await on.executeQuery(write.also);
     if (changed && write.told) await hooks.notify(on, write.told, taskId);
     return changed;
   };
   const oneWrite = hooks.oneWrite;
-  if (!oneWrite) return (taskId, write) => w.afterEvents(taskId, (on) => plainWrite(on, taskId, write), true);
+  if (!oneWrite)
+    return (taskId, write) =>
+      w.afterEvents(
+        taskId,
+        // With an INSERT that must commit with it: in a transaction even when no events go first.
+        (on) =>
+          write.also && !on.isTransaction
+            ? on.transaction().execute((trx) => plainWrite(trx, taskId, write))
+            : plainWrite(on, taskId, write),
+        true,
+      );
   return (taskId, write) =>
     w.enqueue(taskId, (rows) => w.persist((retry) => oneWrite(db, taskId, write, rows, retry)));
 }

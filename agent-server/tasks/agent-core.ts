@@ -102,5 +102,6 @@ export function toRun(a: Omit<AgentCore, 'queue'>, task: Task, request: unknown)
     maxDurationS: r.maxDurationS ?? a.limits.defaultMaxDurationS,
     exposure: r.exposure ?? a.deps.exposure ?? 'native',
     prime: r.prime ?? a.deps.prime ?? true,
+    ...(r.webhook ? { webhook: r.webhook } : {}),
   };
 }

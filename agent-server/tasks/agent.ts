@@ -1,5 +1,6 @@
 import type { ExecuteTaskRequest, ExecuteTaskResponse, PendingApproval, TaskEvent } from '../contract.ts';
 import { TaskStoppedError } from '../errors.ts';
+import { checkWebhook } from '../webhooks/guard.ts';
 import { type AgentCore, createAgentCore, resumePaused, toRun } from './agent-core.ts';
 import { type DecisionBody, decideApproval } from './decisions.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
@@ -35,6 +36,9 @@ export function createAgent(deps: AgentDeps) {
     ): Promise<ExecuteTaskResponse> {
       return (await startTask(a, req, onEvent ? { event: onEvent } : undefined, from(caller))).done;
     },
+
+    /** Refuses (400, saying why) a webhook URL tasks may not be POSTed to. */
+    checkWebhook: (url: string) => checkWebhook(deps.webhooks, url),
 
     /** Whether this process runs the task, waits here for its decision, or holds it queued. */
     holds: (taskId: string): boolean =>

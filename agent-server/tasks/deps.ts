@@ -4,6 +4,7 @@ import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model } from '../clients/model.ts';
 import type { ExecuteTaskResponse, TaskEvent, ToolExposure } from '../contract.ts';
 import type { TaskStore } from '../store/store.ts';
+import type { WebhookGuard } from '../webhooks/guard.ts';
 import type { AgentMetrics } from './metrics.ts';
 
 // What the task runner (agent.ts) is built from, and how a caller hears a task.
@@ -39,6 +40,8 @@ export interface AgentDeps {
   approvalPollMs?: number;
   /** The model's context budget in tokens (AGENT_CONTEXT_TOKENS; default by model family, loop/context.ts). */
   contextTokens?: number;
+  /** Where tasks' webhooks may be POSTed; absent, a task that names one is refused (nothing to sign it with). */
+  webhooks?: WebhookGuard;
 }
 
 /** Hears a running task's events as they are recorded, then its end. */

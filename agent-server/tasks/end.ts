@@ -1,6 +1,7 @@
 import type { ExecuteTaskResponse, Task } from '../contract.ts';
 import type { LoopOutcome } from '../loop/loop.ts';
 import { LeaseLost } from '../store/interface.ts';
+import { finishedMessage } from '../webhooks/message.ts';
 import { AgentShutdown, ResumedElsewhere, resultOf } from './outcome.ts';
 import type { TaskRun } from './worker.ts';
 
@@ -43,6 +44,8 @@ export async function endTask(
 /** The task's last event and its end, on record together. */
 async function recordEnd(t: TaskRun, outcome: LoopOutcome, durationMs: number): Promise<void> {
   const { w, taskId } = t;
+  // Its webhook POST commits with the end (store/webhooks.ts).
+  const webhook = finishedMessage(t.task, outcome);
   try {
     t.emit(
       'task_finished',
@@ -58,7 +61,7 @@ async function recordEnd(t: TaskRun, outcome: LoopOutcome, durationMs: number): 
     );
   } finally {
     // In the same turn as the event (no reader sees one without the other); commits the task's last rows.
-    await w.deps.store.finishTask(taskId, outcome).catch(async (err: unknown) => {
+    await w.deps.store.finishTask(taskId, outcome, webhook).catch(async (err: unknown) => {
       if (err instanceof LeaseLost || w.movedOn.has(taskId)) return;
       // Not recorded (the database failing): the lease is let go, so once it lapses the task is requeued
       // and goes on from its checkpoint; whoever waits here is told.

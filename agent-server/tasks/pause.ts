@@ -1,6 +1,7 @@
 import type { PendingApproval } from '../contract.ts';
 import type { LoopSnapshot } from '../loop/loop.ts';
 import type { ApprovalDecision } from '../loop/tool-step.ts';
+import { waitingMessage } from '../webhooks/message.ts';
 import { gatewayDecision, type HumanDecision, storedDecision } from './approval-wait.ts';
 import { AgentShutdown, ResumedElsewhere } from './outcome.ts';
 import type { TaskRun } from './worker.ts';
@@ -52,6 +53,7 @@ async function pauseOnRecord(t: TaskRun, pending: PendingApproval, snapshot: Loo
     pending,
     traced ? { ...snapshot, trace: traced.stored() } : snapshot,
     snapshot.steps,
+    waitingMessage(t.task, pending, snapshot.steps),
   );
 }
 

@@ -1,5 +1,6 @@
 import type { ExecuteTaskResponse, Task } from '../contract.ts';
 import type { Claim, ClaimedTask, QueueChange, TaskStore } from '../store/interface.ts';
+import { finishedMessage } from '../webhooks/message.ts';
 import type { TaskListener } from './deps.ts';
 import { noSteps } from './outcome.ts';
 import type { TaskToRun, Worker } from './run.ts';
@@ -372,7 +373,7 @@ async function endUnstarted(
   const { final_answer: _none, ...data } = outcome;
   const event = w.deps.store.appendEvent(taskId, 'task_finished', 0, data);
   for (const l of queued.listeners) l.event(event);
-  await w.deps.store.finishTask(taskId, outcome);
+  await w.deps.store.finishTask(taskId, outcome, finishedMessage(queued.task, outcome));
   const result: ExecuteTaskResponse = {
     ...outcome,
     task_id: taskId,

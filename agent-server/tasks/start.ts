@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { HttpError } from '../../lib/http/http.ts';
 import type { ExecuteTaskRequest } from '../contract.ts';
 import { ModelNotConfiguredError } from '../errors.ts';
+import { checkWebhook } from '../webhooks/guard.ts';
 import type { AgentCore } from './agent-core.ts';
 import type { TaskListener } from './deps.ts';
 import { renderGoal } from './relay.ts';
@@ -32,6 +33,7 @@ export async function startTask(
           `the most that may wait (MAX_QUEUED_TASKS=${maxQueued}); retry shortly`;
     throw new HttpError(503, message, {}, { 'retry-after': '5' });
   }
+  if (req.webhook) await checkWebhook(deps.webhooks, req.webhook.url);
   const goal = req.prompt ? await renderGoal(deps.gateway, req.prompt) : (req.goal as string);
   const plan = await planThread(deps.store, req, goal, from.caller, from.cancel);
   const taskId = `task_${randomUUID()}`;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { HttpError } from '../../lib/http/http.ts';
-import type { ExecuteTaskRequest, Thread, WebhookTarget } from '../contract.ts';
+import type { ExecuteTaskRequest, Thread, Webhook } from '../contract.ts';
 import type { ThreadInput } from '../loop/loop.ts';
 import type { Transcript } from '../loop/state.ts';
 import type { StoredThread, TaskStore, TaskThread } from '../store/interface.ts';
@@ -36,7 +36,7 @@ export async function visibleThread(
 export interface TaskThreadPlan {
   thread: TaskThread;
   sessionId: string;
-  webhook?: WebhookTarget;
+  webhook?: Webhook;
   /** The thread has a task that has not ended: the new one waits for it (queued). */
   busy: boolean;
 }
@@ -53,7 +53,7 @@ export async function planThread(
   caller: Caller,
   cancel: (taskId: string) => Promise<boolean>,
 ): Promise<TaskThreadPlan> {
-  const webhook = (req as { webhook?: WebhookTarget }).webhook;
+  const { webhook } = req;
   if (req.thread_id === undefined) {
     const made = { owner: caller.owner, title: titleOf(goal), webhook: webhook ?? null };
     return {

@@ -1,6 +1,6 @@
 import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
-import type { EventType, ExecuteTaskResponse, ToolExposure, WebhookTarget } from '../contract.ts';
+import type { EventType, ExecuteTaskResponse, ToolExposure, Webhook } from '../contract.ts';
 import type { ApprovalWaiter } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import type { TaskTrace } from './trace.ts';
@@ -22,8 +22,8 @@ export interface QueuedRequest {
   exposure: ToolExposure;
   /** Activate the toolset discovery is certain of before the first model call (absent: no). */
   prime?: boolean;
-  /** Where the task's end, and its waits for a human, are posted (its own, or its thread's). */
-  webhook?: WebhookTarget;
+  /** Where its end and its waits for a human are POSTed, its own or its thread's (webhooks/, README "Webhooks"). */
+  webhook?: Webhook;
 }
 
 /** A task as a worker runs it: its request, and when it was submitted (its time limit counts from then). */

@@ -75,6 +75,19 @@ export const SETTING_GROUPS: Group[] = [
           "and may deactivate it; the ceiling, policy and budget apply); `false` turns it off; a request's `prime` overrides it",
         default: '`true`',
       },
+      AGENT_WEBHOOK_SECRET: {
+        doc:
+          "the secret tasks' webhooks are signed with (Standard Webhooks, `whsec_…`); `toolshift token webhook` " +
+          'prints it',
+        default: 'made on first start, kept in the credentials file',
+      },
+      AGENT_WEBHOOK_ALLOW_HOSTS: {
+        doc: 'comma-separated `host` or `host:port` a webhook may be POSTed to although not public (e.g. `127.0.0.1:9000`)',
+      },
+      AGENT_WEBHOOK_TIMEOUT_S: { doc: "one webhook POST's deadline (connect, answer and its body)" },
+      AGENT_WEBHOOK_MAX_AGE_S: {
+        doc: 'how long a webhook is retried (exponential backoff with jitter) before it is given up as `failed`',
+      },
     },
   },
   {

@@ -64,6 +64,13 @@ export const EnvSchema = z.object({
   AGENT_MAX_DURATION_S: z.coerce.number().int().min(1).max(604_800).default(1800),
   AGENT_CONTEXT_TOKENS: z.coerce.number().int().min(1024).max(10_000_000).optional(),
   AGENT_SSE_HEARTBEAT_S: z.coerce.number().min(0.01).max(3600).default(15),
+  AGENT_WEBHOOK_SECRET: optionalString.refine(
+    (v) => v === undefined || /^whsec_[A-Za-z0-9+/]{22,500}={0,2}$/.test(v),
+    'must be a Standard Webhooks secret: whsec_ and the base64 of 16 to 375 random bytes (toolshift makes one)',
+  ),
+  AGENT_WEBHOOK_ALLOW_HOSTS: commaList,
+  AGENT_WEBHOOK_TIMEOUT_S: z.coerce.number().min(0.1).max(120).default(15),
+  AGENT_WEBHOOK_MAX_AGE_S: z.coerce.number().min(1).max(2_592_000).default(86_400),
   TOKENIZER: z.enum(TOKENIZERS).default('o200k_base'),
   TOOL_TOKEN_BUDGET: z.coerce.number().int().min(1).optional(),
   TOOL_EXPOSURE: z.enum(['native', 'dispatch'], { message: 'must be native or dispatch' }).default('native'),

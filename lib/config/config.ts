@@ -172,6 +172,13 @@ function agentSettings(e: Env, local: Local) {
     /** How often an idle event stream sends a keep-alive comment. */
     heartbeatMs: Math.round(e.AGENT_SSE_HEARTBEAT_S * 1000),
     apiToken: e.AGENT_API_TOKEN,
+    /** Tasks' webhooks (README "Webhooks"): the signing secret, private hosts allowed, each POST's deadline, when to give up. */
+    webhook: {
+      secret: e.AGENT_WEBHOOK_SECRET,
+      allowHosts: e.AGENT_WEBHOOK_ALLOW_HOSTS,
+      timeoutMs: Math.round(e.AGENT_WEBHOOK_TIMEOUT_S * 1000),
+      maxAgeMs: Math.round(e.AGENT_WEBHOOK_MAX_AGE_S * 1000),
+    },
   };
 }
 

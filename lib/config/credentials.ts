@@ -78,18 +78,31 @@ export const CREDENTIALS = {
       c.tools.token = v;
     },
   },
+  // Not a token anyone sends: what tasks' webhooks are signed with, in Standard Webhooks' own format.
+  AGENT_WEBHOOK_SECRET: {
+    role: 'webhook',
+    publicBind: undefined,
+    what: "the signing secret of tasks' webhooks (receivers verify with it)",
+    get: (c: Config) => c.agent.webhook.secret,
+    set: (c: Config, v: string) => {
+      c.agent.webhook.secret = v;
+    },
+    make: () => `whsec_${randomBytes(32).toString('base64')}`,
+  },
 } as const;
 
 export type CredentialVariable = keyof typeof CREDENTIALS;
 const VARIABLES = Object.keys(CREDENTIALS) as CredentialVariable[];
 
-/** The variable of a role name as `toolshift token <role>` takes it (api, admin, agent, mcp, tool-server). */
+/** The variable of a role name as `toolshift token <role>` takes it (api, admin, agent, mcp, tool-server, webhook). */
 export function variableOfRole(role: string): CredentialVariable | undefined {
   return VARIABLES.find((v) => CREDENTIALS[v].role === role);
 }
 
 /** A fresh token: the role in clear (for people and secret scanners), 192 random bits. */
 function newToken(variable: CredentialVariable): string {
+  const credential = CREDENTIALS[variable];
+  if ('make' in credential) return credential.make();
   return `ts_${CREDENTIALS[variable].role.replace('-', '')}_${randomBytes(24).toString('base64url')}`;
 }
 

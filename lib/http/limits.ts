@@ -28,6 +28,8 @@ export const LIMITS = {
   promptArgValue: 16 * 1024,
   /** A pagination cursor or a timestamp in a query string. */
   cursor: 128,
+  /** A URL a client gives (a webhook's). */
+  url: 2048,
 } as const;
 
 /** A string of at most `max` characters; over it: "at most 64 characters (got 70000)". */

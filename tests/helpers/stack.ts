@@ -8,6 +8,7 @@ import { createGatewayClient } from '../../agent-server/clients/gateway.ts';
 import type { Model } from '../../agent-server/clients/model.ts';
 import { createPostgresTaskStore, createTaskStore } from '../../agent-server/store/store.ts';
 import { createAgent } from '../../agent-server/tasks/agent.ts';
+import type { WebhookGuard } from '../../agent-server/webhooks/guard.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { openDatabase } from '../../lib/db/sqlite.ts';
 import type { Role, Security } from '../../lib/http/security.ts';
@@ -159,6 +160,8 @@ export interface StackOptions {
   prime?: boolean;
   /** The model's context budget in tokens (AGENT_CONTEXT_TOKENS). */
   contextTokens?: number;
+  /** Where tasks' webhooks may go (agent-server/webhooks/guard.ts); default: none (a task naming one is refused). */
+  webhooks?: WebhookGuard;
 }
 
 /** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
@@ -300,6 +303,7 @@ export async function makeStack(opts: StackOptions = {}) {
     approvalPollMs: 20,
     prime: opts.prime ?? false,
     contextTokens: opts.contextTokens,
+    webhooks: opts.webhooks,
   });
   // As the agent-server does at start: tasks left paused by a previous stack go on waiting.
   await agent.resumeAll();

@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { parseAllowList } from '../../tool-server/guards/net/allow-list.ts';
-import type { ResolvedAddress, Resolver } from '../../tool-server/guards/net/resolve.ts';
+import { parseAllowList } from '../../lib/net/allow-list.ts';
+import type { ResolvedAddress, Resolver } from '../../lib/net/resolve.ts';
 import { PathGuard } from '../../tool-server/guards/paths/guard.ts';
 import type { WebContext, WebToolContext } from '../../tool-server/tools/web/context.ts';
 
@@ -72,7 +72,7 @@ export async function webContext(
     web: {
       resolve: tableResolver({}).resolve,
       ...rest,
-      allow: parseAllowList(allow ?? []),
+      allow: parseAllowList(allow ?? [], 'FETCH_ALLOW_HOSTS'),
     },
   };
 }

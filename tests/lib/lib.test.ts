@@ -29,6 +29,24 @@ describe('configuration', () => {
     ).toBe('/etc/p.yaml');
   });
 
+  it('reads the webhook settings, and refuses a secret not in Standard Webhooks form', () => {
+    const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+    const c = loadConfig({
+      AGENT_WEBHOOK_SECRET: secret,
+      AGENT_WEBHOOK_ALLOW_HOSTS: '127.0.0.1:9000, hooks.internal',
+      AGENT_WEBHOOK_MAX_AGE_S: '60',
+    });
+    expect(c.agent.webhook).toEqual({
+      secret,
+      allowHosts: ['127.0.0.1:9000', 'hooks.internal'],
+      timeoutMs: 15_000,
+      maxAgeMs: 60_000,
+    });
+    expect(() => loadConfig({ AGENT_WEBHOOK_SECRET: 'hunter2hunter2hunter2hunter2' })).toThrow(
+      /AGENT_WEBHOOK_SECRET: must be a Standard Webhooks secret: whsec_/,
+    );
+  });
+
   it('names every bad variable at once', () => {
     expect(() => loadConfig({ AGENT_PORT: 'abc', AGENT_MAX_STEPS: '0' })).toThrow(
       /Invalid configuration:\n {2}AGENT_PORT: .*expected number.*\n {2}AGENT_MAX_STEPS: Too small/,

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../lib/config/config.ts';
-import { parseAllowList } from '../../../tool-server/guards/net/allow-list.ts';
-import { classifyAddress } from '../../../tool-server/guards/net/ip-policy.ts';
+import { parseAllowList } from '../../../lib/net/allow-list.ts';
+import { classifyAddress } from '../../../lib/net/ip-policy.ts';
 import { checkUrl } from '../../../tool-server/guards/net/url-policy.ts';
 import type { ToolContext } from '../../../tool-server/kit/define.ts';
 import { ToolError } from '../../../tool-server/kit/errors.ts';
@@ -394,7 +394,7 @@ describe('FETCH_ALLOW_HOSTS', () => {
     expect(() => webContextFrom(loadConfig({ FETCH_ALLOW_HOSTS: 'http://x.test/' }).tools.web)).toThrow(
       /FETCH_ALLOW_HOSTS: "http:\/\/x\.test\/" is not a host or host:port/,
     );
-    const list = parseAllowList(['::1', '127.1:81', 'Intranet.TEST']);
+    const list = parseAllowList(['::1', '127.1:81', 'Intranet.TEST'], 'FETCH_ALLOW_HOSTS');
     expect(list.allows('::1', 5)).toBe(true);
     expect(list.allows('127.0.0.1', 81)).toBe(true);
     expect(list.allows('127.0.0.1', 82)).toBe(false);

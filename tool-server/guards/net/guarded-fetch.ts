@@ -1,9 +1,9 @@
 import type { ReadableStream } from 'node:stream/web';
 import { fetch } from 'undici';
+import type { AllowList } from '../../../lib/net/allow-list.ts';
+import { createGuardedDispatcher, type ProxyOptions } from '../../../lib/net/guarded-agent.ts';
+import { NetRefusal, type Resolver, resolveChecked } from '../../../lib/net/resolve.ts';
 import { ToolError } from '../../kit/errors.ts';
-import type { AllowList } from './allow-list.ts';
-import { createGuardedDispatcher, type ProxyOptions } from './guarded-agent.ts';
-import { type Resolver, resolveChecked } from './resolve.ts';
 import { checkUrl, redact } from './url-policy.ts';
 
 // One GET with the whole safety envelope: URL rules on every hop, redirects followed by hand (each target
@@ -39,14 +39,30 @@ export interface FetchedBody {
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
+/** The end of every refusal of the address policy, naming the one way to open a door on purpose. */
+const ALLOW_HINT =
+  'fetch_url only connects to public unicast addresses (an operator can allow a host with FETCH_ALLOW_HOSTS)';
+
+/** The setting fetch_url's allow-list is read from (parseAllowList names it in a refusal of an entry). */
+export const FETCH_ALLOW_SETTING = 'FETCH_ALLOW_HOSTS';
+
 /** Fetches `raw` under the guard; every failure is a ToolError that says what happened and to which URL. */
 export async function guardedFetch(raw: string, opts: GuardedFetchOptions): Promise<FetchedBody> {
+  try {
+    return await fetchGuarded(raw, opts);
+  } catch (err) {
+    // The guard's refusal (lib/net) is one the model can act on.
+    throw err instanceof NetRefusal ? new ToolError(err.message) : err;
+  }
+}
+
+async function fetchGuarded(raw: string, opts: GuardedFetchOptions): Promise<FetchedBody> {
+  const check = { resolve: opts.resolve, allow: opts.allow, hint: ALLOW_HINT };
   const first = checkUrl(raw);
   const deadline = new AbortController();
   const timer = setTimeout(() => deadline.abort(), opts.timeoutMs);
   const dispatcher = createGuardedDispatcher({
-    resolve: opts.resolve,
-    allow: opts.allow,
+    ...check,
     connectTimeoutMs: opts.timeoutMs,
     proxy: opts.proxy,
   });
@@ -56,7 +72,7 @@ export async function guardedFetch(raw: string, opts: GuardedFetchOptions): Prom
     for (;;) {
       // Checked here for an early, plain refusal (and as the only check a proxy leaves us); the connector
       // resolves and checks again, and only its answer is ever dialled.
-      await withDeadline(resolveChecked(url.hostname, portOf(url), opts), deadline.signal, opts, url);
+      await withDeadline(resolveChecked(url.hostname, portOf(url), check), deadline.signal, opts, url);
       const res = await fetch(url, {
         dispatcher,
         redirect: 'manual',
@@ -182,7 +198,7 @@ function deadlineError(opts: { timeoutMs: number }, url: URL): ToolError {
 function failure(err: unknown, signal: AbortSignal, opts: { timeoutMs: number }, url: URL): Error {
   if (signal.aborted) return deadlineError(opts, url);
   const cause = (err as { cause?: unknown }).cause ?? err;
-  if (cause instanceof ToolError) return cause;
+  if (cause instanceof ToolError || cause instanceof NetRefusal) return cause;
   return new ToolError(`Could not fetch ${redact(url)}: ${describe(cause)}`);
 }
 

@@ -1,7 +1,8 @@
 import type { Config } from '../../../lib/config/config.ts';
-import { type AllowList, parseAllowList } from '../../guards/net/allow-list.ts';
-import type { ProxyOptions } from '../../guards/net/guarded-agent.ts';
-import { type Resolver, systemResolver } from '../../guards/net/resolve.ts';
+import { type AllowList, parseAllowList } from '../../../lib/net/allow-list.ts';
+import type { ProxyOptions } from '../../../lib/net/guarded-agent.ts';
+import { type Resolver, systemResolver } from '../../../lib/net/resolve.ts';
+import { FETCH_ALLOW_SETTING } from '../../guards/net/guarded-fetch.ts';
 import type { ToolContext } from '../../kit/define.ts';
 import { createHtmlConverter, type HtmlConverter, inlineConverter } from './html.ts';
 
@@ -63,7 +64,7 @@ export function webSettings(web: WebContext | undefined): WebSettings {
     braveApiKey: web?.braveApiKey,
     searchFetch: web?.searchFetch ?? ((input, init) => fetch(input, init)),
     resolve: web?.resolve ?? systemResolver,
-    allow: web?.allow ?? parseAllowList([]),
+    allow: web?.allow ?? parseAllowList([], FETCH_ALLOW_SETTING),
     fetchTimeoutMs: web?.fetchTimeoutMs ?? WEB_DEFAULTS.fetchTimeoutMs,
     fetchMaxBytes: web?.fetchMaxBytes ?? WEB_DEFAULTS.fetchMaxBytes,
     searchTimeoutMs: web?.searchTimeoutMs ?? WEB_DEFAULTS.searchTimeoutMs,
@@ -76,7 +77,7 @@ export function webSettings(web: WebContext | undefined): WebSettings {
 export function webContextFrom(cfg: Config['tools']['web']): WebContext {
   return {
     braveApiKey: cfg.braveApiKey,
-    allow: parseAllowList(cfg.allowHosts),
+    allow: parseAllowList(cfg.allowHosts, FETCH_ALLOW_SETTING),
     fetchTimeoutMs: cfg.fetchTimeoutMs,
     fetchMaxBytes: cfg.fetchMaxBytes,
     proxy: cfg.proxy,

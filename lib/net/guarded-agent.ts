@@ -1,9 +1,8 @@
 import type { LookupFunction } from 'node:net';
 import { Agent, buildConnector, type Dispatcher, EnvHttpProxyAgent } from 'undici';
-import type { AllowList } from './allow-list.ts';
-import { assertPublic, type ResolvedAddress, type Resolver, resolveChecked } from './resolve.ts';
+import { assertPublic, type CheckOptions, type ResolvedAddress, resolveChecked } from './resolve.ts';
 
-// The undici dispatcher fetch_url sends every request through. The address check lives in the connector, so
+// The undici dispatcher fetch_url and webhooks send every request through. The address check lives in the connector, so
 // it runs when a socket is opened, on the addresses that socket will dial — a check made earlier (when the URL
 // was read, or by another DNS answer) can never be what lets a connection through.
 //
@@ -12,9 +11,7 @@ import { assertPublic, type ResolvedAddress, type Resolver, resolveChecked } fro
 // them and never asks DNS again. After the socket connects its remoteAddress is checked once more.
 
 /** What the guard needs: how to resolve names, which hosts the operator allowed, the connect timeout. */
-export interface GuardOptions {
-  resolve: Resolver;
-  allow: AllowList;
+export interface GuardOptions extends CheckOptions {
   connectTimeoutMs: number;
 }
 
@@ -38,7 +35,7 @@ export function guardedConnector(opts: GuardOptions): buildConnector.connector {
           if (err || !socket) return callback(err ?? new Error(`Could not connect to ${host}`), null);
           if (!allowed) {
             try {
-              assertPublic(host, socket.remoteAddress ?? 'an unknown address');
+              assertPublic(host, socket.remoteAddress ?? 'an unknown address', opts.hint);
             } catch (refused) {
               socket.destroy();
               return callback(refused as Error, null);

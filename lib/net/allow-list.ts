@@ -1,5 +1,5 @@
-// FETCH_ALLOW_HOSTS: the operator's explicit exceptions to the address policy, matched on the host as the URL
-// names it (after the URL parser's normalisation), never on what a name resolves to — allowing 127.0.0.1
+// FETCH_ALLOW_HOSTS (fetch_url) and AGENT_WEBHOOK_ALLOW_HOSTS (webhooks): the operator's explicit exceptions to
+// the address policy, matched on the host as the URL names it (after the URL parser's normalisation), never on what a name resolves to — allowing 127.0.0.1
 // does not let a public name that resolves to 127.0.0.1 through.
 
 /** One allowed host, with a port when the entry named one. */
@@ -14,8 +14,11 @@ export interface AllowList {
   allows(host: string, port: number): boolean;
 }
 
-/** Parses entries like `127.0.0.1`, `localhost:8080`, `[::1]:3000`, `intranet.example`; throws on a bad one. */
-export function parseAllowList(entries: readonly string[]): AllowList {
+/**
+ * Parses entries like `127.0.0.1`, `localhost:8080`, `[::1]:3000`, `intranet.example`; throws on a bad one,
+ * naming `setting` (the variable they came from).
+ */
+export function parseAllowList(entries: readonly string[], setting: string): AllowList {
   const parsed: Entry[] = entries.map((raw) => {
     const text = raw.trim();
     const bareV6 = !text.startsWith('[') && text.split(':').length > 2;
@@ -24,7 +27,7 @@ export function parseAllowList(entries: readonly string[]): AllowList {
     const port = m?.[2] === undefined ? undefined : Number(m[2]);
     if (!host || (port !== undefined && (port < 1 || port > 65535))) {
       throw new Error(
-        `FETCH_ALLOW_HOSTS: ${JSON.stringify(raw)} is not a host or host:port (e.g. 127.0.0.1:8080, [::1], intranet.example)`,
+        `${setting}: ${JSON.stringify(raw)} is not a host or host:port (e.g. 127.0.0.1:8080, [::1], intranet.example)`,
       );
     }
     return { host, port };

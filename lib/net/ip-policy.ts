@@ -1,6 +1,6 @@
 import ipaddr from 'ipaddr.js';
 
-// Which IP addresses fetch_url may connect to: public unicast only. ipaddr.js names the special ranges; the
+// Which IP addresses fetch_url and webhooks may connect to: public unicast only. ipaddr.js names the special ranges; the
 // rules on top of it are the ones it leaves open (IPv4 inside IPv6, and IPv6 outside global unicast).
 
 /** The verdict on one address: `range` names why it is refused (ipaddr.js's range names, plus ours). */

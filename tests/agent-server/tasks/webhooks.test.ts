@@ -104,7 +104,7 @@ describe('webhooks', () => {
       timestamp: expect.any(String),
       data: {
         task_id: res.body.task_id,
-        thread_id: null,
+        thread_id: res.body.thread_id,
         status: 'completed',
         final_answer: 'forty-two',
         error: null,
@@ -178,6 +178,37 @@ describe('webhooks', () => {
     const [failed] = await deliveries(s, res.body.task_id);
     expect(failed.attempts).toBeGreaterThan(1);
     expect(failed.last_error).toMatch(/ECONNREFUSED|connection refused/i);
+  });
+
+  it('a thread’s webhook gets each of its tasks’ ends; a task naming its own overrides it; the guard checks it', async () => {
+    const hook = await receiver();
+    const other = await receiver();
+    const s = await hooked(new ScriptedModel([answer('first'), answer('second')]));
+    const refused = await s.post(s.agentApp, '/agent/threads', {
+      webhook: { url: 'http://169.254.169.254/hook' },
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toContain('169.254.169.254');
+    const made = await s.post(s.agentApp, '/agent/threads', { webhook: { url: hook.url } });
+    expect(made.body.webhook).toEqual({ url: hook.url });
+    const one = await s.post(s.agentApp, '/agent/execute_task', {
+      goal: 'one',
+      thread_id: made.body.thread_id,
+    });
+    const two = await s.post(s.agentApp, '/agent/execute_task', {
+      goal: 'two',
+      thread_id: made.body.thread_id,
+      webhook: { url: other.url },
+    });
+    await expect.poll(() => hook.received.length + other.received.length).toBe(2);
+    expect(verified(hook.received[0]).data).toMatchObject({
+      task_id: one.body.task_id,
+      thread_id: made.body.thread_id,
+    });
+    expect(verified(other.received[0]).data).toMatchObject({
+      task_id: two.body.task_id,
+      final_answer: 'second',
+    });
   });
 
   it('refuses a webhook that is not http(s), or whose host the guard refuses, naming why', async () => {

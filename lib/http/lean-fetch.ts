@@ -1,9 +1,11 @@
+import { Readable } from 'node:stream';
 import { request } from 'undici';
 
 // A fetch for calls to JSON APIs (the model endpoint) over undici's request API. Node 20's fetch spends most
 // of a small call's CPU on WHATWG streams and objects around the exchange (about three times what the
 // request API spends); at hundreds of model calls a second that is a core. The answer is read whole and
-// handed back as an ordinary Response, so a client built on fetch (the OpenAI SDK) sees no difference.
+// handed back as an ordinary Response, so a client built on fetch (the OpenAI SDK) sees no difference; an
+// event stream is handed back as it comes.
 
 /** The fetch Node started with; a replaced global (an interceptor, a test's mock) is honoured instead. */
 const nativeFetch = globalThis.fetch;
@@ -31,12 +33,19 @@ export const leanFetch: typeof fetch = async (input, init) => {
     body: body ?? undefined,
     signal: init?.signal ?? undefined,
   });
-  const text = await res.body.text();
   const headers = new Headers();
   for (const [key, value] of Object.entries(res.headers)) {
     if (value === undefined) continue;
     for (const v of Array.isArray(value) ? value : [value]) headers.append(key, v);
   }
+  // A stream (a streamed model reply) is handed on as it comes, not read whole first.
+  if (/^text\/event-stream/i.test(headers.get('content-type') ?? '')) {
+    return new Response(Readable.toWeb(res.body) as ReadableStream<Uint8Array>, {
+      status: res.statusCode,
+      headers,
+    });
+  }
+  const text = await res.body.text();
   // A status without a body (204, 304) cannot carry one in a Response.
   const empty = res.statusCode === 204 || res.statusCode === 304;
   return new Response(empty ? null : text, { status: res.statusCode, headers });

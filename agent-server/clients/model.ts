@@ -7,7 +7,7 @@ import type {
 } from 'openai/resources/chat/completions';
 import type { Usage } from '../contract.ts';
 import { ModelError, TaskStoppedError } from '../errors.ts';
-import { StreamFailure, streamAttempt } from './model-stream.ts';
+import { type Failure, StreamFailure, streamAttempt } from './model-stream.ts';
 
 /** One chat request as the loop builds it. */
 export interface ModelRequest {
@@ -136,16 +136,6 @@ function providerText(err: InstanceType<typeof APIError>): string {
     text = title ? title.replace(new RegExp(`^${status}\\s*`), '') || title : 'an HTML page';
   }
   return text.length > 300 ? `${text.slice(0, 300)}…` : text;
-}
-
-/** How a failed attempt went: whether to retry, what to say, and what it tells of the endpoint's state. */
-export interface Failure {
-  retry: boolean;
-  message: string;
-  delay?: number;
-  status?: number;
-  /** `unreachable`: no answer came (refused, timed out, TLS); `error`: an HTTP error not about this request. */
-  state: 'unreachable' | 'error' | 'ok';
 }
 
 /** Statuses about the one request (its size, its content): the endpoint itself works. */

@@ -8,6 +8,7 @@ import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model, ModelReply, ModelRequest } from '../clients/model.ts';
 import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.ts';
 import type { TaskOutcome } from '../store/interface.ts';
+import type { LiveEmit } from './deltas.ts';
 import { createExposure, type Exposure } from './exposure.ts';
 import type { ApprovalDecision, CallJournal, Emit, PendingCall } from './tool-step.ts';
 
@@ -43,6 +44,8 @@ export interface LoopDeps {
   modelName: string;
   gateway: GatewayClient;
   emit: Emit;
+  /** Tells the task's followers what is not stored: the model's text as it streams (absent: nobody hears it). */
+  live?: LiveEmit;
   tokens: TokenCounter;
   /** Aborted (with a TaskStoppedError) when the task is cancelled or runs out of time. */
   signal?: AbortSignal;

@@ -63,17 +63,27 @@ export function textChunks(text: string, usage = { prompt_tokens: 100, completio
 
 /**
  * A streamed answer: each item one `data:` event (an object as JSON, a string as is). `hold`: the stream stays
- * open after them (a stall), until the request is aborted.
+ * open after them (a stall), until the request is aborted. `then`: once `opened` resolves, `rest` follows and
+ * the stream ends.
  */
-export function streamed(items: unknown[], opts: { hold?: boolean } = {}): Response {
+export function streamed(
+  items: unknown[],
+  opts: { hold?: boolean; then?: { opened: Promise<void>; rest: unknown[] } } = {},
+): Response {
   const encoder = new TextEncoder();
   const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      for (const item of items) {
+    async start(controller) {
+      const send = (item: unknown) => {
         const data = typeof item === 'string' ? item : JSON.stringify(item);
         controller.enqueue(encoder.encode(`data: ${data}\n\n`));
+      };
+      for (const item of items) send(item);
+      if (opts.hold) return;
+      if (opts.then) {
+        await opts.then.opened;
+        for (const item of opts.then.rest) send(item);
       }
-      if (!opts.hold) controller.close();
+      controller.close();
     },
   });
   return new Response(body, { headers: { 'content-type': 'text/event-stream' } });

@@ -87,7 +87,7 @@ const streamedUntil =
   (started: Promise<void>, opened: Promise<void>, first: string, rest: string) => async () => {
     await started;
     return streamed([chunk({ role: 'assistant', content: first })], {
-      then: { opened, rest: textChunks(rest).slice(1) },
+      after: { opened, rest: textChunks(rest).slice(1) },
     });
   };
 /** A reply that never comes; the call ends only when the agent aborts it. */

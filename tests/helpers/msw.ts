@@ -63,12 +63,12 @@ export function textChunks(text: string, usage = { prompt_tokens: 100, completio
 
 /**
  * A streamed answer: each item one `data:` event (an object as JSON, a string as is). `hold`: the stream stays
- * open after them (a stall), until the request is aborted. `then`: once `opened` resolves, `rest` follows and
+ * open after them (a stall), until the request is aborted. `after`: once `opened` resolves, `rest` follows and
  * the stream ends.
  */
 export function streamed(
   items: unknown[],
-  opts: { hold?: boolean; then?: { opened: Promise<void>; rest: unknown[] } } = {},
+  opts: { hold?: boolean; after?: { opened: Promise<void>; rest: unknown[] } } = {},
 ): Response {
   const encoder = new TextEncoder();
   const body = new ReadableStream<Uint8Array>({
@@ -79,9 +79,9 @@ export function streamed(
       };
       for (const item of items) send(item);
       if (opts.hold) return;
-      if (opts.then) {
-        await opts.then.opened;
-        for (const item of opts.then.rest) send(item);
+      if (opts.after) {
+        await opts.after.opened;
+        for (const item of opts.after.rest) send(item);
       }
       controller.close();
     },

@@ -11,6 +11,7 @@ import type { Machine } from './machine.ts';
 import type { McpHopRun } from './mcp-hop.ts';
 import type { MemoryStage } from './memory-parts.ts';
 import type { StartupResults } from './startup.ts';
+import type { StreamingRun } from './streaming.ts';
 import type { TokenRun } from './token-run.ts';
 import type { TracingRun } from './tracing.ts';
 import { workersGoals } from './workers-goals.ts';
@@ -44,6 +45,8 @@ export interface BenchResults {
   tracing?: TracingRun;
   /** Figure 16: an upstream echo through the MCP face, mcp-proxy and directly (absent in older reports). */
   mcpHop?: McpHopRun;
+  /** Figure 18: the services' CPU per model turn with streaming off and on (absent in older reports). */
+  streaming?: StreamingRun;
 }
 
 /** One line of the summary. */
@@ -322,6 +325,16 @@ export function goals(r: BenchResults): Goal[] {
             measured: `${ms(r.tracing.offMs)} → ${ms(r.tracing.onMs)} (${f2(r.tracing.onMs / r.tracing.offMs)}×)`,
             goal: '(reported)',
             met: null,
+          },
+        ]
+      : []),
+    ...(r.streaming
+      ? [
+          {
+            figure: "18. The services' CPU per model turn, streaming off → on, median of runs",
+            measured: `${ms(r.streaming.offCpuMs)} → ${ms(r.streaming.onCpuMs)} (${f2(r.streaming.onCpuMs / r.streaming.offCpuMs)}×)`,
+            goal: '≤ 1.05×',
+            met: r.streaming.onCpuMs / r.streaming.offCpuMs <= 1.05,
           },
         ]
       : []),

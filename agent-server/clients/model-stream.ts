@@ -67,17 +67,24 @@ export async function streamAttempt(
       }),
     limits.timeoutMs,
   );
-  let stall: NodeJS.Timeout | undefined;
+  // The stall watch: the time of the last chunk, checked when the limit could have passed (not a timer a chunk).
+  let lastChunk = performance.now();
   const alive = () => {
-    clearTimeout(stall);
-    stall = setTimeout(
-      () =>
-        fail({
-          state: 'error',
-          message: `the model endpoint ${limits.endpoint} sent nothing for ${limits.stallMs} ms mid-reply (AGENT_MODEL_STALL_MS)`,
-        }),
-      limits.stallMs,
-    );
+    lastChunk = performance.now();
+  };
+  let stall: NodeJS.Timeout | undefined;
+  const watch = (ms: number) => {
+    stall = setTimeout(() => {
+      const quiet = performance.now() - lastChunk;
+      if (quiet < limits.stallMs) {
+        watch(limits.stallMs - quiet);
+        return;
+      }
+      fail({
+        state: 'error',
+        message: `the model endpoint ${limits.endpoint} sent nothing for ${limits.stallMs} ms mid-reply (AGENT_MODEL_STALL_MS)`,
+      });
+    }, ms);
   };
   try {
     const res = await open(attempt.signal);
@@ -86,6 +93,7 @@ export async function streamAttempt(
       return (await res.json()) as ChatCompletion;
     }
     alive();
+    watch(limits.stallMs);
     return await readStream(res.body, attempt.signal, alive, limits, onDelta);
   } catch (err) {
     // The attempt's own stop (a stall, the deadline) says why; the task's stop is the caller's to tell.

@@ -1,4 +1,3 @@
-import { Readable } from 'node:stream';
 import { request } from 'undici';
 
 // A fetch for calls to JSON APIs (the model endpoint) over undici's request API. Node 20's fetch spends most
@@ -38,12 +37,28 @@ export const leanFetch: typeof fetch = async (input, init) => {
     if (value === undefined) continue;
     for (const v of Array.isArray(value) ? value : [value]) headers.append(key, v);
   }
-  // A stream (a streamed model reply) is handed on as it comes, not read whole first.
+  // A stream (a streamed model reply) is handed on as it comes, not read whole first; its reader keeps up
+  // (and bounds what it takes), so the chunks are passed on without Readable.toWeb's pull and queue.
   if (/^text\/event-stream/i.test(headers.get('content-type') ?? '')) {
-    return new Response(Readable.toWeb(res.body) as ReadableStream<Uint8Array>, {
-      status: res.statusCode,
-      headers,
+    const body = res.body;
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        body.on('data', (chunk: Buffer) => {
+          // A stream its reader gave up (cancelled, errored) takes nothing more: the body goes.
+          try {
+            controller.enqueue(chunk);
+          } catch {
+            body.destroy();
+          }
+        });
+        body.once('end', () => controller.close());
+        body.once('error', (err) => controller.error(err));
+      },
+      cancel: () => {
+        body.destroy();
+      },
     });
+    return new Response(stream, { status: res.statusCode, headers });
   }
   const text = await res.body.text();
   // A status without a body (204, 304) cannot carry one in a Response.

@@ -18,7 +18,13 @@ const URL = `${MODEL_BASE_URL}/chat/completions`;
 const request = { model: 'test-model', messages: [{ role: 'user' as const, content: 'hi' }], tools: [] };
 
 function model(
-  overrides: { timeoutMs?: number; maxAttempts?: number; stallMs?: number; maxReplyChars?: number } = {},
+  overrides: {
+    timeoutMs?: number;
+    maxAttempts?: number;
+    stallMs?: number;
+    maxReplyChars?: number;
+    stream?: boolean;
+  } = {},
 ) {
   return openAIModel({
     baseURL: MODEL_BASE_URL,
@@ -217,6 +223,20 @@ describe('the model client, streaming', () => {
         `^Model call failed: the reply from ${MODEL_BASE_URL.replace(/\./g, '\\.')} ran past 30 characters \\(a reply holds at most 30 characters of text and tool-call arguments`,
       ),
     );
+  });
+
+  it('asks as before with streaming off: no stream in the request, the reply read whole', async () => {
+    let body: Record<string, unknown> = {};
+    server.use(
+      mock.post(URL, async ({ request: req }) => {
+        body = (await req.json()) as Record<string, unknown>;
+        return HttpResponse.json(completion({ content: 'whole' }));
+      }),
+    );
+    const { reply, deltas } = await ask(model({ stream: false }));
+    expect(Object.keys(body).sort()).toEqual(['messages', 'model', 'tools']);
+    expect(reply).toMatchObject({ content: 'whole', attempts: 1 });
+    expect(deltas).toEqual([]);
   });
 
   it('reads a whole JSON completion from an endpoint that ignores stream: true', async () => {

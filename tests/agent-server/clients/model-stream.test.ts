@@ -138,6 +138,26 @@ describe('the model client, streaming', () => {
     expect(deltas).toEqual(['The ans', 'The ', 'answer.']);
   });
 
+  it('retries an error status before the stream as before (a 503), then reads the stream', async () => {
+    let n = 0;
+    server.use(
+      mock.post(URL, () =>
+        ++n === 1
+          ? HttpResponse.json(
+              { error: { message: 'overloaded' } },
+              { status: 503, headers: { 'x-should-retry': 'false' } },
+            )
+          : streamed(textChunks('ok')),
+      ),
+    );
+    const { reply, retries } = await ask(model());
+    expect(reply).toMatchObject({ content: 'ok', attempts: 2 });
+    expect(retries[0]).toMatchObject({
+      status: 503,
+      reason: `model endpoint ${MODEL_BASE_URL} answered 503: overloaded`,
+    });
+  });
+
   it('retries an error the endpoint sends mid-stream, with its message', async () => {
     let n = 0;
     server.use(

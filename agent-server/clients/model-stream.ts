@@ -161,7 +161,9 @@ async function readStream(
     });
   } finally {
     signal.removeEventListener('abort', hangUp);
-    if (done) hangUp();
+    // After `[DONE]` the body's end is read, so its connection is kept; a failed read's body goes at once.
+    if (done) drain(reader);
+    else hangUp();
   }
   if (!a.finish) {
     throw new StreamFailure({
@@ -171,6 +173,18 @@ async function readStream(
     });
   }
   return completionOf(a);
+}
+
+/** Reads what follows `[DONE]` (the body's end) in the background; a body that goes on past a few reads goes. */
+function drain(reader: ReadableStreamDefaultReader<Uint8Array>, reads = 4): void {
+  reader.read().then(
+    ({ done }) => {
+      if (done) return;
+      if (reads > 1) drain(reader, reads - 1);
+      else reader.cancel().catch(() => undefined);
+    },
+    () => undefined,
+  );
 }
 
 /** One chunk's JSON; an error the provider sends mid-stream is a failure to retry, with its message. */

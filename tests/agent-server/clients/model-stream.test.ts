@@ -1,10 +1,7 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { HttpResponse, http as mock } from 'msw';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { type CompleteOptions, openAIModel, type RetryInfo } from '../../../agent-server/clients/model.ts';
 import { ModelError } from '../../../agent-server/errors.ts';
-import { leanFetch } from '../../../lib/http/lean-fetch.ts';
 import { chunk, completion, MODEL_BASE_URL, modelEdge, streamed, textChunks } from '../../helpers/msw.ts';
 
 // The client with streaming on: the reply put together from its chunks, the text heard as it comes, and a
@@ -264,39 +261,5 @@ describe('the model client, streaming', () => {
     const { reply, deltas } = await ask(model());
     expect(reply).toMatchObject({ content: 'whole', usage: { total_tokens: 110 }, attempts: 1 });
     expect(deltas).toEqual([]);
-  });
-
-  it('hands the text on as it comes through the lean fetch, and abandons a stall there too', async () => {
-    let sent: () => void = () => {};
-    const firstSent = new Promise<void>((r) => {
-      sent = r;
-    });
-    const endpoint = http.createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write(`data: ${JSON.stringify(chunk({ content: 'Hel' }))}\n\n`);
-      sent();
-      // Then nothing: a stall.
-    });
-    await new Promise<void>((r) => endpoint.listen(0, '127.0.0.1', () => r()));
-    try {
-      const m = openAIModel({
-        baseURL: `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/v1`,
-        timeoutMs: 5000,
-        maxAttempts: 1,
-        stream: true,
-        stallMs: 100,
-        fetch: leanFetch,
-      });
-      const deltas: string[] = [];
-      const call = m.complete(request, { onDelta: (t) => deltas.push(t) }).catch((err: Error) => err);
-      await firstSent;
-      await expect.poll(() => deltas).toEqual(['Hel']);
-      expect(((await call) as Error).message).toMatch(
-        /sent nothing for 100 ms mid-reply \(AGENT_MODEL_STALL_MS\)$/,
-      );
-    } finally {
-      endpoint.closeAllConnections();
-      await new Promise<void>((r) => endpoint.close(() => r()));
-    }
   });
 });

@@ -12,7 +12,7 @@ import {
   Webhook,
   WebhookDelivery,
 } from './contract/base.ts';
-import { TaskEvent } from './contract/events.ts';
+import { EventType, ModelDeltaEvent, TaskEvent } from './contract/events.ts';
 import { IfBusy, ThreadId, threadRoutes } from './contract/threads.ts';
 
 export * from './contract/base.ts';
@@ -151,14 +151,23 @@ export const Health = z.looseObject({
   database: DatabaseHealth.optional(),
 });
 
+/** Each event's schema by its type: the recorded ones, and the model's streamed text (never recorded). */
+const eventSchemas = new Map<EventType, z.ZodType>([
+  ...TaskEvent.options.map((o) => [o.shape.type.value, o] as const),
+  ['model_delta', ModelDeltaEvent],
+]);
+
 /** A task's events as Server-Sent Events (event name = the event's `type`), then one `result`. */
 export const TaskEventStream: EventStream = {
   description:
     'The task’s events as they are recorded (each event’s `data` is the whole event), then one `result` event ' +
-    'with the task’s outcome, after which the stream ends.',
-  idDescription: 'The event’s seq: send it back as Last-Event-ID (or ?after=) to resume after it',
+    'with the task’s outcome, after which the stream ends. While the model writes its reply (streaming on), ' +
+    '`model_delta` events carry its text as it comes, to the followers of a task running in the agent-server ' +
+    'followed; they are not recorded, so they have no seq and no id.',
+  idDescription:
+    'The event’s seq: send it back as Last-Event-ID (or ?after=) to resume after it (a `model_delta` has none)',
   events: {
-    ...Object.fromEntries(TaskEvent.options.map((o) => [o.shape.type.value, o])),
+    ...Object.fromEntries(EventType.options.map((type) => [type, eventSchemas.get(type) as z.ZodType])),
     result: ExecuteTaskResponse,
   },
 };

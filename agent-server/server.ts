@@ -133,6 +133,8 @@ function modelOf(config: Config, log: Logger): Model | undefined {
     apiKey: m.apiKey,
     timeoutMs: m.timeoutMs,
     maxAttempts: m.maxAttempts,
+    stream: m.stream,
+    stallMs: m.stallMs,
     // undici's request API under the SDK: a third of the CPU of Node 20's fetch per model call.
     fetch: leanFetch,
   });

@@ -81,10 +81,10 @@ async function snapshot(npm: NpmStart): Promise<MemorySnapshot> {
   };
 }
 
-/** Starts the mock model in its own process. */
-export async function startModelProcess(latencyMs: number) {
+/** Starts the mock model in its own process; a streamed reply's pieces `chunkGapMs` apart. */
+export async function startModelProcess(latencyMs: number, chunkGapMs = 0) {
   const child = spawn(process.execPath, [path.resolve('bench/mock-model-main.ts')], {
-    env: { ...process.env, MOCK_LATENCY_MS: String(latencyMs) },
+    env: { ...process.env, MOCK_LATENCY_MS: String(latencyMs), MOCK_CHUNK_GAP_MS: String(chunkGapMs) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const url = await new Promise<string>((resolve, reject) => {
@@ -107,7 +107,8 @@ export async function startModelProcess(latencyMs: number) {
 
 /**
  * Runs N tasks at once in `dir`. `postgres-workers` runs the agent API and `workers` worker processes on the
- * PostgreSQL database `databaseUrl`, each worker taking an equal share of the tasks at a time.
+ * PostgreSQL database `databaseUrl`, each worker taking an equal share of the tasks at a time. `tuning`: more
+ * settings of the services, and the gap between a streamed reply's pieces.
  */
 export async function concurrencyRun(
   dir: string,
@@ -115,6 +116,7 @@ export async function concurrencyRun(
   latencyMs = 1000,
   layout: ServicesLayout = 'npm-start',
   scaled?: { databaseUrl: string; workers: number },
+  tuning: { env?: Record<string, string>; chunkGapMs?: number } = {},
 ): Promise<ConcurrencyRun> {
   const workspace = path.join(dir, 'ws');
   await mkdir(workspace, { recursive: true });
@@ -122,7 +124,7 @@ export async function concurrencyRun(
     path.join(workspace, 'notes.txt'),
     'Meeting notes: ship 1.4.0 on Friday; Ann reviews invoices.\n',
   );
-  const model = await startModelProcess(latencyMs);
+  const model = await startModelProcess(latencyMs, tuning.chunkGapMs);
   const start =
     layout === 'postgres-workers'
       ? (env: Record<string, string>) => startSeparate(env, process.cwd(), scaled?.workers ?? 1)
@@ -149,6 +151,7 @@ export async function concurrencyRun(
     FS_ROOTS: workspace,
     ...BENCH_TOKENS,
     AGENT_MODEL_TIMEOUT_MS: '120000',
+    ...tuning.env,
   }).catch(async (err: unknown) => {
     await model.stop();
     throw err;

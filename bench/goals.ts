@@ -11,6 +11,7 @@ import type { Machine } from './machine.ts';
 import type { McpHopRun } from './mcp-hop.ts';
 import type { MemoryStage } from './memory-parts.ts';
 import type { StartupResults } from './startup.ts';
+import type { StreamingRun } from './streaming.ts';
 import type { ThreadsRun } from './threads.ts';
 import type { TokenRun } from './token-run.ts';
 import type { TracingRun } from './tracing.ts';
@@ -47,6 +48,8 @@ export interface BenchResults {
   mcpHop?: McpHopRun;
   /** Figure 19: threads, their prefix kept across turns and compaction (absent in older reports). */
   threads?: ThreadsRun;
+  /** Figure 18: the services' CPU per model turn with streaming off and on (absent in older reports). */
+  streaming?: StreamingRun;
 }
 
 /** One line of the summary. */
@@ -344,6 +347,16 @@ export function goals(r: BenchResults): Goal[] {
               `${n0(r.threads.compactedMax)} of a ${n0(r.threads.budget)}-token budget)`,
             goal: '(reported); largest request within the budget',
             met: r.threads.compactedMax <= r.threads.budget,
+          },
+        ]
+      : []),
+    ...(r.streaming
+      ? [
+          {
+            figure: "18. The services' CPU per model turn, streaming off → on, median of runs",
+            measured: `${ms(r.streaming.offCpuMs)} → ${ms(r.streaming.onCpuMs)} (${f2(r.streaming.onCpuMs / r.streaming.offCpuMs)}×)`,
+            goal: '≤ 1.05×',
+            met: r.streaming.onCpuMs / r.streaming.offCpuMs <= 1.05,
           },
         ]
       : []),

@@ -4,7 +4,9 @@ import type { AddressInfo } from 'node:net';
 // An OpenAI-compatible chat endpoint for the benchmark: it plays a scripted reply per turn of each task and
 // records what it was sent, byte for byte, in the order the provider would read it. A task is recognised by
 // the marker its goal starts with (`[bench <key>]`); the turn is the number of assistant messages so far.
-// A fixed latency makes it a stand-in for a slow model (the concurrency run).
+// A fixed latency makes it a stand-in for a slow model (the concurrency run). Asked with `stream: true` it
+// answers as an OpenAI-compatible stream: the reply in pieces of a few characters (a model's tokens), why it
+// stopped, the usage, `data: [DONE]`; with a gap between pieces, each goes out on its own after the latency.
 
 /** One scripted tool call. */
 export interface ScriptedCall {
@@ -57,14 +59,75 @@ export function completion(turn: ScriptedTurn | undefined): Record<string, unkno
   };
 }
 
+/** The characters of one streamed piece: about a token of English. */
+const PIECE_CHARS = 4;
+
+/** `text` in pieces of PIECE_CHARS characters. */
+function pieces(text: string): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += PIECE_CHARS) out.push(text.slice(i, i + PIECE_CHARS));
+  return out;
+}
+
+/** The same reply as `completion`, as the `data:` events of a stream (each with its blank line). */
+export function streamEvents(turn: ScriptedTurn | undefined): string[] {
+  const whole = completion(turn) as {
+    choices: [
+      {
+        message: {
+          content: string | null;
+          tool_calls?: { id: string; function: { name: string; arguments: string } }[];
+        };
+        finish_reason: string;
+      },
+    ];
+    usage: unknown;
+  };
+  const { message, finish_reason } = whole.choices[0];
+  const head = { id: 'chatcmpl-bench', object: 'chat.completion.chunk', created: 0, model: 'bench' };
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+    ...head,
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  });
+  const chunks: unknown[] = [chunk({ role: 'assistant', content: message.content === null ? null : '' })];
+  for (const p of pieces(message.content ?? '')) chunks.push(chunk({ content: p }));
+  for (const [index, call] of (message.tool_calls ?? []).entries()) {
+    const { name, arguments: args } = call.function;
+    chunks.push(
+      chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name, arguments: '' } }] }),
+    );
+    for (const p of pieces(args)) chunks.push(chunk({ tool_calls: [{ index, function: { arguments: p } }] }));
+  }
+  chunks.push(chunk({}, finish_reason), { ...head, choices: [], usage: whole.usage });
+  return [...chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`), 'data: [DONE]\n\n'];
+}
+
 /** Options of the mock model. */
 export interface MockModelOptions {
   /** The reply for a task's turn; `tools` are the names the request offered. */
   script(key: string, turn: number, tools: string[]): ScriptedTurn | undefined;
   /** Answer after this long (default 0). */
   latencyMs?: number;
+  /** A streamed reply's pieces: this long apart, each written on its own (default 0: all at once). */
+  chunkGapMs?: number;
   /** Keep every request body (the token-economics runs); arrival times are always kept. */
   record?: boolean;
+}
+
+/** Writes a stream's events: `gapMs` apart, one write each, or all at once. */
+function streamOut(res: http.ServerResponse, events: string[], gapMs: number): void {
+  if (gapMs <= 0) {
+    res.end(events.join(''));
+    return;
+  }
+  let i = 0;
+  const next = () => {
+    if (res.destroyed) return;
+    res.write(events[i++]);
+    if (i < events.length) setTimeout(next, gapMs);
+    else res.end();
+  };
+  next();
 }
 
 /** Starts the endpoint on loopback; `url` is the OpenAI base URL (…/v1). */
@@ -87,6 +150,7 @@ export function startMockModel(opts: MockModelOptions) {
       const parsed = JSON.parse(body) as {
         messages: { role: string; content: unknown }[];
         tools?: { function?: { name?: string } }[];
+        stream?: boolean;
       };
       const goal = String(parsed.messages.find((m) => m.role === 'user')?.content ?? '');
       const key = MARKER.exec(goal)?.[1] ?? 'unknown';
@@ -94,9 +158,16 @@ export function startMockModel(opts: MockModelOptions) {
       arrivals.push({ key, turn, at: started });
       if (opts.record) requests.push({ key, turn, body, at: started });
       const tools = (parsed.tools ?? []).map((t) => String(t.function?.name));
-      const text = JSON.stringify(completion(opts.script(key, turn, tools)));
+      const turnReply = opts.script(key, turn, tools);
+      const events = parsed.stream ? streamEvents(turnReply) : undefined;
+      const text = events ? '' : JSON.stringify(completion(turnReply));
       busyMs += performance.now() - started;
       const send = () => {
+        if (events) {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          streamOut(res, events, opts.chunkGapMs ?? 0);
+          return;
+        }
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(text);
       };

@@ -9,12 +9,14 @@ import { pgEventLogRun } from './event-log-pg.ts';
 import { replicasRun } from './gateway-replicas.ts';
 import { latencyRun } from './latency-run.ts';
 import { mcpHopRun } from './mcp-hop.ts';
+import { streamingRun } from './streaming.ts';
 import { threadsRun } from './threads.ts';
 import { tokenRun } from './token-run.ts';
 import { tracingRun } from './tracing.ts';
 import { workersGoals } from './workers-goals.ts';
 
 // `npm run bench:one -- <concurrency|latency|replicas|console|tracing|tokens|mcp-hop|event-log|workers|threads>`: one part of the benchmark, printed as JSON, for working on
+// `npm run bench:one -- <concurrency|latency|replicas|console|tracing|streaming|tokens|mcp-hop|event-log|workers>`: one part of the benchmark, printed as JSON, for working on
 // it. BENCH_TASKS (default 1000) and BENCH_LAYOUT (npm-start, two-threads, separate, or postgres-workers with
 // BENCH_WORKERS worker processes on a throwaway PostgreSQL) for concurrency, BENCH_ROUNDS for latency.
 const root = await mkdtemp(path.join(tmpdir(), 'toolshift-bench-'));
@@ -45,6 +47,13 @@ try {
   } else if (part === 'threads') {
     const r = await threadsRun();
     console.log(JSON.stringify({ ...r, perTurnRatio: r.compactedPerTurn / r.wholePerTurn }));
+  } else if (part === 'streaming') {
+    const r = await streamingRun(
+      root,
+      Number(process.env.BENCH_RUNS ?? 3),
+      Number(process.env.BENCH_TASKS ?? 200),
+    );
+    console.log(JSON.stringify({ ...r, ratio: r.onCpuMs / r.offCpuMs }));
   } else if (part === 'event-log') {
     // Figure 10 on both databases.
     const sqlite = await eventLogRun(root);

@@ -4,6 +4,7 @@ import { PRICE } from './economics.ts';
 import { f2, mib, ms, n0, pct, usd } from './format.ts';
 import { arm, type BenchResults, goals } from './goals.ts';
 import type { MemoryStage } from './memory-parts.ts';
+import { streamingSection } from './streaming.ts';
 
 // BENCHMARKS.md from one run's measurements: every figure with its goal and whether it was met, then each
 // figure's detail and how it was measured. Pure formatting; bench/run.ts measures, goals.ts judges.
@@ -511,6 +512,7 @@ export function renderReport(r: BenchResults): string {
     );
     out.push('');
   }
+  if (r.streaming) out.push(...streamingSection(r.streaming));
   const threads = r.threads;
   if (threads) {
     out.push('## 19. Threads: the prefix across turns, and compaction');

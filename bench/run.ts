@@ -17,6 +17,7 @@ import { mcpHopRun } from './mcp-hop.ts';
 import type { MemoryStage } from './memory-parts.ts';
 import { renderReport } from './report.ts';
 import { startupRun } from './startup.ts';
+import { streamingRun } from './streaming.ts';
 import { threadsRun } from './threads.ts';
 import { tokenRun } from './token-run.ts';
 import { tracingRun } from './tracing.ts';
@@ -26,8 +27,8 @@ import { tracingRun } from './tracing.ts';
 // the event log (10); `npm start` under a thousand concurrent tasks and its memory (9, 11), and the same load
 // with fewer tasks, with `npm start` on two threads (TOOLSHIFT_THREADS=2), and with the services as three processes. Environment: BENCH_TASKS (concurrent tasks,
 // default 1000), BENCH_FEWER_TASKS (default 200), BENCH_ROUNDS (latency samples, default 400), BENCH_STARTS (starts of each
-// command for the start-up figures, default 5), BENCH_OUT
-// (the report's path, default BENCHMARKS.md).
+// command for the start-up figures, default 5), BENCH_STREAMING_RUNS (runs of each arm of figure 18, streaming
+// off and on, default 5), BENCH_OUT (the report's path, default BENCHMARKS.md).
 
 function memoryParts(layout: 'one' | 'two'): MemoryStage[] {
   const run = spawnSync(process.execPath, ['--expose-gc', path.resolve('bench/memory-parts.ts'), layout], {
@@ -79,6 +80,8 @@ async function main() {
     const tracing = await tracingRun(Number(process.env.BENCH_TRACING_RUNS ?? 5));
     step('threads: the prefix across 10 turns, and a 30-turn thread compacted and sent whole');
     const threads = await threadsRun();
+    step('CPU per model turn with streaming off and on, alternating runs');
+    const streaming = await streamingRun(root, Number(process.env.BENCH_STREAMING_RUNS ?? 5));
     const startupRuns = Number(process.env.BENCH_STARTS ?? 5);
     step(
       `start-up and idle memory of npm start's command, before and after the loader went: ${startupRuns} starts each`,
@@ -106,6 +109,7 @@ async function main() {
       tracing,
       mcpHop,
       threads,
+      streaming,
     };
     const out = process.env.BENCH_OUT ?? 'BENCHMARKS.md';
     writeFileSync(out, renderReport(results));

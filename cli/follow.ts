@@ -1,5 +1,5 @@
 import { createParser } from 'eventsource-parser';
-import type { ExecuteTaskResponse, TaskEvent } from '../agent-server/contract.ts';
+import type { ExecuteTaskResponse, ModelDeltaEvent, TaskEvent } from '../agent-server/contract.ts';
 import { errorOf, type ServiceEndpoint } from '../lib/http/http-client.ts';
 
 // Following a task's event stream (GET /agent/tasks/:id/events) to its `result`, resuming with Last-Event-ID
@@ -8,6 +8,8 @@ import { errorOf, type ServiceEndpoint } from '../lib/http/http-client.ts';
 /** How a follow is steered: events go to `onEvent`; aborting `signal` detaches (the task runs on). */
 export interface FollowOptions {
   onEvent: (event: TaskEvent) => void;
+  /** The model's text as it streams (not stored: never replayed after a reconnect). */
+  onDelta?: (event: ModelDeltaEvent) => void;
   signal?: AbortSignal;
   /** Reconnections allowed in a row without a new event before giving up. */
   retries?: number;
@@ -117,6 +119,10 @@ async function readEvents(
     onEvent: (m) => {
       if (m.event === 'result') {
         result = JSON.parse(m.data);
+        return;
+      }
+      if (m.event === 'model_delta') {
+        opts.onDelta?.(JSON.parse(m.data));
         return;
       }
       const event = JSON.parse(m.data) as TaskEvent;

@@ -13,6 +13,8 @@ export interface CliIo {
   readStdin?: () => Promise<string>;
   /** stderr is a terminal: live progress with a spinner (and colour unless NO_COLOR). */
   stderrIsTTY?: boolean;
+  /** stdout is a terminal: an answer already shown as it streamed is not printed again. */
+  stdoutIsTTY?: boolean;
   /** stdin is a terminal: the Ctrl-C question can be answered by typing. */
   stdinIsTTY?: boolean;
   /** Subscribes to Ctrl-C (SIGINT); returns the unsubscribe function. */

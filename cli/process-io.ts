@@ -125,6 +125,7 @@ export function processIo(): CliIo {
     env: { ...process.env },
     readStdin,
     stderrIsTTY: process.stderr.isTTY === true,
+    stdoutIsTTY: process.stdout.isTTY === true,
     stdinIsTTY: tty,
     onInterrupt: (handler) => {
       process.on('SIGINT', handler);

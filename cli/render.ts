@@ -1,13 +1,15 @@
-import type { ExecuteTaskResponse, TaskEvent } from '../agent-server/contract.ts';
+import type { ExecuteTaskResponse, ModelDeltaEvent, TaskEvent } from '../agent-server/contract.ts';
 import { duration, eventLine, num, requestSize } from './event-lines.ts';
 import type { Style } from './style.ts';
 
 // How a task's events look on a terminal: a spinner with elapsed time while the model thinks or a tool runs,
-// a line per retry, per tool call start and end, toolset changes highlighted, and a summary. Piped, the same
-// lines without the spinner and colour.
+// the model's text as it streams, a line per retry, per tool call start and end, toolset changes highlighted,
+// and a summary. Piped, the same lines without the spinner, the streamed text and colour.
 
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 const CLEAR_LINE = '\r\x1b[K';
+/** Control characters but newline and tab: a model's text may not send them to the terminal (escape sequences). */
+const CONTROL = /[^\P{Cc}\n\t]/gu;
 /** The events that end what the spinner shows: an answer, a call's end, a change, a wait, the end. */
 const ENDS_ACTIVITY = new Set<TaskEvent['type']>([
   'model_call',
@@ -49,6 +51,8 @@ export function createProgress(opts: ProgressOptions) {
   let frame = 0;
   let paused = false;
   let drawn = false;
+  const streaming = streamedText(write);
+  const endText = streaming.end;
 
   const clear = () => {
     if (drawn) write(CLEAR_LINE);
@@ -62,6 +66,7 @@ export function createProgress(opts: ProgressOptions) {
   };
   /** `at`: when the event happened, so following a task late counts from then, not from attaching. */
   const startActivity = (label: string, at?: string) => {
+    endText();
     const then = at ? Date.parse(at) : Number.NaN;
     activity = { label, since: Number.isFinite(then) ? Math.min(then, opts.now()) : opts.now() };
     if (!opts.live) return;
@@ -77,11 +82,18 @@ export function createProgress(opts: ProgressOptions) {
   /** Prints a line above the spinner, which is redrawn under it. */
   const line = (text: string) => {
     clear();
+    endText();
     write(`${text}\n`);
     draw();
   };
 
+  /** On a terminal, the model's text as it comes, in place of the spinner. */
+  const onDelta = (e: ModelDeltaEvent) => {
+    if (opts.live) streaming.take(e.data, !paused, endActivity);
+  };
+
   const onEvent = (e: TaskEvent) => {
+    if (e.type === 'model_call') streaming.answered(e.data.step);
     if (ENDS_ACTIVITY.has(e.type)) endActivity();
     // On a terminal the spinner shows the model thinking; piped, a line says it was asked.
     if (e.type === 'model_request' && opts.live) {
@@ -95,6 +107,9 @@ export function createProgress(opts: ProgressOptions) {
 
   return {
     onEvent,
+    onDelta,
+    /** The text of the last reply shown whole as it streamed (undefined: none was). */
+    streamed: streaming.streamed,
     /** Stops drawing (for a question to the user); `resume` draws again. */
     pause() {
       paused = true;
@@ -106,7 +121,51 @@ export function createProgress(opts: ProgressOptions) {
     },
     /** Writes a line as the display does (above the spinner). */
     line,
-    stop: endActivity,
+    stop() {
+      endActivity();
+      endText();
+    },
+  };
+}
+
+/**
+ * The model's text as it streams, written as it comes: a later attempt's starts over (the earlier one failed),
+ * and a step whose reply is in takes no more. What was shown is kept, so the answer is not printed twice.
+ */
+function streamedText(write: (text: string) => void) {
+  let text: { step: number; attempt: number; shown: string; whole: boolean } | undefined;
+  /** The text stopped mid-line. */
+  let midLine = false;
+  /** The last step whose reply is in. */
+  let answered = 0;
+  /** Ends the text's line, so what comes next starts on its own. */
+  const end = () => {
+    if (midLine) write('\n');
+    midLine = false;
+  };
+  return {
+    end,
+    answered(step: number) {
+      answered = Math.max(answered, step);
+    },
+    /** Takes a piece; `show` false (the user is asked something) keeps it unshown. `before` runs before a write. */
+    take(d: ModelDeltaEvent['data'], show: boolean, before: () => void) {
+      if (d.step <= answered || (text && text.step === d.step && d.attempt < text.attempt)) return;
+      if (!text || text.step !== d.step || text.attempt !== d.attempt) {
+        end();
+        text = { step: d.step, attempt: d.attempt, shown: '', whole: true };
+      }
+      text.shown += d.text;
+      if (!show) {
+        text.whole = false;
+        return;
+      }
+      before();
+      const plain = d.text.replace(CONTROL, '');
+      write(plain);
+      if (plain) midLine = !plain.endsWith('\n');
+    },
+    streamed: () => (text?.whole ? text.shown : undefined),
   };
 }
 

@@ -7,8 +7,8 @@ import { type CliIo, EXIT, rootCause, UnreachableError } from './io.ts';
 import { createProgress, type Progress, summary } from './render.ts';
 import { colourWanted, createStyle, type Style } from './style.ts';
 
-// Watching a task to its end, for `run` and `tasks watch`: progress on stderr (or JSON lines on stdout), the
-// answer alone on stdout, and Ctrl-C handled the way the README promises: the first asks, the second cancels.
+// Watching a task to its end, for `run` and `tasks watch`: progress on stderr (or JSON lines on stdout), with
+// the model's text as it streams on a terminal, the answer alone on stdout, and Ctrl-C handled the way the README promises: the first asks, the second cancels.
 
 /** How the output looks. */
 export interface WatchOptions {
@@ -80,6 +80,7 @@ export async function watchTask(
   try {
     result = await followTask(agent, taskId, {
       onEvent: show,
+      ...(opts.json || opts.quiet ? {} : { onDelta: progress.onDelta }),
       signal: w.detach.signal,
       onConnection: connectionLines(w),
       ...(io.reconnectForMs !== undefined ? { reconnectForMs: io.reconnectForMs } : {}),
@@ -94,7 +95,10 @@ export async function watchTask(
   }
   progress.stop();
   if (opts.json) io.stdout(`${JSON.stringify({ type: 'result', ...result })}\n`);
-  else if (result.final_answer) io.stdout(`${result.final_answer}\n`);
+  // On a terminal, an answer already shown as it streamed is not printed twice.
+  else if (result.final_answer && !(io.stdoutIsTTY && progress.streamed() === result.final_answer)) {
+    io.stdout(`${result.final_answer}\n`);
+  }
   if (!opts.json && !opts.quiet) io.stderr(summary(result, style));
   else if (result.error && !opts.json) io.stderr(`error: ${result.error}\n`);
   return result.status === 'completed' ? EXIT.ok : EXIT.failed;

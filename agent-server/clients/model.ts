@@ -1,11 +1,13 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type {
+  ChatCompletion,
   ChatCompletionMessageFunctionToolCall,
   ChatCompletionMessageParam,
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import type { Usage } from '../contract.ts';
 import { ModelError, TaskStoppedError } from '../errors.ts';
+import { type Failure, StreamFailure, streamAttempt } from './model-stream.ts';
 
 /** One chat request as the loop builds it. */
 export interface ModelRequest {
@@ -19,6 +21,8 @@ export interface ModelReply {
   content: string | null;
   tool_calls: ChatCompletionMessageFunctionToolCall[];
   usage: Usage;
+  /** The endpoint sent no usage (some do not when streaming): `usage` is zeros, not a count. */
+  usage_missing?: true;
   /** Why the model stopped; `length` means the reply was cut off at the output limit. */
   finish_reason?: string | null;
   /** Attempts the call took (1 when it was not retried). */
@@ -37,10 +41,14 @@ export interface RetryInfo {
   delay_ms: number;
 }
 
-/** Per-call options: `signal` aborts the call (and any wait between attempts); `onRetry` hears each retry. */
+/**
+ * Per-call options: `signal` aborts the call (and any wait between attempts); `onRetry` hears each retry;
+ * `onDelta` hears the reply's text as it streams (streaming on), an attempt retried starting over.
+ */
 export interface CompleteOptions {
   signal?: AbortSignal;
   onRetry?: (retry: RetryInfo) => void;
+  onDelta?: (text: string) => void;
 }
 
 /** What the loop talks to; the OpenAI client below in production, a scripted model in unit tests. */
@@ -60,6 +68,12 @@ export interface OpenAIModelOptions {
   maxAttempts: number;
   /** First backoff delay; doubles each retry (with jitter). */
   baseDelayMs?: number;
+  /** Ask for the reply as a stream of chunks (AGENT_MODEL_STREAM); off by default. */
+  stream?: boolean;
+  /** How long a streamed reply may go without a chunk before the attempt is abandoned (default 60 s). */
+  stallMs?: number;
+  /** The most characters of text and tool-call arguments a streamed reply may carry (default 1,000,000). */
+  maxReplyChars?: number;
   fetch?: typeof fetch;
   sleep?: (ms: number) => Promise<void>;
 }
@@ -124,20 +138,11 @@ function providerText(err: InstanceType<typeof APIError>): string {
   return text.length > 300 ? `${text.slice(0, 300)}…` : text;
 }
 
-/** How a failed attempt went: whether to retry, what to say, and what it tells of the endpoint's state. */
-interface Failure {
-  retry: boolean;
-  message: string;
-  delay?: number;
-  status?: number;
-  /** `unreachable`: no answer came (refused, timed out, TLS); `error`: an HTTP error not about this request. */
-  state: 'unreachable' | 'error' | 'ok';
-}
-
 /** Statuses about the one request (its size, its content): the endpoint itself works. */
 const REQUEST_ERRORS = new Set([400, 413, 422]);
 
 function describe(err: unknown, timeoutMs: number, endpoint: string, keySet: boolean): Failure {
+  if (err instanceof StreamFailure) return err.failure;
   if (err instanceof APIError && err.status !== undefined) {
     // An exhausted quota is a 429 that waiting does not fix: fail at once with the provider's message.
     const quota = err.code === 'insufficient_quota' || (err.type ?? '') === 'insufficient_quota';
@@ -244,6 +249,29 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
       at: new Date().toISOString(),
     };
   };
+  const limits = {
+    endpoint: client.baseURL,
+    timeoutMs: opts.timeoutMs,
+    stallMs: opts.stallMs ?? 60_000,
+    maxChars: opts.maxReplyChars ?? 1_000_000,
+  };
+  /** One attempt: the whole reply at once, or (streaming on) put together from its chunks as they come. */
+  const ask = async (request: ModelRequest, { signal, onDelta }: CompleteOptions) => {
+    const body = { model: request.model, messages: request.messages, tools: request.tools };
+    if (!opts.stream) {
+      const res = await client.chat.completions.create(body, { signal });
+      seen('ok');
+      return replyOf(res, client.baseURL);
+    }
+    const open = async (attempt: AbortSignal) => {
+      const res = await client.chat.completions
+        .create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal: attempt })
+        .asResponse();
+      seen('ok');
+      return res;
+    };
+    return replyOf(await streamAttempt(open, limits, signal, onDelta), client.baseURL);
+  };
   return {
     health: () => ({ ...health }),
     async complete(request, options = {}) {
@@ -253,31 +281,7 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
       for (let attempt = 1; ; attempt++) {
         if (signal?.aborted) throw stopped();
         try {
-          const res = await client.chat.completions.create(
-            { model: request.model, messages: request.messages, tools: request.tools },
-            { signal },
-          );
-          seen('ok');
-          const message = res.choices[0]?.message;
-          if (!message) throw new ModelError(`the model endpoint ${client.baseURL} returned no choices`);
-          return {
-            content: message.content ?? null,
-            tool_calls: (message.tool_calls ?? []).filter(
-              (c): c is ChatCompletionMessageFunctionToolCall => c.type === 'function',
-            ),
-            finish_reason: res.choices[0]?.finish_reason ?? null,
-            usage: {
-              prompt_tokens: res.usage?.prompt_tokens ?? 0,
-              completion_tokens: res.usage?.completion_tokens ?? 0,
-              total_tokens: res.usage?.total_tokens ?? 0,
-            },
-            attempts: attempt,
-            ...(typeof res.model === 'string' ? { model: res.model } : {}),
-            ...(typeof res.id === 'string' ? { id: res.id } : {}),
-            ...(typeof res.usage?.prompt_tokens_details?.cached_tokens === 'number'
-              ? { cached_tokens: res.usage.prompt_tokens_details.cached_tokens }
-              : {}),
-          };
+          return { ...(await ask(request, options)), attempts: attempt };
         } catch (err) {
           if (err instanceof ModelError) throw err;
           if (signal?.aborted || err instanceof APIUserAbortError) throw stopped();
@@ -300,5 +304,29 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
         }
       }
     },
+  };
+}
+
+/** The reply a completion carries; no usage in it is said (`usage_missing`), not passed off as zero tokens. */
+function replyOf(res: ChatCompletion, endpoint: string): Omit<ModelReply, 'attempts'> {
+  const message = res.choices[0]?.message;
+  if (!message) throw new ModelError(`the model endpoint ${endpoint} returned no choices`);
+  return {
+    content: message.content ?? null,
+    tool_calls: (message.tool_calls ?? []).filter(
+      (c): c is ChatCompletionMessageFunctionToolCall => c.type === 'function',
+    ),
+    finish_reason: res.choices[0]?.finish_reason ?? null,
+    usage: {
+      prompt_tokens: res.usage?.prompt_tokens ?? 0,
+      completion_tokens: res.usage?.completion_tokens ?? 0,
+      total_tokens: res.usage?.total_tokens ?? 0,
+    },
+    ...(res.usage ? {} : { usage_missing: true as const }),
+    ...(typeof res.model === 'string' ? { model: res.model } : {}),
+    ...(typeof res.id === 'string' ? { id: res.id } : {}),
+    ...(typeof res.usage?.prompt_tokens_details?.cached_tokens === 'number'
+      ? { cached_tokens: res.usage.prompt_tokens_details.cached_tokens }
+      : {}),
   };
 }

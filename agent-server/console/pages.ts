@@ -251,6 +251,7 @@ export function taskPage(task: Task, can: Can): Html {
     </figure>
     <p class="muted" data-stream-state>Connecting…</p>
     <ol class="events" data-events></ol>
+    <blockquote class="live-answer" data-live-answer aria-live="polite" hidden></blockquote>
     <p class="activity" data-activity role="status" hidden>
       <span class="spinner" aria-hidden="true"></span> <span data-activity-label></span>
       <span class="elapsed" data-elapsed></span>

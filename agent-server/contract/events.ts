@@ -8,6 +8,7 @@ export const EventType = z.enum([
   'task_started',
   'model_request',
   'model_retry',
+  'model_delta',
   'model_call',
   'tool_call_started',
   'tool_call',
@@ -63,12 +64,19 @@ const EventData = {
     reason: z.string(),
     delay_ms: z.number(),
   }),
+  /**
+   * The model's reply text as it streams (AGENT_MODEL_STREAM), a piece every 50 ms or so; never stored. A
+   * piece of a later `attempt` than the text shown so far replaces it (the earlier attempt failed).
+   */
+  model_delta: z.looseObject({ step: StepNo, attempt: z.number().int(), text: z.string() }),
   model_call: z.looseObject({
     step: StepNo,
     tools: ToolNames,
     content: z.string().nullable(),
     tool_calls: z.array(z.object({ id: z.string(), name: z.string() })),
     usage: Usage,
+    /** The endpoint sent no usage for this reply (some do not when streaming): `usage` is zeros, not a count. */
+    usage_missing: z.literal(true).optional(),
     finish_reason: z.string().nullable(),
     latency_ms: z.number(),
     attempts: z.number(),
@@ -154,6 +162,17 @@ const eventOf = <T extends EventType>(type: T) =>
     duration_ms: z.number().nullable(),
     data: EventData[type],
   });
+
+/**
+ * The model's text as it streams, sent live to a task's followers and never stored: no seq (nor SSE id), so a
+ * stream resumed with Last-Event-ID does not send it again.
+ */
+export const ModelDeltaEvent = z.object({
+  type: z.literal('model_delta'),
+  at: z.string(),
+  data: EventData.model_delta,
+});
+export type ModelDeltaEvent = z.infer<typeof ModelDeltaEvent>;
 
 /** One recorded step of a task; also what the SSE stream sends (event name = `type`): a union on `type`. */
 export const TaskEvent = z.discriminatedUnion('type', [

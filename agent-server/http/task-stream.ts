@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import type { ConsoleLogin } from '../../lib/http/security.ts';
-import type { ExecuteTaskResponse, TaskEvent } from '../contract.ts';
+import type { ExecuteTaskResponse, ModelDeltaEvent, TaskEvent } from '../contract.ts';
 import type { TaskStore } from '../store/store.ts';
 import { type Agent, resultOf } from '../tasks/agent.ts';
 
@@ -9,6 +9,8 @@ import { type Agent, resultOf } from '../tasks/agent.ts';
 // live while the task runs, then one `result` event. Each event's SSE id is its seq, so a client that lost
 // the connection resumes where it left off. Comments keep an idle stream open through proxies. A task not
 // running in this process (another agent-server on the same database runs it) is followed in the store.
+// The model's text as it streams (`model_delta`) goes out between them with no id: it is not stored, so a
+// stream resumed after an id never sends it again, and one followed in the store never has it.
 
 /** What a stream needs. */
 export interface TaskStreamDeps {
@@ -37,7 +39,7 @@ const LOGIN_RECHECK_MS = 1000;
 
 /** What one stream has been given and not yet sent: the agent's events, the result, another process's word. */
 interface Feed {
-  queue: TaskEvent[];
+  queue: (TaskEvent | ModelDeltaEvent)[];
   result?: ExecuteTaskResponse;
   /** Another process sharing the store said it wrote events of this task (it runs there, or went there). */
   told: boolean;
@@ -61,6 +63,10 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
         feed.queue.push(e);
         poke(feed);
       },
+      live: (e) => {
+        feed.queue.push(e);
+        poke(feed);
+      },
       end: (r) => {
         feed.result = r;
         poke(feed);
@@ -79,7 +85,11 @@ export function streamTask(c: Context, deps: TaskStreamDeps, taskId: string, aft
         .catch(() => {});
     }, deps.heartbeatMs);
     let last = after;
-    const send = async (e: TaskEvent) => {
+    const send = async (e: TaskEvent | ModelDeltaEvent) => {
+      if (!('seq' in e)) {
+        if (await loginHolds()) await stream.writeSSE({ event: e.type, data: JSON.stringify(e) });
+        return;
+      }
       if (e.seq <= last || !(await loginHolds())) return;
       last = e.seq;
       await stream.writeSSE({ event: e.type, id: String(e.seq), data: JSON.stringify(e) });
@@ -132,7 +142,7 @@ interface Following {
   feed: Feed;
   deps: TaskStreamDeps;
   taskId: string;
-  send: (e: TaskEvent) => Promise<void>;
+  send: (e: TaskEvent | ModelDeltaEvent) => Promise<void>;
   sendStored: () => Promise<void>;
 }
 
@@ -157,10 +167,12 @@ async function followHere({ stream, feed, deps, send, sendStored }: Following): 
       });
       clearTimeout(backstop);
     }
-    while (feed.queue.length > 0 && !stream.aborted) await send(feed.queue.shift() as TaskEvent);
+    while (feed.queue.length > 0 && !stream.aborted)
+      await send(feed.queue.shift() as TaskEvent | ModelDeltaEvent);
     if (feed.told) await sendStored();
   }
-  while (feed.queue.length > 0 && !stream.aborted) await send(feed.queue.shift() as TaskEvent);
+  while (feed.queue.length > 0 && !stream.aborted)
+    await send(feed.queue.shift() as TaskEvent | ModelDeltaEvent);
 }
 
 /**

@@ -9,6 +9,7 @@ import type { Model, ModelReply, ModelRequest } from '../clients/model.ts';
 import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.ts';
 import type { TaskOutcome, ThreadContext } from '../store/interface.ts';
 import { FALLBACK_CONTEXT_TOKENS, readStored } from './context.ts';
+import type { LiveEmit } from './deltas.ts';
 import { createExposure, type Exposure } from './exposure.ts';
 import type { ApprovalDecision, CallJournal, Emit, PendingCall } from './tool-step.ts';
 
@@ -47,6 +48,8 @@ export interface LoopDeps {
   modelName: string;
   gateway: GatewayClient;
   emit: Emit;
+  /** Tells the task's followers what is not stored: the model's text as it streams (absent: nobody hears it). */
+  live?: LiveEmit;
   tokens: TokenCounter;
   /** Aborted (with a TaskStoppedError) when the task is cancelled or runs out of time. */
   signal?: AbortSignal;

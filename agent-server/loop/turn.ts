@@ -2,6 +2,7 @@ import type { GatewayTool, ToolsetInfo } from '../../mcp-gateway/contract.ts';
 import type { ModelReply, ModelRequest } from '../clients/model.ts';
 import { compactIfNeeded } from './compact.ts';
 import { contextView, hasStubs, readStoredResultTool } from './context.ts';
+import { deltaSender } from './deltas.ts';
 import { buildModelRequest } from './request.ts';
 import { endWith, type LoopOutcome, type LoopRun, type LoopState } from './state.ts';
 import { throwIfStopped } from './tool-step.ts';
@@ -95,10 +96,21 @@ export async function askModel(run: LoopRun, turn: Turn, all: AllToolsets): Prom
   const { step, request } = turn;
   deps.trace?.request(request);
   const started = performance.now();
-  const reply = await deps.model.complete(request, {
-    signal,
-    onRetry: (retry) => emit('model_retry', { step, ...retry }),
-  });
+  const deltas = deps.live && deltaSender(deps.live, step);
+  let reply: ModelReply;
+  try {
+    reply = await deps.model.complete(request, {
+      signal,
+      onRetry: (retry) => {
+        deltas?.retried();
+        emit('model_retry', { step, ...retry });
+      },
+      ...(deltas ? { onDelta: deltas.onDelta } : {}),
+    });
+    deltas?.flush();
+  } finally {
+    deltas?.close();
+  }
   deps.trace?.reply(reply);
   state.steps = step;
   count(state, turn, reply, all);
@@ -111,6 +123,7 @@ export async function askModel(run: LoopRun, turn: Turn, all: AllToolsets): Prom
       content: reply.content,
       tool_calls: reply.tool_calls.map((c) => ({ id: c.id, name: c.function.name })),
       usage: reply.usage,
+      ...(reply.usage_missing ? { usage_missing: true } : {}),
       finish_reason: reply.finish_reason ?? null,
       latency_ms: latency,
       attempts: reply.attempts ?? 1,

@@ -2,7 +2,7 @@ import type { Logger } from '../../lib/telemetry/log.ts';
 import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model } from '../clients/model.ts';
-import type { ExecuteTaskResponse, TaskEvent, ToolExposure } from '../contract.ts';
+import type { ExecuteTaskResponse, ModelDeltaEvent, TaskEvent, ToolExposure } from '../contract.ts';
 import type { TaskStore } from '../store/store.ts';
 import type { WebhookGuard } from '../webhooks/guard.ts';
 import type { AgentMetrics } from './metrics.ts';
@@ -44,8 +44,10 @@ export interface AgentDeps {
   webhooks?: WebhookGuard;
 }
 
-/** Hears a running task's events as they are recorded, then its end. */
+/** Hears a running task's events as they are recorded (and what is not recorded: `live`), then its end. */
 export interface TaskListener {
   event(event: TaskEvent): void;
+  /** The model's text as it streams (never stored). */
+  live?(event: ModelDeltaEvent): void;
   end?(result: ExecuteTaskResponse): void;
 }

@@ -1,8 +1,9 @@
 import { currentRequestId } from '../../lib/http/request-id.ts';
 import { withSpanHolder } from '../../lib/telemetry/tracing.ts';
 import type { Model } from '../clients/model.ts';
-import type { EventType, PendingApproval, TaskEvent, ToolExposure } from '../contract.ts';
+import type { EventType, ModelDeltaEvent, PendingApproval, TaskEvent, ToolExposure } from '../contract.ts';
 import { TaskStoppedError } from '../errors.ts';
+import type { LiveEmit } from '../loop/deltas.ts';
 import { type LoopDeps, type LoopOutcome, type LoopSnapshot, runLoop } from '../loop/loop.ts';
 import type { RecordedCall } from '../loop/recovery.ts';
 import type { Claim } from '../store/interface.ts';
@@ -158,6 +159,15 @@ function taskEmitter(
   };
 }
 
+/** How the task tells its listeners what is not stored (the model's text as it streams): no seq, no trace. */
+function liveEmitter({ w, taskId, listeners }: TaskRun): LiveEmit {
+  return (type, data) => {
+    if (w.movedOn.has(taskId) || listeners.size === 0) return;
+    const event: ModelDeltaEvent = { type, at: new Date().toISOString(), data };
+    for (const l of listeners) l.live?.(event);
+  };
+}
+
 /** The task's loop, going on from a pause or another worker's claim; a failure outside it ends it crashed. */
 async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Promise<LoopOutcome> {
   const { w, task, taskId } = t;
@@ -203,6 +213,7 @@ function loopDeps(t: TaskRun): LoopDeps {
     modelName: w.deps.modelName,
     gateway: t.gateway,
     emit: t.emit,
+    live: liveEmitter(t),
     tokens: w.tokens,
     signal: t.controller.signal,
     worker: w.deps.store.holder,

@@ -34,6 +34,14 @@ export const SETTING_GROUPS: Group[] = [
       AGENT_MODEL_MAX_ATTEMPTS: {
         doc: 'attempts per model call (429, 5xx and lost connections are retried)',
       },
+      AGENT_MODEL_STREAM: {
+        doc:
+          'ask the model for its reply as a stream: followers of a task see the text as it comes (`model_delta` ' +
+          'events); a stream cut off or stalled is retried. `false`: one whole reply per call',
+      },
+      AGENT_MODEL_STALL_MS: {
+        doc: 'a streamed reply silent this long mid-reply is abandoned and retried (AGENT_MODEL_TIMEOUT_MS still bounds the call)',
+      },
       AGENT_MAX_DURATION_S: {
         doc: "a task's wall-clock limit unless its request sets `max_duration_s` (then it ends `timed_out`)",
       },

@@ -61,6 +61,11 @@ export const EnvSchema = z.object({
   AGENT_MAX_STEPS: z.coerce.number().int().min(1).max(500).default(20),
   AGENT_MODEL_TIMEOUT_MS: z.coerce.number().int().min(100).default(120_000),
   AGENT_MODEL_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(4),
+  AGENT_MODEL_STREAM: z
+    .enum(['', '0', '1', 'true', 'false'], { message: 'must be true or false (1 or 0)' })
+    .optional()
+    .transform((v) => v === undefined || v === '' || v === '1' || v === 'true'),
+  AGENT_MODEL_STALL_MS: z.coerce.number().int().min(100).default(60_000),
   AGENT_MAX_DURATION_S: z.coerce.number().int().min(1).max(604_800).default(1800),
   AGENT_CONTEXT_TOKENS: z.coerce.number().int().min(1024).max(10_000_000).optional(),
   AGENT_SSE_HEARTBEAT_S: z.coerce.number().min(0.01).max(3600).default(15),

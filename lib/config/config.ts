@@ -149,6 +149,8 @@ function agentSettings(e: Env, local: Local) {
       name: e.AGENT_MODEL,
       timeoutMs: e.AGENT_MODEL_TIMEOUT_MS,
       maxAttempts: e.AGENT_MODEL_MAX_ATTEMPTS,
+      stream: e.AGENT_MODEL_STREAM,
+      stallMs: e.AGENT_MODEL_STALL_MS,
     },
     maxSteps: e.AGENT_MAX_STEPS,
     /** How tasks offer tools to the model unless a request says: `native` or cache-preserving `dispatch`. */

@@ -3,7 +3,8 @@ import { request } from 'undici';
 // A fetch for calls to JSON APIs (the model endpoint) over undici's request API. Node 20's fetch spends most
 // of a small call's CPU on WHATWG streams and objects around the exchange (about three times what the
 // request API spends); at hundreds of model calls a second that is a core. The answer is read whole and
-// handed back as an ordinary Response, so a client built on fetch (the OpenAI SDK) sees no difference.
+// handed back as an ordinary Response, so a client built on fetch (the OpenAI SDK) sees no difference; an
+// event stream is handed back as it comes.
 
 /** The fetch Node started with; a replaced global (an interceptor, a test's mock) is honoured instead. */
 const nativeFetch = globalThis.fetch;
@@ -31,12 +32,35 @@ export const leanFetch: typeof fetch = async (input, init) => {
     body: body ?? undefined,
     signal: init?.signal ?? undefined,
   });
-  const text = await res.body.text();
   const headers = new Headers();
   for (const [key, value] of Object.entries(res.headers)) {
     if (value === undefined) continue;
     for (const v of Array.isArray(value) ? value : [value]) headers.append(key, v);
   }
+  // A stream (a streamed model reply) is handed on as it comes, not read whole first; its reader keeps up
+  // (and bounds what it takes), so the chunks are passed on without Readable.toWeb's pull and queue.
+  if (/^text\/event-stream/i.test(headers.get('content-type') ?? '')) {
+    const body = res.body;
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        body.on('data', (chunk: Buffer) => {
+          // A stream its reader gave up (cancelled, errored) takes nothing more: the body goes.
+          try {
+            controller.enqueue(chunk);
+          } catch {
+            body.destroy();
+          }
+        });
+        body.once('end', () => controller.close());
+        body.once('error', (err) => controller.error(err));
+      },
+      cancel: () => {
+        body.destroy();
+      },
+    });
+    return new Response(stream, { status: res.statusCode, headers });
+  }
+  const text = await res.body.text();
   // A status without a body (204, 304) cannot carry one in a Response.
   const empty = res.statusCode === 204 || res.statusCode === 304;
   return new Response(empty ? null : text, { status: res.statusCode, headers });

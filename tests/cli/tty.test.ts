@@ -8,7 +8,7 @@ import { main } from '../../client.ts';
 import { loadConfig } from '../../lib/config/config.ts';
 import type { Listening } from '../../lib/http/serve.ts';
 import { startStack } from '../../start/stack.ts';
-import { completion, MODEL_BASE_URL, modelEdge } from '../helpers/msw.ts';
+import { chunk, completion, MODEL_BASE_URL, modelEdge, streamed, textChunks } from '../helpers/msw.ts';
 import { runOnPty } from '../helpers/pty.ts';
 
 // The real `toolshift` command in a child process against the three services on loopback (the model mocked at
@@ -82,6 +82,14 @@ const heldUntil = (opened: Promise<void>, reply: () => Response) => async () => 
   await opened;
   return reply();
 };
+/** A streamed answer: its first words once `started` resolves, the rest (and its end) once `opened` does. */
+const streamedUntil =
+  (started: Promise<void>, opened: Promise<void>, first: string, rest: string) => async () => {
+    await started;
+    return streamed([chunk({ role: 'assistant', content: first })], {
+      after: { opened, rest: textChunks(rest).slice(1) },
+    });
+  };
 /** A reply that never comes; the call ends only when the agent aborts it. */
 const never = async () => {
   await delay('infinite');
@@ -204,6 +212,33 @@ describe('toolshift run on a terminal', () => {
     expect(p.output()).not.toMatch(new RegExp(`step 1 · thinking… [^\\r]* ${ESC}\\[2m\\d+ ms`));
   });
 
+  it.concurrent('shows the answer as it streams, once, without the escape sequences in it', async () => {
+    const first = gate();
+    const rest = gate();
+    script('stream an answer', [
+      streamedUntil(
+        first.opened,
+        rest.opened,
+        'The answer ',
+        `is ${ESC}]0;title${String.fromCharCode(7)}42.`,
+      ),
+    ]);
+    const p = runOnPty(process.execPath, [BIN, 'run', 'stream an answer'], env);
+    // Followed from before the model writes (the text is not stored: a follower hears it only as it comes).
+    await p.waitFor(/thinking…/);
+    first.open();
+    // The first words show while the model is still writing (the spinner gave way to them).
+    await p.waitFor(/The answer /);
+    expect(p.output()).not.toContain('42.');
+    rest.open();
+    expect(await p.exited).toBe(0);
+    const out = p.output();
+    expect(out).toMatch(/The answer is \]0;title42\.\r\nstep 1 · model .* → .*answer/);
+    expect(out).not.toContain(`${ESC}]0;`);
+    // Shown as it streamed, so not printed again at the end.
+    expect(out.match(/The answer is/g)).toHaveLength(1);
+  });
+
   it.concurrent('detaches on Ctrl-C then Enter, leaving the task running, and tasks watch re-attaches', async () => {
     const later = gate();
     script('keep going', [heldUntil(later.opened, () => text('finished without me'))]);
@@ -229,6 +264,28 @@ describe('toolshift run on a terminal', () => {
     later.open();
     expect(await watching).toBe(0);
     expect(stdout).toBe('finished without me\n');
+  });
+});
+
+describe('toolshift run piped', () => {
+  it.concurrent('prints a streamed answer once on stdout, and no streamed text among the progress lines', async () => {
+    script('stream to a pipe', [async () => streamed(textChunks('Piped answer.'))]);
+    const child = spawn(process.execPath, [BIN, 'run', 'stream to a pipe'], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    let stdout = '';
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c;
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c;
+    });
+    expect(await new Promise<number | null>((r) => child.on('exit', r))).toBe(0);
+    expect(stdout).toBe('Piped answer.\n');
+    expect(stderr).not.toContain('Piped');
+    expect(stderr).toMatch(/step 1 · model .* → answer/);
   });
 });
 

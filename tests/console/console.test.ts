@@ -9,7 +9,7 @@ import { launchChromium, startCuttableProxy } from '../helpers/browser.ts';
 import { storedToken } from '../helpers/credentials.ts';
 import { startDaemon } from '../helpers/daemon.ts';
 import { type FixtureTool, startMcpHttpServer, text } from '../helpers/mcp-http-server.ts';
-import { completion } from '../helpers/msw.ts';
+import { chunk, completion } from '../helpers/msw.ts';
 import { startTestPostgres } from '../helpers/postgres.ts';
 
 // The console in real headless Chromium against the daemon as `npm start` runs it (its own process), on the
@@ -27,7 +27,10 @@ function scriptedModel(): Server {
       body += c;
     });
     req.on('end', () => {
-      const { messages } = JSON.parse(body) as { messages: { role: string; content: unknown }[] };
+      const { messages, stream } = JSON.parse(body) as {
+        messages: { role: string; content: unknown }[];
+        stream?: boolean;
+      };
       const goal = String(messages.find((m) => m.role === 'user')?.content ?? '');
       if (goal.includes('break')) {
         res.writeHead(400, { 'content-type': 'application/json' });
@@ -45,6 +48,24 @@ function scriptedModel(): Server {
         type: 'function',
         function: { name: fn, arguments: JSON.stringify(args) },
       });
+      if (stream && goal.includes('slowly') && turn === 0) {
+        // Streamed (AGENT_MODEL_STREAM is on by default): its first words at once, the rest after 4 s of thought.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const send = (item: unknown) => res.write(`data: ${JSON.stringify(item)}\n\n`);
+        send(chunk({ role: 'assistant', content: 'I need ' }));
+        send(chunk({ content: '<b>the</b> file tools.' }));
+        const activate = call('c1', 'manage_toolsets', {
+          action: 'ACTIVATE',
+          toolset_ids: ['file_system_tools'],
+        });
+        setTimeout(() => {
+          send(chunk({ tool_calls: [{ index: 0, ...activate }] }));
+          send(chunk({}, { finish_reason: 'tool_calls' }));
+          send(chunk(null, { usage: { prompt_tokens: 100, completion_tokens: 10 } }));
+          res.end('data: [DONE]\n\n');
+        }, 4000);
+        return;
+      }
       const reply =
         turn === 0
           ? completion({
@@ -325,9 +346,17 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
     const firstElapsed = await activity.locator('[data-elapsed]').textContent();
     expect(firstElapsed).toMatch(/^\d+(\.\d)? (ms|s)$/);
     await expect.poll(() => activity.locator('[data-elapsed]').textContent()).not.toBe(firstElapsed);
+    // Its reply shows as it streams, as text: what looks like markup in it is not made markup.
+    const liveAnswer = page.locator('[data-live-answer]');
+    await expect
+      .poll(() => liveAnswer.textContent(), { timeout: 10_000 })
+      .toBe('I need <b>the</b> file tools.');
+    expect(await liveAnswer.locator('b').count()).toBe(0);
     await shoot(page, 'thinking');
     // The first events arrive while the task runs; the toolset change is marked.
     await expect.poll(() => page.locator('li.ev-toolset_change').count(), { timeout: 10_000 }).toBe(1);
+    // The recorded answer took the streamed text's place.
+    expect(await liveAnswer.isHidden()).toBe(true);
     // The task waits for a human (write_file asks): the approval shows in the task view.
     await page.locator('[data-pending] form.decide').waitFor({ timeout: 10_000 });
     const before = await events.count();

@@ -47,6 +47,19 @@ describe('configuration', () => {
     );
   });
 
+  it('streams the model’s replies unless AGENT_MODEL_STREAM says not to, with a stall limit', () => {
+    expect(loadConfig({}).agent.model).toMatchObject({ stream: true, stallMs: 60_000 });
+    expect(
+      loadConfig({ AGENT_MODEL_STREAM: 'false', AGENT_MODEL_STALL_MS: '5000' }).agent.model,
+    ).toMatchObject({
+      stream: false,
+      stallMs: 5000,
+    });
+    expect(() => loadConfig({ AGENT_MODEL_STREAM: 'sometimes' })).toThrow(
+      /AGENT_MODEL_STREAM: must be true or false \(1 or 0\)/,
+    );
+  });
+
   it('names every bad variable at once', () => {
     expect(() => loadConfig({ AGENT_PORT: 'abc', AGENT_MAX_STEPS: '0' })).toThrow(
       /Invalid configuration:\n {2}AGENT_PORT: .*expected number.*\n {2}AGENT_MAX_STEPS: Too small/,

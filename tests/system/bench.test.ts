@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openAIModel } from '../../agent-server/clients/model.ts';
 import { armKey, armScripts } from '../../bench/arms.ts';
 import { RECORDED_LABEL, recordedGithubTools, writeBenchCatalog } from '../../bench/catalog.ts';
 import { economics, PRICE } from '../../bench/economics.ts';
@@ -159,6 +160,45 @@ describe('the tasks in three arms', () => {
       ]);
       const stats = await (await fetch(model.url.replace(/\/v1$/, '/stats'))).json();
       expect(stats.arrivals).toEqual([expect.objectContaining({ key: 'k1', turn: 1 })]);
+    } finally {
+      await model.close();
+    }
+  });
+
+  it('the mock model streams a turn, piece by piece, as the agent-server reads an OpenAI-compatible stream', async () => {
+    const turns = [
+      { calls: [{ id: 'c1', name: 'read_file', arguments: { path: 'notes/a long name.txt' } }] },
+      { answer: 'The notes say: ship on Friday.' },
+    ];
+    const model = await startMockModel({ script: (_key, turn) => turns[turn], chunkGapMs: 1 });
+    try {
+      const client = openAIModel({ baseURL: model.url, timeoutMs: 5000, maxAttempts: 1, stream: true });
+      const ask = (messages: { role: 'user' | 'assistant'; content: string }[]) => {
+        const deltas: string[] = [];
+        const reply = client.complete(
+          { model: 'm', messages, tools: [] },
+          { onDelta: (t) => deltas.push(t) },
+        );
+        return reply.then((r) => ({ ...r, deltas }));
+      };
+      const first = await ask([{ role: 'user', content: `${goalMarker('k')} go` }]);
+      expect(first).toMatchObject({
+        content: null,
+        finish_reason: 'tool_calls',
+        tool_calls: [
+          { id: 'c1', function: { name: 'read_file', arguments: '{"path":"notes/a long name.txt"}' } },
+        ],
+        usage: { total_tokens: 0 },
+        deltas: [],
+      });
+      expect(first).not.toHaveProperty('usage_missing');
+      const second = await ask([
+        { role: 'user', content: `${goalMarker('k')} go` },
+        { role: 'assistant', content: 'read it' },
+      ]);
+      expect(second).toMatchObject({ content: 'The notes say: ship on Friday.', finish_reason: 'stop' });
+      // Pieces of four characters: a model's tokens.
+      expect(second.deltas).toEqual(['The ', 'note', 's sa', 'y: s', 'hip ', 'on F', 'rida', 'y.']);
     } finally {
       await model.close();
     }
@@ -457,6 +497,32 @@ describe('the report', () => {
     expect(renderReport({ ...results, replicas: replicaRun(3, 14) })).toContain(
       '## 17. A gateway replica never waits on PostgreSQL with its event loop',
     );
+    // Figure 18: CPU per turn with streaming on against off, met at no more than 1.05×, with its runs.
+    expect(Object.keys(byFigure).filter((f) => f.startsWith('18.'))).toEqual([]);
+    const run = (cpuMsPerTurn: number) => ({ cpuMsPerTurn, turns: 1200, completed: 200, failed: [] });
+    const streaming = (onCpuMs: number) => ({
+      off: [run(2), run(2.2)],
+      on: [run(onCpuMs), run(2.2)],
+      offCpuMs: 2,
+      onCpuMs,
+      tasks: 200,
+      latencyMs: 500,
+      chunkGapMs: 5,
+    });
+    const figure18 = (onCpuMs: number) =>
+      goals({ ...results, streaming: streaming(onCpuMs) }).filter((g) => g.figure.startsWith('18.'));
+    expect(figure18(2.1)).toEqual([
+      {
+        figure: "18. The services' CPU per model turn, streaming off → on, median of runs",
+        measured: '2.00 ms → 2.10 ms (1.05×)',
+        goal: '≤ 1.05×',
+        met: true,
+      },
+    ]);
+    expect(figure18(2.2)[0].met).toBe(false);
+    const report = renderReport({ ...results, streaming: streaming(2.1) });
+    expect(report).toContain('## 18. Streaming off and on');
+    expect(report).toContain('| 1 | 2.00 ms | 2.10 ms | 200/200 / 200/200 |');
   });
 });
 

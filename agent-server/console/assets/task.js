@@ -1,6 +1,6 @@
 // One task, live: its events as they are recorded (Server-Sent Events, resumed by the browser with Last-Event-ID
-// after a dropped connection), what it is doing now with the time it has taken, the token chart, a pending
-// approval, and the result with the CLI summary's figures.
+// after a dropped connection), the model's reply as it streams, what it is doing now with the time it has taken,
+// the token chart, a pending approval, and the result with the CLI summary's figures.
 
 import { decideForm, decisionText, el, elapsed, fill, KIND_TITLE, num, plural } from './lib.js';
 
@@ -121,6 +121,36 @@ function drawChart(svg, points) {
   svg.dataset.points = String(points.length);
 }
 
+/**
+ * The model's reply as it streams (`model_delta`, never stored): text nodes only, never markup. A later attempt's
+ * text replaces an earlier one's (it failed); the step's recorded answer (`model_call`) replaces it all.
+ */
+function liveAnswer(box) {
+  let shown = null; // {step, attempt} of the text in the box
+  let answered = 0; // the last step whose model_call is shown
+  const clear = () => {
+    shown = null;
+    box.replaceChildren();
+    box.hidden = true;
+  };
+  return {
+    delta({ step, attempt, text }) {
+      if (step <= answered || (shown && (step < shown.step || (step === shown.step && attempt < shown.attempt)))) return;
+      if (!shown || step !== shown.step || attempt !== shown.attempt) {
+        box.replaceChildren();
+        shown = { step, attempt };
+      }
+      box.append(text);
+      box.hidden = false;
+    },
+    /** A recorded event: an answer ends its step's text, a retry or the end drops it. */
+    event(e) {
+      if (e.type === 'model_call') answered = Math.max(answered, e.data.step);
+      if (['model_call', 'model_retry', 'task_finished'].includes(e.type)) clear();
+    },
+  };
+}
+
 export function followTask(view) {
   const id = view.dataset.task;
   const canDecide = view.dataset.canDecide === 'true';
@@ -130,6 +160,7 @@ export function followTask(view) {
   const chart = view.querySelector('[data-chart]');
   const statusField = view.querySelector('[data-field="status"]');
   const activity = view.querySelector('[data-activity]');
+  const live = liveAnswer(view.querySelector('[data-live-answer]'));
   const points = [];
   let last = 0;
   // What the task is doing now (the model thinking, a tool running), with the time since it began, as the
@@ -172,6 +203,7 @@ export function followTask(view) {
     const e = JSON.parse(message.data);
     if (e.seq <= last) return; // already shown (a resumed stream starts after the last id it was given)
     last = e.seq;
+    live.event(e);
     const [title, details] = describe(e);
     list.append(
       el(
@@ -213,8 +245,11 @@ export function followTask(view) {
       setStatus('running');
     }
   };
-  // The event names, from the contract (the page lists them).
-  for (const type of view.dataset.eventTypes.split(' ')) source.addEventListener(type, onEvent);
+  // The event names, from the contract (the page lists them); the streamed text is not a recorded event.
+  for (const type of view.dataset.eventTypes.split(' ')) {
+    if (type === 'model_delta') source.addEventListener(type, (message) => live.delta(JSON.parse(message.data).data));
+    else source.addEventListener(type, onEvent);
+  }
   source.addEventListener('result', (message) => {
     source.close();
     const r = JSON.parse(message.data);

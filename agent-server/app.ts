@@ -1,4 +1,4 @@
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { databaseHealth } from '../lib/db/reachability.ts';
 import { HttpError, installBase, route } from '../lib/http/http.ts';
 import type { ServiceEndpoint } from '../lib/http/http-client.ts';
@@ -9,6 +9,7 @@ import type { Metrics } from '../lib/telemetry/metrics.ts';
 import type { ModelHealth } from './clients/model.ts';
 import { installConsole } from './console/routes.ts';
 import type { Logins } from './console/sessions.ts';
+import type { Task } from './contract.ts';
 import * as contract from './contract.ts';
 import { agentRoutes as routes } from './contract.ts';
 import { ModelNotConfiguredError } from './errors.ts';
@@ -16,6 +17,7 @@ import { resumeAfter, streamTask } from './http/task-stream.ts';
 import { installThreadRoutes } from './http/threads.ts';
 import type { TaskStore } from './store/store.ts';
 import type { Agent } from './tasks/agent.ts';
+import type { Caller } from './tasks/threads.ts';
 
 /** What the agent-server's app needs; tests pass their own. */
 export interface AgentAppDeps {
@@ -98,9 +100,11 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
 function installTaskRoutes(app: Hono, deps: AgentAppDeps): void {
   const { agent, store } = deps;
   const streams = { agent, store, heartbeatMs: deps.heartbeatMs ?? 15_000, pollMs: deps.streamPollMs };
-  const taskOrThrow = async (id: string) => {
+  // A task of another credential's thread is not there, as its thread is not (404).
+  const taskOrThrow = async (c: Context, id: string) => {
     const task = await store.getTask(id);
-    if (!task) throw new HttpError(404, `No task ${id}; GET /agent/tasks lists recent tasks`);
+    if (!task || !(await ownsTask(store, callerOf(c), task)))
+      throw new HttpError(404, `No task ${id}; GET /agent/tasks lists recent tasks`);
     return task;
   };
 
@@ -121,23 +125,23 @@ function installTaskRoutes(app: Hono, deps: AgentAppDeps): void {
   });
 
   route(app, routes.taskEvents, async (c, { params, query }) => {
-    await taskOrThrow(params.id);
+    await taskOrThrow(c, params.id);
     return streamTask(c, streams, params.id, resumeAfter(c, query.after));
   });
 
   route(app, routes.cancelTask, async (c, { params }) => {
-    const task = await taskOrThrow(params.id);
+    const task = await taskOrThrow(c, params.id);
     if (!(await agent.cancel(params.id))) {
       throw new HttpError(
         409,
         `Task ${params.id} is not running (status: ${task.status}); only a running task can be cancelled`,
       );
     }
-    return c.json(await taskOrThrow(params.id));
+    return c.json(await taskOrThrow(c, params.id));
   });
 
   route(app, routes.getTask, async (c, { params }) => {
-    const task = await taskOrThrow(params.id);
+    const task = await taskOrThrow(c, params.id);
     const webhooks = await store.webhookDeliveries(params.id);
     return c.json({
       ...task,
@@ -146,9 +150,17 @@ function installTaskRoutes(app: Hono, deps: AgentAppDeps): void {
     });
   });
 
-  route(app, routes.listTasks, async (c, { query }) =>
-    c.json({ tasks: await store.recentTasks(query.limit) }),
-  );
+  route(app, routes.listTasks, async (c, { query }) => {
+    const caller = callerOf(c);
+    const owner = caller.all ? {} : { owner: caller.owner };
+    return c.json({ tasks: await store.recentTasks(query.limit, owner) });
+  });
+}
+
+/** Whether `caller` may see the task: one of no thread (recorded before threads), or of a thread of theirs. */
+async function ownsTask(store: TaskStore, caller: Caller, task: Task): Promise<boolean> {
+  if (caller.all || task.thread_id === null) return true;
+  return (await store.getThread(task.thread_id))?.owner === caller.owner;
 }
 
 /** The approvals the tasks wait for, and a human's decision, relayed to the gateway. */

@@ -36,3 +36,19 @@ export class TaskStoppedError extends AgentError {
     this.reason = reason;
   }
 }
+
+/** A thread that is no longer there (deleted, or pruned by retention) when a turn of it was to be recorded. */
+export class ThreadGone extends AgentError {
+  constructor(threadId: string) {
+    super(`No thread ${threadId}: it was deleted; GET /agent/threads lists yours`);
+  }
+}
+
+/** A thread that holds as many turns as a thread may: the conversation goes on in a new thread. */
+export class ThreadFull extends AgentError {
+  constructor(threadId: string, max: number) {
+    super(
+      `Thread ${threadId} holds ${max} turns, the most a thread keeps; start a new thread (leave thread_id out)`,
+    );
+  }
+}

@@ -257,7 +257,12 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
   };
   /** One attempt: the whole reply at once, or (streaming on) put together from its chunks as they come. */
   const ask = async (request: ModelRequest, { signal, onDelta }: CompleteOptions) => {
-    const body = { model: request.model, messages: request.messages, tools: request.tools };
+    // No tools, no `tools` (some providers refuse an empty array): a summary is asked without them.
+    const body = {
+      model: request.model,
+      messages: request.messages,
+      ...(request.tools.length > 0 ? { tools: request.tools } : {}),
+    };
     if (!opts.stream) {
       const res = await client.chat.completions.create(body, { signal });
       seen('ok');

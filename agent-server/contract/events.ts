@@ -142,6 +142,8 @@ const EventData = {
     summarised_messages: z.number(),
     tokens_before: z.number(),
     tokens_after: z.number(),
+    /** Why the summary's model call failed: the stubs stand, and the next request tries again. */
+    summary_failed: z.string().optional(),
   }),
   task_finished: z.looseObject({
     status: z.string(),

@@ -8,6 +8,9 @@ import { TaskStatus, Webhook } from './base.ts';
 // tasks are its turns; each sees the turns before it and the thread's session (its active toolsets).
 // contract.ts re-exports it.
 
+/** The most turns a thread holds (each turn reads the conversation so far). */
+export const MAX_THREAD_TURNS = 1000;
+
 /** A thread id: `thr_` and a UUID. */
 export const ThreadId = z
   .string()
@@ -46,7 +49,9 @@ export const ThreadTurn = z.object({
 export type ThreadTurn = z.infer<typeof ThreadTurn>;
 
 export const ThreadDetail = Thread.extend({
+  /** Its last `turns` turns (default 100), oldest first; `turns_total` says how many it has. */
   turns: z.array(ThreadTurn),
+  turns_total: z.number(),
   /** How much of the conversation was moved out of the model's context (compaction). */
   compaction: z.object({
     summarised_messages: z.number(),
@@ -75,15 +80,16 @@ export const threadRoutes = {
   listThreads: {
     method: 'get',
     path: '/agent/threads',
-    summary: 'Your threads, the most recently continued first; `after` (a thread id) pages on',
+    summary: 'Your threads, newest first; `after` (the previous page’s `next`) pages on',
     query: z.object({ limit: pageLimit(200, 20), after: ThreadId.optional() }),
     responses: { 200: z.object({ threads: z.array(Thread), next: z.string().nullable() }) },
   },
   getThread: {
     method: 'get',
     path: '/agent/threads/{id}',
-    summary: 'A thread with its turns (goal, answer, task, status), oldest first',
+    summary: 'A thread with its last turns (goal, answer, task, status), oldest first',
     params: ThreadParams,
+    query: z.object({ turns: pageLimit(MAX_THREAD_TURNS, 100) }),
     responses: { 200: ThreadDetail, 404: ErrorBody },
   },
   deleteThread: {

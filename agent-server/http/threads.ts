@@ -2,7 +2,7 @@ import type { Hono } from 'hono';
 import { HttpError, route } from '../../lib/http/http.ts';
 import { callerOf } from '../../lib/http/security.ts';
 import { agentRoutes as routes } from '../contract.ts';
-import type { TaskStore } from '../store/interface.ts';
+import type { TaskStore, ThreadContext } from '../store/interface.ts';
 import type { Agent } from '../tasks/agent.ts';
 import { threadView, titleOf, visibleThread } from '../tasks/threads.ts';
 
@@ -23,7 +23,7 @@ export function installThreadRoutes(app: Hono, store: TaskStore, agent: Agent): 
     };
     await store.createThread(thread);
     c.header('location', `/agent/threads/${thread.thread_id}`);
-    return c.json(threadView({ ...thread, context: null, updated_at: thread.created_at }), 201);
+    return c.json(threadView({ ...thread, updated_at: thread.created_at }), 201);
   });
 
   route(app, routes.listThreads, async (c, { query }) => {
@@ -37,15 +37,20 @@ export function installThreadRoutes(app: Hono, store: TaskStore, agent: Agent): 
     });
   });
 
-  route(app, routes.getThread, async (c, { params }) => {
+  route(app, routes.getThread, async (c, { params, query }) => {
     const thread = await visibleThread(store, params.id, callerOf(c));
-    const turns = await store.threadTurns(thread.thread_id);
+    const [{ turns, total }, last] = await Promise.all([
+      store.threadTurns(thread.thread_id, query.turns),
+      store.lastTranscript(thread.thread_id),
+    ]);
+    const context = (last as { context?: ThreadContext } | null)?.context;
     return c.json({
       ...threadView(thread),
       turns,
+      turns_total: total,
       compaction: {
-        summarised_messages: thread.context?.summarised ?? 0,
-        stubbed_results: thread.context?.stubbed?.length ?? 0,
+        summarised_messages: context?.summarised ?? 0,
+        stubbed_results: context?.stubbed?.length ?? 0,
       },
     });
   });

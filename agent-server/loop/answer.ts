@@ -19,6 +19,7 @@ export async function answerCalls(
 ): Promise<void> {
   const { deps, state } = run;
   const awaitApproval = deps.awaitApproval;
+  state.answered = [...(resume?.done ?? [])];
   const toolMessages = await runToolCalls(calls, {
     sessionId: run.sessionId,
     step,
@@ -29,6 +30,7 @@ export async function answerCalls(
     used: state.used,
     exposure: state.exposure,
     resume,
+    answered: (message) => state.answered.push(message),
     journal: deps.journal,
     calls: deps.calls,
     awaitApproval:
@@ -39,5 +41,6 @@ export async function answerCalls(
           snapshotAt(state, { step, calls, index: pending.index, done: pending.done, tools }),
         )),
   });
+  state.answered = [];
   state.messages.push(...toolMessages);
 }

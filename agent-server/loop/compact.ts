@@ -28,13 +28,16 @@ export interface Compaction {
   summarised_messages: number;
   tokens_before: number;
   tokens_after: number;
+  /** Why the summary's model call failed (the stubs stand; the next request tries again). */
+  summary_failed?: string;
 }
 
 /**
  * Compacts the run's conversation when a request of it (with `toolTokens` of tool definitions) would pass
  * COMPACT_AT of the budget: large old results are stubbed, oldest first, until the view is under COMPACT_TO;
  * if that is not enough, the turns before the current one are summarised by one model call (as many as needed,
- * oldest first). The thread's context is saved. Undefined when nothing needed doing (or could be done).
+ * oldest first). A summary that fails leaves the stubs alone (the turn goes on; the next request tries again).
+ * Undefined when nothing needed doing (or could be done).
  */
 export async function compactIfNeeded(run: LoopRun, toolTokens: number): Promise<Compaction | undefined> {
   const { deps, state } = run;
@@ -47,6 +50,7 @@ export async function compactIfNeeded(run: LoopRun, toolTokens: number): Promise
   const context: ThreadContext = { ...state.context, stubbed: [...(state.context.stubbed ?? [])] };
   const stubbed = context.stubbed as number[];
   let tokens = before - toolTokens;
+  let summaryFailure: string | undefined;
   for (const c of stubCandidates(state.messages, context, count, STUB_MIN_TOKENS)) {
     if (tokens <= target) break;
     stubbed.push(c.index);
@@ -54,18 +58,34 @@ export async function compactIfNeeded(run: LoopRun, toolTokens: number): Promise
   }
   tokens = viewTokens(context);
   if (tokens > target) {
-    const summarised = await summarise(run, context, target);
+    const summarised = await summarise(run, context, target).catch((err: unknown) => {
+      // A stopped task stops; a model that cannot summarise costs the summary, not the turn.
+      if (deps.signal?.aborted) throw err;
+      summaryFailure = (err as Error).message;
+      return undefined;
+    });
     if (summarised) Object.assign(context, summarised);
   }
   const newStubs = stubbed.filter((i) => !(state.context.stubbed ?? []).includes(i)).length;
-  if (newStubs === 0 && context.summarised === state.context.summarised) return undefined;
+  if (newStubs === 0 && context.summarised === state.context.summarised) {
+    return summaryFailure
+      ? {
+          stubbed: 0,
+          summarised_messages: context.summarised ?? 0,
+          tokens_before: before,
+          tokens_after: before,
+          summary_failed: summaryFailure.slice(0, 500),
+        }
+      : undefined;
+  }
+  // Kept with the turn's transcript, written with its end: a turn that never ends leaves no compaction behind.
   state.context = context;
-  await deps.thread?.save(context);
   return {
     stubbed: newStubs,
     summarised_messages: context.summarised ?? 0,
     tokens_before: before,
     tokens_after: viewTokens(context) + toolTokens,
+    ...(summaryFailure ? { summary_failed: summaryFailure.slice(0, 500) } : {}),
   };
 }
 
@@ -91,7 +111,9 @@ async function summarise(
     cuts.find(
       (c) => deps.tokens.messages(contextView(state.messages, tryCut(c), new Map())) <= target - 800,
     ) ?? (cuts.at(-1) as number);
-  const text = renderForSummary(state.messages.slice(from + 1, cut), from + 1, context);
+  // The summary's request stays well inside the budget, whatever the turns it reads (about 4 characters a token).
+  const perMessage = Math.max(200, Math.min(MESSAGE_CHARS, Math.floor((state.budget * 1.6) / (cut - from))));
+  const text = renderForSummary(state.messages.slice(from + 1, cut), from + 1, context, perMessage);
   const previous = context.summary ? `Earlier summary:\n${context.summary}\n\nThen:\n` : '';
   const reply = await deps.model.complete(
     {
@@ -112,9 +134,14 @@ async function summarise(
 }
 
 /** Messages as text for the summary's model call: roles, tool calls, results (stubbed ones by handle). */
-function renderForSummary(messages: ChatCompletionMessageParam[], first: number, context: ThreadContext) {
+function renderForSummary(
+  messages: ChatCompletionMessageParam[],
+  first: number,
+  context: ThreadContext,
+  perMessage: number,
+) {
   const stubbed = new Set(context.stubbed ?? []);
-  const cut = (s: string) => (s.length <= MESSAGE_CHARS ? s : `${s.slice(0, MESSAGE_CHARS)}… (cut)`);
+  const cut = (s: string) => (s.length <= perMessage ? s : `${s.slice(0, perMessage)}… (cut)`);
   return messages
     .map((m, i) => {
       const at = first + i;

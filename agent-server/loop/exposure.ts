@@ -12,7 +12,7 @@ export interface Exposure {
   /** Dispatch: tools whose definitions are in the conversation already (the system prompt or a result). */
   shown: Set<string>;
   /** Reads back a result moved out of the model's view (context.ts read_stored_result), when one was. */
-  readStored?: (args: Record<string, unknown>) => string;
+  readStored?: (args: Record<string, unknown>) => string | undefined;
 }
 
 /** A fresh exposure for a task. */

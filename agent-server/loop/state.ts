@@ -8,7 +8,7 @@ import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model, ModelReply, ModelRequest } from '../clients/model.ts';
 import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.ts';
 import type { TaskOutcome, ThreadContext } from '../store/interface.ts';
-import { FALLBACK_CONTEXT_TOKENS, readStored } from './context.ts';
+import { FALLBACK_CONTEXT_TOKENS, hasMovedOut, readStored } from './context.ts';
 import type { LiveEmit } from './deltas.ts';
 import { createExposure, type Exposure } from './exposure.ts';
 import type { ApprovalDecision, CallJournal, Emit, PendingCall } from './tool-step.ts';
@@ -68,8 +68,6 @@ export interface LoopDeps {
   trace?: { request(request: ModelRequest): void; reply(reply: ModelReply): void };
   /** The model's context budget in tokens (compaction keeps requests under it). */
   contextTokens?: number;
-  /** The task's thread: where a compaction is saved for the turns after it. */
-  thread?: { save(context: ThreadContext): Promise<void> };
 }
 
 /** How a task's loop ended: what the store records as the task's end. */
@@ -87,6 +85,8 @@ export interface LoopState {
   cutOffs: number;
   /** Where this task's turn starts in `messages` (the thread's earlier turns come before it). */
   turnStart: number;
+  /** The tool messages of the reply being answered, as its calls end (they join `messages` once all did). */
+  answered: ChatCompletionMessageParam[];
   /** What of the conversation is compacted (context.ts), its budget, and the stubs made for the view. */
   context: ThreadContext;
   readonly budget: number;
@@ -137,11 +137,13 @@ export function startState(
     exposure,
     cutOffs: 0,
     turnStart: saved?.turnStart ?? 0,
+    answered: [],
     context: saved?.context ?? {},
     budget,
     stubs: new Map(),
   };
-  exposure.readStored = (args) => readStored(state.messages, args);
+  // Offered (and so answered) only once something was moved out of view: before that the name is the tools'.
+  exposure.readStored = (args) => (hasMovedOut(state.context) ? readStored(state.messages, args) : undefined);
   return state;
 }
 
@@ -180,12 +182,16 @@ export function endWith(
   };
 }
 
-/** What a turn adds to its thread: its messages (from the system prompt on a first turn), its answer. */
+/**
+ * What a turn adds to its thread: its messages (from the system prompt on a first turn), its answer; and, written
+ * with them (so a turn that never ended leaves nothing behind), how the thread's compaction stands after it.
+ */
 export interface Transcript {
   messages: ChatCompletionMessageParam[];
   /** The exposure the turn ran with, and (dispatch) the tools whose definitions the conversation holds. */
   exposure: ToolExposure;
   shown?: string[];
+  context?: ThreadContext;
 }
 
 /**
@@ -193,7 +199,8 @@ export interface Transcript {
  * answered as not run, so the next turn's request is well formed), then the answer.
  */
 function transcriptOf(state: LoopState, status: FinalStatus, answer: string | null): Transcript {
-  const added = state.messages.slice(state.turnStart);
+  // The calls of the reply being answered that ended before the task did are answered as they ran.
+  const added = [...state.messages.slice(state.turnStart), ...state.answered];
   const messages: ChatCompletionMessageParam[] = [];
   for (let i = 0; i < added.length; i++) {
     const m = added[i];
@@ -215,5 +222,19 @@ function transcriptOf(state: LoopState, status: FinalStatus, answer: string | nu
   }
   if (status === 'completed' && answer !== null) messages.push({ role: 'assistant', content: answer });
   const exposure = state.exposure.mode;
-  return { messages, exposure, ...(exposure === 'dispatch' ? { shown: [...state.exposure.shown] } : {}) };
+  const compacted = (state.context.summarised ?? 0) > 0 || (state.context.stubbed?.length ?? 0) > 0;
+  return {
+    messages,
+    exposure,
+    ...(exposure === 'dispatch' ? { shown: [...state.exposure.shown] } : {}),
+    ...(compacted ? { context: state.context } : {}),
+  };
+}
+
+/** The transcript of a turn that ends before its loop went on from `saved` (a pause, a checkpoint). */
+export function transcriptOfSaved(saved: LoopSnapshot, status: FinalStatus, tokenizer: string): Transcript {
+  const state = startState(saved, saved.exposure, tokenizer);
+  state.messages = saved.messages;
+  state.answered = [...saved.pending.done];
+  return transcriptOf(state, status, null);
 }

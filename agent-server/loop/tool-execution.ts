@@ -93,10 +93,9 @@ export async function executeToolCall(
   if ('error' in parsed)
     return { content: `Error: ${parsed.error}`, ok: false, arguments: call.function.arguments };
   // The loop's own tool: reads the conversation, nothing leaves the process.
-  if (call.function.name === READ_STORED_RESULT && exposure?.readStored) {
-    const content = exposure.readStored(parsed.args);
-    return { content, ok: !content.startsWith('Error:'), arguments: parsed.args };
-  }
+  const stored = call.function.name === READ_STORED_RESULT ? exposure?.readStored?.(parsed.args) : undefined;
+  if (stored !== undefined)
+    return { content: stored, ok: !stored.startsWith('Error:'), arguments: parsed.args };
   const target =
     exposure?.mode === 'dispatch'
       ? dispatched(call.function.name, parsed.args)

@@ -85,6 +85,8 @@ export interface ToolStepContext {
    * Resuming a reply: start at this call, after these tool messages, with its decision known (none: a call
    * that never started, or one safe to run again).
    */
+  /** Hears each tool message as its call ends (the loop's record of a reply half answered). */
+  answered?: (message: ChatCompletionMessageParam) => void;
   resume?: { index: number; done: ChatCompletionMessageParam[]; decision?: ApprovalDecision };
   /** Records each call as it starts and ends, so a task resumed elsewhere knows what ran. */
   journal?: CallJournal;
@@ -174,6 +176,7 @@ export async function runToolCalls(
       content: outcome.content,
     };
     messages.push(message);
+    ctx.answered?.(message);
     const toolset = toolsetOf.get(outcome.tool ?? call.function.name);
     if (outcome.ok && toolset) ctx.used.add(toolset);
     if (outcome.change?.action === 'ACTIVATE') for (const id of outcome.change.toolset_ids) ctx.used.add(id);

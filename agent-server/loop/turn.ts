@@ -1,7 +1,7 @@
 import type { GatewayTool, ToolsetInfo } from '../../mcp-gateway/contract.ts';
 import type { ModelReply, ModelRequest } from '../clients/model.ts';
 import { compactIfNeeded } from './compact.ts';
-import { contextView, hasStubs, readStoredResultTool } from './context.ts';
+import { contextView, hasMovedOut, readStoredResultTool } from './context.ts';
 import { deltaSender } from './deltas.ts';
 import { buildModelRequest } from './request.ts';
 import { endWith, type LoopOutcome, type LoopRun, type LoopState } from './state.ts';
@@ -183,7 +183,7 @@ export function resolveReply(state: LoopState, reply: ModelReply): Resolution {
 function requestOf(run: LoopRun, tools: GatewayTool[]): ModelRequest {
   const { deps, state } = run;
   const view = contextView(state.messages, state.context, state.stubs);
-  const extra = hasStubs(state.context) ? [readStoredResultTool] : [];
+  const extra = hasMovedOut(state.context) ? [readStoredResultTool] : [];
   return buildModelRequest(deps.modelName, view, tools, state.exposure.mode, extra);
 }
 

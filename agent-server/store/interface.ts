@@ -26,7 +26,7 @@ export interface TaskOutcome {
   transcript?: unknown;
 }
 
-/** How a thread's compaction stands (agent-server/loop/context.ts makes and reads it). */
+/** How a thread's compaction stands (agent-server/loop/context.ts makes and reads it; each transcript keeps it). */
 export interface ThreadContext {
   /** The summary of the conversation's first messages, and how many it stands for (after the system prompt). */
   summary?: string;
@@ -42,7 +42,6 @@ export interface StoredThread {
   owner: string;
   title: string;
   webhook: { url: string } | null;
-  context: ThreadContext | null;
   created_at: string;
   updated_at: string;
 }
@@ -176,26 +175,29 @@ export interface TaskStore {
   fenceOf(taskId: string): number | undefined;
   /**
    * Records a new task (durable when it resolves) with what it needs to start (`request`): running, under
-   * this worker's lease, or with `queued` waiting for a worker to claim it.
+   * this worker's lease, or with `queued` waiting for a worker to claim it. A turn of a thread whose last turn
+   * has not ended is recorded queued all the same (it says so); a thread gone or full throws ThreadGone or
+   * ThreadFull.
    */
   createTask(
     taskId: string,
     sessionId: string,
     goal: string,
     opts?: { queued?: boolean; request?: unknown; thread?: TaskThread },
-  ): Promise<void>;
+  ): Promise<'running' | 'queued'>;
   /** Records a thread with no task yet. */
-  createThread(thread: Omit<StoredThread, 'context' | 'updated_at'>): Promise<void>;
+  createThread(thread: Omit<StoredThread, 'updated_at'>): Promise<void>;
   getThread(threadId: string): Promise<StoredThread | undefined>;
-  /** Threads, the most recently continued first: `owner`'s (null: everyone's), after thread `after`. */
+  /** Threads, newest first: `owner`'s (null: everyone's), after thread `after`. */
   listThreads(owner: string | null, limit: number, after?: string): Promise<StoredThread[]>;
-  /** A thread's tasks in order. */
-  threadTurns(threadId: string): Promise<ThreadTurnRow[]>;
+  /** A thread's last `limit` tasks in order, and how many it has. */
+  threadTurns(threadId: string, limit: number): Promise<{ turns: ThreadTurnRow[]; total: number }>;
   /** The transcripts of a thread's ended tasks, in order: its conversation. */
   threadTranscripts(threadId: string): Promise<{ task_id: string; transcript: unknown }[]>;
   /** The thread's first task that has not ended (queued, running or waiting), if any. */
   activeTurn(threadId: string): Promise<{ task_id: string; status: TaskStatus } | undefined>;
-  saveThreadContext(threadId: string, context: ThreadContext): Promise<void>;
+  /** The transcript of the thread's last ended task (it says how the compaction stands), or null. */
+  lastTranscript(threadId: string): Promise<unknown>;
   /** Deletes a thread and its tasks: undefined when there is none, `busy` when a task of it has not ended. */
   deleteThread(threadId: string): Promise<{ deleted: number } | { busy: string } | undefined>;
   /** Deletes up to `limit` threads idle since `before` (none with a task not ended), with their tasks. */
@@ -336,6 +338,8 @@ export interface TaskFilter {
   goal?: string;
   /** Only tasks listed after this one (the previous page's last task: keyset paging). */
   after?: string;
+  /** Only tasks of no thread and of this owner's threads. */
+  owner?: string;
 }
 
 /**

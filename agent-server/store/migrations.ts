@@ -174,11 +174,14 @@ async function threads(db: Kysely<unknown>, dialect: DialectName): Promise<void>
       .addColumn('owner', 'text', (c) => c.notNull())
       .addColumn('title', 'text', (c) => c.notNull())
       .addColumn('webhook', 'text')
-      .addColumn('context', 'text')
       .addColumn('created_at', 'text', (c) => c.notNull())
       .addColumn('updated_at', 'text', (c) => c.notNull())
       .execute();
-    await db.schema.alterTable('tasks').addColumn('thread_id', 'text').execute();
+    // A turn's thread must exist: a thread deleted while a turn of it is recorded refuses one or the other.
+    await db.schema
+      .alterTable('tasks')
+      .addColumn('thread_id', 'text', (c) => c.references('threads.thread_id'))
+      .execute();
     await db.schema.alterTable('tasks').addColumn('transcript', 'text').execute();
     // A thread's turns in order; a claim asks whether a thread has an earlier turn not ended.
     await db.schema
@@ -187,12 +190,12 @@ async function threads(db: Kysely<unknown>, dialect: DialectName): Promise<void>
       .on('tasks')
       .columns(['thread_id', 'n'])
       .execute();
-    // Listings by owner, newest activity first; retention by age.
+    // Listings by owner, newest first (keyset pages by (created_at, thread_id)); retention by last activity.
     await db.schema
-      .createIndex('threads_owner_updated')
+      .createIndex('threads_owner_created')
       .ifNotExists()
       .on('threads')
-      .columns(['owner', 'updated_at'])
+      .columns(['owner', 'created_at'])
       .execute();
     await db.schema.createIndex('threads_updated').ifNotExists().on('threads').column('updated_at').execute();
     if (!pg) await sql`COMMIT`.execute(db);

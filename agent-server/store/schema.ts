@@ -38,7 +38,7 @@ export interface TasksTable {
   transcript: string | null;
 }
 
-/** A conversation: its tasks are its turns, in order; `context` is how its compaction stands (JSON). */
+/** A conversation: its tasks are its turns, in order (each turn's transcript says how its compaction stands). */
 export interface ThreadsTable {
   thread_id: string;
   session_id: string;
@@ -47,7 +47,6 @@ export interface ThreadsTable {
   title: string;
   /** Sent with each of its tasks unless the task names its own (JSON `{url}`). */
   webhook: string | null;
-  context: string | null;
   created_at: string;
   updated_at: string;
 }

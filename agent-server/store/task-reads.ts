@@ -27,6 +27,21 @@ export function taskReads(c: StoreContext): TaskReads {
         .select(TASK_COLUMNS)
         .$if(!!filter.status, (q) => q.where('status', '=', filter.status as Task['status']))
         .$if(!!filter.goal, (q) => q.where(c.hooks.goalLike(likePattern(filter.goal as string))))
+        .$if(filter.owner !== undefined, (q) =>
+          q.where((eb) =>
+            eb.or([
+              eb('thread_id', 'is', null),
+              eb(
+                'thread_id',
+                'in',
+                eb
+                  .selectFrom('threads')
+                  .select('threads.thread_id')
+                  .where('owner', '=', filter.owner as string),
+              ),
+            ]),
+          ),
+        )
         .$if(!!filter.after, (q) =>
           q.where(
             (eb) => eb.refTuple('created_at', 'n'),

@@ -1,10 +1,13 @@
 import { sql } from 'kysely';
+import { MAX_THREAD_TURNS } from '../contract.ts';
+import { ThreadFull, ThreadGone } from '../errors.ts';
 import { QUEUED_PAYLOAD } from './claims.ts';
 import { ACTIVE, held, type StoreContext } from './context.ts';
 import type { Kdb } from './dialect.ts';
 import { END_CHANNEL } from './dialect.ts';
 import { heldWrite } from './held-write.ts';
-import type { TaskOutcome, TaskStore, TaskThread } from './interface.ts';
+import type { TaskOutcome, TaskStore } from './interface.ts';
+import { threadTurnStarts } from './threads.ts';
 
 // Tasks' rows written: recorded, ended, given back to the queue, requeued when their lease lapsed, and pruned by
 // retention (their reads are task-reads.ts).
@@ -85,7 +88,7 @@ async function createTask(
   sessionId: string,
   goal: string,
   opts: Parameters<TaskStore['createTask']>[3] = {},
-): Promise<void> {
+): Promise<'running' | 'queued'> {
   const { leases, writes } = c;
   c.lastSeq.set(taskId, 0);
   const request = opts.request === undefined ? null : JSON.stringify(opts.request);
@@ -98,42 +101,34 @@ async function createTask(
     created_at: createdAt,
     request,
   };
-  const values = opts.queued
-    ? { ...row, status: 'queued' as const, fence: 0 }
-    : {
-        ...row,
-        status: 'running' as const,
-        lease_owner: leases.holder,
-        lease_until: leases.now() + leases.leaseMs,
-        fence: 1,
-      };
-  await writes.afterEvents(taskId, async (on) => {
-    if (opts.thread) await threadTurnStarts(on, opts.thread, sessionId, createdAt);
+  const queuedRow = { ...row, status: 'queued' as const, fence: 0 };
+  let queued = opts.queued === true;
+  const record = async (on: Kdb) => {
+    const thread = opts.thread;
+    if (thread) {
+      const started = await threadTurnStarts(on, thread, sessionId, createdAt, MAX_THREAD_TURNS);
+      if (started === 'gone') throw new ThreadGone(thread.id);
+      if (started === 'full') throw new ThreadFull(thread.id, MAX_THREAD_TURNS);
+      if (started === 'busy') queued = true;
+    }
+    const values = queued
+      ? queuedRow
+      : {
+          ...row,
+          status: 'running' as const,
+          lease_owner: leases.holder,
+          lease_until: leases.now() + leases.leaseMs,
+          fence: 1,
+        };
     await on.insertInto('tasks').values(values).execute();
-  });
-  if (opts.queued) await c.notifyQueue(QUEUED_PAYLOAD);
+  };
+  // A turn and its thread's row in one transaction: the thread is locked (PostgreSQL) until the turn is in.
+  await writes.afterEvents(taskId, (on) =>
+    on.isTransaction || !opts.thread ? record(on) : on.transaction().execute(record),
+  );
+  if (queued) await c.notifyQueue(QUEUED_PAYLOAD);
   else leases.take(taskId, 1);
-}
-
-/** A thread gets a turn: made with it, or continued (its last activity is now). */
-async function threadTurnStarts(on: Kdb, thread: TaskThread, sessionId: string, at: string): Promise<void> {
-  if (thread.made) {
-    const { owner, title, webhook } = thread.made;
-    await on
-      .insertInto('threads')
-      .values({
-        thread_id: thread.id,
-        session_id: sessionId,
-        owner,
-        title,
-        webhook: webhook ? JSON.stringify(webhook) : null,
-        created_at: at,
-        updated_at: at,
-      })
-      .execute();
-    return;
-  }
-  await on.updateTable('threads').set({ updated_at: at }).where('thread_id', '=', thread.id).execute();
+  return queued ? 'queued' : 'running';
 }
 
 /** A task's end, as recorded. */

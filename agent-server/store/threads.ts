@@ -1,9 +1,13 @@
+import { sql } from 'kysely';
 import { ACTIVE, parsed, type StoreContext } from './context.ts';
+import type { Kdb } from './dialect.ts';
 import type { StoredThread, TaskStore, ThreadTurnRow } from './interface.ts';
 
-// Threads: conversations whose tasks are their turns. A thread's row says who owns it and how its compaction
-// stands; its conversation is its ended tasks' transcripts in order, each written with its task's end (so a turn
-// is appended, never rewritten). Deleting a thread deletes its tasks; retention deletes idle threads with theirs.
+// Threads: conversations whose tasks are their turns. A thread's row says who owns it; its conversation is its
+// ended tasks' transcripts in order, each written with its task's end (a turn is appended, never rewritten), the
+// last of them saying how its compaction stands. Deleting a thread deletes its tasks; retention deletes idle
+// threads with theirs. A task references its thread (a foreign key): on PostgreSQL recording a turn locks the
+// thread's row, so a delete or a prune and a new turn of the same thread happen one after the other.
 
 type ThreadMethods = Pick<
   TaskStore,
@@ -12,8 +16,8 @@ type ThreadMethods = Pick<
   | 'listThreads'
   | 'threadTurns'
   | 'threadTranscripts'
+  | 'lastTranscript'
   | 'activeTurn'
-  | 'saveThreadContext'
   | 'deleteThread'
   | 'pruneThreads'
 >;
@@ -24,26 +28,15 @@ const THREAD_COLUMNS = [
   'owner',
   'title',
   'webhook',
-  'context',
   'created_at',
   'updated_at',
 ] as const;
 
-type ThreadRow = {
-  thread_id: string;
-  session_id: string;
-  owner: string;
-  title: string;
-  webhook: string | null;
-  context: string | null;
-  created_at: string;
-  updated_at: string;
-};
+type ThreadRow = Omit<StoredThread, 'webhook'> & { webhook: string | null };
 
 const toThread = (row: ThreadRow): StoredThread => ({
   ...row,
   webhook: parsed(row.webhook) as StoredThread['webhook'],
-  context: parsed(row.context) as StoredThread['context'],
 });
 
 export function threadMethods(c: StoreContext): ThreadMethods {
@@ -64,6 +57,8 @@ function threadReads(c: StoreContext) {
         .executeTakeFirst();
       return row ? toThread(row) : undefined;
     },
+    // Newest first, keyset pages by (created_at, thread_id): a key that does not change, so a page never
+    // skips or repeats a thread continued meanwhile.
     async listThreads(owner, limit, after) {
       const rows = await db
         .selectFrom('threads')
@@ -71,30 +66,24 @@ function threadReads(c: StoreContext) {
         .$if(owner !== null, (q) => q.where('owner', '=', owner as string))
         .$if(after !== undefined, (q) =>
           q.where(
-            (eb) => eb.refTuple('updated_at', 'thread_id'),
+            (eb) => eb.refTuple('created_at', 'thread_id'),
             '<',
             (eb) =>
               eb
                 .selectFrom('threads as a')
-                .select(['a.updated_at', 'a.thread_id'])
+                .select(['a.created_at', 'a.thread_id'])
                 .where('a.thread_id', '=', after as string) as never,
           ),
         )
-        .orderBy('updated_at', 'desc')
+        .orderBy('created_at', 'desc')
         .orderBy('thread_id', 'desc')
         .limit(limit)
         .execute();
       return rows.map(toThread);
     },
-    async threadTurns(threadId) {
+    async threadTurns(threadId, limit) {
       await settled();
-      const rows = await db
-        .selectFrom('tasks')
-        .select(['task_id', 'goal', 'status', 'final_answer', 'error', 'created_at', 'finished_at'])
-        .where('thread_id', '=', threadId)
-        .orderBy('n')
-        .execute();
-      return rows as ThreadTurnRow[];
+      return turnsOf(db, threadId, limit);
     },
     async threadTranscripts(threadId) {
       await settled();
@@ -106,6 +95,18 @@ function threadReads(c: StoreContext) {
         .orderBy('n')
         .execute();
       return rows.map((r) => ({ task_id: r.task_id, transcript: parsed(r.transcript) }));
+    },
+    async lastTranscript(threadId) {
+      await settled();
+      const row = await db
+        .selectFrom('tasks')
+        .select('transcript')
+        .where('thread_id', '=', threadId)
+        .where('transcript', 'is not', null)
+        .orderBy('n', 'desc')
+        .limit(1)
+        .executeTakeFirst();
+      return parsed(row?.transcript);
     },
     async activeTurn(threadId) {
       await settled();
@@ -121,7 +122,16 @@ function threadReads(c: StoreContext) {
   } satisfies Partial<ThreadMethods>;
 }
 
-/** A thread made, its compaction saved, deleted, and pruned by retention. */
+/** Thrown inside a transaction to roll it back: the thread has a task that has not ended. */
+class Busy extends Error {
+  readonly taskId: string;
+  constructor(taskId: string) {
+    super(`thread busy with ${taskId}`);
+    this.taskId = taskId;
+  }
+}
+
+/** A thread made, deleted, and pruned by retention. */
 function threadWrites(c: StoreContext) {
   const { db, writes } = c;
   const settled = () => c.guard(writes.settleAll());
@@ -129,76 +139,146 @@ function threadWrites(c: StoreContext) {
     async createThread(t) {
       await db
         .insertInto('threads')
-        .values({
-          ...t,
-          webhook: t.webhook ? JSON.stringify(t.webhook) : null,
-          updated_at: t.created_at,
-        })
+        .values({ ...t, webhook: t.webhook ? JSON.stringify(t.webhook) : null, updated_at: t.created_at })
         .execute();
     },
-    async saveThreadContext(threadId, context) {
-      await db
-        .updateTable('threads')
-        .set({ context: JSON.stringify(context) })
-        .where('thread_id', '=', threadId)
-        .execute();
-    },
+    // All or nothing: the thread's ended tasks and the thread go together, or nothing does when a task of it has
+    // not ended (one recorded meanwhile included: the foreign key refuses the thread's delete then).
     async deleteThread(threadId) {
       await settled();
-      return db.transaction().execute(async (trx) => {
-        const busy = await trx
-          .selectFrom('tasks')
-          .select('task_id')
-          .where('thread_id', '=', threadId)
-          .where('status', 'in', ACTIVE)
-          .executeTakeFirst();
-        if (busy) return { busy: busy.task_id };
-        const tasks = await trx.deleteFrom('tasks').where('thread_id', '=', threadId).executeTakeFirst();
-        const gone = await trx.deleteFrom('threads').where('thread_id', '=', threadId).executeTakeFirst();
-        return Number(gone.numDeletedRows) === 0 ? undefined : { deleted: Number(tasks.numDeletedRows) };
-      });
+      try {
+        return await db.transaction().execute(async (trx) => {
+          if (!(await lockThread(trx, c, threadId))) return undefined;
+          const active = await activeOf(trx, threadId);
+          if (active) throw new Busy(active);
+          const tasks = await trx.deleteFrom('tasks').where('thread_id', '=', threadId).executeTakeFirst();
+          await trx.deleteFrom('threads').where('thread_id', '=', threadId).execute();
+          return { deleted: Number(tasks.numDeletedRows) };
+        });
+      } catch (err) {
+        if (err instanceof Busy) return { busy: err.taskId };
+        throw err;
+      }
     },
-    // Retention: a thread idle since `before` goes with its tasks; one with a task not ended stays.
+    // Retention: a thread idle since `before` goes with its tasks; one with a task not ended stays. The threads
+    // are locked first (PostgreSQL), so a turn recorded now waits, then finds its thread gone (ThreadGone).
     async pruneThreads(before, limit) {
       await settled();
-      const ids = (
-        await db
-          .selectFrom('threads')
-          .select('thread_id')
-          .where('updated_at', '<', before)
-          .where(({ not, exists, selectFrom }) =>
-            not(
-              exists(
-                selectFrom('tasks')
-                  .select('task_id')
-                  .whereRef('tasks.thread_id', '=', 'threads.thread_id')
-                  .where('tasks.status', 'in', ACTIVE),
-              ),
-            ),
-          )
-          .limit(limit)
-          .execute()
-      ).map((r) => r.thread_id);
-      if (ids.length === 0) return 0;
       return db.transaction().execute(async (trx) => {
-        await trx
-          .deleteFrom('tasks')
-          .where('thread_id', 'in', ids)
-          .where('status', 'not in', ACTIVE)
-          .execute();
-        const res = await trx
-          .deleteFrom('threads')
-          .where('thread_id', 'in', ids)
-          .where(({ not, exists, selectFrom }) =>
-            not(
-              exists(
-                selectFrom('tasks').select('task_id').whereRef('tasks.thread_id', '=', 'threads.thread_id'),
+        const ids = (
+          await trx
+            .selectFrom('threads')
+            .select('thread_id')
+            .where('updated_at', '<', before)
+            .where(({ not, exists, selectFrom }) =>
+              not(
+                exists(
+                  selectFrom('tasks')
+                    .select('task_id')
+                    .whereRef('tasks.thread_id', '=', 'threads.thread_id')
+                    .where('tasks.status', 'in', ACTIVE),
+                ),
               ),
-            ),
-          )
-          .executeTakeFirst();
+            )
+            .limit(limit)
+            .$if(c.hooks.skipLocked, (q) => q.forUpdate().skipLocked())
+            .execute()
+        ).map((r) => r.thread_id);
+        if (ids.length === 0) return 0;
+        await trx.deleteFrom('tasks').where('thread_id', 'in', ids).execute();
+        const res = await trx.deleteFrom('threads').where('thread_id', 'in', ids).executeTakeFirst();
         return Number(res.numDeletedRows);
       });
     },
   } satisfies Partial<ThreadMethods>;
+}
+
+/** Locks the thread's row for the transaction (PostgreSQL; SQLite's writer holds the database): false when gone. */
+async function lockThread(trx: Kdb, c: StoreContext, threadId: string): Promise<boolean> {
+  const row = await trx
+    .selectFrom('threads')
+    .select('thread_id')
+    .where('thread_id', '=', threadId)
+    .$if(c.hooks.skipLocked, (q) => q.forUpdate())
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** The thread's first task that has not ended. */
+async function activeOf(on: Kdb, threadId: string): Promise<string | undefined> {
+  const row = await on
+    .selectFrom('tasks')
+    .select('task_id')
+    .where('thread_id', '=', threadId)
+    .where('status', 'in', ACTIVE)
+    .executeTakeFirst();
+  return row?.task_id;
+}
+
+/**
+ * A thread gets a turn (in the transaction that records it): made with it, or continued — its last activity is
+ * now, its row locked until the turn is recorded; `busy` when a turn of it has not ended (the new one must wait
+ * for it: of two turns recorded at once, the second sees the first). Refused when the thread is gone or holds
+ * `maxTurns` turns.
+ */
+export async function threadTurnStarts(
+  on: Kdb,
+  thread: { id: string; made?: { owner: string; title: string; webhook: { url: string } | null } },
+  sessionId: string,
+  at: string,
+  maxTurns: number,
+): Promise<'ok' | 'busy' | 'gone' | 'full'> {
+  if (thread.made) {
+    const { owner, title, webhook } = thread.made;
+    await on
+      .insertInto('threads')
+      .values({
+        thread_id: thread.id,
+        session_id: sessionId,
+        owner,
+        title,
+        webhook: webhook ? JSON.stringify(webhook) : null,
+        created_at: at,
+        updated_at: at,
+      })
+      .execute();
+    return 'ok';
+  }
+  const res = await on
+    .updateTable('threads')
+    .set({ updated_at: at })
+    .where('thread_id', '=', thread.id)
+    .where(
+      (eb) => eb.selectFrom('tasks').select(sql<number>`count(*)`.as('n')).where('thread_id', '=', thread.id),
+      '<',
+      maxTurns,
+    )
+    .executeTakeFirst();
+  if (Number(res.numUpdatedRows) > 0) return (await activeOf(on, thread.id)) ? 'busy' : 'ok';
+  const there = await on
+    .selectFrom('threads')
+    .select('thread_id')
+    .where('thread_id', '=', thread.id)
+    .executeTakeFirst();
+  return there ? 'full' : 'gone';
+}
+
+/** A thread's last `limit` tasks in order, and how many it has. */
+async function turnsOf(db: Kdb, threadId: string, limit: number) {
+  const [rows, total] = await Promise.all([
+    db
+      .selectFrom('tasks')
+      .select(['task_id', 'goal', 'status', 'final_answer', 'error', 'created_at', 'finished_at', 'n'])
+      .where('thread_id', '=', threadId)
+      .orderBy('n', 'desc')
+      .limit(limit)
+      .execute(),
+    db
+      .selectFrom('tasks')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('thread_id', '=', threadId)
+      .executeTakeFirst(),
+  ]);
+  const turns = rows.reverse().map(({ n: _n, ...t }) => t as ThreadTurnRow);
+  return { turns, total: Number(total?.n ?? 0) };
 }

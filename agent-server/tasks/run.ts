@@ -6,6 +6,7 @@ import { TaskStoppedError } from '../errors.ts';
 import type { LiveEmit } from '../loop/deltas.ts';
 import { type LoopDeps, type LoopOutcome, type LoopSnapshot, runLoop } from '../loop/loop.ts';
 import type { RecordedCall } from '../loop/recovery.ts';
+import { transcriptOfSaved } from '../loop/state.ts';
 import type { Claim } from '../store/interface.ts';
 import type { TaskListener } from './deps.ts';
 import { endTask } from './end.ts';
@@ -198,16 +199,20 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
     );
   } catch (err) {
     const stop = err instanceof TaskStoppedError ? err : undefined;
-    return stop
+    const outcome = stop
       ? { ...crashed(err, w.tokens.name), status: stop.reason, error: stop.message }
       : crashed(err, w.tokens.name);
+    // Ended before its loop went on from where it was saved: the thread keeps what it had done.
+    const saved = opts.resume?.snapshot ?? recovered?.snapshot;
+    return saved
+      ? { ...outcome, transcript: transcriptOfSaved(saved, outcome.status, w.tokens.name) }
+      : outcome;
   }
 }
 
 /** What the loop works with here: this worker's model and gateway, the task's journal in the store, its pauses. */
 function loopDeps(t: TaskRun): LoopDeps {
   const { w, taskId, traced } = t;
-  const { threadId } = t.task;
   return {
     model: w.deps.model as Model,
     modelName: w.deps.modelName,
@@ -220,7 +225,6 @@ function loopDeps(t: TaskRun): LoopDeps {
     calls: { taskId, fence: () => w.deps.store.fenceOf(taskId) },
     trace: traced,
     contextTokens: w.deps.contextTokens,
-    ...(threadId ? { thread: { save: (c) => w.deps.store.saveThreadContext(threadId, c) } } : {}),
     journal: {
       checkpoint: (snapshot) =>
         w.deps.store.checkpoint(taskId, checkpointOf(snapshot, traced?.stored()), snapshot.steps),

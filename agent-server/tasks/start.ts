@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { HttpError } from '../../lib/http/http.ts';
 import type { ExecuteTaskRequest } from '../contract.ts';
-import { ModelNotConfiguredError } from '../errors.ts';
+import { ModelNotConfiguredError, ThreadFull, ThreadGone } from '../errors.ts';
 import { checkWebhook } from '../webhooks/guard.ts';
 import type { AgentCore } from './agent-core.ts';
 import type { TaskListener } from './deps.ts';
@@ -24,15 +24,7 @@ export async function startTask(
   const { maxConcurrent, maxQueued } = a.limits;
   if (!deps.model) throw new ModelNotConfiguredError();
   const waiting = () => queue.items.length + slots.enqueuing;
-  const busy = a.active() >= maxConcurrent;
-  if (busy && waiting() >= maxQueued) {
-    const message =
-      maxQueued === 0
-        ? `${a.active()} tasks are running, the most this agent-server runs at once (MAX_CONCURRENT_TASKS=${maxConcurrent}); retry shortly`
-        : `${a.active()} tasks are running (MAX_CONCURRENT_TASKS=${maxConcurrent}) and ${waiting()} wait for a slot, ` +
-          `the most that may wait (MAX_QUEUED_TASKS=${maxQueued}); retry shortly`;
-    throw new HttpError(503, message, {}, { 'retry-after': '5' });
-  }
+  if (a.active() >= maxConcurrent && waiting() >= maxQueued) throw full(a, waiting());
   if (req.webhook) await checkWebhook(deps.webhooks, req.webhook.url);
   const goal = req.prompt ? await renderGoal(deps.gateway, req.prompt) : (req.goal as string);
   const plan = await planThread(deps.store, req, goal, from.caller, from.cancel);
@@ -56,25 +48,54 @@ export async function startTask(
   const started = { task_id: taskId, session_id: sessionId, thread_id: thread.id };
   // Judged again after the awaits above: other requests may have taken the last slots meanwhile. The slot
   // (or the place in the queue) is this request's from here, while the task is recorded. A turn of a thread
-  // whose last task has not ended waits for it in the queue (a claim takes a thread's turns in order).
-  if (plan.busy || a.active() >= maxConcurrent || waiting() > 0) {
-    slots.enqueuing++;
-    try {
-      await deps.store.createTask(taskId, sessionId, goal, { queued: true, request, thread });
-    } finally {
-      slots.enqueuing--;
-    }
+  // whose last task has not ended waits for it in the queue (a claim takes a thread's turns in order); the store
+  // says so too when another turn was recorded meanwhile.
+  const record = (queued: boolean) =>
+    deps.store.createTask(taskId, sessionId, goal, { queued, request, thread }).catch((err: unknown) => {
+      throw asHttpError(err);
+    });
+  const enqueue = () => {
     const done = queue.enqueue(task, { listener });
     queue.drain();
     return { ...started, done, status: 'queued' as 'running' | 'queued' };
+  };
+  if (plan.busy || a.active() >= maxConcurrent || waiting() > 0) {
+    if (waiting() >= maxQueued) throw full(a, waiting());
+    slots.enqueuing++;
+    try {
+      await record(true);
+    } finally {
+      slots.enqueuing--;
+    }
+    return enqueue();
   }
   slots.claiming++;
+  let status: 'running' | 'queued';
   try {
-    await deps.store.createTask(taskId, sessionId, goal, { request, thread });
+    status = await record(false);
   } finally {
     slots.claiming--;
   }
-  return { ...a.launch(task, { listener }), thread_id: thread.id };
+  return status === 'queued' ? enqueue() : { ...a.launch(task, { listener }), thread_id: thread.id };
+}
+
+/** A thread gone or full, as the API answers it; anything else as it is. */
+function asHttpError(err: unknown): unknown {
+  if (err instanceof ThreadGone) return new HttpError(404, err.message);
+  if (err instanceof ThreadFull) return new HttpError(409, err.message);
+  return err;
+}
+
+/** 503: as many tasks wait as may. */
+function full(a: AgentCore, waiting: number): HttpError {
+  const { maxConcurrent, maxQueued } = a.limits;
+  const message =
+    maxQueued === 0
+      ? `${a.active()} tasks are running, the most this agent-server runs at once (MAX_CONCURRENT_TASKS=${maxConcurrent}), ` +
+        'or this thread has a task that has not ended, and no task may wait (MAX_QUEUED_TASKS=0); retry shortly'
+      : `${a.active()} tasks are running (MAX_CONCURRENT_TASKS=${maxConcurrent}) and ${waiting} wait for a slot, ` +
+        `the most that may wait (MAX_QUEUED_TASKS=${maxQueued}); retry shortly`;
+  return new HttpError(503, message, {}, { 'retry-after': '5' });
 }
 
 /** Who starts the task, and how a task of its thread is cancelled (if_busy: interrupt). */

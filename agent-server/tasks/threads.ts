@@ -18,7 +18,7 @@ export interface Caller {
 export const titleOf = (goal: string) => (goal.length <= 200 ? goal : `${goal.slice(0, 199)}…`);
 
 /** A thread as the API shows it. */
-export const threadView = ({ owner: _o, context: _c, ...t }: StoredThread): Thread => t;
+export const threadView = ({ owner: _o, ...t }: StoredThread): Thread => t;
 
 /** The thread `threadId` as `caller` may see it: another credential's is not there (404, as a missing one). */
 export async function visibleThread(
@@ -99,16 +99,21 @@ async function whenBusy(
       { task_id: active.task_id },
     );
   }
-  // Interrupt: every turn not ended is cancelled, oldest first; the new one goes on from what they did.
-  for (let left = 100; active && left > 0; left--) {
-    if (!(await cancel(active.task_id))) {
+  // Interrupt: every turn not ended is cancelled, oldest first, each once; the new one goes on from what they did.
+  const asked = new Set<string>();
+  while (active) {
+    if (asked.has(active.task_id) || !(await cancel(active.task_id))) {
       throw new HttpError(
         409,
-        `Task ${active.task_id} of thread ${threadId} (${active.status}) runs in another agent-server process ` +
-          'and cannot be interrupted from this one; send if_busy "enqueue" to wait for it',
+        asked.has(active.task_id)
+          ? `Task ${active.task_id} of thread ${threadId} was cancelled but has not stopped yet; send if_busy ` +
+              '"enqueue" to wait for it'
+          : `Task ${active.task_id} of thread ${threadId} (${active.status}) runs in another agent-server ` +
+              'process and cannot be interrupted from this one; send if_busy "enqueue" to wait for it',
         { task_id: active.task_id },
       );
     }
+    asked.add(active.task_id);
     active = await store.activeTurn(threadId);
   }
   return active !== undefined;
@@ -116,19 +121,19 @@ async function whenBusy(
 
 /** A thread's earlier turns as its next task's loop gets them: the conversation, its exposure, its compaction. */
 export async function threadInput(store: TaskStore, threadId: string): Promise<ThreadInput> {
-  const [thread, transcripts] = await Promise.all([
-    store.getThread(threadId),
-    store.threadTranscripts(threadId),
-  ]);
+  const transcripts = await store.threadTranscripts(threadId);
   const messages: ThreadInput['messages'] = [];
   let exposure: ThreadInput['exposure'];
   let shown: string[] = [];
+  let context: ThreadInput['context'] = {};
   for (const { transcript } of transcripts) {
     const t = transcript as Partial<Transcript> | null;
     if (!t?.messages?.length) continue;
     messages.push(...t.messages);
     exposure ??= t.exposure;
     shown = t.shown ?? shown;
+    // Each turn's transcript says how the compaction stood after it: the last one's is the thread's.
+    context = t.context ?? context;
   }
-  return { messages, shown, ...(exposure ? { exposure } : {}), context: thread?.context ?? {} };
+  return { messages, shown, ...(exposure ? { exposure } : {}), context };
 }

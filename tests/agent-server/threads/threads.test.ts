@@ -8,6 +8,7 @@ import type {
   ModelReply,
   ModelRequest,
 } from '../../../agent-server/clients/model.ts';
+import { ModelError } from '../../../agent-server/errors.ts';
 import { SUMMARY_HEAD } from '../../../agent-server/loop/context.ts';
 import { answer, call, calls, ScriptedModel, type Step } from '../../helpers/scripted-model.ts';
 import { makeStack, type Stack } from '../../helpers/stack.ts';
@@ -255,6 +256,105 @@ describe('threads', () => {
   });
 });
 
+describe('threads under pressure', () => {
+  it('two goals sent at once to an idle thread run one after the other, the second seeing the first', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    const model = new WaitingModel([
+      answer('first turn'),
+      async () => {
+        await held;
+        return answer('one of the two');
+      },
+      answer('the other'),
+    ]);
+    stack = await makeStack({ model, toolsets: FILES });
+    const first = await run(stack, { goal: 'start' });
+    const thread = first.body.thread_id;
+    const [a, b] = await Promise.all([
+      run(stack, { goal: 'goal A', thread_id: thread, wait: false }),
+      run(stack, { goal: 'goal B', thread_id: thread, wait: false }),
+    ]);
+    expect([a.body.status, b.body.status].sort()).toEqual(['queued', 'running']);
+    await expect.poll(() => model.scripted.requests.length).toBe(2);
+    release();
+    await expect.poll(() => model.scripted.requests.length).toBe(3);
+    // The later turn's request holds the earlier turn's goal and answer: they did not run side by side.
+    const [earlier, later] = [model.scripted.requests[1], model.scripted.requests[2]];
+    const goalOf = (r: ModelRequest) => String(r.messages.at(-1)?.content);
+    expect(JSON.stringify(later.messages)).toContain(goalOf(earlier));
+    expect(JSON.stringify(later.messages)).toContain('one of the two');
+  });
+
+  it('a turn cancelled between the calls of one reply keeps the calls that ran; the next turn sees them as run', async () => {
+    let callsSeen = 0;
+    const model = new WaitingModel([
+      calls(activate()),
+      calls(
+        call('write_file', { path: 'a.txt', content: 'A' }, 'first'),
+        call('write_file', { path: 'b.txt', content: 'B' }, 'second'),
+      ),
+      answer('went on'),
+    ]);
+    stack = await makeStack({
+      model,
+      toolsets: FILES,
+      // The reply's second call never comes back: the turn is cancelled while it is out.
+      interceptGateway: async (request, next) => {
+        if (request.url.includes('/call') && (await request.clone().text()).includes('b.txt')) {
+          callsSeen++;
+          // Out until the task's call is abandoned (its signal aborts the request, as a real fetch's would).
+          return new Promise<Response>((_, reject) =>
+            request.signal.addEventListener('abort', () => reject(request.signal.reason), { once: true }),
+          );
+        }
+        return next();
+      },
+    });
+    const first = await run(stack, { goal: 'write both', wait: false });
+    await expect.poll(() => callsSeen).toBe(1);
+    const next = await run(stack, {
+      goal: 'what happened?',
+      thread_id: first.body.thread_id,
+      if_busy: 'interrupt',
+    });
+    expect(next.body.status).toBe('completed');
+    const seen = model.scripted.requests[2].messages;
+    const results = seen.filter((m) => m.role === 'tool') as { tool_call_id: string; content: string }[];
+    expect(results.find((m) => m.tool_call_id === 'first')?.content).not.toContain('Not run');
+    expect(results.find((m) => m.tool_call_id === 'second')?.content).toContain(
+      'Not run: the task ended (cancelled)',
+    );
+  });
+
+  it('another credential’s thread’s tasks are not there either: read, events, cancel, listed', async () => {
+    const model = new ScriptedModel([answer('mine')]);
+    stack = await makeStack({
+      model,
+      toolsets: FILES,
+      tokens: { user: 'user-token-2', viewer: 'viewer-token-2' },
+    });
+    const user = { authorization: 'Bearer user-token-2' };
+    const viewer = { authorization: 'Bearer viewer-token-2' };
+    const mine = await run(stack, { goal: 'private' }, user);
+    const id = mine.body.task_id;
+    expect((await stack.get(stack.agentApp, `/agent/tasks/${id}`, user)).status).toBe(200);
+    const read = await stack.get(stack.agentApp, `/agent/tasks/${id}`, viewer);
+    expect(read.status).toBe(404);
+    expect(read.body.error).toContain(`No task ${id}`);
+    const events = await stack.agentApp.request(`/agent/tasks/${id}/events`, { headers: viewer });
+    expect(events.status).toBe(404);
+    expect((await stack.get(stack.agentApp, '/agent/tasks', viewer)).body.tasks).toEqual([]);
+    expect(
+      (await stack.get(stack.agentApp, '/agent/tasks', user)).body.tasks.map(
+        (t: { task_id: string }) => t.task_id,
+      ),
+    ).toEqual([id]);
+  });
+});
+
 describe('compaction', () => {
   it('near the budget a large old result is stubbed, read back by its handle, and the prefix holds after', async () => {
     const big = Array.from({ length: 5000 }, (_, i) => `row${i}`).join(' ');
@@ -327,8 +427,9 @@ describe('compaction', () => {
     expect(JSON.stringify(summaries[0].messages)).toContain('noted beta');
     const seen = model.requests[3].messages;
     expect(seen[0].role).toBe('system');
+    // The summary stands as the assistant's own notes, not as a user's words (tool results wrote it).
     expect(seen[1]).toEqual({
-      role: 'user',
+      role: 'assistant',
       content: `${SUMMARY_HEAD}\nThe user gave two long lists (alpha, beta); both were noted.`,
     });
     expect(JSON.stringify(seen)).not.toContain('alpha alpha');
@@ -339,5 +440,29 @@ describe('compaction', () => {
     // The turn after extends the compacted conversation.
     await run(stack, { goal: 'still there?', thread_id: thread });
     expect(startsWith(model.requests[4].messages, [...seen])).toBe(true);
+    const detail = await stack.get(stack.agentApp, `/agent/threads/${thread}?turns=2`);
+    expect(detail.body).toMatchObject({ turns_total: 4, compaction: { summarised_messages: 4 } });
+    expect(detail.body.turns.map((t: { goal: string }) => t.goal)).toEqual([long('gamma'), 'still there?']);
+  });
+
+  it('a summary the model cannot write costs the summary, not the turn: the stubs stand and the turn goes on', async () => {
+    const long = (word: string) => Array.from({ length: 1400 }, () => word).join(' ');
+    const model = new ScriptedModel([
+      answer('noted alpha'),
+      answer('noted beta'),
+      () => {
+        throw new ModelError('the endpoint refused the summary (400)');
+      },
+      answer('noted gamma all the same'),
+    ]);
+    stack = await makeStack({ model, toolsets: FILES, contextTokens: 4000 });
+    const first = await run(stack, { goal: long('alpha') });
+    await run(stack, { goal: long('beta'), thread_id: first.body.thread_id });
+    const third = await run(stack, { goal: long('gamma'), thread_id: first.body.thread_id });
+    expect(third.body).toMatchObject({ status: 'completed', final_answer: 'noted gamma all the same' });
+    const events = (await stack.get(stack.agentApp, `/agent/tasks/${third.body.task_id}`)).body.events;
+    const compacted = events.find((e: { type: string }) => e.type === 'context_compacted');
+    expect(compacted.data.summary_failed).toContain('refused the summary');
+    expect(compacted.data.summarised_messages).toBe(0);
   });
 });

@@ -15,6 +15,7 @@ import {
   stamp,
 } from './lib.js';
 import { followTask } from './task.js';
+import { continueThread, followTurn } from './thread.js';
 
 function after(then) {
   if (!then) return;
@@ -120,6 +121,9 @@ document.addEventListener('submit', async (event) => {
   } else if (form.dataset.decide) {
     event.preventDefault();
     await decide(form, event.submitter);
+  } else if (form.dataset.continue) {
+    event.preventDefault();
+    await continueThread(form);
   } else if ('run' in form.dataset) {
     event.preventDefault();
     const fields = Object.fromEntries(new FormData(form));
@@ -213,3 +217,6 @@ if (queue) {
 // One task, live.
 const taskView = document.querySelector('[data-task]');
 if (taskView) followTask(taskView);
+
+// A thread's turns that have not ended, live.
+for (const turn of document.querySelectorAll('[data-turn][data-live]')) followTurn(turn);

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -169,5 +170,27 @@ describe('toolshift chat on a terminal', () => {
     p.type('\x03');
     expect(await p.exited).toBe(0);
     expect(asked.flat()).not.toContain('half a thought');
+  });
+});
+
+describe('toolshift chat piped', () => {
+  it('takes each line as a turn of one thread, prints each answer plainly on stdout, and exits 0 at the end', async () => {
+    replies.set('piped one', async () => streamed(textChunks('First answer.')));
+    replies.set('piped two', async () => streamed(textChunks('Second answer.')));
+    const child = spawn(process.execPath, [BIN, 'chat'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c;
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c;
+    });
+    child.stdin.end('piped one\n/thread\npiped two\n');
+    expect(await new Promise<number | null>((r) => child.on('exit', r))).toBe(0);
+    expect(stdout).toBe('First answer.\nSecond answer.\n');
+    expect(stderr).not.toContain(ESC);
+    expect(stderr).toMatch(/\nthread thr_[0-9a-f-]+\n {2}continue it here: toolshift chat --thread thr_/);
+    expect(asked.find((a) => a.at(-1) === 'piped two')).toEqual(['piped one', 'piped two']);
   });
 });

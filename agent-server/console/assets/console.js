@@ -15,7 +15,7 @@ import {
   stamp,
 } from './lib.js';
 import { followTask } from './task.js';
-import { continueThread, followTurn } from './thread.js';
+import { continueThread, followTurns } from './thread.js';
 
 function after(then) {
   if (!then) return;
@@ -219,4 +219,4 @@ const taskView = document.querySelector('[data-task]');
 if (taskView) followTask(taskView);
 
 // A thread's turns that have not ended, live.
-for (const turn of document.querySelectorAll('[data-turn][data-live]')) followTurn(turn);
+if (document.querySelector('[data-thread]')) followTurns();

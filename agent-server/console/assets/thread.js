@@ -4,8 +4,17 @@
 import { el, errorOf, fill, flash, send } from './lib.js';
 import { liveAnswer } from './task.js';
 
-/** Follows the turn `turn` (an element with data-turn, its task's id) to its result. */
-export function followTurn(turn) {
+/**
+ * Follows the thread's first turn that has not ended, then the next: one event stream at a time, however many
+ * turns wait (a browser keeps few connections to one origin).
+ */
+export function followTurns() {
+  const turn = document.querySelector('[data-turn][data-live]');
+  if (turn) followTurn(turn, followTurns);
+}
+
+/** Follows the turn `turn` (an element with data-turn, its task's id) to its result, then calls `then`. */
+function followTurn(turn, then) {
   const id = turn.dataset.turn;
   const box = turn.querySelector('[data-answer]');
   const live = liveAnswer(box);
@@ -29,6 +38,7 @@ export function followTurn(turn) {
     delete turn.dataset.live;
     delete turn.dataset.following;
     turn.dataset.ended = r.status;
+    then();
   });
 }
 

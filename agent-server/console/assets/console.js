@@ -15,7 +15,6 @@ import {
   stamp,
 } from './lib.js';
 import { followTask } from './task.js';
-import { continueThread, followTurns } from './thread.js';
 
 function after(then) {
   if (!then) return;
@@ -121,9 +120,6 @@ document.addEventListener('submit', async (event) => {
   } else if (form.dataset.decide) {
     event.preventDefault();
     await decide(form, event.submitter);
-  } else if (form.dataset.continue) {
-    event.preventDefault();
-    await continueThread(form);
   } else if ('run' in form.dataset) {
     event.preventDefault();
     const fields = Object.fromEntries(new FormData(form));
@@ -218,5 +214,10 @@ if (queue) {
 const taskView = document.querySelector('[data-task]');
 if (taskView) followTask(taskView);
 
-// A thread's turns that have not ended, live.
-if (document.querySelector('[data-thread]')) followTurns();
+// A thread's page (thread.js, loaded there alone, so no other page waits for it).
+const threadView = document.querySelector('[data-thread]');
+if (threadView) {
+  import('./thread.js')
+    .then((thread) => thread.showThread(threadView))
+    .catch((err) => flash(`The page's script did not load: ${err.message}`, 'error'));
+}

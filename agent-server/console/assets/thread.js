@@ -4,11 +4,21 @@
 import { el, errorOf, fill, flash, send } from './lib.js';
 import { liveAnswer } from './task.js';
 
+/** A thread's page: its turns that have not ended followed live, and its form sending the next. */
+export function showThread(view) {
+  const form = view.querySelector('form[data-continue]');
+  form?.addEventListener('submit', (event) => {
+    event.preventDefault();
+    continueThread(form).catch((err) => flash(`Not sent: ${err.message}`, 'error'));
+  });
+  followTurns();
+}
+
 /**
  * Follows the thread's first turn that has not ended, then the next: one event stream at a time, however many
  * turns wait (a browser keeps few connections to one origin).
  */
-export function followTurns() {
+function followTurns() {
   const turn = document.querySelector('[data-turn][data-live]');
   if (turn) followTurn(turn, followTurns);
 }
@@ -43,7 +53,7 @@ function followTurn(turn, then) {
 }
 
 /** Sends the form's goal as the thread's next turn; the page, drawn again, follows it. */
-export async function continueThread(form) {
+async function continueThread(form) {
   const button = form.querySelector('button[type="submit"]');
   button.disabled = true;
   const goal = String(new FormData(form).get('goal') ?? '');

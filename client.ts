@@ -1,12 +1,15 @@
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { IfBusy } from './agent-server/contract.ts';
 import { approvalsCommand, auditCommand } from './cli/approvals.ts';
+import { chatCommand } from './cli/chat.ts';
 import { COMMAND_HELP, COMMANDS, HELP, nearest, nearestCommand } from './cli/help.ts';
 import { type CliIo, EXIT, rootCause, serviceEndpoint, UnreachableError, UsageError } from './cli/io.ts';
 import { processIo } from './cli/process-io.ts';
 import { runTask } from './cli/run.ts';
 import { checkCredentialTarget, credentialOf, type Target, type Targets, targetOf } from './cli/targets.ts';
 import { tasksCommand } from './cli/tasks.ts';
+import { threadsCommand } from './cli/threads.ts';
 import { consoleCommand, tokenCommand } from './cli/token.ts';
 import { toolsetsCommand } from './cli/toolsets.ts';
 import { readAddresses } from './lib/config/addresses.ts';
@@ -166,6 +169,15 @@ async function runCommand(
     case 'serve':
       // bin/toolshift.js starts the daemon (start/entry.ts) before the CLI is loaded; main() alone cannot.
       throw new UsageError('serve starts the daemon: run it as `toolshift serve` (or `npm start`)');
+    case 'chat':
+      return await chatCommand(rest, chatOptions(values), endpoints, io);
+    case 'threads':
+      return await threadsCommand(
+        rest,
+        { json: watch.json, limit: positiveInt(values.limit, '--limit') ?? 20 },
+        agent,
+        io,
+      );
     case 'tasks':
       return await tasksCommand(
         rest,
@@ -192,6 +204,18 @@ function runOptions(values: Values) {
     prompt: values.prompt,
     promptArgs: promptArgs(values.arg),
     exposure: exposureOf(values.exposure),
+    thread: values.thread,
+    ifBusy: ifBusyOf(values['if-busy']),
+  };
+}
+
+/** `chat`'s options: the thread to continue, or the session of new threads. */
+function chatOptions(values: Values) {
+  return {
+    thread: values.thread,
+    session: values.session,
+    exposure: exposureOf(values.exposure),
+    approvals: approvalMode(values),
   };
 }
 
@@ -292,6 +316,8 @@ const OPTIONS = {
   prompt: { type: 'string' },
   arg: { type: 'string', multiple: true },
   exposure: { type: 'string' },
+  thread: { type: 'string' },
+  'if-busy': { type: 'string' },
 } as const;
 
 function parse(argv: string[]) {
@@ -328,6 +354,16 @@ function exposureOf(value: string | undefined): 'native' | 'dispatch' | undefine
   );
 }
 
+/** `--if-busy`: what a goal sent to a thread whose task still runs does. */
+function ifBusyOf(value: string | undefined): IfBusy | undefined {
+  if (value === undefined) return undefined;
+  const parsed = IfBusy.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw new UsageError(
+    `--if-busy must be enqueue (wait for the thread's running task), reject or interrupt (cancel it), got "${value}"`,
+    'run',
+  );
+}
 function positiveInt(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);

@@ -105,6 +105,11 @@ const LINES: Partial<Record<TaskEvent['type'], LineOf>> = {
     `  ${s.yellow('⏸')} waiting for a human: ${d.kind === 'activate' ? `activate ${d.subject}` : d.subject}`,
   approval_decided: approvalDecided,
   task_resumed: taskResumed,
+  context_compacted: (d, s) =>
+    s.dim(
+      `  context compacted: ${d.stubbed} results moved out, ${d.summarised_messages} messages summarised, ` +
+        `tokens ${num(d.tokens_before as number)} → ${num(d.tokens_after as number)}`,
+    ),
 };
 
 /** The line `e` prints, or undefined for an event that prints none. */

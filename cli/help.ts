@@ -46,6 +46,10 @@ Usage:
 
 Options:
   -s, --session ID          continue a session (its active toolsets carry over)
+  --thread ID               continue a thread: the task sees its earlier turns
+                            and acts in its session (toolshift threads lists them)
+  --if-busy MODE            when the thread's last task still runs: enqueue (wait
+                            for it, the default), reject, or interrupt (cancel it)
   --max-steps N             stop after N model calls (status max_steps)
   --max-duration S          stop after S seconds (status timed_out)
   --exposure MODE           native: the tools array follows the active toolsets;
@@ -62,7 +66,8 @@ Options:
 
 Progress and the summary go to stderr; stdout carries only the answer, so
   toolshift run "summarise notes.md" > summary.txt
-keeps the summary clean. The first Ctrl-C asks whether to cancel the task or
+keeps the summary clean. Every task is a turn of a thread (a new one unless
+--thread); after it, a line says how to continue it. The first Ctrl-C asks whether to cancel the task or
 detach from it (it keeps running on the server); a second Ctrl-C cancels it.
 
 ${EXIT_CODES}`,
@@ -76,6 +81,38 @@ Usage:
 
 watch follows a running task's events as run does (a finished one is replayed),
 and exits with the task's exit code.
+
+${EXIT_CODES}`,
+  chat: `toolshift chat — a conversation on a thread, a line a turn
+
+Usage:
+  toolshift chat [--thread ID] [--session ID] [--exposure MODE] [--approve-all | --deny-all]
+
+Each line is a goal sent to the thread (a new thread from the first line unless --thread); the
+answer streams as it comes, and approvals are asked as run asks them. Ctrl-C during a turn
+cancels that turn and brings the prompt back; Ctrl-C on an empty line, Ctrl-D or /exit leave.
+
+Commands at the prompt:
+  /new        a new thread from the next line
+  /thread     the thread's id, and how to continue it elsewhere
+  /toolsets   the toolsets active in the thread's session
+  /help       the commands
+  /exit       leave
+
+Piped (printf 'one\\ntwo\\n' | toolshift chat), each line is a turn and each answer goes to stdout.
+A line longer than a goal may be (64 KiB) is refused, not sent.
+
+${EXIT_CODES}`,
+  threads: `toolshift threads — your conversations, one with its turns, deleting one
+
+Usage:
+  toolshift threads [list] [--limit N] [--json]
+  toolshift threads show <thread_id> [--json]
+  toolshift threads delete <thread_id>
+
+show lists each turn: its goal, status, answer and task. delete removes the thread with its
+tasks (refused while one of them runs). Continue one with toolshift chat --thread ID or
+toolshift run --thread ID "<goal>".
 
 ${EXIT_CODES}`,
   toolsets: `toolshift toolsets — the toolset catalog and a session's active toolsets
@@ -153,6 +190,8 @@ ${EXIT_CODES}`,
 export const COMMANDS = [
   'run',
   'tasks',
+  'chat',
+  'threads',
   'toolsets',
   'approvals',
   'audit',
@@ -194,6 +233,8 @@ export const HELP = `toolshift — run tasks and manage toolsets
 Usage:
   toolshift serve [<service>] [--data-dir DIR]   start the daemon (all three services, or one)
   toolshift run "<goal>" | -          run a task with live progress; the answer goes to stdout
+  toolshift chat [--thread ID]       a conversation: a line a turn, the answer streaming
+  toolshift threads [list|show|delete] [<thread_id>]
   toolshift tasks [list|show|watch|cancel] [<task_id>]
   toolshift toolsets [list|activate|deactivate|enable|disable|import|reload|approve] ...
   toolshift approvals [list|approve|deny] ...   what paused tasks wait for, and deciding it

@@ -19,6 +19,8 @@ export interface CliIo {
   stdinIsTTY?: boolean;
   /** Subscribes to Ctrl-C (SIGINT); returns the unsubscribe function. */
   onInterrupt?: (handler: () => void) => () => void;
+  /** The chat's prompt (`toolshift chat`): a line edited on a terminal, or the next line of piped stdin. */
+  openPrompt?: () => ChatPrompt;
   /** One line typed on the terminal (the answer to the Ctrl-C question); undefined at end of input. */
   readLine?: (signal: AbortSignal) => Promise<string | undefined>;
   /** The clock and timer for the spinner and elapsed times. */
@@ -31,6 +33,14 @@ export interface CliIo {
   sleep?: (ms: number) => Promise<void>;
   /** How long `run` and `tasks watch` wait for an agent-server that went away mid-task (60 s). */
   reconnectForMs?: number;
+}
+
+/** Where `toolshift chat` reads its lines. */
+export interface ChatPrompt {
+  /** The next line, after showing `prompt` on a terminal; undefined at end of input or Ctrl-C on an empty line. */
+  next(prompt: string): Promise<string | undefined>;
+  /** Stops reading (the chat ended before its input did). */
+  close(): void;
 }
 
 /** The exit codes, documented in the README and in `toolshift --help`. */

@@ -1,4 +1,5 @@
-import type { CliIo } from './io.ts';
+import readline from 'node:readline';
+import type { ChatPrompt, CliIo } from './io.ts';
 
 // The CLI's io for a real process: stdout/stderr, the environment, Ctrl-C, and the terminal. Not the `.env`
 // of the directory it runs in: any repository can hold one, and it would point the CLI, with the operator's
@@ -95,6 +96,55 @@ function readCookedLine(signal: AbortSignal): Promise<string | undefined> {
   });
 }
 
+/**
+ * The chat's prompt. On a terminal, a readline for each line (with the history of the chat), closed while a
+ * turn runs so the turn's keyboard has the terminal alone; Ctrl-C clears a line, and leaves on an empty one.
+ * Piped, one reader for all of stdin, so lines that came in during a turn wait for the next.
+ */
+function openPrompt(): ChatPrompt {
+  let piped: readline.Interface | undefined;
+  let lines: AsyncIterator<string> | undefined;
+  const history: string[] = [];
+  const onTerminal = (prompt: string) =>
+    new Promise<string | undefined>((resolve) => {
+      const rl = readline.createInterface({
+        input: process.stdin,
+        output: process.stderr,
+        terminal: true,
+        history: [...history],
+      });
+      rl.on('history', (h: string[]) => history.splice(0, history.length, ...h));
+      rl.on('SIGINT', () => {
+        if (!rl.line) return rl.close();
+        rl.write(null, { ctrl: true, name: 'e' });
+        rl.write(null, { ctrl: true, name: 'u' });
+      });
+      let answered = false;
+      // Left with Ctrl-C or Ctrl-D: the shell's prompt goes on a line of its own.
+      rl.on('close', () => {
+        if (!answered) process.stderr.write('\n');
+        resolve(undefined);
+      });
+      rl.question(prompt, (line) => {
+        answered = true;
+        resolve(line);
+        rl.close();
+      });
+    });
+  return {
+    async next(prompt) {
+      if (process.stdin.isTTY) return onTerminal(prompt);
+      piped ??= readline.createInterface({ input: process.stdin, terminal: false });
+      lines ??= piped[Symbol.asyncIterator]();
+      const next = await lines.next();
+      return next.done ? undefined : next.value;
+    },
+    close() {
+      piped?.close();
+    },
+  };
+}
+
 /** All of stdin as text. */
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -124,6 +174,7 @@ export function processIo(): CliIo {
     stderr: (t) => void process.stderr.write(t),
     env: { ...process.env },
     readStdin,
+    openPrompt,
     stderrIsTTY: process.stderr.isTTY === true,
     stdoutIsTTY: process.stdout.isTTY === true,
     stdinIsTTY: tty,

@@ -1,4 +1,4 @@
-import { agentRoutes, TaskAccepted } from '../agent-server/contract.ts';
+import { agentRoutes, type IfBusy, TaskAccepted } from '../agent-server/contract.ts';
 import { callRoute, type ServiceEndpoint, ServiceError } from '../lib/http/http-client.ts';
 import { type CliIo, EXIT, UsageError } from './io.ts';
 import { watchTask } from './watch.ts';
@@ -22,10 +22,13 @@ export interface RunFlags {
   promptArgs?: Record<string, string>;
   /** How the model sees the tools; the server's TOOL_EXPOSURE when absent. */
   exposure?: 'native' | 'dispatch';
+  /** The thread the task continues (a new one when absent), and what to do if its last task runs. */
+  thread?: string;
+  ifBusy?: IfBusy;
 }
 
 /** execute_task as `run` uses it: `wait: false`, answered 202 with the task's id. */
-const submitRoute = { ...agentRoutes.executeTask, responses: { 200: TaskAccepted } };
+export const submitRoute = { ...agentRoutes.executeTask, responses: { 200: TaskAccepted } };
 
 /** The goal from the arguments, or all of stdin for `run -`. */
 async function goalOf(args: string[], io: CliIo): Promise<string> {
@@ -44,7 +47,7 @@ const MAX_WAIT_FOR_ROOM_MS = 30 * 60_000;
  * Submits the task; while the agent-server runs as many tasks as it may (503), waits as long as its
  * `retry-after` says and tries again, saying so on stderr, for up to 30 minutes.
  */
-async function submitWhenRoom(
+export async function submitWhenRoom(
   agent: ServiceEndpoint,
   io: CliIo,
   input: Parameters<typeof callRoute<typeof submitRoute>>[2],
@@ -102,6 +105,8 @@ export async function runTask(
     body: {
       ...(flags.prompt ? { prompt: { name: flags.prompt, arguments: flags.promptArgs ?? {} } } : { goal }),
       session_id: flags.session,
+      thread_id: flags.thread,
+      if_busy: flags.ifBusy,
       max_steps: flags.maxSteps,
       max_duration_s: flags.maxDurationS,
       exposure: flags.exposure,
@@ -114,12 +119,21 @@ export async function runTask(
       io.stdout(`${accepted.task_id}\n`);
       if (!flags.quiet) {
         io.stderr(
-          `task ${accepted.task_id} is running (session ${accepted.session_id}).\n` +
-            `  follow it: toolshift tasks watch ${accepted.task_id}\n`,
+          `task ${accepted.task_id} is running (session ${accepted.session_id}, thread ${accepted.thread_id}).\n` +
+            `  follow it: toolshift tasks watch ${accepted.task_id}\n` +
+            continueLine(accepted.thread_id),
         );
       }
     }
     return EXIT.ok;
   }
-  return watchTask(agent, accepted.task_id, flags, io);
+  const code = await watchTask(agent, accepted.task_id, flags, io);
+  // Detached (130) or unreachable (3), watchTask said what to do; a task that ended can be followed up.
+  if (!flags.json && !flags.quiet && (code === EXIT.ok || code === EXIT.failed)) {
+    io.stderr(continueLine(accepted.thread_id));
+  }
+  return code;
 }
+
+/** How to go on with a thread from the shell. */
+export const continueLine = (threadId: string) => `  continue it: toolshift run --thread ${threadId} "…"\n`;

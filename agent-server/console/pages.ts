@@ -19,7 +19,7 @@ export type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
 export interface Frame {
   title: string;
   /** The nav entry to mark. */
-  section: 'overview' | 'toolsets' | 'tasks' | 'approvals' | 'audit' | 'run';
+  section: 'overview' | 'toolsets' | 'tasks' | 'threads' | 'approvals' | 'audit' | 'run';
   /** The login's role as the console names it; undefined on a service without tokens. */
   role: string;
   /** The login's CSRF token (absent without a login). */
@@ -41,6 +41,7 @@ const NAV: [Frame['section'], string, string][] = [
   ['overview', 'Overview', '/console/'],
   ['toolsets', 'Toolsets', '/console/toolsets'],
   ['tasks', 'Tasks', '/console/tasks'],
+  ['threads', 'Threads', '/console/threads'],
   ['approvals', 'Approvals', '/console/approvals'],
   ['audit', 'Audit', '/console/audit'],
   ['run', 'Run a task', '/console/run'],

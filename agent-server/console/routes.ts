@@ -3,11 +3,13 @@ import { html } from 'hono/html';
 import { z } from 'zod';
 import { HttpError } from '../../lib/http/http.ts';
 import { callRoute, errorOf, type ServiceEndpoint } from '../../lib/http/http-client.ts';
+import { callerOf } from '../../lib/http/security.ts';
 import { AUDIT_KINDS, AuditSearch, gatewayRoutes } from '../../mcp-gateway/contract.ts';
 import type { ModelHealth } from '../clients/model.ts';
-import { TaskStatus } from '../contract.ts';
+import { TaskStatus, ThreadId } from '../contract.ts';
 import type { TaskStore } from '../store/interface.ts';
 import type { Agent } from '../tasks/agent.ts';
+import { threadView, visibleThread } from '../tasks/threads.ts';
 import { installActions } from './actions.ts';
 import { approvalsPage } from './approvals-page.ts';
 import { AUDIT_PAGE, auditPage } from './audit-page.ts';
@@ -25,6 +27,7 @@ import {
 } from './pages.ts';
 import { type Logins, ROLE_NAMES } from './sessions.ts';
 import { installStaticFiles, VERSION } from './static-files.ts';
+import { THREAD_PAGE, threadPage, threadsPage } from './threads-page.ts';
 import { toolsetsPage } from './toolsets-page.ts';
 
 // The web console, served by the agent-server at /console: pages rendered here from the agent's store and the
@@ -60,6 +63,7 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
   installLogin(app, deps.logins);
   installPages(app, deps, viewOf, page);
   installAudit(app, deps, viewOf, page);
+  installThreads(app, deps, viewOf, page);
   installActions(app, viewOf);
 }
 
@@ -231,6 +235,39 @@ function installAudit(app: Hono, deps: ConsoleDeps, viewOf: ViewOf, page: Page):
         'cache-control': 'no-store',
       },
     });
+  });
+}
+
+/** The threads: the login's own (the operator's: all), and one with its turns. */
+function installThreads(app: Hono, { store }: ConsoleDeps, viewOf: ViewOf, page: Page): void {
+  const ThreadsQuery = z.object({ after: z.union([ThreadId, z.literal('')]).optional() });
+  app.get('/console/threads', async (c) => {
+    const { after } = parse(ThreadsQuery, c.req.query());
+    const caller = callerOf(c);
+    if (after) await visibleThread(store, after, caller);
+    const threads = await store.listThreads(
+      caller.all ? null : caller.owner,
+      THREAD_PAGE,
+      after || undefined,
+    );
+    return page(c, 'Threads', 'threads', threadsPage(threads.map(threadView)));
+  });
+
+  app.get('/console/threads/:id', async (c) => {
+    const id = c.req.param('id').slice(0, 64);
+    const thread = await visibleThread(store, id, callerOf(c)).catch((err: unknown) => {
+      // The API's message names its route; the console names its own list.
+      if (err instanceof HttpError && err.status === 404)
+        throw new HttpError(404, `No thread ${id}; /console/threads lists yours`);
+      throw err;
+    });
+    const turns = await store.threadTurns(thread.thread_id);
+    const compaction = {
+      summarised_messages: thread.context?.summarised ?? 0,
+      stubbed_results: thread.context?.stubbed?.length ?? 0,
+    };
+    const view = { ...threadView(thread), turns, compaction };
+    return page(c, thread.title, 'threads', threadPage(view, viewOf(c).can));
   });
 }
 

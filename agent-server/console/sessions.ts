@@ -86,6 +86,7 @@ function consoleDoor(
       'GET /console/assets/console.js',
       'GET /console/assets/lib.js',
       'GET /console/assets/task.js',
+      'GET /console/assets/thread.js',
       'GET /console/assets/console.css',
       'GET /console/assets/icon.svg',
     ]),

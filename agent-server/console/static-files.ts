@@ -12,10 +12,11 @@ import { CONSOLE_PREFIX } from './sessions.ts';
 const script = (name: string) => ({ type: 'text/javascript; charset=utf-8', body: asset(name) });
 const asset = (name: string) => readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8');
 const ASSETS = {
-  // console.js imports lib.js and task.js (ES modules, same origin: the CSP's script-src 'self').
+  // console.js imports lib.js, task.js and thread.js (ES modules, same origin: the CSP's script-src 'self').
   'console.js': script('console.js'),
   'lib.js': script('lib.js'),
   'task.js': script('task.js'),
+  'thread.js': script('thread.js'),
   'console.css': {
     type: 'text/css; charset=utf-8',
     body: readFileSync(new URL('./assets/console.css', import.meta.url), 'utf8'),

@@ -59,7 +59,8 @@ describe('toolshift run, piped', () => {
       ),
     );
     expect(lines[12]).toMatch(/^ {2}task task_[\w-]+ · session ses_[\w-]+$/);
-    expect(lines).toHaveLength(13);
+    expect(lines[13]).toMatch(/^ {2}continue it: toolshift run --thread thr_[\w-]+ "…"$/);
+    expect(lines).toHaveLength(14);
     expect(model.requests[0].messages[1].content).toBe('save a file');
   });
 

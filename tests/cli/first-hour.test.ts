@@ -203,6 +203,30 @@ describe('tasks and their steps', () => {
       '  ✓ approved by operator (GATEWAY_ADMIN_TOKEN)\n  ✗ not approved by user (AGENT_API_TOKEN): not today\n',
     );
   });
+
+  it('says what a compaction of the context moved out, on one line', () => {
+    let drawn = '';
+    const progress = createProgress({
+      write: (t) => {
+        drawn += t;
+      },
+      style: createStyle(false),
+      live: false,
+      now: () => 0,
+      setInterval: () => 1,
+      clearInterval: () => {},
+    });
+    progress.onEvent({
+      seq: 4,
+      type: 'context_compacted',
+      at: '2026-01-01T10:00:00Z',
+      duration_ms: null,
+      data: { step: 3, stubbed: 4, summarised_messages: 12, tokens_before: 90_210, tokens_after: 20_004 },
+    });
+    expect(drawn).toBe(
+      '  context compacted: 4 results moved out, 12 messages summarised, tokens 90,210 → 20,004\n',
+    );
+  });
 });
 
 describe('the saving, counted from what is known', () => {

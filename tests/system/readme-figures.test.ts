@@ -50,6 +50,7 @@ function normalise(text: string): string[] {
   return text
     .replace(/\btask_[0-9a-f…-]+/g, 'task_…')
     .replace(/\bses_[0-9a-f…-]+/g, 'ses_…')
+    .replace(/\bthr_[0-9a-f…-]+/g, 'thr_…')
     .replace(/^(task task_… · session ses_… · model ).*$/m, '$1<model>')
     .replace(/[\d,]+ tokens \(prompt [\d,]+, completion [\d,]+\)/g, '<usage>')
     .replace(/\b\d+(?:\.\d)?s\b|\b\d+ ms\b/g, '<time>')

@@ -213,3 +213,11 @@ if (queue) {
 // One task, live.
 const taskView = document.querySelector('[data-task]');
 if (taskView) followTask(taskView);
+
+// A thread's page (thread.js, loaded there alone, so no other page waits for it).
+const threadView = document.querySelector('[data-thread]');
+if (threadView) {
+  import('./thread.js')
+    .then((thread) => thread.showThread(threadView))
+    .catch((err) => flash(`The page's script did not load: ${err.message}`, 'error'));
+}

@@ -75,6 +75,11 @@ export function describe(e) {
             : null,
         ],
       ];
+    case 'context_compacted':
+      return [
+        `Context compacted: ${plural(d.stubbed, 'result')} moved out, ${plural(d.summarised_messages, 'message')} summarised, tokens ${num(d.tokens_before)} → ${num(d.tokens_after)}`,
+        [],
+      ];
     case 'task_finished':
       return [`Finished: ${d.status}`, [d.error ?? null]];
     default:
@@ -125,7 +130,7 @@ function drawChart(svg, points) {
  * The model's reply as it streams (`model_delta`, never stored): text nodes only, never markup. A later attempt's
  * text replaces an earlier one's (it failed); the step's recorded answer (`model_call`) replaces it all.
  */
-function liveAnswer(box) {
+export function liveAnswer(box) {
   let shown = null; // {step, attempt} of the text in the box
   let answered = 0; // the last step whose model_call is shown
   const clear = () => {

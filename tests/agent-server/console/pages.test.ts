@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { approvalCard, approvalsPage } from '../../../agent-server/console/approvals-page.ts';
 import { auditPage } from '../../../agent-server/console/audit-page.ts';
 import { taskPage } from '../../../agent-server/console/pages.ts';
+import { threadPage, threadsPage } from '../../../agent-server/console/threads-page.ts';
 import { toolsetsPage } from '../../../agent-server/console/toolsets-page.ts';
 import { definitionDiff } from '../../../mcp-gateway/catalog/pins.ts';
 
@@ -282,5 +283,45 @@ describe('console pages', () => {
     expect(row('apr_2')).toContain('operator (GATEWAY_ADMIN_TOKEN)');
     // The pending one waits in the queue above, not in the history.
     expect(page).not.toContain('data-decided="apr_3"');
+  });
+
+  it("escape a thread's title, goals and answers, follow only a turn that runs, and give a viewer no form", async () => {
+    const hostile = '<img src=x onerror=alert(1)>';
+    const thread = {
+      thread_id: 'thr_00000000-0000-0000-0000-000000000001',
+      session_id: 'ses_1',
+      title: hostile,
+      webhook: null,
+      created_at: '2026-11-28T14:00:00.000Z',
+      updated_at: '2026-11-28T14:05:00.000Z',
+    };
+    const turn = {
+      task_id: 'task_1',
+      goal: hostile,
+      status: 'completed' as const,
+      final_answer: '<script>alert(2)</script>',
+      error: null,
+      created_at: '2026-11-28T14:00:00.000Z',
+      finished_at: '2026-11-28T14:01:00.000Z',
+    };
+    const detail = {
+      ...thread,
+      turns: [turn, { ...turn, task_id: 'task_2', status: 'running' as const, final_answer: null }],
+      compaction: { summarised_messages: 3, stubbed_results: 2 },
+    };
+    const page = String(await threadPage(detail, can));
+    const list = String(await threadsPage([thread]));
+    for (const html of [page, list]) {
+      expect(html).not.toContain('<img');
+      expect(html).toContain('&lt;img src=x onerror=alert(1)&gt;');
+    }
+    expect(page).not.toContain('<script');
+    expect(page).toMatch(/data-turn="task_1"\s*>/);
+    expect(page).toMatch(/data-turn="task_2" data-live>/);
+    expect(page).toContain('2 results moved out, 3 messages summarised');
+    expect(page).toContain(`data-continue="${thread.thread_id}"`);
+    const viewer = String(await threadPage(detail, { run: false, decide: false, operate: false }));
+    expect(viewer).not.toContain('data-continue');
+    expect(viewer).toContain("Continuing a thread needs an approver's or the operator's login.");
   });
 });

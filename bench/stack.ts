@@ -27,6 +27,9 @@ export function benchEnv(opts: BenchStackOptions): Record<string, string> {
     OPENAI_BASE_URL: opts.modelUrl,
     OPENAI_API_KEY: 'bench',
     AGENT_MODEL: 'bench',
+    // The mock stands for gpt-4.1 (whose prices figure 4 uses): its window, so no single task is compacted (an
+    // unknown model's fallback, 8,192 tokens, is less than the all-loaded arm's tool definitions alone).
+    AGENT_CONTEXT_TOKENS: '1000000',
     TOOLSHIFT_DATA_DIR: path.join(opts.dir, 'data'),
     TOOLSETS_DIR: opts.toolsetsDir,
     PROMPTS_DIR: path.resolve('prompts'),

@@ -9,7 +9,7 @@ import type { ModelHealth } from '../clients/model.ts';
 import { TaskStatus, ThreadId } from '../contract.ts';
 import type { TaskStore } from '../store/interface.ts';
 import type { Agent } from '../tasks/agent.ts';
-import { threadView, visibleThread } from '../tasks/threads.ts';
+import { threadDetail, threadView, visibleThread } from '../tasks/threads.ts';
 import { installActions } from './actions.ts';
 import { approvalsPage } from './approvals-page.ts';
 import { AUDIT_PAGE, auditPage } from './audit-page.ts';
@@ -261,12 +261,8 @@ function installThreads(app: Hono, { store }: ConsoleDeps, viewOf: ViewOf, page:
         throw new HttpError(404, `No thread ${id}; /console/threads lists yours`);
       throw err;
     });
-    const turns = await store.threadTurns(thread.thread_id);
-    const compaction = {
-      summarised_messages: thread.context?.summarised ?? 0,
-      stubbed_results: thread.context?.stubbed?.length ?? 0,
-    };
-    const view = { ...threadView(thread), turns, compaction };
+    // The last hundred turns, as the API gives them by default.
+    const view = await threadDetail(store, thread, 100);
     return page(c, thread.title, 'threads', threadPage(view, viewOf(c).can));
   });
 }

@@ -2,9 +2,9 @@ import type { Hono } from 'hono';
 import { HttpError, route } from '../../lib/http/http.ts';
 import { callerOf } from '../../lib/http/security.ts';
 import { agentRoutes as routes } from '../contract.ts';
-import type { TaskStore, ThreadContext } from '../store/interface.ts';
+import type { TaskStore } from '../store/interface.ts';
 import type { Agent } from '../tasks/agent.ts';
-import { threadView, titleOf, visibleThread } from '../tasks/threads.ts';
+import { threadDetail, threadView, titleOf, visibleThread } from '../tasks/threads.ts';
 
 // Threads as the API serves them: made, listed (the caller's own; the operator's all), read with their turns,
 // deleted with their tasks. Another credential's thread answers as a missing one does (404).
@@ -39,20 +39,7 @@ export function installThreadRoutes(app: Hono, store: TaskStore, agent: Agent): 
 
   route(app, routes.getThread, async (c, { params, query }) => {
     const thread = await visibleThread(store, params.id, callerOf(c));
-    const [{ turns, total }, last] = await Promise.all([
-      store.threadTurns(thread.thread_id, query.turns),
-      store.lastTranscript(thread.thread_id),
-    ]);
-    const context = (last as { context?: ThreadContext } | null)?.context;
-    return c.json({
-      ...threadView(thread),
-      turns,
-      turns_total: total,
-      compaction: {
-        summarised_messages: context?.summarised ?? 0,
-        stubbed_results: context?.stubbed?.length ?? 0,
-      },
-    });
+    return c.json(await threadDetail(store, thread, query.turns));
   });
 
   route(app, routes.deleteThread, async (c, { params }) => {

@@ -39,23 +39,37 @@ async function checkNumbered(db: Kysely<unknown>, before: TablesFound): Promise<
   }
 }
 
-async function oneSchema(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
-  const pg = dialect === 'postgres';
-  // Kysely's migrator runs SQLite's migrations outside a transaction: this one is all or nothing there as it is
-  // on PostgreSQL. (Each step is safe to run again as well.)
-  if (!pg) await sql`BEGIN IMMEDIATE`.execute(db);
+/**
+ * Runs a migration all or nothing: Kysely's migrator runs SQLite's migrations outside a transaction, so there it
+ * is one of its own (PostgreSQL's migrator already runs each in one).
+ */
+async function atomically(
+  db: Kysely<unknown>,
+  dialect: DialectName,
+  work: () => Promise<void>,
+): Promise<void> {
+  const sqlite = dialect !== 'postgres';
+  if (sqlite) await sql`BEGIN IMMEDIATE`.execute(db);
   try {
+    await work();
+    if (sqlite) await sql`COMMIT`.execute(db);
+  } catch (err) {
+    if (sqlite) await sql`ROLLBACK`.execute(db).catch(() => undefined);
+    throw err;
+  }
+}
+
+/** The schema of schema.ts on a new database, or brought to it from an older one. (Each step is safe to run again.) */
+function oneSchema(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
+  const pg = dialect === 'postgres';
+  return atomically(db, dialect, async () => {
     const before = await tablesFound(db);
     await checkNumbered(db, before);
     await createTables(db, pg);
     await addMissingColumns(db, before, pg);
     if (pg) await pgTypes(db, before);
     await createIndexes(db);
-    if (!pg) await sql`COMMIT`.execute(db);
-  } catch (err) {
-    if (!pg) await sql`ROLLBACK`.execute(db).catch(() => undefined);
-    throw err;
-  }
+  });
 }
 
 async function createTables(db: Kysely<unknown>, pg: boolean): Promise<void> {
@@ -162,10 +176,8 @@ async function createIndexes(db: Kysely<unknown>): Promise<void> {
 }
 
 /** Threads: a table of them, and each task's thread and transcript (tasks made before have none). */
-async function threads(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
-  const pg = dialect === 'postgres';
-  if (!pg) await sql`BEGIN IMMEDIATE`.execute(db);
-  try {
+function threads(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
+  return atomically(db, dialect, async () => {
     await db.schema
       .createTable('threads')
       .ifNotExists()
@@ -198,9 +210,5 @@ async function threads(db: Kysely<unknown>, dialect: DialectName): Promise<void>
       .columns(['owner', 'created_at'])
       .execute();
     await db.schema.createIndex('threads_updated').ifNotExists().on('threads').column('updated_at').execute();
-    if (!pg) await sql`COMMIT`.execute(db);
-  } catch (err) {
-    if (!pg) await sql`ROLLBACK`.execute(db).catch(() => undefined);
-    throw err;
-  }
+  });
 }

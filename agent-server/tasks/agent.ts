@@ -115,9 +115,13 @@ async function resumeAll(a: AgentCore): Promise<number> {
  * task is not running here (it has ended: its stored events are all there is).
  */
 function follow(a: AgentCore, taskId: string, listener: TaskListener): (() => void) | undefined {
-  const task = a.worker.running.get(taskId) ?? a.queue.items.find((q) => q.task.taskId === taskId);
+  const running = a.worker.running.get(taskId);
+  const task = running ?? a.queue.items.find((q) => q.task.taskId === taskId);
   if (!task) return undefined;
   task.listeners.add(listener);
+  // Joining while the model writes: the text so far first, as one delta (the next ones follow on from it).
+  const streamed = running?.streamed?.event;
+  if (streamed) listener.live?.(streamed);
   return () => task.listeners.delete(listener);
 }
 

@@ -85,8 +85,9 @@ export function launchTask(
   );
   const listeners = opts.listeners ?? new Set<TaskListener>(opts.listener ? [opts.listener] : []);
   const traced = traceOf(w, task, opts, recovered);
-  const emit = taskEmitter(w, taskId, listeners, traced);
-  const t: TaskRun = { w, task, taskId, controller, gateway, listeners, traced, emit };
+  const streamed: { event?: ModelDeltaEvent } = {};
+  const emit = taskEmitter(w, taskId, listeners, traced, streamed);
+  const t: TaskRun = { w, task, taskId, controller, gateway, listeners, traced, emit, streamed };
   const timer = setTimeout(() => {
     const why = `The task reached its time limit (max_duration_s = ${task.maxDurationS})`;
     controller.abort(new TaskStoppedError('timed_out', why));
@@ -112,7 +113,7 @@ export function launchTask(
   };
   // The task's calls carry its current span (lib/telemetry/tracing.ts), whichever attempt that is.
   const done = traced ? withSpanHolder(traced, run) : run();
-  w.running.set(taskId, { controller, listeners, done });
+  w.running.set(taskId, { controller, listeners, done, streamed });
   // A task that could not record its end rejects `done` for its waiters; nobody waiting is no crash.
   done.catch((err: unknown) => w.deps.log.error({ err, task: taskId }, 'a task ended unrecorded'));
   return {
@@ -145,9 +146,12 @@ function taskEmitter(
   taskId: string,
   listeners: Set<TaskListener>,
   traced: TaskTrace | undefined,
+  streamed: { event?: ModelDeltaEvent },
 ): TaskRun['emit'] {
   return (type: EventType, data: Record<string, unknown>, durationMs?: number) => {
     if (w.movedOn.has(taskId)) return;
+    // The reply is on record now: what streamed of it is no longer news to a follower who joins.
+    if (type === 'model_call') streamed.event = undefined;
     // Tracing never stops a task: a fault in it costs the span, not the event.
     try {
       traced?.event(type, data);
@@ -161,10 +165,14 @@ function taskEmitter(
 }
 
 /** How the task tells its listeners what is not stored (the model's text as it streams): no seq, no trace. */
-function liveEmitter({ w, taskId, listeners }: TaskRun): LiveEmit {
+function liveEmitter({ w, taskId, listeners, streamed }: TaskRun): LiveEmit {
   return (type, data) => {
-    if (w.movedOn.has(taskId) || listeners.size === 0) return;
+    if (w.movedOn.has(taskId)) return;
     const event: ModelDeltaEvent = { type, at: new Date().toISOString(), data };
+    // The reply's text so far (this step's attempt), for a follower who joins while it streams.
+    const so = streamed.event?.data;
+    const same = so && so.step === data.step && so.attempt === data.attempt;
+    streamed.event = same ? { ...event, data: { ...data, text: so.text + data.text } } : event;
     for (const l of listeners) l.live?.(event);
   };
 }

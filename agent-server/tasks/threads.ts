@@ -137,3 +137,21 @@ export async function threadInput(store: TaskStore, threadId: string): Promise<T
   }
   return { messages, shown, ...(exposure ? { exposure } : {}), context };
 }
+
+/** A thread with its last `limit` turns and how its compaction stands (from its last turn's transcript). */
+export async function threadDetail(store: TaskStore, thread: StoredThread, limit: number) {
+  const [{ turns, total }, last] = await Promise.all([
+    store.threadTurns(thread.thread_id, limit),
+    store.lastTranscript(thread.thread_id),
+  ]);
+  const context = (last as Partial<Transcript> | null)?.context;
+  return {
+    ...threadView(thread),
+    turns,
+    turns_total: total,
+    compaction: {
+      summarised_messages: context?.summarised ?? 0,
+      stubbed_results: context?.stubbed?.length ?? 0,
+    },
+  };
+}

@@ -1,6 +1,6 @@
 import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
-import type { EventType, ExecuteTaskResponse, ToolExposure, Webhook } from '../contract.ts';
+import type { EventType, ExecuteTaskResponse, ModelDeltaEvent, ToolExposure, Webhook } from '../contract.ts';
 import type { ApprovalWaiter } from './approval-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import type { TaskTrace } from './trace.ts';
@@ -13,6 +13,8 @@ export interface RunningTask {
   controller: AbortController;
   listeners: Set<TaskListener>;
   done: Promise<ExecuteTaskResponse>;
+  /** The text the model has streamed so far in the reply being written: a follower who joins now gets it. */
+  streamed?: { event?: ModelDeltaEvent };
 }
 
 /** What a task needs to start, kept with it while it waits in the queue (and across a restart). */
@@ -70,4 +72,6 @@ export interface TaskRun {
   readonly traced: TaskTrace | undefined;
   /** Records an event: traced, stored, observed and told to the listeners. */
   readonly emit: (type: EventType, data: Record<string, unknown>, durationMs?: number) => void;
+  /** The text the model has streamed so far in the reply being written (for a follower who joins now). */
+  readonly streamed: { event?: ModelDeltaEvent };
 }

@@ -137,6 +137,38 @@ describe('the model’s streamed text', () => {
     ]);
   });
 
+  it('a follower who joins while the model writes gets the text so far first, then what follows', async () => {
+    const more = gate();
+    const sent = gate();
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
+    const a = await agentOver(
+      stack,
+      model([
+        async (_request, { onDelta }) => {
+          onDelta?.('The first ');
+          onDelta?.('half, ');
+          // Gathered and sent (no one follows yet) before the follower comes.
+          await new Promise((r) => setTimeout(r, 120));
+          sent.open();
+          await more.opened;
+          onDelta?.('then the rest.');
+          return answer('The first half, then the rest.');
+        },
+      ]),
+    );
+    const id = await a.submit('say something');
+    await sent.opened;
+    const late = readSse(await a.events(id));
+    const first = await late.until('model_delta');
+    expect(JSON.parse(first?.data ?? '{}').data).toEqual({ step: 1, attempt: 1, text: 'The first half, ' });
+    more.open();
+    await late.until('result');
+    const texts = late.seen
+      .filter((m) => m.event === 'model_delta')
+      .map((m) => JSON.parse(m.data).data.text as string);
+    expect(texts.join('')).toBe('The first half, then the rest.');
+  });
+
   it('marks the text of an attempt that is retried: the next attempt’s text carries its number', async () => {
     const sent = gate();
     const heard = gate();

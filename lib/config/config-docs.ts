@@ -244,7 +244,9 @@ export const SETTING_GROUPS: Group[] = [
       AUDIT_RETENTION_DAYS: { doc: 'audit rows older than this are deleted (0: kept for ever)' },
       AUDIT_MAX_ROWS: { doc: 'the oldest audit rows beyond this many are deleted' },
       TASK_RETENTION_DAYS: {
-        doc: 'finished tasks (with their events) older than this are deleted; running and paused ones never',
+        doc:
+          'threads with no turn for this long are deleted with their tasks (and events), and finished tasks of no thread ' +
+          'this old; running, queued and paused ones never',
       },
       APPROVAL_RETENTION_DAYS: {
         doc: 'approvals decided, expired or used this long ago are deleted; pending ones never',

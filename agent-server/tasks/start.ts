@@ -60,7 +60,7 @@ export async function startTask(
     return { ...started, done, status: 'queued' as 'running' | 'queued' };
   };
   if (plan.busy || a.active() >= maxConcurrent || waiting() > 0) {
-    if (waiting() >= maxQueued) throw full(a, waiting());
+    if (waiting() >= maxQueued) throw full(a, waiting(), plan.busy);
     slots.enqueuing++;
     try {
       await record(true);
@@ -86,15 +86,16 @@ function asHttpError(err: unknown): unknown {
   return err;
 }
 
-/** 503: as many tasks wait as may. */
-function full(a: AgentCore, waiting: number): HttpError {
+/** 503: as many tasks wait as may (`threadBusy`: this one would wait for its thread's last task). */
+function full(a: AgentCore, waiting: number, threadBusy = false): HttpError {
   const { maxConcurrent, maxQueued } = a.limits;
   const message =
-    maxQueued === 0
-      ? `${a.active()} tasks are running, the most this agent-server runs at once (MAX_CONCURRENT_TASKS=${maxConcurrent}), ` +
-        'or this thread has a task that has not ended, and no task may wait (MAX_QUEUED_TASKS=0); retry shortly'
-      : `${a.active()} tasks are running (MAX_CONCURRENT_TASKS=${maxConcurrent}) and ${waiting} wait for a slot, ` +
-        `the most that may wait (MAX_QUEUED_TASKS=${maxQueued}); retry shortly`;
+    threadBusy && maxQueued === 0
+      ? 'The thread has a task that has not ended, and no task may wait for another (MAX_QUEUED_TASKS=0); retry shortly'
+      : maxQueued === 0
+        ? `${a.active()} tasks are running, the most this agent-server runs at once (MAX_CONCURRENT_TASKS=${maxConcurrent}); retry shortly`
+        : `${a.active()} tasks are running (MAX_CONCURRENT_TASKS=${maxConcurrent}) and ${waiting} wait for a slot, ` +
+          `the most that may wait (MAX_QUEUED_TASKS=${maxQueued}); retry shortly`;
   return new HttpError(503, message, {}, { 'retry-after': '5' });
 }
 

@@ -166,7 +166,9 @@ describe('toolshift chat on a terminal', () => {
     p.type('\x03');
     // The line is gone: what is typed next is a line of its own.
     p.type('/thread\r');
-    await p.waitFor(/no thread yet: your next line starts one/);
+    // The next prompt is up (its line reader has the terminal) before Ctrl-C is typed at it.
+    const prompt = PROMPT.replace(/\[/g, '\\[');
+    await p.waitFor(new RegExp(`no thread yet: your next line starts one[\\s\\S]*${prompt}`));
     p.type('\x03');
     expect(await p.exited).toBe(0);
     expect(asked.flat()).not.toContain('half a thought');

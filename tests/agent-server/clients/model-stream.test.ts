@@ -251,7 +251,8 @@ describe('the model client, streaming', () => {
       }),
     );
     const { reply, deltas } = await ask(model({ stream: false }));
-    expect(Object.keys(body).sort()).toEqual(['messages', 'model', 'tools']);
+    // No tools offered, no `tools` sent (some providers refuse an empty array).
+    expect(Object.keys(body).sort()).toEqual(['messages', 'model']);
     expect(reply).toMatchObject({ content: 'whole', attempts: 1 });
     expect(deltas).toEqual([]);
   });

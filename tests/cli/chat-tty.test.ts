@@ -1,12 +1,8 @@
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { delay, HttpResponse, http } from 'msw';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../lib/config/config.ts';
-import type { Listening } from '../../lib/http/serve.ts';
-import { startStack } from '../../start/stack.ts';
+import { startLoopbackServices } from '../helpers/loopback-services.ts';
 import { chunk, MODEL_BASE_URL, modelEdge, streamed, textChunks } from '../helpers/msw.ts';
 import { runOnPty } from '../helpers/pty.ts';
 
@@ -15,8 +11,7 @@ import { runOnPty } from '../helpers/pty.ts';
 
 const server = modelEdge();
 const BIN = path.resolve('bin/toolshift.js');
-let tmp: string;
-let services: Listening[] = [];
+let loopback: Awaited<ReturnType<typeof startLoopbackServices>> | undefined;
 let env: Record<string, string | undefined>;
 let agentUrl: string;
 
@@ -26,29 +21,8 @@ const replies = new Map<string, () => Promise<Response>>();
 const asked: string[][] = [];
 
 beforeAll(async () => {
-  tmp = await mkdtemp(path.join(tmpdir(), 'toolshift-chat-'));
-  await mkdir(path.join(tmp, 'workspace'));
-  const config = loadConfig({
-    AGENT_PORT: '0',
-    GATEWAY_PORT: '0',
-    TOOL_SERVER_PORT: '0',
-    OPENAI_BASE_URL: MODEL_BASE_URL,
-    OPENAI_API_KEY: 'test-key',
-    TOOLSHIFT_DATA_DIR: path.join(tmp, 'data'),
-    FS_ROOTS: path.join(tmp, 'workspace'),
-    LOG_LEVEL: 'silent',
-    AGENT_PRIME_TOOLSETS: 'false',
-  });
-  const { tools, gateway, agent } = await startStack(config);
-  services = [agent, gateway, tools];
-  agentUrl = agent.url;
-  env = {
-    PATH: process.env.PATH,
-    HOME: tmp,
-    TERM: 'xterm-256color',
-    AGENT_URL: agent.url,
-    GATEWAY_URL: gateway.url,
-  };
+  loopback = await startLoopbackServices('chat');
+  ({ agentUrl, env } = loopback);
   server.use(
     http.post(`${MODEL_BASE_URL}/chat/completions`, async ({ request }) => {
       const body = (await request.json()) as { messages: { role: string; content: string }[] };
@@ -63,8 +37,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   server.close();
-  for (const s of services) await s.close();
-  await rm(tmp, { recursive: true, force: true });
+  await loopback?.close();
 });
 
 function gate() {

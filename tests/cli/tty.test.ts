@@ -1,13 +1,10 @@
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { delay, HttpResponse, http } from 'msw';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../client.ts';
-import { loadConfig } from '../../lib/config/config.ts';
-import type { Listening } from '../../lib/http/serve.ts';
-import { startStack } from '../../start/stack.ts';
+import { startLoopbackServices } from '../helpers/loopback-services.ts';
 import { chunk, completion, MODEL_BASE_URL, modelEdge, streamed, textChunks } from '../helpers/msw.ts';
 import { runOnPty } from '../helpers/pty.ts';
 
@@ -17,7 +14,7 @@ import { runOnPty } from '../helpers/pty.ts';
 const server = modelEdge();
 const BIN = path.resolve('bin/toolshift.js');
 let tmp: string;
-let services: Listening[] = [];
+let loopback: Awaited<ReturnType<typeof startLoopbackServices>> | undefined;
 let env: Record<string, string | undefined>;
 let agentUrl: string;
 
@@ -28,29 +25,8 @@ const script = (goal: string, replies: (() => Promise<Response>)[]) =>
   scripts.set(goal, { replies, served: 0 });
 
 beforeAll(async () => {
-  tmp = await mkdtemp(path.join(tmpdir(), 'toolshift-tty-'));
-  await mkdir(path.join(tmp, 'workspace'));
-  const config = loadConfig({
-    AGENT_PORT: '0',
-    GATEWAY_PORT: '0',
-    TOOL_SERVER_PORT: '0',
-    OPENAI_BASE_URL: MODEL_BASE_URL,
-    OPENAI_API_KEY: 'test-key',
-    TOOLSHIFT_DATA_DIR: path.join(tmp, 'data'),
-    FS_ROOTS: path.join(tmp, 'workspace'),
-    LOG_LEVEL: 'silent',
-    AGENT_PRIME_TOOLSETS: 'false',
-  });
-  const { tools, gateway, agent } = await startStack(config);
-  services = [agent, gateway, tools];
-  agentUrl = agent.url;
-  env = {
-    PATH: process.env.PATH,
-    HOME: tmp,
-    TERM: 'xterm-256color',
-    AGENT_URL: agent.url,
-    GATEWAY_URL: gateway.url,
-  };
+  loopback = await startLoopbackServices('tty');
+  ({ tmp, agentUrl, env } = loopback);
   server.use(
     http.post(`${MODEL_BASE_URL}/chat/completions`, async ({ request }) => {
       const body = (await request.json()) as { messages: { content: string }[] };
@@ -64,8 +40,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   server.close();
-  for (const s of services) await s.close();
-  await rm(tmp, { recursive: true, force: true });
+  await loopback?.close();
 });
 
 const toolCall = (name: string, args: unknown) =>

@@ -162,7 +162,7 @@ describe('npm start, in its own words', () => {
       expect(res.status).toBe(400);
       expect(((await res.json()) as { error: string }).error).toBe(
         'Invalid request body: unknown fields "max_step", "sesion_id"; execute_task takes goal, prompt, ' +
-          'session_id, max_steps, max_duration_s, wait, exposure, prime',
+          'session_id, thread_id, if_busy, max_steps, max_duration_s, wait, exposure, prime, webhook',
       );
       const after = (await (
         await fetch(`${urls['agent-server']}/agent/tasks`, { headers: auth })

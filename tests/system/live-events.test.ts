@@ -242,6 +242,7 @@ describe('task events', () => {
     expect(body).toEqual({
       task_id: expect.stringMatching(/^task_/),
       session_id: expect.any(String),
+      thread_id: expect.stringMatching(/^thr_/),
       status: 'running',
     });
     expect(accepted.headers.get('location')).toBe(`/agent/tasks/${body.task_id}`);

@@ -59,7 +59,9 @@ export function threadPage(
       <dt>Thread</dt><dd><code>${thread.thread_id}</code></dd>
       <dt>Session</dt><dd><code>${thread.session_id}</code></dd>
       <dt>Started</dt><dd>${when(thread.created_at)}</dd>
-      <dt>Compacted</dt><dd>${compaction.stubbed_results} results moved out, ${compaction.summarised_messages} messages summarised</dd>
+      <dt>Compacted</dt>
+      <dd>${count(compaction.stubbed_results, 'result')} moved out,
+        ${count(compaction.summarised_messages, 'message')} summarised</dd>
     </dl>
     ${
       thread.turns.length === 0
@@ -70,10 +72,14 @@ export function threadPage(
       can.run
         ? html`<form class="run" data-continue="${thread.thread_id}">
             <label for="next-goal">Continue the thread</label>
-            <textarea id="next-goal" name="goal" rows="3" maxlength="${LIMITS.goal}" required placeholder="What next? The agent sees the turns above."></textarea>
+            <textarea id="next-goal" name="goal" rows="3" maxlength="${LIMITS.goal}" required
+              placeholder="What next? The agent sees the turns above."></textarea>
             <button type="submit">Send</button>
           </form>`
         : html`<p class="muted">Continuing a thread needs an approver's or the operator's login.</p>`
     }
   </section>`;
 }
+
+/** `n thing` or `n things`. */
+const count = (n: number, thing: string) => `${n} ${thing}${n === 1 ? '' : 's'}`;

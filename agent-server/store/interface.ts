@@ -9,6 +9,9 @@ import type {
   WebhookDelivery,
   WebhookKind,
 } from '../contract.ts';
+import type { StoredThread, TaskThread, ThreadContext, ThreadTurnRow } from './thread-types.ts';
+
+export type { StoredThread, TaskThread, ThreadContext, ThreadTurnRow };
 
 /**
  * How a task ended, as stored (what its loop ends with: the loop's outcome is this shape, and the store, below
@@ -24,43 +27,6 @@ export interface TaskOutcome {
   tokens: TokenTotals;
   /** What the task added to its thread's conversation (recorded with its end). */
   transcript?: unknown;
-}
-
-/** How a thread's compaction stands (agent-server/loop/context.ts makes and reads it; each transcript keeps it). */
-export interface ThreadContext {
-  /** The summary of the conversation's first messages, and how many it stands for (after the system prompt). */
-  summary?: string;
-  summarised?: number;
-  /** The positions of tool results moved out of the context (the model reads them back by their handle). */
-  stubbed?: number[];
-}
-
-/** A thread as stored. */
-export interface StoredThread {
-  thread_id: string;
-  session_id: string;
-  owner: string;
-  title: string;
-  webhook: { url: string } | null;
-  created_at: string;
-  updated_at: string;
-}
-
-/** A task of a thread, as its turn. */
-export interface ThreadTurnRow {
-  task_id: string;
-  goal: string;
-  status: TaskStatus;
-  final_answer: string | null;
-  error: string | null;
-  created_at: string;
-  finished_at: string | null;
-}
-
-/** The thread a new task is a turn of: an existing one, or one made with the task (`made`). */
-export interface TaskThread {
-  id: string;
-  made?: { owner: string; title: string; webhook: { url: string } | null };
 }
 
 /** A webhook POST to record with what it tells (a task's end, its pause): sent from the store once committed. */

@@ -77,7 +77,9 @@ export function describe(e) {
       ];
     case 'context_compacted':
       return [
-        `Context compacted: ${plural(d.stubbed, 'result')} moved out, ${plural(d.summarised_messages, 'message')} summarised, tokens ${num(d.tokens_before)} → ${num(d.tokens_after)}`,
+        `Context compacted: ${plural(d.stubbed, 'result')} moved out, ` +
+          `${plural(d.summarised_messages, 'message')} summarised, ` +
+          `tokens ${num(d.tokens_before)} → ${num(d.tokens_after)}`,
         [],
       ];
     case 'task_finished':

@@ -60,8 +60,7 @@ export function threadPage(
       <dt>Session</dt><dd><code>${thread.session_id}</code></dd>
       <dt>Started</dt><dd>${when(thread.created_at)}</dd>
       <dt>Compacted</dt>
-      <dd>${count(compaction.stubbed_results, 'result')} moved out,
-        ${count(compaction.summarised_messages, 'message')} summarised</dd>
+      <dd>${compacted(compaction)}</dd>
     </dl>
     ${
       thread.turns.length === 0
@@ -80,6 +79,10 @@ export function threadPage(
     }
   </section>`;
 }
+
+/** What compaction moved out of the model's view, in words. */
+const compacted = (c: { stubbed_results: number; summarised_messages: number }) =>
+  `${count(c.stubbed_results, 'result')} moved out, ${count(c.summarised_messages, 'message')} summarised`;
 
 /** `n thing` or `n things`. */
 const count = (n: number, thing: string) => `${n} ${thing}${n === 1 ? '' : 's'}`;

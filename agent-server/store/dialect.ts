@@ -189,11 +189,13 @@ export function postgresHooks(pool: Pool): DialectHooks {
       return Number(out[0]?.changed ?? 0);
     },
     // Renewed while its fence is the task's, also once it lapsed (the database unreachable for longer than a
-    // lease): until another worker claims the task (a new fence) it is still this worker's alone.
+    // lease): until another worker claims the task (a new fence) it is still this worker's alone. One this
+    // worker just ended or paused (its fence unchanged, its lease about to be let go) is not lost either.
     async renew(db, held, until) {
-      const { rows } = await sql<{ task_id: string }>`UPDATE tasks t SET lease_until = ${until}::bigint
+      const { rows } = await sql<{ task_id: string }>`UPDATE tasks t
+        SET lease_until = CASE WHEN t.status = 'running' THEN ${until}::bigint ELSE t.lease_until END
         FROM unnest(${held.map(([t]) => t)}::text[], ${held.map(([, f]) => f)}::bigint[]) AS h(task_id, fence)
-        WHERE t.task_id = h.task_id AND t.fence = h.fence AND t.status = 'running' RETURNING t.task_id`.execute(
+        WHERE t.task_id = h.task_id AND t.fence = h.fence RETURNING t.task_id`.execute(
         db,
       );
       return rows.map((r) => r.task_id);
@@ -277,10 +279,9 @@ export function sqliteHooks(db: Kdb, sqlite: NonNullable<StoreDb<AgentDatabase>[
         for (const [task, fence] of leases) {
           const res = await trx
             .updateTable('tasks')
-            .set({ lease_until: until })
+            .set({ lease_until: sql`CASE WHEN status = 'running' THEN ${until} ELSE lease_until END` })
             .where('task_id', '=', task)
             .where('fence', '=', fence)
-            .where('status', '=', 'running')
             .executeTakeFirst();
           if (Number(res.numUpdatedRows) > 0) renewed.push(task);
         }

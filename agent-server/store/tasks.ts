@@ -61,9 +61,10 @@ export function taskMethods(c: StoreContext): TaskMethods {
     async requeueLapsed(all = false) {
       // Back from an outage, a lease period passes before leases count as lapsed: their holders, who could not
       // renew them either, renew them first (persist), and their tasks go on where they ran.
+      // Judged once the writes in flight settled: those may have waited out the outage itself.
+      await listed();
       const back = c.hooks.reach?.backAt();
       if (!all && back !== undefined && Date.now() - back < leases.leaseMs) return [];
-      await listed();
       const now = leases.now();
       const rows = await db
         .updateTable('tasks')

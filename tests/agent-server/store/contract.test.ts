@@ -265,6 +265,31 @@ describe.each([sqlite, postgres])('the task store on $name', (backend) => {
     }
   });
 
+  it('never counts a lease lost whose task it ended or paused while a renewal was under way', async () => {
+    // A heartbeat every 100 ms reads the leases held, then renews them: a task ended or paused between the two is
+    // still this worker's (its fence unchanged) until it lets the lease go. Many ends race many heartbeats.
+    const store = await (await backend.fresh()).open({ holder: 'busy', leaseMs: 300 });
+    const lost: string[] = [];
+    store.onLeaseLost((id) => lost.push(id));
+    try {
+      for (let round = 0; round < 20; round++) {
+        const ids = Array.from({ length: 10 }, (_, i) => `task_${round}_${i}`);
+        await Promise.all(ids.map((id) => store.createTask(id, 'ses', 'races')));
+        await Promise.all(
+          ids.map((id, i) =>
+            i % 2 === 0
+              ? store.finishTask(id, outcome('completed', 'done'))
+              : store.pause(id, { approval_id: `a_${id}`, call_id: `c_${id}` }, { at: id }, 1),
+          ),
+        );
+      }
+      await new Promise((r) => setTimeout(r, 40));
+      expect(lost).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('refuses the events, checkpoint, calls and end of a worker whose task was claimed by another', async () => {
     const place = await backend.fresh();
     const a = await place.open({ holder: 'a', leaseMs: 60_000 });

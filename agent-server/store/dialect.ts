@@ -195,9 +195,7 @@ export function postgresHooks(pool: Pool): DialectHooks {
       const { rows } = await sql<{ task_id: string }>`UPDATE tasks t
         SET lease_until = CASE WHEN t.status = 'running' THEN ${until}::bigint ELSE t.lease_until END
         FROM unnest(${held.map(([t]) => t)}::text[], ${held.map(([, f]) => f)}::bigint[]) AS h(task_id, fence)
-        WHERE t.task_id = h.task_id AND t.fence = h.fence RETURNING t.task_id`.execute(
-        db,
-      );
+        WHERE t.task_id = h.task_id AND t.fence = h.fence RETURNING t.task_id`.execute(db);
       return rows.map((r) => r.task_id);
     },
     skipLocked: true,

@@ -1,0 +1,92 @@
+import type { ColumnType, Kysely } from 'kysely';
+import type { Migration } from 'kysely/migration';
+
+// The people who use a deployment, their teams, their API keys and what they used of their limits: one typed
+// schema for both databases (SQLite's identity.db in the data directory, shared by the services on the machine;
+// PostgreSQL's DATABASE_URL, shared by every replica). Times of rows are ISO text; expiries, last uses and limit
+// windows are milliseconds (BIGINT: PostgreSQL answers them as text, read with Number()).
+
+type Int8 = ColumnType<number | string, number, number>;
+type NullableInt8 = ColumnType<number | string | null, number | null | undefined, number | null>;
+
+export interface IdentityDatabase {
+  /** A person. `limits`: their own limits (JSON of limits.ts Limits), null for none. */
+  identity_users: {
+    id: string;
+    name: string;
+    email: string | null;
+    limits: string | null;
+    created_at: string;
+  };
+  /** A team: its own limits (JSON), null for none. */
+  identity_teams: { id: string; name: string; limits: string | null; created_at: string };
+  identity_members: { team_id: string; user_id: string };
+  /** A key: only the hash of its secret; revoked and expired keys stay (their id is in the audit). */
+  identity_keys: {
+    id: string;
+    hash: string;
+    user_id: string;
+    role: string;
+    label: string | null;
+    created_at: string;
+    expires_at: NullableInt8;
+    last_used_at: NullableInt8;
+    revoked_at: NullableInt8;
+  };
+  /** How much of a limit a user or team (`subject`) used in the window that starts at `window_start`. */
+  identity_usage: { subject: string; name: string; window_start: Int8; n: Int8 };
+}
+
+/** The component whose migrations these are (its table: `identity_migrations`). */
+export const IDENTITY_COMPONENT = 'identity';
+
+export function identityMigrations(): Record<string, Migration> {
+  return { '001_users_keys_teams': { up: usersKeysTeams } };
+}
+
+async function usersKeysTeams(db: Kysely<unknown>): Promise<void> {
+  const table = (name: string) => db.schema.createTable(name).ifNotExists();
+  await table('identity_users')
+    .addColumn('id', 'text', (c) => c.primaryKey())
+    .addColumn('name', 'text', (c) => c.notNull().unique())
+    .addColumn('email', 'text')
+    .addColumn('limits', 'text')
+    .addColumn('created_at', 'text', (c) => c.notNull())
+    .execute();
+  await table('identity_teams')
+    .addColumn('id', 'text', (c) => c.primaryKey())
+    .addColumn('name', 'text', (c) => c.notNull().unique())
+    .addColumn('limits', 'text')
+    .addColumn('created_at', 'text', (c) => c.notNull())
+    .execute();
+  await table('identity_members')
+    .addColumn('team_id', 'text', (c) => c.notNull().references('identity_teams.id').onDelete('cascade'))
+    .addColumn('user_id', 'text', (c) => c.notNull().references('identity_users.id').onDelete('cascade'))
+    .addPrimaryKeyConstraint('identity_members_pk', ['team_id', 'user_id'])
+    .execute();
+  // A key outlives its user's row (the user removed): found by its id, refused as the key of a removed user.
+  await table('identity_keys')
+    .addColumn('id', 'text', (c) => c.primaryKey())
+    .addColumn('hash', 'text', (c) => c.notNull())
+    .addColumn('user_id', 'text', (c) => c.notNull())
+    .addColumn('role', 'text', (c) => c.notNull())
+    .addColumn('label', 'text')
+    .addColumn('created_at', 'text', (c) => c.notNull())
+    .addColumn('expires_at', 'bigint')
+    .addColumn('last_used_at', 'bigint')
+    .addColumn('revoked_at', 'bigint')
+    .execute();
+  await db.schema
+    .createIndex('identity_keys_user')
+    .ifNotExists()
+    .on('identity_keys')
+    .column('user_id')
+    .execute();
+  await table('identity_usage')
+    .addColumn('subject', 'text', (c) => c.notNull())
+    .addColumn('name', 'text', (c) => c.notNull())
+    .addColumn('window_start', 'bigint', (c) => c.notNull())
+    .addColumn('n', 'bigint', (c) => c.notNull())
+    .addPrimaryKeyConstraint('identity_usage_pk', ['subject', 'name', 'window_start'])
+    .execute();
+}

@@ -1,0 +1,161 @@
+import path from 'node:path';
+import { migrate, postgresDbTracked, type StoreDb, sqliteDb } from '../db/kysely.ts';
+import { openPostgres } from '../db/postgres.ts';
+import { openDatabase } from '../db/sqlite.ts';
+import {
+  checkKey,
+  createKey,
+  type KeyCheck,
+  type KeyHolder,
+  type KeyInfo,
+  listKeys,
+  revokeKey,
+} from './key-rows.ts';
+import type { KeyRole } from './keys.ts';
+import type { LimitName, LimitSubject, Limits } from './limits.ts';
+import * as people from './people.ts';
+import { IDENTITY_COMPONENT, type IdentityDatabase, identityMigrations } from './schema.ts';
+import * as usage from './usage.ts';
+
+export type { Team, User } from './people.ts';
+export type { KeyCheck, KeyHolder, KeyInfo };
+
+// The users, teams and keys of a deployment and what they used of their limits (schema.ts): opened once per
+// process and database (the agent-server and the gateway of `npm start` share it), by each service that takes
+// user keys. Its migrations run before its first statement; every method waits for them.
+
+export class IdentityStore {
+  readonly ready: Promise<void>;
+  readonly #s: StoreDb<IdentityDatabase>;
+  readonly #touched = new Map<string, number>();
+
+  constructor(s: StoreDb<IdentityDatabase>) {
+    this.#s = s;
+    this.ready = migrate(s, IDENTITY_COMPONENT, identityMigrations());
+  }
+
+  async #db(): Promise<people.Db> {
+    await this.ready;
+    return this.#s.db;
+  }
+
+  async addUser(u: {
+    name: string;
+    email?: string;
+    limits?: Limits;
+    teams?: string[];
+  }): Promise<people.User> {
+    await people.addUser(await this.#db(), u);
+    return (await this.user(u.name)) as people.User;
+  }
+  async user(name: string): Promise<people.User | undefined> {
+    return (await this.users()).find((u) => u.name === name);
+  }
+  async users(): Promise<people.User[]> {
+    return people.listUsers(await this.#db());
+  }
+  async removeUser(name: string): Promise<void> {
+    await people.removeUser(await this.#db(), name);
+  }
+  async setUserLimits(name: string, limits: Limits): Promise<people.User> {
+    await people.setLimits(await this.#db(), 'user', name, limits);
+    return (await this.user(name)) as people.User;
+  }
+  async addTeam(t: { name: string; limits?: Limits }): Promise<people.Team> {
+    await people.addTeam(await this.#db(), t);
+    return (await this.team(t.name)) as people.Team;
+  }
+  async team(name: string): Promise<people.Team | undefined> {
+    return (await this.teams()).find((t) => t.name === name);
+  }
+  async teams(): Promise<people.Team[]> {
+    return people.listTeams(await this.#db());
+  }
+  async removeTeam(name: string): Promise<void> {
+    await people.removeTeam(await this.#db(), name);
+  }
+  async setTeamLimits(name: string, limits: Limits): Promise<people.Team> {
+    await people.setLimits(await this.#db(), 'team', name, limits);
+    return (await this.team(name)) as people.Team;
+  }
+  /** Puts `user` in `team`, or takes them out. */
+  async setMember(team: string, user: string, member: boolean): Promise<people.Team> {
+    await people.setMember(await this.#db(), team, user, member);
+    return (await this.team(team)) as people.Team;
+  }
+
+  async createKey(k: { user: string; role: KeyRole; expiresInMs?: number; label?: string }) {
+    return createKey(await this.#db(), k);
+  }
+  async keys(user?: string): Promise<KeyInfo[]> {
+    return listKeys(await this.#db(), user);
+  }
+  async revokeKey(id: string): Promise<KeyInfo> {
+    return revokeKey(await this.#db(), id);
+  }
+  /** Whose a presented key is, or why it is refused; undefined when it is not shaped as a key at all. */
+  async checkKey(presented: string, now = Date.now()): Promise<KeyCheck | undefined> {
+    return checkKey(await this.#db(), presented, this.#touched, now);
+  }
+
+  /** Counts one (or `amount`) of `limit` for each subject, all or none; LimitReached past one's limit. */
+  async charge(subjects: readonly LimitSubject[], limit: LimitName, amount = 1, now = Date.now()) {
+    if (subjects.every((s) => s.limits[limit] === undefined)) return;
+    await usage.charge(await this.#db(), subjects, limit, amount, now);
+  }
+  /** Counts what was used already (model tokens), past the limit or not. */
+  async add(subjects: readonly LimitSubject[], limit: LimitName, amount: number, now = Date.now()) {
+    if (subjects.every((s) => s.limits[limit] === undefined)) return;
+    await usage.add(await this.#db(), subjects, limit, amount, now);
+  }
+  /** LimitReached when a subject used all of `limit` in this window. */
+  async refuseIfSpent(subjects: readonly LimitSubject[], limit: LimitName, now = Date.now()) {
+    if (subjects.every((s) => s.limits[limit] === undefined)) return;
+    await usage.refuseIfSpent(await this.#db(), subjects, limit, now);
+  }
+  async pruneUsage(before: number): Promise<number> {
+    return usage.pruneUsage(await this.#db(), before);
+  }
+
+  async close(): Promise<void> {
+    await this.ready.catch(() => undefined);
+    await this.#s.close();
+  }
+}
+
+/** Where a service's identity store lives: DATABASE_URL, or identity.db in the data directory. */
+export interface IdentityAt {
+  databaseUrl?: string;
+  dataDir: string;
+}
+
+const opened = new Map<string, { store: IdentityStore; users: number }>();
+
+/** The identity store of `at`, shared by the services of this process; each releases it when it stops. */
+export function openIdentity(
+  at: IdentityAt,
+  service: string,
+): { store: IdentityStore; release: () => Promise<void> } {
+  const where = at.databaseUrl ?? path.resolve(at.dataDir, 'identity.db');
+  let entry = opened.get(where);
+  if (!entry) {
+    const s = at.databaseUrl
+      ? postgresDbTracked<IdentityDatabase>(openPostgres(at.databaseUrl, `${service} identity`, { max: 4 }))
+      : sqliteDb<IdentityDatabase>(openDatabase(where));
+    entry = { store: new IdentityStore(s), users: 0 };
+    opened.set(where, entry);
+  }
+  entry.users++;
+  const held = entry;
+  let released = false;
+  return {
+    store: held.store,
+    async release() {
+      if (released) return;
+      released = true;
+      if (--held.users > 0) return;
+      opened.delete(where);
+      await held.store.close();
+    },
+  };
+}

@@ -3,7 +3,7 @@ import { databaseHealth } from '../lib/db/reachability.ts';
 import { HttpError, installBase, route } from '../lib/http/http.ts';
 import type { ServiceEndpoint } from '../lib/http/http-client.ts';
 import { serveOpenApi } from '../lib/http/openapi.ts';
-import { callerOf, healthDetail, type Security } from '../lib/http/security.ts';
+import { callerOf, chargeCaller, healthDetail, refuseIfSpent, type Security } from '../lib/http/security.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
 import type { Metrics } from '../lib/telemetry/metrics.ts';
 import type { ModelHealth } from './clients/model.ts';
@@ -110,6 +110,9 @@ function installTaskRoutes(app: Hono, deps: AgentAppDeps): void {
 
   route(app, routes.executeTask, async (c, { body }) => {
     if (!agent.modelConfigured) throw new HttpError(503, new ModelNotConfiguredError().message);
+    // A user's limits: its model tokens of the day left, and one more task this hour (429 past either).
+    await refuseIfSpent(c, 'model_tokens_per_day');
+    await chargeCaller(c, 'tasks_per_hour');
     // The task runs apart from this request: a client that goes away does not stop it.
     const started = await agent.start(body, callerOf(c));
     if (body.wait === false || prefersAsync(c.req.header('prefer'))) {

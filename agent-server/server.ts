@@ -8,6 +8,8 @@ import { openDatabase } from '../lib/db/sqlite.ts';
 import { leanFetch } from '../lib/http/lean-fetch.ts';
 import { securityFor } from '../lib/http/security.ts';
 import { type Listening, listen } from '../lib/http/serve.ts';
+import { type Quota, quotaOf } from '../lib/identity/quota.ts';
+import { openIdentity } from '../lib/identity/store.ts';
 import { createLogger, type Logger } from '../lib/telemetry/log.ts';
 import { createMetrics, type Metrics } from '../lib/telemetry/metrics.ts';
 import { createTokenCounter, type TokenCounter } from '../lib/telemetry/tokens.ts';
@@ -33,6 +35,10 @@ export async function startAgentServer(
 ): Promise<Listening> {
   const log = opts.log ?? createLogger('agent-server', config.logLevel, undefined, config.logFormat);
   const security = securityFor(config, 'agent-server');
+  // Users' keys are taken beside the tokens (the gateway's admin API makes them).
+  const identity = openIdentity({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }, 'agent-server');
+  await identity.store.ready;
+  security.identity = { store: identity.store, service: 'agent-server' };
   const tracing = await startServiceTracing('agent-server', config, log);
   requireAgentToken(config);
   // Stopping the process ends the wait of what waits for an unreachable database.
@@ -55,7 +61,8 @@ export async function startAgentServer(
   if (security.tokens.length > 0) security.console = logins.door;
   // Without a secret (TOOLSHIFT_AUTH=none and no AGENT_WEBHOOK_SECRET) a task naming a webhook is refused.
   const webhooks = config.agent.webhook.secret ? webhookGuard(config.agent.webhook.allowHosts) : undefined;
-  const agent = agentOf(config, { store, model, tokens, metrics, log, webhooks });
+  const quotas = (owner: string) => quotaOf(identity.store, owner);
+  const agent = agentOf(config, { store, model, tokens, metrics, log, webhooks, quotas });
   let listening: Listening;
   try {
     listening = await listen(
@@ -82,6 +89,7 @@ export async function startAgentServer(
     );
   } catch (err) {
     await store.close();
+    await identity.release();
     throw err;
   }
   // The CLI finds the API here, and sends it the stored tokens only here (a worker serves no API).
@@ -103,6 +111,7 @@ export async function startAgentServer(
       await deliverer?.stop();
       await retention.stop();
       await store.close();
+      await identity.release();
       await tracing?.shutdown();
     },
   };
@@ -190,6 +199,7 @@ function agentOf(
     metrics,
     log,
     webhooks,
+    quotas,
   }: {
     store: TaskStore;
     model: Model | undefined;
@@ -197,6 +207,7 @@ function agentOf(
     metrics: Metrics;
     log: Logger;
     webhooks: WebhookGuard | undefined;
+    quotas: (owner: string) => Promise<Quota | undefined>;
   },
 ) {
   const gateway = createGatewayClient({
@@ -221,6 +232,7 @@ function agentOf(
     exposure: config.agent.exposure,
     prime: config.agent.prime,
     webhooks,
+    quotaOf: quotas,
   });
 }
 

@@ -110,6 +110,8 @@ const LINES: Partial<Record<TaskEvent['type'], LineOf>> = {
       `  context compacted: ${d.stubbed} results moved out, ${d.summarised_messages} messages summarised, ` +
         `tokens ${num(d.tokens_before as number)} → ${num(d.tokens_after as number)}`,
     ),
+  limit_wait: (d, s) =>
+    `  ${s.yellow('⏸')} ${d.subject} reached ${d.limit}: waiting ${d.seconds} s for the next window`,
 };
 
 /** The line `e` prints, or undefined for an event that prints none. */

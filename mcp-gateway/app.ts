@@ -4,8 +4,10 @@ import type { RouteSpec } from '../lib/http/contract.ts';
 import { HttpError, installBase, type RouteInput, route as register } from '../lib/http/http.ts';
 import { serveOpenApi } from '../lib/http/openapi.ts';
 import { healthDetail, requireRole, type Security } from '../lib/http/security.ts';
+import type { IdentityStore } from '../lib/identity/store.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
 import type { Metrics } from '../lib/telemetry/metrics.ts';
+import { identityAdminRoutes } from './admin/identity.ts';
 import { type AuditActor, withActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './catalog/prompts.ts';
@@ -22,6 +24,12 @@ const isFacePath = (path: string) => path === '/mcp' || path.startsWith('/mcp/to
 function actorOf(c: Context): AuditActor {
   const principal = c.get('principal');
   const role = principal?.role ?? 'local';
+  const user = principal && 'user' in principal ? principal.user : undefined;
+  if (user) {
+    // A person with their own key: named, with the key they used.
+    const who = `user ${user.user.name} (key ${user.keyId})`;
+    return { actor: isFacePath(c.req.path) ? `mcp client, ${who}` : who, owner: `user:${user.user.id}` };
+  }
   return {
     ...actingAs(c, role),
     owner: principal && 'credential' in principal ? principal.credential : role,
@@ -54,6 +62,8 @@ export interface GatewayDeps {
   face: McpFace;
   /** The playbook prompts (prompts.ts), also served by the face. */
   prompts: PromptCatalog;
+  /** The users, keys and teams (lib/identity): their admin routes; absent, those routes are not served. */
+  identity?: IdentityStore;
 }
 
 /** A refusal of the gateway's rules as an HTTP error: its status from REFUSAL_STATUS, its code in the body. */
@@ -103,6 +113,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   healthRoute(route, deps);
   operatorRoutes(app, route, gateway);
   promptRoutes(route, deps.prompts);
+  if (deps.identity) identityAdminRoutes(app, deps.identity);
   deps.face.mount(app);
   serveOpenApi(app, {
     service: 'mcp-gateway',

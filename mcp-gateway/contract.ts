@@ -3,6 +3,7 @@ import { DatabaseHealth, type EventStream } from '../lib/http/contract.ts';
 import { boundedString, LIMITS, pageLimit } from '../lib/http/limits.ts';
 import { ErrorBody, Health, ToolResult } from '../tool-server/contract.ts';
 import { SessionId, ToolsetId } from './contract/base.ts';
+import { identityRoutes } from './contract/identity.ts';
 import {
   Approval,
   ApproveToolsetRequest,
@@ -37,12 +38,14 @@ import {
 // The gateway's HTTP API. The seed's `POST /mcp/admin/toolsets {action, toolset_ids}` works unchanged.
 
 export * from './contract/base.ts';
+export * from './contract/identity.ts';
 export * from './contract/operator.ts';
 export * from './contract/toolsets.ts';
 export { ToolResult };
 
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const gatewayRoutes = {
+  ...identityRoutes,
   getPolicy: {
     method: 'get',
     path: '/mcp/admin/policy',

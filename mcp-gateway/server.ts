@@ -5,6 +5,7 @@ import { startRetention } from '../lib/db/retention.ts';
 import { writableDataDir } from '../lib/db/sqlite.ts';
 import { securityFor } from '../lib/http/security.ts';
 import { type Listening, listen } from '../lib/http/serve.ts';
+import { openIdentity } from '../lib/identity/store.ts';
 import { createLogger, type Logger } from '../lib/telemetry/log.ts';
 import { createMetrics } from '../lib/telemetry/metrics.ts';
 import { createTokenCounter } from '../lib/telemetry/tokens.ts';
@@ -40,6 +41,10 @@ export async function startGateway(
   const log = createLogger('mcp-gateway', config.logLevel, undefined, config.logFormat);
   const tracing = await startServiceTracing('mcp-gateway', config, log);
   const security = securityFor(config, 'mcp-gateway');
+  // Users' keys are taken beside the tokens; the operator manages them here (admin/identity.ts).
+  const identity = openIdentity({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }, 'mcp-gateway');
+  await identity.store.ready;
+  security.identity = { store: identity.store, service: 'mcp-gateway' };
   const backends = backendsFor(config);
   const state = await openState(config, log);
   const { store, callKeys } = state;
@@ -86,7 +91,16 @@ export async function startGateway(
   if (policyError) log.error({ error: policyError }, 'the policy file does not load: everything is denied');
   const { face, handles } = openFace(config, { gateway, state, prompts, log });
   const stopListening = relayChanges({ gateway, state, face, catalog, log });
-  const app = createGatewayApp({ gateway, backends, log, security, face, prompts, metrics });
+  const app = createGatewayApp({
+    gateway,
+    backends,
+    log,
+    security,
+    face,
+    prompts,
+    metrics,
+    identity: identity.store,
+  });
   const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT', config.http.limits);
   // The CLI finds the gateway here, and sends it the stored tokens only here.
   await recordListening(config, 'mcp-gateway', listening.url, log);
@@ -108,6 +122,7 @@ export async function startGateway(
       pool.close();
       await stopListening();
       await state.close();
+      await identity.release();
       await tracing?.shutdown();
     },
   };

@@ -60,8 +60,8 @@ export const LAYERS: Record<(typeof SERVICES)[number], readonly (readonly Place[
     ['ceiling/'],
     // The rules: sessions, activation, calls, refusals.
     ['core/'],
-    // The MCP face.
-    ['face/'],
+    // The MCP face; the operator's people (users, keys, teams) on the admin API.
+    ['face/', 'admin/'],
     ['app.ts'],
     ['server.ts'],
     ['main.ts'],

@@ -17,6 +17,7 @@ export const EventType = z.enum([
   'approval_decided',
   'task_resumed',
   'context_compacted',
+  'limit_wait',
   'task_finished',
 ]);
 export type EventType = z.infer<typeof EventType>;
@@ -145,6 +146,14 @@ const EventData = {
     /** Why the summary's model call failed: the stubs stand, and the next request tries again. */
     summary_failed: z.string().optional(),
   }),
+  /** A tool call past its owner's limit (tool_calls_per_minute) waits for the limit's next window. */
+  limit_wait: z.looseObject({
+    step: StepNo,
+    tool_call_id: z.string(),
+    limit: z.string(),
+    subject: z.string(),
+    seconds: z.number(),
+  }),
   task_finished: z.looseObject({
     status: z.string(),
     error: z.string().nullable(),
@@ -189,6 +198,7 @@ export const TaskEvent = z.discriminatedUnion('type', [
   eventOf('approval_decided'),
   eventOf('task_resumed'),
   eventOf('context_compacted'),
+  eventOf('limit_wait'),
   eventOf('task_finished'),
 ]);
 export type TaskEvent = z.infer<typeof TaskEvent>;

@@ -33,6 +33,7 @@ export async function answerCalls(
     answered: (message) => state.answered.push(message),
     journal: deps.journal,
     calls: deps.calls,
+    quota: deps.quota,
     awaitApproval:
       awaitApproval &&
       ((pending) =>

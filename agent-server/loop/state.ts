@@ -2,6 +2,7 @@ import type {
   ChatCompletionMessageFunctionToolCall,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
+import type { Quota } from '../../lib/identity/quota.ts';
 import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
@@ -68,6 +69,8 @@ export interface LoopDeps {
   trace?: { request(request: ModelRequest): void; reply(reply: ModelReply): void };
   /** The model's context budget in tokens (compaction keeps requests under it). */
   contextTokens?: number;
+  /** The task's owner's limits (lib/identity/quota.ts): model tokens a day, tool calls a minute. */
+  quota?: Quota;
 }
 
 /** How a task's loop ended: what the store records as the task's end. */

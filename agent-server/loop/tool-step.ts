@@ -1,15 +1,20 @@
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type {
   ChatCompletionMessageFunctionToolCall,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
+import { LimitReached } from '../../lib/identity/limits.ts';
+import type { Quota } from '../../lib/identity/quota.ts';
 import type { Approval, GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { EventData, EventType } from '../contract.ts';
 import { TaskStoppedError } from '../errors.ts';
+import { READ_STORED_RESULT } from './context.ts';
 import { calledName } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
 import { HumanEndedTask, type KeyedCall, safeToRepeat, unknownOutcomeQuestion } from './lost-answer.ts';
+import { MANAGE_TOOLSETS } from './manage-toolsets.ts';
 import { executeToolCall, type ToolCallOutcome } from './tool-execution.ts';
 
 /** Records a step; the one call through which every event of a task leaves the loop. */
@@ -92,6 +97,8 @@ export interface ToolStepContext {
   journal?: CallJournal;
   /** The task and the fence this worker holds it under: each call's idempotency key and lease. */
   calls?: { taskId: string; fence(): number | undefined };
+  /** The owner's limits: a tool call past the minute's waits for the next minute (`limit_wait`). */
+  quota?: Quota;
 }
 
 /** A call id as a key part: printable ASCII as it is, anything else by its hash. */
@@ -168,6 +175,7 @@ export async function runToolCalls(
     const started = performance.now();
     const name = ctx.exposure?.mode === 'dispatch' ? calledName(call) : call.function.name;
     ctx.emit('tool_call_started', { step: ctx.step, tool_call_id: call.id, name });
+    if (ctx.quota && name !== MANAGE_TOOLSETS && name !== READ_STORED_RESULT) await withinQuota(ctx, call.id);
     const outcome = await callOutcome(call, index, name, messages, ctx);
     throwIfStopped(ctx.signal);
     const message: ChatCompletionMessageParam = {
@@ -188,6 +196,24 @@ export async function runToolCalls(
     emitOutcome(ctx, call, outcome, toolset, started);
   }
   return messages;
+}
+
+/**
+ * Counts the call against the owner's tool calls a minute; past the limit, waits (told as `limit_wait`) for the
+ * next minute and counts it then. A cancel or the task's time running out ends the wait.
+ */
+async function withinQuota(ctx: ToolStepContext, callId: string): Promise<void> {
+  for (;;) {
+    try {
+      return await (ctx.quota as Quota).beforeToolCall();
+    } catch (err) {
+      if (!(err instanceof LimitReached)) throw err;
+      const { limit, retryAfterS, subject } = err;
+      ctx.emit('limit_wait', { step: ctx.step, tool_call_id: callId, limit, subject, seconds: retryAfterS });
+      await sleep(retryAfterS * 1000, undefined, { signal: ctx.signal }).catch(() => undefined);
+      throwIfStopped(ctx.signal);
+    }
+  }
 }
 
 /**

@@ -97,6 +97,8 @@ export async function askModel(run: LoopRun, turn: Turn, all: AllToolsets): Prom
   deps.trace?.request(request);
   const started = performance.now();
   const deltas = deps.live && deltaSender(deps.live, step);
+  // The owner's day of model tokens spent: the task ends saying whose limit and when it resets.
+  await deps.quota?.beforeModel();
   let reply: ModelReply;
   try {
     reply = await deps.model.complete(request, {
@@ -112,6 +114,8 @@ export async function askModel(run: LoopRun, turn: Turn, all: AllToolsets): Prom
     deltas?.close();
   }
   deps.trace?.reply(reply);
+  // Counted as used, whatever the database says: a count it could not take is not the task's failure.
+  await deps.quota?.afterModel(reply.usage.total_tokens).catch(() => undefined);
   state.steps = step;
   count(state, turn, reply, all);
   const latency = since(started);

@@ -1,3 +1,4 @@
+import type { Quota } from '../../lib/identity/quota.ts';
 import type { Logger } from '../../lib/telemetry/log.ts';
 import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
@@ -42,6 +43,8 @@ export interface AgentDeps {
   contextTokens?: number;
   /** Where tasks' webhooks may be POSTed; absent, a task that names one is refused (nothing to sign it with). */
   webhooks?: WebhookGuard;
+  /** The limits a thread's owner's tasks count against (lib/identity/quota.ts); absent: none. */
+  quotaOf?: (owner: string) => Promise<Quota | undefined>;
 }
 
 /** Hears a running task's events as they are recorded (and what is not recorded: `live`), then its end. */

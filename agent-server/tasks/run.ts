@@ -192,6 +192,7 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
     // Going on from a saved loop, its conversation holds the thread's earlier turns already.
     const fresh = !resume && !recovered?.snapshot;
     const thread = fresh && task.threadId ? await threadInput(w.deps.store, task.threadId) : undefined;
+    const quota = await quotaOfTask(t);
     return await runLoop(
       {
         sessionId: task.sessionId,
@@ -203,7 +204,7 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
         exposure: task.exposure,
         prime: task.prime,
       },
-      loopDeps(t),
+      { ...loopDeps(t), quota },
     );
   } catch (err) {
     const stop = err instanceof TaskStoppedError ? err : undefined;
@@ -216,6 +217,14 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
       ? { ...outcome, transcript: transcriptOfSaved(saved, outcome.status, w.tokens.name) }
       : outcome;
   }
+}
+
+/** The limits the task's owner (its thread's) counts against, when any. */
+async function quotaOfTask(t: TaskRun) {
+  const { quotaOf, store } = t.w.deps;
+  if (!quotaOf || !t.task.threadId) return undefined;
+  const owner = (await store.getThread(t.task.threadId))?.owner;
+  return owner === undefined ? undefined : quotaOf(owner);
 }
 
 /** What the loop works with here: this worker's model and gateway, the task's journal in the store, its pauses. */

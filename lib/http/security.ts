@@ -2,6 +2,9 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
 import type { Config } from '../config/config.ts';
+import { type KeyService, serviceRoles } from '../identity/keys.ts';
+import type { LimitName } from '../identity/limits.ts';
+import type { IdentityStore, KeyHolder } from '../identity/store.ts';
 import { browserDoor, isLoopbackHost, originAllowed, originSet } from './browser-door.ts';
 import { type ConsoleDoor, type ConsoleLogin, consoleEntry } from './console-door.ts';
 import type { Role } from './contract.ts';
@@ -41,17 +44,24 @@ export interface Security {
   limits?: FloodLimits;
   /** The web console's logins (the agent-server only): a session cookie as a second way in. */
   console?: ConsoleDoor;
+  /** Users' API keys (lib/identity), accepted beside the service's tokens; the service they are presented to. */
+  identity?: { store: IdentityStore; service: KeyService };
 }
 
 /**
  * Who a request was authenticated as; `local` when the service has no tokens. `credential` is a digest of
- * the token (never the token), for binding state such as an MCP session handle to the credential.
+ * the token (never the token), for binding state such as an MCP session handle to the credential. A user's key
+ * stands for several roles (`roles`, the first is `role`) and names its holder (`user`).
  */
-export type Principal = { role: Role; variable: string; credential: string } | { role: 'local' };
+export type Principal =
+  | { role: Role; variable: string; credential: string; roles?: readonly Role[]; user?: KeyHolder }
+  | { role: 'local' };
 
 declare module 'hono' {
   interface ContextVariableMap {
     principal: Principal;
+    /** Set when the request came with a user's key: where that user's limits are counted. */
+    identity: IdentityStore;
     /** Set when the request came with a console session cookie. */
     consoleLogin: ConsoleLogin;
   }
@@ -121,6 +131,9 @@ function authenticate(security: Security): MiddlewareHandler {
     const header = c.req.header('authorization') ?? '';
     if (header === '' && security.console && (await consoleEntry(c, security.console))) return next();
     const presented = /^Bearer\s+(.+)$/i.exec(header)?.[1]?.trim();
+    if (presented !== undefined && security.identity && (await userKey(c, security.identity, presented))) {
+      return next();
+    }
     // Hashed once, compared against every token so the time taken does not say which role exists.
     const given = presented === undefined ? undefined : digest(presented);
     const matches = security.tokens.filter(
@@ -145,6 +158,38 @@ function authenticate(security: Security): MiddlewareHandler {
 }
 
 /**
+ * A user's key (lib/identity): sets the principal and says true; a key refused (unknown, revoked, expired, its
+ * user removed) is a 401 saying which; false when `presented` is not shaped as a key (a service token).
+ */
+async function userKey(
+  c: Context,
+  identity: NonNullable<Security['identity']>,
+  presented: string,
+): Promise<boolean> {
+  const check = await identity.store.checkKey(presented);
+  if (check === undefined) return false;
+  if ('refused' in check) {
+    throw new HttpError(
+      401,
+      check.refused,
+      {},
+      { 'WWW-Authenticate': 'Bearer realm="toolshift", error="invalid_token"' },
+    );
+  }
+  const { holder } = check;
+  c.set('identity', identity.store);
+  const roles = serviceRoles(identity.service, holder.role);
+  c.set('principal', {
+    role: roles[0],
+    roles,
+    variable: `key ${holder.keyId} (${holder.role}) of user ${holder.user.name}`,
+    credential: `key:${holder.keyId}`,
+    user: holder,
+  });
+  return true;
+}
+
+/**
  * Whether /health may show its details (upstream states and reasons, pids, stderr lines): to a caller with one
  * of the service's tokens, or on a service that has none. Without a token /health says only whether it is up.
  */
@@ -164,13 +209,33 @@ export function callerOf(c: Context): { owner: string; all: boolean } {
   }
   const principal = c.get('principal');
   if (!principal || principal.role === 'local') return { owner: 'local', all: true };
+  if (principal.user)
+    return { owner: `user:${principal.user.user.id}`, all: principal.user.role === 'operator' };
   return { owner: principal.credential, all: false };
+}
+
+/**
+ * Counts one of `limit` against the limits of the user whose key made the request (theirs and their teams'):
+ * past one, 429 with Retry-After naming the limit and whose it is. A request with a service token counts nothing.
+ */
+export async function chargeCaller(c: Context, limit: LimitName): Promise<void> {
+  const principal = c.get('principal');
+  const user = principal && 'user' in principal ? principal.user : undefined;
+  if (user) await c.get('identity').charge(user.subjects, limit);
+}
+
+/** Refuses (429) a request of a user who spent all of `limit` in its window (model tokens, known after use). */
+export async function refuseIfSpent(c: Context, limit: LimitName): Promise<void> {
+  const principal = c.get('principal');
+  const user = principal && 'user' in principal ? principal.user : undefined;
+  if (user) await c.get('identity').refuseIfSpent(user.subjects, limit);
 }
 
 /** Refuses the request unless it was authenticated as one of `roles` (a service without tokens allows all). */
 export function requireRole(c: Context, roles: readonly Role[], what: string): void {
   const principal = c.get('principal');
-  if (!principal || principal.role === 'local' || roles.includes(principal.role)) return;
+  if (!principal || principal.role === 'local') return;
+  if ((principal.roles ?? [principal.role]).some((r) => roles.includes(r))) return;
   throw new HttpError(
     403,
     `${what} is not allowed with ${principal.variable}; it needs ${roles.join(' or ')} credentials`,

@@ -130,31 +130,54 @@ export async function checkKey(
   const refused = refusal(id, row, now);
   if (refused) return { refused };
   const uid = row.uid as string;
-  const teams = await db
+  const user = { id: uid, name: row.name as string };
+  const teams = await teamsOf(db, uid);
+  if ((touched.get(id) ?? 0) + TOUCH_MS <= now) {
+    touched.set(id, now);
+    if (touched.size > 10_000) touched.clear();
+    await db.updateTable('identity_keys').set({ last_used_at: now }).where('id', '=', id).execute();
+  }
+  return {
+    holder: {
+      keyId: id,
+      role: row.role as KeyRole,
+      user,
+      subjects: subjects(user, row.limits, teams),
+      teams: teams.map((t) => t.id),
+    },
+  };
+}
+
+const teamsOf = (db: Db, uid: string) =>
+  db
     .selectFrom('identity_members as m')
     .innerJoin('identity_teams as t', 't.id', 'm.team_id')
     .select(['t.id', 't.name', 't.limits'])
     .where('m.user_id', '=', uid)
     .orderBy('t.name')
     .execute();
-  if ((touched.get(id) ?? 0) + TOUCH_MS <= now) {
-    touched.set(id, now);
-    if (touched.size > 10_000) touched.clear();
-    await db.updateTable('identity_keys').set({ last_used_at: now }).where('id', '=', id).execute();
-  }
-  const user = { id: uid, name: row.name as string };
-  return {
-    holder: {
-      keyId: id,
-      role: row.role as KeyRole,
-      user,
-      subjects: [
-        { key: `user:${uid}`, label: `user ${user.name}`, limits: limitsOf(row.limits) },
-        ...teams.map((t) => ({ key: `team:${t.id}`, label: `team ${t.name}`, limits: limitsOf(t.limits) })),
-      ],
-      teams: teams.map((t) => t.id),
-    },
-  };
+
+/** The user's limits, then each of their teams'. */
+function subjects(
+  user: { id: string; name: string },
+  limits: string | null,
+  teams: { id: string; name: string; limits: string | null }[],
+): LimitSubject[] {
+  return [
+    { key: `user:${user.id}`, label: `user ${user.name}`, limits: limitsOf(limits) },
+    ...teams.map((t) => ({ key: `team:${t.id}`, label: `team ${t.name}`, limits: limitsOf(t.limits) })),
+  ];
+}
+
+/** The limits a user's work counts against (none for a user who was removed). */
+export async function subjectsOf(db: Db, uid: string): Promise<LimitSubject[]> {
+  const row = await db
+    .selectFrom('identity_users')
+    .select(['id', 'name', 'limits'])
+    .where('id', '=', uid)
+    .executeTakeFirst();
+  if (!row) return [];
+  return subjects(row, row.limits, await teamsOf(db, uid));
 }
 
 /** Why a known key is refused: its user removed, revoked, expired; undefined when it holds. */

@@ -46,6 +46,8 @@ export interface LimitSubject {
 export class LimitReached extends HttpError {
   readonly limit: LimitName;
   readonly retryAfterS: number;
+  /** Whose limit it is, in words (`user alice`, `team eng`). */
+  readonly subject: string;
   constructor(limit: LimitName, subject: LimitSubject, retryAfterS: number) {
     const max = subject.limits[limit];
     super(
@@ -56,6 +58,7 @@ export class LimitReached extends HttpError {
     );
     this.limit = limit;
     this.retryAfterS = retryAfterS;
+    this.subject = subject.label;
   }
 }
 

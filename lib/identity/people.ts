@@ -40,8 +40,13 @@ function checkName(kind: string, name: string): void {
   }
 }
 
-const limitsText = (limits: Limits | undefined) =>
-  limits && Object.keys(limits).length > 0 ? JSON.stringify(limits) : null;
+/** Limits as stored: a null (or absent) limit is none; no limits at all is a null column. */
+export type LimitsChange = { [K in keyof Limits]?: number | null };
+
+function limitsText(limits: LimitsChange | undefined): string | null {
+  const kept = Object.entries(limits ?? {}).filter(([, v]) => v !== null && v !== undefined);
+  return kept.length > 0 ? JSON.stringify(Object.fromEntries(kept)) : null;
+}
 
 export async function needUser(db: Db, name: string) {
   const row = await db.selectFrom('identity_users').selectAll().where('name', '=', name).executeTakeFirst();
@@ -57,7 +62,7 @@ export async function needTeam(db: Db, name: string) {
 
 export async function addUser(
   db: Db,
-  u: { name: string; email?: string; limits?: Limits; teams?: string[] },
+  u: { name: string; email?: string; limits?: LimitsChange; teams?: string[] },
 ): Promise<void> {
   checkName('user', u.name);
   const taken = await db
@@ -117,7 +122,12 @@ export async function removeUser(db: Db, name: string): Promise<void> {
   });
 }
 
-export async function setLimits(db: Db, kind: 'user' | 'team', name: string, limits: Limits): Promise<void> {
+export async function setLimits(
+  db: Db,
+  kind: 'user' | 'team',
+  name: string,
+  limits: LimitsChange,
+): Promise<void> {
   if (kind === 'user') {
     const row = await needUser(db, name);
     const merged = limitsText({ ...limitsOf(row.limits), ...limits });
@@ -129,7 +139,7 @@ export async function setLimits(db: Db, kind: 'user' | 'team', name: string, lim
   }
 }
 
-export async function addTeam(db: Db, t: { name: string; limits?: Limits }): Promise<void> {
+export async function addTeam(db: Db, t: { name: string; limits?: LimitsChange }): Promise<void> {
   checkName('team', t.name);
   const taken = await db
     .selectFrom('identity_teams')

@@ -10,9 +10,11 @@ import {
   type KeyInfo,
   listKeys,
   revokeKey,
+  subjectsOf,
 } from './key-rows.ts';
 import type { KeyRole } from './keys.ts';
-import type { LimitName, LimitSubject, Limits } from './limits.ts';
+import type { LimitName, LimitSubject } from './limits.ts';
+import type { LimitsChange } from './people.ts';
 import * as people from './people.ts';
 import { IDENTITY_COMPONENT, type IdentityDatabase, identityMigrations } from './schema.ts';
 import * as usage from './usage.ts';
@@ -42,7 +44,7 @@ export class IdentityStore {
   async addUser(u: {
     name: string;
     email?: string;
-    limits?: Limits;
+    limits?: LimitsChange;
     teams?: string[];
   }): Promise<people.User> {
     await people.addUser(await this.#db(), u);
@@ -57,11 +59,11 @@ export class IdentityStore {
   async removeUser(name: string): Promise<void> {
     await people.removeUser(await this.#db(), name);
   }
-  async setUserLimits(name: string, limits: Limits): Promise<people.User> {
+  async setUserLimits(name: string, limits: LimitsChange): Promise<people.User> {
     await people.setLimits(await this.#db(), 'user', name, limits);
     return (await this.user(name)) as people.User;
   }
-  async addTeam(t: { name: string; limits?: Limits }): Promise<people.Team> {
+  async addTeam(t: { name: string; limits?: LimitsChange }): Promise<people.Team> {
     await people.addTeam(await this.#db(), t);
     return (await this.team(t.name)) as people.Team;
   }
@@ -74,7 +76,7 @@ export class IdentityStore {
   async removeTeam(name: string): Promise<void> {
     await people.removeTeam(await this.#db(), name);
   }
-  async setTeamLimits(name: string, limits: Limits): Promise<people.Team> {
+  async setTeamLimits(name: string, limits: LimitsChange): Promise<people.Team> {
     await people.setLimits(await this.#db(), 'team', name, limits);
     return (await this.team(name)) as people.Team;
   }
@@ -96,6 +98,11 @@ export class IdentityStore {
   /** Whose a presented key is, or why it is refused; undefined when it is not shaped as a key at all. */
   async checkKey(presented: string, now = Date.now()): Promise<KeyCheck | undefined> {
     return checkKey(await this.#db(), presented, this.#touched, now);
+  }
+
+  /** The limits user `id`'s work counts against: theirs, then their teams'. */
+  async subjectsOf(id: string): Promise<LimitSubject[]> {
+    return subjectsOf(await this.#db(), id);
   }
 
   /** Counts one (or `amount`) of `limit` for each subject, all or none; LimitReached past one's limit. */

@@ -9,7 +9,7 @@ import type { Context, Hono } from 'hono';
 import { HttpError } from '../../lib/http/http.ts';
 import { JsonInputError, parseJson } from '../../lib/http/json.ts';
 import { bodyText } from '../../lib/http/node-request.ts';
-import { requireRole } from '../../lib/http/security.ts';
+import { chargeCaller, requireRole } from '../../lib/http/security.ts';
 import { FACE_SESSION_PREFIXES, isFaceSessionId, OWN_SESSION_RULE } from '../contract.ts';
 import type { Gateway } from '../core/gateway.ts';
 import { Refusal } from '../refusals.ts';
@@ -182,6 +182,7 @@ function mount(st: FaceState, app: Hono): void {
     requireRole(c, ['mcp', 'admin'], 'The MCP face');
     const credential = credentialOf(c);
     const { request, parsedBody } = await readMessage(c);
+    await chargeToolCalls(c, parsedBody);
     if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: MCP_MAX_BODY_BYTES })) {
       return st.legacy.handle(request, credential, parsedBody);
     }
@@ -191,12 +192,22 @@ function mount(st: FaceState, app: Hono): void {
     requireRole(c, ['mcp', 'admin'], 'The MCP face');
     const handler = await view(st, c.req.param('ids'));
     const { request, parsedBody } = await readMessage(c);
+    await chargeToolCalls(c, parsedBody);
     const extra = { parsedBody, authInfo: authInfo(credentialOf(c)) };
     if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: MCP_MAX_BODY_BYTES })) {
       return legacyStateless(handler.build, request, extra);
     }
     return handler.modern.fetch(request, extra);
   });
+}
+
+/** A user's tool calls (each `tools/call` of a message or batch) count against their tool calls a minute (429 past it). */
+async function chargeToolCalls(c: Context, parsedBody: unknown): Promise<void> {
+  const messages = Array.isArray(parsedBody) ? parsedBody : [parsedBody];
+  for (const m of messages) {
+    if ((m as { method?: unknown } | null)?.method === 'tools/call')
+      await chargeCaller(c, 'tool_calls_per_minute');
+  }
 }
 
 /** A view's handler; the view is a gateway session that has exactly its toolsets active. */

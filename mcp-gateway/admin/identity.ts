@@ -1,0 +1,49 @@
+import type { Hono } from 'hono';
+import { route } from '../../lib/http/http.ts';
+import { parseDuration } from '../../lib/identity/keys.ts';
+import type { IdentityStore } from '../../lib/identity/store.ts';
+import { identityRoutes as routes } from '../contract.ts';
+
+// The operator's people on the gateway's admin API: users, their keys, teams and limits (lib/identity keeps them,
+// every service takes the keys). `toolshift users|keys|teams` and the console call these.
+
+export function identityAdminRoutes(app: Hono, identity: IdentityStore): void {
+  route(app, routes.listUsers, async (c) => c.json({ users: await identity.users() }));
+  route(app, routes.addUser, async (c, { body }) => c.json(await identity.addUser(body), 201));
+  route(app, routes.removeUser, async (c, { params }) => {
+    await identity.removeUser(params.name);
+    return c.json({ removed: params.name });
+  });
+  route(app, routes.setUserLimits, async (c, { params, body }) =>
+    c.json(await identity.setUserLimits(params.name, body.limits)),
+  );
+  route(app, routes.listKeys, async (c, { query }) => c.json({ keys: await identity.keys(query.user) }));
+  route(app, routes.createKey, async (c, { body }) => {
+    const expiresInMs = body.expires_in === undefined ? undefined : parseDuration(body.expires_in);
+    const made = await identity.createKey({
+      user: body.user,
+      role: body.role,
+      expiresInMs,
+      label: body.label,
+    });
+    // Shown once: never kept by a cache on the way.
+    c.header('cache-control', 'no-store');
+    return c.json(made, 201);
+  });
+  route(app, routes.revokeKey, async (c, { params }) => c.json(await identity.revokeKey(params.id)));
+  route(app, routes.listTeams, async (c) => c.json({ teams: await identity.teams() }));
+  route(app, routes.addTeam, async (c, { body }) => c.json(await identity.addTeam(body), 201));
+  route(app, routes.removeTeam, async (c, { params }) => {
+    await identity.removeTeam(params.name);
+    return c.json({ removed: params.name });
+  });
+  route(app, routes.setTeamLimits, async (c, { params, body }) =>
+    c.json(await identity.setTeamLimits(params.name, body.limits)),
+  );
+  route(app, routes.addMember, async (c, { params }) =>
+    c.json(await identity.setMember(params.name, params.user, true)),
+  );
+  route(app, routes.removeMember, async (c, { params }) =>
+    c.json(await identity.setMember(params.name, params.user, false)),
+  );
+}

@@ -218,10 +218,10 @@ export function callerOf(c: Context): { owner: string; all: boolean } {
  * Counts one of `limit` against the limits of the user whose key made the request (theirs and their teams'):
  * past one, 429 with Retry-After naming the limit and whose it is. A request with a service token counts nothing.
  */
-export async function chargeCaller(c: Context, limit: LimitName): Promise<void> {
+export async function chargeCaller(c: Context, limit: LimitName, amount = 1): Promise<void> {
   const principal = c.get('principal');
   const user = principal && 'user' in principal ? principal.user : undefined;
-  if (user) await c.get('identity').charge(user.subjects, limit);
+  if (user) await c.get('identity').charge(user.subjects, limit, amount);
 }
 
 /** Refuses (429) a request of a user who spent all of `limit` in its window (model tokens, known after use). */

@@ -204,10 +204,8 @@ function mount(st: FaceState, app: Hono): void {
 /** A user's tool calls (each `tools/call` of a message or batch) count against their tool calls a minute (429 past it). */
 async function chargeToolCalls(c: Context, parsedBody: unknown): Promise<void> {
   const messages = Array.isArray(parsedBody) ? parsedBody : [parsedBody];
-  for (const m of messages) {
-    if ((m as { method?: unknown } | null)?.method === 'tools/call')
-      await chargeCaller(c, 'tool_calls_per_minute');
-  }
+  const calls = messages.filter((m) => (m as { method?: unknown } | null)?.method === 'tools/call').length;
+  if (calls > 0) await chargeCaller(c, 'tool_calls_per_minute', calls);
 }
 
 /** A view's handler; the view is a gateway session that has exactly its toolsets active. */

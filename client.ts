@@ -5,6 +5,7 @@ import { approvalsCommand, auditCommand } from './cli/approvals.ts';
 import { chatCommand } from './cli/chat.ts';
 import { COMMAND_HELP, COMMANDS, HELP, nearest, nearestCommand } from './cli/help.ts';
 import { type CliIo, EXIT, rootCause, serviceEndpoint, UnreachableError, UsageError } from './cli/io.ts';
+import { keysCommand, teamsCommand, usersCommand } from './cli/people.ts';
 import { processIo } from './cli/process-io.ts';
 import { runTask } from './cli/run.ts';
 import { checkCredentialTarget, credentialOf, type Target, type Targets, targetOf } from './cli/targets.ts';
@@ -178,6 +179,12 @@ async function runCommand(
         agent,
         io,
       );
+    case 'users':
+      return await usersCommand(rest, { ...values, json: watch.json }, gateway, io);
+    case 'keys':
+      return await keysCommand(rest, { ...values, json: watch.json }, gateway, io);
+    case 'teams':
+      return await teamsCommand(rest, { ...values, json: watch.json }, gateway, io);
     case 'tasks':
       return await tasksCommand(
         rest,
@@ -277,7 +284,9 @@ function hasRequiredRoles(body: unknown): boolean {
 
 /** Which variable a refused request needs, by the service the command talks to, and where it comes from. */
 function credentialHint(command: string, status: number, config: Config): string {
-  const variable = command === 'toolsets' || command === 'audit' ? 'GATEWAY_ADMIN_TOKEN' : 'AGENT_API_TOKEN';
+  const variable = ['toolsets', 'audit', 'users', 'keys', 'teams'].includes(command)
+    ? 'GATEWAY_ADMIN_TOKEN'
+    : 'AGENT_API_TOKEN';
   return status === 401
     ? `The CLI takes ${variable} from the environment, else from ${config.auth.credentialsFile} ` +
         '(written by the daemon at its first start): set TOOLSHIFT_DATA_DIR to the data directory of the daemon ' +
@@ -318,6 +327,15 @@ const OPTIONS = {
   exposure: { type: 'string' },
   thread: { type: 'string' },
   'if-busy': { type: 'string' },
+  email: { type: 'string' },
+  team: { type: 'string', multiple: true },
+  user: { type: 'string' },
+  role: { type: 'string' },
+  expires: { type: 'string' },
+  label: { type: 'string' },
+  'tasks-per-hour': { type: 'string' },
+  'tokens-per-day': { type: 'string' },
+  'tool-calls-per-minute': { type: 'string' },
 } as const;
 
 function parse(argv: string[]) {

@@ -113,8 +113,12 @@ function installTaskRoutes(app: Hono, deps: AgentAppDeps): void {
     // A user's limits: its model tokens of the day left, and one more task this hour (429 past either).
     await refuseIfSpent(c, 'model_tokens_per_day');
     await chargeCaller(c, 'tasks_per_hour');
-    // The task runs apart from this request: a client that goes away does not stop it.
-    const started = await agent.start(body, callerOf(c));
+    // The task runs apart from this request: a client that goes away does not stop it. One refused (a thread
+    // not the caller's, a queue full) was not a task: its count is given back.
+    const started = await agent.start(body, callerOf(c)).catch(async (err: unknown) => {
+      await chargeCaller(c, 'tasks_per_hour', -1);
+      throw err;
+    });
     if (body.wait === false || prefersAsync(c.req.header('prefer'))) {
       c.header('preference-applied', 'respond-async');
       c.header('location', `/agent/tasks/${started.task_id}`);

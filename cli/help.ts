@@ -37,6 +37,42 @@ mcp (GATEWAY_MCP_TOKEN, for MCP clients of /mcp), viewer (VIEWER_TOKEN, read onl
 The daemon makes every token the environment does not set at its first start, in
 $TOOLSHIFT_DATA_DIR/credentials.json (~/.local/share/toolshift by default), readable only by its user.
 ${EXIT_CODES}`,
+  users: `toolshift users — the people who use this daemon, each with their own keys and limits
+
+Usage:
+  toolshift users [list]
+  toolshift users add NAME [--email E] [--team T]... [limits]
+  toolshift users remove NAME           their keys are refused from now on
+  toolshift users limits NAME [limits]  change a user's limits
+
+Limits (a whole number, or none for unlimited); a user's and each of their teams' all apply:
+  --tasks-per-hour N  --tokens-per-day N (model tokens)  --tool-calls-per-minute N
+
+Past a limit a request gets 429 with Retry-After naming it; a task's tool call waits for the next minute.
+Give a user a key with toolshift keys create. Sends GATEWAY_ADMIN_TOKEN.
+${EXIT_CODES}`,
+  keys: `toolshift keys — API keys: each is a user's, with a role, shown once and kept only as a hash
+
+Usage:
+  toolshift keys [list] [--user NAME]
+  toolshift keys create --user NAME --role ROLE [--expires 30d|12h|90m] [--label TEXT]
+  toolshift keys revoke ID
+
+Roles: viewer (reads), runner (runs tasks, uses the MCP face), approver (also decides approvals),
+operator (everything, every user's work). A key works wherever the matching service token does:
+  AGENT_API_TOKEN=<key> toolshift run "…"      curl -H "Authorization: Bearer <key>" …
+A user sees only their own tasks and threads. Sends GATEWAY_ADMIN_TOKEN.
+${EXIT_CODES}`,
+  teams: `toolshift teams — teams of users, with limits their members share
+
+Usage:
+  toolshift teams [list]
+  toolshift teams add NAME [limits]
+  toolshift teams remove NAME
+  toolshift teams join TEAM USER | leave TEAM USER
+  toolshift teams limits TEAM [limits]   --tasks-per-hour N --tokens-per-day N --tool-calls-per-minute N
+Sends GATEWAY_ADMIN_TOKEN.
+${EXIT_CODES}`,
   run: `toolshift run — run a task and show what the agent does while it does it
 
 Usage:
@@ -195,6 +231,9 @@ export const COMMANDS = [
   'toolsets',
   'approvals',
   'audit',
+  'users',
+  'keys',
+  'teams',
   'console',
   'token',
   'serve',

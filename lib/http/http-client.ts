@@ -52,7 +52,11 @@ export function requestIdHeader(): Record<string, string> {
 }
 
 type Ok<S extends RouteSpec> =
-  S['responses'] extends Record<200, infer T extends z.ZodType> ? z.output<T> : unknown;
+  S['responses'] extends Record<200, infer T extends z.ZodType>
+    ? z.output<T>
+    : S['responses'] extends Record<201, infer T extends z.ZodType>
+      ? z.output<T>
+      : unknown;
 
 /** Why a call was abandoned: its deadline passed (as opposed to the caller's own signal). */
 class DeadlinePassed extends Error {}
@@ -154,7 +158,7 @@ export async function callRoute<S extends RouteSpec>(
         : `HTTP ${res.status}: ${text}`;
     throw new ServiceError(res.status, message, answer, { service: res.service });
   }
-  const schema = spec.responses[200];
+  const schema = spec.responses[200] ?? spec.responses[201];
   if (!schema) return answer as Ok<S>;
   const parsed = schema.safeParse(answer);
   if (!parsed.success) {

@@ -52,7 +52,7 @@ export async function add(
   amount: number,
   now: number,
 ): Promise<void> {
-  if (amount <= 0) return;
+  if (amount === 0) return;
   const start = windowStart(limit, now);
   for (const s of limitedBy(subjects, limit)) {
     await db

@@ -8,6 +8,7 @@ import { createGatewayClient } from '../../agent-server/clients/gateway.ts';
 import type { Model } from '../../agent-server/clients/model.ts';
 import { createPostgresTaskStore, createTaskStore } from '../../agent-server/store/store.ts';
 import { createAgent } from '../../agent-server/tasks/agent.ts';
+import type { AgentDeps } from '../../agent-server/tasks/deps.ts';
 import type { WebhookGuard } from '../../agent-server/webhooks/guard.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { openDatabase } from '../../lib/db/sqlite.ts';
@@ -162,6 +163,8 @@ export interface StackOptions {
   contextTokens?: number;
   /** Where tasks' webhooks may go (agent-server/webhooks/guard.ts); default: none (a task naming one is refused). */
   webhooks?: WebhookGuard;
+  /** The limits a thread owner's tasks count against (agent-server/tasks/deps.ts quotaOf). */
+  quotaOf?: AgentDeps['quotaOf'];
 }
 
 /** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
@@ -304,6 +307,7 @@ export async function makeStack(opts: StackOptions = {}) {
     prime: opts.prime ?? false,
     contextTokens: opts.contextTokens,
     webhooks: opts.webhooks,
+    quotaOf: opts.quotaOf,
   });
   // As the agent-server does at start: tasks left paused by a previous stack go on waiting.
   await agent.resumeAll();

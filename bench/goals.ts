@@ -7,6 +7,7 @@ import type { PgEventLogRun } from './event-log-pg.ts';
 import { f2, f3, mib, ms, n0, pct, usd } from './format.ts';
 import type { ReplicasRun } from './gateway-replicas.ts';
 import type { LatencyRun } from './latency-run.ts';
+import type { LimitsRun } from './limits.ts';
 import type { Machine } from './machine.ts';
 import type { McpHopRun } from './mcp-hop.ts';
 import type { MemoryStage } from './memory-parts.ts';
@@ -50,6 +51,8 @@ export interface BenchResults {
   threads?: ThreadsRun;
   /** Figure 18: the services' CPU per model turn with streaming off and on (absent in older reports). */
   streaming?: StreamingRun;
+  /** Figure 20: a user's key and a limit, what they cost a request (absent in older reports). */
+  limits?: LimitsRun;
 }
 
 /** One line of the summary. */

@@ -8,6 +8,7 @@ import { eventLogRun } from './event-log.ts';
 import { pgEventLogRun } from './event-log-pg.ts';
 import { replicasRun } from './gateway-replicas.ts';
 import { latencyRun } from './latency-run.ts';
+import { limitsRun } from './limits.ts';
 import { mcpHopRun } from './mcp-hop.ts';
 import { streamingRun } from './streaming.ts';
 import { threadsRun } from './threads.ts';
@@ -15,8 +16,7 @@ import { tokenRun } from './token-run.ts';
 import { tracingRun } from './tracing.ts';
 import { workersGoals } from './workers-goals.ts';
 
-// `npm run bench:one -- <concurrency|latency|replicas|console|tracing|tokens|mcp-hop|event-log|workers|threads>`: one part of the benchmark, printed as JSON, for working on
-// `npm run bench:one -- <concurrency|latency|replicas|console|tracing|streaming|tokens|mcp-hop|event-log|workers>`: one part of the benchmark, printed as JSON, for working on
+// `npm run bench:one -- <concurrency|latency|replicas|console|tracing|streaming|tokens|mcp-hop|event-log|workers|threads|limits>`: one part of the benchmark, printed as JSON, for working on
 // it. BENCH_TASKS (default 1000) and BENCH_LAYOUT (npm-start, two-threads, separate, or postgres-workers with
 // BENCH_WORKERS worker processes on a throwaway PostgreSQL) for concurrency, BENCH_ROUNDS for latency.
 const root = await mkdtemp(path.join(tmpdir(), 'toolshift-bench-'));
@@ -44,6 +44,8 @@ try {
   } else if (part === 'tracing') {
     const r = await tracingRun(Number(process.env.BENCH_RUNS ?? 3));
     console.log(JSON.stringify({ ...r, ratio: r.onMs / r.offMs }));
+  } else if (part === 'limits') {
+    console.log(JSON.stringify(await limitsRun(Number(process.env.BENCH_ROUNDS ?? 500))));
   } else if (part === 'threads') {
     const r = await threadsRun();
     console.log(JSON.stringify({ ...r, perTurnRatio: r.compactedPerTurn / r.wholePerTurn }));

@@ -3,6 +3,7 @@ import type { Recall } from './discovery.ts';
 import { PRICE } from './economics.ts';
 import { f2, mib, ms, n0, pct, usd } from './format.ts';
 import { arm, type BenchResults, goals } from './goals.ts';
+import { limitsSection } from './limits.ts';
 import type { MemoryStage } from './memory-parts.ts';
 import { streamingSection } from './streaming.ts';
 
@@ -513,6 +514,7 @@ export function renderReport(r: BenchResults): string {
     out.push('');
   }
   if (r.streaming) out.push(...streamingSection(r.streaming));
+  if (r.limits) out.push(...limitsSection(r.limits));
   const threads = r.threads;
   if (threads) {
     out.push('## 19. Threads: the prefix across turns, and compaction');

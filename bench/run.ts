@@ -12,6 +12,7 @@ import { pgEventLogRun } from './event-log-pg.ts';
 import { replicasRun } from './gateway-replicas.ts';
 import { type BenchResults, goals } from './goals.ts';
 import { latencyRun } from './latency-run.ts';
+import { limitsRun } from './limits.ts';
 import { describeMachine } from './machine.ts';
 import { mcpHopRun } from './mcp-hop.ts';
 import type { MemoryStage } from './memory-parts.ts';
@@ -82,6 +83,8 @@ async function main() {
     const threads = await threadsRun();
     step('CPU per model turn with streaming off and on, alternating runs');
     const streaming = await streamingRun(root, Number(process.env.BENCH_STREAMING_RUNS ?? 5));
+    step("users' keys and limits: a key checked, a limit counted, racing replicas");
+    const limits = await limitsRun();
     const startupRuns = Number(process.env.BENCH_STARTS ?? 5);
     step(
       `start-up and idle memory of npm start's command, before and after the loader went: ${startupRuns} starts each`,
@@ -110,6 +113,7 @@ async function main() {
       mcpHop,
       threads,
       streaming,
+      limits,
     };
     const out = process.env.BENCH_OUT ?? 'BENCHMARKS.md';
     writeFileSync(out, renderReport(results));

@@ -3,13 +3,20 @@ import { databaseHealth } from '../lib/db/reachability.ts';
 import { HttpError, installBase, route } from '../lib/http/http.ts';
 import type { ServiceEndpoint } from '../lib/http/http-client.ts';
 import { serveOpenApi } from '../lib/http/openapi.ts';
-import { callerOf, chargeCaller, healthDetail, refuseIfSpent, type Security } from '../lib/http/security.ts';
+import {
+  callerOf,
+  chargeCaller,
+  healthDetail,
+  refuseIfSpent,
+  type Security,
+  userScope,
+} from '../lib/http/security.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
 import type { Metrics } from '../lib/telemetry/metrics.ts';
 import type { ModelHealth } from './clients/model.ts';
 import { installConsole } from './console/routes.ts';
 import type { Logins } from './console/sessions.ts';
-import type { Task } from './contract.ts';
+import type { PendingApproval, Task } from './contract.ts';
 import * as contract from './contract.ts';
 import { agentRoutes as routes } from './contract.ts';
 import { ModelNotConfiguredError } from './errors.ts';
@@ -72,7 +79,7 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
   }
   installTaskRoutes(app, deps);
   installThreadRoutes(app, store, agent);
-  installApprovalRoutes(app, agent);
+  installApprovalRoutes(app, agent, deps.store);
   installHealth(app, deps);
   if (deps.console && !deps.worker) {
     installConsole(app, {
@@ -164,6 +171,12 @@ function installTaskRoutes(app: Hono, deps: AgentAppDeps): void {
   });
 }
 
+/** The owner of a task's thread (undefined: no such task, or one recorded before threads). */
+async function ownerOfTask(store: TaskStore, taskId: string): Promise<string | undefined> {
+  const task = await store.getTask(taskId);
+  return task?.thread_id ? (await store.getThread(task.thread_id))?.owner : undefined;
+}
+
 /** Whether `caller` may see the task: one of no thread (recorded before threads), or of a thread of theirs. */
 async function ownsTask(store: TaskStore, caller: Caller, task: Task): Promise<boolean> {
   if (caller.all || task.thread_id === null) return true;
@@ -171,16 +184,53 @@ async function ownsTask(store: TaskStore, caller: Caller, task: Task): Promise<b
 }
 
 /** The approvals the tasks wait for, and a human's decision, relayed to the gateway. */
-function installApprovalRoutes(app: Hono, agent: Agent): void {
-  route(app, routes.listApprovals, async (c) => c.json({ approvals: await agent.pendingApprovals() }));
+function installApprovalRoutes(app: Hono, agent: Agent, store: TaskStore): void {
+  /** The approvals a user's key may see: of their own tasks, an approver's also of their teammates'. */
+  const visible = async (c: Context, approvals: PendingApproval[]) => {
+    const scope = await userScope(c);
+    if (!scope) return approvals;
+    const owners = new Map<string, string | undefined>();
+    for (const a of approvals) owners.set(a.task_id, await ownerOfTask(store, a.task_id));
+    return approvals.filter((a) => {
+      const owner = owners.get(a.task_id);
+      return owner !== undefined && scope(owner);
+    });
+  };
+  route(app, routes.listApprovals, async (c) =>
+    c.json({ approvals: await visible(c, await agent.pendingApprovals()) }),
+  );
 
   // The human's own credential goes to the gateway: their bearer token, or the token their console login holds.
   route(app, routes.decideApproval, async (c, { params, body }) => {
+    const principal = c.get('principal');
+    const key = principal && 'user' in principal ? principal.user : undefined;
+    if (key && key.role !== 'approver' && key.role !== 'operator') {
+      throw new HttpError(
+        403,
+        `A ${key.role} key cannot decide approvals: an approver of the team or an operator can`,
+        {
+          required_roles: ['approver', 'operator'],
+        },
+      );
+    }
+    // Another team's task waits for nothing this caller can see: the same 404 as a task that waits for nothing.
+    const owner = key ? await ownerOfTask(store, params.id) : undefined;
+    const scope = await userScope(c);
+    if (scope && (owner === undefined || !scope(owner))) {
+      throw new HttpError(
+        404,
+        `Task ${params.id} is not waiting for an approval of call ${params.call_id}; GET /agent/approvals lists what tasks wait for`,
+      );
+    }
     const login = c.get('consoleLogin');
     const authorization = c.req.header('authorization') ?? (login ? `Bearer ${login.token}` : undefined);
     // Named as the gateway names its actors, so a decision reads the same whichever service recorded it.
     const role = login?.consoleRole ?? c.get('principal')?.role ?? 'local';
-    const by = role === 'user' ? 'user (AGENT_API_TOKEN)' : role;
+    const by = key
+      ? `user ${key.user.name} (key ${key.keyId})`
+      : role === 'user'
+        ? 'user (AGENT_API_TOKEN)'
+        : role;
     return c.json(await agent.decideApproval(params.id, params.call_id, body, authorization, by));
   });
 }

@@ -71,6 +71,8 @@ Usage:
   toolshift teams remove NAME
   toolshift teams join TEAM USER | leave TEAM USER
   toolshift teams limits TEAM [limits]   --tasks-per-hour N --tokens-per-day N --tool-calls-per-minute N
+  toolshift teams disable|enable TEAM TOOLSET...   the team's ceiling: toolsets its members may not use
+                                         (inside the operator's: a toolset disabled for all stays so)
 Sends GATEWAY_ADMIN_TOKEN.
 ${EXIT_CODES}`,
   run: `toolshift run — run a task and show what the agent does while it does it

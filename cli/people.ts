@@ -191,6 +191,23 @@ export async function teamsCommand(args: string[], flags: PeopleFlags, gateway: 
       print(io, flags, t, `team ${t.name} members: ${t.members.join(', ') || '-'}`);
       return EXIT.ok;
     }
+    case 'disable':
+    case 'enable': {
+      const ids = args.slice(2);
+      if (ids.length === 0)
+        throw new UsageError(`name the toolsets: toolshift teams ${sub} TEAM TOOLSET...`, 'teams');
+      const t = await callRoute(gateway, routes.setTeamToolsets, {
+        params: { name: team() },
+        body: { [sub]: ids },
+      });
+      print(
+        io,
+        flags,
+        t,
+        `team ${t.name} may not use: ${t.disabled_toolsets.join(', ') || 'nothing disabled'}`,
+      );
+      return EXIT.ok;
+    }
     case 'limits': {
       const t = await callRoute(gateway, routes.setTeamLimits, {
         params: { name: team() },

@@ -231,6 +231,23 @@ export async function refuseIfSpent(c: Context, limit: LimitName): Promise<void>
   if (user) await c.get('identity').refuseIfSpent(user.subjects, limit);
 }
 
+/**
+ * Whose work a user's key may see and act on (owners as threads record them, `user:<id>`): their own; an approver's
+ * also their teammates'; an operator's everyone's. Undefined for a service token or a console login (what they
+ * see is decided as before).
+ */
+export async function userScope(c: Context): Promise<((owner: string) => boolean) | undefined> {
+  const principal = c.get('principal');
+  const user = principal && 'user' in principal ? principal.user : undefined;
+  if (!user) return undefined;
+  if (user.role === 'operator') return () => true;
+  const owners = new Set([`user:${user.user.id}`]);
+  if (user.role === 'approver') {
+    for (const id of await c.get('identity').teammates(user.user.id)) owners.add(`user:${id}`);
+  }
+  return (owner) => owners.has(owner);
+}
+
 /** Refuses the request unless it was authenticated as one of `roles` (a service without tokens allows all). */
 export function requireRole(c: Context, roles: readonly Role[], what: string): void {
   const principal = c.get('principal');

@@ -23,6 +23,8 @@ export interface Team {
   name: string;
   limits: Limits;
   members: string[];
+  /** The toolsets its members may not use (its ceiling, inside the operator's). */
+  disabled_toolsets: string[];
   created_at: string;
 }
 
@@ -173,6 +175,7 @@ export async function listTeams(db: Db): Promise<Team[]> {
     name: r.name,
     limits: limitsOf(r.limits),
     members: members.filter((m) => m.team_id === r.id).map((m) => m.name),
+    disabled_toolsets: r.disabled_toolsets ? (JSON.parse(r.disabled_toolsets) as string[]) : [],
     created_at: r.created_at,
   }));
 }

@@ -18,8 +18,17 @@ export interface IdentityDatabase {
     limits: string | null;
     created_at: string;
   };
-  /** A team: its own limits (JSON), null for none. */
-  identity_teams: { id: string; name: string; limits: string | null; created_at: string };
+  /**
+   * A team: its own limits (JSON), null for none; the toolsets its members may not use (a JSON list of ids, its
+   * ceiling inside the operator's), null for none.
+   */
+  identity_teams: {
+    id: string;
+    name: string;
+    limits: string | null;
+    disabled_toolsets: ColumnType<string | null, string | null | undefined, string | null>;
+    created_at: string;
+  };
   identity_members: { team_id: string; user_id: string };
   /** A key: only the hash of its secret; revoked and expired keys stay (their id is in the audit). */
   identity_keys: {
@@ -41,7 +50,12 @@ export interface IdentityDatabase {
 export const IDENTITY_COMPONENT = 'identity';
 
 export function identityMigrations(): Record<string, Migration> {
-  return { '001_users_keys_teams': { up: usersKeysTeams } };
+  return {
+    '001_users_keys_teams': { up: usersKeysTeams },
+    '002_team_ceiling': {
+      up: (db) => db.schema.alterTable('identity_teams').addColumn('disabled_toolsets', 'text').execute(),
+    },
+  };
 }
 
 async function usersKeysTeams(db: Kysely<unknown>): Promise<void> {

@@ -17,6 +17,7 @@ import type { LimitName, LimitSubject } from './limits.ts';
 import type { LimitsChange } from './people.ts';
 import * as people from './people.ts';
 import { IDENTITY_COMPONENT, type IdentityDatabase, identityMigrations } from './schema.ts';
+import { setTeamToolsets, toolsetsDisabledFor } from './team-toolsets.ts';
 import * as usage from './usage.ts';
 
 export type { Team, User } from './people.ts';
@@ -124,6 +125,16 @@ export class IdentityStore {
   }
   async pruneUsage(before: number): Promise<number> {
     return usage.pruneUsage(await this.#db(), before);
+  }
+
+  /** Disables toolsets for a team's members (or lifts that): the team's ceiling, inside the operator's. */
+  async setTeamToolsets(team: string, ids: readonly string[], disabled: boolean): Promise<people.Team> {
+    await setTeamToolsets(await this.#db(), team, ids, disabled);
+    return (await this.team(team)) as people.Team;
+  }
+  /** The toolsets user `id`'s teams disabled, each with the team that did. */
+  async toolsetsDisabledFor(id: string): Promise<Map<string, string>> {
+    return toolsetsDisabledFor(await this.#db(), id);
   }
 
   async close(): Promise<void> {

@@ -40,6 +40,10 @@ export function identityAdminRoutes(app: Hono, identity: IdentityStore): void {
   route(app, routes.setTeamLimits, async (c, { params, body }) =>
     c.json(await identity.setTeamLimits(params.name, body.limits)),
   );
+  route(app, routes.setTeamToolsets, async (c, { params, body }) => {
+    await identity.setTeamToolsets(params.name, body.enable ?? [], false);
+    return c.json(await identity.setTeamToolsets(params.name, body.disable ?? [], true));
+  });
   route(app, routes.addMember, async (c, { params }) =>
     c.json(await identity.setMember(params.name, params.user, true)),
   );

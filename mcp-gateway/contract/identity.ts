@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { RouteSpec } from '../../lib/http/contract.ts';
 import { ErrorBody } from '../../lib/http/contract.ts';
 import { boundedList, boundedString, LIMITS } from '../../lib/http/limits.ts';
+import { ToolsetId } from './base.ts';
 
 // The gateway's contract, part four: the operator's people — users, their API keys, teams, and the limits of
 // each (lib/identity keeps them; every service takes the keys). contract.ts re-exports it.
@@ -33,6 +34,8 @@ export const TeamInfo = z.object({
   name: z.string(),
   limits: UsageLimits,
   members: z.array(z.string()),
+  /** The toolsets its members may not use: the team's ceiling, inside the operator's. */
+  disabled_toolsets: z.array(z.string()),
   created_at: z.string(),
 });
 
@@ -67,6 +70,13 @@ export const CreateKeyRequest = z.strictObject({
 
 export const AddTeamRequest = z.strictObject({ name: PersonName, limits: UsageLimits.optional() });
 export const LimitsRequest = z.strictObject({ limits: UsageLimits });
+const ToolsetIds = boundedList(ToolsetId, LIMITS.ids);
+export const TeamToolsetsRequest = z
+  .strictObject({ disable: ToolsetIds.optional(), enable: ToolsetIds.optional() })
+  .refine(
+    (b) => (b.disable?.length ?? 0) + (b.enable?.length ?? 0) > 0,
+    'name toolsets to disable or enable',
+  );
 
 const named = z.object({ name: PersonName });
 const admin = ['admin'] as const;
@@ -161,6 +171,16 @@ export const identityRoutes = {
     summary: "Changes a team's limits (the limits named; null: unlimited)",
     params: named,
     body: LimitsRequest,
+    responses: { 200: TeamInfo, ...refused },
+  },
+  setTeamToolsets: {
+    method: 'put',
+    path: '/mcp/admin/teams/{name}/toolsets',
+    roles: admin,
+    summary:
+      "Disables toolsets for a team's members, or lifts that (the team's ceiling, inside the operator's)",
+    params: named,
+    body: TeamToolsetsRequest,
     responses: { 200: TeamInfo, ...refused },
   },
   addMember: {

@@ -1,0 +1,43 @@
+import type { Db } from './people.ts';
+import { needTeam } from './people.ts';
+
+// A team's ceiling: toolsets its members may not use, inside the operator's (a toolset the operator disabled is
+// disabled for everyone; a team can only take more away). Kept as a JSON list on the team's row.
+
+const listOf = (text: string | null): string[] => {
+  if (!text) return [];
+  const parsed: unknown = JSON.parse(text);
+  return Array.isArray(parsed) ? parsed.filter((x): x is string => typeof x === 'string') : [];
+};
+
+/** Disables `ids` for `team` (disabled: true) or lifts that (false); returns the team's list after. */
+export async function setTeamToolsets(db: Db, team: string, ids: readonly string[], disabled: boolean) {
+  const row = await needTeam(db, team);
+  const now = new Set(listOf(row.disabled_toolsets));
+  for (const id of ids) {
+    if (disabled) now.add(id);
+    else now.delete(id);
+  }
+  const list = [...now].sort();
+  await db
+    .updateTable('identity_teams')
+    .set({ disabled_toolsets: list.length > 0 ? JSON.stringify(list) : null })
+    .where('id', '=', row.id)
+    .execute();
+  return list;
+}
+
+/** The toolsets user `id`'s teams disabled, each with the team that did (the first by name). */
+export async function toolsetsDisabledFor(db: Db, id: string): Promise<Map<string, string>> {
+  const rows = await db
+    .selectFrom('identity_members as m')
+    .innerJoin('identity_teams as t', 't.id', 'm.team_id')
+    .select(['t.name', 't.disabled_toolsets'])
+    .where('m.user_id', '=', id)
+    .where('t.disabled_toolsets', 'is not', null)
+    .orderBy('t.name')
+    .execute();
+  const out = new Map<string, string>();
+  for (const r of rows) for (const t of listOf(r.disabled_toolsets)) if (!out.has(t)) out.set(t, r.name);
+  return out;
+}

@@ -9,9 +9,11 @@ import type { Model } from '../../agent-server/clients/model.ts';
 import { createPostgresTaskStore, createTaskStore } from '../../agent-server/store/store.ts';
 import { createAgent } from '../../agent-server/tasks/agent.ts';
 import type { WebhookGuard } from '../../agent-server/webhooks/guard.ts';
+import { sqliteDb } from '../../lib/db/kysely.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { openDatabase } from '../../lib/db/sqlite.ts';
 import type { Role, Security } from '../../lib/http/security.ts';
+import { IdentityStore } from '../../lib/identity/store.ts';
 import { createLogger, type Logger } from '../../lib/telemetry/log.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
 import { currentActor } from '../../mcp-gateway/audit-context.ts';
@@ -162,6 +164,8 @@ export interface StackOptions {
   contextTokens?: number;
   /** Where tasks' webhooks may go (agent-server/webhooks/guard.ts); default: none (a task naming one is refused). */
   webhooks?: WebhookGuard;
+  /** Users' keys on both services (lib/identity, its identity.db in the data dir); the gateway's admin routes for them. */
+  identity?: boolean;
 }
 
 /** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
@@ -277,7 +281,20 @@ export async function makeStack(opts: StackOptions = {}) {
     maxSessions: opts.mcpMaxSessions,
     now: opts.now,
   });
-  const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity, face, prompts });
+  // As the services' server.ts wire it: keys taken beside the tokens, one store for both.
+  const identity = opts.identity
+    ? new IdentityStore(sqliteDb(openDatabase(path.join(dataDir, 'identity.db'))))
+    : undefined;
+  if (identity) gatewaySecurity.identity = { store: identity, service: 'mcp-gateway' };
+  const gatewayApp = createGatewayApp({
+    gateway,
+    backends,
+    log,
+    security: gatewaySecurity,
+    face,
+    prompts,
+    identity,
+  });
   const storeOptions = { leaseMs: opts.lease?.ms, holder: opts.lease?.holder };
   const taskStore = databaseUrl
     ? await createPostgresTaskStore(openPostgres(databaseUrl, 'test', { max: 4 }), storeOptions)
@@ -307,14 +324,16 @@ export async function makeStack(opts: StackOptions = {}) {
   });
   // As the agent-server does at start: tasks left paused by a previous stack go on waiting.
   await agent.resumeAll();
+  const agentSecurity = tokenSecurity({ user: opts.tokens?.user, viewer: opts.tokens?.viewer });
+  if (identity) agentSecurity.identity = { store: identity, service: 'agent-server' };
   const agentApp = createAgentApp({
     agent,
     store: taskStore,
     log,
-    security: tokenSecurity({ user: opts.tokens?.user, viewer: opts.tokens?.viewer }),
+    security: agentSecurity,
     streamPollMs: opts.streamPollMs,
   });
-  retained.push(gatewayStore, taskStore, handles);
+  retained.push(gatewayStore, taskStore, handles, identity);
   return {
     face,
     tmp,
@@ -335,6 +354,8 @@ export async function makeStack(opts: StackOptions = {}) {
     agentApp,
     agent,
     taskStore,
+    /** The users, teams and keys (with `identity`). */
+    identity,
     /** Commits the stores' queued writes (they commit a few milliseconds after they are written), for a test reading the files. */
     async flushWrites() {
       await gatewayStore.flush();
@@ -364,6 +385,7 @@ export async function makeStack(opts: StackOptions = {}) {
       await catalog.close();
       await gatewayState.close();
       await taskStore.close();
+      await identity?.close();
       if (!keepFiles) await rm(tmp, { recursive: true, force: true });
     },
   };

@@ -262,28 +262,31 @@ function healthRoute(route: Route, deps: GatewayDeps): void {
 function operatorRoutes(app: Hono, route: Route, gateway: Gateway): void {
   route(routes.getPolicy, (c) => c.json(gateway.ceiling.policy()));
   route(routes.reloadPolicy, (c) => c.json(gateway.ceiling.reloadPolicy()));
-  register(app, routes.listApprovals, async (c, { query }) => {
-    const visible = await visibleUsers(c);
-    const approvals = await gateway.ceiling.approvals.list({ ...query, for_users: visible ?? undefined });
-    return c.json({ approvals });
-  });
-  /** The approval `id` when the caller may see it; otherwise the answer to an id that does not exist. */
-  const approvalInSight = async (c: Context, id: string) => {
+  register(app, routes.listApprovals, async (c, { query }) =>
+    c.json({
+      approvals: await gateway.ceiling.approvals.list({ ...query, for_users: await visibleUsers(c) }),
+    }),
+  );
+  /** Approval `id` when it is in sight of `visible` (visibleUsers); otherwise as if it did not exist. */
+  const approvalInSight = async (id: string, visible: readonly string[] | undefined) => {
     const approval = await gateway.ceiling.approvals.get(id);
-    if (!approval || !inSight(await visibleUsers(c), approval.for_user)) throw unknownApproval(id);
+    if (!approval || !inSight(visible, approval.for_user)) throw unknownApproval(id);
     return approval;
   };
-  route(routes.getApproval, async (c, { params }) => c.json(await approvalInSight(c, params.id)));
+  route(routes.getApproval, async (c, { params }) =>
+    c.json(await approvalInSight(params.id, await visibleUsers(c))),
+  );
   route(routes.decideApproval, async (c, { params, body }) => {
-    if ((await visibleUsers(c)) !== null) await approvalInSight(c, params.id);
+    const visible = await visibleUsers(c);
+    if (visible) await approvalInSight(params.id, visible);
     return c.json(await gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason));
   });
   register(app, routes.listAudit, async (c, { query }) =>
-    c.json(await gateway.listAudit({ ...query, for_users: (await visibleUsers(c)) ?? undefined })),
+    c.json(await gateway.listAudit({ ...query, for_users: await visibleUsers(c) })),
   );
   // A page of rows read each time the client has taken the last: memory stays one page, whatever the table holds.
   register(app, routes.exportAudit, async (c, { query }) => {
-    const pages = gateway.exportAudit({ ...query, for_users: (await visibleUsers(c)) ?? undefined });
+    const pages = gateway.exportAudit({ ...query, for_users: await visibleUsers(c) });
     const encoder = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {

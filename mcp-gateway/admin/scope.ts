@@ -5,11 +5,11 @@ import type { Context } from 'hono';
 // tokens see everyone's. What is out of sight is as if it did not exist: left out of a listing, and a 404 with the
 // words an unknown id gets (no oracle of what another user did).
 
-/** The users (`user:<id>`) whose work the request may see; null for everyone's. */
-export async function visibleUsers(c: Context): Promise<readonly string[] | null> {
+/** The users (`user:<id>`) whose work the request may see; undefined for everyone's. */
+export async function visibleUsers(c: Context): Promise<readonly string[] | undefined> {
   const principal = c.get('principal');
   const holder = principal && 'user' in principal ? principal.user : undefined;
-  if (!holder || holder.role === 'operator') return null;
+  if (!holder || holder.role === 'operator') return undefined;
   const own = `user:${holder.user.id}`;
   if (holder.role !== 'approver') return [own];
   // Set with the principal by the key's check (lib/http/security.ts).
@@ -18,5 +18,5 @@ export async function visibleUsers(c: Context): Promise<readonly string[] | null
 }
 
 /** Whether a row of `forUser`'s work is in sight of `visible` (visibleUsers). */
-export const inSight = (visible: readonly string[] | null, forUser: string | null) =>
-  visible === null || (forUser !== null && visible.includes(forUser));
+export const inSight = (visible: readonly string[] | undefined, forUser: string | null) =>
+  visible === undefined || (forUser !== null && visible.includes(forUser));

@@ -9,7 +9,7 @@ import {
   healthDetail,
   refuseIfSpent,
   type Security,
-  userScope,
+  visibleUsers,
 } from '../lib/http/security.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
 import type { Metrics } from '../lib/telemetry/metrics.ts';
@@ -186,18 +186,15 @@ async function ownsTask(store: TaskStore, caller: Caller, task: Task): Promise<b
 /** The approvals the tasks wait for, and a human's decision, relayed to the gateway. */
 function installApprovalRoutes(app: Hono, agent: Agent, store: TaskStore): void {
   /** The approvals a user's key may see: of their own tasks, an approver's also of their teammates'. */
-  const visible = async (c: Context, approvals: PendingApproval[]) => {
-    const scope = await userScope(c);
-    if (!scope) return approvals;
+  const inScope = async (c: Context, approvals: PendingApproval[]) => {
+    const visible = await visibleUsers(c);
+    if (!visible) return approvals;
     const owners = new Map<string, string | undefined>();
     for (const a of approvals) owners.set(a.task_id, await ownerOfTask(store, a.task_id));
-    return approvals.filter((a) => {
-      const owner = owners.get(a.task_id);
-      return owner !== undefined && scope(owner);
-    });
+    return approvals.filter((a) => visible.includes(owners.get(a.task_id) ?? ''));
   };
   route(app, routes.listApprovals, async (c) =>
-    c.json({ approvals: await visible(c, await agent.pendingApprovals()) }),
+    c.json({ approvals: await inScope(c, await agent.pendingApprovals()) }),
   );
 
   // The human's own credential goes to the gateway: their bearer token, or the token their console login holds.
@@ -214,9 +211,8 @@ function installApprovalRoutes(app: Hono, agent: Agent, store: TaskStore): void 
       );
     }
     // Another team's task waits for nothing this caller can see: the same 404 as a task that waits for nothing.
-    const owner = key ? await ownerOfTask(store, params.id) : undefined;
-    const scope = await userScope(c);
-    if (scope && (owner === undefined || !scope(owner))) {
+    const visible = await visibleUsers(c);
+    if (visible && !visible.includes((await ownerOfTask(store, params.id)) ?? '')) {
       throw new HttpError(
         404,
         `Task ${params.id} is not waiting for an approval of call ${params.call_id}; GET /agent/approvals lists what tasks wait for`,

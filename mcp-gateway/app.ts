@@ -8,12 +8,21 @@ import type { IdentityStore } from '../lib/identity/store.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
 import type { Metrics } from '../lib/telemetry/metrics.ts';
 import { identityAdminRoutes } from './admin/identity.ts';
+import { inSight, visibleUsers } from './admin/scope.ts';
 import { type AuditActor, withActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './catalog/prompts.ts';
 import * as contract from './contract.ts';
-import { BY_AGENT_HEADER, DEFAULT_SESSION, gatewayRoutes as routes, TASK_HEADER } from './contract.ts';
+import {
+  BY_AGENT_HEADER,
+  DEFAULT_SESSION,
+  OWNER_HEADER,
+  OWNER_PATTERN,
+  gatewayRoutes as routes,
+  TASK_HEADER,
+} from './contract.ts';
 import type { Gateway } from './core/gateway.ts';
+import { unknownApproval } from './core/operator.ts';
 import type { McpFace } from './face/face.ts';
 import { REFUSAL_STATUS, Refusal } from './refusals.ts';
 
@@ -28,21 +37,28 @@ function actorOf(c: Context): AuditActor {
   if (user) {
     // A person with their own key: named, with the key they used.
     const who = `user ${user.user.name} (key ${user.keyId})`;
-    return { actor: isFacePath(c.req.path) ? `mcp client, ${who}` : who, owner: `user:${user.user.id}` };
+    const own = `user:${user.user.id}`;
+    return { actor: isFacePath(c.req.path) ? `mcp client, ${who}` : who, owner: own, for_user: own };
   }
+  // The agent says whose task it acts in; nobody else may say whose work theirs is.
+  const owner = c.req.header(OWNER_HEADER);
+  const forUser =
+    (role === 'agent' || role === 'local') && owner && OWNER_PATTERN.test(owner) ? owner : undefined;
   return {
-    ...actingAs(c, role),
+    ...actingAs(c, role, forUser),
     owner: principal && 'credential' in principal ? principal.credential : role,
+    ...(forUser ? { for_user: forUser } : {}),
   };
 }
 
-/** Who the request acts as, in the audit's words. */
-function actingAs(c: Context, role: string): AuditActor {
+/** Who the request acts as, in the audit's words; `forUser`: whose task it is. */
+function actingAs(c: Context, role: string, forUser: string | undefined): AuditActor {
   const task = c.req.header(TASK_HEADER);
   if ((role === 'agent' || role === 'local') && task && /^[A-Za-z0-9_.:-]{1,128}$/.test(task)) {
     const priming = c.req.header(BY_AGENT_HEADER) === 'goal priming';
+    const whose = forUser ? ` for ${forUser}` : '';
     return {
-      actor: priming ? `agent for task ${task} (goal priming)` : `model in task ${task}`,
+      actor: priming ? `agent for task ${task}${whose} (goal priming)` : `model in task ${task}${whose}`,
       task_id: task,
     };
   }
@@ -239,26 +255,38 @@ function healthRoute(route: Route, deps: GatewayDeps): void {
   });
 }
 
-/** The operator's records: the policy, approvals and the audit trail. */
+/**
+ * The operator's records: the policy, approvals and the audit trail. A user who is not the operator sees and
+ * decides only the approvals and audit rows of the work in their sight (admin/scope.ts).
+ */
 function operatorRoutes(app: Hono, route: Route, gateway: Gateway): void {
   route(routes.getPolicy, (c) => c.json(gateway.ceiling.policy()));
   route(routes.reloadPolicy, (c) => c.json(gateway.ceiling.reloadPolicy()));
   register(app, routes.listApprovals, async (c, { query }) =>
-    c.json({ approvals: await gateway.ceiling.approvals.list(query) }),
+    c.json({
+      approvals: await gateway.ceiling.approvals.list({ ...query, for_users: await visibleUsers(c) }),
+    }),
   );
-  route(routes.getApproval, async (c, { params }) => {
-    const approval = await gateway.ceiling.approvals.get(params.id);
-    if (!approval)
-      throw new Refusal('not_found', `No approval ${params.id}; GET /mcp/admin/approvals lists them`);
-    return c.json(approval);
+  /** Approval `id` when it is in sight of `visible` (visibleUsers); otherwise as if it did not exist. */
+  const approvalInSight = async (id: string, visible: readonly string[] | undefined) => {
+    const approval = await gateway.ceiling.approvals.get(id);
+    if (!approval || !inSight(visible, approval.for_user)) throw unknownApproval(id);
+    return approval;
+  };
+  route(routes.getApproval, async (c, { params }) =>
+    c.json(await approvalInSight(params.id, await visibleUsers(c))),
+  );
+  route(routes.decideApproval, async (c, { params, body }) => {
+    const visible = await visibleUsers(c);
+    if (visible) await approvalInSight(params.id, visible);
+    return c.json(await gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason));
   });
-  route(routes.decideApproval, async (c, { params, body }) =>
-    c.json(await gateway.decideApproval(params.id, body.approve, actorOf(c).actor, body.reason)),
+  register(app, routes.listAudit, async (c, { query }) =>
+    c.json(await gateway.listAudit({ ...query, for_users: await visibleUsers(c) })),
   );
-  register(app, routes.listAudit, async (c, { query }) => c.json(await gateway.listAudit(query)));
   // A page of rows read each time the client has taken the last: memory stays one page, whatever the table holds.
-  register(app, routes.exportAudit, (c, { query }) => {
-    const pages = gateway.exportAudit(query);
+  register(app, routes.exportAudit, async (c, { query }) => {
+    const pages = gateway.exportAudit({ ...query, for_users: await visibleUsers(c) });
     const encoder = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {

@@ -7,6 +7,8 @@ export interface AuditActor {
   task_id?: string;
   /** A digest of the caller's credential (its role without tokens): whose call it is, for fair shares. */
   owner?: string;
+  /** Whose work the request is (`user:<id>`): a user's key, or the agent acting in a user's task. */
+  for_user?: string;
 }
 
 // Who is acting, carried through a request without threading it through every call: the gateway's app sets

@@ -3,6 +3,7 @@ import {
   BY_AGENT_HEADER,
   type CallFence,
   type ChangeToolsetsRequest,
+  OWNER_HEADER,
   RefusalCode,
   gatewayRoutes as routes,
   TASK_HEADER,
@@ -10,8 +11,11 @@ import {
 
 /** The agent-server's view of the gateway: the only way it learns or changes which tools a session has. */
 export type GatewayClient = ReturnType<typeof routeClient> & {
-  /** The same client, its requests marked as acting for `taskId`. */
-  forTask(taskId: string): GatewayClient;
+  /**
+   * The same client, its requests marked as acting for `taskId`, and as the work of its thread's `owner` when
+   * that is a user (`user:<id>`): the gateway records the task's calls and approvals as theirs.
+   */
+  forTask(taskId: string, owner?: string): GatewayClient;
   /** The same client, its requests marked as the agent's own for the task (goal priming), not the model's. */
   priming(): GatewayClient;
 };
@@ -27,8 +31,15 @@ export function refusalCode(err: unknown): RefusalCode | undefined {
 export function createGatewayClient(endpoint: ServiceEndpoint): GatewayClient {
   return {
     ...routeClient(endpoint),
-    forTask: (taskId) =>
-      createGatewayClient({ ...endpoint, headers: { ...endpoint.headers, [TASK_HEADER]: taskId } }),
+    forTask: (taskId, owner) =>
+      createGatewayClient({
+        ...endpoint,
+        headers: {
+          ...endpoint.headers,
+          [TASK_HEADER]: taskId,
+          ...(owner?.startsWith('user:') ? { [OWNER_HEADER]: owner } : {}),
+        },
+      }),
     priming: () =>
       createGatewayClient({
         ...endpoint,

@@ -90,6 +90,6 @@ export function ridingOutages(
     callTool: (...a) => untilAnswered(() => gateway.callTool(...a), signal, onWait, storeUnavailable),
     getApproval: (...a) => again(() => gateway.getApproval(...a)),
     renderPrompt: (...a) => again(() => gateway.renderPrompt(...a)),
-    forTask: (taskId) => ridingOutages(gateway.forTask(taskId), signal, onWait, awayMs),
+    forTask: (taskId, owner) => ridingOutages(gateway.forTask(taskId, owner), signal, onWait, awayMs),
   };
 }

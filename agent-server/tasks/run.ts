@@ -192,7 +192,8 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
     // Going on from a saved loop, its conversation holds the thread's earlier turns already.
     const fresh = !resume && !recovered?.snapshot;
     const thread = fresh && task.threadId ? await threadInput(w.deps.store, task.threadId) : undefined;
-    const quota = await quotaOfTask(t);
+    const owner = await ownerOfTask(t);
+    const quota = owner === undefined ? undefined : await w.deps.quotaOf?.(owner);
     return await runLoop(
       {
         sessionId: task.sessionId,
@@ -204,7 +205,8 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
         exposure: task.exposure,
         prime: task.prime,
       },
-      { ...loopDeps(t), quota },
+      // Its calls at the gateway are its owner's work (a user's, for their audit and approvals).
+      { ...loopDeps(t), gateway: t.gateway.forTask(taskId, owner), quota },
     );
   } catch (err) {
     const stop = err instanceof TaskStoppedError ? err : undefined;
@@ -219,12 +221,10 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
   }
 }
 
-/** The limits the task's owner (its thread's) counts against, when any. */
-async function quotaOfTask(t: TaskRun) {
-  const { quotaOf, store } = t.w.deps;
-  if (!quotaOf || !t.task.threadId) return undefined;
-  const owner = (await store.getThread(t.task.threadId))?.owner;
-  return owner === undefined ? undefined : quotaOf(owner);
+/** Whose the task is: its thread's owner (undefined for a task of no thread). */
+async function ownerOfTask(t: TaskRun): Promise<string | undefined> {
+  if (!t.task.threadId) return undefined;
+  return (await t.w.deps.store.getThread(t.task.threadId))?.owner;
 }
 
 /** What the loop works with here: this worker's model and gateway, the task's journal in the store, its pauses. */

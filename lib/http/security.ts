@@ -232,20 +232,18 @@ export async function refuseIfSpent(c: Context, limit: LimitName): Promise<void>
 }
 
 /**
- * Whose work a user's key may see and act on (owners as threads record them, `user:<id>`): their own; an approver's
- * also their teammates'; an operator's everyone's. Undefined for a service token or a console login (what they
- * see is decided as before).
+ * Whose work a user's key may see and act on (owners as threads, approvals and audit rows record them,
+ * `user:<id>`): their own; an approver's also their teammates'. Undefined for everyone's: an operator's key, a
+ * service token or a console login (what those see is decided as before).
  */
-export async function userScope(c: Context): Promise<((owner: string) => boolean) | undefined> {
+export async function visibleUsers(c: Context): Promise<readonly string[] | undefined> {
   const principal = c.get('principal');
-  const user = principal && 'user' in principal ? principal.user : undefined;
-  if (!user) return undefined;
-  if (user.role === 'operator') return () => true;
-  const owners = new Set([`user:${user.user.id}`]);
-  if (user.role === 'approver') {
-    for (const id of await c.get('identity').teammates(user.user.id)) owners.add(`user:${id}`);
-  }
-  return (owner) => owners.has(owner);
+  const holder = principal && 'user' in principal ? principal.user : undefined;
+  if (!holder || holder.role === 'operator') return undefined;
+  const own = `user:${holder.user.id}`;
+  if (holder.role !== 'approver') return [own];
+  const teammates = await c.get('identity').teammates(holder.user.id);
+  return [own, ...teammates.map((id) => `user:${id}`)];
 }
 
 /** Refuses the request unless it was authenticated as one of `roles` (a service without tokens allows all). */

@@ -201,3 +201,16 @@ export async function setMember(db: Db, team: string, user: string, member: bool
     await db.deleteFrom('identity_members').where('team_id', '=', t.id).where('user_id', '=', u.id).execute();
   }
 }
+
+/** The ids of the users who share a team with user `id` (not `id` itself). */
+export async function teammates(db: Db, id: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('identity_members as mine')
+    .innerJoin('identity_members as theirs', 'theirs.team_id', 'mine.team_id')
+    .select('theirs.user_id')
+    .distinct()
+    .where('mine.user_id', '=', id)
+    .where('theirs.user_id', '!=', id)
+    .execute();
+  return rows.map((r) => r.user_id);
+}

@@ -87,6 +87,11 @@ export class IdentityStore {
     return (await this.team(team)) as people.Team;
   }
 
+  /** The ids of the users who share a team with user `id`: whose work an approver of theirs decides. */
+  async teammates(id: string): Promise<string[]> {
+    return people.teammates(await this.#db(), id);
+  }
+
   async createKey(k: { user: string; role: KeyRole; expiresInMs?: number; label?: string }) {
     return createKey(await this.#db(), k);
   }

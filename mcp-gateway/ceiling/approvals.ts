@@ -16,6 +16,8 @@ export interface ApprovalSubject {
   subject: string;
   arguments?: Record<string, unknown>;
   reason: string;
+  /** Whose work asks (`user:<id>`), when a user's. */
+  for_user?: string;
 }
 
 /** An approval as listed and as sent to the agent. */
@@ -34,6 +36,16 @@ export interface Approval {
   decided_at: string | null;
   decided_by: string | null;
   decision_reason: string | null;
+  /** Whose work asked for it (`user:<id>`); null when no user's. */
+  for_user: string | null;
+}
+
+/** Which approvals a listing shows; `for_users`: only those of these users' work (absent: everyone's). */
+export interface ApprovalListing {
+  status?: string;
+  session_id?: string;
+  for_users?: readonly string[];
+  limit: number;
 }
 
 /** JSON with sorted keys, so the same arguments in another key order are the same call. */
@@ -128,6 +140,7 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
           args_hash: hash,
           reason: s.reason,
           created_at: now(),
+          for_user: s.for_user ?? null,
         });
         // Another gateway on the same database may have asked the same a moment before: that one stands.
         const row = (await tx.get(id)) ?? (await tx.find(s.session_id, s.kind, s.subject, hash, 'pending'));
@@ -156,11 +169,13 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
       await expire(q);
       return q.prune(before, limit);
     },
-    async list(filter: { status?: string; session_id?: string; limit: number }): Promise<Approval[]> {
+    /** Newest first. */
+    async list(filter: ApprovalListing): Promise<Approval[]> {
       await expire(q);
       const rows = await q.list({
         status: filter.status ?? null,
         session_id: filter.session_id ?? null,
+        for_users: filter.for_users ?? null,
         limit: filter.limit,
       });
       return rows.map(show);

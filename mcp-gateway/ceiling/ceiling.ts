@@ -147,13 +147,15 @@ async function checkCall(
     throw new Refusal('denied', message);
   }
   if (verdict.decision === 'ask') {
+    const { task_id, for_user } = currentActor();
     await requireApprovals(
       st.opts.approvals,
       st.opts.audit,
       [
         {
           session_id: sessionId,
-          task_id: currentActor().task_id,
+          task_id,
+          for_user,
           kind: 'call',
           subject: tool.name,
           arguments: args,
@@ -166,7 +168,7 @@ async function checkCall(
 }
 
 async function checkActivation(st: CeilingState, sessionId: string, ids: readonly string[]): Promise<void> {
-  const taskId = currentActor().task_id;
+  const { task_id: taskId, for_user } = currentActor();
   const count = st.limits.activations(sessionId, taskId, ids);
   const asks: ApprovalSubject[] = [];
   for (const id of ids) {
@@ -180,6 +182,7 @@ async function checkActivation(st: CeilingState, sessionId: string, ids: readonl
       asks.push({
         session_id: sessionId,
         task_id: taskId,
+        for_user,
         kind: 'activate',
         subject: id,
         reason: verdict.reason,

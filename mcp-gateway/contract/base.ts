@@ -38,6 +38,13 @@ export const TASK_HEADER = 'x-toolshift-task';
  * model's call, so the audit says "agent for task X (goal priming)" instead of "model in task X".
  */
 export const BY_AGENT_HEADER = 'x-toolshift-by-agent';
+/**
+ * With TASK_HEADER: whose task it is (`user:<id>`, the owner of its thread), so the gateway records the task's
+ * calls and approvals as that user's work. Taken from the agent's token only.
+ */
+export const OWNER_HEADER = 'x-toolshift-owner';
+/** What OWNER_HEADER holds; any other value is ignored. */
+export const OWNER_PATTERN = /^user:[A-Za-z0-9_-]{1,64}$/;
 
 /**
  * Why the gateway refused: the `code` of every refusal's error body, so a client branches on meaning, not on an

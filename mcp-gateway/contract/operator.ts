@@ -96,6 +96,8 @@ export const Approval = z.object({
   /** Who decided: the role of the token that did (`admin`, `user (AGENT_API_TOKEN)`, `local`). */
   decided_by: z.string().nullable(),
   decision_reason: z.string().nullable(),
+  /** Whose work asked for it (`user:<id>`); null when no user's (the operator's, an MCP client's token). */
+  for_user: z.string().nullable(),
 });
 export type Approval = z.infer<typeof Approval>;
 
@@ -114,6 +116,8 @@ export const AuditRow = z.object({
   subject: z.string(),
   ok: z.boolean(),
   detail: z.string().nullable(),
+  /** Whose work the row is (`user:<id>`); null for the operator's, the system's and rows from before users. */
+  for_user: z.string().nullable(),
 });
 
 /** What the audit rows are about: an entry's kind. */

@@ -5,7 +5,10 @@ import type { GatewayStore } from '../store/interface.ts';
 
 // The audit trail as searched from the console and the API: a page at a time, or every page for an export.
 
-type Search = AuditSearch & { cursor?: string; limit: number };
+/** Whose work a search may find (`user:<id>`s, AuditFilter's `for_users`); absent: everyone's. */
+export type InSight = Pick<AuditFilter, 'for_users'>;
+
+type Search = AuditSearch & InSight & { cursor?: string; limit: number };
 
 /**
  * The store's filter for a search: a toolset stands for its own changes (a subject naming it, alone or in a
@@ -24,7 +27,7 @@ export function auditSearch(catalog: Catalog, store: GatewayStore) {
     /** Audit rows, newest first, a page at a time. */
     listAudit: (search: Search) => store.listAudit(auditFilter(catalog, search)),
     /** Every audit row the search matches, newest first, a page at a time (for an export). */
-    async *exportAudit(search: AuditSearch): AsyncGenerator<AuditRow[]> {
+    async *exportAudit(search: AuditSearch & InSight): AsyncGenerator<AuditRow[]> {
       const filter = auditFilter(catalog, { ...search, limit: AUDIT_PAGE_MAX });
       for (;;) {
         const page = await store.listAudit(filter);

@@ -15,6 +15,7 @@ import type {
   ToolsetInfo,
 } from '../contract.ts';
 import type { AuditPage, AuditRow } from '../store/audit.ts';
+import type { InSight } from './audit-search.ts';
 import type { CallIdentity } from './keyed-calls.ts';
 
 /**
@@ -66,9 +67,9 @@ export interface Gateway {
   /** Approves or denies a pending approval, audited with who decided. */
   decideApproval(id: string, approve: boolean, by: string, reason?: string): Promise<Approval>;
   /** Audit rows the search matches, newest first, a page at a time. */
-  listAudit(search: AuditSearch & { cursor?: string; limit: number }): Promise<AuditPage>;
+  listAudit(search: AuditSearch & InSight & { cursor?: string; limit: number }): Promise<AuditPage>;
   /** Every audit row the search matches, newest first, a page at a time (an export). */
-  exportAudit(search: AuditSearch): AsyncGenerator<AuditRow[]>;
+  exportAudit(search: AuditSearch & InSight): AsyncGenerator<AuditRow[]>;
   /** Calls `listener` with the ids of toolsets whose tools changed; returns the unsubscribe. */
   onCatalogChange(listener: (ids: string[]) => void): () => void;
   /** Releases an upstream toolset's withheld tools an operator reviewed (by the hashes shown). */

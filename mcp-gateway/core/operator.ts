@@ -5,12 +5,16 @@ import type { GatewayParts } from './parts.ts';
 // What only the operator does at the gateway: decide approvals, release withheld upstream tools, reload the
 // toolsets. Each is audited.
 
+/** The answer to an approval that does not exist (or, to a user, is not theirs to see: admin/scope.ts). */
+export const unknownApproval = (id: string) =>
+  new Refusal('not_found', `No approval ${id}; GET /mcp/admin/approvals lists them`);
+
 export function operatorActions(p: GatewayParts) {
   return {
     /** Approves or denies a pending approval, audited with who decided. */
     async decideApproval(id: string, approve: boolean, by: string, reason?: string) {
       const decided = await p.ceiling.approvals.decide(id, approve, by, reason);
-      if (!decided) throw new Refusal('not_found', `No approval ${id}; GET /mcp/admin/approvals lists them`);
+      if (!decided) throw unknownApproval(id);
       if (!decided.changed) {
         throw new Refusal(
           'conflict',
@@ -18,7 +22,7 @@ export function operatorActions(p: GatewayParts) {
         );
       }
       const a = decided.approval;
-      // Recorded under the task the approval belongs to, so the task's audit shows the decision.
+      // Recorded under the task and user the approval belongs to, so their audit shows the decision.
       p.store.audit(
         {
           session_id: a.session_id,
@@ -27,7 +31,7 @@ export function operatorActions(p: GatewayParts) {
           ok: approve,
           detail: `${a.id} ${approve ? 'approved' : 'denied'} by ${by}${reason ? `: ${reason}` : ''}`,
         },
-        { actor: by, task_id: a.task_id ?? undefined },
+        { actor: by, task_id: a.task_id ?? undefined, for_user: a.for_user ?? undefined },
       );
       p.log.info({ approval: a.id, approve, by }, 'approval decided');
       return a;

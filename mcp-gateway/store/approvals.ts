@@ -84,6 +84,7 @@ export function approvalQueries(db: Db): ApprovalQueries {
           reason: r.reason,
           status: 'pending',
           created_at: r.created_at,
+          for_user: r.for_user,
         })
         .onConflict((oc) => oc.doNothing())
         .execute();
@@ -114,11 +115,13 @@ export function approvalQueries(db: Db): ApprovalQueries {
       return Number(res.numDeletedRows);
     },
     async list(f) {
+      if (f.for_users?.length === 0) return [];
       const rows = await x
         .selectFrom('approvals')
         .selectAll()
         .$if(f.status !== null, (k) => k.where('status', '=', f.status as string))
         .$if(f.session_id !== null, (k) => k.where('session_id', '=', f.session_id as string))
+        .$if(f.for_users !== null, (k) => k.where('for_user', 'in', f.for_users as readonly string[]))
         .orderBy('created_at', 'desc')
         .limit(f.limit)
         .execute();

@@ -92,6 +92,7 @@ function queueAudit(q: AuditQueue, entry: AuditEntry, who: AuditActor): void {
     detail: entry.detail === undefined ? null : clip(entry.detail, AUDIT_DETAIL_MAX),
     actor: clip(who.actor, AUDIT_SUBJECT_MAX),
     task_id: who.task_id === undefined ? null : clip(who.task_id, AUDIT_SUBJECT_MAX),
+    for_user: who.for_user ?? null,
   });
   // A failed append is reported to onWriteError inside writeAudit(); nothing is left to reject here.
   if (q.pending.length >= AUDIT_BATCH) flushAudit(q).catch(q.onWriteError);
@@ -150,7 +151,7 @@ async function listAudit(
   filter: AuditFilter,
 ): Promise<AuditPage> {
   const none = { audit: [], next_cursor: null };
-  if (filter.subjects?.length === 0) return none;
+  if (filter.subjects?.length === 0 || filter.for_users?.length === 0) return none;
   const from = filter.since ? await firstSince(db, filter.since) : 1;
   const to = filter.until ? await lastUntil(db, filter.until) : NO_ID;
   if (from === undefined || to === undefined) return none;
@@ -168,6 +169,7 @@ async function listAudit(
       'ok',
       sql<string | null>`substr(detail, 1, ${sql.lit(LISTED_DETAIL_MAX)})`.as('detail'),
       sql<number | null>`length(detail)`.as('detail_length'),
+      'for_user',
     ])
     .where('id', '<', filter.cursor ? Number(filter.cursor) : NO_ID)
     .where('id', '>=', from);
@@ -178,6 +180,7 @@ async function listAudit(
   }
   if (filter.ok !== undefined) q = q.where('ok', '=', filter.ok ? 1 : 0);
   if (filter.subjects) q = q.where(hooks.subjectIn(filter.subjects));
+  if (filter.for_users) q = q.where('for_user', 'in', filter.for_users);
   if (filter.until) q = q.where('id', '<=', to);
   const rows = await q.orderBy('id', 'desc').limit(filter.limit).execute();
   const audit: AuditRow[] = rows.map(({ subject_length, detail_length, ...r }) => ({

@@ -36,6 +36,8 @@ export interface AuditRow {
   subject: string;
   ok: boolean;
   detail: string | null;
+  /** Whose work it is (`user:<id>`); null for the operator's and the system's. */
+  for_user: string | null;
 }
 
 /**
@@ -51,6 +53,8 @@ export interface AuditFilter {
   kind?: string;
   subjects?: readonly string[];
   ok?: boolean;
+  /** Only rows of these users' work (`user:<id>`): what a user who is not the operator may see. */
+  for_users?: readonly string[];
   cursor?: string;
   limit: number;
 }

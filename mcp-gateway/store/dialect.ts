@@ -50,10 +50,12 @@ function postgresHooks(origin: string): DialectHooks {
       if (rows.length === 0) return;
       // One statement for the batch, whatever its size: a column per field, unnested together.
       const column = <K extends keyof AuditInsert>(k: K) => rows.map((r) => r[k] ?? null);
-      await sql`INSERT INTO audit (at, session_id, kind, subject, ok, detail, actor, task_id)
+      await sql`INSERT INTO audit (at, session_id, kind, subject, ok, detail, actor, task_id, for_user)
         SELECT * FROM unnest(${column('at')}::text[], ${column('session_id')}::text[], ${column('kind')}::text[],
           ${column('subject')}::text[], ${column('ok')}::integer[], ${column('detail')}::text[],
-          ${column('actor')}::text[], ${column('task_id')}::text[])`.execute(db);
+          ${column('actor')}::text[], ${column('task_id')}::text[], ${column('for_user')}::text[])`.execute(
+        db,
+      );
     },
     async notify(trx, change) {
       let payload = JSON.stringify({ origin, ...change });

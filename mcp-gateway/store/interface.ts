@@ -72,6 +72,8 @@ export interface ApprovalRow {
   decided_at?: number | null;
   decided_by: string | null;
   decision_reason: string | null;
+  /** Whose work asked for it (`user:<id>`); null when no user's. */
+  for_user: string | null;
 }
 
 /** The statements approvals need (ceiling/approvals.ts keeps their rules). */
@@ -101,7 +103,13 @@ export interface ApprovalQueries {
     id: string,
   ): Promise<number>;
   prune(before: number, limit: number): Promise<number>;
-  list(filter: { status: string | null; session_id: string | null; limit: number }): Promise<ApprovalRow[]>;
+  /** Newest first; `for_users` (null: everyone's): only approvals of these users' work. */
+  list(filter: {
+    status: string | null;
+    session_id: string | null;
+    for_users: readonly string[] | null;
+    limit: number;
+  }): Promise<ApprovalRow[]>;
   /** Runs `work` in one short transaction, its statements on `q`. */
   transaction<T>(work: (q: ApprovalQueries) => Promise<T>): Promise<T>;
 }

@@ -19,15 +19,34 @@ const LAST_NUMBERED_VERSION = 4;
 export function gatewayMigrations(dialect: DialectName): Record<string, Migration> {
   return {
     '001_one_schema': { up: (db) => oneSchema(db, dialect) },
+    '002_for_user': { up: (db) => forUser(db, dialect) },
   };
 }
 
-async function oneSchema(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
-  const pg = dialect === 'postgres';
-  // SQLite's DDL is transactional too, but Kysely's migrator runs SQLite's migrations outside a transaction:
-  // this one is all or nothing there as it is on PostgreSQL. (Each step is safe to run again as well.)
-  if (!pg) await sql`BEGIN IMMEDIATE`.execute(db);
+/**
+ * Runs a migration all or nothing: Kysely's migrator runs SQLite's migrations outside a transaction, so there it
+ * is one of its own (PostgreSQL's migrator already runs each in one).
+ */
+async function atomically(
+  db: Kysely<unknown>,
+  dialect: DialectName,
+  work: () => Promise<void>,
+): Promise<void> {
+  const sqlite = dialect !== 'postgres';
+  if (sqlite) await sql`BEGIN IMMEDIATE`.execute(db);
   try {
+    await work();
+    if (sqlite) await sql`COMMIT`.execute(db);
+  } catch (err) {
+    if (sqlite) await sql`ROLLBACK`.execute(db).catch(() => undefined);
+    throw err;
+  }
+}
+
+function oneSchema(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
+  const pg = dialect === 'postgres';
+  // All or nothing on both databases (atomically). (Each step is safe to run again as well.)
+  return atomically(db, dialect, async () => {
     const before = await tablesFound(db);
     if (pg && before.has('schema_migrations')) {
       const { rows } = await sql<{ version: number | null }>`
@@ -72,11 +91,34 @@ async function oneSchema(db: Kysely<unknown>, dialect: DialectName): Promise<voi
       db,
     );
     await createIndexes(db);
-    if (!pg) await sql`COMMIT`.execute(db);
-  } catch (err) {
-    if (!pg) await sql`ROLLBACK`.execute(db).catch(() => undefined);
-    throw err;
-  }
+  });
+}
+
+/**
+ * Whose work a row is (`user:<id>`, null for the operator's and the system's and for rows from before): the audit's
+ * rows and the approvals, listed by it for a user who sees only their own (and their team's).
+ */
+function forUser(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
+  return atomically(db, dialect, async () => {
+    const before = await tablesFound(db);
+    for (const table of ['audit', 'approvals']) {
+      if (!before.get(table)?.has('for_user')) {
+        await db.schema.alterTable(table).addColumn('for_user', 'text').execute();
+      }
+    }
+    await db.schema
+      .createIndex('audit_for_user')
+      .ifNotExists()
+      .on('audit')
+      .columns(['for_user', 'id'])
+      .execute();
+    await db.schema
+      .createIndex('approvals_for_user')
+      .ifNotExists()
+      .on('approvals')
+      .columns(['for_user', 'created_at'])
+      .execute();
+  });
 }
 
 /** Every table of the schema, in groups by what they keep (the indexes follow, createIndexes). */

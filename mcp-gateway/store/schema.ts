@@ -28,6 +28,8 @@ export interface GatewayDatabase {
     subject: string;
     ok: number;
     detail: string | null;
+    /** Whose work the row is (`user:<id>`); null for the operator's, the system's and rows from before users. */
+    for_user: string | null;
   };
   /** An upstream toolset's last listing, in the server's order. */
   upstream_tools: { toolset_id: string; tool: string; position: number; definition: string };
@@ -48,6 +50,8 @@ export interface GatewayDatabase {
     decided_at: ColumnType<number | string | null, number | null, number | null>;
     decided_by: string | null;
     decision_reason: string | null;
+    /** Whose work asked for it (`user:<id>`); null when no user's. */
+    for_user: string | null;
   };
   mcp_handles: { handle: string; credential: string | null; created_at: Int8; last_used_at: Int8 };
   mcp_legacy_sessions: {

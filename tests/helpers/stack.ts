@@ -10,9 +10,11 @@ import { createPostgresTaskStore, createTaskStore } from '../../agent-server/sto
 import { createAgent } from '../../agent-server/tasks/agent.ts';
 import type { AgentDeps } from '../../agent-server/tasks/deps.ts';
 import type { WebhookGuard } from '../../agent-server/webhooks/guard.ts';
+import { sqliteDb } from '../../lib/db/kysely.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { openDatabase } from '../../lib/db/sqlite.ts';
 import type { Role, Security } from '../../lib/http/security.ts';
+import { IdentityStore } from '../../lib/identity/store.ts';
 import { createLogger, type Logger } from '../../lib/telemetry/log.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
 import { currentActor } from '../../mcp-gateway/audit-context.ts';
@@ -165,6 +167,8 @@ export interface StackOptions {
   webhooks?: WebhookGuard;
   /** The limits a thread owner's tasks count against (agent-server/tasks/deps.ts quotaOf). */
   quotaOf?: AgentDeps['quotaOf'];
+  /** Users' keys on both services (lib/identity, its identity.db in the data dir) and the gateway's admin routes for them; default on. */
+  identity?: boolean;
 }
 
 /** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
@@ -280,7 +284,22 @@ export async function makeStack(opts: StackOptions = {}) {
     maxSessions: opts.mcpMaxSessions,
     now: opts.now,
   });
-  const gatewayApp = createGatewayApp({ gateway, backends, log, security: gatewaySecurity, face, prompts });
+  // As the services' server.ts wire it: keys taken beside the tokens, one store for both.
+  // As each service does at start (identity: false leaves it out).
+  const identity =
+    opts.identity !== false
+      ? new IdentityStore(sqliteDb(openDatabase(path.join(dataDir, 'identity.db'))))
+      : undefined;
+  if (identity) gatewaySecurity.identity = { store: identity, service: 'mcp-gateway' };
+  const gatewayApp = createGatewayApp({
+    gateway,
+    backends,
+    log,
+    security: gatewaySecurity,
+    face,
+    prompts,
+    identity,
+  });
   const storeOptions = { leaseMs: opts.lease?.ms, holder: opts.lease?.holder };
   const taskStore = databaseUrl
     ? await createPostgresTaskStore(openPostgres(databaseUrl, 'test', { max: 4 }), storeOptions)
@@ -311,14 +330,16 @@ export async function makeStack(opts: StackOptions = {}) {
   });
   // As the agent-server does at start: tasks left paused by a previous stack go on waiting.
   await agent.resumeAll();
+  const agentSecurity = tokenSecurity({ user: opts.tokens?.user, viewer: opts.tokens?.viewer });
+  if (identity) agentSecurity.identity = { store: identity, service: 'agent-server' };
   const agentApp = createAgentApp({
     agent,
     store: taskStore,
     log,
-    security: tokenSecurity({ user: opts.tokens?.user, viewer: opts.tokens?.viewer }),
+    security: agentSecurity,
     streamPollMs: opts.streamPollMs,
   });
-  retained.push(gatewayStore, taskStore, handles);
+  retained.push(gatewayStore, taskStore, handles, identity);
   return {
     face,
     tmp,
@@ -339,6 +360,8 @@ export async function makeStack(opts: StackOptions = {}) {
     agentApp,
     agent,
     taskStore,
+    /** The users, teams and keys (with `identity`). */
+    identity,
     /** Commits the stores' queued writes (they commit a few milliseconds after they are written), for a test reading the files. */
     async flushWrites() {
       await gatewayStore.flush();
@@ -368,6 +391,7 @@ export async function makeStack(opts: StackOptions = {}) {
       await catalog.close();
       await gatewayState.close();
       await taskStore.close();
+      await identity?.close();
       if (!keepFiles) await rm(tmp, { recursive: true, force: true });
     },
   };

@@ -155,7 +155,29 @@ describe('teams on a running daemon', () => {
     await client.connect(transport);
     const { tools } = await client.listTools();
     expect(tools.length).toBeGreaterThan(0);
+    const activated = await client.callTool({
+      name: 'manage_toolsets',
+      arguments: { action: 'ACTIVATE', toolset_ids: ['file_system_tools'] },
+    });
+    expect(activated.isError, JSON.stringify(activated.content)).toBeFalsy();
     await client.close();
+    // Her change is in her audit, named as hers; Bob's key finds none of it, the operator's finds it.
+    const audit = async (key: string) =>
+      (await (await fetch(`${urls['mcp-gateway']}/mcp/admin/audit`, { headers: as(key) })).json()).audit as {
+        actor: string;
+        kind: string;
+        for_user: string | null;
+      }[];
+    const hers = (await audit(keys.alice)).filter((r) => r.kind === 'activate');
+    expect(hers).toEqual([
+      expect.objectContaining({
+        actor: expect.stringMatching(/^mcp client, user alice \(key [a-z0-9]{10}\)$/),
+        for_user: expect.stringMatching(/^user:usr_/),
+      }),
+    ]);
+    expect((await audit(keys.alice)).every((r) => r.for_user === hers[0].for_user)).toBe(true);
+    expect((await audit(keys.bob)).some((r) => r.for_user === hers[0].for_user)).toBe(false);
+    expect((await audit(keys.olga)).some((r) => r.for_user === hers[0].for_user)).toBe(true);
     const admin = await fetch(`${urls['mcp-gateway']}/mcp/admin/users`, { headers: as(keys.alice) });
     expect(admin.status).toBe(403);
     const asOperator = await fetch(`${urls['mcp-gateway']}/mcp/admin/users`, { headers: as(keys.olga) });

@@ -239,6 +239,7 @@ describe('console pages', () => {
       reason: 'policy asks',
       created_at: '2026-11-28T14:00:00.000Z',
       expires_at: '2026-11-28T15:00:00.000Z',
+      for_user: null,
     };
     const page = String(
       await approvalsPage([], can, {

@@ -74,6 +74,26 @@ describe.each(backends)('the identity store on $name', (backend) => {
     }
   });
 
+  it('finds the users who share a team with one: each once, not the user, not after they leave', async () => {
+    const store = (await backend.fresh()).open();
+    try {
+      await store.addTeam({ name: 'eng' });
+      await store.addTeam({ name: 'ops' });
+      const user = async (name: string, teams: string[]) => (await store.addUser({ name, teams })).id;
+      const carol = await user('carol', ['eng', 'ops']);
+      const bob = await user('bob', ['eng', 'ops']);
+      const dave = await user('dave', ['ops']);
+      const olga = await user('olga', []);
+      expect((await store.teammates(carol)).sort()).toEqual([bob, dave].sort());
+      expect(await store.teammates(olga)).toEqual([]);
+      await store.setMember('ops', 'dave', false);
+      expect(await store.teammates(carol)).toEqual([bob]);
+      expect(await store.teammates('usr_unknown')).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('says why a key is refused: unknown, wrong secret, revoked, expired, its user removed', async () => {
     const store = (await backend.fresh()).open();
     try {

@@ -327,6 +327,50 @@ describe.each([sqlite, postgres])('the gateway store on $name', (backend) => {
     }
   });
 
+  it('keeps whose work a row is: the audit and approvals listed for some users only, page by page', async () => {
+    const [a] = await backend.replicas(1);
+    try {
+      for (let i = 0; i < 5; i++) {
+        const user = ['user:alice', 'user:bob', undefined][i % 3];
+        a.store.audit(
+          { session_id: 's1', kind: 'call', subject: `t${i}`, ok: true },
+          { actor: `model in task t${i}`, for_user: user },
+        );
+      }
+      const page = (f: Partial<Parameters<GatewayStore['listAudit']>[0]>) =>
+        a.store.listAudit({ limit: 50, ...f });
+      expect((await page({})).audit.map((r) => [r.subject, r.for_user])).toEqual([
+        ['t4', 'user:bob'],
+        ['t3', 'user:alice'],
+        ['t2', null],
+        ['t1', 'user:bob'],
+        ['t0', 'user:alice'],
+      ]);
+      // A page of alice's rows is full of hers; the cursor goes on among hers.
+      const first = await page({ for_users: ['user:alice'], limit: 1 });
+      expect(first.audit.map((r) => r.subject)).toEqual(['t3']);
+      const second = await page({ for_users: ['user:alice'], limit: 1, cursor: first.next_cursor ?? '' });
+      expect(second.audit.map((r) => r.subject)).toEqual(['t0']);
+      expect((await page({ for_users: ['user:alice', 'user:bob'] })).audit).toHaveLength(4);
+      expect((await page({ for_users: [] })).audit).toEqual([]);
+
+      const ask = (subject: string, for_user?: string) =>
+        a.approvals.request({ session_id: 's1', kind: 'call', subject, reason: 'policy asks', for_user });
+      const mine = await ask('write_file', 'user:alice');
+      const theirs = await ask('delete_file', 'user:bob');
+      const nobody = await ask('edit_file');
+      expect([mine.for_user, theirs.for_user, nobody.for_user]).toEqual(['user:alice', 'user:bob', null]);
+      const listed = async (for_users?: string[]) =>
+        (await a.approvals.list({ limit: 10, for_users })).map((p) => p.id).sort();
+      expect(await listed(['user:alice'])).toEqual([mine.id]);
+      expect(await listed(['user:alice', 'user:bob'])).toEqual([mine.id, theirs.id].sort());
+      expect(await listed([])).toEqual([]);
+      expect(await listed()).toEqual([mine.id, theirs.id, nobody.id].sort());
+    } finally {
+      await a.close();
+    }
+  });
+
   it('shares keyed calls and tasks’ fences: a key begun on one replica is found by the other, once', async () => {
     const [a, b] = await backend.replicas(2);
     try {

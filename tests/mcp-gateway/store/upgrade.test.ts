@@ -79,6 +79,9 @@ async function expectPopulated(state: GatewayState, ids: Made, opts: { callKeys:
     ['admin', null, null, 'disable', 'web', true, null],
   ]);
   expect((await store.listAudit({ limit: 50, subjects: ['web'] })).audit).toHaveLength(2);
+  // Rows from before users are nobody's: no user's listing holds them.
+  expect(audit.every((r) => r.for_user === null)).toBe(true);
+  expect((await store.listAudit({ limit: 50, for_users: ['user:usr_a'] })).audit).toEqual([]);
 
   const approvals = approvalStore(state.approvals, { timeoutMs: 3_600_000, now });
   expect(await approvals.get(ids.pending)).toMatchObject({
@@ -87,7 +90,12 @@ async function expectPopulated(state: GatewayState, ids: Made, opts: { callKeys:
     subject: 'write_file',
     arguments: { path: 'a.txt', content: 'x' },
   });
-  expect(await approvals.get(ids.approved)).toMatchObject({ status: 'approved', decided_by: 'admin' });
+  expect(await approvals.get(ids.approved)).toMatchObject({
+    status: 'approved',
+    decided_by: 'admin',
+    for_user: null,
+  });
+  expect(await approvals.list({ limit: 50, for_users: ['user:usr_a'] })).toEqual([]);
   expect(await approvals.get(ids.denied)).toMatchObject({ status: 'denied', decision_reason: 'not today' });
   if (ids.duplicate) {
     // The second pending approval of one request (allowed then) expired in favour of the first.
@@ -148,11 +156,12 @@ async function expectPopulated(state: GatewayState, ids: Made, opts: { callKeys:
   });
   store.audit(
     { session_id: 'ses_alpha', kind: 'call', subject: 'after_upgrade', ok: true },
-    { actor: 'test' },
+    { actor: 'test', for_user: 'user:usr_a' },
   );
   await store.flush();
   const [newest, previous] = (await store.listAudit({ limit: 2 })).audit;
-  expect(newest.subject).toBe('after_upgrade');
+  expect(newest).toMatchObject({ subject: 'after_upgrade', for_user: 'user:usr_a' });
+  expect((await store.listAudit({ limit: 50, for_users: ['user:usr_a'] })).audit).toEqual([newest]);
   expect(newest.id).toBeGreaterThan(previous.id);
 }
 
@@ -185,7 +194,10 @@ describe('a gateway.db the store before Kysely left', () => {
           'mcp_handles_credential',
         ]),
       );
-      expect(db.prepare('SELECT name FROM gateway_migrations').all()).toEqual([{ name: '001_one_schema' }]);
+      expect(db.prepare('SELECT name FROM gateway_migrations').all()).toEqual([
+        { name: '001_one_schema' },
+        { name: '002_for_user' },
+      ]);
     } finally {
       db.close();
     }
@@ -255,6 +267,7 @@ describe('PostgreSQL as the store before Kysely left it', () => {
         ]);
         expect((await client.query('SELECT name FROM gateway_migrations')).rows).toEqual([
           { name: '001_one_schema' },
+          { name: '002_for_user' },
         ]);
       } finally {
         await client.end();

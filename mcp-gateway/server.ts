@@ -5,7 +5,7 @@ import { startRetention } from '../lib/db/retention.ts';
 import { writableDataDir } from '../lib/db/sqlite.ts';
 import { securityFor } from '../lib/http/security.ts';
 import { type Listening, listen } from '../lib/http/serve.ts';
-import { openIdentity } from '../lib/identity/store.ts';
+import { openIdentity, teamCeilingOf } from '../lib/identity/store.ts';
 import { createLogger, type Logger } from '../lib/telemetry/log.ts';
 import { createMetrics } from '../lib/telemetry/metrics.ts';
 import { createTokenCounter } from '../lib/telemetry/tokens.ts';
@@ -82,7 +82,16 @@ export async function startGateway(
   tokens.text('warm');
   const toolTokenBudget = config.gateway.toolTokenBudget;
   const gateway = instrumentGateway(
-    createGateway({ ceiling, callKeys, catalog, store, log, tokens, toolTokenBudget }),
+    createGateway({
+      ceiling,
+      callKeys,
+      catalog,
+      store,
+      log,
+      tokens,
+      toolTokenBudget,
+      teamCeiling: teamCeilingOf(identity.store),
+    }),
     metrics,
   );
   const prompts = createPromptCatalog(config.gateway.promptsDir);

@@ -148,6 +148,28 @@ export class IdentityStore {
   }
 }
 
+/** How long a user's teams' ceiling is kept between reads (a change reaches every replica within it). */
+const CEILING_CACHE_MS = 2000;
+
+/**
+ * The gateway's view of the teams' ceilings: the toolsets user `forUser` (`user:<id>`) may not use, each with its
+ * team; read at most every two seconds per user (a tool call of theirs is not a read of the database each time).
+ */
+export function teamCeilingOf(store: IdentityStore) {
+  const kept = new Map<string, { at: number; disabled: Promise<Map<string, string>> }>();
+  return (forUser: string): Promise<ReadonlyMap<string, string>> => {
+    const now = Date.now();
+    const hit = kept.get(forUser);
+    if (hit && now - hit.at < CEILING_CACHE_MS) return hit.disabled;
+    if (kept.size > 10_000) kept.clear();
+    const disabled = store.toolsetsDisabledFor(forUser.slice('user:'.length));
+    kept.set(forUser, { at: now, disabled });
+    // A failed read is not kept: the next call asks again.
+    disabled.catch(() => kept.delete(forUser));
+    return disabled;
+  };
+}
+
 /** Where a service's identity store lives: DATABASE_URL, or identity.db in the data directory. */
 export interface IdentityAt {
   databaseUrl?: string;

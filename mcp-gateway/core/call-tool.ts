@@ -40,6 +40,13 @@ export async function callTool(
       `Tool ${name} belongs to toolset ${tool.toolset}, which the operator has disabled`,
     );
   }
+  const team = (await c.teamDisabled()).get(tool.toolset);
+  if (team) {
+    throw refuse(
+      'disabled',
+      `Tool ${name} belongs to toolset ${tool.toolset}, which team ${team} may not use`,
+    );
+  }
   if (!on.includes(tool.toolset)) {
     throw refuse(
       'inactive',

@@ -70,6 +70,19 @@ async function activate(
       `Toolset(s) disabled by the operator: ${disabled.join(', ')}; they cannot be activated`,
     );
   }
+  const byTeam = await c.teamDisabled();
+  const refused = ids.filter((id) => byTeam.has(id));
+  if (refused.length > 0) {
+    c.audit({
+      session_id: sessionId,
+      kind: 'activate',
+      subject: ids.join(','),
+      ok: false,
+      detail: 'disabled',
+    });
+    const which = refused.map((id) => `${id} (team ${byTeam.get(id)})`).join(', ');
+    throw new Refusal('disabled', `Toolset(s) your team may not use: ${which}; they cannot be activated`);
+  }
   const fresh = ids.filter((id) => !before.includes(id));
   if (fresh.length > 0) await c.ceiling.checkActivation(sessionId, fresh);
   // Also one already active (a default) whose server has not listed its tools: activating it lists them.

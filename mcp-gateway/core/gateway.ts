@@ -45,6 +45,8 @@ export function createGateway(deps: {
   ceiling: Ceiling;
   /** The record of keyed calls and tasks' fences (store/call-keys.ts); without it keys are not honoured. */
   callKeys?: CallKeyQueries;
+  /** The toolsets user `forUser`'s teams disabled (lib/identity), each with the team; absent: no teams' ceilings. */
+  teamCeiling?: (forUser: string) => Promise<ReadonlyMap<string, string>>;
 }): Gateway {
   const { catalog, store, log, ceiling, callKeys } = deps;
   const c: GatewayCore = {
@@ -56,6 +58,10 @@ export function createGateway(deps: {
     counter: deps.tokens ?? createTokenCounter(),
     /** Audits with the request's actor (audit-context.ts). */
     audit: (entry) => store.audit(entry, currentActor()),
+    async teamDisabled() {
+      const forUser = currentActor().for_user;
+      return forUser && deps.teamCeiling ? deps.teamCeiling(forUser) : new Map();
+    },
   };
   const api = {
     async listToolsets(sessionId = DEFAULT_SESSION, query?: string): Promise<ListToolsetsResponse> {
@@ -73,7 +79,11 @@ export function createGateway(deps: {
           log.warn({ session: sessionId, toolsets: waiting, err: err.message }, 'active toolset not ready');
         });
       }
-      return active(c, view).flatMap((toolsetId) => toolsetTools(c, toolsetId) ?? []);
+      // Not those the user's team may not use: they would only be refused.
+      const byTeam = await c.teamDisabled();
+      return active(c, view)
+        .filter((id) => !byTeam.has(id))
+        .flatMap((toolsetId) => toolsetTools(c, toolsetId) ?? []);
     },
     toolsetTools: (toolsetId: string) => toolsetTools(c, toolsetId),
     callTool: (...args: Parameters<Gateway['callTool']>) => callTool(c, ...args),

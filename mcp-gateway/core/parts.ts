@@ -19,6 +19,11 @@ export interface GatewayCore {
   counter: TokenCounter;
   /** Audits with the request's actor. */
   audit(entry: AuditEntry): void;
+  /**
+   * The toolsets the request's user may not use by their teams' ceilings (each with the team that said so);
+   * empty for a request on nobody's behalf.
+   */
+  teamDisabled(): Promise<ReadonlyMap<string, string>>;
 }
 
 /** What the gateway's parts share with it. */

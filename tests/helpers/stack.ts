@@ -14,7 +14,7 @@ import { sqliteDb } from '../../lib/db/kysely.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { openDatabase } from '../../lib/db/sqlite.ts';
 import type { Role, Security } from '../../lib/http/security.ts';
-import { IdentityStore } from '../../lib/identity/store.ts';
+import { IdentityStore, teamCeilingOf } from '../../lib/identity/store.ts';
 import { createLogger, type Logger } from '../../lib/telemetry/log.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
 import { currentActor } from '../../mcp-gateway/audit-context.ts';
@@ -260,7 +260,20 @@ export async function makeStack(opts: StackOptions = {}) {
     now: opts.now,
   });
   const { callKeys } = gatewayState;
-  const gateway = createGateway({ catalog, store: gatewayStore, log, ceiling, callKeys });
+  // As the services' server.ts wire it (identity: false leaves it out): keys taken beside the tokens, one
+  // store for both, and the teams' ceilings.
+  const identity =
+    opts.identity !== false
+      ? new IdentityStore(sqliteDb(openDatabase(path.join(dataDir, 'identity.db'))))
+      : undefined;
+  const gateway = createGateway({
+    catalog,
+    store: gatewayStore,
+    log,
+    ceiling,
+    callKeys,
+    teamCeiling: identity && teamCeilingOf(identity),
+  });
   const gatewaySecurity = tokenSecurity({
     admin: opts.tokens?.admin,
     agent: opts.tokens?.agent,
@@ -284,12 +297,6 @@ export async function makeStack(opts: StackOptions = {}) {
     maxSessions: opts.mcpMaxSessions,
     now: opts.now,
   });
-  // As the services' server.ts wire it: keys taken beside the tokens, one store for both.
-  // As each service does at start (identity: false leaves it out).
-  const identity =
-    opts.identity !== false
-      ? new IdentityStore(sqliteDb(openDatabase(path.join(dataDir, 'identity.db'))))
-      : undefined;
   if (identity) gatewaySecurity.identity = { store: identity, service: 'mcp-gateway' };
   const gatewayApp = createGatewayApp({
     gateway,
@@ -368,14 +375,11 @@ export async function makeStack(opts: StackOptions = {}) {
       await taskStore.flush();
     },
     /** POST JSON to an app and return status and parsed body. */
-    async post(app: Hono, url: string, body: unknown, headers: Record<string, string> = {}) {
-      const res = await app.request(url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...headers },
-        body: typeof body === 'string' ? body : JSON.stringify(body),
-      });
-      return { status: res.status, body: (await res.json()) as any };
-    },
+    post: (app: Hono, url: string, body: unknown, headers: Record<string, string> = {}) =>
+      sendJson(app, 'POST', url, body, headers),
+    /** PUT JSON, the same way. */
+    put: (app: Hono, url: string, body: unknown, headers: Record<string, string> = {}) =>
+      sendJson(app, 'PUT', url, body, headers),
     async get(app: Hono, url: string, headers: Record<string, string> = {}) {
       const res = await app.request(url, { headers });
       return { status: res.status, body: (await res.json()) as any };
@@ -398,3 +402,19 @@ export async function makeStack(opts: StackOptions = {}) {
 }
 
 export type Stack = Awaited<ReturnType<typeof makeStack>>;
+
+/** Sends JSON to an app; its status and parsed body. */
+async function sendJson(
+  app: Hono,
+  method: string,
+  url: string,
+  body: unknown,
+  headers: Record<string, string>,
+) {
+  const res = await app.request(url, {
+    method,
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as any };
+}

@@ -164,7 +164,8 @@ export async function teamsCommand(args: string[], flags: PeopleFlags, gateway: 
       const { teams } = await callRoute(gateway, routes.listTeams, {});
       const rows = teams.map(
         (t) =>
-          `${t.name.padEnd(20)} members: ${t.members.join(', ') || '-'}; limits: ${limitsText(t.limits)}`,
+          `${t.name.padEnd(20)} members: ${t.members.join(', ') || '-'}; limits: ${limitsText(t.limits)}` +
+          (t.disabled_toolsets.length > 0 ? `; may not use: ${t.disabled_toolsets.join(', ')}` : ''),
       );
       print(io, flags, teams, teams.length ? rows.join('\n') : 'no teams yet: toolshift teams add NAME');
       return EXIT.ok;

@@ -95,6 +95,11 @@ describe('teams on a running daemon', () => {
     expect((await cli('teams', 'list')).stdout).toMatch(
       /eng\s+members: alice, bob; limits: tasks-per-hour 3/,
     );
+    // The team's ceiling, from the CLI (lifted again: the tests below use the tools).
+    const ceiling = await cli('teams', 'disable', 'eng', 'web_tools', 'git_tools');
+    expect(ceiling.stdout).toBe('team eng may not use: git_tools, web_tools\n');
+    expect((await cli('teams', 'list')).stdout).toMatch(/may not use: git_tools, web_tools/);
+    expect((await cli('teams', 'enable', 'eng', 'web_tools', 'git_tools')).stdout).toMatch(/nothing disabled/);
     // Bad input says what is valid.
     const bad = await cli('keys', 'create', '--user', 'alice', '--role', 'boss');
     expect(bad.code).toBe(1);

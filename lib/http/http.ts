@@ -13,7 +13,7 @@ import { describeIssues } from './issues.ts';
 import { JsonInputError, parseJson } from './json.ts';
 import { bodyText } from './node-request.ts';
 import { REQUEST_ID_HEADER, requestIdFrom, withRequestId } from './request-id.ts';
-import { requireRole, type Security, securityMiddleware } from './security.ts';
+import { requireRole, type Security, securityMiddleware, visibleUsers } from './security.ts';
 
 export { ErrorBody, type EventStream, type RouteSpec } from './contract.ts';
 export { HttpError };
@@ -191,9 +191,19 @@ export function installBase(app: Hono, log: Logger, security: Security, opts: Ba
   app.notFound((c) =>
     c.json({ error: `No route for ${c.req.method} ${c.req.path}; GET /openapi.json lists the routes.` }, 404),
   );
-  route(app, metricsRoute, async (c) =>
-    c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType }),
-  );
+  route(app, metricsRoute, async (c) => {
+    // Counts of everyone's work: not for a user's key that sees only its own (an operator's key reads them).
+    if (await visibleUsers(c)) {
+      throw new HttpError(
+        403,
+        "/metrics counts every user's work: it takes a service token or an operator's key",
+        {
+          required_roles: ['admin'],
+        },
+      );
+    }
+    return c.body(await metrics.registry.metrics(), 200, { 'content-type': metrics.registry.contentType });
+  });
 }
 
 /** A zod schema as plain JSON Schema (no `$schema` key), for tool parameters. */

@@ -187,6 +187,11 @@ describe('teams on a running daemon', () => {
     expect(admin.status).toBe(403);
     const asOperator = await fetch(`${urls['mcp-gateway']}/mcp/admin/users`, { headers: as(keys.olga) });
     expect(asOperator.status).toBe(200);
+    // Counts of everyone's work are the operator's: /metrics refuses a user's key on both services.
+    for (const base of [urls['agent-server'], urls['mcp-gateway']]) {
+      expect((await fetch(`${base}/metrics`, { headers: as(keys.alice) })).status).toBe(403);
+      expect((await fetch(`${base}/metrics`, { headers: as(keys.olga) })).status).toBe(200);
+    }
   });
 
   it('a revoked key and the key of a removed user are refused, saying which', async () => {

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Migration } from 'kysely/migration';
-import { type DialectName, type TablesFound, tablesFound } from '../../lib/db/kysely.ts';
+import { atomically, type DialectName, type TablesFound, tablesFound } from '../../lib/db/kysely.ts';
 import { webhookDeliveries } from './migrations-webhooks.ts';
 
 // The agent-server's migrations (lib/db/kysely.ts migrate(), recorded in `agent_migrations`), one set for both
@@ -36,26 +36,6 @@ async function checkNumbered(db: Kysely<unknown>, before: TablesFound): Promise<
       `the task tables are at version ${version} of schema_migrations, newer than this toolshift knows ` +
         `(${LAST_NUMBERED_VERSION}): run the toolshift that made them, or a newer one`,
     );
-  }
-}
-
-/**
- * Runs a migration all or nothing: Kysely's migrator runs SQLite's migrations outside a transaction, so there it
- * is one of its own (PostgreSQL's migrator already runs each in one).
- */
-async function atomically(
-  db: Kysely<unknown>,
-  dialect: DialectName,
-  work: () => Promise<void>,
-): Promise<void> {
-  const sqlite = dialect !== 'postgres';
-  if (sqlite) await sql`BEGIN IMMEDIATE`.execute(db);
-  try {
-    await work();
-    if (sqlite) await sql`COMMIT`.execute(db);
-  } catch (err) {
-    if (sqlite) await sql`ROLLBACK`.execute(db).catch(() => undefined);
-    throw err;
   }
 }
 

@@ -11,6 +11,7 @@ import {
   type PostgresPoolClient,
   type QueryResult,
   SqliteDialect,
+  sql,
 } from 'kysely';
 import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
 import type pg from 'pg';
@@ -252,6 +253,26 @@ export async function migrate<DB>(
     throw new Error(`${component}: migration ${failed} failed: ${(error as Error).message ?? error}`, {
       cause: error,
     });
+  }
+}
+
+/**
+ * Runs a migration all or nothing: Kysely's migrator runs SQLite's migrations outside a transaction, so there it
+ * is one of its own (PostgreSQL's migrator already runs each in one).
+ */
+export async function atomically(
+  db: KyselyType<unknown>,
+  dialect: DialectName,
+  work: () => Promise<void>,
+): Promise<void> {
+  const sqlite = dialect !== 'postgres';
+  if (sqlite) await sql`BEGIN IMMEDIATE`.execute(db);
+  try {
+    await work();
+    if (sqlite) await sql`COMMIT`.execute(db);
+  } catch (err) {
+    if (sqlite) await sql`ROLLBACK`.execute(db).catch(() => undefined);
+    throw err;
   }
 }
 

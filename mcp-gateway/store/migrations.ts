@@ -1,6 +1,6 @@
 import { type CreateTableBuilder, type Kysely, sql } from 'kysely';
 import type { Migration } from 'kysely/migration';
-import { type DialectName, tablesFound } from '../../lib/db/kysely.ts';
+import { atomically, type DialectName, tablesFound } from '../../lib/db/kysely.ts';
 
 // The gateway's migrations (lib/db/kysely.ts migrate(), recorded in `gateway_migrations`), one set for both
 // databases. The first one makes the schema of schema.ts on a new database, and brings to it what the store
@@ -21,26 +21,6 @@ export function gatewayMigrations(dialect: DialectName): Record<string, Migratio
     '001_one_schema': { up: (db) => oneSchema(db, dialect) },
     '002_for_user': { up: (db) => forUser(db, dialect) },
   };
-}
-
-/**
- * Runs a migration all or nothing: Kysely's migrator runs SQLite's migrations outside a transaction, so there it
- * is one of its own (PostgreSQL's migrator already runs each in one).
- */
-async function atomically(
-  db: Kysely<unknown>,
-  dialect: DialectName,
-  work: () => Promise<void>,
-): Promise<void> {
-  const sqlite = dialect !== 'postgres';
-  if (sqlite) await sql`BEGIN IMMEDIATE`.execute(db);
-  try {
-    await work();
-    if (sqlite) await sql`COMMIT`.execute(db);
-  } catch (err) {
-    if (sqlite) await sql`ROLLBACK`.execute(db).catch(() => undefined);
-    throw err;
-  }
 }
 
 function oneSchema(db: Kysely<unknown>, dialect: DialectName): Promise<void> {

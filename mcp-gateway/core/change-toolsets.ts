@@ -56,8 +56,8 @@ async function activate(
   view: SessionView,
   before: string[],
 ): Promise<Done> {
-  const disabled = ids.filter((id) => view.disabled.has(id));
-  if (disabled.length > 0) {
+  const why = await disabledFor(c, ids, view);
+  if (why) {
     c.audit({
       session_id: sessionId,
       kind: 'activate',
@@ -65,23 +65,7 @@ async function activate(
       ok: false,
       detail: 'disabled',
     });
-    throw new Refusal(
-      'disabled',
-      `Toolset(s) disabled by the operator: ${disabled.join(', ')}; they cannot be activated`,
-    );
-  }
-  const byTeam = await c.teamDisabled();
-  const refused = ids.filter((id) => byTeam.has(id));
-  if (refused.length > 0) {
-    c.audit({
-      session_id: sessionId,
-      kind: 'activate',
-      subject: ids.join(','),
-      ok: false,
-      detail: 'disabled',
-    });
-    const which = refused.map((id) => `${id} (team ${byTeam.get(id)})`).join(', ');
-    throw new Refusal('disabled', `Toolset(s) your team may not use: ${which}; they cannot be activated`);
+    throw new Refusal('disabled', `${why}; they cannot be activated`);
   }
   const fresh = ids.filter((id) => !before.includes(id));
   if (fresh.length > 0) await c.ceiling.checkActivation(sessionId, fresh);
@@ -94,6 +78,16 @@ async function activate(
   // A session never stored starts from what it had: the defaults.
   const stored = await c.store.activate(sessionId, ids, before);
   return { changed: stored.changed, after: active(c, { ...view, toolsets: stored.toolsets }) };
+}
+
+/** Why some of `ids` cannot be activated: disabled by the operator, or by a team of the request's user. */
+async function disabledFor(c: GatewayCore, ids: string[], view: SessionView): Promise<string | undefined> {
+  const disabled = ids.filter((id) => view.disabled.has(id));
+  if (disabled.length > 0) return `Toolset(s) disabled by the operator: ${disabled.join(', ')}`;
+  const byTeam = await c.teamDisabled();
+  const refused = ids.filter((id) => byTeam.has(id));
+  if (refused.length === 0) return undefined;
+  return `Toolset(s) your team may not use: ${refused.map((id) => `${id} (team ${byTeam.get(id)})`).join(', ')}`;
 }
 
 /** The operator's ENABLE or DISABLE, for every session; the session's toolsets after it. */

@@ -24,7 +24,7 @@ import { resumeAfter, streamTask } from './http/task-stream.ts';
 import { installThreadRoutes } from './http/threads.ts';
 import type { TaskStore } from './store/store.ts';
 import type { Agent } from './tasks/agent.ts';
-import type { Caller } from './tasks/threads.ts';
+import { approvalsInSight, type Caller, ownerOfTask } from './tasks/threads.ts';
 
 /** What the agent-server's app needs; tests pass their own. */
 export interface AgentAppDeps {
@@ -171,30 +171,20 @@ function installTaskRoutes(app: Hono, deps: AgentAppDeps): void {
   });
 }
 
-/** The owner of a task's thread (undefined: no such task, or one recorded before threads). */
-async function ownerOfTask(store: TaskStore, taskId: string): Promise<string | undefined> {
-  const task = await store.getTask(taskId);
-  return task?.thread_id ? (await store.getThread(task.thread_id))?.owner : undefined;
-}
-
 /** Whether `caller` may see the task: one of no thread (recorded before threads), or of a thread of theirs. */
 async function ownsTask(store: TaskStore, caller: Caller, task: Task): Promise<boolean> {
-  if (caller.all || task.thread_id === null) return true;
+  if (caller.all) return true;
+  // Recorded before threads: its owner is not known, and a person (a user's key) sees only what is theirs.
+  if (task.thread_id === null) return !caller.owner.startsWith('user:');
   return (await store.getThread(task.thread_id))?.owner === caller.owner;
 }
 
 /** The approvals the tasks wait for, and a human's decision, relayed to the gateway. */
 function installApprovalRoutes(app: Hono, agent: Agent, store: TaskStore): void {
-  /** The approvals a user's key may see: of their own tasks, an approver's also of their teammates'. */
-  const inScope = async (c: Context, approvals: PendingApproval[]) => {
-    const visible = await visibleUsers(c);
-    if (!visible) return approvals;
-    const owners = new Map<string, string | undefined>();
-    for (const a of approvals) owners.set(a.task_id, await ownerOfTask(store, a.task_id));
-    return approvals.filter((a) => visible.includes(owners.get(a.task_id) ?? ''));
-  };
   route(app, routes.listApprovals, async (c) =>
-    c.json({ approvals: await inScope(c, await agent.pendingApprovals()) }),
+    c.json({
+      approvals: await approvalsInSight(store, await agent.pendingApprovals(), await visibleUsers(c)),
+    }),
   );
 
   // The human's own credential goes to the gateway: their bearer token, or the token their console login holds.

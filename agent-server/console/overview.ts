@@ -5,6 +5,7 @@ import type { ModelHealth } from '../clients/model.ts';
 import type { TaskStatus } from '../contract.ts';
 import type { TaskStore } from '../store/interface.ts';
 import type { Agent } from '../tasks/agent.ts';
+import { approvalsInSight } from '../tasks/threads.ts';
 import type { ServiceHealth } from './pages.ts';
 
 // What the console's Overview shows: each part's state (the agent-server with its model endpoint and name, the
@@ -35,13 +36,19 @@ export async function attempt<T>(
   }
 }
 
-export async function loadOverview(deps: OverviewDeps, gateway: ServiceEndpoint) {
+/** `owner`: the tasks counted and listed are theirs only; `visible`: the approvals of these users only. */
+export async function loadOverview(
+  deps: OverviewDeps,
+  gateway: ServiceEndpoint,
+  scope: { owner?: string; visible?: readonly string[] } = {},
+) {
+  const { owner, visible } = scope;
   const [gatewayHealth, toolsets, counts, approvals, failures] = await Promise.all([
     attempt(callRoute(gateway, gatewayRoutes.health)),
     attempt(callRoute(gateway, gatewayRoutes.listToolsets)),
-    attempt(deps.store.countTasks()),
-    attempt(deps.agent.pendingApprovals()),
-    attempt(deps.store.recentTasks(8, { status: 'failed' })),
+    attempt(deps.store.countTasks(owner)),
+    attempt(deps.agent.pendingApprovals().then((all) => approvalsInSight(deps.store, all, visible))),
+    attempt(deps.store.recentTasks(8, { status: 'failed', ...(owner ? { owner } : {}) })),
   ]);
   const services: ServiceHealth[] = [
     agentHealth(deps),

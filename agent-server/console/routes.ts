@@ -3,13 +3,13 @@ import { html } from 'hono/html';
 import { z } from 'zod';
 import { HttpError } from '../../lib/http/http.ts';
 import { callRoute, errorOf, type ServiceEndpoint } from '../../lib/http/http-client.ts';
-import { callerOf } from '../../lib/http/security.ts';
+import { callerOf, visibleUsers } from '../../lib/http/security.ts';
 import { AUDIT_KINDS, AuditSearch, gatewayRoutes } from '../../mcp-gateway/contract.ts';
 import type { ModelHealth } from '../clients/model.ts';
 import { TaskStatus, ThreadId } from '../contract.ts';
 import type { TaskStore } from '../store/interface.ts';
 import type { Agent } from '../tasks/agent.ts';
-import { threadDetail, threadView, visibleThread } from '../tasks/threads.ts';
+import { approvalsInSight, ownerOfTask, threadDetail, threadView, visibleThread } from '../tasks/threads.ts';
 import { installActions } from './actions.ts';
 import { approvalsPage } from './approvals-page.ts';
 import { AUDIT_PAGE, auditPage } from './audit-page.ts';
@@ -116,12 +116,22 @@ function pageOf(viewOf: ViewOf) {
   };
 }
 
+/**
+ * What a login made with a user's key sees of the tasks: their own (an operator's key: everyone's). Other logins
+ * (the services' tokens) see every task, as they always have.
+ */
+function ownOnly(c: Context): { owner?: string } {
+  const caller = callerOf(c);
+  return c.get('consoleLogin')?.user && !caller.all ? { owner: caller.owner } : {};
+}
+
 /** The pages: Overview, Toolsets, Tasks and a task, Approvals, Run. */
 function installPages(app: Hono, deps: ConsoleDeps, viewOf: ViewOf, page: Page): void {
   const { store, agent } = deps;
   app.get('/console/', async (c) => {
     const view = viewOf(c);
-    return page(c, 'Overview', 'overview', overviewPage(await loadOverview(deps, view.gateway)));
+    const scope = { owner: ownOnly(c).owner, visible: await visibleUsers(c) };
+    return page(c, 'Overview', 'overview', overviewPage(await loadOverview(deps, view.gateway, scope)));
   });
 
   app.get('/console/toolsets', async (c) => {
@@ -155,13 +165,14 @@ function installPages(app: Hono, deps: ConsoleDeps, viewOf: ViewOf, page: Page):
       goal: query.goal || undefined,
       after: query.after || undefined,
     };
-    const tasks = await store.recentTasks(TASK_PAGE, filter);
+    const tasks = await store.recentTasks(TASK_PAGE, { ...filter, ...ownOnly(c) });
     return page(c, 'Tasks', 'tasks', tasksPage(tasks, filter, TaskStatus.options));
   });
 
   app.get('/console/tasks/:id', async (c) => {
     const task = await store.getTask(c.req.param('id').slice(0, 64));
-    if (!task)
+    const owner = ownOnly(c).owner;
+    if (!task || (owner !== undefined && (await ownerOfTask(store, task.task_id)) !== owner))
       throw new HttpError(404, `No task ${c.req.param('id').slice(0, 64)}; /console/tasks lists them`);
     return page(c, `Task ${task.task_id}`, 'tasks', taskPage(task, viewOf(c).can));
   });
@@ -170,7 +181,7 @@ function installPages(app: Hono, deps: ConsoleDeps, viewOf: ViewOf, page: Page):
     const view = viewOf(c);
     // The decisions are the gateway's record (who decided, when, why): the newest first.
     const [pending, history] = await Promise.all([
-      agent.pendingApprovals(),
+      agent.pendingApprovals().then(async (all) => approvalsInSight(store, all, await visibleUsers(c))),
       attempt(callRoute(view.gateway, gatewayRoutes.listApprovals, { query: { limit: '100' } })),
     ]);
     const decided = history.ok ? history.value : { error: history.error };

@@ -3,6 +3,7 @@ import type { Context } from 'hono';
 import { deleteCookie, setCookie } from 'hono/cookie';
 import type { ServiceEndpoint } from '../../lib/http/http-client.ts';
 import type { ConsoleDoor, ConsoleLogin, Role, Security } from '../../lib/http/security.ts';
+import type { IdentityStore, KeyHolder } from '../../lib/identity/store.ts';
 import type { TaskStore } from '../store/interface.ts';
 import { tokenChecks } from './token-checks.ts';
 
@@ -74,11 +75,14 @@ export function cookieName(c: Context): string {
 function consoleDoor(
   store: TaskStore,
   stillHeld: (role: string, token: string) => Promise<boolean>,
+  holderOf: (token: string) => Promise<KeyHolder | undefined>,
+  identity: IdentityStore | undefined,
 ): ConsoleDoor {
   return {
     prefix: CONSOLE_PREFIX,
     cookieOf: cookieName,
     loginPath: LOGIN_PATH,
+    ...(identity ? { identity } : {}),
     open: new Set([
       `GET ${LOGIN_PATH}`,
       `POST ${LOGIN_PATH}`,
@@ -101,12 +105,14 @@ function consoleDoor(
         await store.dropLogin(id);
         return undefined;
       }
+      const user = await holderOf(token);
       return {
         role: row.role === 'admin' ? 'user' : (row.role as Role),
         consoleRole: row.role as Role,
         credential: row.id_hash,
         csrf: createHmac('sha256', secret).update('csrf').digest('base64url'),
         token,
+        ...(user ? { user } : {}),
       };
     },
   };
@@ -115,8 +121,8 @@ function consoleDoor(
 /** The console's logins: the door lib/http/security.ts lets them in by, and logging in and out. */
 export function createLogins(deps: LoginDeps) {
   const { store } = deps;
-  const { roleOf, stillHeld } = tokenChecks(deps);
-  const door = consoleDoor(store, stillHeld);
+  const { roleOf, stillHeld, holderOf } = tokenChecks(deps);
+  const door = consoleDoor(store, stillHeld, holderOf, deps.security.identity?.store);
 
   /** A new login for `token` as `role`: its secret (the cookie's value). */
   async function open(role: Role, token: string): Promise<string> {

@@ -1,6 +1,8 @@
 import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http/http-client.ts';
 import { HttpError } from '../../lib/http/http-error.ts';
 import { type Role, type Security, tokenMatches } from '../../lib/http/security.ts';
+import type { KeyRole } from '../../lib/identity/keys.ts';
+import type { KeyHolder } from '../../lib/identity/store.ts';
 import { gatewayRoutes } from '../../mcp-gateway/contract.ts';
 
 // Which role a console login's token opens, and whether it still opens it: this service's own tokens are
@@ -12,6 +14,17 @@ export interface TokenCheckDeps {
   gateway: ServiceEndpoint;
 }
 
+/**
+ * The console role of a user's key: a viewer reads, a runner or approver runs tasks and decides (what the gateway
+ * lets their key decide), an operator operates. What they see is their own work (lib/http/security.ts).
+ */
+const CONSOLE_ROLE: Record<KeyRole, Role> = {
+  viewer: 'viewer',
+  runner: 'user',
+  approver: 'user',
+  operator: 'admin',
+};
+
 /** The role a token logs in as (`roleOf`), and whether a login's token is still its role's (`stillHeld`). */
 export function tokenChecks(deps: TokenCheckDeps) {
   /**
@@ -19,6 +32,8 @@ export function tokenChecks(deps: TokenCheckDeps) {
    * else the operator's when the gateway accepts it on an operator-only route. Anything else is refused.
    */
   async function roleOf(token: string): Promise<Role> {
+    const key = await keyRole(token);
+    if (key) return key;
     const own = deps.security.tokens.find((t) => tokenMatches(token, t.token));
     if (own && (own.role === 'user' || own.role === 'viewer')) return own.role;
     // A gateway that answers its operator's route without any token would vouch for any string.
@@ -35,6 +50,14 @@ export function tokenChecks(deps: TokenCheckDeps) {
       'That token does not open the console: log in with VIEWER_TOKEN (read only), AGENT_API_TOKEN (run tasks, ' +
         'decide approvals) or GATEWAY_ADMIN_TOKEN (everything); the command toolshift token <role> prints each',
     );
+  }
+
+  /** The console role a user's key logs in as; undefined for a token that is not shaped as a key; 401 if refused. */
+  async function keyRole(token: string): Promise<Role | undefined> {
+    const check = await deps.security.identity?.store.checkKey(token);
+    if (!check) return undefined;
+    if ('refused' in check) throw new HttpError(401, check.refused);
+    return CONSOLE_ROLE[check.holder.role];
   }
 
   /** Whether the gateway answers its operator-only route with `token` (or with none). */
@@ -58,6 +81,8 @@ export function tokenChecks(deps: TokenCheckDeps) {
    * neither let in nor ended.
    */
   async function stillHeld(role: string, token: string): Promise<boolean> {
+    const check = await deps.security.identity?.store.checkKey(token);
+    if (check) return 'holder' in check && CONSOLE_ROLE[check.holder.role] === role;
     if (role !== 'admin') {
       return deps.security.tokens.some((t) => t.role === role && tokenMatches(token, t.token));
     }
@@ -75,5 +100,11 @@ export function tokenChecks(deps: TokenCheckDeps) {
     }
   }
 
-  return { roleOf, stillHeld };
+  /** Who holds `token` when it is a user's key that holds (undefined otherwise). */
+  async function holderOf(token: string): Promise<KeyHolder | undefined> {
+    const check = await deps.security.identity?.store.checkKey(token);
+    return check && 'holder' in check ? check.holder : undefined;
+  }
+
+  return { roleOf, stillHeld, holderOf };
 }

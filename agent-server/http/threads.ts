@@ -4,7 +4,7 @@ import { callerOf } from '../../lib/http/security.ts';
 import { agentRoutes as routes } from '../contract.ts';
 import type { TaskStore } from '../store/interface.ts';
 import type { Agent } from '../tasks/agent.ts';
-import { threadDetail, threadView, titleOf, visibleThread } from '../tasks/threads.ts';
+import { checkSession, threadDetail, threadView, titleOf, visibleThread } from '../tasks/threads.ts';
 
 // Threads as the API serves them: made, listed (the caller's own; the operator's all), read with their turns,
 // deleted with their tasks. Another credential's thread answers as a missing one does (404).
@@ -13,6 +13,7 @@ export function installThreadRoutes(app: Hono, store: TaskStore, agent: Agent): 
   route(app, routes.createThread, async (c, { body }) => {
     const caller = callerOf(c);
     if (body.webhook) await agent.checkWebhook(body.webhook.url);
+    if (body.session_id !== undefined) await checkSession(store, body.session_id, caller);
     const thread = {
       thread_id: `thr_${crypto.randomUUID()}`,
       session_id: body.session_id ?? `ses_${crypto.randomUUID()}`,

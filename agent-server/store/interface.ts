@@ -154,6 +154,8 @@ export interface TaskStore {
   /** Records a thread with no task yet. */
   createThread(thread: Omit<StoredThread, 'updated_at'>): Promise<void>;
   getThread(threadId: string): Promise<StoredThread | undefined>;
+  /** Who owns the threads that act in gateway session `sessionId` (a few at most). */
+  sessionOwners(sessionId: string): Promise<string[]>;
   /** Threads, newest first: `owner`'s (null: everyone's), after thread `after`. */
   listThreads(owner: string | null, limit: number, after?: string): Promise<StoredThread[]>;
   /** A thread's last `limit` tasks in order, and how many it has. */
@@ -259,8 +261,8 @@ export interface TaskStore {
   events(taskId: string, after?: number): Promise<TaskEvent[]>;
   /** The newest tasks first; with a filter, those in a status, whose goal holds some text, older than a task. */
   recentTasks(limit: number, filter?: TaskFilter): Promise<Task[]>;
-  /** How many tasks are in each status (statuses with none are absent). */
-  countTasks(): Promise<Partial<Record<TaskStatus, number>>>;
+  /** How many tasks are in each status (statuses with none are absent); of `owner`'s threads when given. */
+  countTasks(owner?: string): Promise<Partial<Record<TaskStatus, number>>>;
   /** Stores a console login or a one-time login code (agent-server/console/sessions.ts). */
   saveLogin(login: StoredLogin): Promise<void>;
   /** The unexpired console session whose secret hashes to `idHash`. */

@@ -1,6 +1,8 @@
+import type { ExpressionBuilder } from 'kysely';
 import type { Task } from '../contract.ts';
 import { type StoreContext, TASK_COLUMNS } from './context.ts';
 import { likePattern, type TaskFilter, type TaskRow, type TaskStore, toTask } from './interface.ts';
+import type { AgentDatabase } from './schema.ts';
 
 // Tasks' rows as clients read them: one task (after its own writes), the newest ones with a filter, counts.
 
@@ -27,21 +29,7 @@ export function taskReads(c: StoreContext): TaskReads {
         .select(TASK_COLUMNS)
         .$if(!!filter.status, (q) => q.where('status', '=', filter.status as Task['status']))
         .$if(!!filter.goal, (q) => q.where(c.hooks.goalLike(likePattern(filter.goal as string))))
-        .$if(filter.owner !== undefined, (q) =>
-          q.where((eb) =>
-            eb.or([
-              eb('thread_id', 'is', null),
-              eb(
-                'thread_id',
-                'in',
-                eb
-                  .selectFrom('threads')
-                  .select('threads.thread_id')
-                  .where('owner', '=', filter.owner as string),
-              ),
-            ]),
-          ),
-        )
+        .$if(filter.owner !== undefined, (q) => q.where((eb) => ownedBy(eb, filter.owner as string)))
         .$if(!!filter.after, (q) =>
           q.where(
             (eb) => eb.refTuple('created_at', 'n'),
@@ -59,14 +47,28 @@ export function taskReads(c: StoreContext): TaskReads {
         .execute();
       return rows.map((r) => toTask(r as TaskRow));
     },
-    async countTasks() {
+    async countTasks(owner) {
       await listed();
       const rows = await db
         .selectFrom('tasks')
         .select(['status', (eb) => eb.fn.countAll<number | string>().as('n')])
+        .$if(owner !== undefined, (q) => q.where((eb) => ownedBy(eb, owner as string)))
         .groupBy('status')
         .execute();
       return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
     },
   };
+}
+
+/**
+ * Tasks of `owner`'s threads; for a token's owner also those recorded before threads (whose owner no one
+ * knows), never for a user's (`user:<id>`): a person sees only what is theirs.
+ */
+function ownedBy(eb: ExpressionBuilder<AgentDatabase, 'tasks'>, owner: string) {
+  const theirs = eb(
+    'thread_id',
+    'in',
+    eb.selectFrom('threads').select('threads.thread_id').where('owner', '=', owner),
+  );
+  return owner.startsWith('user:') ? theirs : eb.or([eb('thread_id', 'is', null), theirs]);
 }

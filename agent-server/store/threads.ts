@@ -13,6 +13,7 @@ type ThreadMethods = Pick<
   TaskStore,
   | 'createThread'
   | 'getThread'
+  | 'sessionOwners'
   | 'listThreads'
   | 'threadTurns'
   | 'threadTranscripts'
@@ -56,6 +57,16 @@ function threadReads(c: StoreContext) {
         .where('thread_id', '=', threadId)
         .executeTakeFirst();
       return row ? toThread(row) : undefined;
+    },
+    async sessionOwners(sessionId) {
+      const rows = await db
+        .selectFrom('threads')
+        .select('owner')
+        .distinct()
+        .where('session_id', '=', sessionId)
+        .limit(16)
+        .execute();
+      return rows.map((r) => r.owner);
     },
     // Newest first, keyset pages by (created_at, thread_id): a key that does not change, so a page never
     // skips or repeats a thread continued meanwhile.

@@ -32,6 +32,40 @@ export async function visibleThread(
   return thread;
 }
 
+/**
+ * Refuses a session another owner's threads act in: a new thread of `caller` may name a session of their own
+ * threads, or a new one, never another's (its toolsets, its approvals and its pending calls are that owner's).
+ */
+export async function checkSession(store: TaskStore, sessionId: string, caller: Caller): Promise<void> {
+  if (caller.all) return;
+  const owners = await store.sessionOwners(sessionId);
+  if (owners.some((o) => o !== caller.owner)) {
+    throw new HttpError(
+      409,
+      `session_id ${sessionId} is not one of your threads' sessions: continue one of your threads ` +
+        '(thread_id), or leave session_id out for a new session',
+    );
+  }
+}
+
+/** The owner of a task's thread (undefined: no such task, or one recorded before threads). */
+export async function ownerOfTask(store: TaskStore, taskId: string): Promise<string | undefined> {
+  const task = await store.getTask(taskId);
+  return task?.thread_id ? (await store.getThread(task.thread_id))?.owner : undefined;
+}
+
+/** Of `approvals`, those of tasks whose owner is in `visible` (undefined: all of them). */
+export async function approvalsInSight<A extends { task_id: string }>(
+  store: TaskStore,
+  approvals: A[],
+  visible: readonly string[] | undefined,
+): Promise<A[]> {
+  if (!visible) return approvals;
+  const owners = new Map<string, string>();
+  for (const a of approvals) owners.set(a.task_id, (await ownerOfTask(store, a.task_id)) ?? '');
+  return approvals.filter((a) => visible.includes(owners.get(a.task_id) ?? ''));
+}
+
 /** What a new task gets from its thread: the thread, the session it acts in, the webhook its end goes to. */
 export interface TaskThreadPlan {
   thread: TaskThread;
@@ -55,6 +89,7 @@ export async function planThread(
 ): Promise<TaskThreadPlan> {
   const { webhook } = req;
   if (req.thread_id === undefined) {
+    if (req.session_id !== undefined) await checkSession(store, req.session_id, caller);
     const made = { owner: caller.owner, title: titleOf(goal), webhook: webhook ?? null };
     return {
       thread: { id: `thr_${randomUUID()}`, made },

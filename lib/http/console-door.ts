@@ -1,5 +1,6 @@
 import type { Context } from 'hono';
 import { getCookie } from 'hono/cookie';
+import type { IdentityStore, KeyHolder } from '../identity/store.ts';
 import type { Role } from './contract.ts';
 import { HttpError } from './http-error.ts';
 import { tokenMatches } from './token-match.ts';
@@ -25,6 +26,8 @@ export interface ConsoleLogin {
    * again by what outlives its request's check: an event stream.
    */
   holds?: () => Promise<boolean>;
+  /** Who logged in with their own key (lib/identity): they see their own work. */
+  user?: KeyHolder;
 }
 
 /**
@@ -41,6 +44,8 @@ export interface ConsoleDoor {
   open: ReadonlySet<string>;
   /** Where a browser without a login asking for a console page is sent. */
   loginPath: string;
+  /** Where the limits of a login made with a user's key are counted. */
+  identity?: IdentityStore;
 }
 
 const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -104,7 +109,9 @@ export async function consoleEntry(c: Context, door: ConsoleDoor): Promise<boole
       role: login.role,
       variable: `a console login (${login.role})`,
       credential: login.credential,
+      ...(login.user ? { user: login.user } : {}),
     });
+    if (login.user && door.identity) c.set('identity', door.identity);
     const opened = secret as string;
     c.set('consoleLogin', { ...login, holds: async () => (await door.resolve(opened)) !== undefined });
     return true;

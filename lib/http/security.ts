@@ -204,6 +204,7 @@ export function healthDetail(c: Context): boolean {
  */
 export function callerOf(c: Context): { owner: string; all: boolean } {
   const login = c.get('consoleLogin');
+  if (login?.user) return { owner: `user:${login.user.user.id}`, all: login.user.role === 'operator' };
   if (login) {
     return { owner: digest(login.token).toString('base64url'), all: login.consoleRole === 'admin' };
   }

@@ -98,7 +98,10 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
     /** Whether an approved, unused approval of exactly this request exists (without spending it). */
     approved: async (s: ApprovalSubject): Promise<boolean> => {
       await expire(q);
-      return (await q.find(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved')) !== undefined;
+      return (
+        (await q.find(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved', s.for_user)) !==
+        undefined
+      );
     },
     /**
      * Spends an approved, unused approval of each request, all or none: the approvals, or null when one has
@@ -111,7 +114,14 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
           await expire(tx);
           const spent: Approval[] = [];
           for (const s of subjects) {
-            const row = await tx.find(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved');
+            const row = await tx.find(
+              s.session_id,
+              s.kind,
+              s.subject,
+              hashOf(s.arguments),
+              'approved',
+              s.for_user,
+            );
             if (!row || !(await tx.spend(row.id))) throw none;
             spent.push(show({ ...row, status: 'used' }));
           }
@@ -127,7 +137,7 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
       q.transaction(async (tx) => {
         await expire(tx);
         const hash = hashOf(s.arguments);
-        const existing = await tx.find(s.session_id, s.kind, s.subject, hash, 'pending');
+        const existing = await tx.find(s.session_id, s.kind, s.subject, hash, 'pending', s.for_user);
         if (existing) return show(existing);
         const id = `apr_${randomBytes(12).toString('base64url')}`;
         await tx.insert({
@@ -143,7 +153,8 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
           for_user: s.for_user ?? null,
         });
         // Another gateway on the same database may have asked the same a moment before: that one stands.
-        const row = (await tx.get(id)) ?? (await tx.find(s.session_id, s.kind, s.subject, hash, 'pending'));
+        const row =
+          (await tx.get(id)) ?? (await tx.find(s.session_id, s.kind, s.subject, hash, 'pending', s.for_user));
         return show(row as ApprovalRow);
       }),
     /** Decides a pending approval; null when it does not exist, or the current row when it was not pending. */

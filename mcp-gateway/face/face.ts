@@ -59,7 +59,9 @@ function credentialOf(c: Context): string | null {
 async function readMessage(c: Context): Promise<{ request: Request; parsedBody?: unknown }> {
   const raw = c.req.raw;
   if (raw.method !== 'POST') return { request: raw };
-  const text = await bodyText(c, MCP_MAX_BODY_BYTES);
+  // Without a byte-order mark, as the SDK reads a body (the UTF-8 decode of the Fetch standard drops one): what is
+  // counted and checked here is exactly what the SDK would run, never text only it can parse.
+  const text = (await bodyText(c, MCP_MAX_BODY_BYTES)).replace(/^\uFEFF/, '');
   try {
     const parsedBody = parseJson(text);
     return { request: new Request(raw.url, { method: 'POST', headers: raw.headers }), parsedBody };

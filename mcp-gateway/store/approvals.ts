@@ -31,10 +31,14 @@ function approvalStatements(db: Db) {
         .where('status', '=', 'pending')
         .where('created_at', '<', a.before),
     ),
+    // Of the same user's work (`user`: '' for nobody's): one user never meets another's approval.
     find: statement(
       db,
-      ['session', 'kind', 'subject', 'hash', 'status'],
-      (k, a: { session: string; kind: string; subject: string; hash: string; status: string }) =>
+      ['session', 'kind', 'subject', 'hash', 'status', 'user'],
+      (
+        k,
+        a: { session: string; kind: string; subject: string; hash: string; status: string; user: string },
+      ) =>
         k
           .selectFrom('approvals')
           .selectAll()
@@ -43,6 +47,7 @@ function approvalStatements(db: Db) {
           .where('subject', '=', a.subject)
           .where('args_hash', '=', a.hash)
           .where('status', '=', a.status)
+          .where(sql<string>`COALESCE(for_user, '')`, '=', a.user)
           .orderBy('created_at')
           .limit(1),
     ),
@@ -66,8 +71,8 @@ export function approvalQueries(db: Db): ApprovalQueries {
     async expire(timeoutMs, before) {
       await q.expire(x, { timeout: timeoutMs, before });
     },
-    async find(session, kind, subject, hash, status) {
-      const [r] = (await q.find(x, { session, kind, subject, hash, status })).rows;
+    async find(session, kind, subject, hash, status, forUser) {
+      const [r] = (await q.find(x, { session, kind, subject, hash, status, user: forUser ?? '' })).rows;
       return r && row(r);
     },
     async insert(r) {

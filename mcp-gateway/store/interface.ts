@@ -86,6 +86,8 @@ export interface ApprovalQueries {
     subject: string,
     hash: string,
     status: ApprovalRow['status'],
+    /** Whose work it is (null or absent: nobody's). */
+    forUser?: string | null,
   ): Promise<ApprovalRow | undefined>;
   /** Inserts a pending approval unless one of the same request is pending already. */
   insert(

@@ -98,6 +98,13 @@ function forUser(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
       .on('approvals')
       .columns(['for_user', 'created_at'])
       .execute();
+    // One pending approval of a request per session and user: two users' same call in one session (a fixed
+    // view's, shared by every client) are two approvals, each decided and spent by its own user's.
+    await sql`DROP INDEX IF EXISTS approvals_one_pending`.execute(db);
+    await sql`CREATE UNIQUE INDEX approvals_one_pending
+      ON approvals (session_id, kind, subject, args_hash, (COALESCE(for_user, ''))) WHERE status = 'pending'`.execute(
+      db,
+    );
   });
 }
 

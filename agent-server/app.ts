@@ -16,7 +16,7 @@ import type { Metrics } from '../lib/telemetry/metrics.ts';
 import type { ModelHealth } from './clients/model.ts';
 import { installConsole } from './console/routes.ts';
 import type { Logins } from './console/sessions.ts';
-import type { PendingApproval, Task } from './contract.ts';
+import type { Task } from './contract.ts';
 import * as contract from './contract.ts';
 import { agentRoutes as routes } from './contract.ts';
 import { ModelNotConfiguredError } from './errors.ts';

@@ -5,9 +5,9 @@ import { startRetention } from '../lib/db/retention.ts';
 import { writableDataDir } from '../lib/db/sqlite.ts';
 import { securityFor } from '../lib/http/security.ts';
 import { type Listening, listen } from '../lib/http/serve.ts';
-import { openIdentity, teamCeilingOf } from '../lib/identity/store.ts';
+import { type IdentityStore, openIdentity, teamCeilingOf } from '../lib/identity/store.ts';
 import { createLogger, type Logger } from '../lib/telemetry/log.ts';
-import { createMetrics } from '../lib/telemetry/metrics.ts';
+import { createMetrics, type Metrics } from '../lib/telemetry/metrics.ts';
 import { createTokenCounter } from '../lib/telemetry/tokens.ts';
 import { startServiceTracing } from '../lib/telemetry/trace-setup.ts';
 import { createGatewayApp } from './app.ts';
@@ -77,23 +77,7 @@ export async function startGateway(
       await state.close();
     },
   );
-  // Loaded now (about a second, once per thread) so the first activation does not wait for it.
-  const tokens = createTokenCounter(config.tokenizer);
-  tokens.text('warm');
-  const toolTokenBudget = config.gateway.toolTokenBudget;
-  const gateway = instrumentGateway(
-    createGateway({
-      ceiling,
-      callKeys,
-      catalog,
-      store,
-      log,
-      tokens,
-      toolTokenBudget,
-      teamCeiling: teamCeilingOf(identity.store),
-    }),
-    metrics,
-  );
+  const gateway = rulesOf(config, { ceiling, callKeys, catalog, store, log }, identity.store, metrics);
   const prompts = createPromptCatalog(config.gateway.promptsDir);
   for (const warning of prompts.warnings()) log.warn({ warning }, 'a prompt file is skipped');
   const policyError = ceiling.policy().error;
@@ -135,6 +119,21 @@ export async function startGateway(
       await tracing?.shutdown();
     },
   };
+}
+
+/** The gateway's rules over its parts, measured, the teams' ceilings applied. */
+function rulesOf(
+  config: Config,
+  parts: Pick<Parameters<typeof createGateway>[0], 'ceiling' | 'callKeys' | 'catalog' | 'store' | 'log'>,
+  identity: IdentityStore,
+  metrics: Metrics,
+) {
+  // Loaded now (about a second, once per thread) so the first activation does not wait for it.
+  const tokens = createTokenCounter(config.tokenizer);
+  tokens.text('warm');
+  const toolTokenBudget = config.gateway.toolTokenBudget;
+  const teamCeiling = teamCeilingOf(identity);
+  return instrumentGateway(createGateway({ ...parts, tokens, toolTokenBudget, teamCeiling }), metrics);
 }
 
 /** The native backends: the tool-server, with its token when one is set. */

@@ -80,28 +80,31 @@ const hashOf = (args: Record<string, unknown> | undefined) =>
     .update(canonical(args ?? {}))
     .digest('hex');
 
+/** An approval as the API shows it: its times as ISO text, when it expires, its arguments parsed. */
+const shown = (r: ApprovalRow, timeoutMs: number): Approval => ({
+  ...r,
+  arguments: r.arguments === null ? null : JSON.parse(r.arguments),
+  created_at: new Date(r.created_at).toISOString(),
+  expires_at: new Date(r.created_at + timeoutMs).toISOString(),
+  decided_at: r.decided_at == null ? null : new Date(Number(r.decided_at)).toISOString(),
+});
+
 /**
  * Approvals over `q`, whichever database answers it. Each step is one short transaction of its own statements
  * (expiring the overdue ones first, so what is read is current).
  */
 export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now?: () => number }) {
   const now = opts.now ?? Date.now;
-  const show = (r: ApprovalRow): Approval => ({
-    ...r,
-    arguments: r.arguments === null ? null : JSON.parse(r.arguments),
-    created_at: new Date(r.created_at).toISOString(),
-    expires_at: new Date(r.created_at + opts.timeoutMs).toISOString(),
-    decided_at: r.decided_at == null ? null : new Date(Number(r.decided_at)).toISOString(),
-  });
+  const show = (r: ApprovalRow) => shown(r, opts.timeoutMs);
   const expire = (on: ApprovalQueries) => on.expire(opts.timeoutMs, now() - opts.timeoutMs);
+  /** The approval of exactly this request, of this user's work, in `status`. */
+  const find = (on: ApprovalQueries, s: ApprovalSubject, status: ApprovalRow['status']) =>
+    on.find(s.session_id, s.kind, s.subject, hashOf(s.arguments), status, s.for_user);
   return {
     /** Whether an approved, unused approval of exactly this request exists (without spending it). */
     approved: async (s: ApprovalSubject): Promise<boolean> => {
       await expire(q);
-      return (
-        (await q.find(s.session_id, s.kind, s.subject, hashOf(s.arguments), 'approved', s.for_user)) !==
-        undefined
-      );
+      return (await find(q, s, 'approved')) !== undefined;
     },
     /**
      * Spends an approved, unused approval of each request, all or none: the approvals, or null when one has
@@ -114,14 +117,7 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
           await expire(tx);
           const spent: Approval[] = [];
           for (const s of subjects) {
-            const row = await tx.find(
-              s.session_id,
-              s.kind,
-              s.subject,
-              hashOf(s.arguments),
-              'approved',
-              s.for_user,
-            );
+            const row = await find(tx, s, 'approved');
             if (!row || !(await tx.spend(row.id))) throw none;
             spent.push(show({ ...row, status: 'used' }));
           }
@@ -137,7 +133,7 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
       q.transaction(async (tx) => {
         await expire(tx);
         const hash = hashOf(s.arguments);
-        const existing = await tx.find(s.session_id, s.kind, s.subject, hash, 'pending', s.for_user);
+        const existing = await find(tx, s, 'pending');
         if (existing) return show(existing);
         const id = `apr_${randomBytes(12).toString('base64url')}`;
         await tx.insert({
@@ -153,8 +149,7 @@ export function approvalStore(q: ApprovalQueries, opts: { timeoutMs: number; now
           for_user: s.for_user ?? null,
         });
         // Another gateway on the same database may have asked the same a moment before: that one stands.
-        const row =
-          (await tx.get(id)) ?? (await tx.find(s.session_id, s.kind, s.subject, hash, 'pending', s.for_user));
+        const row = (await tx.get(id)) ?? (await find(tx, s, 'pending'));
         return show(row as ApprovalRow);
       }),
     /** Decides a pending approval; null when it does not exist, or the current row when it was not pending. */

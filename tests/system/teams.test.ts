@@ -99,7 +99,9 @@ describe('teams on a running daemon', () => {
     const ceiling = await cli('teams', 'disable', 'eng', 'web_tools', 'git_tools');
     expect(ceiling.stdout).toBe('team eng may not use: git_tools, web_tools\n');
     expect((await cli('teams', 'list')).stdout).toMatch(/may not use: git_tools, web_tools/);
-    expect((await cli('teams', 'enable', 'eng', 'web_tools', 'git_tools')).stdout).toMatch(/nothing disabled/);
+    expect((await cli('teams', 'enable', 'eng', 'web_tools', 'git_tools')).stdout).toMatch(
+      /nothing disabled/,
+    );
     // Bad input says what is valid.
     const bad = await cli('keys', 'create', '--user', 'alice', '--role', 'boss');
     expect(bad.code).toBe(1);

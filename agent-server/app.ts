@@ -119,11 +119,11 @@ function installTaskRoutes(app: Hono, deps: AgentAppDeps): void {
     if (!agent.modelConfigured) throw new HttpError(503, new ModelNotConfiguredError().message);
     // A user's limits: its model tokens of the day left, and one more task this hour (429 past either).
     await refuseIfSpent(c, 'model_tokens_per_day');
-    await chargeCaller(c, 'tasks_per_hour');
+    const giveBack = await chargeCaller(c, 'tasks_per_hour');
     // The task runs apart from this request: a client that goes away does not stop it. One refused (a thread
     // not the caller's, a queue full) was not a task: its count is given back.
     const started = await agent.start(body, callerOf(c)).catch(async (err: unknown) => {
-      await chargeCaller(c, 'tasks_per_hour', -1);
+      await giveBack();
       throw err;
     });
     if (body.wait === false || prefersAsync(c.req.header('prefer'))) {

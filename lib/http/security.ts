@@ -194,7 +194,10 @@ async function userKey(
  * of the service's tokens, or on a service that has none. Without a token /health says only whether it is up.
  */
 export function healthDetail(c: Context): boolean {
-  return c.get('principal') !== undefined;
+  const principal = c.get('principal');
+  // A user's key (not an operator's) reads whether the service is up, not its upstreams' stderr.
+  if (principal && 'user' in principal && principal.user && principal.user.role !== 'operator') return false;
+  return principal !== undefined;
 }
 
 /**
@@ -219,10 +222,15 @@ export function callerOf(c: Context): { owner: string; all: boolean } {
  * Counts one of `limit` against the limits of the user whose key made the request (theirs and their teams'):
  * past one, 429 with Retry-After naming the limit and whose it is. A request with a service token counts nothing.
  */
-export async function chargeCaller(c: Context, limit: LimitName, amount = 1): Promise<void> {
+export async function chargeCaller(c: Context, limit: LimitName, amount = 1): Promise<() => Promise<void>> {
   const principal = c.get('principal');
   const user = principal && 'user' in principal ? principal.user : undefined;
-  if (user) await c.get('identity').charge(user.subjects, limit, amount);
+  if (!user) return async () => {};
+  const identity = c.get('identity');
+  const at = Date.now();
+  await identity.charge(user.subjects, limit, amount, at);
+  // What gives it back, in the window it was counted in, should what it was for not happen.
+  return () => identity.giveBack(user.subjects, limit, amount, at);
 }
 
 /** Refuses (429) a request of a user who spent all of `limit` in its window (model tokens, known after use). */

@@ -60,7 +60,7 @@ export function serviceRoles(service: KeyService, role: KeyRole): Role[] {
 
 /** Parses `30d`, `12h`, `90m` (or a whole number of days) into milliseconds; undefined when malformed. */
 export function parseDuration(text: string): number | undefined {
-  const m = /^(\d{1,5})([dhm]?)$/.exec(text.trim());
+  const m = /^([1-9]\d{0,4})([dhm]?)$/.exec(text.trim());
   if (!m) return undefined;
   const n = Number(m[1]);
   const unit = { d: 86_400_000, h: 3_600_000, m: 60_000, '': 86_400_000 }[m[2] as 'd' | 'h' | 'm' | ''];

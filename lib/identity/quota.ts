@@ -1,3 +1,4 @@
+import { HttpError } from '../http/http-error.ts';
 import type { LimitSubject } from './limits.ts';
 import type { IdentityStore } from './store.ts';
 
@@ -18,10 +19,20 @@ export interface Quota {
 export async function quotaOf(store: IdentityStore, owner: string): Promise<Quota | undefined> {
   if (!owner.startsWith('user:')) return undefined;
   const subjects: LimitSubject[] = await store.subjectsOf(owner.slice('user:'.length));
+  // A user removed since their task was recorded: it does nothing more on their behalf.
+  if (subjects.length === 0) return removed();
   if (subjects.every((s) => Object.keys(s.limits).length === 0)) return undefined;
   return {
     beforeModel: () => store.refuseIfSpent(subjects, 'model_tokens_per_day'),
     afterModel: (tokens) => store.add(subjects, 'model_tokens_per_day', tokens),
     beforeToolCall: () => store.charge(subjects, 'tool_calls_per_minute'),
   };
+}
+
+/** The quota of a task whose user was removed: every model and tool call refused, saying why. */
+function removed(): Quota {
+  const refuse = async () => {
+    throw new HttpError(403, 'the user this task runs for was removed: it goes no further');
+  };
+  return { beforeModel: refuse, afterModel: async () => {}, beforeToolCall: refuse };
 }

@@ -114,9 +114,11 @@ export class IdentityStore {
   /** Counts one (or `amount`) of `limit` for each subject, all or none; LimitReached past one's limit. */
   async charge(subjects: readonly LimitSubject[], limit: LimitName, amount = 1, now = Date.now()) {
     if (subjects.every((s) => s.limits[limit] === undefined)) return;
-    // A negative amount gives back what was counted for something that did not happen.
-    if (amount < 0) return usage.add(await this.#db(), subjects, limit, amount, now);
     await usage.charge(await this.#db(), subjects, limit, amount, now);
+  }
+  /** Gives back what `charge` counted at `now` for something that did not happen (in that window, never below 0). */
+  async giveBack(subjects: readonly LimitSubject[], limit: LimitName, amount: number, now: number) {
+    await usage.giveBack(await this.#db(), subjects, limit, amount, now);
   }
   /** Counts what was used already (model tokens), past the limit or not. */
   async add(subjects: readonly LimitSubject[], limit: LimitName, amount: number, now = Date.now()) {

@@ -44,6 +44,25 @@ export async function charge(
   });
 }
 
+/** Gives back `amount` counted at `now` for something that did not happen: never below zero, never a new row. */
+export async function giveBack(
+  db: Db,
+  subjects: readonly LimitSubject[],
+  limit: LimitName,
+  amount: number,
+  now: number,
+): Promise<void> {
+  const keys = limitedBy(subjects, limit).map((s) => s.key);
+  if (keys.length === 0 || amount <= 0) return;
+  await db
+    .updateTable('identity_usage')
+    .set({ n: sql`CASE WHEN n > ${amount} THEN n - ${amount} ELSE 0 END` })
+    .where('name', '=', limit)
+    .where('window_start', '=', windowStart(limit, now))
+    .where('subject', 'in', keys)
+    .execute();
+}
+
 /** Counts what was used already (a model call's tokens, known after it), past the limit or not. */
 export async function add(
   db: Db,
@@ -52,7 +71,7 @@ export async function add(
   amount: number,
   now: number,
 ): Promise<void> {
-  if (amount === 0) return;
+  if (amount <= 0) return;
   const start = windowStart(limit, now);
   for (const s of limitedBy(subjects, limit)) {
     await db

@@ -1,5 +1,5 @@
 import type { Hono } from 'hono';
-import { route } from '../../lib/http/http.ts';
+import { HttpError, route } from '../../lib/http/http.ts';
 import { parseDuration } from '../../lib/identity/keys.ts';
 import type { IdentityStore } from '../../lib/identity/store.ts';
 import { identityRoutes as routes } from '../contract.ts';
@@ -20,6 +20,9 @@ export function identityAdminRoutes(app: Hono, identity: IdentityStore): void {
   route(app, routes.listKeys, async (c, { query }) => c.json({ keys: await identity.keys(query.user) }));
   route(app, routes.createKey, async (c, { body }) => {
     const expiresInMs = body.expires_in === undefined ? undefined : parseDuration(body.expires_in);
+    if (body.expires_in !== undefined && expiresInMs === undefined) {
+      throw new HttpError(400, `expires_in ${body.expires_in} is not a time: give 30d, 12h or 90m`);
+    }
     const made = await identity.createKey({
       user: body.user,
       role: body.role,

@@ -63,7 +63,10 @@ export const CreateKeyRequest = z.strictObject({
   /** How long until it expires: `30d`, `12h`, `90m`; absent: never. */
   expires_in: z
     .string()
-    .regex(/^\d{1,5}[dhm]$/, 'expires_in is a number of days, hours or minutes: 30d, 12h, 90m')
+    .regex(
+      /^[1-9]\d{0,4}[dhm]$/,
+      'expires_in is a whole number (1 or more) of days, hours or minutes: 30d, 12h, 90m',
+    )
     .optional(),
   label: boundedString(200).optional(),
 });

@@ -106,6 +106,9 @@ describe('teams on a running daemon', () => {
     const bad = await cli('keys', 'create', '--user', 'alice', '--role', 'boss');
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/viewer, runner, approver or operator/);
+    const never = await cli('keys', 'create', '--user', 'alice', '--role', 'runner', '--expires', '0d');
+    expect(never.code).toBe(1);
+    expect(never.stderr).toMatch(/expires_in is a whole number \(1 or more\)/);
   });
 
   it("each user runs tasks with their own key and sees only their own; the operator's key sees all", async () => {
@@ -130,6 +133,14 @@ describe('teams on a running daemon', () => {
       (t: any) => t.thread_id,
     );
     expect(threads).toEqual([b.body.thread_id]);
+    // Nor act in Bob's thread's session by naming it for a new thread of hers.
+    const squat = await fetch(`${urls['agent-server']}/agent/execute_task`, {
+      method: 'POST',
+      headers: as(keys.alice),
+      body: JSON.stringify({ goal: 'squat', session_id: b.body.session_id }),
+    });
+    expect(squat.status).toBe(409);
+    expect((await squat.json()).error).toMatch(/is not one of your threads' sessions/);
     // Alice's key cannot go on in Bob's thread either.
     const into = await fetch(`${urls['agent-server']}/agent/execute_task`, {
       method: 'POST',
@@ -152,6 +163,36 @@ describe('teams on a running daemon', () => {
     expect(past.body).toMatchObject({ code: 'limit_reached', limit: 'tasks_per_hour', subject: 'team eng' });
     // The operator, in no team, is not held by it.
     expect((await run(keys.olga, 'olga runs')).body.status).toBe('completed');
+  });
+
+  it('a user logs in to the console with their key and sees their own tasks there', async () => {
+    const base = urls['agent-server'];
+    const login = await fetch(`${base}/console/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: base, 'sec-fetch-site': 'same-origin' },
+      body: JSON.stringify({ token: keys.bob }),
+    });
+    expect(login.status, await login.clone().text()).toBe(200);
+    const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0];
+    const page = async (p: string) => {
+      const res = await fetch(`${base}${p}`, { headers: { cookie }, redirect: 'manual' });
+      return { status: res.status, text: await res.text() };
+    };
+    const tasks = await page('/console/tasks');
+    expect(tasks.status).toBe(200);
+    expect(tasks.text).toContain('bob asks');
+    expect(tasks.text).not.toContain('alice asks');
+    const mine = (await (await fetch(`${base}/agent/tasks`, { headers: as(keys.bob) })).json()).tasks;
+    expect((await page(`/console/tasks/${mine[0].task_id}`)).status).toBe(200);
+    const all = (await (await fetch(`${base}/agent/tasks`, { headers: as(keys.olga) })).json()).tasks;
+    const hers = all.find((t: any) => t.goal === 'alice asks');
+    expect((await page(`/console/tasks/${hers.task_id}`)).status).toBe(404);
+    const bad = await fetch(`${base}/console/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: base, 'sec-fetch-site': 'same-origin' },
+      body: JSON.stringify({ token: `${keys.bob.slice(0, 15)}${'x'.repeat(43)}` }),
+    });
+    expect(bad.status).toBe(401);
   });
 
   it("a user's key reaches the MCP face; the admin routes stay the operator's", async () => {

@@ -60,6 +60,23 @@ it("ends a task once its owner's model tokens of the day are spent, naming the l
   }
 });
 
+it('stops the tasks of a user who was removed: their quota refuses every further call, saying why', async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'quota-'));
+  dirs.push(dir);
+  const identity = new IdentityStore(sqliteDb<IdentityDatabase>(openDatabase(path.join(dir, 'identity.db'))));
+  try {
+    const gone = await identity.addUser({ name: 'gone' });
+    await identity.removeUser('gone');
+    const quota = await quotaOf(identity, `user:${gone.id}`);
+    await expect(quota?.beforeModel()).rejects.toThrow(/the user this task runs for was removed/);
+    await expect(quota?.beforeToolCall()).rejects.toThrow(/was removed/);
+    // A token's task, or a user with no limits, has none.
+    expect(await quotaOf(identity, 'local')).toBeUndefined();
+  } finally {
+    await identity.close();
+  }
+});
+
 it('waits out the minute when a tool call is past its limit, told as limit_wait, then runs the call', async () => {
   let refused = 0;
   const quota: Quota = {

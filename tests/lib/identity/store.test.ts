@@ -53,11 +53,14 @@ describe.each(backends)('the identity store on $name', (backend) => {
       await expect(store.addUser({ name: 'Bad Name' })).rejects.toThrow(/lower-case letters/);
       await expect(store.addUser({ name: 'bob', teams: ['nope'] })).rejects.toThrow(/no team "nope"/);
       const made = await store.createKey({ user: 'alice', role: 'runner', expiresInMs: 86_400_000 });
+      // The secret: the key after `tsk_<id>_` (base64url, which may hold '_' itself).
+      const secret = made.key.slice(`tsk_${made.id}_`.length);
+      expect(secret).toHaveLength(43);
       expect(made.key).toMatch(new RegExp(`^tsk_${made.id}_`));
       expect(made.expires_at).not.toBeNull();
       const listed = await store.keys('alice');
       expect(listed).toHaveLength(1);
-      expect(JSON.stringify(listed)).not.toContain(made.key.split('_')[2]);
+      expect(JSON.stringify(listed)).not.toContain(secret);
       if (place.file) {
         // Nothing of the secret on disk: the file (and its WAL) hold only the hash.
         await store.close();
@@ -66,7 +69,7 @@ describe.each(backends)('the identity store on $name', (backend) => {
           (b) => b.toString('latin1'),
           () => '',
         );
-        expect(bytes + wal).not.toContain(made.key.split('_')[2]);
+        expect(bytes + wal).not.toContain(secret);
         expect(bytes + wal).toContain(made.id);
       }
     } finally {
@@ -172,6 +175,19 @@ describe.each(backends)('the identity store on $name', (backend) => {
       await expect(two.refuseIfSpent(eve2.subjects, 'model_tokens_per_day', now)).rejects.toThrow(
         /user eve reached the limit model_tokens_per_day \(1000\)/,
       );
+      // Given back in the window it was counted in, never below zero: a refund in the next window adds nothing.
+      await one.addUser({ name: 'fay', limits: { tasks_per_hour: 2 } });
+      const fay = await holder('fay', one);
+      const [h1, h2] = [now + 3_600_000, now + 7_200_000];
+      await one.charge(fay.subjects, 'tasks_per_hour', 1, h1);
+      await one.giveBack(fay.subjects, 'tasks_per_hour', 1, h1);
+      await one.giveBack(fay.subjects, 'tasks_per_hour', 5, h2);
+      for (const at of [h1, h2]) {
+        await one.charge(fay.subjects, 'tasks_per_hour', 2, at);
+        await expect(one.charge(fay.subjects, 'tasks_per_hour', 1, at)).rejects.toThrow(
+          /user fay reached the limit tasks_per_hour \(2\)/,
+        );
+      }
       expect(await one.pruneUsage(now + 2 * 86_400_000)).toBeGreaterThan(0);
       await one.refuseIfSpent(eve2.subjects, 'model_tokens_per_day', now);
     } finally {

@@ -120,7 +120,15 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
     register(app, spec, async (c, input) => {
       for (const part of [input.body, input.query]) {
         const id = (part as { session_id?: unknown } | undefined)?.session_id;
-        if (typeof id === 'string') await deps.face.claimSession(c, id);
+        if (typeof id !== 'string') continue;
+        // A person's key (not the operator's) names none of the agent's sessions: theirs are on the agent-server.
+        if (!id.startsWith('mcp_') && (await visibleUsers(c)) !== undefined) {
+          throw new HttpError(
+            400,
+            "A user's key names no session here but its own MCP handles; a task's session is read on the agent-server",
+          );
+        }
+        await deps.face.claimSession(c, id);
       }
       return handler(c, input);
     });

@@ -1,8 +1,12 @@
+import { HttpError } from '../http/http-error.ts';
 import type { Db } from './people.ts';
 import { needTeam } from './people.ts';
 
 // A team's ceiling: toolsets its members may not use, inside the operator's (a toolset the operator disabled is
 // disabled for everyone; a team can only take more away). Kept as a JSON list on the team's row.
+
+/** The most toolsets one team may disable (a catalog of a few hundred is large). */
+const MAX_DISABLED = 512;
 
 const listOf = (text: string | null): string[] => {
   if (!text) return [];
@@ -19,6 +23,12 @@ export async function setTeamToolsets(db: Db, team: string, ids: readonly string
     else now.delete(id);
   }
   const list = [...now].sort();
+  if (list.length > MAX_DISABLED) {
+    throw new HttpError(
+      400,
+      `a team disables at most ${MAX_DISABLED} toolsets (this would make ${list.length})`,
+    );
+  }
   await db
     .updateTable('identity_teams')
     .set({ disabled_toolsets: list.length > 0 ? JSON.stringify(list) : null })

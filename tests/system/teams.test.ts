@@ -228,6 +228,12 @@ describe('teams on a running daemon', () => {
     expect((await audit(keys.olga)).some((r) => r.for_user === hers[0].for_user)).toBe(true);
     const admin = await fetch(`${urls['mcp-gateway']}/mcp/admin/users`, { headers: as(keys.alice) });
     expect(admin.status).toBe(403);
+    // The agent's sessions are not read through the gateway with a user's key.
+    const session = await fetch(`${urls['mcp-gateway']}/mcp/admin/toolsets?session_id=default`, {
+      headers: as(keys.alice),
+    });
+    expect(session.status).toBe(400);
+    expect((await fetch(`${urls['mcp-gateway']}/mcp/admin/toolsets`, { headers: as(keys.alice) })).status).toBe(200);
     const asOperator = await fetch(`${urls['mcp-gateway']}/mcp/admin/users`, { headers: as(keys.olga) });
     expect(asOperator.status).toBe(200);
     // Counts of everyone's work are the operator's: /metrics refuses a user's key on both services.

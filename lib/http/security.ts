@@ -242,8 +242,9 @@ export async function refuseIfSpent(c: Context, limit: LimitName): Promise<void>
 
 /**
  * Whose work a user's key may see and act on (owners as threads, approvals and audit rows record them,
- * `user:<id>`): their own; an approver's also their teammates'. Undefined for everyone's: an operator's key, a
- * service token or a console login (what those see is decided as before).
+ * `user:<id>`), by the key itself or a console login made with it: their own; an approver's also their
+ * teammates'. Undefined for everyone's: an operator's key, a service token or a console login made with one (what
+ * those see is decided as before).
  */
 export async function visibleUsers(c: Context): Promise<readonly string[] | undefined> {
   const principal = c.get('principal');

@@ -73,6 +73,8 @@ Usage:
   toolshift teams limits TEAM [limits]   --tasks-per-hour N --tokens-per-day N --tool-calls-per-minute N
   toolshift teams disable|enable TEAM TOOLSET...   the team's ceiling: toolsets its members may not use
                                          (inside the operator's: a toolset disabled for all stays so)
+  toolshift teams policy TEAM FILE|none  the team's policy overlay: rules in POLICY_FILE's YAML, on top of
+                                         the operator's policy (a rule only makes it stricter: ask, deny)
 Sends GATEWAY_ADMIN_TOKEN.
 ${EXIT_CODES}`,
   run: `toolshift run — run a task and show what the agent does while it does it

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { callRoute, type ServiceEndpoint } from '../lib/http/http-client.ts';
 import { gatewayRoutes as routes } from '../mcp-gateway/contract.ts';
 import { type CliIo, EXIT, UsageError } from './io.ts';
@@ -209,6 +210,8 @@ export async function teamsCommand(args: string[], flags: PeopleFlags, gateway: 
       );
       return EXIT.ok;
     }
+    case 'policy':
+      return teamPolicy(team(), user, flags, gateway, io);
     case 'limits': {
       const t = await callRoute(gateway, routes.setTeamLimits, {
         params: { name: team() },
@@ -223,4 +226,26 @@ export async function teamsCommand(args: string[], flags: PeopleFlags, gateway: 
         'teams',
       );
   }
+}
+
+/** `teams policy TEAM FILE`: the team's policy overlay from a YAML file (the policy file's form); `none` takes it away. */
+async function teamPolicy(
+  team: string,
+  file: string | undefined,
+  flags: PeopleFlags,
+  gateway: ServiceEndpoint,
+  io: CliIo,
+) {
+  const path = need(file, 'the policy file (toolshift teams policy TEAM FILE, or none)', 'teams');
+  const policy = path === 'none' ? null : await readFile(path, 'utf8');
+  const t = await callRoute(gateway, routes.setTeamPolicy, { params: { name: team }, body: { policy } });
+  print(
+    io,
+    flags,
+    t,
+    t.policy === null
+      ? `team ${t.name} has no policy of its own`
+      : `team ${t.name}'s policy set from ${path}`,
+  );
+  return EXIT.ok;
 }

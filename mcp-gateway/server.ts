@@ -20,6 +20,7 @@ import { createPromptCatalog, type PromptCatalog } from './catalog/prompts.ts';
 import { toolsetVariables } from './catalog/toolset-files.ts';
 import { approvalStore } from './ceiling/approvals.ts';
 import { createCeiling } from './ceiling/ceiling.ts';
+import { teamPoliciesOf } from './ceiling/team-policy.ts';
 import { createGateway } from './core/gateway.ts';
 import type { Gateway } from './core/interface.ts';
 import { instrumentGateway } from './core/metrics.ts';
@@ -70,6 +71,7 @@ export async function startGateway(
         approvals,
         limits: config.gateway.limits,
         audit: (entry) => store.audit(entry, currentActor()),
+        teamPolicies: teamPoliciesOf(identity.store),
       }),
     async () => {
       await catalog.close();

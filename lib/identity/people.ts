@@ -25,6 +25,8 @@ export interface Team {
   members: string[];
   /** The toolsets its members may not use (its ceiling, inside the operator's). */
   disabled_toolsets: string[];
+  /** Its policy overlay (YAML rules applied on top of the operator's policy), or null. */
+  policy: string | null;
   created_at: string;
 }
 
@@ -176,6 +178,7 @@ export async function listTeams(db: Db): Promise<Team[]> {
     limits: limitsOf(r.limits),
     members: members.filter((m) => m.team_id === r.id).map((m) => m.name),
     disabled_toolsets: r.disabled_toolsets ? (JSON.parse(r.disabled_toolsets) as string[]) : [],
+    policy: r.policy,
     created_at: r.created_at,
   }));
 }

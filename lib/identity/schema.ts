@@ -27,6 +27,8 @@ export interface IdentityDatabase {
     name: string;
     limits: string | null;
     disabled_toolsets: ColumnType<string | null, string | null | undefined, string | null>;
+    /** Its policy overlay: rules in the operator's policy file's YAML, applied on top of it (null: none). */
+    policy: ColumnType<string | null, string | null | undefined, string | null>;
     created_at: string;
   };
   identity_members: { team_id: string; user_id: string };
@@ -54,6 +56,9 @@ export function identityMigrations(): Record<string, Migration> {
     '001_users_keys_teams': { up: usersKeysTeams },
     '002_team_ceiling': {
       up: (db) => db.schema.alterTable('identity_teams').addColumn('disabled_toolsets', 'text').execute(),
+    },
+    '003_team_policy': {
+      up: (db) => db.schema.alterTable('identity_teams').addColumn('policy', 'text').execute(),
     },
   };
 }

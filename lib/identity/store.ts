@@ -17,7 +17,7 @@ import type { LimitName, LimitSubject } from './limits.ts';
 import type { LimitsChange } from './people.ts';
 import * as people from './people.ts';
 import { IDENTITY_COMPONENT, type IdentityDatabase, identityMigrations } from './schema.ts';
-import { setTeamToolsets, toolsetsDisabledFor } from './team-toolsets.ts';
+import { setTeamPolicy, setTeamToolsets, teamPoliciesFor, toolsetsDisabledFor } from './team-toolsets.ts';
 import * as usage from './usage.ts';
 
 export type { Team, User } from './people.ts';
@@ -138,6 +138,15 @@ export class IdentityStore {
   async setTeamToolsets(team: string, ids: readonly string[], disabled: boolean): Promise<people.Team> {
     await setTeamToolsets(await this.#db(), team, ids, disabled);
     return (await this.team(team)) as people.Team;
+  }
+  /** Sets a team's policy overlay (YAML text the gateway checked), or takes it away (null). */
+  async setTeamPolicy(team: string, text: string | null): Promise<people.Team> {
+    await setTeamPolicy(await this.#db(), team, text);
+    return (await this.team(team)) as people.Team;
+  }
+  /** The policy overlays of user `id`'s teams. */
+  async teamPoliciesFor(id: string): Promise<{ team: string; text: string }[]> {
+    return teamPoliciesFor(await this.#db(), id);
   }
   /** The toolsets user `id`'s teams disabled, each with the team that did. */
   async toolsetsDisabledFor(id: string): Promise<Map<string, string>> {

@@ -2,6 +2,7 @@ import type { Hono } from 'hono';
 import { HttpError, route } from '../../lib/http/http.ts';
 import { parseDuration } from '../../lib/identity/keys.ts';
 import type { IdentityStore } from '../../lib/identity/store.ts';
+import { PolicyError, parsePolicy } from '../ceiling/policy.ts';
 import { identityRoutes as routes } from '../contract.ts';
 
 // The operator's people on the gateway's admin API: users, their keys, teams and limits (lib/identity keeps them,
@@ -46,6 +47,17 @@ export function identityAdminRoutes(app: Hono, identity: IdentityStore): void {
   route(app, routes.setTeamToolsets, async (c, { params, body }) => {
     await identity.setTeamToolsets(params.name, body.enable ?? [], false);
     return c.json(await identity.setTeamToolsets(params.name, body.disable ?? [], true));
+  });
+  route(app, routes.setTeamPolicy, async (c, { params, body }) => {
+    if (body.policy !== null) {
+      try {
+        parsePolicy(body.policy, `team ${params.name}'s policy`);
+      } catch (err) {
+        if (err instanceof PolicyError) throw new HttpError(400, err.message);
+        throw err;
+      }
+    }
+    return c.json(await identity.setTeamPolicy(params.name, body.policy));
   });
   route(app, routes.addMember, async (c, { params }) =>
     c.json(await identity.setMember(params.name, params.user, true)),

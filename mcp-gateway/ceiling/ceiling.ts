@@ -3,7 +3,14 @@ import { Refusal } from '../refusals.ts';
 import type { AuditEntry } from '../store/audit.ts';
 import type { ApprovalStore, ApprovalSubject } from './approvals.ts';
 import { type Limits, sessionLimits } from './limits.ts';
-import { denyAllPolicy, loadPolicy, type Policy, PolicyError } from './policy.ts';
+import {
+  denyAllPolicy,
+  loadPolicy,
+  type Policy,
+  PolicyError,
+  type PolicySubject,
+  type Verdict,
+} from './policy.ts';
 import { requireApprovals } from './require-approvals.ts';
 
 export type { Limits };
@@ -20,6 +27,8 @@ export interface CeilingOptions {
   limits: Limits;
   audit: (entry: AuditEntry) => void;
   now?: () => number;
+  /** The policy overlays of the teams of user `forUser` (`user:<id>`), applied on top of the policy file. */
+  teamPolicies?: (forUser: string) => Promise<readonly { team: string; policy: Policy }[]>;
 }
 
 /** The ceiling of one gateway. */
@@ -135,14 +144,14 @@ async function checkCall(
   args: Record<string, unknown>,
 ): Promise<void> {
   st.limits.call(sessionId);
-  const verdict = st.policy.decide({
+  const verdict = await verdictOf(st, {
     on: 'call',
     tool: tool.name,
     toolset: tool.toolset,
     annotations: tool.annotations,
   });
   if (verdict.decision === 'deny') {
-    const message = `Denied by the operator's policy: ${tool.name} may not be called (${verdict.reason})`;
+    const message = `Denied by ${verdict.by}: ${tool.name} may not be called (${verdict.reason})`;
     st.opts.audit({ session_id: sessionId, kind: 'call', subject: tool.name, ok: false, detail: message });
     throw new Refusal('denied', message);
   }
@@ -167,14 +176,33 @@ async function checkCall(
   }
 }
 
+const STRICTNESS: Record<Verdict['decision'], number> = { allow: 0, ask: 1, deny: 2 };
+
+/**
+ * The verdict on `subject`: the operator's policy's, made stricter (never looser) by the policy overlays of the
+ * teams of the user whose work the request is; `by` names whose policy gave it.
+ */
+async function verdictOf(st: CeilingState, subject: PolicySubject): Promise<Verdict & { by: string }> {
+  let verdict = { ...st.policy.decide(subject), by: "the operator's policy" };
+  const forUser = currentActor().for_user;
+  if (verdict.decision === 'deny' || !forUser || !st.opts.teamPolicies) return verdict;
+  for (const { team, policy } of await st.opts.teamPolicies(forUser)) {
+    const theirs = policy.decide(subject);
+    if (STRICTNESS[theirs.decision] > STRICTNESS[verdict.decision]) {
+      verdict = { ...theirs, by: `team ${team}'s policy` };
+    }
+  }
+  return verdict;
+}
+
 async function checkActivation(st: CeilingState, sessionId: string, ids: readonly string[]): Promise<void> {
   const { task_id: taskId, for_user } = currentActor();
   const count = st.limits.activations(sessionId, taskId, ids);
   const asks: ApprovalSubject[] = [];
   for (const id of ids) {
-    const verdict = st.policy.decide({ on: 'activate', toolset: id });
+    const verdict = await verdictOf(st, { on: 'activate', toolset: id });
     if (verdict.decision === 'deny') {
-      const message = `Denied by the operator's policy: toolset ${id} may not be activated (${verdict.reason})`;
+      const message = `Denied by ${verdict.by}: toolset ${id} may not be activated (${verdict.reason})`;
       st.opts.audit({ session_id: sessionId, kind: 'activate', subject: id, ok: false, detail: message });
       throw new Refusal('denied', message);
     }

@@ -36,6 +36,8 @@ export const TeamInfo = z.object({
   members: z.array(z.string()),
   /** The toolsets its members may not use: the team's ceiling, inside the operator's. */
   disabled_toolsets: z.array(z.string()),
+  /** Its policy overlay: rules in the policy file's YAML, applied on top of the operator's (null: none). */
+  policy: z.string().nullable(),
   created_at: z.string(),
 });
 
@@ -73,6 +75,8 @@ export const CreateKeyRequest = z.strictObject({
 
 export const AddTeamRequest = z.strictObject({ name: PersonName, limits: UsageLimits.optional() });
 export const LimitsRequest = z.strictObject({ limits: UsageLimits });
+/** A team's policy overlay as YAML text (the operator's policy file's form), or null to take it away. */
+export const TeamPolicyRequest = z.strictObject({ policy: boundedString(64 * 1024).nullable() });
 const ToolsetIds = boundedList(ToolsetId, LIMITS.ids);
 export const TeamToolsetsRequest = z
   .strictObject({ disable: ToolsetIds.optional(), enable: ToolsetIds.optional() })
@@ -184,6 +188,16 @@ export const identityRoutes = {
       "Disables toolsets for a team's members, or lifts that (the team's ceiling, inside the operator's)",
     params: named,
     body: TeamToolsetsRequest,
+    responses: { 200: TeamInfo, ...refused },
+  },
+  setTeamPolicy: {
+    method: 'put',
+    path: '/mcp/admin/teams/{name}/policy',
+    roles: admin,
+    summary:
+      "Sets a team's policy overlay: rules in the policy file's YAML, on top of the operator's (stricter only)",
+    params: named,
+    body: TeamPolicyRequest,
     responses: { 200: TeamInfo, ...refused },
   },
   addMember: {

@@ -24,6 +24,7 @@ import { createPromptCatalog } from '../../mcp-gateway/catalog/prompts.ts';
 import { toolsetVariables } from '../../mcp-gateway/catalog/toolset-files.ts';
 import { approvalStore } from '../../mcp-gateway/ceiling/approvals.ts';
 import { createCeiling, type Limits } from '../../mcp-gateway/ceiling/ceiling.ts';
+import { teamPoliciesOf } from '../../mcp-gateway/ceiling/team-policy.ts';
 import { createGateway } from '../../mcp-gateway/core/gateway.ts';
 import { createMcpFace } from '../../mcp-gateway/face/face.ts';
 import { handleStore } from '../../mcp-gateway/face/handles.ts';
@@ -252,20 +253,21 @@ export async function makeStack(opts: StackOptions = {}) {
   if (opts.policy) await writeFile(policyFile, opts.policy);
   const approvalOptions = { timeoutMs: opts.approvalTimeoutMs ?? 600_000, now: opts.now };
   const approvals = approvalStore(gatewayState.approvals, approvalOptions);
-  const ceiling = createCeiling({
-    policyFile,
-    approvals,
-    limits: { callsPerMinute: 1000, activationsPerTask: 100, ...opts.limits },
-    audit: (entry) => gatewayStore.audit(entry, currentActor()),
-    now: opts.now,
-  });
-  const { callKeys } = gatewayState;
   // As the services' server.ts wire it (identity: false leaves it out): keys taken beside the tokens, one
   // store for both, and the teams' ceilings.
   const identity =
     opts.identity !== false
       ? new IdentityStore(sqliteDb(openDatabase(path.join(dataDir, 'identity.db'))))
       : undefined;
+  const ceiling = createCeiling({
+    policyFile,
+    approvals,
+    limits: { callsPerMinute: 1000, activationsPerTask: 100, ...opts.limits },
+    audit: (entry) => gatewayStore.audit(entry, currentActor()),
+    now: opts.now,
+    teamPolicies: identity && teamPoliciesOf(identity),
+  });
+  const { callKeys } = gatewayState;
   const gateway = createGateway({
     catalog,
     store: gatewayStore,

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
@@ -102,6 +102,11 @@ describe('teams on a running daemon', () => {
     expect((await cli('teams', 'enable', 'eng', 'web_tools', 'git_tools')).stdout).toMatch(
       /nothing disabled/,
     );
+    // The team's policy overlay from a file, and taken away.
+    const file = path.join(tmp, 'eng-policy.yaml');
+    await writeFile(file, 'rules:\n  - { tool: write_file, decision: ask }\n');
+    expect((await cli('teams', 'policy', 'eng', file)).stdout).toBe(`team eng's policy set from ${file}\n`);
+    expect((await cli('teams', 'policy', 'eng', 'none')).stdout).toBe('team eng has no policy of its own\n');
     // Bad input says what is valid.
     const bad = await cli('keys', 'create', '--user', 'alice', '--role', 'boss');
     expect(bad.code).toBe(1);
@@ -233,7 +238,9 @@ describe('teams on a running daemon', () => {
       headers: as(keys.alice),
     });
     expect(session.status).toBe(400);
-    expect((await fetch(`${urls['mcp-gateway']}/mcp/admin/toolsets`, { headers: as(keys.alice) })).status).toBe(200);
+    expect(
+      (await fetch(`${urls['mcp-gateway']}/mcp/admin/toolsets`, { headers: as(keys.alice) })).status,
+    ).toBe(200);
     const asOperator = await fetch(`${urls['mcp-gateway']}/mcp/admin/users`, { headers: as(keys.olga) });
     expect(asOperator.status).toBe(200);
     // Counts of everyone's work are the operator's: /metrics refuses a user's key on both services.

@@ -76,6 +76,51 @@ describe("a team's ceiling", () => {
     expect(token.toolsets_used).toContain('fs_write');
   });
 
+  it("applies a team's policy overlay to its members only, stricter than the operator's, never looser", async () => {
+    const teamPolicy = (policy: string | null) =>
+      s.put(s.gatewayApp, '/mcp/admin/teams/ops/policy', { policy }, admin);
+    const bad = await teamPolicy('rules:\n  - { tool: write_file, decision: maybe }\n');
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatch(/team ops's policy/);
+    const set = await teamPolicy(
+      'default: allow\nrules:\n  - { tool: write_file, decision: deny, reason: ops writes nothing }\n',
+    );
+    expect(set.status).toBe(200);
+    expect(set.body.policy).toMatch(/ops writes nothing/);
+    // Bob (ops): his write is denied by his team's policy (read at most every two seconds); the operator's allows
+    // it, and the token's task is no team's.
+    await expect
+      .poll(async () => (await run(`Bearer ${keys.bob}`)).final_answer, { timeout: 10_000, interval: 500 })
+      .toMatch(/Denied by team ops's policy: write_file may not be called \(ops writes nothing\)/);
+    const token = await run('Bearer user-token');
+    expect(token.toolsets_used).toContain('fs_write');
+  });
+
+  it("applies a team's policy overlay to its members only, stricter than the operator's, never looser", async () => {
+    const teamPolicy = (policy: string | null) =>
+      s.put(s.gatewayApp, '/mcp/admin/teams/ops/policy', { policy }, admin);
+    const bad = await teamPolicy('rules:\n  - { tool: write_file, decision: maybe }\n');
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatch(/team ops's policy/);
+    const set = await teamPolicy(
+      'default: allow\nrules:\n  - { tool: write_file, decision: deny, reason: ops writes nothing }\n',
+    );
+    expect(set.status).toBe(200);
+    expect(set.body.policy).toMatch(/ops writes nothing/);
+    // Bob (ops): his write is denied by his team's policy; the operator's allows it, and Alice's team has none.
+    const bob = await run(`Bearer ${keys.bob}`);
+    expect(bob.final_answer).toMatch(
+      /Denied by team ops's policy: write_file may not be called \(ops writes nothing\)/,
+    );
+    const token = await run('Bearer user-token');
+    expect(token.final_answer).not.toMatch(/Denied/);
+    expect((await run(`Bearer ${keys.alice}`)).final_answer).not.toMatch(/Denied by team/);
+    expect((await teamPolicy(null)).body.policy).toBeNull();
+    await expect
+      .poll(async () => (await run(`Bearer ${keys.bob}`)).final_answer, { timeout: 10_000, interval: 500 })
+      .not.toMatch(/Denied/);
+  });
+
   it('lets the member use it again once lifted', async () => {
     const res = await s.put(s.gatewayApp, '/mcp/admin/teams/eng/toolsets', { enable: ['fs_write'] }, admin);
     expect(res.body.disabled_toolsets).toEqual([]);

@@ -104,7 +104,7 @@ export async function startGateway(
     'mcp-gateway listening',
   );
   const retention = startRetention(
-    gatewayRetentionRules(config.retention, { store, approvals, handles, callKeys }),
+    gatewayRetentionRules(config.retention, { store, approvals, handles, callKeys, usage: identity.store }),
     { intervalMs: config.retention.intervalMs, log },
   );
   return {

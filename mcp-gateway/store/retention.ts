@@ -17,9 +17,11 @@ export function gatewayRetentionRules(
     /** The handles' rules (face/handles.ts): a sweep takes the handles' sessions with them. */
     handles: { sweep(): Promise<number> };
     callKeys?: CallKeyQueries;
+    /** The users' limits' counts (lib/identity): a window's row is of no use once it ended. */
+    usage?: { pruneUsage(before: number): Promise<number> };
   },
 ): RetentionRule[] {
-  const { store, approvals, handles, callKeys } = stores;
+  const { store, approvals, handles, callKeys, usage } = stores;
   const iso = (now: number, ms: number) => new Date(now - ms).toISOString();
   const rules: RetentionRule[] = [];
   if (keep.auditMs > 0)
@@ -37,5 +39,10 @@ export function gatewayRetentionRules(
   // A call's key answers its repeats for as long as its task is kept (a task may wait days for a human).
   if (callKeys && keep.taskMs > 0)
     rules.push({ name: 'call_keys', step: (limit, now) => callKeys.prune(now - keep.taskMs, limit) });
+  // The longest window is a day: a count that started two days ago is over (all such rows in one statement).
+  if (usage)
+    rules.push({ name: 'identity_usage', step: (_limit, now) => usage.pruneUsage(now - 2 * DAY_MS) });
   return rules;
 }
+
+const DAY_MS = 86_400_000;

@@ -1,4 +1,5 @@
 import { EnvSchema } from './config.ts';
+import { SIGN_IN_SETTINGS } from './sign-in.ts';
 
 // What each setting means, grouped by the part of the daemon that reads it: the source of the configuration
 // reference (docs/configuration.md) and of .env.example, both written by `npm run config:docs` and checked
@@ -295,6 +296,7 @@ export const SETTING_GROUPS: Group[] = [
       OTEL_SDK_DISABLED: { doc: '`true` turns traces off whatever else is set' },
     },
   },
+  SIGN_IN_SETTINGS,
   {
     title: 'Outside the schema: `npm start` and the CLI',
     settings: {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { TOKENIZERS } from '../telemetry/tokens.ts';
 import { SAMPLERS } from '../telemetry/tracing.ts';
+import { SIGN_IN_ENV } from './sign-in.ts';
 
 // Every environment variable toolshift reads, with its check and default (lib/config/config.ts turns it into the
 // services' configuration; lib/config/config-docs.ts describes each one for docs/configuration.md and .env.example).
@@ -45,6 +46,7 @@ const otlpProtocol = z
 const retentionDays = z.coerce.number().min(0).max(36_500).default(30);
 
 export const EnvSchema = z.object({
+  ...SIGN_IN_ENV,
   HOST: z.string().default('127.0.0.1'),
   AGENT_PORT: port(8000),
   GATEWAY_PORT: port(8080),

@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import type { TracingSettings } from '../telemetry/tracing.ts';
 import { EnvSchema } from './config-schema.ts';
 import { installationDir, userDataDir } from './installation.ts';
+import { signInSettings } from './sign-in.ts';
 
 // Every setting of every service, read once from the environment (and `.env` if present) and validated,
 // so a typo in a port or a root fails at start with the variable's name, not later with a stack trace.
@@ -88,6 +89,8 @@ export function loadConfig(env: Record<string, string | undefined> = readEnv()) 
       viewerToken: e.VIEWER_TOKEN,
       sessionMs: Math.round(e.CONSOLE_SESSION_H * 3_600_000),
     },
+    /** Signing in with an identity provider: the console's OpenID Connect sign-in, /mcp's OAuth, who is let in. */
+    signIn: signInSettings(e),
     gateway: gatewaySettings(e, local, dataDir),
     tools: toolsSettings(e, local, dataDir),
     dataDir,

@@ -148,6 +148,33 @@ export async function checkKey(
   };
 }
 
+/**
+ * The holder a request acting for user `uid` without a key is (an access token of the MCP endpoint's
+ * authorization server): `via` stands where a key's id would, in messages and the audit.
+ */
+export async function holderOf(
+  db: Db,
+  uid: string,
+  role: KeyRole,
+  via: string,
+): Promise<KeyHolder | undefined> {
+  const row = await db
+    .selectFrom('identity_users')
+    .select(['id', 'name', 'limits'])
+    .where('id', '=', uid)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  const teams = await teamsOf(db, uid);
+  const user = { id: row.id, name: row.name };
+  return {
+    keyId: via,
+    role,
+    user,
+    subjects: subjects(user, row.limits, teams),
+    teams: teams.map((t) => t.id),
+  };
+}
+
 const teamsOf = (db: Db, uid: string) =>
   db
     .selectFrom('identity_members as m')

@@ -79,7 +79,7 @@ export async function addUser(
   const row = {
     id: newId('usr'),
     name: u.name,
-    email: u.email ?? null,
+    email: u.email?.toLowerCase() ?? null,
     limits: limitsText(u.limits),
     created_at: new Date().toISOString(),
   };

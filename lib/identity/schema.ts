@@ -44,6 +44,11 @@ export interface IdentityDatabase {
     last_used_at: NullableInt8;
     revoked_at: NullableInt8;
   };
+  /**
+   * A person as an identity provider knows them (its issuer and their `sub`), and the user they sign in as. Kept
+   * when the user is removed: their sign-in is then refused, not a new user made.
+   */
+  identity_sign_ins: { issuer: string; subject: string; user_id: string; created_at: string };
   /** How much of a limit a user or team (`subject`) used in the window that starts at `window_start`. */
   identity_usage: { subject: string; name: string; window_start: Int8; n: Int8 };
 }
@@ -59,6 +64,18 @@ export function identityMigrations(): Record<string, Migration> {
     },
     '003_team_policy': {
       up: (db) => db.schema.alterTable('identity_teams').addColumn('policy', 'text').execute(),
+    },
+    '004_sign_ins': {
+      up: (db) =>
+        db.schema
+          .createTable('identity_sign_ins')
+          .ifNotExists()
+          .addColumn('issuer', 'text', (c) => c.notNull())
+          .addColumn('subject', 'text', (c) => c.notNull())
+          .addColumn('user_id', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('identity_sign_ins_pk', ['issuer', 'subject'])
+          .execute(),
     },
   };
 }

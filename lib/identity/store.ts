@@ -1,10 +1,12 @@
 import path from 'node:path';
+import type { SignInRule } from '../config/sign-in.ts';
 import { migrate, postgresDbTracked, type StoreDb, sqliteDb } from '../db/kysely.ts';
 import { openPostgres } from '../db/postgres.ts';
 import { openDatabase } from '../db/sqlite.ts';
 import {
   checkKey,
   createKey,
+  holderOf,
   type KeyCheck,
   type KeyHolder,
   type KeyInfo,
@@ -17,6 +19,7 @@ import type { LimitName, LimitSubject } from './limits.ts';
 import type { LimitsChange } from './people.ts';
 import * as people from './people.ts';
 import { IDENTITY_COMPONENT, type IdentityDatabase, identityMigrations } from './schema.ts';
+import { type Claims, type SignedIn, signInUser } from './sign-in.ts';
 import { setTeamPolicy, setTeamToolsets, teamPoliciesFor, toolsetsDisabledFor } from './team-toolsets.ts';
 import * as usage from './usage.ts';
 
@@ -104,6 +107,15 @@ export class IdentityStore {
   /** Whose a presented key is, or why it is refused; undefined when it is not shaped as a key at all. */
   async checkKey(presented: string, now = Date.now()): Promise<KeyCheck | undefined> {
     return checkKey(await this.#db(), presented, this.#touched, now);
+  }
+
+  /** The user a person an identity provider vouches for signs in as (found, linked or made by `rule`), or 403. */
+  async signIn(issuer: string, claims: Claims, rule: SignInRule): Promise<SignedIn> {
+    return signInUser(await this.#db(), issuer, claims, rule);
+  }
+  /** User `id` as a request acting for them without a key sees them (`via` names how); undefined when removed. */
+  async holderOf(id: string, role: KeyRole, via: string): Promise<KeyHolder | undefined> {
+    return holderOf(await this.#db(), id, role, via);
   }
 
   /** The limits user `id`'s work counts against: theirs, then their teams'. */

@@ -1,7 +1,6 @@
 import { type Context, Hono } from 'hono';
 import { databaseHealth } from '../lib/db/reachability.ts';
 import { HttpError, installBase, route } from '../lib/http/http.ts';
-import type { ServiceEndpoint } from '../lib/http/http-client.ts';
 import { serveOpenApi } from '../lib/http/openapi.ts';
 import {
   callerOf,
@@ -14,8 +13,7 @@ import {
 import type { Logger } from '../lib/telemetry/log.ts';
 import type { Metrics } from '../lib/telemetry/metrics.ts';
 import type { ModelHealth } from './clients/model.ts';
-import { installConsole } from './console/routes.ts';
-import type { Logins } from './console/sessions.ts';
+import { type ConsoleDeps, installConsole } from './console/routes.ts';
 import type { Task } from './contract.ts';
 import * as contract from './contract.ts';
 import { agentRoutes as routes } from './contract.ts';
@@ -43,13 +41,7 @@ export interface AgentAppDeps {
   /** A worker (AGENT_ROLE=worker) serves no agent API: only /health and /metrics. */
   worker?: boolean;
   /** The web console at /console: its logins (the same as `security.console`'s) and the gateway it shows. */
-  console?: {
-    logins: Logins;
-    gateway: ServiceEndpoint;
-    /** The model and the database in use, for the Overview. */
-    model?: { name: string; baseURL?: string };
-    database?: string;
-  };
+  console?: Pick<ConsoleDeps, 'logins' | 'gateway' | 'signIn' | 'model' | 'database'>;
 }
 
 /** True when the client asked not to wait (RFC 7240 `Prefer: respond-async`). */
@@ -82,15 +74,7 @@ export function createAgentApp(deps: AgentAppDeps): Hono {
   installApprovalRoutes(app, agent, deps.store);
   installHealth(app, deps);
   if (deps.console && !deps.worker) {
-    installConsole(app, {
-      agent,
-      store,
-      logins: deps.console.logins,
-      gateway: deps.console.gateway,
-      modelHealth: deps.modelHealth,
-      model: deps.console.model,
-      database: deps.console.database,
-    });
+    installConsole(app, { ...deps.console, agent, store, modelHealth: deps.modelHealth });
   }
 
   serveOpenApi(app, {

@@ -6,17 +6,18 @@ import { describeDatabase } from '../lib/db/reachability.ts';
 import { startRetention } from '../lib/db/retention.ts';
 import { openDatabase } from '../lib/db/sqlite.ts';
 import { leanFetch } from '../lib/http/lean-fetch.ts';
-import { securityFor } from '../lib/http/security.ts';
+import { type Security, securityFor } from '../lib/http/security.ts';
 import { type Listening, listen } from '../lib/http/serve.ts';
 import { type Quota, quotaOf } from '../lib/identity/quota.ts';
-import { openIdentity } from '../lib/identity/store.ts';
+import { type IdentityStore, openIdentity } from '../lib/identity/store.ts';
 import { createLogger, type Logger } from '../lib/telemetry/log.ts';
 import { createMetrics, type Metrics } from '../lib/telemetry/metrics.ts';
 import { createTokenCounter, type TokenCounter } from '../lib/telemetry/tokens.ts';
 import { startServiceTracing } from '../lib/telemetry/trace-setup.ts';
-import { createAgentApp } from './app.ts';
+import { type AgentAppDeps, createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
 import { type Model, openAIModel } from './clients/model.ts';
+import { oidcSignIn } from './console/oidc.ts';
 import { createLogins } from './console/sessions.ts';
 import type { TaskStore } from './store/interface.ts';
 import { createPostgresTaskStore, createTaskStore } from './store/store.ts';
@@ -44,20 +45,13 @@ export async function startAgentServer(
   // Stopping the process ends the wait of what waits for an unreachable database.
   const stopping = new AbortController();
   const store = await openTaskStore(config, log, stopping.signal);
-  const m = config.agent.model;
   const model = modelOf(config, log);
   // Loaded now (about a second) so the first task does not wait for it.
   const tokens = createTokenCounter(config.tokenizer);
   tokens.text('warm');
   const metrics = createMetrics({ processMetrics: true });
-  // The console's logins: a session cookie becomes a second way in, checked with the rest (lib/http/security.ts).
-  const consoleGateway = { baseUrl: config.gateway.url };
-  const logins = createLogins({
-    store,
-    security,
-    gateway: consoleGateway,
-    sessionMs: config.console.sessionMs,
-  });
+  const consoleDeps = consoleOf(config, { store, security, identity: identity.store, log });
+  const { logins } = consoleDeps;
   if (security.tokens.length > 0) security.console = logins.door;
   // Without a secret (TOOLSHIFT_AUTH=none and no AGENT_WEBHOOK_SECRET) a task naming a webhook is refused.
   const webhooks = config.agent.webhook.secret ? webhookGuard(config.agent.webhook.allowHosts) : undefined;
@@ -75,12 +69,7 @@ export async function startAgentServer(
         heartbeatMs: config.agent.heartbeatMs,
         modelHealth: model?.health,
         worker: config.agent.role === 'worker',
-        console: {
-          logins,
-          gateway: consoleGateway,
-          model: { name: m.name, baseURL: m.baseURL },
-          database: describeDatabase(config.databaseUrl, config.dataDir),
-        },
+        console: consoleDeps,
       }),
       config.agent.port,
       config.host,
@@ -266,4 +255,35 @@ function logListening(
     },
     'agent-server listening',
   );
+}
+
+/**
+ * The console's deps: its logins (a session cookie becomes a second way in, checked with the rest in
+ * lib/http/security.ts), signing in with the identity provider when OIDC_ISSUER is set, what the Overview shows.
+ */
+function consoleOf(
+  config: Config,
+  deps: { store: TaskStore; security: Security; identity: IdentityStore; log: Logger },
+): NonNullable<AgentAppDeps['console']> {
+  const gateway = { baseUrl: config.gateway.url };
+  const logins = createLogins({ ...deps, gateway, sessionMs: config.console.sessionMs });
+  const signIn = config.signIn.console;
+  return {
+    logins,
+    gateway,
+    ...(signIn
+      ? {
+          signIn: oidcSignIn({
+            settings: signIn,
+            rule: config.signIn.rule,
+            identity: deps.identity,
+            logins,
+            sessionMs: config.console.sessionMs,
+            log: deps.log,
+          }),
+        }
+      : {}),
+    model: { name: config.agent.model.name, baseURL: config.agent.model.baseURL },
+    database: describeDatabase(config.databaseUrl, config.dataDir),
+  };
 }

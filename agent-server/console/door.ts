@@ -2,6 +2,7 @@ import type { Hono } from 'hono';
 import { html } from 'hono/html';
 import { z } from 'zod';
 import { HttpError, type RouteSpec, route } from '../../lib/http/http.ts';
+import type { OidcSignIn } from './oidc.ts';
 import { loginPage } from './pages.ts';
 import { LINK_MS, type Logins, ROLE_NAMES } from './sessions.ts';
 import { VERSION } from './static-files.ts';
@@ -32,8 +33,10 @@ const consoleRoutes = {
   },
 } satisfies Record<string, RouteSpec>;
 
-/** The login page, log in, a one-time link, log out. */
-export function installLogin(app: Hono, logins: Logins): void {
+/** The login page, log in, a one-time link, log out; signing in with the identity provider when it is set up. */
+export function installLogin(app: Hono, logins: Logins, signIn?: OidcSignIn): void {
+  const opts = signIn ? { signIn: signIn.label } : {};
+  signIn?.install(app);
   app.get('/console/login', async (c) => {
     c.header('cache-control', 'no-store');
     const code = c.req.query('code');
@@ -54,7 +57,7 @@ export function installLogin(app: Hono, logins: Logins): void {
       );
     }
     if (c.get('principal')) return c.redirect('/console/', 303);
-    return c.html(loginPage(VERSION));
+    return c.html(loginPage(VERSION, undefined, opts));
   });
 
   route(app, consoleRoutes.login, async (c, { body: { token } }) => {

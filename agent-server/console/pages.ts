@@ -22,6 +22,8 @@ export interface Frame {
   section: 'overview' | 'toolsets' | 'tasks' | 'threads' | 'approvals' | 'audit' | 'run';
   /** The login's role as the console names it; undefined on a service without tokens. */
   role: string;
+  /** The user logged in (with their key, or signed in with the identity provider); absent for a token's login. */
+  user?: string;
   /** The login's CSRF token (absent without a login). */
   csrf?: string;
   /** The assets' version, so a new release is fetched again. */
@@ -74,6 +76,7 @@ export function layout(frame: Frame, body: Html): Html {
             )}
           </nav>
           <div class="who">
+            ${frame.user ? html`<span class="user" data-user="${frame.user}">${frame.user}</span>` : ''}
             <span class="role" data-role="${frame.role}">${frame.role}</span>
             ${frame.csrf ? html`<button type="button" class="link" data-post="/console/logout" data-then="/console/login">Log out</button>` : ''}
           </div>
@@ -87,7 +90,7 @@ export function layout(frame: Frame, body: Html): Html {
     </html>`;
 }
 
-export function loginPage(version: string, message?: Html | string): Html {
+export function loginPage(version: string, message?: Html | string, opts: { signIn?: string } = {}): Html {
   return html`<!doctype html>
     <html lang="en">
       <head>
@@ -97,10 +100,16 @@ export function loginPage(version: string, message?: Html | string): Html {
         <main>
           <h1>toolshift console</h1>
           ${message ? html`<p class="flash error" role="alert">${message}</p>` : html`<p class="flash" role="status" hidden></p>`}
+          ${
+            opts.signIn
+              ? html`<p><a class="button sign-in" href="/console/oidc/start">Sign in with ${opts.signIn}</a></p>
+                  <p class="hint">Or, for the operator, log in with a token:</p>`
+              : ''
+          }
           <form data-json="/console/login" data-then="/console/" autocomplete="off">
             <label
               >Token
-              <input name="token" type="password" required maxlength="512" autofocus />
+              <input name="token" type="password" required maxlength="512" ${opts.signIn ? '' : 'autofocus'} />
             </label>
             <p class="hint">
               VIEWER_TOKEN reads, AGENT_API_TOKEN also runs tasks and decides approvals, GATEWAY_ADMIN_TOKEN does

@@ -14,6 +14,7 @@ import { installActions } from './actions.ts';
 import { approvalsPage } from './approvals-page.ts';
 import { AUDIT_PAGE, auditPage } from './audit-page.ts';
 import { installLogin } from './door.ts';
+import type { OidcSignIn } from './oidc.ts';
 import { attempt, loadOverview, type OverviewDeps } from './overview.ts';
 import {
   type Can,
@@ -40,6 +41,8 @@ export interface ConsoleDeps {
   agent: Agent;
   store: TaskStore;
   logins: Logins;
+  /** Signing in with the identity provider (OIDC_ISSUER), when it is set up. */
+  signIn?: OidcSignIn;
   /** The gateway, without credentials: each call carries the user's. */
   gateway: ServiceEndpoint;
   modelHealth?: () => ModelHealth;
@@ -60,7 +63,7 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
   const viewOf = viewer(deps.gateway);
   const page = pageOf(viewOf);
   installStaticFiles(app);
-  installLogin(app, deps.logins);
+  installLogin(app, deps.logins, deps.signIn);
   installPages(app, deps, viewOf, page);
   installAudit(app, deps, viewOf, page);
   installThreads(app, deps, viewOf, page);
@@ -91,7 +94,7 @@ function viewer(gatewayBase: ServiceEndpoint) {
       timeoutMs: 10_000,
       headers: token ? { authorization: `Bearer ${token}` } : undefined,
     };
-    return { role, can, gateway, csrf: login?.csrf };
+    return { role, can, gateway, csrf: login?.csrf, user: login?.user };
   };
 }
 
@@ -105,7 +108,9 @@ function pageOf(viewOf: ViewOf) {
         {
           title,
           section,
-          role: ROLE_NAMES[view.role] ?? view.role,
+          // A user's login shows their key's role (a runner is not an approver), a token's the console's name of it.
+          role: view.user?.role ?? ROLE_NAMES[view.role] ?? view.role,
+          ...(view.user ? { user: view.user.user.name } : {}),
           csrf: view.csrf,
           version: VERSION,
           can: view.can,

@@ -21,6 +21,10 @@ export const CONSOLE_PREFIX = '/console';
 export const LOGIN_PATH = '/console/login';
 /** How long a printed login link works. */
 export const LINK_MS = 10 * 60_000;
+/** The label of the key a sign-in with the identity provider makes for its login (revoked at log out). */
+export const SIGN_IN_LABEL = 'console sign-in';
+/** The role of a kept sign-in flow's row (never a login's). */
+const FLOW_ROLE = 'sign-in-flow';
 
 /** What the console's logins need. */
 export interface LoginDeps {
@@ -87,6 +91,9 @@ function consoleDoor(
       `GET ${LOGIN_PATH}`,
       `POST ${LOGIN_PATH}`,
       'POST /console/links',
+      // Signing in with the identity provider (console/oidc.ts): answered 404 where it is not set up.
+      'GET /console/oidc/start',
+      'GET /console/oidc/callback',
       'GET /console/assets/console.js',
       'GET /console/assets/lib.js',
       'GET /console/assets/task.js',
@@ -171,14 +178,38 @@ export function createLogins(deps: LoginDeps) {
     async redeem(c: Context, code: string): Promise<boolean> {
       const row = code.length <= 100 ? await store.takeLoginCode(hashOf(code)) : undefined;
       const token = row && unseal(code, row.sealed);
-      if (!row || token === undefined || !(await stillHeld(row.role, token))) return false;
+      if (!row || row.role === FLOW_ROLE || token === undefined || !(await stillHeld(row.role, token)))
+        return false;
       setCookie(c, cookieName(c), await open(row.role as Role, token), cookieOptions(c));
       return true;
     },
-    /** Ends the request's login (its row goes: the cookie opens nothing on any process) and clears the cookie. */
+    /** Keeps `value` sealed under `secret` for `ms`, for one take (a sign-in's PKCE verifier, under its state). */
+    async keep(secret: string, value: string, ms: number): Promise<void> {
+      const row = {
+        id_hash: hashOf(secret),
+        kind: 'code' as const,
+        role: FLOW_ROLE,
+        sealed: seal(secret, value),
+      };
+      await store.saveLogin({ ...row, expires_at: Date.now() + ms });
+    },
+    /** What `keep` kept under `secret`, once, across every process; undefined when taken or expired. */
+    async take(secret: string): Promise<string | undefined> {
+      const row = secret.length <= 100 ? await store.takeLoginCode(hashOf(secret)) : undefined;
+      return row?.role === FLOW_ROLE ? unseal(secret, row.sealed) : undefined;
+    },
+    /**
+     * Ends the request's login (its row goes: the cookie opens nothing on any process) and clears the cookie; the
+     * key a sign-in with the identity provider made for it is revoked.
+     */
     async logOut(c: Context): Promise<void> {
       const login = c.get('consoleLogin');
       if (login) await store.dropLogin(login.credential);
+      const identity = deps.security.identity?.store;
+      if (login?.user && identity) {
+        const key = (await identity.keys(login.user.user.name)).find((k) => k.id === login.user?.keyId);
+        if (key?.label === SIGN_IN_LABEL && key.revoked_at === null) await identity.revokeKey(key.id);
+      }
       deleteCookie(c, cookieName(c), { path: '/', secure: cookieOptions(c).secure });
     },
   };

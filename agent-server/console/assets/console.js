@@ -154,6 +154,7 @@ document.addEventListener('submit', async (event) => {
     if (box && answer.data?.key) {
       form.reset();
       showKey(box, answer.data);
+      flash(`Key ${answer.data.id} made for ${answer.data.user}.`);
     }
     after(form.dataset.then);
   } else if (form.dataset.decide) {

@@ -185,7 +185,7 @@ describe('the console’s People page', () => {
 
   it('changes nothing on a cross-site POST without the CSRF token', async () => {
     const op = await logIn(TOKENS.GATEWAY_ADMIN_TOKEN);
-    const forged = [
+    const forged: Record<string, string>[] = [
       { origin: 'http://attacker.example', 'content-type': 'text/plain' },
       { origin, 'content-type': 'application/json' },
       { 'sec-fetch-site': 'cross-site', 'content-type': 'application/json' },

@@ -30,34 +30,39 @@ const actionRoutes = {
   },
 } satisfies Record<string, RouteSpec>;
 
+/** Who is logged in and the gateway as them (routes.ts's viewer). */
+export type ViewOf = (c: Context) => { can: Can; gateway: ServiceEndpoint };
+
+/** The gateway as the request's login, when that login is the operator's; else a 403 saying `what` needs it. */
+export function asOperator(viewOf: ViewOf, c: Context, what: string): ServiceEndpoint {
+  const view = viewOf(c);
+  if (!view.can.operate)
+    throw new HttpError(403, `${what} needs the operator's login (GATEWAY_ADMIN_TOKEN or an operator key)`, {
+      required_roles: ['admin'],
+    });
+  return view.gateway;
+}
+
 /** Installs the operator's actions; `viewOf` says who is logged in and gives the gateway as them. */
-export function installActions(app: Hono, viewOf: (c: Context) => { can: Can; gateway: ServiceEndpoint }) {
-  const operator = (c: Context, what: string) => {
-    const view = viewOf(c);
-    if (!view.can.operate)
-      throw new HttpError(403, `${what} needs the operator's login (GATEWAY_ADMIN_TOKEN)`, {
-        required_roles: ['admin'],
-      });
-    return view.gateway;
-  };
+export function installActions(app: Hono, viewOf: ViewOf) {
   route(app, actionRoutes.toggle, async (c, { body }) => {
-    const gateway = operator(c, 'Enabling and disabling toolsets');
+    const gateway = asOperator(viewOf, c, 'Enabling and disabling toolsets');
     return c.json(await relay(callRoute(gateway, gatewayRoutes.changeToolsets, { body })));
   });
   route(app, actionRoutes.approve, async (c, { params, body }) => {
-    const gateway = operator(c, 'Approving upstream changes');
+    const gateway = asOperator(viewOf, c, 'Approving upstream changes');
     return c.json(
       await relay(callRoute(gateway, gatewayRoutes.approveToolset, { params: { id: params.id }, body })),
     );
   });
   app.post('/console/actions/reload', async (c) => {
-    const gateway = operator(c, 'Reloading toolsets');
+    const gateway = asOperator(viewOf, c, 'Reloading toolsets');
     return c.json(await relay(callRoute(gateway, gatewayRoutes.reloadToolsets)));
   });
 }
 
 /** A gateway refusal as this service's answer (its status and message); the gateway unreachable is a 502. */
-async function relay<T>(work: Promise<T>): Promise<T> {
+export async function relay<T>(work: Promise<T>): Promise<T> {
   try {
     return await work;
   } catch (err) {

@@ -19,7 +19,7 @@ export type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
 export interface Frame {
   title: string;
   /** The nav entry to mark. */
-  section: 'overview' | 'toolsets' | 'tasks' | 'threads' | 'approvals' | 'audit' | 'run';
+  section: 'overview' | 'toolsets' | 'tasks' | 'threads' | 'approvals' | 'audit' | 'people' | 'run';
   /** The login's role as the console names it; undefined on a service without tokens. */
   role: string;
   /** The user logged in (with their key, or signed in with the identity provider); absent for a token's login. */
@@ -46,6 +46,7 @@ const NAV: [Frame['section'], string, string][] = [
   ['threads', 'Threads', '/console/threads'],
   ['approvals', 'Approvals', '/console/approvals'],
   ['audit', 'Audit', '/console/audit'],
+  ['people', 'People', '/console/people'],
   ['run', 'Run a task', '/console/run'],
 ];
 
@@ -70,7 +71,7 @@ export function layout(frame: Frame, body: Html): Html {
         <header class="top">
           <a class="brand" href="/console/">toolshift</a>
           <nav>
-            ${NAV.map(
+            ${NAV.filter(([id]) => id !== 'people' || frame.can.operate).map(
               ([id, label, href]) =>
                 html`<a href="${href}" ${id === frame.section ? raw('aria-current="page"') : ''}>${label}</a>`,
             )}

@@ -26,6 +26,8 @@ import {
   taskPage,
   tasksPage,
 } from './pages.ts';
+import { installPeopleActions } from './people-actions.ts';
+import { peoplePage } from './people-page.ts';
 import { type Logins, ROLE_NAMES } from './sessions.ts';
 import { installStaticFiles, VERSION } from './static-files.ts';
 import { THREAD_PAGE, threadPage, threadsPage } from './threads-page.ts';
@@ -67,7 +69,9 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
   installPages(app, deps, viewOf, page);
   installAudit(app, deps, viewOf, page);
   installThreads(app, deps, viewOf, page);
+  installPeople(app, viewOf, page);
   installActions(app, viewOf);
+  installPeopleActions(app, viewOf);
 }
 
 /** Who is logged in, what they may do, and the gateway as them. */
@@ -280,6 +284,37 @@ function installThreads(app: Hono, { store }: ConsoleDeps, viewOf: ViewOf, page:
     // The last hundred turns, as the API gives them by default.
     const view = await threadDetail(store, thread, 100);
     return page(c, thread.title, 'threads', threadPage(view, viewOf(c).can));
+  });
+}
+
+/** The operator's People page: users, keys and teams as the gateway's admin API lists them to the login. */
+function installPeople(app: Hono, viewOf: ViewOf, page: Page): void {
+  app.get('/console/people', async (c) => {
+    const view = viewOf(c);
+    if (!view.can.operate) {
+      c.status(403);
+      return page(
+        c,
+        'People',
+        'people',
+        problem("The People page is the operator's: log in with GATEWAY_ADMIN_TOKEN or an operator key."),
+      );
+    }
+    const [users, keys, teams] = await Promise.all([
+      attempt(callRoute(view.gateway, gatewayRoutes.listUsers)),
+      attempt(callRoute(view.gateway, gatewayRoutes.listKeys, { query: {} })),
+      attempt(callRoute(view.gateway, gatewayRoutes.listTeams)),
+    ]);
+    if (!users.ok || !keys.ok || !teams.ok) {
+      const why = [users, keys, teams].flatMap((r) => (r.ok ? [] : [r.error]))[0];
+      return page(c, 'People', 'people', problem(`The gateway did not answer: ${why}`));
+    }
+    return page(
+      c,
+      'People',
+      'people',
+      peoplePage({ users: users.value.users, keys: keys.value.keys, teams: teams.value.teams }),
+    );
   });
 }
 

@@ -66,6 +66,38 @@ function confirmFirst(button) {
   });
 }
 
+/**
+ * A new key, shown once: its secret is in the answer of the request that made it and nowhere else (never in
+ * storage, never in the page the server draws), so it is gone with this page.
+ */
+function showKey(box, made) {
+  const secret = el('code', { class: 'secret', 'data-secret': true }, made.key);
+  const copy = el('button', { type: 'button', class: 'secondary' }, 'Copy');
+  copy.addEventListener('click', () => {
+    getSelection()?.selectAllChildren(secret);
+    navigator.clipboard
+      ?.writeText(made.key)
+      .then(() => {
+        copy.textContent = 'Copied';
+      })
+      .catch(() => flash('The browser did not let the page copy: the key is selected, copy it yourself.', 'warn'));
+  });
+  const expires = made.expires_at ? `expires ${stamp(made.expires_at)}` : 'never expires';
+  fill(
+    box,
+    el('p', {}, el('strong', {}, `New ${made.role} key for ${made.user}`), ` (${made.id}, ${expires}):`),
+    el('p', { class: 'secret-line' }, secret, ' ', copy),
+    el(
+      'p',
+      { class: 'hint' },
+      'Copy it now and give it to them: it is shown this once, never again (only its hash is kept). ',
+      el('a', { href: location.pathname }, 'Reload'),
+      ' to see it in the list.',
+    ),
+  );
+  box.hidden = false;
+}
+
 // A result kept across the page's reload (see below), shown once: taken from storage on the next page whether
 // or not that page has a place for it.
 function takeKept(name) {
@@ -114,8 +146,16 @@ document.addEventListener('submit', async (event) => {
   if (!(form instanceof HTMLFormElement)) return;
   if (form.dataset.json) {
     event.preventDefault();
-    const answer = await send('POST', form.dataset.json, Object.fromEntries(new FormData(form)));
+    // A field left empty is one not given (an optional email, label or expiry).
+    const fields = Object.fromEntries([...new FormData(form)].filter(([, v]) => v !== ''));
+    const answer = await send('POST', form.dataset.json, fields);
     if (!answer.ok) return flash(errorOf(answer), 'error');
+    const box = form.dataset.show && document.querySelector(`[data-result="${form.dataset.show}"]`);
+    if (box && answer.data?.key) {
+      form.reset();
+      showKey(box, answer.data);
+      flash(`Key ${answer.data.id} made for ${answer.data.user}.`);
+    }
     after(form.dataset.then);
   } else if (form.dataset.decide) {
     event.preventDefault();

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { approvalCard, approvalsPage } from '../../../agent-server/console/approvals-page.ts';
 import { auditPage } from '../../../agent-server/console/audit-page.ts';
 import { taskPage } from '../../../agent-server/console/pages.ts';
+import { PEOPLE_SHOWN, peoplePage } from '../../../agent-server/console/people-page.ts';
 import { threadPage, threadsPage } from '../../../agent-server/console/threads-page.ts';
 import { toolsetsPage } from '../../../agent-server/console/toolsets-page.ts';
 import { definitionDiff } from '../../../mcp-gateway/catalog/pins.ts';
@@ -324,5 +325,49 @@ describe('console pages', () => {
     const viewer = String(await threadPage(detail, { run: false, decide: false, operate: false }));
     expect(viewer).not.toContain('data-continue');
     expect(viewer).toContain("Continuing a thread needs an approver's or the operator's login.");
+  });
+
+  it("draw at most 500 users and say so, escape people's text, and say why a key no longer opens anything", async () => {
+    const user = (i: number) => ({
+      id: `u${i}`,
+      name: `user${i}`,
+      email: i === 0 ? '"><script>alert(1)</script>' : null,
+      limits: { tasks_per_hour: 1000 },
+      teams: [],
+      created_at: '2026-11-26T00:00:00Z',
+    });
+    const key = (id: string, more: object) => ({
+      id,
+      user: 'user0',
+      role: 'runner' as const,
+      label: null,
+      created_at: '2026-11-26T00:00:00Z',
+      expires_at: null,
+      last_used_at: null,
+      revoked_at: null,
+      ...more,
+    });
+    const page = String(
+      await peoplePage(
+        {
+          users: Array.from({ length: PEOPLE_SHOWN + 1 }, (_, i) => user(i)),
+          keys: [
+            key('expiredkey', { expires_at: '2026-11-27T00:00:00Z' }),
+            key('orphankey0', { user: '(removed)' }),
+          ],
+          teams: [],
+        },
+        Date.parse('2026-11-28T00:00:00Z'),
+      ),
+    );
+    expect(page.match(/<tr data-user=/g)).toHaveLength(PEOPLE_SHOWN);
+    expect(page).toContain('501 users: the first 500 are shown');
+    expect(page).toContain('1,000 tasks/hour');
+    expect(page).toContain('&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(page).not.toContain('<script>');
+    const row = (id: string) =>
+      page.slice(page.indexOf(`data-key="${id}"`), page.indexOf('</tr>', page.indexOf(`data-key="${id}"`)));
+    expect(row('expiredkey')).toContain('>expired<');
+    expect(row('orphankey0')).toContain('>user removed<');
   });
 });

@@ -185,13 +185,9 @@ async function verified(oauth: McpOAuth, token: string): Promise<JWTPayload> {
   } catch (err) {
     const why = refusalOf(err, oauth);
     if (why !== undefined) throw refused(oauth, why);
-    if (err instanceof errors.JOSEError) {
-      throw new HttpError(
-        503,
-        `Access tokens cannot be checked now: the keys of ${oauth.issuer}: ${err.message}`,
-      );
-    }
-    throw err;
+    // Not the token: its keys could not be had (unreachable, too slow, too big, not a key set).
+    const message = `the keys of ${oauth.issuer}: ${(err as Error).message}`;
+    throw new HttpError(503, `Access tokens cannot be checked now: ${message}`);
   }
 }
 
@@ -257,7 +253,7 @@ async function discoverKeys(issuer: string): Promise<JWTVerifyGetKey> {
 /** The keys' fetch for jose: its answer held to MAX_DOCUMENT_BYTES. */
 async function boundedFetch(url: string, init: RequestInit): Promise<Response> {
   const res = await fetch(url, init);
-  return new Response(await textOf(res, url), { status: res.status, headers: res.headers });
+  return new Response(await textOf(res), { status: res.status, headers: res.headers });
 }
 
 /** A metadata document's text: a 200 within the time and size bounds, no redirect followed. */
@@ -271,16 +267,16 @@ async function boundedBody(url: string): Promise<string> {
     await res.body?.cancel();
     throw new Error(`answered ${res.status}`);
   }
-  return textOf(res, url);
+  return textOf(res);
 }
 
-async function textOf(res: Response, url: string): Promise<string> {
+async function textOf(res: Response): Promise<string> {
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of res.body ?? []) {
     size += chunk.byteLength;
     // Leaving the loop cancels the rest of the body.
-    if (size > MAX_DOCUMENT_BYTES) throw new Error(`${url} sent more than ${MAX_DOCUMENT_BYTES / 1024} KiB`);
+    if (size > MAX_DOCUMENT_BYTES) throw new Error(`the answer is over ${MAX_DOCUMENT_BYTES / 1024} KiB`);
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString('utf8');

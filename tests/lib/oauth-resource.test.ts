@@ -1,7 +1,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { loadConfig } from '../../lib/config/config.ts';
 import { parseRule } from '../../lib/config/sign-in.ts';
 import type { HttpError } from '../../lib/http/http-error.ts';
 import { mcpOAuth, resourceMetadata, unauthorized } from '../../lib/http/oauth-resource.ts';
+import { securityFor } from '../../lib/http/security.ts';
 
 // The protected resource's parts that need no authorization server running: where its metadata is, and how the
 // authorization server's keys are found (fetch answered here): bounded, checked, kept once found, and looked up
@@ -28,6 +30,17 @@ afterEach(() => {
 });
 
 describe('the protected resource', () => {
+  it("is the gateway's when MCP_OAUTH_RESOURCE is set, with the issuer and the sign-in rule; no other service's", () => {
+    const env = { MCP_OAUTH_RESOURCE: 'https://gw.example.com/mcp', OIDC_ALLOW: '@example.com' };
+    const oauth = securityFor(loadConfig({ ...env, MCP_OAUTH_ISSUER: ISSUER }), 'mcp-gateway').oauth;
+    expect(oauth).toMatchObject({ resource: 'https://gw.example.com/mcp', issuer: ISSUER });
+    expect(oauth?.rule.domains).toEqual(['example.com']);
+    expect(
+      securityFor(loadConfig({ ...env, MCP_OAUTH_ISSUER: ISSUER }), 'agent-server').oauth,
+    ).toBeUndefined();
+    expect(securityFor(loadConfig({}), 'mcp-gateway').oauth).toBeUndefined();
+  });
+
   it('names its metadata after the resource path (RFC 9728), also behind a proxy that moves it', () => {
     const oauth = mcpOAuth({ resource: 'https://gw.example.com/team/mcp', issuer: ISSUER }, rule);
     for (const p of [

@@ -2,6 +2,7 @@ import { type Context, Hono } from 'hono';
 import { databaseHealth } from '../lib/db/reachability.ts';
 import type { RouteSpec } from '../lib/http/contract.ts';
 import { HttpError, installBase, type RouteInput, route as register } from '../lib/http/http.ts';
+import { OAUTH_VIA } from '../lib/http/oauth-resource.ts';
 import { serveOpenApi } from '../lib/http/openapi.ts';
 import { healthDetail, requireRole, type Security } from '../lib/http/security.ts';
 import type { IdentityStore } from '../lib/identity/store.ts';
@@ -35,8 +36,9 @@ function actorOf(c: Context): AuditActor {
   const role = principal?.role ?? 'local';
   const user = principal && 'user' in principal ? principal.user : undefined;
   if (user) {
-    // A person with their own key: named, with the key they used.
-    const who = `user ${user.user.name} (key ${user.keyId})`;
+    // A person with their own key (named, with the key they used) or signed in to /mcp with an access token.
+    const via = user.keyId === OAUTH_VIA ? 'OAuth access token' : `key ${user.keyId}`;
+    const who = `user ${user.user.name} (${via})`;
     const own = `user:${user.user.id}`;
     return { actor: isFacePath(c.req.path) ? `mcp client, ${who}` : who, owner: own, for_user: own };
   }

@@ -10,6 +10,15 @@ import { type ConsoleDoor, type ConsoleLogin, consoleEntry } from './console-doo
 import type { Role } from './contract.ts';
 import { DEFAULT_FLOOD_LIMITS, type FloodLimits, limitStreams } from './flood.ts';
 import { HttpError } from './http-error.ts';
+import {
+  accessTokenEntry,
+  isOAuthPath,
+  looksLikeJwt,
+  type McpOAuth,
+  mcpOAuth,
+  resourceMetadata,
+  unauthorized,
+} from './oauth-resource.ts';
 import { digest, expectedDigest } from './token-match.ts';
 
 export type { ConsoleDoor, ConsoleLogin } from './console-door.ts';
@@ -18,8 +27,9 @@ export { isLoopbackHost };
 
 // The request checks every route of every service goes through, installed once by installBase(): the
 // browser door (Content-Type, Host, Origin) and bearer tokens. A route cannot opt out: the middleware is
-// on '*', and the only route without a token is GET /health. No service has OAuth, and says so to an
-// OAuth-capable client (404 on the discovery paths, a Bearer challenge without resource metadata).
+// on '*', and the only routes without a token are GET /health and the gateway's OAuth metadata. Only the
+// gateway's MCP endpoint may be an OAuth protected resource (oauth-resource.ts, MCP_OAUTH_RESOURCE); otherwise a
+// service says it has no OAuth to an OAuth-capable client (404 on the discovery paths, a plain Bearer challenge).
 
 export type { Role };
 
@@ -46,6 +56,8 @@ export interface Security {
   console?: ConsoleDoor;
   /** Users' API keys (lib/identity), accepted beside the service's tokens; the service they are presented to. */
   identity?: { store: IdentityStore; service: KeyService };
+  /** The gateway's /mcp as an OAuth protected resource: access tokens of the operator's authorization server. */
+  oauth?: McpOAuth;
 }
 
 /**
@@ -70,23 +82,6 @@ declare module 'hono' {
 /** The gateway's MCP face: `/mcp` and its fixed views `/mcp/toolsets/<ids>` (the REST routes are elsewhere). */
 function isMcpFacePath(path: string): boolean {
   return path === '/mcp' || path.startsWith('/mcp/toolsets/');
-}
-
-/**
- * Where an OAuth-capable client (mcp-remote, the MCP Inspector, SDK clients given an OAuth provider) looks
- * when it meets a 401: protected-resource metadata (RFC 9728), authorization-server metadata (RFC 8414,
- * OpenID), and, without metadata, the /register, /authorize and /token defaults. No service has OAuth.
- */
-function isOAuthPath(path: string): boolean {
-  return (
-    /^\/\.well-known\/(oauth-protected-resource|oauth-authorization-server|openid-configuration)(\/|$)/.test(
-      path,
-    ) ||
-    path.endsWith('/.well-known/openid-configuration') ||
-    path === '/register' ||
-    path === '/authorize' ||
-    path === '/token'
-  );
 }
 
 /** `A`, `A or B`: the variables of some tokens, for messages. */
@@ -116,14 +111,19 @@ function noOAuth(security: Security, path: string): never {
     security.tokens.length === 0
       ? 'this service needs no token'
       : `send Authorization: Bearer <token> with the value of ${variableFor(security, path)} (a header in the client's configuration)`;
-  const message = `This service does not use OAuth (there is no authorization server to sign in with); ${how}.`;
+  const message = security.oauth
+    ? `This service is not an authorization server: sign in with ${security.oauth.issuer} (as /.well-known/oauth-protected-resource says), or ${how}.`
+    : `This service does not use OAuth (there is no authorization server to sign in with); ${how}.`;
   throw new HttpError(404, message, { error_description: message });
 }
 
 /** Bearer-token authentication on every route but GET /health; sets `principal` for route role checks. */
 function authenticate(security: Security): MiddlewareHandler {
   return async (c, next) => {
-    if (isOAuthPath(c.req.path)) noOAuth(security, c.req.path);
+    if (isOAuthPath(c.req.path)) {
+      const metadata = security.oauth && resourceMetadata(security.oauth, c.req.path);
+      return metadata ? c.json(metadata) : noOAuth(security, c.req.path);
+    }
     if (security.tokens.length === 0) {
       c.set('principal', { role: 'local' });
       return next();
@@ -142,14 +142,12 @@ function authenticate(security: Security): MiddlewareHandler {
     // GET /health answers anyone, but says more only to a caller with a token (see healthDetail).
     if (c.req.method === 'GET' && c.req.path === '/health' && matches.length === 0) return next();
     if (matches.length === 0) {
-      // RFC 6750's challenge, with no resource_metadata: a client reads from it that there is no OAuth.
-      const challenge = `Bearer realm="toolshift"${presented === undefined ? '' : ', error="invalid_token"'}`;
-      throw new HttpError(
-        401,
-        `${presented === undefined ? 'Missing' : 'Invalid'} credentials: send Authorization: Bearer <token> with the value of ${variableFor(security, c.req.path)}`,
-        {},
-        { 'WWW-Authenticate': challenge },
-      );
+      const onFace = isMcpFacePath(c.req.path);
+      if (onFace && presented && security.oauth && security.identity && looksLikeJwt(presented)) {
+        await accessTokenEntry(c, security.oauth, security.identity.store, presented);
+        return next();
+      }
+      unauthorized({ oauth: security.oauth, onFace, variable: variableFor(security, c.req.path), presented });
     }
     const credential = expectedDigest(matches[0].token).toString('base64url');
     c.set('principal', { role: matches[0].role, variable: matches[0].variable, credential });
@@ -388,5 +386,8 @@ export function securityFor(config: Config, service: ServiceName): Security {
     allowedOrigins: [...config.http.allowedOrigins, ...mcp.allowedOrigins],
     listenHost: config.host,
     limits: config.http.limits,
+    ...(service === 'mcp-gateway' && config.signIn.mcp
+      ? { oauth: mcpOAuth(config.signIn.mcp, config.signIn.rule) }
+      : {}),
   };
 }

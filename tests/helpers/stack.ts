@@ -13,6 +13,7 @@ import type { WebhookGuard } from '../../agent-server/webhooks/guard.ts';
 import { sqliteDb } from '../../lib/db/kysely.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { openDatabase } from '../../lib/db/sqlite.ts';
+import type { McpOAuth } from '../../lib/http/oauth-resource.ts';
 import type { Role, Security } from '../../lib/http/security.ts';
 import { IdentityStore, teamCeilingOf } from '../../lib/identity/store.ts';
 import { createLogger, type Logger } from '../../lib/telemetry/log.ts';
@@ -170,6 +171,8 @@ export interface StackOptions {
   quotaOf?: AgentDeps['quotaOf'];
   /** Users' keys on both services (lib/identity, its identity.db in the data dir) and the gateway's admin routes for them; default on. */
   identity?: boolean;
+  /** The gateway's /mcp as an OAuth protected resource (lib/http/oauth-resource.ts); default: none. */
+  oauth?: McpOAuth;
 }
 
 /** Every stack's temp directory made by the current test file, removed after its last test (kept until then for restarts). */
@@ -300,6 +303,7 @@ export async function makeStack(opts: StackOptions = {}) {
     now: opts.now,
   });
   if (identity) gatewaySecurity.identity = { store: identity, service: 'mcp-gateway' };
+  gatewaySecurity.oauth = opts.oauth;
   const gatewayApp = createGatewayApp({
     gateway,
     backends,

@@ -9,6 +9,7 @@ import {
 } from 'jose';
 import type { SignInRule } from '../config/sign-in.ts';
 import type { IdentityStore } from '../identity/store.ts';
+import { boundedFetch } from './bounded-fetch.ts';
 import { HttpError } from './http-error.ts';
 
 // The gateway's MCP endpoint as an OAuth 2.1 protected resource (the MCP authorization specification): its
@@ -240,7 +241,7 @@ async function discoverKeys(issuer: string): Promise<JWTVerifyGetKey> {
       ) {
         throw new Error(`its jwks_uri is not an ${at.protocol.slice(0, -1)} URL`);
       }
-      return createRemoteJWKSet(jwks, { timeoutDuration: FETCH_TIMEOUT_MS, [customFetch]: boundedFetch });
+      return createRemoteJWKSet(jwks, { timeoutDuration: FETCH_TIMEOUT_MS, [customFetch]: fetchBounded });
     } catch (err) {
       failures.push(`${url}: ${(err as Error).message}`);
     }
@@ -250,34 +251,12 @@ async function discoverKeys(issuer: string): Promise<JWTVerifyGetKey> {
   );
 }
 
-/** The keys' fetch for jose: its answer held to MAX_DOCUMENT_BYTES. */
-async function boundedFetch(url: string, init: RequestInit): Promise<Response> {
-  const res = await fetch(url, init);
-  return new Response(await textOf(res), { status: res.status, headers: res.headers });
-}
+/** Every fetch of the authorization server's: within the time and size bounds, no redirect followed. */
+const fetchBounded = boundedFetch({ timeoutMs: FETCH_TIMEOUT_MS, maxBytes: MAX_DOCUMENT_BYTES });
 
-/** A metadata document's text: a 200 within the time and size bounds, no redirect followed. */
+/** A metadata document's text: a 200. */
 async function boundedBody(url: string): Promise<string> {
-  const res = await fetch(url, {
-    headers: { accept: 'application/json' },
-    redirect: 'manual',
-    signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
-  });
-  if (res.status !== 200) {
-    await res.body?.cancel();
-    throw new Error(`answered ${res.status}`);
-  }
-  return textOf(res);
-}
-
-async function textOf(res: Response): Promise<string> {
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of res.body ?? []) {
-    size += chunk.byteLength;
-    // Leaving the loop cancels the rest of the body.
-    if (size > MAX_DOCUMENT_BYTES) throw new Error(`the answer is over ${MAX_DOCUMENT_BYTES / 1024} KiB`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+  const res = await fetchBounded(url, { headers: { accept: 'application/json' } });
+  if (res.status !== 200) throw new Error(`answered ${res.status}`);
+  return res.text();
 }

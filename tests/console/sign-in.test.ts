@@ -6,9 +6,9 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockModel } from '../../bench/mock-model.ts';
 import { type CliIo, main } from '../../client.ts';
+import { startAuthorizationServer } from '../helpers/authorization-server.ts';
 import { launchChromium } from '../helpers/browser.ts';
 import { startDaemon } from '../helpers/daemon.ts';
-import { startIdentityProvider } from '../helpers/identity-provider.ts';
 
 // Signing in to the console with an identity provider, whole, in real Chromium: the daemon as `npm start` runs it
 // (its own process), a real OpenID provider (oidc-provider) on another loopback port, its own login and consent
@@ -20,7 +20,7 @@ const SHOTS = process.env.CONSOLE_SCREENSHOTS;
 let tmp: string;
 let data: string;
 let daemon: ReturnType<typeof startDaemon>;
-let idp: Awaited<ReturnType<typeof startIdentityProvider>>;
+let idp: Awaited<ReturnType<typeof startAuthorizationServer>>;
 let model: Awaited<ReturnType<typeof startMockModel>>;
 let browser: Awaited<ReturnType<typeof launchChromium>>;
 let consoleUrl: string;
@@ -54,14 +54,14 @@ beforeAll(async () => {
   await mkdir(ws, { recursive: true });
   const port = await freePort();
   consoleUrl = `http://127.0.0.1:${port}`;
-  idp = await startIdentityProvider({
-    accounts: {
+  idp = await startAuthorizationServer(
+    {
       alice: { email: 'alice@example.com', email_verified: true, preferred_username: 'Alice' },
       bob: { email: 'bob@partner.org', email_verified: true, groups: ['toolshift-users'] },
       eve: { email: 'eve@elsewhere.org', email_verified: true, groups: ['other'] },
       mallory: { email: 'mallory@example.com', email_verified: false },
     },
-    clients: [
+    [
       {
         client_id: 'toolshift-console',
         client_secret: 'console-secret-for-the-test',
@@ -70,7 +70,7 @@ beforeAll(async () => {
         response_types: ['code'],
       },
     ],
-  });
+  );
   model = await startMockModel({ script: (key) => ({ answer: `done ${key}` }) });
   daemon = startDaemon({
     TOOLSHIFT_DATA_DIR: data,

@@ -1,15 +1,16 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from 'jose';
-import Provider from 'oidc-provider';
+import Provider, { type ClientMetadata } from 'oidc-provider';
 
-// An OAuth 2.1 authorization server on a loopback port for the tests of /mcp as a protected resource: oidc-provider
-// with dynamic client registration, PKCE (its default for public clients), resource indicators giving JWT access
+// A real OpenID provider and OAuth 2.1 authorization server (oidc-provider, the certified implementation) on a
+// loopback port, for the console's sign-in and /mcp as a protected resource: its own clients (`clients`) and
+// dynamic client registration, PKCE (its default for public clients), resource indicators giving JWT access
 // tokens whose audience is the resource, and its development login and consent pages, driven here by fetch with a
 // cookie jar (no browser). Its people are the test's; their claims go into the access tokens.
 
-/** A person the server knows, by login: the claims their tokens carry. */
-export type Person = { email: string; email_verified: boolean; preferred_username?: string };
+/** A person the server knows, by login: the claims their tokens carry (email, email_verified, groups…). */
+export type Person = Record<string, unknown>;
 
 export interface AuthorizationServer {
   issuer: string;
@@ -23,19 +24,22 @@ export interface AuthorizationServer {
 
 const KID = 'test-signing-key';
 
-/** Starts the server on 127.0.0.1 with `people` (logins to claims). */
-export async function startAuthorizationServer(people: Record<string, Person>): Promise<AuthorizationServer> {
+/** Starts the server on 127.0.0.1 with `people` (logins to claims) and its registered `clients`. */
+export async function startAuthorizationServer(
+  people: Record<string, Person>,
+  clients: ClientMetadata[] = [],
+): Promise<AuthorizationServer> {
   const own = await generateKeyPair('RS256', { extractable: true });
   const other = await generateKeyPair('RS256', { extractable: true });
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const provider = new Provider(issuer, {
-    clients: [],
+    clients,
     jwks: { keys: [{ ...(await exportJWK(own.privateKey)), kid: KID, alg: 'RS256', use: 'sig' }] },
     cookies: { keys: ['authorization-server-test-cookies'] },
     scopes: ['openid', 'offline_access', 'mcp'],
-    claims: { email: ['email', 'email_verified'], profile: ['preferred_username'] },
+    claims: { email: ['email', 'email_verified'], profile: ['preferred_username', 'name', 'groups'] },
     features: {
       registration: { enabled: true },
       resourceIndicators: {

@@ -87,7 +87,7 @@ describe('the protected resource', () => {
       ],
       [
         { [RFC8414]: () => new Response(`{"issuer":"${'x'.repeat(300 * 1024)}"}`) },
-        'the answer is over 256 KiB',
+        'https://id.example.com answered more than 262144 bytes',
       ],
     ];
     for (const [answers, why] of cases) {

@@ -133,6 +133,10 @@ export const SETTING_GROUPS: Group[] = [
         default: 'generated',
       },
       TOOL_SERVER_TOKEN: { doc: "the gateway's token at the tool-server", default: 'generated' },
+      GATEWAY_SEAL_KEY: {
+        doc: "what the gateway seals people's own upstream credentials with (their keys and OAuth tokens); the same on every replica",
+        default: 'generated',
+      },
       VIEWER_TOKEN: {
         doc: 'read-only access to the agent-server and the gateway (a console login that changes nothing)',
         default: 'generated',

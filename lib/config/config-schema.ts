@@ -106,6 +106,10 @@ export const EnvSchema = z.object({
   GATEWAY_ADMIN_TOKEN: optionalString,
   GATEWAY_AGENT_TOKEN: optionalString,
   GATEWAY_MCP_TOKEN: optionalString,
+  GATEWAY_SEAL_KEY: optionalString.refine(
+    (v) => v === undefined || v.length >= 32,
+    'must be at least 32 characters (a generated one holds 192 random bits)',
+  ),
   MCP_ALLOWED_HOSTS: commaList,
   MCP_ALLOWED_ORIGINS: commaList,
   MCP_HANDLE_IDLE_S: z.coerce.number().int().min(60).default(86_400),

@@ -194,6 +194,8 @@ function gatewaySettings(e: Env, local: Local, dataDir: string) {
     url: e.GATEWAY_URL ?? local(e.GATEWAY_PORT),
     adminToken: e.GATEWAY_ADMIN_TOKEN,
     agentToken: e.GATEWAY_AGENT_TOKEN,
+    /** What people's own upstream credentials are sealed with (generated where not set). */
+    sealKey: e.GATEWAY_SEAL_KEY,
     /** The MCP face (`/mcp`): its token, extra hosts/origins, and idle lifetimes of handles and sessions. */
     mcp: {
       token: e.GATEWAY_MCP_TOKEN,

@@ -78,6 +78,17 @@ export const CREDENTIALS = {
       c.tools.token = v;
     },
   },
+  // Not a token anyone sends: what the gateway seals people's own upstream credentials with (their API keys and
+  // OAuth tokens, lib/identity/sealed.ts). Every gateway replica on one database needs the same one.
+  GATEWAY_SEAL_KEY: {
+    role: 'seal',
+    publicBind: undefined,
+    what: "the key the gateway seals people's own upstream credentials with",
+    get: (c: Config) => c.gateway.sealKey,
+    set: (c: Config, v: string) => {
+      c.gateway.sealKey = v;
+    },
+  },
   // Not a token anyone sends: what tasks' webhooks are signed with, in Standard Webhooks' own format.
   AGENT_WEBHOOK_SECRET: {
     role: 'webhook',

@@ -49,6 +49,30 @@ export interface IdentityDatabase {
    * when the user is removed: their sign-in is then refused, not a new user made.
    */
   identity_sign_ins: { issuer: string; subject: string; user_id: string; created_at: string };
+  /** A user's own value of a toolset's variable (`toolshift secrets set`), sealed (lib/identity/sealed.ts). */
+  identity_secrets: { user_id: string; toolset: string; name: string; sealed: string; updated_at: string };
+  /**
+   * A user's OAuth tokens at a toolset's upstream server (sealed JSON: access and refresh token), the scopes
+   * granted, when the access token expires (ms), and when the user connected it.
+   */
+  identity_grants: {
+    user_id: string;
+    toolset: string;
+    sealed: string;
+    scopes: string;
+    expires_at: NullableInt8;
+    updated_at: string;
+  };
+  /** The gateway's client registration at an upstream's authorization server (sealed JSON), by server URL. */
+  identity_oauth_clients: { server: string; sealed: string; created_at: string };
+  /** A connection being made: its state's hash, whose, which toolset, its PKCE verifier sealed; used once. */
+  identity_oauth_flows: {
+    state_hash: string;
+    user_id: string;
+    toolset: string;
+    sealed: string;
+    expires_at: Int8;
+  };
   /** How much of a limit a user or team (`subject`) used in the window that starts at `window_start`. */
   identity_usage: { subject: string; name: string; window_start: Int8; n: Int8 };
 }
@@ -77,6 +101,7 @@ export function identityMigrations(): Record<string, Migration> {
           .addPrimaryKeyConstraint('identity_sign_ins_pk', ['issuer', 'subject'])
           .execute(),
     },
+    '005_upstream_accounts': { up: upstreamAccounts },
   };
 }
 
@@ -124,5 +149,39 @@ async function usersKeysTeams(db: Kysely<unknown>): Promise<void> {
     .addColumn('window_start', 'bigint', (c) => c.notNull())
     .addColumn('n', 'bigint', (c) => c.notNull())
     .addPrimaryKeyConstraint('identity_usage_pk', ['subject', 'name', 'window_start'])
+    .execute();
+}
+
+/** People's own upstream credentials: values they set, OAuth grants, the gateway's clients, flows under way. */
+async function upstreamAccounts(db: Kysely<unknown>): Promise<void> {
+  const table = (name: string) => db.schema.createTable(name).ifNotExists();
+  await table('identity_secrets')
+    .addColumn('user_id', 'text', (c) => c.notNull())
+    .addColumn('toolset', 'text', (c) => c.notNull())
+    .addColumn('name', 'text', (c) => c.notNull())
+    .addColumn('sealed', 'text', (c) => c.notNull())
+    .addColumn('updated_at', 'text', (c) => c.notNull())
+    .addPrimaryKeyConstraint('identity_secrets_pk', ['user_id', 'toolset', 'name'])
+    .execute();
+  await table('identity_grants')
+    .addColumn('user_id', 'text', (c) => c.notNull())
+    .addColumn('toolset', 'text', (c) => c.notNull())
+    .addColumn('sealed', 'text', (c) => c.notNull())
+    .addColumn('scopes', 'text', (c) => c.notNull())
+    .addColumn('expires_at', 'bigint')
+    .addColumn('updated_at', 'text', (c) => c.notNull())
+    .addPrimaryKeyConstraint('identity_grants_pk', ['user_id', 'toolset'])
+    .execute();
+  await table('identity_oauth_clients')
+    .addColumn('server', 'text', (c) => c.primaryKey())
+    .addColumn('sealed', 'text', (c) => c.notNull())
+    .addColumn('created_at', 'text', (c) => c.notNull())
+    .execute();
+  await table('identity_oauth_flows')
+    .addColumn('state_hash', 'text', (c) => c.primaryKey())
+    .addColumn('user_id', 'text', (c) => c.notNull())
+    .addColumn('toolset', 'text', (c) => c.notNull())
+    .addColumn('sealed', 'text', (c) => c.notNull())
+    .addColumn('expires_at', 'bigint', (c) => c.notNull())
     .execute();
 }

@@ -19,7 +19,9 @@ import type { LimitName, LimitSubject } from './limits.ts';
 import type { LimitsChange } from './people.ts';
 import * as people from './people.ts';
 import { IDENTITY_COMPONENT, type IdentityDatabase, identityMigrations } from './schema.ts';
+import type { Sealer } from './sealed.ts';
 import { type Claims, type SignedIn, signInUser } from './sign-in.ts';
+import * as secrets from './upstream-secrets.ts';
 import { setTeamPolicy, setTeamToolsets, teamPoliciesFor, toolsetsDisabledFor } from './team-toolsets.ts';
 import * as usage from './usage.ts';
 
@@ -116,6 +118,22 @@ export class IdentityStore {
   /** User `id` as a request acting for them without a key sees them (`via` names how); undefined when removed. */
   async holderOf(id: string, role: KeyRole, via: string): Promise<KeyHolder | undefined> {
     return holderOf(await this.#db(), id, role, via);
+  }
+
+  /** Sets user `user`'s (an id) own value of a toolset's variable, sealed. */
+  async setSecret(sealer: Sealer, s: { user: string; toolset: string; name: string; value: string }) {
+    return secrets.setSecret(await this.#db(), sealer, s);
+  }
+  /** The names of user `user`'s own values (never the values). */
+  async secrets(user: string): Promise<secrets.SecretInfo[]> {
+    return secrets.listSecrets(await this.#db(), user);
+  }
+  async removeSecret(user: string, toolset: string, name: string): Promise<boolean> {
+    return secrets.removeSecret(await this.#db(), user, toolset, name);
+  }
+  /** User `user`'s own values for `toolset`, by name. */
+  async secretsFor(sealer: Sealer, user: string, toolset: string): Promise<Record<string, string>> {
+    return secrets.secretsFor(await this.#db(), sealer, user, toolset);
   }
 
   /** The limits user `id`'s work counts against: theirs, then their teams'. */

@@ -1,12 +1,11 @@
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { z } from 'zod';
-import { installationDir, userDataDir } from '../../lib/config/installation.ts';
+import { userDataDir } from '../../lib/config/installation.ts';
 import { readYamlFile, YamlFileError } from '../../lib/config/yaml-file.ts';
-import type { McpServerSpec } from '../backends/mcp-connection.ts';
-import { Redactor } from '../backends/redactor.ts';
-import { expandVariables, isToolshiftSetting, referencedVariables } from './env-expand.ts';
-import { type McpBlock, ToolsetFile } from './toolset-schema.ts';
+import { isToolshiftSetting } from './env-expand.ts';
+import { type McpBackendSpec, mcpBackend, resolveCommand } from './mcp-backend-spec.ts';
+import { ToolsetFile } from './toolset-schema.ts';
 
 // Toolset files: one YAML file per toolset, read and checked with file-and-line errors. The shipped ones are
 // in TOOLSETS_DIR (an error there refuses the whole directory); the user's own (USER_TOOLSETS_DIR, default
@@ -19,19 +18,6 @@ import { type McpBlock, ToolsetFile } from './toolset-schema.ts';
 
 /** The meta-tool's name; no toolset may offer a tool by that name. */
 export const RESERVED_TOOL = 'manage_toolsets';
-
-/** An upstream MCP server as one or more toolset files name it. */
-export interface McpBackendSpec {
-  /** Filled in: what the gateway runs or reaches. Held in memory only. */
-  server: McpServerSpec;
-  /** As written in the file, `${VAR}` unexpanded: what the admin API shows. */
-  display: Record<string, unknown>;
-  /** Files with the same server share one connection. */
-  key: string;
-  /** The command or URL as written, for messages. */
-  label: string;
-  redactor: Redactor;
-}
 
 /** A toolset as declared in its file. */
 export interface ToolsetSpec {
@@ -49,6 +35,9 @@ export interface ToolsetSpec {
   pin: boolean;
   timeoutMs: number;
 }
+
+export type { McpBackendSpec };
+export { resolveCommand };
 
 /** A toolset file that does not fit; the message names the file (and line) and what to change. */
 export class CatalogError extends Error {
@@ -217,7 +206,7 @@ function readToolsetFile(file: string, vars: Record<string, string | undefined>)
     if (f.prefix) fail(['prefix'], 'prefix is for MCP backends; native tools keep their names');
     backend = f.backend;
   } else {
-    backend = mcpBackend(file, f.backend.mcp, vars, declaredVariables(f, fail), fail);
+    backend = mcpBackend(file, f.backend.mcp, vars, declaredVariables(f, fail), userSecrets(f, fail), fail);
   }
   return {
     id: f.id,
@@ -233,7 +222,20 @@ function readToolsetFile(file: string, vars: Record<string, string | undefined>)
   };
 }
 
-type Fail = (where: readonly PropertyKey[], message: string) => never;
+export type Fail = (where: readonly PropertyKey[], message: string) => never;
+
+/** The variables each person may set for themselves (`user_secrets`): declared ones, of an MCP backend. */
+function userSecrets(f: z.infer<typeof ToolsetFile>, fail: Fail): Set<string> {
+  for (const [i, name] of f.user_secrets.entries()) {
+    if (!f.variables.includes(name)) {
+      fail(
+        ['user_secrets', i],
+        `${name} is not declared: list it under variables too (variables: [${name}])`,
+      );
+    }
+  }
+  return new Set(f.user_secrets);
+}
 
 /**
  * The variables a file may expand: those it lists under `variables`, where toolshift's own settings are
@@ -260,76 +262,6 @@ function declaredVariables(f: z.infer<typeof ToolsetFile>, fail: Fail): Set<stri
     }
   }
   return new Set([...f.variables, ...allowed]);
-}
-
-function mcpBackend(
-  file: string,
-  raw: z.infer<typeof McpBlock>,
-  vars: Record<string, string | undefined>,
-  declared: ReadonlySet<string>,
-  fail: Fail,
-): McpBackendSpec {
-  const secrets: Record<string, string> = {};
-  const fill = (value: string, where: PropertyKey[]) => {
-    for (const name of referencedVariables(value)) {
-      if (declared.has(name)) continue;
-      const setting = isToolshiftSetting(name)
-        ? `; ${name} is one of toolshift's own settings, which a toolset gets only when allow_toolshift_settings names it (its value is then sent to this server)`
-        : `; add it to the file's declared variables (variables: [${name}])`;
-      fail(where, `variable ${name} (used in ${where.join('.')}) is not declared${setting}`);
-    }
-    return expandVariables(value, vars, (name) =>
-      fail(where, `variable ${name} is not set (used in ${where.join('.')}); export it or add it to .env`),
-    );
-  };
-  const base = ['backend', 'mcp'];
-  for (const name of referencedVariables(JSON.stringify(raw))) {
-    const value = declared.has(name) ? vars[name] : undefined;
-    if (value !== undefined) secrets[name] = value;
-  }
-  const protocol = raw.protocol ?? (raw.command ? 'legacy' : 'auto');
-  let server: McpServerSpec;
-  if (raw.command) {
-    const env: Record<string, string> = {};
-    for (const key of ['PATH', 'HOME']) if (vars[key] !== undefined) env[key] = vars[key] as string;
-    for (const [k, v] of Object.entries(raw.env ?? {})) env[k] = fill(v, [...base, 'env', k]);
-    const cwd = raw.cwd ? path.resolve(path.dirname(file), fill(raw.cwd, [...base, 'cwd'])) : undefined;
-    server = {
-      transport: 'stdio',
-      command: resolveCommand(fill(raw.command, [...base, 'command']), path.dirname(file)),
-      args: (raw.args ?? []).map((a, i) => fill(a, [...base, 'args', i])),
-      env,
-      cwd,
-      protocol,
-    };
-  } else {
-    const url = fill(raw.url as string, [...base, 'url']);
-    let parsed: URL | undefined;
-    try {
-      parsed = new URL(url);
-    } catch {}
-    if (!parsed || !/^https?:$/.test(parsed.protocol)) fail([...base, 'url'], 'url must be an http(s) URL');
-    const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(raw.headers ?? {})) headers[k] = fill(v, [...base, 'headers', k]);
-    server = { transport: 'http', url, headers, protocol };
-  }
-  const label = raw.command
-    ? [path.basename(raw.command), ...(raw.args ?? [])].join(' ')
-    : (raw.url as string);
-  return { server, display: raw, key: JSON.stringify(server), label, redactor: new Redactor(secrets) };
-}
-
-/** Where the toolshift checkout keeps its npm binaries (servers installed as dependencies). */
-const PACKAGE_BIN = path.join(installationDir(), 'node_modules', '.bin');
-
-/** A bare command from node_modules/.bin (the working directory's, then toolshift's own), else from PATH. */
-export function resolveCommand(command: string, fileDir: string): string {
-  if (command.includes('/')) return path.resolve(fileDir, command);
-  for (const bin of [path.resolve('node_modules', '.bin'), PACKAGE_BIN]) {
-    const candidate = path.join(bin, command);
-    if (existsSync(candidate)) return candidate;
-  }
-  return command;
 }
 
 /**

@@ -69,13 +69,16 @@ export const ToolsetFile = z.strictObject(
     // Dangerous: toolshift's own settings (its model key, tokens, database URL) this file may send to its
     // server. Only the operator writes these, by name.
     allow_toolshift_settings: z.array(EnvName).max(100, 'at most 100 settings').default([]),
+    // Of those variables, the ones each person may set for themselves (`toolshift secrets set`): their own API
+    // key at the server, used instead of the shared value for their calls.
+    user_secrets: z.array(EnvName).max(20, 'at most 20 user secrets').default([]),
   },
   {
     error: (issue) =>
       issue.code === 'unrecognized_keys'
         ? `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')}; a toolset file has ` +
           'id, description, keywords, default, backend, tools, prefix, pin, timeout_seconds, variables, ' +
-          'allow_toolshift_settings'
+          'allow_toolshift_settings, user_secrets'
         : undefined,
   },
 );

@@ -158,11 +158,12 @@ describe('the credentials file', () => {
     }
   });
 
-  it("is made once, by whichever start comes first, with a distinct token per role (and the webhooks' secret)", async () => {
+  it("is made once, by whichever start comes first, with a distinct token per role (and the webhooks' and seal's secrets)", async () => {
     const file = path.join(tmp, 'race', 'credentials.json');
     const all = Array.from({ length: 8 }, () => loadOrCreateCredentials(file));
     for (const tokens of all) expect(tokens).toEqual(all[0]);
-    expect(new Set(Object.values(all[0])).size).toBe(7);
+    expect(new Set(Object.values(all[0])).size).toBe(8);
+    expect(all[0].GATEWAY_SEAL_KEY).toMatch(/^ts_seal_[A-Za-z0-9_-]{32}$/);
     // The webhooks' signing secret, in Standard Webhooks' format (32 random bytes).
     expect(all[0].AGENT_WEBHOOK_SECRET).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(statSync(file).mode & 0o777).toBe(0o600);

@@ -28,7 +28,9 @@ export function sealer(secret: string): Sealer {
         const decipher = createDecipheriv('aes-256-gcm', key, raw.subarray(0, 12));
         decipher.setAAD(Buffer.from(bound));
         decipher.setAuthTag(raw.subarray(raw.length - 16));
-        return Buffer.concat([decipher.update(raw.subarray(12, raw.length - 16)), decipher.final()]).toString('utf8');
+        return Buffer.concat([decipher.update(raw.subarray(12, raw.length - 16)), decipher.final()]).toString(
+          'utf8',
+        );
       } catch {
         return undefined;
       }
@@ -37,4 +39,5 @@ export function sealer(secret: string): Sealer {
 }
 
 /** What a sealed value is bound to: whose, for which toolset, which value. */
-export const boundTo = (user: string, toolset: string, name: string) => `${user}\u0000${toolset}\u0000${name}`;
+export const boundTo = (user: string, toolset: string, name: string) =>
+  `${user}\u0000${toolset}\u0000${name}`;

@@ -21,8 +21,8 @@ import * as people from './people.ts';
 import { IDENTITY_COMPONENT, type IdentityDatabase, identityMigrations } from './schema.ts';
 import type { Sealer } from './sealed.ts';
 import { type Claims, type SignedIn, signInUser } from './sign-in.ts';
-import * as secrets from './upstream-secrets.ts';
 import { setTeamPolicy, setTeamToolsets, teamPoliciesFor, toolsetsDisabledFor } from './team-toolsets.ts';
+import * as secrets from './upstream-secrets.ts';
 import * as usage from './usage.ts';
 
 export type { Team, User } from './people.ts';

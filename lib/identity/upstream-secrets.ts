@@ -33,7 +33,9 @@ export async function setSecret(
     .insertInto('identity_secrets')
     .values(row)
     .onConflict((oc) =>
-      oc.columns(['user_id', 'toolset', 'name']).doUpdateSet({ sealed: row.sealed, updated_at: row.updated_at }),
+      oc
+        .columns(['user_id', 'toolset', 'name'])
+        .doUpdateSet({ sealed: row.sealed, updated_at: row.updated_at }),
     )
     .execute();
   return { toolset: row.toolset, name: row.name, updated_at: row.updated_at };

@@ -17,7 +17,7 @@ import { startServiceTracing } from '../lib/telemetry/trace-setup.ts';
 import { type AgentAppDeps, createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
 import { type Model, openAIModel } from './clients/model.ts';
-import { oidcSignIn } from './console/oidc.ts';
+import { CALLBACK_PATH, oidcSignIn } from './console/oidc.ts';
 import { createLogins } from './console/sessions.ts';
 import type { TaskStore } from './store/interface.ts';
 import { createPostgresTaskStore, createTaskStore } from './store/store.ts';
@@ -268,6 +268,8 @@ function consoleOf(
   const gateway = { baseUrl: config.gateway.url };
   const logins = createLogins({ ...deps, gateway, sessionMs: config.console.sessionMs });
   const signIn = config.signIn.console;
+  // The provider sends the browser back from its own site.
+  if (signIn) deps.security.landings = new Set([CALLBACK_PATH]);
   return {
     logins,
     gateway,

@@ -14,14 +14,15 @@ import { type Logins, SIGN_IN_LABEL } from './sessions.ts';
 import { VERSION } from './static-files.ts';
 
 // Signing in to the console with the identity provider people already have (OpenID Connect, authorization code
-// with PKCE, by openid-client). /console/oidc/start keeps the flow's verifier and nonce under its state (one use, 10
-// minutes, any process) and binds the state to this browser with a cookie; /console/oidc/callback redeems the code,
-// finds or makes the user (lib/identity/sign-in.ts, by the operator's rule), and logs them in with a key of their
-// own made for the login (OIDC_ROLE; it expires with the login and is revoked at log out), so everything a login
-// made with a user's key does holds for them. The token login stays beside it for the operator.
+// with PKCE, by openid-client). /console/oidc/start puts the flow (its state, PKCE verifier and nonce) in an
+// HttpOnly cookie of this browser only, so nothing is stored for a visitor who never comes back;
+// /console/oidc/callback takes it (once: the cookie goes, and the provider's code works once), finds or makes
+// the user (lib/identity/sign-in.ts, by the operator's rule), and logs them in with a key of their own made for
+// the login (OIDC_ROLE; it expires with the login and is revoked at log out), so everything a login made with a
+// user's key does holds for them. The token login stays beside it for the operator.
 
 export const START_PATH = '/console/oidc/start';
-const CALLBACK_PATH = '/console/oidc/callback';
+export const CALLBACK_PATH = '/console/oidc/callback';
 const FLOW_MS = 10 * 60_000;
 /** What an identity provider may answer: metadata, keys, tokens, user info. */
 const PROVIDER_BOUNDS = { timeoutMs: 10_000, maxBytes: 1024 * 1024 };
@@ -35,28 +36,48 @@ export interface OidcDeps {
   log: Logger;
 }
 
-/** The flow kept between the start and the callback. */
+/** The flow kept between the start and the callback, in the browser's cookie. */
 interface Flow {
+  state: string;
   verifier: string;
   nonce: string;
   redirect: string;
+  /** When it started (ms): a flow lasts FLOW_MS, whatever the browser keeps. */
+  at: number;
 }
 
 const flowCookie = (c: Context) =>
   `toolshift_oidc_${/:(\d+)$/.exec(c.req.header('host') ?? '')?.[1] ?? '80'}`;
-const originOf = (c: Context) => `${new URL(c.req.url).protocol}//${c.req.header('host')}`;
 const said = (v: string | undefined) => (v ?? '').replace(/[^\x20-\x7e]/g, '').slice(0, 300);
+
+/** The flow this browser started, if it did, within FLOW_MS. */
+function flowOf(c: Context): Flow | undefined {
+  const raw = getCookie(c, flowCookie(c));
+  if (raw === undefined || raw.length > 2000) return undefined;
+  try {
+    const f = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Flow;
+    const strings = [f.state, f.verifier, f.nonce, f.redirect].every((v) => typeof v === 'string');
+    return strings && typeof f.at === 'number' && Date.now() - f.at < FLOW_MS ? f : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Where the provider sends the browser back: OIDC_REDIRECT_URL, else this request's own address. */
+function redirectOf(c: Context, deps: OidcDeps): string {
+  if (deps.settings.redirectUrl) return deps.settings.redirectUrl;
+  return `${new URL(c.req.url).protocol}//${c.req.header('host')}${CALLBACK_PATH}`;
+}
 
 /** The console's sign-in with the identity provider: what the login page names it by, and its routes. */
 export function oidcSignIn(deps: OidcDeps) {
   const provider = discoverer(deps.settings);
-  const label = new URL(deps.settings.issuer).host;
   return {
     /** What the login page's button names. */
-    label,
+    label: labelOf(deps),
     install(app: Hono): void {
       app.get(START_PATH, (c) => start(c, deps, provider));
-      app.get(CALLBACK_PATH, (c) => callback(c, deps, provider, label));
+      app.get(CALLBACK_PATH, (c) => callback(c, deps, provider));
     },
   };
 }
@@ -85,36 +106,45 @@ function discoverer({ issuer, clientId, clientSecret }: OidcDeps['settings']): P
 }
 
 async function start(c: Context, deps: OidcDeps, provider: Provider): Promise<Response> {
-  const config = await provider();
+  c.header('cache-control', 'no-store');
+  let config: oidc.Configuration;
+  try {
+    config = await provider();
+  } catch (err) {
+    return c.html(loginPage(VERSION, (err as Error).message, { signIn: labelOf(deps) }), 502);
+  }
+  const redirect = redirectOf(c, deps);
   const flow: Flow = {
+    state: oidc.randomState(),
     verifier: oidc.randomPKCECodeVerifier(),
     nonce: oidc.randomNonce(),
-    redirect: `${originOf(c)}${CALLBACK_PATH}`,
+    redirect,
+    at: Date.now(),
   };
-  const state = oidc.randomState();
-  await deps.logins.keep(state, JSON.stringify(flow), FLOW_MS);
   // Lax: the provider sends the browser back from its own site, a navigation a Strict cookie would not come with.
-  setCookie(c, flowCookie(c), state, {
+  setCookie(c, flowCookie(c), Buffer.from(JSON.stringify(flow)).toString('base64url'), {
     httpOnly: true,
     sameSite: 'Lax',
     path: '/console/oidc',
-    secure: new URL(c.req.url).protocol === 'https:',
+    secure: redirect.startsWith('https:'),
     maxAge: FLOW_MS / 1000,
   });
   const url = oidc.buildAuthorizationUrl(config, {
-    redirect_uri: flow.redirect,
+    redirect_uri: redirect,
     scope: 'openid email profile',
     code_challenge: await oidc.calculatePKCECodeChallenge(flow.verifier),
     code_challenge_method: 'S256',
-    state,
+    state: flow.state,
     nonce: flow.nonce,
   });
-  c.header('cache-control', 'no-store');
   return c.redirect(url.href, 302);
 }
 
-/** The person the provider vouches for: the ID token's claims, with what user info adds (email, groups). */
-async function claimsOf(c: Context, deps: OidcDeps, provider: Provider, state: string, flow: Flow) {
+/**
+ * The person the provider vouches for: the ID token's claims, with what user info adds (email, groups). An email
+ * and whether it is verified come together, from one source: the ID token's, else user info's.
+ */
+async function claimsOf(c: Context, deps: OidcDeps, provider: Provider, flow: Flow): Promise<Claims> {
   const config = await provider();
   let tokens: Awaited<ReturnType<typeof oidc.authorizationCodeGrant>>;
   try {
@@ -123,7 +153,7 @@ async function claimsOf(c: Context, deps: OidcDeps, provider: Provider, state: s
       new URL(c.req.url),
       {
         pkceCodeVerifier: flow.verifier,
-        expectedState: state,
+        expectedState: flow.state,
         expectedNonce: flow.nonce,
         idTokenExpected: true,
       },
@@ -135,16 +165,40 @@ async function claimsOf(c: Context, deps: OidcDeps, provider: Provider, state: s
   const claims = (tokens.claims() ?? {}) as Claims;
   const wanted = claims.email === undefined || claims[deps.rule.groupsClaim] === undefined;
   if (!wanted || !config.serverMetadata().userinfo_endpoint || typeof claims.sub !== 'string') return claims;
-  const info = await oidc.fetchUserInfo(config, tokens.access_token, claims.sub).catch(() => ({}));
-  return { ...info, ...claims } as Claims;
+  const info = (await oidc
+    .fetchUserInfo(config, tokens.access_token, claims.sub)
+    .catch(() => ({}))) as Claims;
+  const email = claims.email === undefined ? info : claims;
+  return { ...info, ...claims, email: email.email, email_verified: email.email_verified };
 }
 
-async function callback(c: Context, deps: OidcDeps, provider: Provider, label: string): Promise<Response> {
+/** The most live console sign-in keys one user has: past it, their oldest is revoked. */
+const LIVE_SIGN_INS = 20;
+
+/** A key of the user's for a new login; their sign-in keys that ended are deleted, the oldest live ones past 20 revoked. */
+async function signInKey(deps: OidcDeps, user: string) {
+  await deps.identity.pruneKeys(user, SIGN_IN_LABEL, LIVE_SIGN_INS - 1);
+  return deps.identity.createKey({
+    user,
+    role: deps.rule.role,
+    expiresInMs: deps.sessionMs,
+    label: SIGN_IN_LABEL,
+  });
+}
+
+async function callback(c: Context, deps: OidcDeps, provider: Provider): Promise<Response> {
   c.header('cache-control', 'no-store');
   const refused = (status: 400 | 401 | 403 | 502, message: string) =>
-    c.html(loginPage(VERSION, message, { signIn: label }), status);
-  const state = getCookie(c, flowCookie(c));
+    c.html(loginPage(VERSION, message, { signIn: labelOf(deps) }), status);
+  const flow = flowOf(c);
   deleteCookie(c, flowCookie(c), { path: '/console/oidc' });
+  // Only the flow this browser started is answered: another page's link (a forged code or error) finds none.
+  if (!flow || c.req.query('state') !== flow.state) {
+    return refused(
+      400,
+      'This sign-in was not started in this browser, or took over 10 minutes: sign in again.',
+    );
+  }
   const error = c.req.query('error');
   if (error !== undefined) {
     return refused(
@@ -152,22 +206,10 @@ async function callback(c: Context, deps: OidcDeps, provider: Provider, label: s
       `The identity provider did not sign you in: ${said(c.req.query('error_description') ?? error)}`,
     );
   }
-  const kept = state === undefined ? undefined : await deps.logins.take(state);
-  if (state === undefined || kept === undefined) {
-    return refused(
-      400,
-      'This sign-in was not started in this browser, or took over 10 minutes: sign in again.',
-    );
-  }
   try {
-    const claims = await claimsOf(c, deps, provider, state, JSON.parse(kept) as Flow);
+    const claims = await claimsOf(c, deps, provider, flow);
     const { user, made } = await deps.identity.signIn(deps.settings.issuer, claims, deps.rule);
-    const key = await deps.identity.createKey({
-      user: user.name,
-      role: deps.rule.role,
-      expiresInMs: deps.sessionMs,
-      label: SIGN_IN_LABEL,
-    });
+    const key = await signInKey(deps, user.name);
     await deps.logins.logIn(c, key.key);
     deps.log.info(
       { user: user.name, made, key: key.id },
@@ -181,6 +223,8 @@ async function callback(c: Context, deps: OidcDeps, provider: Provider, label: s
     throw err;
   }
 }
+
+const labelOf = (deps: OidcDeps) => new URL(deps.settings.issuer).host;
 
 export type OidcSignIn = ReturnType<typeof oidcSignIn>;
 

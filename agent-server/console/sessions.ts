@@ -23,8 +23,6 @@ export const LOGIN_PATH = '/console/login';
 export const LINK_MS = 10 * 60_000;
 /** The label of the key a sign-in with the identity provider makes for its login (revoked at log out). */
 export const SIGN_IN_LABEL = 'console sign-in';
-/** The role of a kept sign-in flow's row (never a login's). */
-const FLOW_ROLE = 'sign-in-flow';
 
 /** What the console's logins need. */
 export interface LoginDeps {
@@ -178,25 +176,9 @@ export function createLogins(deps: LoginDeps) {
     async redeem(c: Context, code: string): Promise<boolean> {
       const row = code.length <= 100 ? await store.takeLoginCode(hashOf(code)) : undefined;
       const token = row && unseal(code, row.sealed);
-      if (!row || row.role === FLOW_ROLE || token === undefined || !(await stillHeld(row.role, token)))
-        return false;
+      if (!row || token === undefined || !(await stillHeld(row.role, token))) return false;
       setCookie(c, cookieName(c), await open(row.role as Role, token), cookieOptions(c));
       return true;
-    },
-    /** Keeps `value` sealed under `secret` for `ms`, for one take (a sign-in's PKCE verifier, under its state). */
-    async keep(secret: string, value: string, ms: number): Promise<void> {
-      const row = {
-        id_hash: hashOf(secret),
-        kind: 'code' as const,
-        role: FLOW_ROLE,
-        sealed: seal(secret, value),
-      };
-      await store.saveLogin({ ...row, expires_at: Date.now() + ms });
-    },
-    /** What `keep` kept under `secret`, once, across every process; undefined when taken or expired. */
-    async take(secret: string): Promise<string | undefined> {
-      const row = secret.length <= 100 ? await store.takeLoginCode(hashOf(secret)) : undefined;
-      return row?.role === FLOW_ROLE ? unseal(secret, row.sealed) : undefined;
     },
     /**
      * Ends the request's login (its row goes: the cookie opens nothing on any process) and clears the cookie; the

@@ -14,16 +14,27 @@ const url = text.refine(
   'must be an http(s) URL, e.g. https://id.example.com/realms/main',
 );
 
+/** An identity provider's address: https, or http on this machine only (a test's, a developer's). */
+const providerUrl = url.refine(
+  (v) => v === undefined || new URL(v).protocol === 'https:' || isLoopbackName(new URL(v).hostname),
+  'must be an https URL (http only for a provider on this machine: localhost, 127.0.0.1, [::1])',
+);
+
 export const SIGN_IN_ENV = {
-  OIDC_ISSUER: url,
+  OIDC_ISSUER: providerUrl,
   OIDC_CLIENT_ID: text,
   OIDC_CLIENT_SECRET: text,
+  OIDC_REDIRECT_URL: url,
   OIDC_ALLOW: text,
   OIDC_GROUPS_CLAIM: z.string().trim().min(1).max(100).default('groups'),
   OIDC_ROLE: z.enum(KEY_ROLES, { message: `must be one of ${KEY_ROLES.join(', ')}` }).default('runner'),
   MCP_OAUTH_RESOURCE: url,
-  MCP_OAUTH_ISSUER: url,
+  MCP_OAUTH_ISSUER: providerUrl,
 };
+
+function isLoopbackName(host: string): boolean {
+  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
 
 export const SIGN_IN_SETTINGS = {
   title: 'Signing in with an identity provider (OpenID Connect)',
@@ -34,8 +45,10 @@ export const SIGN_IN_SETTINGS = {
       doc: "the provider's issuer URL (Keycloak, Entra ID, Google, Okta…); set with the client id: the console offers sign-in",
     },
     OIDC_CLIENT_ID: { doc: "the console's client id at the provider" },
-    OIDC_CLIENT_SECRET: {
-      doc: 'its secret (unset: a public client, PKCE only); the redirect URL to register is `<console>/console/oidc/callback`',
+    OIDC_CLIENT_SECRET: { doc: 'its secret (unset: a public client, PKCE only)' },
+    OIDC_REDIRECT_URL: {
+      doc: 'the redirect URL registered at the provider, as browsers reach the console (e.g. `https://toolshift.example.com/console/oidc/callback`; needed behind a proxy)',
+      default: 'this request’s own address',
     },
     OIDC_ALLOW: {
       doc: 'who is made a user on first sign-in: comma-separated `@example.com` (a verified email domain) and `group:NAME` (a group claim); unset: only users the operator made, matched by verified email',
@@ -64,7 +77,7 @@ export interface SignInRule {
 export interface SignInSettings {
   rule: SignInRule;
   /** The console's sign-in; undefined when off. */
-  console?: { issuer: string; clientId: string; clientSecret?: string };
+  console?: { issuer: string; clientId: string; clientSecret?: string; redirectUrl?: string };
   /** /mcp as an OAuth protected resource; undefined when off. */
   mcp?: { resource: string; issuer: string };
 }
@@ -86,6 +99,20 @@ export function signInSettings(e: SignInEnv): SignInSettings {
       'Invalid configuration:\n  OIDC_ISSUER: OIDC_CLIENT_ID is set; say which provider it is at',
     );
   }
+  const alone = (['OIDC_CLIENT_SECRET', 'OIDC_REDIRECT_URL'] as const).find((n) => e[n] && !e.OIDC_ISSUER);
+  if (alone)
+    throw new Error(`Invalid configuration:\n  ${alone}: is set without OIDC_ISSUER, so nothing uses it`);
+  if (e.OIDC_ALLOW && !e.OIDC_ISSUER && !e.MCP_OAUTH_RESOURCE) {
+    throw new Error(
+      'Invalid configuration:\n  OIDC_ALLOW: is set, but nobody signs in (set OIDC_ISSUER or MCP_OAUTH_RESOURCE)',
+    );
+  }
+  if (e.OIDC_ROLE === 'operator' && (rule.domains.length > 0 || rule.groups.length > 0)) {
+    throw new Error(
+      'Invalid configuration:\n  OIDC_ROLE: operator for everyone OIDC_ALLOW lets in would make each of them the operator; ' +
+        'sign in as runner or approver, and give the operator a key (toolshift keys create --role operator)',
+    );
+  }
   const mcpIssuer = e.MCP_OAUTH_ISSUER ?? e.OIDC_ISSUER;
   if (e.MCP_OAUTH_RESOURCE !== undefined && mcpIssuer === undefined) {
     throw new Error(
@@ -100,6 +127,7 @@ export function signInSettings(e: SignInEnv): SignInSettings {
             issuer: e.OIDC_ISSUER,
             clientId: e.OIDC_CLIENT_ID,
             ...(e.OIDC_CLIENT_SECRET ? { clientSecret: e.OIDC_CLIENT_SECRET } : {}),
+            ...(e.OIDC_REDIRECT_URL ? { redirectUrl: e.OIDC_REDIRECT_URL } : {}),
           },
         }
       : {}),

@@ -13,6 +13,11 @@ export interface DoorPolicy {
   allowedHosts: string[];
   allowedOrigins: string[];
   listenHost: string;
+  /**
+   * Paths another site may send a browser to (a top-level GET navigation): the console's return from the
+   * identity provider, which carries its own proof (the flow's cookie and the provider's code).
+   */
+  landings?: ReadonlySet<string>;
 }
 
 const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -75,7 +80,11 @@ export function browserDoor(security: DoorPolicy): MiddlewareHandler {
       );
     }
     // A browser marks cross-site requests even when it leaves Origin out (some GETs): refuse those too.
-    if (origin === undefined && c.req.header('sec-fetch-site') === 'cross-site') {
+    const landing =
+      c.req.method === 'GET' &&
+      c.req.header('sec-fetch-mode') === 'navigate' &&
+      security.landings?.has(c.req.path) === true;
+    if (origin === undefined && c.req.header('sec-fetch-site') === 'cross-site' && !landing) {
       refuse(403, 'Cross-site requests are not allowed');
     }
     if (UNSAFE_METHODS.has(c.req.method) && hasBody(c)) {

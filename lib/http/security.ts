@@ -50,6 +50,8 @@ export interface Security {
   allowedOrigins: string[];
   /** The address the service listens on (HOST). */
   listenHost: string;
+  /** Paths another site may send a browser to (lib/http/browser-door.ts). */
+  landings?: ReadonlySet<string>;
   /** Connection and event-stream caps, header and body timeouts (lib/http/flood.ts); defaults when absent. */
   limits?: FloodLimits;
   /** The web console's logins (the agent-server only): a session cookie as a second way in. */

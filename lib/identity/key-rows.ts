@@ -110,6 +110,32 @@ export async function revokeKey(db: Db, id: string): Promise<KeyInfo> {
   return found;
 }
 
+/**
+ * Tidies a user's keys of `label` (the console's sign-ins): those revoked or expired are deleted, and of the live
+ * ones only the newest `keepLive` stay live (the older are revoked).
+ */
+export async function pruneKeys(db: Db, user: string, label: string, keepLive: number, now = Date.now()) {
+  const u = await needUser(db, user);
+  await db
+    .deleteFrom('identity_keys')
+    .where('user_id', '=', u.id)
+    .where('label', '=', label)
+    .where((eb) => eb.or([eb('revoked_at', 'is not', null), eb('expires_at', '<=', now)]))
+    .execute();
+  const live = await db
+    .selectFrom('identity_keys')
+    .select('id')
+    .where('user_id', '=', u.id)
+    .where('label', '=', label)
+    .orderBy('created_at', 'desc')
+    .orderBy('id')
+    .execute();
+  const older = live.slice(keepLive).map((k) => k.id);
+  if (older.length > 0) {
+    await db.updateTable('identity_keys').set({ revoked_at: now }).where('id', 'in', older).execute();
+  }
+}
+
 /** The holder of a presented key, or why it is refused; undefined when it is not shaped as a key. */
 export async function checkKey(
   db: Db,

@@ -85,6 +85,8 @@ export async function addUser(
   };
   await db.transaction().execute(async (trx) => {
     await trx.insertInto('identity_users').values(row).execute();
+    // Added again: a sign-in with their email may find (or make) them.
+    if (row.email) await trx.deleteFrom('identity_removed').where('email', '=', row.email).execute();
     for (const t of teams) {
       await trx.insertInto('identity_members').values({ team_id: t.id, user_id: row.id }).execute();
     }
@@ -117,6 +119,14 @@ export async function removeUser(db: Db, name: string): Promise<void> {
   await db.transaction().execute(async (trx) => {
     await trx.deleteFrom('identity_members').where('user_id', '=', row.id).execute();
     await trx.deleteFrom('identity_users').where('id', '=', row.id).execute();
+    // Kept out: no sign-in makes a new user with their email (another account of theirs at the provider).
+    if (row.email) {
+      await trx
+        .insertInto('identity_removed')
+        .values({ email: row.email.toLowerCase(), removed_at: new Date().toISOString() })
+        .onConflict((oc) => oc.column('email').doNothing())
+        .execute();
+    }
     await trx
       .updateTable('identity_keys')
       .set({ revoked_at: Date.now() })

@@ -73,6 +73,8 @@ export interface IdentityDatabase {
     sealed: string;
     expires_at: Int8;
   };
+  /** The emails of users the operator removed: nobody is made a user with one on first sign-in (until added again). */
+  identity_removed: { email: string; removed_at: string };
   /** How much of a limit a user or team (`subject`) used in the window that starts at `window_start`. */
   identity_usage: { subject: string; name: string; window_start: Int8; n: Int8 };
 }
@@ -102,6 +104,15 @@ export function identityMigrations(): Record<string, Migration> {
           .execute(),
     },
     '005_upstream_accounts': { up: upstreamAccounts },
+    '006_removed_emails': {
+      up: (db) =>
+        db.schema
+          .createTable('identity_removed')
+          .ifNotExists()
+          .addColumn('email', 'text', (c) => c.primaryKey())
+          .addColumn('removed_at', 'text', (c) => c.notNull())
+          .execute(),
+    },
   };
 }
 

@@ -18,8 +18,11 @@ export interface SignedIn {
 
 const NAME_CHARS = /[^a-z0-9._-]+/g;
 
+// Some providers (Cognito) say "true" as a string.
 const verifiedEmail = (c: Claims): string | undefined =>
-  typeof c.email === 'string' && c.email_verified === true && c.email.length <= 320
+  typeof c.email === 'string' &&
+  (c.email_verified === true || c.email_verified === 'true') &&
+  c.email.length <= 320
     ? c.email.toLowerCase()
     : undefined;
 
@@ -67,7 +70,19 @@ const userById = (db: Db, id: string) =>
   db.selectFrom('identity_users').select(['id', 'name']).where('id', '=', id).executeTakeFirst();
 
 const userByEmail = (db: Db, email: string) =>
-  db.selectFrom('identity_users').select(['id', 'name']).where('email', '=', email).executeTakeFirst();
+  db
+    .selectFrom('identity_users')
+    .select(['id', 'name'])
+    .where((eb) => eb(eb.fn('lower', ['email']), '=', email))
+    .executeTakeFirst();
+
+/** Whether a user signs in through some account of a provider already (then an email alone links nobody to them). */
+const linked = async (db: Db, userId: string) =>
+  (await db
+    .selectFrom('identity_sign_ins')
+    .select('subject')
+    .where('user_id', '=', userId)
+    .executeTakeFirst()) !== undefined;
 
 /**
  * The user a person the provider `issuer` vouches for (`claims`) signs in as: found, linked, or made by the rule.
@@ -108,44 +123,77 @@ export async function signInUser(
       .execute();
     return { user: again, made: false };
   }
+  // A user the operator made with this email, who has not signed in yet; one who has, through another account
+  // (another provider, another subject at this one), is not taken over by an account that shares the email.
   const known = email ? await userByEmail(db, email) : undefined;
-  if (known) {
-    await linkTo(db, issuer, subject, known.id);
-    return { user: known, made: false };
+  if (known && (await linked(db, known.id))) {
+    throw new HttpError(
+      403,
+      `the user with the email ${email} signs in through another account; sign in with that one, or ask the operator`,
+    );
+  }
+  if (known) return { user: await linkTo(db, issuer, subject, known.id), made: false };
+  if (email && (await removedEmail(db, email))) {
+    throw new HttpError(
+      403,
+      'your user was removed by the operator; ask them to add you again (with your email)',
+    );
   }
   if (admitted(claims, rule) === undefined) throw new HttpError(403, refusal(claims, rule));
   return makeUser(db, issuer, subject, claims, email);
 }
 
-const linkTo = (db: Db, issuer: string, subject: string, userId: string) =>
-  db
+const removedEmail = async (db: Db, email: string) =>
+  (await db.selectFrom('identity_removed').select('email').where('email', '=', email).executeTakeFirst()) !==
+  undefined;
+
+/** Links the account to `userId`, or finds the user a racing first sign-in of the same account linked it to. */
+async function linkTo(db: Db, issuer: string, subject: string, userId: string) {
+  await db
     .insertInto('identity_sign_ins')
     .values({ issuer, subject, user_id: userId, created_at: new Date().toISOString() })
+    .onConflict((oc) => oc.columns(['issuer', 'subject']).doNothing())
     .execute();
+  const link = await db
+    .selectFrom('identity_sign_ins as s')
+    .innerJoin('identity_users as u', 'u.id', 's.user_id')
+    .select(['u.id', 'u.name'])
+    .where('s.issuer', '=', issuer)
+    .where('s.subject', '=', subject)
+    .executeTakeFirstOrThrow();
+  return link;
+}
 
-/** A user made for a first sign-in, and its link, in one transaction; a racing twin's user wins. */
+/**
+ * A user made for a first sign-in, and its link, in one transaction. Racing first sign-ins: of the same account,
+ * the other's user wins; of two people whose names come out the same, the later takes the next free name.
+ */
 async function makeUser(db: Db, issuer: string, subject: string, claims: Claims, email: string | undefined) {
-  try {
-    return await db.transaction().execute(async (trx) => {
-      const user = { id: newId('usr'), name: await freeName(trx, claims) };
-      await trx
-        .insertInto('identity_users')
-        .values({ ...user, email: email ?? null, limits: null, created_at: new Date().toISOString() })
-        .execute();
-      await linkTo(trx, issuer, subject, user.id);
-      return { user, made: true };
-    });
-  } catch (err) {
-    // Two first sign-ins of one person at once: the other made the user (the link's key is theirs).
-    const link = await db
-      .selectFrom('identity_sign_ins')
-      .select('user_id')
-      .where('issuer', '=', issuer)
-      .where('subject', '=', subject)
-      .executeTakeFirst();
-    const user = link && (await userById(db, link.user_id));
-    if (user) return { user, made: false };
-    throw err;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await db.transaction().execute(async (trx) => {
+        const user = { id: newId('usr'), name: await freeName(trx, claims) };
+        await trx
+          .insertInto('identity_users')
+          .values({ ...user, email: email ?? null, limits: null, created_at: new Date().toISOString() })
+          .execute();
+        await trx
+          .insertInto('identity_sign_ins')
+          .values({ issuer, subject, user_id: user.id, created_at: new Date().toISOString() })
+          .execute();
+        return { user, made: true };
+      });
+    } catch (err) {
+      const link = await db
+        .selectFrom('identity_sign_ins')
+        .select('user_id')
+        .where('issuer', '=', issuer)
+        .where('subject', '=', subject)
+        .executeTakeFirst();
+      const user = link && (await userById(db, link.user_id));
+      if (user) return { user, made: false };
+      if (attempt >= 3) throw err;
+    }
   }
 }
 

@@ -11,6 +11,7 @@ import {
   type KeyHolder,
   type KeyInfo,
   listKeys,
+  pruneKeys,
   revokeKey,
   subjectsOf,
 } from './key-rows.ts';
@@ -102,6 +103,10 @@ export class IdentityStore {
   }
   async keys(user?: string): Promise<KeyInfo[]> {
     return listKeys(await this.#db(), user);
+  }
+  /** Deletes user `user`'s ended keys of `label`, and revokes its live ones past the newest `keepLive`. */
+  async pruneKeys(user: string, label: string, keepLive: number): Promise<void> {
+    await pruneKeys(await this.#db(), user, label, keepLive);
   }
   async revokeKey(id: string): Promise<KeyInfo> {
     return revokeKey(await this.#db(), id);

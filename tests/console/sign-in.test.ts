@@ -1,4 +1,5 @@
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { get } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -158,6 +159,11 @@ describe('signing in to the console with an OpenID provider', () => {
     await expect.poll(() => page.locator('.who .user').textContent()).toBe('bob');
     const users = JSON.parse((await cli('users', 'list', '--json')).stdout) as { name: string }[];
     expect(users.filter((u) => u.name.startsWith('bob')).map((u) => u.name)).toEqual(['bob']);
+    // The key of the login he logged out of was revoked at log out, and deleted by the next sign-in.
+    const keys = JSON.parse((await cli('keys', 'list', '--user', 'bob', '--json')).stdout) as {
+      revoked_at: string | null;
+    }[];
+    expect(keys.map((k) => k.revoked_at)).toEqual([null]);
     await page.close();
   });
 
@@ -191,6 +197,35 @@ describe('signing in to the console with an OpenID provider', () => {
     await page.close();
     const users = JSON.parse((await cli('users', 'list', '--json')).stdout) as { name: string }[];
     expect(users.map((u) => u.name)).not.toContain('bob');
+  });
+
+  it('takes the provider coming back from another site, there only, and only for the flow this browser started', async () => {
+    // What a browser sends navigating here from another site's page (fetch() would set its own Sec-Fetch-Mode).
+    const navigate = (to: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const headers = {
+          'sec-fetch-site': 'cross-site',
+          'sec-fetch-mode': 'navigate',
+          'sec-fetch-dest': 'document',
+        };
+        get(`${consoleUrl}${to}`, { headers }, (res) => {
+          let body = '';
+          res.on('data', (c) => {
+            body += c;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        }).on('error', reject);
+      });
+    const back = await navigate('/console/oidc/callback?code=c&state=s');
+    expect(back.status).toBe(400);
+    expect(back.body).toContain('was not started in this browser');
+    expect((await navigate('/console/login')).status).toBe(403);
+    // A link that puts the provider's words on the login page, with no flow of this browser's: not shown.
+    const words = await navigate(
+      '/console/oidc/callback?state=s&error=access_denied&error_description=Your+account+is+locked,+call+555',
+    );
+    expect(words.status).toBe(400);
+    expect(words.body).not.toContain('call 555');
   });
 
   it('keeps the token login for the operator', async () => {

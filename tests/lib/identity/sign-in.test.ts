@@ -105,7 +105,7 @@ describe.each(backends)('signing in on $name', (backend) => {
     try {
       const refused = [
         { sub: 'e-1', email: 'eve@elsewhere.org', email_verified: true, groups: ['other'] },
-        { sub: 'e-2', email: 'eve@example.com', email_verified: 'true' },
+        { sub: 'e-2', email: 'eve@example.com', email_verified: 'yes' },
         { sub: 'e-3', email: 'eve@example.com.evil.org', email_verified: true },
         { sub: 'e-4', groups: 'toolshift-admins' },
         { sub: 42 },
@@ -143,6 +143,66 @@ describe.each(backends)('signing in on $name', (backend) => {
     }
   });
 
+  it('never lets another account with the same email take over a user who signs in already', async () => {
+    const store = await backend.open();
+    try {
+      const first = await store.signIn(
+        ISSUER,
+        { sub: 'f-1', email: 'fay@example.com', email_verified: true },
+        rule,
+      );
+      // A second account at the provider (or another provider) that says the same, verified, email.
+      for (const [issuer, sub] of [
+        [ISSUER, 'f-2'],
+        ['https://other.example', 'f-1'],
+      ]) {
+        await expect(
+          store.signIn(issuer, { sub, email: 'FAY@example.com', email_verified: true }, rule),
+        ).rejects.toMatchObject({
+          status: 403,
+          message: expect.stringContaining('signs in through another account'),
+        });
+      }
+      expect((await store.users()).map((u) => u.id)).toEqual([first.user.id]);
+      // The operator's user with an email in another case (made before emails were kept in lower case) is found.
+      await store.addUser({ name: 'gus', email: 'gus@example.com' });
+      const gus = await store.signIn(
+        ISSUER,
+        { sub: 'g-9', email: 'Gus@Example.COM', email_verified: 'true' },
+        rule,
+      );
+      expect(gus).toMatchObject({ made: false, user: { name: 'gus' } });
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('keeps a removed user out under any account with their email', async () => {
+    const store = await backend.open();
+    try {
+      const first = await store.signIn(
+        ISSUER,
+        { sub: 'h-1', email: 'hal@example.com', email_verified: true },
+        rule,
+      );
+      await store.removeUser(first.user.name);
+      // Another subject (a pairwise sub, another app, a re-made account): still removed, no new user.
+      await expect(
+        store.signIn(ISSUER, { sub: 'h-pairwise', email: 'hal@example.com', email_verified: true }, rule),
+      ).rejects.toMatchObject({ status: 403, message: expect.stringContaining('removed by the operator') });
+      expect(await store.users()).toEqual([]);
+      await store.addUser({ name: 'hal', email: 'hal@example.com' });
+      const back = await store.signIn(
+        ISSUER,
+        { sub: 'h-pairwise', email: 'hal@example.com', email_verified: true },
+        rule,
+      );
+      expect(back).toMatchObject({ made: false, user: { name: 'hal' } });
+    } finally {
+      await store.close();
+    }
+  });
+
   it('makes one user when two first sign-ins of one person race', async () => {
     const store = await backend.open();
     try {
@@ -169,6 +229,22 @@ describe('the sign-in settings', () => {
       /neither @domain .* nor group:NAME/,
     );
     expect(() => loadConfig({ ...base, OIDC_ROLE: 'admin' })).toThrow(/OIDC_ROLE: must be one of viewer/);
+    const issuer = { ...base, OIDC_ISSUER: 'https://id.example.com', OIDC_CLIENT_ID: 'x' };
+    expect(() => loadConfig({ ...issuer, OIDC_ROLE: 'operator', OIDC_ALLOW: '@example.com' })).toThrow(
+      /OIDC_ROLE: operator for everyone OIDC_ALLOW lets in/,
+    );
+    expect(() => loadConfig({ ...issuer, OIDC_ISSUER: 'http://id.example.com' })).toThrow(
+      /OIDC_ISSUER: must be an https URL/,
+    );
+    expect(() => loadConfig({ ...base, MCP_OAUTH_ISSUER: 'http://id.example.com' })).toThrow(
+      /MCP_OAUTH_ISSUER: must be an https URL/,
+    );
+    expect(() => loadConfig({ ...base, OIDC_CLIENT_SECRET: 's' })).toThrow(
+      /OIDC_CLIENT_SECRET: is set without OIDC_ISSUER/,
+    );
+    expect(() => loadConfig({ ...base, OIDC_ALLOW: '@example.com' })).toThrow(
+      /OIDC_ALLOW: is set, but nobody signs in/,
+    );
     expect(() => loadConfig({ ...base, MCP_OAUTH_RESOURCE: 'https://gw.example.com/mcp' })).toThrow(
       /MCP_OAUTH_ISSUER/,
     );

@@ -8,6 +8,7 @@ import { type CliIo, EXIT, rootCause, serviceEndpoint, UnreachableError, UsageEr
 import { keysCommand, teamsCommand, usersCommand } from './cli/people.ts';
 import { processIo } from './cli/process-io.ts';
 import { runTask } from './cli/run.ts';
+import { secretsCommand } from './cli/secrets.ts';
 import { checkCredentialTarget, credentialOf, type Target, type Targets, targetOf } from './cli/targets.ts';
 import { tasksCommand } from './cli/tasks.ts';
 import { threadsCommand } from './cli/threads.ts';
@@ -185,6 +186,8 @@ async function runCommand(
       return await keysCommand(rest, { ...values, json: watch.json }, gateway, io);
     case 'teams':
       return await teamsCommand(rest, { ...values, json: watch.json }, gateway, io);
+    case 'secrets':
+      return await secretsCommand(rest, { json: watch.json }, endpoints, io);
     case 'tasks':
       return await tasksCommand(
         rest,

@@ -77,6 +77,17 @@ Usage:
                                          the operator's policy (a rule only makes it stricter: ask, deny)
 Sends GATEWAY_ADMIN_TOKEN.
 ${EXIT_CODES}`,
+  secrets: `toolshift secrets — your own values of a toolset's secrets (your API key at its server)
+
+Usage:
+  toolshift secrets [list]
+  printf %s "$VALUE" | toolshift secrets set TOOLSET NAME
+  toolshift secrets remove TOOLSET NAME
+
+A toolset file names the secrets each person may set (user_secrets); your calls of its tools use yours
+instead of the shared value. The value is read from stdin (never the command line), kept sealed, and never
+shown again. Sends your key: AGENT_API_TOKEN=<key> toolshift secrets list
+${EXIT_CODES}`,
   run: `toolshift run — run a task and show what the agent does while it does it
 
 Usage:
@@ -238,6 +249,7 @@ export const COMMANDS = [
   'users',
   'keys',
   'teams',
+  'secrets',
   'console',
   'token',
   'serve',

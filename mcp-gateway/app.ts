@@ -5,13 +5,16 @@ import { HttpError, installBase, type RouteInput, route as register } from '../l
 import { OAUTH_VIA } from '../lib/http/oauth-resource.ts';
 import { serveOpenApi } from '../lib/http/openapi.ts';
 import { healthDetail, requireRole, type Security } from '../lib/http/security.ts';
+import type { Sealer } from '../lib/identity/sealed.ts';
 import type { IdentityStore } from '../lib/identity/store.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
 import type { Metrics } from '../lib/telemetry/metrics.ts';
+import { accountRoutesOf } from './admin/accounts.ts';
 import { identityAdminRoutes } from './admin/identity.ts';
 import { inSight, visibleUsers } from './admin/scope.ts';
 import { type AuditActor, withActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
+import type { Catalog } from './catalog/catalog.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './catalog/prompts.ts';
 import * as contract from './contract.ts';
 import {
@@ -82,6 +85,11 @@ export interface GatewayDeps {
   prompts: PromptCatalog;
   /** The users, keys and teams (lib/identity): their admin routes; absent, those routes are not served. */
   identity?: IdentityStore;
+  /**
+   * People's own upstream accounts: what their values are sealed with (GATEWAY_SEAL_KEY) and the catalog that says
+   * which secrets a toolset takes; absent, /mcp/me/* is not served.
+   */
+  accounts?: { sealer: Sealer; catalog: Catalog };
 }
 
 /** A refusal of the gateway's rules as an HTTP error: its status from REFUSAL_STATUS, its code in the body. */
@@ -140,6 +148,7 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   operatorRoutes(app, route, gateway);
   promptRoutes(route, deps.prompts);
   if (deps.identity) identityAdminRoutes(app, deps.identity);
+  if (deps.identity && deps.accounts) accountRoutesOf(app, { identity: deps.identity, ...deps.accounts });
   deps.face.mount(app);
   serveOpenApi(app, {
     service: 'mcp-gateway',

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { DatabaseHealth, type EventStream } from '../lib/http/contract.ts';
 import { boundedString, LIMITS, pageLimit } from '../lib/http/limits.ts';
 import { ErrorBody, Health, ToolResult } from '../tool-server/contract.ts';
+import { accountRoutes } from './contract/accounts.ts';
 import { SessionId, ToolsetId } from './contract/base.ts';
 import { identityRoutes } from './contract/identity.ts';
 import {
@@ -37,6 +38,7 @@ import {
 
 // The gateway's HTTP API. The seed's `POST /mcp/admin/toolsets {action, toolset_ids}` works unchanged.
 
+export * from './contract/accounts.ts';
 export * from './contract/base.ts';
 export * from './contract/identity.ts';
 export * from './contract/operator.ts';
@@ -46,6 +48,7 @@ export { ToolResult };
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const gatewayRoutes = {
   ...identityRoutes,
+  ...accountRoutes,
   getPolicy: {
     method: 'get',
     path: '/mcp/admin/policy',

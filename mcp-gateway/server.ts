@@ -5,6 +5,7 @@ import { startRetention } from '../lib/db/retention.ts';
 import { writableDataDir } from '../lib/db/sqlite.ts';
 import { securityFor } from '../lib/http/security.ts';
 import { type Listening, listen } from '../lib/http/serve.ts';
+import { type Sealer, sealer as sealerOf } from '../lib/identity/sealed.ts';
 import { type IdentityStore, openIdentity, teamCeilingOf } from '../lib/identity/store.ts';
 import { createLogger, type Logger } from '../lib/telemetry/log.ts';
 import { createMetrics, type Metrics } from '../lib/telemetry/metrics.ts';
@@ -16,6 +17,7 @@ import type { Backend } from './backends/backend.ts';
 import { toolServerBackend } from './backends/tool-server-backend.ts';
 import { UpstreamPool } from './backends/upstream-pool.ts';
 import { buildCatalog, type Catalog, loadToolsets } from './catalog/catalog.ts';
+import type { PersonalValues } from './catalog/personal.ts';
 import { createPromptCatalog, type PromptCatalog } from './catalog/prompts.ts';
 import { toolsetVariables } from './catalog/toolset-files.ts';
 import { approvalStore } from './ceiling/approvals.ts';
@@ -47,6 +49,7 @@ export async function startGateway(
   await identity.store.ready;
   security.identity = { store: identity.store, service: 'mcp-gateway' };
   const backends = backendsFor(config);
+  const { sealer, personal } = ownAccounts(config, identity.store);
   const state = await openState(config, log);
   const { store, callKeys } = state;
   // This replica's stdio servers: bounded, and stopped when unused (upstream-pool.ts).
@@ -56,7 +59,7 @@ export async function startGateway(
     log,
   });
   const catalog = await undoneOnFailure(
-    () => openCatalog(config, { backends, state, pool, log, waitMs: opts.backendWaitMs ?? 15_000 }),
+    () => openCatalog(config, { backends, state, pool, log, personal, waitMs: opts.backendWaitMs ?? 15_000 }),
     async () => {
       pool.close();
       await state.close();
@@ -95,6 +98,7 @@ export async function startGateway(
     prompts,
     metrics,
     identity: identity.store,
+    ...(sealer ? { accounts: { sealer, catalog } } : {}),
   });
   const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT', config.http.limits);
   // The CLI finds the gateway here, and sends it the stored tokens only here.
@@ -187,6 +191,7 @@ async function openCatalog(
     pool: UpstreamPool;
     log: Logger;
     waitMs: number;
+    personal?: PersonalValues;
   },
 ): Promise<Catalog> {
   const { log } = deps;
@@ -201,6 +206,7 @@ async function openCatalog(
   return buildCatalog(loaded.specs, deps.backends, {
     waitMs: deps.waitMs,
     store: deps.state.store,
+    ...(deps.personal ? { personal: deps.personal } : {}),
     log,
     connection: {
       maxMessageBytes: upstream.maxMessageBytes,
@@ -268,4 +274,20 @@ function relayChanges(deps: {
           log.warn({ toolset: change.id, err: err.message }, 'pins approved elsewhere not read'),
         );
   });
+}
+
+/** People's own upstream values (toolsets' user_secrets), sealed with GATEWAY_SEAL_KEY: how calls find them. */
+function ownAccounts(
+  config: Config,
+  identity: IdentityStore,
+): { sealer?: Sealer; personal?: PersonalValues } {
+  if (!config.gateway.sealKey) return {};
+  const sealer = sealerOf(config.gateway.sealKey);
+  return {
+    sealer,
+    personal: {
+      // `user:<id>`, as the audit's for_user says it.
+      valuesFor: (forUser, toolset) => identity.secretsFor(sealer, forUser.slice('user:'.length), toolset),
+    },
+  };
 }

@@ -9,6 +9,8 @@ export interface BackendCall {
   key?: string;
   /** Whose call it is (a digest of the caller's credential): a shared backend is shared fairly between callers first. */
   owner?: string;
+  /** Whose work the call is (`user:<id>`): where a toolset takes people's own values, theirs are used. */
+  forUser?: string;
 }
 
 /** Where a toolset's tools live. The tool-server is one; upstream MCP servers implement the same interface. */

@@ -78,8 +78,14 @@ export function toToolResult(
 
 /** What a toolset on an upstream server needs to route its calls. */
 export interface McpToolsetRoute {
+  /** The shared connection (its health is the toolset's). */
   connection: McpConnection;
   redactor: Redactor;
+  /**
+   * Where a person's call goes when they may bring their own values (catalog/personal.ts): their connection and
+   * what its results are redacted of; UpstreamError when they must set one first.
+   */
+  personal?: (forUser: string | undefined) => Promise<{ connection: McpConnection; redactor: Redactor }>;
   timeoutMs: number;
   /** The most bytes of a result the model is given (UPSTREAM_MAX_RESULT_BYTES). */
   maxResultBytes?: number;
@@ -89,7 +95,7 @@ export interface McpToolsetRoute {
 
 /** The Backend of one MCP toolset; a failed or timed-out upstream call is an error result, never an exception. */
 export function mcpToolsetBackend(route: McpToolsetRoute): Backend {
-  const { connection, redactor } = route;
+  const { connection } = route;
   return {
     name: `mcp:${connection.label}`,
     async listTools() {
@@ -103,8 +109,11 @@ export function mcpToolsetBackend(route: McpToolsetRoute): Backend {
     },
     async callTool(name, args, call) {
       const started = performance.now();
+      let redactor = route.redactor;
       try {
-        const result = await connection.callTool(
+        const own = route.personal ? await route.personal(call?.forUser) : { connection, redactor };
+        redactor = own.redactor;
+        const result = await own.connection.callTool(
           route.upstreamName(name) ?? name,
           args,
           route.timeoutMs,

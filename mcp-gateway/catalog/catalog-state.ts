@@ -1,8 +1,10 @@
 import type { Tool } from '@modelcontextprotocol/client';
 import type { Logger } from '../../lib/telemetry/log.ts';
+import { currentActor } from '../audit-context.ts';
 import type { Backend } from '../backends/backend.ts';
 import { mcpToolsetBackend } from '../backends/mcp-backend.ts';
-import { McpConnection } from '../backends/mcp-connection.ts';
+import { McpConnection, UpstreamError } from '../backends/mcp-connection.ts';
+import type { Redactor } from '../backends/redactor.ts';
 import {
   type CatalogTool,
   mcpRuntime,
@@ -12,6 +14,7 @@ import {
   type WithheldTool,
 } from './build.ts';
 import type { CatalogOptions, Toolset } from './catalog-types.ts';
+import { evict, MAX_PERSONAL } from './personal.ts';
 import { definitionHash, type PinStore, pinnedShape } from './pins.ts';
 import type { ToolsetIndex } from './search.ts';
 import { CatalogError, type McpBackendSpec, type ToolsetSpec } from './toolset-files.ts';
@@ -31,6 +34,8 @@ export interface CatalogState {
   readonly store: PinStore;
   readonly compile: ReturnType<typeof schemaCompiler>;
   readonly connections: Map<string, McpConnection>;
+  /** People's own connections (catalog/personal.ts), least recently used first. */
+  readonly personal: Map<string, McpConnection>;
   /** The last listing of each connection, applied or being applied. */
   readonly applied: WeakMap<McpConnection, Tool[]>;
   readonly listeners: Set<(ids: string[]) => void>;
@@ -82,6 +87,50 @@ export function connectionFor(st: CatalogState, spec: McpBackendSpec, pool = st.
 }
 
 /**
+ * The connection a call goes over and what its results are redacted of. A toolset whose variables each person may
+ * set for themselves (`user_secrets`): a person's calls go over a connection of their own, the server filled with
+ * their values over the shared ones (their own API key), their results redacted of those values too. A person
+ * with none of their own uses the shared connection; one whose toolset needs a value the environment does not
+ * share is told how to set theirs.
+ */
+export interface Route {
+  connection: McpConnection;
+  redactor: Redactor;
+}
+
+/** The connection `forUser`'s call of `spec` goes over (the current actor's when not given). */
+export async function routeOf(
+  st: CatalogState,
+  spec: McpToolsetSpec,
+  forUser: string | undefined = currentActor().for_user,
+): Promise<Route> {
+  const personal = spec.backend.personal;
+  const shared = () => ({ connection: connectionFor(st, spec.backend), redactor: spec.backend.redactor });
+  if (!personal) return shared();
+  const values: Record<string, string> =
+    forUser && st.opts.personal ? await st.opts.personal.valuesFor(forUser, spec.id) : {};
+  const missing = personal.unset.filter((name) => values[name] === undefined);
+  if (missing.length > 0) {
+    const how = forUser
+      ? `set yours with: toolshift secrets set ${spec.id} ${missing[0]}`
+      : `set ${missing.join(' and ')} in the gateway's environment, or each person sets their own (toolshift secrets set ${spec.id} ${missing[0]})`;
+    throw new UpstreamError(
+      `Toolset ${spec.id} needs your own ${missing.join(' and ')} (nobody shares one): ${how}`,
+    );
+  }
+  if (!personal.names.some((name) => values[name] !== undefined)) return shared();
+  const own = personal.serverWith(values);
+  const backend: McpBackendSpec = spec.backend;
+  const connection = connectionFor(st, { ...backend, ...own }, st.personal);
+  const pool = st.personal;
+  // Most recently used last: the map's order is its eviction order.
+  pool.delete(own.key);
+  pool.set(own.key, connection);
+  if (pool.size > MAX_PERSONAL) await evict(pool);
+  return { connection, redactor: own.redactor };
+}
+
+/**
  * An MCP toolset's runtime from a listing (null: the one stored, if any), writing first-sight pins and the
  * listing if `persist`: one read of what the store holds of it, then its pins and listing written.
  */
@@ -119,6 +168,7 @@ export async function mcpToolsetRuntime(
       mcpToolsetBackend({
         connection: conn,
         redactor: spec.backend.redactor,
+        ...(spec.backend.personal ? { personal: (forUser) => routeOf(st, spec, forUser) } : {}),
         timeoutMs: spec.timeoutMs,
         maxResultBytes: st.opts.connection?.maxResultBytes,
         upstreamName: (exposed) => names.get(exposed),
@@ -179,7 +229,13 @@ export async function prepare(st: CatalogState, ids: readonly string[]): Promise
   for (const id of ids) {
     const spec = st.specs.find((s) => s.id === id);
     if (!spec || !isMcp(spec)) continue;
-    const conn = connectionFor(st, spec.backend);
+    let conn: McpConnection;
+    try {
+      conn = (await routeOf(st, spec)).connection;
+    } catch (err) {
+      if (err instanceof UpstreamError) throw new CatalogError(err.message);
+      throw err;
+    }
     const listing = await conn.listTools();
     // Applied (or being applied, by another request that got the same listing) before its tools are read.
     if (st.applied.get(conn) !== listing) await applyListing(st, spec.backend.key, conn, listing);

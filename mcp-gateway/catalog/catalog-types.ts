@@ -1,5 +1,6 @@
 import type { Logger } from '../../lib/telemetry/log.ts';
 import type { UpstreamPool } from '../backends/upstream-pool.ts';
+import type { PersonalValues } from './personal.ts';
 import type { PinStore } from './pins.ts';
 import type { ToolsetSources, ToolsetSpec } from './toolset-files.ts';
 
@@ -47,4 +48,6 @@ export interface CatalogOptions {
     maxCallsPerSession?: number;
     pool?: UpstreamPool;
   };
+  /** People's own values of the toolsets' `user_secrets` (lib/identity); without it, everyone uses the shared ones. */
+  personal?: PersonalValues;
 }

@@ -49,6 +49,7 @@ export async function buildCatalog(
     store: opts.store ?? memoryPinStore(),
     compile: schemaCompiler((message) => log.warn({ message }, 'a tool schema does not compile')),
     connections: new Map(),
+    personal: new Map(),
     applied: new WeakMap(),
     listeners: new Set(),
     specs: [],
@@ -108,7 +109,7 @@ export async function buildCatalog(
     },
     /** Stops every upstream server. */
     async close(): Promise<void> {
-      await Promise.all([...st.connections.values()].map((c) => c.close()));
+      await Promise.all([...st.connections.values(), ...st.personal.values()].map((c) => c.close()));
     },
   };
 }

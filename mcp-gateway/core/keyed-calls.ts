@@ -137,10 +137,12 @@ export async function callBackend(
         },
       },
       async (span) => {
+        const { owner, for_user } = currentActor();
         const result = await tool.backend.callTool(name, args, {
           session: sessionId,
           key,
-          owner: currentActor().owner,
+          owner,
+          ...(for_user ? { forUser: for_user } : {}),
         });
         if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
         return result;

@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import type { RouteSpec } from '../../lib/http/contract.ts';
+import { ErrorBody } from '../../lib/http/contract.ts';
+import { ToolsetId } from './base.ts';
+
+// The gateway's contract, part five: a person's own upstream accounts — the values they set for a toolset's
+// `user_secrets` (their API key at its server), used instead of the shared ones for their calls. A user's key
+// (or a signed-in MCP client) acts on their own; contract.ts re-exports it.
+
+export const SecretName = z
+  .string()
+  .regex(
+    /^[A-Za-z_][A-Za-z0-9_]{0,63}$/,
+    'a secret is named like an environment variable, e.g. GITHUB_TOKEN',
+  );
+
+export const SecretInfo = z.object({ toolset: z.string(), name: z.string(), updated_at: z.string() });
+
+export const SetSecretRequest = z.strictObject({
+  value: z.string().min(1, 'give a value').max(8192, 'a value is at most 8192 characters'),
+});
+
+const secretParams = z.object({ toolset: ToolsetId, name: SecretName });
+const own = ['mcp'] as const;
+
+export const accountRoutes = {
+  listSecrets: {
+    method: 'get',
+    path: '/mcp/me/secrets',
+    roles: ['mcp', 'viewer'],
+    summary: 'The names of your own values of toolsets’ secrets (never the values)',
+    responses: { 200: z.object({ secrets: z.array(SecretInfo) }), 400: ErrorBody },
+  },
+  setSecret: {
+    method: 'put',
+    path: '/mcp/me/secrets/{toolset}/{name}',
+    roles: own,
+    summary: "Sets your own value of a toolset's secret (it names it under user_secrets), sealed",
+    params: secretParams,
+    body: SetSecretRequest,
+    responses: { 200: SecretInfo, 400: ErrorBody, 404: ErrorBody },
+  },
+  removeSecret: {
+    method: 'delete',
+    path: '/mcp/me/secrets/{toolset}/{name}',
+    roles: own,
+    summary: "Removes your own value of a toolset's secret (the shared one is used again, if there is one)",
+    params: secretParams,
+    responses: { 200: z.object({ removed: z.string() }), 400: ErrorBody, 404: ErrorBody },
+  },
+} satisfies Record<string, RouteSpec>;

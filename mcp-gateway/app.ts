@@ -89,7 +89,7 @@ export interface GatewayDeps {
    * People's own upstream accounts: what their values are sealed with (GATEWAY_SEAL_KEY) and the catalog that says
    * which secrets a toolset takes; absent, /mcp/me/* is not served.
    */
-  accounts?: { sealer: Sealer; catalog: Catalog };
+  accounts?: { sealer: Sealer; catalog: Catalog; connectUrl?: (toolset: string) => string };
 }
 
 /** A refusal of the gateway's rules as an HTTP error: its status from REFUSAL_STATUS, its code in the body. */

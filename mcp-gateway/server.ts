@@ -98,7 +98,7 @@ export async function startGateway(
     prompts,
     metrics,
     identity: identity.store,
-    ...(sealer ? { accounts: { sealer, catalog } } : {}),
+    ...(sealer ? { accounts: { sealer, catalog, connectUrl: connectUrlOf(config) } } : {}),
   });
   const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT', config.http.limits);
   // The CLI finds the gateway here, and sends it the stored tokens only here.
@@ -207,6 +207,7 @@ async function openCatalog(
     waitMs: deps.waitMs,
     store: deps.state.store,
     ...(deps.personal ? { personal: deps.personal } : {}),
+    connectUrl: connectUrlOf(config),
     log,
     connection: {
       maxMessageBytes: upstream.maxMessageBytes,
@@ -291,3 +292,7 @@ function ownAccounts(
     },
   };
 }
+
+/** Where a person connects their own account for a toolset: the console's page for it. */
+const connectUrlOf = (config: Config) => (toolset: string) =>
+  `${config.agent.url.replace(/\/$/, '')}/console/connect/${encodeURIComponent(toolset)}`;

@@ -13,6 +13,8 @@ export interface AccountDeps {
   identity: IdentityStore;
   sealer: Sealer;
   catalog: Catalog;
+  /** Where a person connects their own account for a toolset (the console's page). */
+  connectUrl?: (toolset: string) => string;
 }
 
 /** The user the request acts for, or 400 saying a person's own values need their own key. */
@@ -40,7 +42,31 @@ function checkSecret(catalog: Catalog, toolset: string, name: string): void {
   }
 }
 
+/** Whether user `user` (an id) connected their own account for `toolset` (undefined: it takes none). */
+async function connectionOf(deps: AccountDeps, toolset: string, user: string) {
+  const spec = deps.catalog.toolset(toolset);
+  const personal = spec && typeof spec.backend !== 'string' ? spec.backend.personal : undefined;
+  if (!personal) return undefined;
+  const own = new Set(
+    (await deps.identity.secrets(user)).filter((s) => s.toolset === toolset).map((s) => s.name),
+  );
+  const missing = personal.unset.filter((name) => !own.has(name));
+  const url = deps.connectUrl?.(toolset);
+  return { toolset, connected: missing.length === 0, missing, ...(url ? { connect_url: url } : {}) };
+}
+
 export function accountRoutesOf(app: Hono, deps: AccountDeps): void {
+  route(app, routes.listConnections, async (c) => {
+    const user = userOf(c);
+    const ids = deps.catalog.toolsets.filter((t) => typeof t.backend !== 'string' && t.backend.personal);
+    const all = await Promise.all(ids.map((t) => connectionOf(deps, t.id, user)));
+    return c.json({ connections: all.flatMap((x) => (x ? [x] : [])) });
+  });
+  route(app, routes.connectionFor, async (c, { params, query }) => {
+    const info = await connectionOf(deps, params.toolset, query.for_user.slice('user:'.length));
+    if (!info) throw new HttpError(404, `Toolset ${params.toolset} takes nobody's own account`);
+    return c.json(info);
+  });
   route(app, routes.listSecrets, async (c) => c.json({ secrets: await deps.identity.secrets(userOf(c)) }));
   route(app, routes.setSecret, async (c, { params, body }) => {
     const user = userOf(c);

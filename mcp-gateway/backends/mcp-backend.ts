@@ -1,7 +1,7 @@
 import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/client';
 import type { ToolResult } from '../../tool-server/contract.ts';
 import type { Backend } from './backend.ts';
-import { type McpConnection, UpstreamError } from './mcp-connection.ts';
+import { ConsentNeeded, type McpConnection, UpstreamError } from './mcp-connection.ts';
 import type { Redactor } from './redactor.ts';
 
 // A toolset backed by an upstream MCP server: calls go over the shared connection under the server's
@@ -123,7 +123,8 @@ export function mcpToolsetBackend(route: McpToolsetRoute): Backend {
         );
         return toToolResult(result, performance.now() - started, redactor, route.maxResultBytes);
       } catch (err) {
-        if (!(err instanceof UpstreamError)) throw err;
+        // A person who must connect their account first: a refusal of the gateway's (core/keyed-calls.ts).
+        if (!(err instanceof UpstreamError) || err instanceof ConsentNeeded) throw err;
         return {
           success: false,
           result: null,

@@ -23,6 +23,7 @@ import {
 import type { PooledServer } from './upstream-pool.ts';
 import {
   type ConnectionDeps,
+  ConsentNeeded,
   type McpServerSpec,
   type ProtocolChoice,
   UpstreamError,
@@ -31,7 +32,7 @@ import {
 } from './upstream-types.ts';
 
 export type { ConnectionDeps, McpServerSpec, ProtocolChoice, UpstreamState, UpstreamStatus };
-export { UpstreamError };
+export { ConsentNeeded, UpstreamError };
 
 // One connection to one upstream MCP server, shared by every toolset that names the same server. It
 // connects on first use, lists the tools (all pages), follows `notifications/tools/list_changed`, and

@@ -57,3 +57,17 @@ export class UpstreamError extends Error {
     this.name = new.target.name;
   }
 }
+
+/**
+ * The toolset reaches its server with each person's own account (their secret, their OAuth grant), and this
+ * person has not connected theirs: `connectUrl` is where they do (the console's page for it).
+ */
+export class ConsentNeeded extends UpstreamError {
+  readonly toolset: string;
+  readonly connectUrl: string | undefined;
+  constructor(message: string, toolset: string, connectUrl?: string) {
+    super(message);
+    this.toolset = toolset;
+    this.connectUrl = connectUrl;
+  }
+}

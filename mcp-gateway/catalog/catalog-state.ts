@@ -3,7 +3,7 @@ import type { Logger } from '../../lib/telemetry/log.ts';
 import { currentActor } from '../audit-context.ts';
 import type { Backend } from '../backends/backend.ts';
 import { mcpToolsetBackend } from '../backends/mcp-backend.ts';
-import { McpConnection, UpstreamError } from '../backends/mcp-connection.ts';
+import { ConsentNeeded, McpConnection, UpstreamError } from '../backends/mcp-connection.ts';
 import type { Redactor } from '../backends/redactor.ts';
 import {
   type CatalogTool,
@@ -114,8 +114,11 @@ export async function routeOf(
     const how = forUser
       ? `set yours with: toolshift secrets set ${spec.id} ${missing[0]}`
       : `set ${missing.join(' and ')} in the gateway's environment, or each person sets their own (toolshift secrets set ${spec.id} ${missing[0]})`;
-    throw new UpstreamError(
-      `Toolset ${spec.id} needs your own ${missing.join(' and ')} (nobody shares one): ${how}`,
+    const url = st.opts.connectUrl?.(spec.id);
+    throw new ConsentNeeded(
+      `Toolset ${spec.id} needs your own ${missing.join(' and ')} (nobody shares one): ${how}${url ? ` (or at ${url})` : ''}`,
+      spec.id,
+      url,
     );
   }
   if (!personal.names.some((name) => values[name] !== undefined)) return shared();
@@ -233,7 +236,8 @@ export async function prepare(st: CatalogState, ids: readonly string[]): Promise
     try {
       conn = (await routeOf(st, spec)).connection;
     } catch (err) {
-      if (err instanceof UpstreamError) throw new CatalogError(err.message);
+      if (err instanceof UpstreamError && !(err instanceof ConsentNeeded))
+        throw new CatalogError(err.message);
       throw err;
     }
     const listing = await conn.listTools();

@@ -50,4 +50,6 @@ export interface CatalogOptions {
   };
   /** People's own values of the toolsets' `user_secrets` (lib/identity); without it, everyone uses the shared ones. */
   personal?: PersonalValues;
+  /** Where a person connects their own account for a toolset (the console's page), for the refusals that ask. */
+  connectUrl?: (toolset: string) => string;
 }

@@ -21,6 +21,16 @@ export const SetSecretRequest = z.strictObject({
 });
 
 const secretParams = z.object({ toolset: ToolsetId, name: SecretName });
+
+/** Whether a person has connected their own account for a toolset: its secrets set (or, for OAuth, a grant). */
+export const ConnectionInfo = z.object({
+  toolset: z.string(),
+  connected: z.boolean(),
+  /** What the person still has to set or do (the secrets' names), when not connected. */
+  missing: z.array(z.string()),
+  /** Where they connect it (the console's page). */
+  connect_url: z.string().optional(),
+});
 const own = ['mcp'] as const;
 
 export const accountRoutes = {
@@ -47,5 +57,22 @@ export const accountRoutes = {
     summary: "Removes your own value of a toolset's secret (the shared one is used again, if there is one)",
     params: secretParams,
     responses: { 200: z.object({ removed: z.string() }), 400: ErrorBody, 404: ErrorBody },
+  },
+  listConnections: {
+    method: 'get',
+    path: '/mcp/me/connections',
+    roles: ['mcp', 'viewer'],
+    summary: 'The toolsets that take your own account, and whether you have connected each',
+    responses: { 200: z.object({ connections: z.array(ConnectionInfo) }), 400: ErrorBody },
+  },
+  connectionFor: {
+    method: 'get',
+    path: '/mcp/connections/{toolset}',
+    roles: ['agent'],
+    summary:
+      "Whether the owner of a task (for_user) has connected their own account for a toolset (the agent's wait)",
+    params: z.object({ toolset: ToolsetId }),
+    query: z.object({ for_user: z.string().regex(/^user:[A-Za-z0-9_-]{1,64}$/, 'for_user is user:<id>') }),
+    responses: { 200: ConnectionInfo, 404: ErrorBody },
   },
 } satisfies Record<string, RouteSpec>;

@@ -71,6 +71,11 @@ export const RefusalCode = z.enum([
   'withheld',
   /** The operator's policy asks a human first: the body carries the pending `approval`. */
   'approval_needed',
+  /**
+   * The toolset reaches its server with each person's own account, and this person has not connected theirs:
+   * the body carries `toolset` and `connect_url`, where they connect it.
+   */
+  'consent_required',
   /** Activating would pass TOOL_TOKEN_BUDGET. */
   'over_budget',
   /** A limit of calls or activations; `retry_after_s` says when, where waiting helps. */

@@ -1,6 +1,7 @@
 import { ServiceError } from '../../lib/http/http-client.ts';
 import { GENAI, inSpan, MCP, SpanKind, TOOLSHIFT } from '../../lib/telemetry/tracing.ts';
 import { currentActor } from '../audit-context.ts';
+import { ConsentNeeded } from '../backends/mcp-connection.ts';
 import type { CatalogTool } from '../catalog/build.ts';
 import type { CallFence, RefusalCode, ToolResult } from '../contract.ts';
 import { Refusal } from '../refusals.ts';
@@ -153,6 +154,7 @@ export async function callBackend(
   } catch (err) {
     // A backend refusing the arguments is a malformed call, reported the same way as the gateway's own check.
     if (err instanceof ServiceError && err.status === 400) throw refuse('invalid_arguments', err.message);
+    if (err instanceof ConsentNeeded) throw refuse('consent_required', err.message, consentDetails(err));
     const message = `Backend ${tool.backend.name} failed for ${name}: ${(err as Error).message}`;
     // Its answer lost after the call was sent (a reset, a timeout): the outcome is unknown, not a failure.
     const refused = (err as { cause?: { code?: unknown } }).cause?.code === 'ECONNREFUSED';
@@ -161,3 +163,9 @@ export async function callBackend(
     throw refuse('upstream_failed', message);
   }
 }
+
+/** What a consent_required refusal carries: the toolset, and where the person connects their account. */
+export const consentDetails = (err: ConsentNeeded) => ({
+  toolset: err.toolset,
+  ...(err.connectUrl ? { connect_url: err.connectUrl } : {}),
+});

@@ -1,9 +1,10 @@
-import { UpstreamError } from '../backends/mcp-connection.ts';
+import { ConsentNeeded, UpstreamError } from '../backends/mcp-connection.ts';
 import { CatalogError } from '../catalog/catalog.ts';
 import type { GatewayTool } from '../contract.ts';
 import { Refusal } from '../refusals.ts';
 import type { AuditEntry } from '../store/audit.ts';
 import type { SessionView } from '../store/interface.ts';
+import { consentDetails } from './keyed-calls.ts';
 import type { GatewayCore } from './parts.ts';
 
 // What every rule asks of a session's toolsets: which are active, what their tools are and cost, whether ids
@@ -97,6 +98,7 @@ export async function prepare(c: GatewayCore, sessionId: string | null, ids: rea
       ok: false,
       detail: message,
     });
+    if (err instanceof ConsentNeeded) throw new Refusal('consent_required', message, consentDetails(err));
     throw new Refusal(err instanceof UpstreamError ? 'upstream_failed' : 'unavailable', message);
   }
 }

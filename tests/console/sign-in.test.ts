@@ -1,6 +1,5 @@
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { get } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
@@ -9,6 +8,7 @@ import { startMockModel } from '../../bench/mock-model.ts';
 import { type CliIo, main } from '../../client.ts';
 import { startAuthorizationServer } from '../helpers/authorization-server.ts';
 import { launchChromium } from '../helpers/browser.ts';
+import { freePort } from '../helpers/chaos-stack.ts';
 import { startDaemon } from '../helpers/daemon.ts';
 
 // Signing in to the console with an identity provider, whole, in real Chromium: the daemon as `npm start` runs it
@@ -25,14 +25,6 @@ let idp: Awaited<ReturnType<typeof startAuthorizationServer>>;
 let model: Awaited<ReturnType<typeof startMockModel>>;
 let browser: Awaited<ReturnType<typeof launchChromium>>;
 let consoleUrl: string;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 /** The CLI as the operator runs it on the daemon's machine (its stored admin token). */
 async function cli(...argv: string[]) {

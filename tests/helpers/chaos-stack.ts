@@ -38,7 +38,8 @@ export interface ChaosStack {
   close(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
+/** A port free on 127.0.0.1 now (for a service whose address must be known before it starts). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.on('error', reject);

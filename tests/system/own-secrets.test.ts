@@ -5,6 +5,7 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockModel } from '../../bench/mock-model.ts';
 import { type CliIo, main } from '../../client.ts';
+import { freePort } from '../helpers/chaos-stack.ts';
 import { startDaemon } from '../helpers/daemon.ts';
 import { startMcpHttpServer } from '../helpers/mcp-http-server.ts';
 
@@ -86,6 +87,8 @@ beforeAll(async () => {
   );
   model = await startMockModel({ script: (key) => ({ answer: `done ${key}` }) });
   daemon = startDaemon({
+    // A port known before it starts: the gateway's links to the console name it.
+    AGENT_PORT: String(await freePort()),
     TOOLSHIFT_DATA_DIR: data,
     FS_ROOTS: ws,
     HOME: tmp,
@@ -131,7 +134,33 @@ describe("a person's own secrets", () => {
     });
     expect(textOf(activated)).toContain('needs your own KEYED_TOKEN');
     expect(textOf(activated)).toContain('toolshift secrets set keyed KEYED_TOKEN');
+    expect(textOf(activated)).toContain(`${urls['agent-server']}/console/connect/keyed`);
     await bob.close();
+    // What is missing, for him and (for a task of his) the agent.
+    const mine = await fetch(`${urls['mcp-gateway']}/mcp/me/connections`, {
+      headers: { authorization: `Bearer ${keys.bob}` },
+    });
+    expect((await mine.json()).connections).toEqual([
+      {
+        toolset: 'keyed',
+        connected: false,
+        missing: ['KEYED_TOKEN'],
+        connect_url: `${urls['agent-server']}/console/connect/keyed`,
+      },
+    ]);
+    const bobId = (
+      JSON.parse((await cli(['users', 'list', '--json'])).stdout) as { id: string; name: string }[]
+    ).find((u) => u.name === 'bob')?.id;
+    const agentToken = (await cli(['token', 'agent'])).stdout.trim();
+    const forTask = await fetch(`${urls['mcp-gateway']}/mcp/connections/keyed?for_user=user:${bobId}`, {
+      headers: { authorization: `Bearer ${agentToken}` },
+    });
+    expect(await forTask.json()).toMatchObject({ toolset: 'keyed', connected: false });
+    // A person's key does not ask about another's.
+    const asBob = await fetch(`${urls['mcp-gateway']}/mcp/connections/keyed?for_user=user:${bobId}`, {
+      headers: { authorization: `Bearer ${keys.bob}` },
+    });
+    expect(asBob.status).toBe(403);
   });
 
   it("reaches the upstream with each person's own value, never another's", async () => {

@@ -30,7 +30,8 @@ Usage:
 
 Roles: api (AGENT_API_TOKEN, the default), admin (GATEWAY_ADMIN_TOKEN), agent (GATEWAY_AGENT_TOKEN),
 mcp (GATEWAY_MCP_TOKEN, for MCP clients of /mcp), viewer (VIEWER_TOKEN, read only), tool-server
-(TOOL_SERVER_TOKEN).
+(TOOL_SERVER_TOKEN), webhook (AGENT_WEBHOOK_SECRET), seal (GATEWAY_SEAL_KEY: people's own upstream
+credentials are sealed with it; give every gateway replica the same one).
 
   curl -H "Authorization: Bearer $(toolshift token)" http://127.0.0.1:8000/agent/tasks
 

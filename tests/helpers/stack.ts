@@ -15,6 +15,7 @@ import { openPostgres } from '../../lib/db/postgres.ts';
 import { openDatabase } from '../../lib/db/sqlite.ts';
 import type { McpOAuth } from '../../lib/http/oauth-resource.ts';
 import type { Role, Security } from '../../lib/http/security.ts';
+import { sealer } from '../../lib/identity/sealed.ts';
 import { IdentityStore, teamCeilingOf } from '../../lib/identity/store.ts';
 import { createLogger, type Logger } from '../../lib/telemetry/log.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
@@ -38,6 +39,8 @@ import { nativeTools } from '../../tool-server/tools/native.ts';
 import { freshDatabase } from './postgres.ts';
 
 export const log = createLogger('test', 'silent');
+/** What a stack seals people's own upstream values with. */
+const stackSealer = sealer('a-seal-key-for-the-test-stacks-only-0123456789');
 const silent = log;
 
 /** The request policy of a loopback-only service without tokens (the default setup). */
@@ -250,6 +253,11 @@ export async function makeStack(opts: StackOptions = {}) {
       log,
       source: { dir: toolsetsDir, userDir: userToolsetsDir, vars: () => vars },
       connection: opts.connection,
+      // Read at call time: the identity store is opened below.
+      personal: {
+        valuesFor: async (forUser: string, toolset: string) =>
+          identity ? identity.secretsFor(stackSealer, forUser.slice('user:'.length), toolset) : {},
+      },
     },
   );
   const policyFile = path.join(tmp, 'policy.yaml');
@@ -312,6 +320,8 @@ export async function makeStack(opts: StackOptions = {}) {
     face,
     prompts,
     identity,
+    // People's own upstream values, as mcp-gateway/server.ts wires them (a key made for this stack).
+    ...(identity ? { accounts: { sealer: stackSealer, catalog } } : {}),
   });
   const storeOptions = { leaseMs: opts.lease?.ms, holder: opts.lease?.holder };
   const taskStore = databaseUrl

@@ -37,39 +37,11 @@ export function createConsentWatch(opts: ConsentWatchOptions) {
   /** Ends the pause between rounds at once (a wait added or gone). */
   let wake: (() => void) | undefined;
 
-  /** One round: waits past their deadline end; every owner and toolset waited for is asked about once. */
-  async function round(): Promise<boolean> {
-    const byAccount = new Map<string, Wait[]>();
-    for (const w of waits) {
-      if (now() >= w.deadline) {
-        w.settle({ approved: false, fail: notInTime(w.pending) });
-        continue;
-      }
-      const key = `${w.pending.owner}\n${w.pending.toolset}`;
-      byAccount.set(key, [...(byAccount.get(key) ?? []), w]);
-    }
-    for (const group of byAccount.values()) {
-      const { owner, toolset } = group[0].pending;
-      try {
-        if (await opts.connected(toolset, owner)) for (const w of group) w.settle({ approved: true });
-      } catch (err) {
-        // The toolset or the person is gone: nobody can connect it any more.
-        if (err instanceof ServiceError && err.status === 404) {
-          for (const w of group) w.settle({ approved: false, fail: `Task failed: ${err.message}` });
-          continue;
-        }
-        opts.log.warn({ err, toolset }, 'cannot ask the gateway whether a person connected their account');
-        return false;
-      }
-    }
-    return true;
-  }
-
   /** Rounds while any task waits; the pause between them doubles while the gateway cannot be reached. */
   async function loop(): Promise<void> {
     let pauseMs = opts.pollMs;
     while (waits.size > 0) {
-      pauseMs = (await round()) ? opts.pollMs : Math.min(pauseMs * 2, maxBackoffMs);
+      pauseMs = (await round(waits, opts, now)) ? opts.pollMs : Math.min(pauseMs * 2, maxBackoffMs);
       if (waits.size === 0) break;
       const nearest = Math.min(...[...waits].map((w) => w.deadline));
       await new Promise<void>((resolve) => {
@@ -136,6 +108,38 @@ export function createConsentWatch(opts: ConsentWatchOptions) {
       });
     },
   };
+}
+
+/** One round: waits past their deadline end; every owner and toolset waited for is asked about once. */
+async function round(
+  waits: ReadonlySet<Wait>,
+  opts: ConsentWatchOptions,
+  now: () => number,
+): Promise<boolean> {
+  const byAccount = new Map<string, Wait[]>();
+  for (const w of waits) {
+    if (now() >= w.deadline) {
+      w.settle({ approved: false, fail: notInTime(w.pending) });
+      continue;
+    }
+    const key = `${w.pending.owner}\n${w.pending.toolset}`;
+    byAccount.set(key, [...(byAccount.get(key) ?? []), w]);
+  }
+  for (const group of byAccount.values()) {
+    const { owner, toolset } = group[0].pending;
+    try {
+      if (await opts.connected(toolset, owner)) for (const w of group) w.settle({ approved: true });
+    } catch (err) {
+      // The toolset or the person is gone: nobody can connect it any more.
+      if (err instanceof ServiceError && err.status === 404) {
+        for (const w of group) w.settle({ approved: false, fail: `Task failed: ${err.message}` });
+        continue;
+      }
+      opts.log.warn({ err, toolset }, 'cannot ask the gateway whether a person connected their account');
+      return false;
+    }
+  }
+  return true;
 }
 
 const notInTime = (p: PendingConsent) =>

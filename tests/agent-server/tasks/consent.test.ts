@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ExecuteTaskResponse, PendingConsent, TaskEvent } from '../../../agent-server/contract.ts';
 import { createConsentWatch } from '../../../agent-server/tasks/consent-wait.ts';
+import { waitingMessage } from '../../../agent-server/webhooks/message.ts';
 import { ServiceError } from '../../../lib/http/http-client.ts';
 import { answer, call, calls, ScriptedModel, type Step } from '../../helpers/scripted-model.ts';
 import { log, makeStack, type Stack } from '../../helpers/stack.ts';
@@ -210,5 +211,28 @@ describe('the consent watch', () => {
     gone = true;
     await vi.advanceTimersByTimeAsync(800);
     expect(await waiting).toEqual({ approved: false, fail: 'Task failed: No toolset keyed' });
+  });
+});
+
+describe('the webhook of a task waiting for a consent', () => {
+  it('POSTs task.waiting with the toolset and the link, not an approval', () => {
+    const waiting = { ...pending('t1'), connect_url: LINK };
+    const sent = waitingMessage({ taskId: 't1', webhook: { url: 'https://hooks.test/x' } }, waiting, 2);
+    expect(sent).toMatchObject({ kind: 'task.waiting', key: 'consent:call_t1' });
+    expect(JSON.parse(String(sent?.payload))).toMatchObject({
+      type: 'task.waiting',
+      data: {
+        task_id: 't1',
+        status: 'awaiting_consent',
+        steps: 2,
+        pending_approval: null,
+        pending_consent: {
+          call_id: 'call_t1',
+          toolset: 'keyed',
+          connect_url: LINK,
+          expires_at: waiting.expires_at,
+        },
+      },
+    });
   });
 });

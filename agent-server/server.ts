@@ -211,6 +211,7 @@ function agentOf(
     modelBaseURL: config.agent.model.baseURL,
     defaultMaxSteps: config.agent.maxSteps,
     defaultMaxDurationS: config.agent.maxDurationS,
+    consentTimeoutS: config.agent.consentTimeoutS,
     contextTokens: config.agent.contextTokens,
     tokens,
     metrics: createAgentMetrics(metrics),

@@ -104,6 +104,9 @@ const LINES: Partial<Record<TaskEvent['type'], LineOf>> = {
   approval_needed: (d, s) =>
     `  ${s.yellow('⏸')} waiting for a human: ${d.kind === 'activate' ? `activate ${d.subject}` : d.subject}`,
   approval_decided: approvalDecided,
+  consent_required: (d, s) =>
+    `  ${s.yellow('⏸')} waiting for you to connect your own account for ${d.toolset}` +
+    (d.connect_url ? `: ${d.connect_url}` : ''),
   task_resumed: taskResumed,
   context_compacted: (d, s) =>
     s.dim(

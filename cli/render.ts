@@ -16,6 +16,7 @@ const ENDS_ACTIVITY = new Set<TaskEvent['type']>([
   'tool_call',
   'toolset_change',
   'approval_needed',
+  'consent_required',
   'task_finished',
 ]);
 

@@ -1,4 +1,4 @@
-import { agentRoutes } from '../agent-server/contract.ts';
+import { agentRoutes, isLive } from '../agent-server/contract.ts';
 import { callRoute, type ServiceEndpoint, ServiceError } from '../lib/http/http-client.ts';
 import { type CliIo, EXIT, UsageError } from './io.ts';
 import { age, createProgress, summary } from './render.ts';
@@ -108,7 +108,7 @@ async function showTask(id: string, flags: TasksFlags, agent: ServiceEndpoint, i
   });
   for (const e of task.events) progress.onEvent(e);
   if (task.final_answer) io.stdout(`answer: ${task.final_answer}\n`);
-  if (task.status !== 'queued' && task.status !== 'running' && task.status !== 'awaiting_approval') {
+  if (!isLive(task.status)) {
     const { events: _events, ...rest } = task;
     const durationMs = task.finished_at
       ? Date.parse(task.finished_at) - Date.parse(task.created_at)

@@ -82,6 +82,14 @@ function routeClient(endpoint: ServiceEndpoint) {
     /** Renders a playbook prompt into a goal. */
     renderPrompt: (name: string, args: Record<string, string>) =>
       callRoute(endpoint, routes.renderPrompt, { params: { name }, body: { arguments: args } }),
+    /** Whether `forUser` (`user:<id>`) has connected their own account for a toolset (a task's wait for it). */
+    connectionFor: (toolset: string, forUser: string, signal?: AbortSignal) =>
+      callRoute(
+        endpoint,
+        routes.connectionFor,
+        { params: { toolset }, query: { for_user: forUser } },
+        { signal },
+      ),
     /** An approval's current state (the agent's own credential may read, never decide). */
     getApproval: (id: string, signal?: AbortSignal) =>
       callRoute(endpoint, routes.getApproval, { params: { id } }, { signal }),

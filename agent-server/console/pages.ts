@@ -155,6 +155,7 @@ export function overviewPage(data: {
       <a class="card" href="/console/tasks?status=running"><h2>Running</h2><p class="big" data-count="running">${count('running')}</p></a>
       <a class="card" href="/console/tasks?status=queued"><h2>Queued</h2><p class="big" data-count="queued">${count('queued')}</p></a>
       <a class="card" href="/console/tasks?status=awaiting_approval"><h2>Waiting for a human</h2><p class="big" data-count="awaiting_approval">${count('awaiting_approval')}</p></a>
+      <a class="card" href="/console/tasks?status=awaiting_consent"><h2>Waiting for a person to connect</h2><p class="big" data-count="awaiting_consent">${count('awaiting_consent')}</p></a>
       <a class="card" href="/console/approvals"><h2>Pending approvals</h2><p class="big" data-count="approvals">${data.approvals ?? '–'}</p></a>
     </section>
     <h2>Upstream MCP servers</h2>

@@ -1,6 +1,6 @@
 import { html, raw } from 'hono/html';
 import { LIMITS } from '../../lib/http/limits.ts';
-import type { Thread, ThreadTurn } from '../contract.ts';
+import { LIVE_STATUSES, type Thread, type ThreadTurn } from '../contract.ts';
 import { short, status, when } from './format.ts';
 import type { Can, Html } from './pages.ts';
 
@@ -10,7 +10,7 @@ import type { Can, Html } from './pages.ts';
 export const THREAD_PAGE = 50;
 
 /** A turn still to end: the page follows it live. */
-const LIVE = new Set(['queued', 'running', 'awaiting_approval']);
+const LIVE = new Set<string>(LIVE_STATUSES);
 
 export function threadsPage(threads: Thread[]): Html {
   const next = threads.length === THREAD_PAGE ? threads[threads.length - 1].thread_id : undefined;

@@ -22,6 +22,7 @@ export const TaskStatus = z.enum([
   'queued',
   'running',
   'awaiting_approval',
+  'awaiting_consent',
   'completed',
   'failed',
   'max_steps',
@@ -29,6 +30,14 @@ export const TaskStatus = z.enum([
   'timed_out',
 ]);
 export type TaskStatus = z.infer<typeof TaskStatus>;
+
+/** A paused task's statuses: waiting for a human's decision, or for its owner to connect their own account. */
+export const WAITING_STATUSES = ['awaiting_approval', 'awaiting_consent'] as const;
+/** The statuses of a task not ended yet. */
+export const LIVE_STATUSES = ['queued', 'running', ...WAITING_STATUSES] as const;
+/** Whether a task in `status` has not ended yet (it runs, waits in the queue, or waits paused). */
+export const isLive = (status: string): status is (typeof LIVE_STATUSES)[number] =>
+  (LIVE_STATUSES as readonly string[]).includes(status);
 
 /** Tokens counted by toolshift's tokenizer (beside the provider's `usage`), summed over a task's model requests. */
 export const TokenTotals = z.object({
@@ -65,6 +74,25 @@ export const PendingApproval = z.object({
   expires_at: z.string(),
 });
 export type PendingApproval = z.infer<typeof PendingApproval>;
+
+/**
+ * A tool call (or activation) of a task that waits for its owner to connect their own account for a toolset
+ * (the gateway refused it with consent_required); the call is made again once they have.
+ */
+export const PendingConsent = z.object({
+  task_id: z.string(),
+  call_id: z.string(),
+  kind: z.literal('consent'),
+  toolset: z.string(),
+  /** Where the person connects it (the console's page), when the gateway names one. */
+  connect_url: z.string().nullable(),
+  /** Whose account: the task's owner, `user:<id>`. */
+  owner: z.string(),
+  step: z.number(),
+  /** When the task stops waiting and fails (CONSENT_TIMEOUT_S after the refusal). */
+  expires_at: z.string(),
+});
+export type PendingConsent = z.infer<typeof PendingConsent>;
 
 /**
  * Where a task's end, and each wait for a human, is POSTed (README "Webhooks"): an http or https URL, checked

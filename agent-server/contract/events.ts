@@ -15,6 +15,7 @@ export const EventType = z.enum([
   'toolset_change',
   'approval_needed',
   'approval_decided',
+  'consent_required',
   'task_resumed',
   'context_compacted',
   'limit_wait',
@@ -146,6 +147,16 @@ const EventData = {
     /** Why the summary's model call failed: the stubs stand, and the next request tries again. */
     summary_failed: z.string().optional(),
   }),
+  /**
+   * A call (or activation) refused until the task's owner connects their own account for `toolset`: the task
+   * waits (`awaiting_consent`) and makes the call again once they have.
+   */
+  consent_required: z.looseObject({
+    step: StepNo,
+    tool_call_id: z.string().optional(),
+    toolset: z.string(),
+    connect_url: z.string().nullable(),
+  }),
   /** A tool call past its owner's limit (tool_calls_per_minute) waits for the limit's next window. */
   limit_wait: z.looseObject({
     step: StepNo,
@@ -196,6 +207,7 @@ export const TaskEvent = z.discriminatedUnion('type', [
   eventOf('toolset_change'),
   eventOf('approval_needed'),
   eventOf('approval_decided'),
+  eventOf('consent_required'),
   eventOf('task_resumed'),
   eventOf('context_compacted'),
   eventOf('limit_wait'),

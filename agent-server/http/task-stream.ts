@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import type { ConsoleLogin } from '../../lib/http/security.ts';
-import type { ExecuteTaskResponse, ModelDeltaEvent, TaskEvent } from '../contract.ts';
+import { type ExecuteTaskResponse, isLive, type ModelDeltaEvent, type TaskEvent } from '../contract.ts';
 import type { TaskStore } from '../store/store.ts';
 import { type Agent, resultOf } from '../tasks/agent.ts';
 
@@ -25,7 +25,7 @@ export interface TaskStreamDeps {
   pollMs?: number;
 }
 
-const FINISHED = (status: string) => !['queued', 'running', 'awaiting_approval'].includes(status);
+const FINISHED = (status: string) => !isLive(status);
 
 /** The seq a client has already seen: `Last-Event-ID` (set by EventSource on reconnect), else `?after=`. */
 export function resumeAfter(c: Context, after: number | undefined): number {

@@ -7,7 +7,7 @@ import { type LoopRun, snapshotAt } from './state.ts';
 import { type ApprovalDecision, runToolCalls } from './tool-step.ts';
 
 /**
- * Runs a reply's tool calls (or, resuming, the rest of them), pausing for approvals on the way, and adds their
+ * Runs a reply's tool calls (or, resuming, the rest of them), pausing for approvals and consents on the way, and adds their
  * tool messages to the conversation. A pause stores the loop as it stands at the call that waits.
  */
 export async function answerCalls(
@@ -18,7 +18,9 @@ export async function answerCalls(
   resume?: { index: number; done: ChatCompletionMessageParam[]; decision?: ApprovalDecision },
 ): Promise<void> {
   const { deps, state } = run;
-  const awaitApproval = deps.awaitApproval;
+  const { awaitApproval, awaitConsent } = deps;
+  const at = (p: { index: number; done: ChatCompletionMessageParam[] }) =>
+    snapshotAt(state, { step, calls, index: p.index, done: p.done, tools });
   state.answered = [...(resume?.done ?? [])];
   const toolMessages = await runToolCalls(calls, {
     sessionId: run.sessionId,
@@ -34,13 +36,8 @@ export async function answerCalls(
     journal: deps.journal,
     calls: deps.calls,
     quota: deps.quota,
-    awaitApproval:
-      awaitApproval &&
-      ((pending) =>
-        awaitApproval(
-          pending,
-          snapshotAt(state, { step, calls, index: pending.index, done: pending.done, tools }),
-        )),
+    awaitApproval: awaitApproval && ((pending) => awaitApproval(pending, at(pending))),
+    awaitConsent: awaitConsent && ((pending) => awaitConsent(pending, at(pending))),
   });
   state.answered = [];
   state.messages.push(...toolMessages);

@@ -53,8 +53,8 @@ export interface LoopInput {
   prime?: boolean;
   /** The thread the task is a turn of: its earlier turns' messages and how its compaction stands. */
   thread?: ThreadInput;
-  /** Going on from a pause, with the human's decision on the call that waited. */
-  resume?: { snapshot: LoopSnapshot; decision: ApprovalDecision };
+  /** Going on from a pause, with the human's decision on the call that waited (none: a consent given). */
+  resume?: { snapshot: LoopSnapshot; decision?: ApprovalDecision };
   /**
    * Going on from another worker's claim: its last checkpoint (null: none, the task starts over) and the
    * calls it recorded since.

@@ -8,13 +8,16 @@ import type { ApprovalDecision } from './tool-step.ts';
 // checkpoint and the calls it recorded since). Each answers the rest of the reply it stopped in, or ends the
 // task; the loop then asks the model again.
 
-/** Going on from a pause, with the human's decision on the call that waited. */
+/**
+ * Going on from a pause, with the human's decision on the call that waited (none: a consent given, the call
+ * is made again as if for the first time).
+ */
 export async function goOnFromPause(
   run: LoopRun,
   pending: LoopSnapshot['pending'],
-  decision: ApprovalDecision,
+  decision: ApprovalDecision | undefined,
 ): Promise<LoopOutcome | undefined> {
-  if (decision.fail) return endWith(run.state, 'failed', null, decision.fail);
+  if (decision?.fail) return endWith(run.state, 'failed', null, decision.fail);
   await answerCalls(run, pending.calls, pending.step, pending.tools, {
     index: pending.index,
     done: pending.done,

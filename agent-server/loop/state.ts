@@ -12,7 +12,7 @@ import type { TaskOutcome, ThreadContext } from '../store/interface.ts';
 import { FALLBACK_CONTEXT_TOKENS, hasMovedOut, readStored } from './context.ts';
 import type { LiveEmit } from './deltas.ts';
 import { createExposure, type Exposure } from './exposure.ts';
-import type { ApprovalDecision, CallJournal, Emit, PendingCall } from './tool-step.ts';
+import type { ApprovalDecision, CallJournal, ConsentCall, Emit, PendingCall } from './tool-step.ts';
 
 // The loop as it stands between its steps: the conversation, its counts and the toolsets it used. A pause
 // stores a snapshot of it and the checkpoint before a reply's calls run records one; the loop ends with an
@@ -56,6 +56,8 @@ export interface LoopDeps {
   signal?: AbortSignal;
   /** Pauses the task until a human decides on a call the policy asks about; `snapshot` is what to persist. */
   awaitApproval?: (pending: PendingCall, snapshot: LoopSnapshot) => Promise<ApprovalDecision>;
+  /** Pauses the task until its owner connects the account a refused call needs; `snapshot` is what to persist. */
+  awaitConsent?: (pending: ConsentCall, snapshot: LoopSnapshot) => Promise<ApprovalDecision>;
   /**
    * Where the task records its progress so another worker can go on from it: each reply with tool calls
    * before they run (`checkpoint`), and each call as it starts and ends.

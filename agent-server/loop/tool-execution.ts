@@ -21,6 +21,8 @@ export interface ToolCallOutcome {
   toolTokens?: ManageToolsetsOutcome['toolTokens'];
   /** The operator's policy asks a human first: the pending approval the gateway recorded. */
   approval?: Approval;
+  /** Refused until the task's owner connects their own account for this toolset: nothing ran. */
+  consent?: ConsentAsked;
   /** The call was sent and its answer lost, and its tool is not safe to ask again: its outcome is unknown. */
   lost?: boolean;
 }
@@ -32,6 +34,23 @@ function approvalOf(err: unknown): Approval | undefined {
     ((err as ServiceError).body as { approval?: unknown } | undefined)?.approval,
   );
   return parsed.success ? parsed.data : undefined;
+}
+
+/** What a consent_required refusal names: the toolset, and where the person connects their account. */
+export interface ConsentAsked {
+  toolset: string;
+  connect_url: string | null;
+}
+
+/** The toolset a gateway refusal (consent_required) waits for the person to connect, if it is one. */
+function consentOf(err: unknown): ConsentAsked | undefined {
+  if (refusalCode(err) !== 'consent_required') return undefined;
+  const body = (err as ServiceError).body as { toolset?: unknown; connect_url?: unknown } | undefined;
+  if (typeof body?.toolset !== 'string') return undefined;
+  return {
+    toolset: body.toolset.slice(0, 256),
+    connect_url: typeof body.connect_url === 'string' ? body.connect_url.slice(0, 2048) : null,
+  };
 }
 
 /** Parses a tool call's JSON arguments; returns an error text instead of throwing. */
@@ -145,12 +164,14 @@ export async function executeToolCall(
       };
     }
     const approval = approvalOf(err);
+    const consent = consentOf(err);
     return {
       content: `Error: ${(err as Error).message}`,
       ok: false,
       arguments: target.args,
       ...tool,
       ...(approval ? { approval } : {}),
+      ...(consent ? { consent } : {}),
     };
   }
 }

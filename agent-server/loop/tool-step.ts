@@ -15,7 +15,7 @@ import { calledName } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
 import { HumanEndedTask, type KeyedCall, safeToRepeat, unknownOutcomeQuestion } from './lost-answer.ts';
 import { MANAGE_TOOLSETS } from './manage-toolsets.ts';
-import { executeToolCall, type ToolCallOutcome } from './tool-execution.ts';
+import { type ConsentAsked, executeToolCall, type ToolCallOutcome } from './tool-execution.ts';
 
 /** Records a step; the one call through which every event of a task leaves the loop. */
 /** Records an event; `data` is what the contract says that type of event carries (EventData). */
@@ -71,6 +71,14 @@ export interface PendingCall {
   done: ChatCompletionMessageParam[];
 }
 
+/** A tool call refused until the task's owner connects their own account, with what the reply answered before it. */
+export interface ConsentCall {
+  call: ChatCompletionMessageFunctionToolCall;
+  consent: ConsentAsked;
+  index: number;
+  done: ChatCompletionMessageParam[];
+}
+
 /** What one reply's tool calls need: the session, the gateway, where events go, and the stop signal. */
 export interface ToolStepContext {
   sessionId: string;
@@ -86,6 +94,11 @@ export interface ToolStepContext {
   exposure?: Exposure;
   /** Waits for a human's decision on a call the policy asks about (absent: the refusal goes to the model). */
   awaitApproval?: (pending: PendingCall) => Promise<ApprovalDecision>;
+  /**
+   * Waits for the owner to connect the account a refused call needs (absent: the refusal goes to the model);
+   * a decision with `fail` ends the task.
+   */
+  awaitConsent?: (pending: ConsentCall) => Promise<ApprovalDecision>;
   /**
    * Resuming a reply: start at this call, after these tool messages, with its decision known (none: a call
    * that never started, or one safe to run again).
@@ -228,7 +241,7 @@ async function callOutcome(
   ctx: ToolStepContext,
 ): Promise<ToolCallOutcome> {
   const journal = ctx.journal;
-  const run = async () => {
+  const once = async () => {
     // On record before it runs: if this worker stops now, whoever resumes the task knows it may have run.
     await journal?.started(index, call.id);
     const ran = await executeToolCall(
@@ -239,8 +252,21 @@ async function callOutcome(
       ctx.exposure,
       keyedFor(ctx, index, call),
     );
-    // Refused for an approval: nothing ran (a resumed task asks again).
-    if (ran.approval) await journal?.finished(index, call.id, { message: null, used: [], shown: [] });
+    // Refused for an approval or a consent: nothing ran (a resumed task asks again).
+    if (ran.approval || ran.consent)
+      await journal?.finished(index, call.id, { message: null, used: [], shown: [] });
+    return ran;
+  };
+  // Refused until the owner connects their account: the task waits (paused, on record), then calls again;
+  // the model hears only the call's real outcome.
+  const run = async () => {
+    let ran = await once();
+    while (ran.consent && ctx.awaitConsent) {
+      const decision = await ctx.awaitConsent({ call, consent: ran.consent, index, done: [...messages] });
+      throwIfStopped(ctx.signal);
+      if (decision.fail) throw new HumanEndedTask(decision.fail);
+      ran = await once();
+    }
     return ran;
   };
   const resumed = ctx.resume && index === ctx.resume.index ? ctx.resume.decision : undefined;

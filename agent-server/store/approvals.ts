@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
-import { held, parsed, type StoreContext, TASK_COLUMNS } from './context.ts';
+import type { Task } from '../contract.ts';
+import { held, parsed, type StoreContext, TASK_COLUMNS, WAITING } from './context.ts';
 import { heldWrite } from './held-write.ts';
 import type { TaskRow, TaskStore } from './interface.ts';
 import { toTask } from './interface.ts';
@@ -12,12 +13,12 @@ type ApprovalMethods = Pick<TaskStore, 'pause' | 'unpause' | 'decide' | 'awaitin
 export function approvalMethods(c: StoreContext): ApprovalMethods {
   const { db, leases, writes } = c;
   /** Tasks in `status`, oldest first, once every write in flight settled. */
-  const tasksIn = async (status: 'queued' | 'awaiting_approval') => {
+  const tasksIn = async (statuses: readonly Task['status'][]) => {
     await c.guard(writes.settleAll());
     const rows = await db
       .selectFrom('tasks')
       .select(TASK_COLUMNS)
-      .where('status', '=', status)
+      .where('status', 'in', statuses)
       .orderBy('created_at')
       .orderBy('n')
       .execute();
@@ -29,11 +30,11 @@ export function approvalMethods(c: StoreContext): ApprovalMethods {
      * Committed at once, after the events queued before it (a failure throws: a pause nobody can find would
      * never be decided); the lease is let go.
      */
-    async pause(taskId, pending, state, steps, webhook) {
+    async pause(taskId, pending, state, steps, webhook, status = 'awaiting_approval') {
       const [p, s] = [JSON.stringify(pending), JSON.stringify(state)];
       await writes.fencedWrite(taskId, {
         one: (fence) => ({
-          statement: pause({ task: taskId, fence, now: leases.now(), pending: p, state: s, steps }),
+          statement: pause({ task: taskId, fence, now: leases.now(), pending: p, state: s, steps, status }),
           also: webhook && c.webhooks.insert(taskId, webhook),
         }),
       });
@@ -56,7 +57,7 @@ export function approvalMethods(c: StoreContext): ApprovalMethods {
               fence: sql<number>`fence + 1`,
             })
             .where('task_id', '=', taskId)
-            .where('status', '=', 'awaiting_approval')
+            .where('status', 'in', WAITING)
             .returning('fence')
             .executeTakeFirst(),
         true,
@@ -81,7 +82,7 @@ export function approvalMethods(c: StoreContext): ApprovalMethods {
       return decided;
     },
     async awaiting() {
-      return (await tasksIn('awaiting_approval')).map((row) => ({
+      return (await tasksIn(WAITING)).map((row) => ({
         task: toTask(row),
         pending: parsed(row.pending_approval),
         state: parsed(row.resume_state),
@@ -90,7 +91,7 @@ export function approvalMethods(c: StoreContext): ApprovalMethods {
       }));
     },
     async queued() {
-      return (await tasksIn('queued')).map((row) => ({ task: toTask(row), request: parsed(row.request) }));
+      return (await tasksIn(['queued'])).map((row) => ({ task: toTask(row), request: parsed(row.request) }));
     },
   };
 }
@@ -112,15 +113,15 @@ export async function lastSeqOf(c: StoreContext, taskId: string): Promise<number
 
 /** A task's pause, recorded while it is held (compiled once per store, held-write.ts). */
 function pauseWrite(c: StoreContext) {
-  return heldWrite<{ pending: string; state: string; steps: number }>(
+  return heldWrite<{ pending: string; state: string; steps: number; status: Task['status'] }>(
     c.db,
     c.hooks,
-    ['pending', 'state', 'steps'],
+    ['pending', 'state', 'steps', 'status'],
     (db, a) =>
       db
         .updateTable('tasks')
         .set({
-          status: 'awaiting_approval',
+          status: a.status,
           pending_approval: a.pending,
           resume_state: a.state,
           steps: a.steps,

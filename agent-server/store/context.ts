@@ -27,7 +27,9 @@ export interface StoreContext {
 }
 
 /** The statuses of a task not ended yet. */
-export const ACTIVE = ['queued', 'running', 'awaiting_approval'] as const;
+/** What a paused task waits for: a human's decision, or its owner connecting their own account. */
+export const WAITING = ['awaiting_approval', 'awaiting_consent'] as const;
+export const ACTIVE = ['queued', 'running', ...WAITING] as const;
 
 /** A task's columns as the contract's Task and the store read them (not its insertion number). */
 export const TASK_COLUMNS = [

@@ -214,7 +214,8 @@ export interface TaskStore {
   callFinished(taskId: string, index: number, callId: string, result: unknown): Promise<void>;
   /**
    * Records that the task waits for `pending`, with the loop state to resume from and the steps taken so far;
-   * the lease is let go. `webhook`: a POST recorded with it.
+   * the lease is let go. `webhook`: a POST recorded with it; `status`: what it waits for (a human's decision
+   * when absent).
    */
   pause(
     taskId: string,
@@ -222,6 +223,7 @@ export interface TaskStore {
     state: unknown,
     steps: number,
     webhook?: WebhookToSend,
+    status?: 'awaiting_approval' | 'awaiting_consent',
   ): Promise<void>;
   /**
    * The task goes on after its pause, under this worker's lease: true for the one caller that moves it from
@@ -230,7 +232,7 @@ export interface TaskStore {
   unpause(taskId: string): Promise<boolean>;
   /** Records a human's decision on a paused task's call (one the agent-server itself asks about); false when it is not paused for `callId`. */
   decide(taskId: string, callId: string, decision: unknown): Promise<boolean>;
-  /** Tasks paused for an approval, with what they wait for, their saved loop state, and any decision recorded. */
+  /** Tasks paused (for an approval or a consent), with what they wait for, their saved loop state, and any decision recorded. */
   awaiting(): Promise<
     { task: Task; pending: unknown; state: unknown; decision: unknown; request: unknown }[]
   >;

@@ -1,8 +1,9 @@
 import { createTokenCounter } from '../../lib/telemetry/tokens.ts';
-import type { PendingApproval, Task } from '../contract.ts';
+import type { PendingApproval, PendingConsent, Task } from '../contract.ts';
 import type { LoopSnapshot } from '../loop/loop.ts';
 import type { TaskStore } from '../store/interface.ts';
 import { createApprovalWaiter } from './approval-wait.ts';
+import { createConsentWatch } from './consent-wait.ts';
 import type { AgentDeps } from './deps.ts';
 import { followElsewhere } from './follow.ts';
 import { ResumedElsewhere } from './outcome.ts';
@@ -55,6 +56,11 @@ export function createAgentCore(deps: AgentDeps): AgentCore {
     paused,
     movedOn,
     waiter: createApprovalWaiter(deps.approvalPollMs ?? 1000),
+    consents: createConsentWatch({
+      connected: async (toolset, owner) => (await deps.gateway.connectionFor(toolset, owner)).connected,
+      pollMs: deps.consentPollMs ?? 3000,
+      log: deps.log,
+    }),
     drain: () => queue.drain(),
     ranElsewhere: (taskId, listeners) => followElsewhere(deps.store, queuePollMs, taskId, listeners),
   };
@@ -73,8 +79,8 @@ export function createAgentCore(deps: AgentDeps): AgentCore {
 }
 
 /**
- * Waits here for the decision on a task stored as paused (its worker stopped, or paused it and moved on):
- * the first worker to see the decision claims the task (unpause) and goes on from the paused state. An
+ * Waits here for the decision (or the consent) a task stored as paused waits for (its worker stopped, or paused
+ * it and moved on): the first worker to see it claims the task (unpause) and goes on from the paused state. An
  * agent-server that runs no tasks (AGENT_ROLE=api) leaves it to the workers.
  */
 export function resumePaused(
@@ -85,7 +91,10 @@ export function resumePaused(
   if (!paused.pending || !paused.state || a.worker.running.has(taskId) || !a.deps.model) return;
   if (a.limits.maxConcurrent === 0) return;
   a.launch(toRun(a, paused.task, paused.request), {
-    resume: { pending: paused.pending as PendingApproval, snapshot: paused.state as LoopSnapshot },
+    resume: {
+      pending: paused.pending as PendingApproval | PendingConsent,
+      snapshot: paused.state as LoopSnapshot,
+    },
   });
 }
 

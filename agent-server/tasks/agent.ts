@@ -46,7 +46,9 @@ export function createAgent(deps: AgentDeps) {
 
     /** What paused tasks wait for. */
     pendingApprovals: async (): Promise<PendingApproval[]> =>
-      (await deps.store.awaiting()).flatMap((t) => (t.pending ? [t.pending as PendingApproval] : [])),
+      (await deps.store.awaiting()).flatMap((t) =>
+        t.pending && t.task.status === 'awaiting_approval' ? [t.pending as PendingApproval] : [],
+      ),
     decideApproval: (
       taskId: string,
       callId: string,

@@ -30,7 +30,9 @@ export async function decideApproval(
   decided_at: string | null;
   reason: string | null;
 }> {
-  const paused = (await a.deps.store.awaiting()).find((t) => t.task.task_id === taskId);
+  const paused = (await a.deps.store.awaiting()).find(
+    (t) => t.task.task_id === taskId && t.task.status === 'awaiting_approval',
+  );
   const pending = paused?.pending as PendingApproval | undefined;
   if (!pending || pending.call_id !== callId) {
     // Decided already (by another human, another tab): the first decision stands, and this one is told so.

@@ -39,6 +39,10 @@ export interface AgentDeps {
   prime?: boolean;
   /** How often a paused task asks the gateway whether its approval was decided (default 1 s). */
   approvalPollMs?: number;
+  /** How long a task waits for its owner to connect their own account (CONSENT_TIMEOUT_S; default 1 hour). */
+  consentTimeoutS?: number;
+  /** How often the tasks waiting for a consent ask the gateway whether it was given (default 3 s). */
+  consentPollMs?: number;
   /** The model's context budget in tokens (AGENT_CONTEXT_TOKENS; default by model family, loop/context.ts). */
   contextTokens?: number;
   /** Where tasks' webhooks may be POSTed; absent, a task that names one is refused (nothing to sign it with). */

@@ -1,5 +1,5 @@
 import { StoreUnavailable } from '../../lib/db/reachability.ts';
-import type { ExecuteTaskResponse } from '../contract.ts';
+import { type ExecuteTaskResponse, isLive } from '../contract.ts';
 import type { TaskStore } from '../store/interface.ts';
 import type { TaskListener } from './deps.ts';
 import { resultOf } from './outcome.ts';
@@ -31,7 +31,7 @@ export async function followElsewhere(
         if (err instanceof StoreUnavailable) return null;
         throw err;
       });
-      if (task && !['queued', 'running', 'awaiting_approval'].includes(task.status)) {
+      if (task && !isLive(task.status)) {
         const result = resultOf(task);
         for (const l of listeners) l.end?.(result);
         return result;

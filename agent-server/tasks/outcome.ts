@@ -1,4 +1,4 @@
-import type { ExecuteTaskResponse, Task } from '../contract.ts';
+import { type ExecuteTaskResponse, isLive, type Task } from '../contract.ts';
 import type { LoopOutcome } from '../loop/loop.ts';
 import { noTokens, noUsage } from '../loop/state.ts';
 
@@ -26,10 +26,7 @@ export class ResumedElsewhere extends Error {
 /** A task's answer as stored: what the blocking call returns and what an event stream ends with. */
 export function resultOf(task: Task): ExecuteTaskResponse {
   return {
-    status:
-      task.status === 'queued' || task.status === 'running' || task.status === 'awaiting_approval'
-        ? 'failed'
-        : task.status,
+    status: isLive(task.status) ? 'failed' : task.status,
     final_answer: task.final_answer,
     task_id: task.task_id,
     session_id: task.session_id,

@@ -1,7 +1,14 @@
 import { currentRequestId } from '../../lib/http/request-id.ts';
 import { withSpanHolder } from '../../lib/telemetry/tracing.ts';
 import type { Model } from '../clients/model.ts';
-import type { EventType, ModelDeltaEvent, PendingApproval, TaskEvent, ToolExposure } from '../contract.ts';
+import type {
+  EventType,
+  ModelDeltaEvent,
+  PendingApproval,
+  PendingConsent,
+  TaskEvent,
+  ToolExposure,
+} from '../contract.ts';
 import { TaskStoppedError } from '../errors.ts';
 import type { LiveEmit } from '../loop/deltas.ts';
 import { type LoopDeps, type LoopOutcome, type LoopSnapshot, runLoop } from '../loop/loop.ts';
@@ -13,7 +20,7 @@ import { endTask } from './end.ts';
 import { ridingOutages } from './gateway-retry.ts';
 import { observeEvent } from './observer.ts';
 import { crashed } from './outcome.ts';
-import { decide } from './pause.ts';
+import { awaitConsent, decide } from './pause.ts';
 import { threadInput } from './threads.ts';
 import { TaskTrace } from './trace.ts';
 import type { TaskRun, TaskToRun, Worker } from './worker.ts';
@@ -29,7 +36,7 @@ export interface LaunchOptions {
   listener?: TaskListener;
   /** The followers a queued task already has. */
   listeners?: Set<TaskListener>;
-  resume?: { pending: PendingApproval; snapshot: LoopSnapshot };
+  resume?: { pending: PendingApproval | PendingConsent; snapshot: LoopSnapshot };
   /** Claimed from the queue: a task that ran before goes on from its checkpoint. */
   claimed?: Claim;
 }
@@ -182,7 +189,7 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
   const { w, task, taskId } = t;
   try {
     const resume = opts.resume
-      ? { snapshot: opts.resume.snapshot, decision: await decide(t, opts.resume.pending) }
+      ? { snapshot: opts.resume.snapshot, decision: await decisionOn(t, opts.resume.pending) }
       : undefined;
     // Starting over, the task's own events say what was primed for it the first time.
     const primed =
@@ -206,7 +213,7 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
         prime: task.prime,
       },
       // Its calls at the gateway are its owner's work (a user's, for their audit and approvals).
-      { ...loopDeps(t), gateway: t.gateway.forTask(taskId, owner), quota },
+      { ...loopDeps(t, owner), gateway: t.gateway.forTask(taskId, owner), quota },
     );
   } catch (err) {
     const stop = err instanceof TaskStoppedError ? err : undefined;
@@ -221,14 +228,27 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
   }
 }
 
+/**
+ * What a task going on from a pause waits for first: the decision on its call, or its owner's consent (given,
+ * the call is made again as if new: no decision).
+ */
+async function decisionOn(t: TaskRun, pending: PendingApproval | PendingConsent) {
+  if (pending.kind !== 'consent') return decide(t, pending);
+  const consent = await awaitConsent(t, pending);
+  return consent.fail ? consent : undefined;
+}
+
 /** Whose the task is: its thread's owner (undefined for a task of no thread). */
 async function ownerOfTask(t: TaskRun): Promise<string | undefined> {
   if (!t.task.threadId) return undefined;
   return (await t.w.deps.store.getThread(t.task.threadId))?.owner;
 }
 
-/** What the loop works with here: this worker's model and gateway, the task's journal in the store, its pauses. */
-function loopDeps(t: TaskRun): LoopDeps {
+/**
+ * What the loop works with here: this worker's model and gateway, the task's journal in the store, its pauses
+ * (for a consent only when a person owns the task: the gateway asks no one else for theirs).
+ */
+function loopDeps(t: TaskRun, owner: string | undefined): LoopDeps {
   const { w, taskId, traced } = t;
   return {
     model: w.deps.model as Model,
@@ -263,6 +283,23 @@ function loopDeps(t: TaskRun): LoopDeps {
         },
         snapshot,
       ),
+    awaitConsent: owner?.startsWith('user:')
+      ? (p, snapshot) =>
+          awaitConsent(
+            t,
+            {
+              task_id: taskId,
+              call_id: p.call.id,
+              kind: 'consent',
+              toolset: p.consent.toolset,
+              connect_url: p.consent.connect_url,
+              owner,
+              step: snapshot.pending.step,
+              expires_at: new Date(Date.now() + (w.deps.consentTimeoutS ?? 3600) * 1000).toISOString(),
+            },
+            snapshot,
+          )
+      : undefined,
   };
 }
 

@@ -2,6 +2,7 @@ import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { EventType, ExecuteTaskResponse, ModelDeltaEvent, ToolExposure, Webhook } from '../contract.ts';
 import type { ApprovalWaiter } from './approval-wait.ts';
+import type { ConsentWatch } from './consent-wait.ts';
 import type { AgentDeps, TaskListener } from './deps.ts';
 import type { TaskTrace } from './trace.ts';
 
@@ -44,7 +45,7 @@ export interface Worker {
   tokens: TokenCounter;
   /** Tasks running or paused here, by id. */
   running: Map<string, RunningTask>;
-  /** Those of them waiting for an approval (they take no slot). */
+  /** Those of them paused: waiting for an approval or a consent (they take no slot). */
   paused: Set<string>;
   /**
    * Tasks running here that go on in another worker (it resumed the paused task first, or this worker lost the
@@ -52,6 +53,8 @@ export interface Worker {
    */
   movedOn: Set<string>;
   waiter: ApprovalWaiter;
+  /** The waits of its tasks for their owners to connect their own accounts (one loop for them all). */
+  consents: ConsentWatch;
   /** Starts queued tasks while slots are free. */
   drain(): void;
   /** Follows a task that goes on in another process until its end. */

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { PendingApproval, Usage, Webhook } from '../contract.ts';
+import type { PendingApproval, PendingConsent, Usage, Webhook } from '../contract.ts';
 import type { TaskOutcome, WebhookToSend } from '../store/interface.ts';
 
 // What a task's webhook POSTs say (README "Webhooks"): `{type, timestamp, data}` as Standard Webhooks has it,
@@ -16,7 +16,7 @@ interface TaskState {
   taskId: string;
   /** The conversation it belongs to (null: none). */
   threadId?: string | null;
-  status: TaskOutcome['status'] | 'awaiting_approval';
+  status: TaskOutcome['status'] | 'awaiting_approval' | 'awaiting_consent';
   final_answer?: string | null;
   error?: string | null;
   steps: number;
@@ -36,15 +36,19 @@ export function finishedMessage(task: WebhookOf, outcome: TaskOutcome): WebhookT
   return message(task.webhook, 'task.finished', 'finished', { ...task, ...outcome }, null);
 }
 
-/** The POST of a task's wait for a human (one per call it waits for), when the task names a webhook. */
+/**
+ * The POST of a task's wait for a human (one per call it waits for: a decision, or its owner's consent), when
+ * the task names a webhook.
+ */
 export function waitingMessage(
   task: WebhookOf,
-  pending: PendingApproval,
+  pending: PendingApproval | PendingConsent,
   steps: number,
 ): WebhookToSend | undefined {
   if (!task.webhook) return undefined;
-  const state = { ...task, status: 'awaiting_approval' as const, steps };
-  return message(task.webhook, 'task.waiting', `waiting:${pending.call_id}`, state, pending);
+  const status = pending.kind === 'consent' ? 'awaiting_consent' : 'awaiting_approval';
+  const key = `${pending.kind === 'consent' ? 'consent' : 'waiting'}:${pending.call_id}`;
+  return message(task.webhook, 'task.waiting', key, { ...task, status, steps }, pending);
 }
 
 function message(
@@ -52,7 +56,7 @@ function message(
   kind: WebhookToSend['kind'],
   key: string,
   task: TaskState,
-  pending: PendingApproval | null,
+  pending: PendingApproval | PendingConsent | null,
 ): WebhookToSend {
   const answer = task.final_answer ?? null;
   const cut = answer !== null && answer.length > MAX_ANSWER_CHARS;
@@ -68,15 +72,27 @@ function message(
       error: task.error ? task.error.slice(0, MAX_ERROR_CHARS) : null,
       steps: task.steps,
       usage: task.usage ?? null,
-      pending_approval: pending && {
-        call_id: pending.call_id,
-        approval_id: pending.approval_id,
-        kind: pending.kind,
-        subject: pending.subject.slice(0, 1024),
-        reason: pending.reason.slice(0, MAX_ERROR_CHARS),
-        expires_at: pending.expires_at,
-      },
+      pending_approval: pending && pending.kind !== 'consent' ? approvalPart(pending) : null,
+      ...(pending?.kind === 'consent' ? { pending_consent: consentPart(pending) } : {}),
     },
   };
   return { id: `msg_${randomUUID()}`, kind, key, url: webhook.url, payload: JSON.stringify(payload) };
 }
+
+/** What a POST says of the approval a task waits for. */
+const approvalPart = (pending: PendingApproval) => ({
+  call_id: pending.call_id,
+  approval_id: pending.approval_id,
+  kind: pending.kind,
+  subject: pending.subject.slice(0, 1024),
+  reason: pending.reason.slice(0, MAX_ERROR_CHARS),
+  expires_at: pending.expires_at,
+});
+
+/** What a POST says of the account a task waits for its owner to connect, and where they connect it. */
+const consentPart = (pending: PendingConsent) => ({
+  call_id: pending.call_id,
+  toolset: pending.toolset,
+  connect_url: pending.connect_url,
+  expires_at: pending.expires_at,
+});

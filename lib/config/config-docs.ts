@@ -46,6 +46,9 @@ export const SETTING_GROUPS: Group[] = [
       AGENT_MAX_DURATION_S: {
         doc: "a task's wall-clock limit unless its request sets `max_duration_s` (then it ends `timed_out`)",
       },
+      CONSENT_TIMEOUT_S: {
+        doc: "how long a task waits (`awaiting_consent`) for its owner to connect their own account for a toolset before it fails; the task's own time limit still applies",
+      },
       AGENT_SSE_HEARTBEAT_S: { doc: 'keep-alive comment interval of an idle task event stream' },
       AGENT_CONTEXT_TOKENS: {
         doc:

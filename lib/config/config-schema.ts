@@ -69,6 +69,7 @@ export const EnvSchema = z.object({
     .transform((v) => v === undefined || v === '' || v === '1' || v === 'true'),
   AGENT_MODEL_STALL_MS: z.coerce.number().int().min(100).default(60_000),
   AGENT_MAX_DURATION_S: z.coerce.number().int().min(1).max(604_800).default(1800),
+  CONSENT_TIMEOUT_S: z.coerce.number().int().min(1).max(604_800).default(3600),
   AGENT_CONTEXT_TOKENS: z.coerce.number().int().min(1024).max(10_000_000).optional(),
   AGENT_SSE_HEARTBEAT_S: z.coerce.number().min(0.01).max(3600).default(15),
   AGENT_WEBHOOK_SECRET: optionalString.refine(

@@ -172,6 +172,8 @@ function agentSettings(e: Env, local: Local) {
     leaseS: e.TASK_LEASE_S,
     /** A task's wall-clock limit unless its request sets `max_duration_s`. */
     maxDurationS: e.AGENT_MAX_DURATION_S,
+    /** How long a task waits for its owner to connect their own account for a toolset before it fails. */
+    consentTimeoutS: e.CONSENT_TIMEOUT_S,
     /** The model's context budget in tokens (default: its family's window, loop/context.ts). */
     contextTokens: e.AGENT_CONTEXT_TOKENS,
     /** How often an idle event stream sends a keep-alive comment. */

@@ -433,6 +433,23 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
         'edit_file started and never ended: a human decides',
       ],
     ]);
+    // A wait for the owner's consent: the link to connect, and no link for an address that is not http(s).
+    const consents = await page.evaluate(`(async () => {
+      const { describe } = await import('/console/assets/task.js');
+      const say = (connect_url) => {
+        const [title, details] = describe({ type: 'consent_required', data: { step: 1, toolset: 'keyed', connect_url } });
+        const link = details.find((d) => d instanceof Node);
+        return [title, link ? link.getAttribute('href') : null];
+      };
+      return [say('http://127.0.0.1:1/console/connect/keyed'), say('javascript:alert(1)')];
+    })()`);
+    expect(consents).toEqual([
+      [
+        'Waiting for the owner to connect their own account for keyed',
+        'http://127.0.0.1:1/console/connect/keyed',
+      ],
+      ['Waiting for the owner to connect their own account for keyed', null],
+    ]);
     await page.close();
   });
 

@@ -149,6 +149,8 @@ export interface StackOptions {
   /** The operator's policy (POLICY_FILE's YAML); default: none, everything allowed. */
   policy?: string;
   approvalTimeoutMs?: number;
+  /** How long a task waits for its owner's consent (CONSENT_TIMEOUT_S; default 1 hour). */
+  consentTimeoutS?: number;
   limits?: Partial<Limits>;
   /** Playbook prompts; default: the repo's own prompts/. */
   promptsDir?: string;
@@ -346,6 +348,8 @@ export async function makeStack(opts: StackOptions = {}) {
     maxQueuedTasks: opts.maxQueuedTasks,
     queuePollMs: opts.queuePollMs,
     approvalPollMs: 20,
+    consentPollMs: 20,
+    consentTimeoutS: opts.consentTimeoutS,
     prime: opts.prime ?? false,
     contextTokens: opts.contextTokens,
     webhooks: opts.webhooks,

@@ -9,6 +9,11 @@ function clip(text, max = 4000) {
   return s.length > max ? `${s.slice(0, max)}… (${s.length - max} more characters)` : s;
 }
 
+/** The page where a person connects their account, as a link (an http or https address only). */
+function connectLink(url) {
+  return typeof url === 'string' && /^https?:\/\//.test(url) ? el('a', { href: url }, url) : null;
+}
+
 /** What one event shows: a title and its details. */
 export function describe(e) {
   const d = e.data;
@@ -54,6 +59,8 @@ export function describe(e) {
       ];
     case 'approval_needed':
       return [`Waiting for a human: ${KIND_TITLE[d.kind] ?? d.kind} ${d.subject}`, [d.reason]];
+    case 'consent_required':
+      return [`Waiting for the owner to connect their own account for ${d.toolset}`, [connectLink(d.connect_url)]];
     case 'approval_decided':
       return [
         decisionText(d),
@@ -230,9 +237,15 @@ export function followTask(view) {
       setActivity(`The model is asked again (attempt ${e.data.attempt}: ${e.data.reason})…`, e.at);
     else if (e.type === 'tool_call_started') setActivity(`Running ${e.data.name}…`, e.at);
     else if (
-      ['model_call', 'tool_call', 'approval_needed', 'approval_decided', 'task_resumed', 'task_finished'].includes(
-        e.type,
-      )
+      [
+        'model_call',
+        'tool_call',
+        'approval_needed',
+        'approval_decided',
+        'consent_required',
+        'task_resumed',
+        'task_finished',
+      ].includes(e.type)
     )
       setActivity(null);
     if (e.type === 'approval_needed') {
@@ -246,7 +259,21 @@ export function followTask(view) {
         canDecide ? decideForm(id, e.data.call_id) : el('p', { class: 'muted' }, 'An approver decides.'),
       );
     }
-    if (e.type === 'approval_decided' || e.type === 'task_resumed') {
+    if (e.type === 'consent_required') {
+      setStatus('awaiting_consent');
+      pending.hidden = false;
+      fill(
+        pending,
+        el('h2', {}, 'Waiting for the owner to connect their own account for ', el('code', {}, e.data.toolset)),
+        el('p', {}, connectLink(e.data.connect_url) ?? 'They connect it with toolshift secrets set.'),
+      );
+    }
+    // A consent needs no decision here: the call made again (its start or its end) ends the wait.
+    const consented =
+      ['tool_call_started', 'tool_call', 'toolset_change'].includes(e.type) && pending.dataset.consent !== undefined;
+    if (e.type === 'consent_required') pending.dataset.consent = '';
+    if (e.type === 'approval_decided' || e.type === 'task_resumed' || consented) {
+      delete pending.dataset.consent;
       pending.hidden = true;
       pending.replaceChildren();
       setStatus('running');

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { approvalCard, approvalsPage } from '../../../agent-server/console/approvals-page.ts';
 import { auditPage } from '../../../agent-server/console/audit-page.ts';
-import { taskPage } from '../../../agent-server/console/pages.ts';
+import { overviewPage, taskPage } from '../../../agent-server/console/pages.ts';
 import { PEOPLE_SHOWN, peoplePage } from '../../../agent-server/console/people-page.ts';
 import { threadPage, threadsPage } from '../../../agent-server/console/threads-page.ts';
 import { toolsetsPage } from '../../../agent-server/console/toolsets-page.ts';
@@ -131,7 +131,23 @@ describe('console pages', () => {
       ),
     );
     expect(page).toMatch(/data-event-types="task_started model_request .*task_finished"/);
+    expect(page).toMatch(/data-event-types="[^"]* consent_required /);
     expect(page).not.toContain('<script>');
+  });
+
+  it('count the tasks waiting for a person to connect their account beside those waiting for a decision', async () => {
+    const page = String(
+      await overviewPage({
+        services: [],
+        counts: { awaiting_approval: 2, awaiting_consent: 3 },
+        approvals: 2,
+        failures: [],
+        upstreams: [],
+      }),
+    );
+    expect(page).toContain('href="/console/tasks?status=awaiting_consent"');
+    expect(page).toMatch(/data-count="awaiting_consent">3</);
+    expect(page).toMatch(/data-count="awaiting_approval">2</);
   });
 
   it("show a toolset's tools with descriptions and schemas (escaped), count only enabled toolsets, and ask before a disable", async () => {

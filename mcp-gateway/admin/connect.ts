@@ -2,6 +2,7 @@ import type { Hono } from 'hono';
 import { HttpError, route } from '../../lib/http/http.ts';
 import { OAuthError } from '../backends/oauth-protocol.ts';
 import type { OAuthSpec } from '../catalog/mcp-backend-spec.ts';
+import { scopedTools, scopesFor } from '../catalog/personal.ts';
 import { accountRoutes as routes } from '../contract.ts';
 import { type AccountDeps, userOf } from './accounts.ts';
 
@@ -9,8 +10,8 @@ import { type AccountDeps, userOf } from './accounts.ts';
 // /console/connect/<toolset> starts it with the person's key and their browser goes to the server's consent page;
 // the console's callback completes it with the same key, so a state is good for the user who started it only.
 
-/** The toolset's OAuth settings, or 404 saying it takes no OAuth account. */
-function oauthOf(deps: AccountDeps, toolset: string): OAuthSpec {
+/** The toolset's OAuth settings and the tools it offers, or 404 saying it takes no OAuth account. */
+function oauthOf(deps: AccountDeps, toolset: string): { oauth: OAuthSpec; include?: string[] } {
   const spec = deps.catalog.toolset(toolset);
   if (!spec) throw new HttpError(404, `Unknown toolset ${toolset}`);
   const oauth = typeof spec.backend === 'string' ? undefined : spec.backend.oauth;
@@ -24,7 +25,7 @@ function oauthOf(deps: AccountDeps, toolset: string): OAuthSpec {
       `Toolset ${toolset} takes no OAuth account (its file has no backend.mcp.oauth)${how}`,
     );
   }
-  return oauth;
+  return { oauth, include: spec.include };
 }
 
 /** The authorization server's refusal, as a 502 naming what was wrong (never a token). */
@@ -40,7 +41,7 @@ export function connectRoutesOf(app: Hono, deps: AccountDeps): void {
   };
   route(app, routes.startConnection, async (c, { params, body }) => {
     const user = userOf(c);
-    const oauth = oauthOf(deps, params.toolset);
+    const { oauth, include } = oauthOf(deps, params.toolset);
     const known = new Set([...oauth.scopes, ...Object.values(oauth.toolScopes).flat()]);
     const unknown = (body.scopes ?? []).filter((s) => !known.has(s));
     if (unknown.length > 0) {
@@ -49,7 +50,13 @@ export function connectRoutesOf(app: Hono, deps: AccountDeps): void {
         `Toolset ${params.toolset} asks for no scope ${unknown.join(', ')}; its scopes are ${[...known].join(', ') || 'none'}`,
       );
     }
-    const scopes = [...new Set([...oauth.scopes, ...(body.scopes ?? [])])];
+    // By default, what activating the toolset asks for.
+    const scopes = [
+      ...new Set([
+        ...scopesFor(oauth, body.scopes ? [] : scopedTools(oauth, include)),
+        ...(body.scopes ?? []),
+      ]),
+    ];
     const url = await accounts()
       .start(user, params.toolset, oauth, { redirectUri: body.redirect_uri, scopes })
       .catch(upstreamFailure);

@@ -14,7 +14,7 @@ import {
   type WithheldTool,
 } from './build.ts';
 import type { CatalogOptions, Toolset } from './catalog-types.ts';
-import { evict, MAX_PERSONAL, scopesFor } from './personal.ts';
+import { evict, MAX_PERSONAL, scopedTools, scopesFor } from './personal.ts';
 import { definitionHash, type PinStore, pinnedShape } from './pins.ts';
 import type { ToolsetIndex } from './search.ts';
 import { CatalogError, type McpBackendSpec, type ToolsetSpec } from './toolset-files.ts';
@@ -152,12 +152,10 @@ async function oauthRoute(
   st: CatalogState,
   spec: McpToolsetSpec,
   forUser: string | undefined,
-  tools: readonly string[] = Object.keys(spec.backend.oauth?.toolScopes ?? {}).filter(
-    (t) => !spec.include || spec.include.includes(t),
-  ),
+  tools?: readonly string[],
 ): Promise<Route> {
   const oauth = spec.backend.oauth as NonNullable<McpBackendSpec['oauth']>;
-  const needed = scopesFor(oauth, tools);
+  const needed = scopesFor(oauth, tools ?? scopedTools(oauth, spec.include));
   const grants = st.opts.grants;
   const granted = forUser && grants ? await grants.scopesOf(forUser, spec.id) : undefined;
   const lacking = needed.filter((s) => !granted?.includes(s));

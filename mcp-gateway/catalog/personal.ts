@@ -26,6 +26,11 @@ export function scopesFor(oauth: OAuthSpec, tools: readonly string[]): string[] 
   return [...new Set([...oauth.scopes, ...tools.flatMap((t) => oauth.toolScopes[t] ?? [])])];
 }
 
+/** The tools of an OAuth toolset that name their scopes and that it offers (its include list, when it has one). */
+export function scopedTools(oauth: OAuthSpec, include: readonly string[] | undefined): string[] {
+  return Object.keys(oauth.toolScopes).filter((t) => !include || include.includes(t));
+}
+
 /** Closes the least recently used connection with no call in flight. */
 export async function evict(pool: Map<string, McpConnection>): Promise<void> {
   for (const [key, conn] of pool) {

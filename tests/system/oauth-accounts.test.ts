@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
@@ -238,23 +238,31 @@ describe("each person's own OAuth account", () => {
   });
 
   it('asks again once the person revokes, and keeps every token out of answers and the audit', async () => {
+    const bob = await clientOf(keys.bob);
+    await activate(bob, 'notes');
+    expect(await call(bob, 'notes_whoami')).toBe('whoami as bob');
     const revoked = await cli(['connect', '--revoke', 'notes'], { AGENT_API_TOKEN: keys.bob });
     expect(revoked.code, revoked.stderr).toBe(0);
-    const bob = await clientOf(keys.bob);
-    expect(await call(bob, 'notes_whoami')).toContain('connect your own account');
+    expect(await call(bob, 'notes_whoami')).toContain('Toolset notes: connect your own account');
     await bob.close();
     const link = await cli(['connect', 'notes']);
     expect(link.stdout).toContain(`${urls['agent-server']}/console/connect/notes`);
     const audit = await cli(['audit', '--json', '--limit', '200']);
     const kinds = (
-      JSON.parse(audit.stdout) as { kind: string; subject: string; detail: string | null }[]
-    ).filter((r) => r.kind === 'grant' || r.kind === 'drop');
+      JSON.parse(audit.stdout) as { audit: { kind: string; subject: string; detail: string | null }[] }
+    ).audit.filter((r) => r.kind === 'grant' || r.kind === 'drop');
     expect(kinds).toContainEqual(
       expect.objectContaining({ kind: 'grant', subject: 'notes', detail: 'scopes: notes:read' }),
     );
     expect(kinds).toContainEqual(expect.objectContaining({ kind: 'drop', subject: 'notes_rw' }));
     expect(kinds).toContainEqual(expect.objectContaining({ kind: 'drop', subject: 'notes' }));
+    // Not in an answer, the audit (one of the answers) or the database, where grants are sealed.
+    const files = (await readdir(data)).filter((f) => f.startsWith('identity.db'));
+    const stored = await Promise.all(files.map((f) => readFile(path.join(data, f))));
     const everything = answers.join('\n');
-    for (const token of upstream.state.tokens) expect(everything.includes(token)).toBe(false);
+    for (const token of upstream.state.tokens) {
+      expect(everything.includes(token)).toBe(false);
+      for (const bytes of stored) expect(bytes.includes(token)).toBe(false);
+    }
   });
 });

@@ -11,11 +11,16 @@ import { type CliIo, EXIT, UsageError } from './io.ts';
 const COMMAND = 'secrets';
 
 /** The person's key, sent to the gateway; a usage error when AGENT_API_TOKEN is not a user's key. */
-function asPerson(agent: ServiceEndpoint, gateway: ServiceEndpoint, command = COMMAND): ServiceEndpoint {
+function asPerson(
+  agent: ServiceEndpoint,
+  gateway: ServiceEndpoint,
+  command = COMMAND,
+  example = 'toolshift secrets list',
+): ServiceEndpoint {
   const bearer = /^Bearer\s+(.+)$/i.exec(String(agent.headers?.authorization ?? ''))?.[1];
   if (!bearer || keyIdOf(bearer) === undefined) {
     throw new UsageError(
-      `${command} is a person's own: give your key, e.g. AGENT_API_TOKEN=tsk_… toolshift ${command} …`,
+      `${command === COMMAND ? 'secrets are' : 'a connection is'} a person's own: give your key, e.g. AGENT_API_TOKEN=tsk_… ${example}`,
       command,
     );
   }
@@ -82,7 +87,12 @@ export async function connectCommand(
     throw new UsageError('connect takes one toolset: toolshift connect [--revoke] TOOLSET', 'connect');
   }
   if (flags.revoke) {
-    const gateway = asPerson(endpoints.agent, endpoints.gateway, 'connect');
+    const gateway = asPerson(
+      endpoints.agent,
+      endpoints.gateway,
+      'connect',
+      `toolshift connect --revoke ${toolset}`,
+    );
     const dropped = await callRoute(gateway, routes.revokeConnection, { params: { toolset } });
     io.stdout(
       flags.json

@@ -69,6 +69,10 @@ export function installConnect(app: Hono, deps: ConnectDeps): void {
     if (!view.user) {
       return refuse(c, "Connecting your own account needs a person's login (a user's key, or signing in).");
     }
+    // A toolset that takes the person's own secrets instead: how to set them (never typed into a web page).
+    const mine = await attempt(callRoute(view.gateway, gatewayRoutes.listConnections));
+    const info = mine.ok ? mine.value.connections.find((x) => x.toolset === toolset) : undefined;
+    if (info && info.scopes === undefined) return page(c, 'Connect', 'toolsets', secretsHelp(toolset, info));
     const scopes = (c.req.query('scope') ?? '').split(' ').filter(Boolean).slice(0, 100);
     const redirect = `${new URL(c.req.url).protocol}//${c.req.header('host')}${CONNECT_CALLBACK}`;
     const started = await attempt(
@@ -88,6 +92,18 @@ export function installConnect(app: Hono, deps: ConnectDeps): void {
     });
     return c.redirect(started.value.authorization_url, 302);
   });
+}
+
+/** How a person sets their own secrets of a toolset with the CLI, and which they still have to. */
+function secretsHelp(toolset: string, info: { connected: boolean; missing: string[] }) {
+  const name = info.missing[0] ?? 'NAME';
+  return html`<p>Toolset <strong>${toolset}</strong> takes your own API key, set from a terminal (it is read from
+      stdin, kept sealed, and never shown again):</p>
+    <pre>printf %s "$VALUE" | AGENT_API_TOKEN=&lt;your key&gt; toolshift secrets set ${toolset} ${name}</pre>
+    <p class="muted">
+      ${info.connected ? 'You have set yours.' : `Still to set: ${info.missing.join(', ')}.`}
+      <a href="/console/toolsets">Back to the toolsets</a>
+    </p>`;
 }
 
 /** A page that comes back to `url` as this site's own navigation (which the login's cookie comes with). */

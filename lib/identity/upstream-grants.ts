@@ -103,14 +103,25 @@ export async function saveClient<T>(db: Db, sealer: Sealer, server: string, clie
     .execute();
 }
 
+/** The flows one person may have under way; starting another ends their oldest. */
+export const MAX_FLOWS = 10;
+
 /** A flow under way: its state's hash, whose, for which toolset, what it keeps sealed, until when (ms). */
 export async function startFlow<T>(
   db: Db,
   sealer: Sealer,
   f: { stateHash: string; user: string; toolset: string; kept: T; expiresAt: number },
 ): Promise<void> {
-  // Flows left unfinished go when a later one starts: the table holds only those still usable.
+  // Flows left unfinished go when a later one starts: the table holds only those still usable, a few a person.
   await db.deleteFrom('identity_oauth_flows').where('expires_at', '<', Date.now()).execute();
+  const mine = await db
+    .selectFrom('identity_oauth_flows')
+    .select('state_hash')
+    .where('user_id', '=', f.user)
+    .orderBy('expires_at')
+    .execute();
+  const over = mine.slice(0, Math.max(0, mine.length - MAX_FLOWS + 1)).map((r) => r.state_hash);
+  if (over.length > 0) await db.deleteFrom('identity_oauth_flows').where('state_hash', 'in', over).execute();
   await db
     .insertInto('identity_oauth_flows')
     .values({

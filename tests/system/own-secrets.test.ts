@@ -167,7 +167,10 @@ describe("a person's own secrets", () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ token: keys.bob }),
     });
-    const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+    const cookie = login.headers
+      .getSetCookie()
+      .map((c) => c.split(';')[0])
+      .join('; ');
     const page = await fetch(`${urls['agent-server']}/console/connect/keyed`, { headers: { cookie } });
     const shown = await page.text();
     expect(page.status).toBe(200);

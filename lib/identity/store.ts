@@ -153,7 +153,6 @@ export class IdentityStore {
         grants.saveGrant(await db(), sealer, g),
       grantOf: async <T>(user: string, toolset: string) =>
         grants.grantOf<T>(await db(), sealer, user, toolset),
-      listGrants: async (user: string) => grants.listGrants(await db(), user),
       dropGrant: async (user: string, toolset: string) => grants.dropGrant(await db(), user, toolset),
       clientOf: async <T>(server: string) => grants.clientOf<T>(await db(), sealer, server),
       saveClient: async <T>(server: string, client: T) =>

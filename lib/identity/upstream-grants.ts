@@ -63,16 +63,6 @@ export async function grantOf<T>(
   };
 }
 
-/** The toolsets user `user` has a grant for, with its scopes (never the tokens). */
-export async function listGrants(db: Db, user: string): Promise<{ toolset: string; scopes: string[] }[]> {
-  const rows = await db
-    .selectFrom('identity_grants')
-    .select(['toolset', 'scopes'])
-    .where('user_id', '=', user)
-    .execute();
-  return rows.map((r) => ({ toolset: r.toolset, scopes: r.scopes.split(' ').filter(Boolean) }));
-}
-
 /** Drops a grant; false when there was none. */
 export async function dropGrant(db: Db, user: string, toolset: string): Promise<boolean> {
   const r = await db

@@ -162,10 +162,6 @@ export class OAuthAccounts {
     return (await this.#grants.grantOf<Kept>(user, toolset))?.scopes;
   }
 
-  async list(user: string) {
-    return this.#grants.listGrants(user);
-  }
-
   /** Drops user `user`'s grant for `toolset`, revoking it at the server when it can; false when there was none. */
   async drop(user: string, toolset: string, why: string): Promise<boolean> {
     const grant = await this.#grants.grantOf<Kept>(user, toolset);

@@ -171,6 +171,11 @@ describe("each person's own OAuth account", () => {
       login.headers.getSetCookie().map((c) => c.split(';')[0].split('=') as [string, string]),
     );
     const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
+    const listed = await (
+      await fetch(`${urls['agent-server']}/console/toolsets`, { headers: { cookie: cookie() } })
+    ).text();
+    expect(listed).toContain('href="/console/connect/notes"');
+    expect(listed).toContain('Connect your account');
     const start = await fetch(`${urls['agent-server']}/console/connect/notes?scope=notes:read`, {
       headers: { cookie: cookie() },
       redirect: 'manual',

@@ -8,7 +8,7 @@ import { type CliIo, EXIT, rootCause, serviceEndpoint, UnreachableError, UsageEr
 import { keysCommand, teamsCommand, usersCommand } from './cli/people.ts';
 import { processIo } from './cli/process-io.ts';
 import { runTask } from './cli/run.ts';
-import { secretsCommand } from './cli/secrets.ts';
+import { connectCommand, secretsCommand } from './cli/secrets.ts';
 import { checkCredentialTarget, credentialOf, type Target, type Targets, targetOf } from './cli/targets.ts';
 import { tasksCommand } from './cli/tasks.ts';
 import { threadsCommand } from './cli/threads.ts';
@@ -187,7 +187,8 @@ async function runCommand(
     case 'teams':
       return await teamsCommand(rest, { ...values, json: watch.json }, gateway, io);
     case 'secrets':
-      return await secretsCommand(rest, { json: watch.json }, endpoints, io);
+    case 'connect':
+      return await (command === 'secrets' ? secretsCommand : connectCommand)(rest, values, endpoints, io);
     case 'tasks':
       return await tasksCommand(
         rest,
@@ -337,6 +338,7 @@ const OPTIONS = {
   expires: { type: 'string' },
   label: { type: 'string' },
   'tasks-per-hour': { type: 'string' },
+  revoke: { type: 'boolean' },
   'tokens-per-day': { type: 'string' },
   'tool-calls-per-minute': { type: 'string' },
 } as const;

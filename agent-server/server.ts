@@ -17,6 +17,7 @@ import { startServiceTracing } from '../lib/telemetry/trace-setup.ts';
 import { type AgentAppDeps, createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
 import { type Model, openAIModel } from './clients/model.ts';
+import { CONNECT_CALLBACK } from './console/connect.ts';
 import { CALLBACK_PATH, oidcSignIn } from './console/oidc.ts';
 import { createLogins } from './console/sessions.ts';
 import type { TaskStore } from './store/interface.ts';
@@ -269,8 +270,8 @@ function consoleOf(
   const gateway = { baseUrl: config.gateway.url };
   const logins = createLogins({ ...deps, gateway, sessionMs: config.console.sessionMs });
   const signIn = config.signIn.console;
-  // The provider sends the browser back from its own site.
-  if (signIn) deps.security.landings = new Set([CALLBACK_PATH]);
+  // The identity provider, and an upstream's authorization server, send the browser back from their own sites.
+  deps.security.landings = new Set([...(signIn ? [CALLBACK_PATH] : []), CONNECT_CALLBACK]);
   return {
     logins,
     gateway,

@@ -89,6 +89,17 @@ A toolset file names the secrets each person may set (user_secrets); your calls 
 instead of the shared value. The value is read from stdin (never the command line), kept sealed, and never
 shown again. Sends your key: AGENT_API_TOKEN=<key> toolshift secrets list
 ${EXIT_CODES}`,
+  connect: `toolshift connect — connect your own account at a toolset's server (or drop it)
+
+Usage:
+  toolshift connect TOOLSET            print the console's page that connects it
+  toolshift connect --revoke TOOLSET   drop your grant (revoked at the server when it can)
+
+A toolset whose server takes each person's own OAuth account (backend.mcp.oauth) asks you to connect before your
+calls of its tools; you consent in your browser, at the server's own page, and the gateway keeps your grant
+sealed. For a toolset that takes your API key instead, the page says how to set it (toolshift secrets set).
+--revoke sends your key: AGENT_API_TOKEN=<key> toolshift connect --revoke TOOLSET
+${EXIT_CODES}`,
   run: `toolshift run — run a task and show what the agent does while it does it
 
 Usage:
@@ -230,7 +241,7 @@ Usage:
   toolshift audit [filters] --jsonl > audit.jsonl     every matching row, as JSON lines
 
 Filters (each exact): --session ID  --task ID  --since ISO  --until ISO  --actor WHO
-  --kind call|activate|deactivate|enable|disable|manage|approve|approval|reload|policy|limit|read|default
+  --kind call|activate|deactivate|enable|disable|manage|approve|approval|reload|policy|limit|read|default|grant|drop
   --toolset ID (its changes and the calls of its tools)  --tool NAME (its calls)  --outcome ok|refused
 
 Each page ends with the command for the next one (--cursor). Sends GATEWAY_ADMIN_TOKEN.
@@ -251,6 +262,7 @@ export const COMMANDS = [
   'keys',
   'teams',
   'secrets',
+  'connect',
   'console',
   'token',
   'serve',

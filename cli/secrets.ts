@@ -5,17 +5,23 @@ import { type CliIo, EXIT, UsageError } from './io.ts';
 
 // `toolshift secrets set|list|remove`: a person's own values of toolsets' secrets (their API key at an upstream),
 // on the gateway's API with their own key (AGENT_API_TOKEN=<key>). A value is read from stdin, never from the
-// command line, where other users (ps) and the shell's history would see it.
+// command line, where other users (ps) and the shell's history would see it. `toolshift connect TOOLSET`: where
+// in the console a person connects their own account (an OAuth grant happens in their browser), or drops it.
 
 const COMMAND = 'secrets';
 
 /** The person's key, sent to the gateway; a usage error when AGENT_API_TOKEN is not a user's key. */
-function asPerson(agent: ServiceEndpoint, gateway: ServiceEndpoint): ServiceEndpoint {
+function asPerson(
+  agent: ServiceEndpoint,
+  gateway: ServiceEndpoint,
+  command = COMMAND,
+  example = 'toolshift secrets list',
+): ServiceEndpoint {
   const bearer = /^Bearer\s+(.+)$/i.exec(String(agent.headers?.authorization ?? ''))?.[1];
   if (!bearer || keyIdOf(bearer) === undefined) {
     throw new UsageError(
-      "secrets are a person's own: give your key, e.g. AGENT_API_TOKEN=tsk_… toolshift secrets list",
-      COMMAND,
+      `${command === COMMAND ? 'secrets are' : 'a connection is'} a person's own: give your key, e.g. AGENT_API_TOKEN=tsk_… ${example}`,
+      command,
     );
   }
   return { ...gateway, headers: { authorization: `Bearer ${bearer}` } };
@@ -23,7 +29,7 @@ function asPerson(agent: ServiceEndpoint, gateway: ServiceEndpoint): ServiceEndp
 
 export async function secretsCommand(
   args: string[],
-  flags: { json: boolean },
+  flags: { json?: boolean },
   endpoints: { agent: ServiceEndpoint; gateway: ServiceEndpoint },
   io: CliIo,
 ): Promise<number> {
@@ -67,4 +73,39 @@ export async function secretsCommand(
     `unknown action "${action}": secrets list | set TOOLSET NAME | remove TOOLSET NAME`,
     COMMAND,
   );
+}
+
+/** `toolshift connect TOOLSET`: the console's page that connects it; `--revoke`: drops the person's grant. */
+export async function connectCommand(
+  args: string[],
+  flags: { json?: boolean; revoke?: boolean },
+  endpoints: { agent: ServiceEndpoint; gateway: ServiceEndpoint },
+  io: CliIo,
+): Promise<number> {
+  const [toolset, ...extra] = args;
+  if (!toolset || extra.length > 0) {
+    throw new UsageError('connect takes one toolset: toolshift connect [--revoke] TOOLSET', 'connect');
+  }
+  if (flags.revoke) {
+    const gateway = asPerson(
+      endpoints.agent,
+      endpoints.gateway,
+      'connect',
+      `toolshift connect --revoke ${toolset}`,
+    );
+    const dropped = await callRoute(gateway, routes.revokeConnection, { params: { toolset } });
+    io.stdout(
+      flags.json
+        ? `${JSON.stringify(dropped)}\n`
+        : `dropped your grant for ${toolset}: its next call of yours asks you to connect again\n`,
+    );
+    return EXIT.ok;
+  }
+  const url = `${endpoints.agent.baseUrl.replace(/\/$/, '')}/console/connect/${encodeURIComponent(toolset)}`;
+  io.stdout(
+    flags.json
+      ? `${JSON.stringify({ toolset, connect_url: url })}\n`
+      : `open this in the browser you use the console with (logged in as yourself):\n  ${url}\n`,
+  );
+  return EXIT.ok;
 }

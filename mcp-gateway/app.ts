@@ -10,10 +10,12 @@ import type { IdentityStore } from '../lib/identity/store.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
 import type { Metrics } from '../lib/telemetry/metrics.ts';
 import { accountRoutesOf } from './admin/accounts.ts';
+import { connectRoutesOf } from './admin/connect.ts';
 import { identityAdminRoutes } from './admin/identity.ts';
 import { inSight, visibleUsers } from './admin/scope.ts';
 import { type AuditActor, withActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
+import type { OAuthAccounts } from './backends/oauth-accounts.ts';
 import type { Catalog } from './catalog/catalog.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './catalog/prompts.ts';
 import * as contract from './contract.ts';
@@ -89,7 +91,12 @@ export interface GatewayDeps {
    * People's own upstream accounts: what their values are sealed with (GATEWAY_SEAL_KEY) and the catalog that says
    * which secrets a toolset takes; absent, /mcp/me/* is not served.
    */
-  accounts?: { sealer: Sealer; catalog: Catalog; connectUrl?: (toolset: string) => string };
+  accounts?: {
+    sealer: Sealer;
+    catalog: Catalog;
+    oauth?: OAuthAccounts;
+    connectUrl?: (toolset: string) => string;
+  };
 }
 
 /** A refusal of the gateway's rules as an HTTP error: its status from REFUSAL_STATUS, its code in the body. */
@@ -148,7 +155,10 @@ export function createGatewayApp(deps: GatewayDeps): Hono {
   operatorRoutes(app, route, gateway);
   promptRoutes(route, deps.prompts);
   if (deps.identity) identityAdminRoutes(app, deps.identity);
-  if (deps.identity && deps.accounts) accountRoutesOf(app, { identity: deps.identity, ...deps.accounts });
+  if (deps.identity && deps.accounts) {
+    accountRoutesOf(app, { identity: deps.identity, ...deps.accounts });
+    connectRoutesOf(app, { identity: deps.identity, ...deps.accounts });
+  }
   deps.face.mount(app);
   serveOpenApi(app, {
     service: 'mcp-gateway',

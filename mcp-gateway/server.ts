@@ -14,10 +14,11 @@ import { startServiceTracing } from '../lib/telemetry/trace-setup.ts';
 import { createGatewayApp } from './app.ts';
 import { currentActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
+import { type GrantEvent, OAuthAccounts } from './backends/oauth-accounts.ts';
 import { toolServerBackend } from './backends/tool-server-backend.ts';
 import { UpstreamPool } from './backends/upstream-pool.ts';
 import { buildCatalog, type Catalog, loadToolsets } from './catalog/catalog.ts';
-import type { PersonalValues } from './catalog/personal.ts';
+import type { PersonalGrants, PersonalValues } from './catalog/personal.ts';
 import { createPromptCatalog, type PromptCatalog } from './catalog/prompts.ts';
 import { toolsetVariables } from './catalog/toolset-files.ts';
 import { approvalStore } from './ceiling/approvals.ts';
@@ -29,6 +30,7 @@ import { instrumentGateway } from './core/metrics.ts';
 import { createMcpFace, type McpFace } from './face/face.ts';
 import { handleStore } from './face/handles.ts';
 import { legacySessionStore } from './face/legacy-store.ts';
+import type { AuditEntry } from './store/audit.ts';
 import type { GatewayState } from './store/interface.ts';
 import { gatewayRetentionRules } from './store/retention.ts';
 import { openGatewayState } from './store/store.ts';
@@ -49,9 +51,9 @@ export async function startGateway(
   await identity.store.ready;
   security.identity = { store: identity.store, service: 'mcp-gateway' };
   const backends = backendsFor(config);
-  const { sealer, personal } = ownAccounts(config, identity.store);
   const state = await openState(config, log);
   const { store, callKeys } = state;
+  const own = ownAccounts(config, identity.store, log, (entry) => store.audit(entry, currentActor()));
   // This replica's stdio servers: bounded, and stopped when unused (upstream-pool.ts).
   const pool = new UpstreamPool({
     maxProcesses: config.gateway.upstream.maxProcesses,
@@ -59,7 +61,7 @@ export async function startGateway(
     log,
   });
   const catalog = await undoneOnFailure(
-    () => openCatalog(config, { backends, state, pool, log, personal, waitMs: opts.backendWaitMs ?? 15_000 }),
+    () => openCatalog(config, { backends, state, pool, log, own, waitMs: opts.backendWaitMs ?? 15_000 }),
     async () => {
       pool.close();
       await state.close();
@@ -98,7 +100,9 @@ export async function startGateway(
     prompts,
     metrics,
     identity: identity.store,
-    ...(sealer ? { accounts: { sealer, catalog, connectUrl: connectUrlOf(config) } } : {}),
+    ...(own.sealer
+      ? { accounts: { ...own, sealer: own.sealer, catalog, connectUrl: connectUrlOf(config) } }
+      : {}),
   });
   const listening = await listen(app, config.gateway.port, config.host, 'GATEWAY_PORT', config.http.limits);
   // The CLI finds the gateway here, and sends it the stored tokens only here.
@@ -191,7 +195,7 @@ async function openCatalog(
     pool: UpstreamPool;
     log: Logger;
     waitMs: number;
-    personal?: PersonalValues;
+    own: { personal?: PersonalValues; grants?: PersonalGrants };
   },
 ): Promise<Catalog> {
   const { log } = deps;
@@ -206,7 +210,8 @@ async function openCatalog(
   return buildCatalog(loaded.specs, deps.backends, {
     waitMs: deps.waitMs,
     store: deps.state.store,
-    ...(deps.personal ? { personal: deps.personal } : {}),
+    ...(deps.own.personal ? { personal: deps.own.personal } : {}),
+    ...(deps.own.grants ? { grants: deps.own.grants } : {}),
     connectUrl: connectUrlOf(config),
     log,
     connection: {
@@ -277,18 +282,37 @@ function relayChanges(deps: {
   });
 }
 
-/** People's own upstream values (toolsets' user_secrets), sealed with GATEWAY_SEAL_KEY: how calls find them. */
+/**
+ * People's own upstream accounts, sealed with GATEWAY_SEAL_KEY: their values of toolsets' user_secrets and their
+ * OAuth grants (backends/oauth-accounts.ts), and how calls find them (`user:<id>`, as the audit's for_user says it).
+ */
 function ownAccounts(
   config: Config,
   identity: IdentityStore,
-): { sealer?: Sealer; personal?: PersonalValues } {
+  log: Logger,
+  audit: (entry: AuditEntry) => void,
+): { sealer?: Sealer; personal?: PersonalValues; grants?: PersonalGrants; oauth?: OAuthAccounts } {
   if (!config.gateway.sealKey) return {};
   const sealer = sealerOf(config.gateway.sealKey);
+  // Each grant given and dropped is audited: the toolset and scopes, never a token.
+  const onEvent = (e: GrantEvent) =>
+    audit({
+      session_id: null,
+      kind: e.kind,
+      subject: e.toolset,
+      ok: e.ok,
+      detail: `scopes: ${e.scopes.join(' ') || '(none)'}${e.detail ? `; ${e.detail}` : ''}`,
+    });
+  const oauth = new OAuthAccounts({ identity, sealer, log, onEvent });
+  const id = (forUser: string) => forUser.slice('user:'.length);
   return {
     sealer,
-    personal: {
-      // `user:<id>`, as the audit's for_user says it.
-      valuesFor: (forUser, toolset) => identity.secretsFor(sealer, forUser.slice('user:'.length), toolset),
+    oauth,
+    personal: { valuesFor: (forUser, toolset) => identity.secretsFor(sealer, id(forUser), toolset) },
+    grants: {
+      scopesOf: (forUser, toolset) => oauth.scopesOf(id(forUser), toolset),
+      auth: (forUser, toolset) => oauth.auth(id(forUser), toolset, connectUrlOf(config)(toolset)),
+      drop: (forUser, toolset, why) => oauth.drop(id(forUser), toolset, why),
     },
   };
 }

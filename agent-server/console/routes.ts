@@ -13,6 +13,7 @@ import { approvalsInSight, ownerOfTask, threadDetail, threadView, visibleThread 
 import { installActions } from './actions.ts';
 import { approvalsPage } from './approvals-page.ts';
 import { AUDIT_PAGE, auditPage } from './audit-page.ts';
+import { installConnect } from './connect.ts';
 import { installLogin } from './door.ts';
 import type { OidcSignIn } from './oidc.ts';
 import { attempt, loadOverview, type OverviewDeps } from './overview.ts';
@@ -72,6 +73,7 @@ export function installConsole(app: Hono, deps: ConsoleDeps): void {
   installPeople(app, viewOf, page);
   installActions(app, viewOf);
   installPeopleActions(app, viewOf);
+  installConnect(app, { viewOf, page });
 }
 
 /** Who is logged in, what they may do, and the gateway as them. */
@@ -159,7 +161,12 @@ function installPages(app: Hono, deps: ConsoleDeps, viewOf: ViewOf, page: Page):
         }),
       ),
     );
-    return page(c, 'Toolsets', 'toolsets', toolsetsPage(listed.value.toolsets, view.can, tools));
+    // A person's own accounts: which toolsets take one, and whether they connected each (a Connect link).
+    const mine = view.user
+      ? await attempt(callRoute(view.gateway, gatewayRoutes.listConnections))
+      : undefined;
+    const connections = mine?.ok ? mine.value.connections : [];
+    return page(c, 'Toolsets', 'toolsets', toolsetsPage(listed.value.toolsets, view.can, tools, connections));
   });
 
   const TaskQuery = z.object({

@@ -92,6 +92,8 @@ function consoleDoor(
       // Signing in with the identity provider (console/oidc.ts): answered 404 where it is not set up.
       'GET /console/oidc/start',
       'GET /console/oidc/callback',
+      // Back from an upstream's consent page (console/connect.ts): it answers a browser without a login itself.
+      'GET /console/connect/callback',
       'GET /console/assets/console.js',
       'GET /console/assets/lib.js',
       'GET /console/assets/task.js',

@@ -1,5 +1,6 @@
 import { html } from 'hono/html';
-import type { GatewayTool, ToolsetInfo } from '../../mcp-gateway/contract.ts';
+import type { z } from 'zod';
+import type { ConnectionInfo, GatewayTool, ToolsetInfo } from '../../mcp-gateway/contract.ts';
 import { health, num, plural } from './format.ts';
 import type { Can, Html } from './pages.ts';
 
@@ -20,7 +21,9 @@ export function toolsetsPage(
   toolsets: ToolsetInfo[],
   can: Can,
   tools: Record<string, GatewayTool[] | undefined> = {},
+  connections: z.infer<typeof ConnectionInfo>[] = [],
 ): Html {
+  const own = new Map(connections.map((x) => [x.toolset, x]));
   return html`${can.operate ? reloadButton : ''}
     ${costLine(toolsets)}
     <div class="scroll"><table class="toolsets fit">
@@ -28,7 +31,7 @@ export function toolsetsPage(
         <tr><th>Toolset</th><th class="num">Tools</th><th class="num">Tokens</th><th>Health</th><th>Enabled</th></tr>
       </thead>
       <tbody>
-        ${toolsets.map((t) => html`${toolsetRow(t, can, tools[t.id])}${withheldRow(t, can)}`)}
+        ${toolsets.map((t) => html`${toolsetRow(t, can, tools[t.id], own.get(t.id))}${withheldRow(t, can)}`)}
       </tbody>
     </table></div>`;
 }
@@ -57,11 +60,17 @@ function costLine(toolsets: ToolsetInfo[]) {
 }
 
 /** One toolset's row: its tools, cost, health, and whether it is enabled (with the operator's switch). */
-function toolsetRow(t: ToolsetInfo, can: Can, defs: GatewayTool[] | undefined) {
+function toolsetRow(
+  t: ToolsetInfo,
+  can: Can,
+  defs: GatewayTool[] | undefined,
+  own: z.infer<typeof ConnectionInfo> | undefined,
+) {
   return html`<tr id="${t.id}" data-toolset="${t.id}">
     <td>
       <strong>${t.id}</strong>${t.default ? html` <span class="tag">default</span>` : ''}
       <div class="muted">${t.description}</div>
+      ${own ? connectLink(t.id, own.connected) : ''}
       ${toolList(t, defs)}
     </td>
     <td class="num">${notListed(t) ? unlisted : num(t.tools.length)}</td>
@@ -72,6 +81,18 @@ function toolsetRow(t: ToolsetInfo, can: Can, defs: GatewayTool[] | undefined) {
       ${can.operate ? enableButton(t) : ''}
     </td>
   </tr>`;
+}
+
+/** A toolset that takes each person's own account: whether they connected theirs, and where they do. */
+function connectLink(id: string, connected: boolean) {
+  return html`<p class="connect">
+    ${connected ? html`<span class="tag">connected</span> ` : ''}<a
+      class="button secondary"
+      href="/console/connect/${encodeURIComponent(id)}"
+      data-connect="${id}"
+      >${connected ? 'Connect again' : 'Connect your account'}</a
+    >
+  </p>`;
 }
 
 /** Disable (asked first: everyone loses it) or enable. */

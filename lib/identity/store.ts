@@ -23,6 +23,7 @@ import { IDENTITY_COMPONENT, type IdentityDatabase, identityMigrations } from '.
 import type { Sealer } from './sealed.ts';
 import { type Claims, type SignedIn, signInUser } from './sign-in.ts';
 import { setTeamPolicy, setTeamToolsets, teamPoliciesFor, toolsetsDisabledFor } from './team-toolsets.ts';
+import * as grants from './upstream-grants.ts';
 import * as secrets from './upstream-secrets.ts';
 import * as usage from './usage.ts';
 
@@ -139,6 +140,28 @@ export class IdentityStore {
   /** User `user`'s own values for `toolset`, by name. */
   async secretsFor(sealer: Sealer, user: string, toolset: string): Promise<Record<string, string>> {
     return secrets.secretsFor(await this.#db(), sealer, user, toolset);
+  }
+
+  /**
+   * People's OAuth grants at toolsets' upstream servers, the gateway's clients there and the flows under way
+   * (upstream-grants.ts), each sealed with `sealer`.
+   */
+  oauth(sealer: Sealer) {
+    const db = () => this.#db();
+    return {
+      saveGrant: async <T>(g: { user: string; toolset: string } & grants.GrantRow<T>) =>
+        grants.saveGrant(await db(), sealer, g),
+      grantOf: async <T>(user: string, toolset: string) =>
+        grants.grantOf<T>(await db(), sealer, user, toolset),
+      dropGrant: async (user: string, toolset: string) => grants.dropGrant(await db(), user, toolset),
+      clientOf: async <T>(server: string) => grants.clientOf<T>(await db(), sealer, server),
+      saveClient: async <T>(server: string, client: T) =>
+        grants.saveClient(await db(), sealer, server, client),
+      startFlow: async <T>(f: Parameters<typeof grants.startFlow<T>>[2]) =>
+        grants.startFlow(await db(), sealer, f),
+      takeFlow: async <T>(stateHash: string, user: string, toolset: string) =>
+        grants.takeFlow<T>(await db(), sealer, stateHash, user, toolset),
+    };
   }
 
   /** The limits user `id`'s work counts against: theirs, then their teams'. */

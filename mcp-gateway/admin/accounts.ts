@@ -2,23 +2,27 @@ import type { Context, Hono } from 'hono';
 import { HttpError, route } from '../../lib/http/http.ts';
 import type { Sealer } from '../../lib/identity/sealed.ts';
 import type { IdentityStore } from '../../lib/identity/store.ts';
+import type { OAuthAccounts } from '../backends/oauth-accounts.ts';
 import type { Catalog } from '../catalog/catalog.ts';
 import { accountRoutes as routes } from '../contract.ts';
 
 // A person's own upstream accounts on the gateway's API: the values they set for toolsets' `user_secrets`
 // (`toolshift secrets set|list|remove`), kept sealed in lib/identity and used for their calls (catalog-state.ts
-// routeOf). Each person acts on their own only; the service tokens are nobody's.
+// routeOf), and whether they connected each (their OAuth grants: connect.ts). Each person acts on their own only;
+// the service tokens are nobody's.
 
 export interface AccountDeps {
   identity: IdentityStore;
   sealer: Sealer;
   catalog: Catalog;
+  /** People's OAuth grants; absent, OAuth toolsets cannot be connected. */
+  oauth?: OAuthAccounts;
   /** Where a person connects their own account for a toolset (the console's page). */
   connectUrl?: (toolset: string) => string;
 }
 
 /** The user the request acts for, or 400 saying a person's own values need their own key. */
-function userOf(c: Context): string {
+export function userOf(c: Context): string {
   const principal = c.get('principal');
   const user = principal && 'user' in principal ? principal.user : undefined;
   if (!user) {
@@ -45,20 +49,34 @@ function checkSecret(catalog: Catalog, toolset: string, name: string): void {
 /** Whether user `user` (an id) connected their own account for `toolset` (undefined: it takes none). */
 async function connectionOf(deps: AccountDeps, toolset: string, user: string) {
   const spec = deps.catalog.toolset(toolset);
-  const personal = spec && typeof spec.backend !== 'string' ? spec.backend.personal : undefined;
+  const backend = spec && typeof spec.backend !== 'string' ? spec.backend : undefined;
+  const url = deps.connectUrl?.(toolset);
+  const where = url ? { connect_url: url } : {};
+  if (backend?.oauth) {
+    const scopes = await deps.oauth?.scopesOf(user, toolset);
+    return {
+      toolset,
+      connected: scopes !== undefined,
+      missing: scopes ? [] : ['an OAuth grant'],
+      ...where,
+      scopes: scopes ?? [],
+    };
+  }
+  const personal = backend?.personal;
   if (!personal) return undefined;
   const own = new Set(
     (await deps.identity.secrets(user)).filter((s) => s.toolset === toolset).map((s) => s.name),
   );
   const missing = personal.unset.filter((name) => !own.has(name));
-  const url = deps.connectUrl?.(toolset);
-  return { toolset, connected: missing.length === 0, missing, ...(url ? { connect_url: url } : {}) };
+  return { toolset, connected: missing.length === 0, missing, ...where };
 }
 
 export function accountRoutesOf(app: Hono, deps: AccountDeps): void {
   route(app, routes.listConnections, async (c) => {
     const user = userOf(c);
-    const ids = deps.catalog.toolsets.filter((t) => typeof t.backend !== 'string' && t.backend.personal);
+    const ids = deps.catalog.toolsets.filter(
+      (t) => typeof t.backend !== 'string' && (t.backend.personal || t.backend.oauth),
+    );
     const all = await Promise.all(ids.map((t) => connectionOf(deps, t.id, user)));
     return c.json({ connections: all.flatMap((x) => (x ? [x] : [])) });
   });

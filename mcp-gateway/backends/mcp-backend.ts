@@ -85,7 +85,10 @@ export interface McpToolsetRoute {
    * Where a person's call goes when they may bring their own values (catalog/personal.ts): their connection and
    * what its results are redacted of; UpstreamError when they must set one first.
    */
-  personal?: (forUser: string | undefined) => Promise<{ connection: McpConnection; redactor: Redactor }>;
+  personal?: (
+    forUser: string | undefined,
+    tool?: string,
+  ) => Promise<{ connection: McpConnection; redactor: Redactor }>;
   timeoutMs: number;
   /** The most bytes of a result the model is given (UPSTREAM_MAX_RESULT_BYTES). */
   maxResultBytes?: number;
@@ -111,10 +114,11 @@ export function mcpToolsetBackend(route: McpToolsetRoute): Backend {
       const started = performance.now();
       let redactor = route.redactor;
       try {
-        const own = route.personal ? await route.personal(call?.forUser) : { connection, redactor };
+        const upstream = route.upstreamName(name) ?? name;
+        const own = route.personal ? await route.personal(call?.forUser, upstream) : { connection, redactor };
         redactor = own.redactor;
         const result = await own.connection.callTool(
-          route.upstreamName(name) ?? name,
+          upstream,
           args,
           route.timeoutMs,
           call?.session,

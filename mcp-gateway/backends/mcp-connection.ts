@@ -228,6 +228,8 @@ export class McpConnection implements PooledServer {
       this.failures = 0;
       return result;
     } catch (err) {
+      // The person's grant is gone (oauth-accounts.ts): they connect again; the server is fine.
+      if (err instanceof ConsentNeeded) throw err;
       if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
         const alive = await answers(client, Math.min(this.deps.livenessTimeoutMs ?? 5000, timeoutMs));
         if (!alive) await this.drop(client, `it stopped answering (a call to ${name} timed out)`, true);
@@ -306,7 +308,11 @@ export class McpConnection implements PooledServer {
     this.state = 'connecting';
     const timeout = this.deps.connectTimeoutMs ?? 30_000;
     const maxMessageBytes = this.deps.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-    const { client, transport } = newClient(this.spec, { log: this.deps.log, maxMessageBytes }, this.owner);
+    const { client, transport } = newClient(
+      this.spec,
+      { log: this.deps.log, maxMessageBytes, auth: this.deps.auth },
+      this.owner,
+    );
     this.transport = transport;
     try {
       await client.connect(transport, { timeout });
@@ -322,6 +328,10 @@ export class McpConnection implements PooledServer {
     } catch (err) {
       const detail = transport instanceof StdioTransport ? transport.describeExit() : '';
       await this.shutdown(client, transport);
+      if (err instanceof ConsentNeeded) {
+        this.state = 'idle';
+        throw err;
+      }
       const unreachable = transport instanceof StdioTransport ? undefined : networkFailure(err);
       this.fail(
         unreachable

@@ -1,4 +1,5 @@
 import {
+  type AuthProvider,
   Client,
   type ClientOptions,
   StreamableHTTPClientTransport,
@@ -41,7 +42,7 @@ export interface ClientOwner {
 /** A client of `spec` and its transport, not connected yet. */
 export function newClient(
   spec: McpServerSpec,
-  opts: { log: Logger; maxMessageBytes: number },
+  opts: { log: Logger; maxMessageBytes: number; auth?: AuthProvider },
   owner: ClientOwner,
 ): { client: Client; transport: UpstreamTransport } {
   const { log } = opts;
@@ -89,6 +90,7 @@ export function newClient(
       : new StreamableHTTPClientTransport(new URL(spec.url), {
           requestInit: { headers: spec.headers },
           fetch: limitedFetch(opts.maxMessageBytes, tooLarge),
+          ...(opts.auth ? { authProvider: opts.auth } : {}),
         });
   if (transport instanceof StdioTransport) {
     transport.onOverflow = (err) =>

@@ -1,3 +1,4 @@
+import type { AuthProvider } from '@modelcontextprotocol/client';
 import type { Logger } from '../../lib/telemetry/log.ts';
 import type { Redactor } from './redactor.ts';
 import type { UpstreamPool } from './upstream-pool.ts';
@@ -36,6 +37,8 @@ export interface ConnectionDeps {
   maxConcurrentCalls?: number;
   /** Calls in flight at once for one session (UPSTREAM_MAX_CALLS_PER_SESSION); it may have four times as many waiting. */
   maxCallsPerSession?: number;
+  /** An HTTP server reached with a person's OAuth grant (oauth-accounts.ts): their token on every request. */
+  auth?: AuthProvider;
 }
 
 /** `idle`: not connected yet (connections are made on first use); `down`: failed, restarted on next use. */

@@ -1,4 +1,4 @@
-import type { Tool } from '@modelcontextprotocol/client';
+import type { AuthProvider, Tool } from '@modelcontextprotocol/client';
 import type { Logger } from '../../lib/telemetry/log.ts';
 import { currentActor } from '../audit-context.ts';
 import type { Backend } from '../backends/backend.ts';
@@ -14,7 +14,7 @@ import {
   type WithheldTool,
 } from './build.ts';
 import type { CatalogOptions, Toolset } from './catalog-types.ts';
-import { evict, MAX_PERSONAL } from './personal.ts';
+import { evict, MAX_PERSONAL, scopedTools, scopesFor } from './personal.ts';
 import { definitionHash, type PinStore, pinnedShape } from './pins.ts';
 import type { ToolsetIndex } from './search.ts';
 import { CatalogError, type McpBackendSpec, type ToolsetSpec } from './toolset-files.ts';
@@ -64,7 +64,12 @@ export function inTurn<T>(st: CatalogState, work: () => Promise<T>): Promise<T> 
   return run;
 }
 
-export function connectionFor(st: CatalogState, spec: McpBackendSpec, pool = st.connections): McpConnection {
+export function connectionFor(
+  st: CatalogState,
+  spec: McpBackendSpec,
+  pool = st.connections,
+  auth?: AuthProvider,
+): McpConnection {
   let conn = pool.get(spec.key);
   if (!conn) {
     const { log } = st;
@@ -72,6 +77,7 @@ export function connectionFor(st: CatalogState, spec: McpBackendSpec, pool = st.
       log,
       redactor: spec.redactor,
       ...st.opts.connection,
+      ...(auth ? { auth } : {}),
     });
     const c = conn;
     conn.onToolsChanged((listing) => {
@@ -98,12 +104,17 @@ export interface Route {
   redactor: Redactor;
 }
 
-/** The connection `forUser`'s call of `spec` goes over (the current actor's when not given). */
+/**
+ * The connection `forUser`'s call of `spec` goes over (the current actor's when not given); `tools`: the server's
+ * tools it is for (an OAuth grant must hold their scopes; all the toolset's when not given).
+ */
 export async function routeOf(
   st: CatalogState,
   spec: McpToolsetSpec,
   forUser: string | undefined = currentActor().for_user,
+  tools?: readonly string[],
 ): Promise<Route> {
+  if (spec.backend.oauth) return oauthRoute(st, spec, forUser, tools);
   const personal = spec.backend.personal;
   const shared = () => ({ connection: connectionFor(st, spec.backend), redactor: spec.backend.redactor });
   if (!personal) return shared();
@@ -131,6 +142,51 @@ export async function routeOf(
   pool.set(own.key, connection);
   if (pool.size > MAX_PERSONAL) await evict(pool);
   return { connection, redactor: own.redactor };
+}
+
+/**
+ * An OAuth toolset's call: only a person's, over a connection of their own whose transport sends their token; a
+ * person without a grant, or whose grant lacks a scope these tools need, is asked to connect (for those scopes).
+ */
+async function oauthRoute(
+  st: CatalogState,
+  spec: McpToolsetSpec,
+  forUser: string | undefined,
+  tools?: readonly string[],
+): Promise<Route> {
+  const oauth = spec.backend.oauth as NonNullable<McpBackendSpec['oauth']>;
+  const needed = scopesFor(oauth, tools ?? scopedTools(oauth, spec.include));
+  const grants = st.opts.grants;
+  const granted = forUser && grants ? await grants.scopesOf(forUser, spec.id) : undefined;
+  const lacking = needed.filter((s) => !granted?.includes(s));
+  if (!forUser || !grants || !granted || lacking.length > 0) {
+    const base = st.opts.connectUrl?.(spec.id);
+    const ask = [...new Set([...(granted ?? []), ...needed])];
+    const url = base && ask.length > 0 ? `${base}?scope=${encodeURIComponent(ask.join(' '))}` : base;
+    const why = !forUser
+      ? "its server takes each person's own account, and this call is nobody's (use a user's key)"
+      : !granted
+        ? 'connect your own account'
+        : `your grant lacks ${lacking.join(', ')}: connect again to grant ${lacking.length > 1 ? 'them' : 'it'}`;
+    throw new ConsentNeeded(`Toolset ${spec.id}: ${why}${url ? ` at ${url}` : ''}`, spec.id, url);
+  }
+  const key = `${spec.backend.key}\u0000oauth\u0000${spec.id}\u0000${forUser}`;
+  const pool = st.personal;
+  const backend: McpBackendSpec = spec.backend;
+  const connection = connectionFor(st, { ...backend, key }, pool, grants.auth(forUser, spec.id));
+  // Most recently used last: the map's order is its eviction order.
+  pool.delete(key);
+  pool.set(key, connection);
+  if (pool.size > MAX_PERSONAL) await evict(pool);
+  return { connection, redactor: spec.backend.redactor };
+}
+
+/** A person's own OAuth connection of a toolset: closed when their grant is dropped. */
+export async function closeOwn(st: CatalogState, spec: McpToolsetSpec, forUser: string): Promise<void> {
+  const key = `${spec.backend.key}\u0000oauth\u0000${spec.id}\u0000${forUser}`;
+  const conn = st.personal.get(key);
+  st.personal.delete(key);
+  await conn?.close();
 }
 
 /**
@@ -171,7 +227,9 @@ export async function mcpToolsetRuntime(
       mcpToolsetBackend({
         connection: conn,
         redactor: spec.backend.redactor,
-        ...(spec.backend.personal ? { personal: (forUser) => routeOf(st, spec, forUser) } : {}),
+        ...(spec.backend.personal || spec.backend.oauth
+          ? { personal: (forUser, tool) => routeOf(st, spec, forUser, tool ? [tool] : undefined) }
+          : {}),
         timeoutMs: spec.timeoutMs,
         maxResultBytes: st.opts.connection?.maxResultBytes,
         upstreamName: (exposed) => names.get(exposed),

@@ -1,6 +1,6 @@
 import type { Logger } from '../../lib/telemetry/log.ts';
 import type { UpstreamPool } from '../backends/upstream-pool.ts';
-import type { PersonalValues } from './personal.ts';
+import type { PersonalGrants, PersonalValues } from './personal.ts';
 import type { PinStore } from './pins.ts';
 import type { ToolsetSources, ToolsetSpec } from './toolset-files.ts';
 
@@ -50,6 +50,8 @@ export interface CatalogOptions {
   };
   /** People's own values of the toolsets' `user_secrets` (lib/identity); without it, everyone uses the shared ones. */
   personal?: PersonalValues;
+  /** People's OAuth grants (backends/oauth-accounts.ts); without it, an OAuth toolset serves nobody. */
+  grants?: PersonalGrants;
   /** Where a person connects their own account for a toolset (the console's page), for the refusals that ask. */
   connectUrl?: (toolset: string) => string;
 }

@@ -6,6 +6,7 @@ import { approve, reload } from './catalog-changes.ts';
 import { search, toolsetStatus, upstreams, withheldReason } from './catalog-reads.ts';
 import {
   type CatalogState,
+  closeOwn,
   connectionFor,
   install,
   isMcp,
@@ -83,6 +84,15 @@ export async function buildCatalog(
       return st.tools;
     },
     prepare: (ids) => prepare(st, ids),
+    /** Deactivated for `forUser`: an OAuth toolset that says revoke_on_deactivate drops their grant. */
+    async release(ids: readonly string[], forUser: string): Promise<void> {
+      for (const id of ids) {
+        const spec = st.specs.find((s) => s.id === id);
+        if (!spec || !isMcp(spec) || !spec.backend.oauth?.revokeOnDeactivate || !st.opts.grants) continue;
+        await st.opts.grants.drop(forUser, id, 'deactivated (revoke_on_deactivate)');
+        await closeOwn(st, spec, forUser);
+      }
+    },
     /** The upstream connection of an MCP-backed toolset (for a fixed view's prompts and resources). */
     upstream(id: string): McpConnection | undefined {
       const spec = st.specs.find((s) => s.id === id);

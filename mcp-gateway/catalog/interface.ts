@@ -14,6 +14,8 @@ export interface Catalog {
   readonly tools: Map<string, CatalogTool>;
   /** Connects the upstreams of these toolsets and refreshes their tools; throws when one cannot offer any. */
   prepare(ids: readonly string[]): Promise<void>;
+  /** Deactivated for `forUser` (`user:<id>`): an OAuth toolset that says revoke_on_deactivate drops their grant. */
+  release(ids: readonly string[], forUser: string): Promise<void>;
   /** The upstream connection of an MCP-backed toolset (for a fixed view's prompts and resources). */
   upstream(id: string): McpConnection | undefined;
   /** Before a call: reconnects the tool's upstream if it is not up, so pins are current. Never throws. */

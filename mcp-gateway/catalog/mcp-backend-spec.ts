@@ -27,6 +27,21 @@ export interface McpBackendSpec {
   redactor: Redactor;
   /** The variables each person may set for themselves, when the file names any. */
   personal?: Personal;
+  /** Each person reaches the server with their own OAuth grant (`oauth:`): every call is a person's. */
+  oauth?: OAuthSpec;
+}
+
+/** An OAuth toolset's client settings, filled in (mcp-gateway/backends/oauth-accounts.ts uses them). */
+export interface OAuthSpec {
+  /** The MCP server: the protected resource, whose metadata names its authorization server. */
+  resource: string;
+  /** Asked for at every connection. */
+  scopes: string[];
+  /** A registered client; none: the gateway registers itself (RFC 7591). */
+  client?: { client_id: string; client_secret?: string };
+  revokeOnDeactivate: boolean;
+  /** The scopes each tool (the server's own name) needs, from the file's `tool_scopes`. */
+  toolScopes: Record<string, string[]>;
 }
 
 /** A server whose variables each person may set (`user_secrets`). */
@@ -72,6 +87,36 @@ export function mcpBackend(
     : (raw.url as string);
   const key = JSON.stringify(server);
   const spec: McpBackendSpec = { server, display: raw, key, label, redactor: new Redactor(secretsOf(vars)) };
+  if (raw.oauth) {
+    if (personal.size > 0)
+      fail(['user_secrets'], "an oauth server takes each person's grant, not user_secrets");
+    if (
+      server.transport === 'http' &&
+      Object.keys(server.headers).some((h) => h.toLowerCase() === 'authorization')
+    )
+      fail(
+        ['backend', 'mcp', 'headers'],
+        "an oauth server gets each person's token: leave out the Authorization header",
+      );
+    const { client_id, client_secret } = raw.oauth;
+    const secret =
+      client_secret === undefined
+        ? undefined
+        : expandVariables(client_secret, vars, (name) =>
+            fail(
+              ['backend', 'mcp', 'oauth', 'client_secret'],
+              `variable ${name} is not set (used in backend.mcp.oauth.client_secret)`,
+            ),
+          );
+    spec.oauth = {
+      resource: (server as { url: string }).url,
+      scopes: raw.oauth.scopes,
+      ...(client_id ? { client: { client_id, ...(secret ? { client_secret: secret } : {}) } } : {}),
+      revokeOnDeactivate: raw.oauth.revoke_on_deactivate,
+      toolScopes: {},
+    };
+    return spec;
+  }
   if (personal.size === 0) return spec;
   spec.personal = {
     names: [...personal],

@@ -207,6 +207,10 @@ function readToolsetFile(file: string, vars: Record<string, string | undefined>)
     backend = f.backend;
   } else {
     backend = mcpBackend(file, f.backend.mcp, vars, declaredVariables(f, fail), userSecrets(f, fail), fail);
+    if (backend.oauth) backend.oauth.toolScopes = f.tool_scopes;
+  }
+  if (Object.keys(f.tool_scopes).length > 0 && (typeof backend === 'string' || !backend.oauth)) {
+    fail(['tool_scopes'], 'tool_scopes are for an oauth server (backend.mcp.oauth)');
   }
   return {
     id: f.id,

@@ -8,6 +8,25 @@ export const EnvName = z
   .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a variable name like MEMORY_FILE_PATH');
 export const Scalar = z.union([z.string(), z.number(), z.boolean()]).transform(String);
 
+/** An OAuth scope (RFC 6749 §3.3: printable, no space, quote or backslash). */
+export const Scope = z
+  .string()
+  .regex(
+    /^[\x21\x23-\x5B\x5D-\x7E]{1,128}$/,
+    'must be a scope: 1-128 printable characters, no space, " or \\',
+  );
+
+/** The gateway as each person's OAuth client of the server (`backend.mcp.oauth`). */
+export const OAuthBlock = z.strictObject({
+  // Asked for at every connection, whatever tools are activated.
+  scopes: z.array(Scope).max(50, 'at most 50 scopes').default([]),
+  // A client registered by hand at the authorization server; without it the gateway registers itself (RFC 7591).
+  client_id: z.string().min(1).max(512).optional(),
+  client_secret: z.string().min(1).max(512).optional(),
+  // DEACTIVATE drops (and revokes) the person's token: the model's reach follows its tool list.
+  revoke_on_deactivate: z.boolean().default(false),
+});
+
 export const McpBlock = z
   .strictObject({
     command: z.string().min(1).optional(),
@@ -17,6 +36,7 @@ export const McpBlock = z
     url: z.string().min(1).optional(),
     headers: z.record(z.string().min(1), Scalar).optional(),
     protocol: z.enum(['legacy', 'auto', '2026-07-28']).optional(),
+    oauth: OAuthBlock.optional(),
   })
   .superRefine((m, ctx) => {
     if ((m.command === undefined) === (m.url === undefined)) {
@@ -33,6 +53,15 @@ export const McpBlock = z
           message: `${key} is for stdio servers (command), not url`,
         });
     }
+    if (m.oauth !== undefined && m.url === undefined)
+      ctx.addIssue({ code: 'custom', path: ['oauth'], message: 'oauth is for url servers, not command' });
+    if (m.oauth?.client_secret !== undefined && m.oauth.client_id === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['oauth', 'client_secret'],
+        message:
+          'client_secret goes with client_id (a registered client); leave both out to register dynamically',
+      });
     if (m.command !== undefined && m.headers !== undefined)
       ctx.addIssue({
         code: 'custom',
@@ -72,13 +101,18 @@ export const ToolsetFile = z.strictObject(
     // Of those variables, the ones each person may set for themselves (`toolshift secrets set`): their own API
     // key at the server, used instead of the shared value for their calls.
     user_secrets: z.array(EnvName).max(20, 'at most 20 user secrets').default([]),
+    // For an oauth backend: the scopes each of the server's tools (its own name) needs; ACTIVATE asks for those
+    // of the tools being activated only.
+    tool_scopes: z
+      .record(z.string().min(1).max(128), z.array(Scope).max(20, 'at most 20 scopes a tool'))
+      .default({}),
   },
   {
     error: (issue) =>
       issue.code === 'unrecognized_keys'
         ? `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')}; a toolset file has ` +
           'id, description, keywords, default, backend, tools, prefix, pin, timeout_seconds, variables, ' +
-          'allow_toolshift_settings, user_secrets'
+          'allow_toolshift_settings, user_secrets, tool_scopes'
         : undefined,
   },
 );

@@ -30,6 +30,30 @@ export const ConnectionInfo = z.object({
   missing: z.array(z.string()),
   /** Where they connect it (the console's page). */
   connect_url: z.string().optional(),
+  /** An OAuth toolset: the scopes the person granted (never a token). */
+  scopes: z.array(z.string()).optional(),
+});
+
+const Scope = z
+  .string()
+  .regex(/^[\x21\x23-\x5B\x5D-\x7E]{1,128}$/, 'a scope is 1-128 printable characters, no space');
+
+export const StartConnectionRequest = z.strictObject({
+  /** Where the authorization server sends the person back: the console's /console/connect/callback. */
+  redirect_uri: z
+    .string()
+    .max(2000, 'a redirect_uri is at most 2000 characters')
+    .regex(
+      /^https?:\/\/[^\s]+\/console\/connect\/callback$/,
+      "redirect_uri is the console's <url>/console/connect/callback",
+    ),
+  /** The scopes to ask for (those an activation needed); default: the toolset's own (oauth.scopes). */
+  scopes: z.array(Scope).max(100, 'at most 100 scopes').optional(),
+});
+
+export const CompleteConnectionRequest = z.strictObject({
+  code: z.string().min(1, 'give the code').max(4096, 'a code is at most 4096 characters'),
+  state: z.string().min(1, 'give the state').max(512, 'a state is at most 512 characters'),
 });
 const own = ['mcp'] as const;
 
@@ -74,5 +98,44 @@ export const accountRoutes = {
     params: z.object({ toolset: ToolsetId }),
     query: z.object({ for_user: z.string().regex(/^user:[A-Za-z0-9_-]{1,64}$/, 'for_user is user:<id>') }),
     responses: { 200: ConnectionInfo, 404: ErrorBody },
+  },
+  startConnection: {
+    method: 'post',
+    path: '/mcp/me/connections/{toolset}',
+    roles: own,
+    summary:
+      "Starts connecting your own account at an OAuth toolset's server: the URL of its consent page (PKCE; the state is yours, used once)",
+    params: z.object({ toolset: ToolsetId }),
+    body: StartConnectionRequest,
+    responses: {
+      200: z.object({ authorization_url: z.string() }),
+      400: ErrorBody,
+      404: ErrorBody,
+      502: ErrorBody,
+    },
+  },
+  completeConnection: {
+    method: 'post',
+    path: '/mcp/me/connections/{toolset}/complete',
+    roles: own,
+    summary:
+      "Completes your connection with the server's code and your flow's state: your grant is saved (sealed)",
+    params: z.object({ toolset: ToolsetId }),
+    body: CompleteConnectionRequest,
+    responses: {
+      200: z.object({ toolset: z.string(), scopes: z.array(z.string()) }),
+      400: ErrorBody,
+      403: ErrorBody,
+      502: ErrorBody,
+    },
+  },
+  revokeConnection: {
+    method: 'delete',
+    path: '/mcp/me/connections/{toolset}',
+    roles: own,
+    summary:
+      "Drops your grant at an OAuth toolset's server (revoked there when it can); your next call asks again",
+    params: z.object({ toolset: ToolsetId }),
+    responses: { 200: z.object({ dropped: z.string() }), 400: ErrorBody, 404: ErrorBody },
   },
 } satisfies Record<string, RouteSpec>;

@@ -135,6 +135,8 @@ export const AUDIT_KINDS = [
   'limit',
   'read',
   'default',
+  'grant',
+  'drop',
 ] as const;
 
 const instant = (what: string) =>

@@ -1,3 +1,4 @@
+import { currentActor } from '../audit-context.ts';
 import { type ChangeToolsetsRequest, type ChangeToolsetsResponse, DEFAULT_SESSION } from '../contract.ts';
 import { Refusal } from '../refusals.ts';
 import type { SessionView } from '../store/interface.ts';
@@ -32,6 +33,8 @@ export async function changeToolsets(
   if (req.action === 'ACTIVATE') done = await activate(c, sessionId, ids, view, before);
   else if (req.action === 'DEACTIVATE') {
     const stored = await c.store.deactivate(sessionId, ids, before);
+    const forUser = currentActor().for_user;
+    if (forUser) await c.catalog.release(stored.changed, forUser);
     done = { changed: stored.changed, after: active(c, { ...view, toolsets: stored.toolsets }) };
   } else done = await setEnabled(c, ids, view, req.action === 'ENABLE');
   const { changed, after } = done;

@@ -19,7 +19,9 @@ export interface AuditEntry {
     | 'approval'
     | 'limit'
     | 'read'
-    | 'default';
+    | 'default'
+    | 'grant'
+    | 'drop';
   subject: string;
   ok: boolean;
   detail?: string;

@@ -24,11 +24,23 @@ export interface AuthorizationServer {
 
 const KID = 'test-signing-key';
 
+/**
+ * For an upstream MCP server as the resource: the scopes its tokens may carry, their lifetime (s), and refresh
+ * tokens for every client that registered for them (without offline_access, which is OpenID's).
+ */
+export interface ResourceOptions {
+  scopes?: string[];
+  accessTokenTTL?: number;
+  refresh?: boolean;
+}
+
 /** Starts the server on 127.0.0.1 with `people` (logins to claims) and its registered `clients`. */
 export async function startAuthorizationServer(
   people: Record<string, Person>,
   clients: ClientMetadata[] = [],
+  resource: ResourceOptions = {},
 ): Promise<AuthorizationServer> {
+  const resourceScopes = resource.scopes ?? ['mcp'];
   const own = await generateKeyPair('RS256', { extractable: true });
   const other = await generateKeyPair('RS256', { extractable: true });
   const server = createServer();
@@ -38,18 +50,25 @@ export async function startAuthorizationServer(
     clients,
     jwks: { keys: [{ ...(await exportJWK(own.privateKey)), kid: KID, alg: 'RS256', use: 'sig' }] },
     cookies: { keys: ['authorization-server-test-cookies'] },
-    scopes: ['openid', 'offline_access', 'mcp'],
+    scopes: ['openid', 'offline_access', ...resourceScopes],
+    ...(resource.refresh
+      ? {
+          issueRefreshToken: (_ctx: unknown, client: { grantTypeAllowed(t: string): boolean }) =>
+            client.grantTypeAllowed('refresh_token'),
+        }
+      : {}),
     claims: { email: ['email', 'email_verified'], profile: ['preferred_username', 'name', 'groups'] },
     features: {
       registration: { enabled: true },
+      revocation: { enabled: true },
       resourceIndicators: {
         enabled: true,
         useGrantedResource: () => true,
         // Any resource the client names: its tokens are JWTs with that audience.
         getResourceServerInfo: (_ctx, resourceIndicator) => ({
-          scope: 'mcp',
+          scope: resourceScopes.join(' '),
           audience: resourceIndicator,
-          accessTokenTTL: 300,
+          accessTokenTTL: resource.accessTokenTTL ?? 300,
           accessTokenFormat: 'jwt',
           jwt: { sign: { alg: 'RS256' } },
         }),

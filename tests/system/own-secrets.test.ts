@@ -161,6 +161,21 @@ describe("a person's own secrets", () => {
       headers: { authorization: `Bearer ${keys.bob}` },
     });
     expect(asBob.status).toBe(403);
+    // The console's page to connect it says how to set his with the CLI.
+    const login = await fetch(`${urls['agent-server']}/console/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: keys.bob }),
+    });
+    const cookie = login.headers
+      .getSetCookie()
+      .map((c) => c.split(';')[0])
+      .join('; ');
+    const page = await fetch(`${urls['agent-server']}/console/connect/keyed`, { headers: { cookie } });
+    const shown = await page.text();
+    expect(page.status).toBe(200);
+    expect(shown).toContain('toolshift secrets set keyed KEYED_TOKEN');
+    expect(shown).toContain('Still to set: KEYED_TOKEN');
   });
 
   it("reaches the upstream with each person's own value, never another's", async () => {

@@ -127,6 +127,9 @@ export async function signInUser(
   // (another provider, another subject at this one), is not taken over by an account that shares the email.
   const known = email ? await userByEmail(db, email) : undefined;
   if (known && (await linked(db, known.id))) {
+    // This very account, linked by a first sign-in of its own that ran at the same time: theirs.
+    const mine = await linkOf(db, issuer, subject);
+    if (mine) return { user: mine, made: false };
     throw new HttpError(
       403,
       `the user with the email ${email} signs in through another account; sign in with that one, or ask the operator`,
@@ -143,6 +146,17 @@ export async function signInUser(
   return makeUser(db, issuer, subject, claims, email);
 }
 
+/** The user account (issuer, subject) is linked to, if any. */
+async function linkOf(db: Db, issuer: string, subject: string) {
+  return db
+    .selectFrom('identity_sign_ins as s')
+    .innerJoin('identity_users as u', 'u.id', 's.user_id')
+    .select(['u.id', 'u.name'])
+    .where('s.issuer', '=', issuer)
+    .where('s.subject', '=', subject)
+    .executeTakeFirst();
+}
+
 const removedEmail = async (db: Db, email: string) =>
   (await db.selectFrom('identity_removed').select('email').where('email', '=', email).executeTakeFirst()) !==
   undefined;
@@ -154,13 +168,8 @@ async function linkTo(db: Db, issuer: string, subject: string, userId: string) {
     .values({ issuer, subject, user_id: userId, created_at: new Date().toISOString() })
     .onConflict((oc) => oc.columns(['issuer', 'subject']).doNothing())
     .execute();
-  const link = await db
-    .selectFrom('identity_sign_ins as s')
-    .innerJoin('identity_users as u', 'u.id', 's.user_id')
-    .select(['u.id', 'u.name'])
-    .where('s.issuer', '=', issuer)
-    .where('s.subject', '=', subject)
-    .executeTakeFirstOrThrow();
+  const link = await linkOf(db, issuer, subject);
+  if (!link) throw new Error(`the sign-in of ${subject} at ${issuer} was linked to a user who is gone`);
   return link;
 }
 

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { goalMarker, startMockModel } from '../../bench/mock-model.ts';
-import { type CliIo, main } from '../../client.ts';
 import { freePort } from '../helpers/chaos-stack.ts';
+import { daemonCli, runnersOf } from '../helpers/cli.ts';
 import { startDaemon } from '../helpers/daemon.ts';
 import { startMcpHttpServer } from '../helpers/mcp-http-server.ts';
 
@@ -28,22 +28,7 @@ let model: Awaited<ReturnType<typeof startMockModel>>;
 let upstream: Awaited<ReturnType<typeof startMcpHttpServer>>;
 let urls: Record<'agent-server' | 'mcp-gateway' | 'tool-server', string>;
 const keys: Record<string, string> = {};
-
-async function cli(argv: string[], extra: Record<string, string> = {}, stdin?: string) {
-  const out = { stdout: '', stderr: '' };
-  const io: CliIo = {
-    stdout: (t) => {
-      out.stdout += t;
-    },
-    stderr: (t) => {
-      out.stderr += t;
-    },
-    env: { TOOLSHIFT_DATA_DIR: data, HOME: tmp, ...extra },
-    ...(stdin === undefined ? { stdinIsTTY: true } : { readStdin: async () => stdin, stdinIsTTY: false }),
-  };
-  const code = await main(argv, io);
-  return { code, ...out };
-}
+let cli: ReturnType<typeof daemonCli>;
 
 const as = (who: string) => ({ AGENT_API_TOKEN: keys[who] });
 
@@ -56,6 +41,7 @@ async function start(more: Record<string, string> = {}) {
 beforeAll(async () => {
   tmp = await mkdtemp(path.join(tmpdir(), 'consent-'));
   data = path.join(tmp, 'data');
+  cli = daemonCli({ data, home: tmp });
   ws = path.join(tmp, 'ws');
   await mkdir(path.join(data, 'toolsets'), { recursive: true });
   await mkdir(ws, { recursive: true });
@@ -118,11 +104,7 @@ beforeAll(async () => {
     OPENAI_API_KEY: 'test',
   };
   await start();
-  for (const name of ['carol', 'dave', 'erin']) {
-    expect((await cli(['users', 'add', name])).code).toBe(0);
-    const made = await cli(['keys', 'create', '--user', name, '--role', 'runner', '--json']);
-    keys[name] = (JSON.parse(made.stdout) as { key: string }).key;
-  }
+  Object.assign(keys, await runnersOf(cli, ['carol', 'dave', 'erin']));
 }, 90_000);
 
 afterAll(async () => {

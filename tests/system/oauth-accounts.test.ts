@@ -5,9 +5,9 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockModel } from '../../bench/mock-model.ts';
-import { type CliIo, main } from '../../client.ts';
 import { type AuthorizationServer, startAuthorizationServer } from '../helpers/authorization-server.ts';
 import { freePort } from '../helpers/chaos-stack.ts';
+import { daemonCli, runnersOf } from '../helpers/cli.ts';
 import { startDaemon } from '../helpers/daemon.ts';
 import { startOAuthUpstream } from '../helpers/oauth-upstream.ts';
 
@@ -25,25 +25,9 @@ let as: AuthorizationServer;
 let upstream: Awaited<ReturnType<typeof startOAuthUpstream>>;
 let urls: Record<'agent-server' | 'mcp-gateway' | 'tool-server', string>;
 const keys: Record<string, string> = {};
+let cli: ReturnType<typeof daemonCli>;
 /** Every answer the test was given, to look for tokens in. */
 const answers: string[] = [];
-
-async function cli(argv: string[], env: Record<string, string> = {}) {
-  const out = { stdout: '', stderr: '' };
-  const io: CliIo = {
-    stdout: (t) => {
-      out.stdout += t;
-    },
-    stderr: (t) => {
-      out.stderr += t;
-    },
-    env: { TOOLSHIFT_DATA_DIR: data, HOME: tmp, ...env },
-    stdinIsTTY: true,
-  };
-  const code = await main(argv, io);
-  answers.push(out.stdout, out.stderr);
-  return { code, ...out };
-}
 
 const toolsetFile = (id: string, opts: { revoke: boolean; tools?: string[] }) =>
   writeFile(
@@ -69,6 +53,7 @@ const toolsetFile = (id: string, opts: { revoke: boolean; tools?: string[] }) =>
 beforeAll(async () => {
   tmp = await mkdtemp(path.join(tmpdir(), 'oauth-accounts-'));
   data = path.join(tmp, 'data');
+  cli = daemonCli({ data, home: tmp });
   await mkdir(path.join(data, 'toolsets'), { recursive: true });
   as = await startAuthorizationServer({ alice: {}, bob: {} }, [], {
     scopes: ['notes:read', 'notes:write'],
@@ -89,11 +74,7 @@ beforeAll(async () => {
     OPENAI_API_KEY: 'test',
   });
   urls = await daemon.listening;
-  for (const name of ['alice', 'bob']) {
-    expect((await cli(['users', 'add', name])).code).toBe(0);
-    const made = await cli(['keys', 'create', '--user', name, '--role', 'runner', '--json']);
-    keys[name] = (JSON.parse(made.stdout) as { key: string }).key;
-  }
+  Object.assign(keys, await runnersOf(cli, ['alice', 'bob']));
 }, 90_000);
 
 afterAll(async () => {

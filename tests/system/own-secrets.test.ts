@@ -4,8 +4,8 @@ import path from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockModel } from '../../bench/mock-model.ts';
-import { type CliIo, main } from '../../client.ts';
 import { freePort } from '../helpers/chaos-stack.ts';
+import { daemonCli, runnersOf } from '../helpers/cli.ts';
 import { startDaemon } from '../helpers/daemon.ts';
 import { startMcpHttpServer } from '../helpers/mcp-http-server.ts';
 
@@ -25,26 +25,12 @@ let model: Awaited<ReturnType<typeof startMockModel>>;
 let upstream: Awaited<ReturnType<typeof startMcpHttpServer>>;
 let urls: Record<'agent-server' | 'mcp-gateway' | 'tool-server', string>;
 const keys: Record<string, string> = {};
-
-async function cli(argv: string[], env: Record<string, string> = {}, stdin?: string) {
-  const out = { stdout: '', stderr: '' };
-  const io: CliIo = {
-    stdout: (t) => {
-      out.stdout += t;
-    },
-    stderr: (t) => {
-      out.stderr += t;
-    },
-    env: { TOOLSHIFT_DATA_DIR: data, HOME: tmp, ...env },
-    ...(stdin === undefined ? { stdinIsTTY: true } : { readStdin: async () => stdin, stdinIsTTY: false }),
-  };
-  const code = await main(argv, io);
-  return { code, ...out };
-}
+let cli: ReturnType<typeof daemonCli>;
 
 beforeAll(async () => {
   tmp = await mkdtemp(path.join(tmpdir(), 'own-secrets-'));
   data = path.join(tmp, 'data');
+  cli = daemonCli({ data, home: tmp });
   const ws = path.join(tmp, 'ws');
   await mkdir(path.join(data, 'toolsets'), { recursive: true });
   await mkdir(ws, { recursive: true });
@@ -96,11 +82,7 @@ beforeAll(async () => {
     OPENAI_API_KEY: 'test',
   });
   urls = await daemon.listening;
-  for (const name of ['alice', 'bob']) {
-    expect((await cli(['users', 'add', name])).code).toBe(0);
-    const made = await cli(['keys', 'create', '--user', name, '--role', 'runner', '--json']);
-    keys[name] = (JSON.parse(made.stdout) as { key: string }).key;
-  }
+  Object.assign(keys, await runnersOf(cli, ['alice', 'bob']));
 }, 90_000);
 
 afterAll(async () => {

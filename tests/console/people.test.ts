@@ -114,7 +114,7 @@ describe('the People page in a browser', () => {
     await page.click('button:has-text("Create key")');
     const secret = page.locator('[data-result=key] [data-secret]');
     await secret.waitFor();
-    expect(await page.textContent('.flash')).toMatch(/^Key [a-z0-9]{10} made for alice\.$/);
+    await expect.poll(() => page.textContent('.flash')).toMatch(/^Key [a-z0-9]{10} made for alice\.$/);
     const key = (await secret.textContent()) ?? '';
     expect(key).toMatch(/^tsk_[a-z0-9]{10}_/);
     expect(await page.textContent('[data-result=key]')).toMatch(/shown this once, never again/);
@@ -142,7 +142,7 @@ describe('the People page in a browser', () => {
     await team.locator('input[name=user]').fill('alice');
     await team.locator('button:has-text("Add")').click();
     await expect.poll(() => team.locator('ul.members li').count()).toBe(1);
-    expect(await page.locator('tr[data-user="alice"] td').nth(2).textContent()).toBe('eng');
+    await expect.poll(() => page.locator('tr[data-user="alice"] td').nth(2).textContent()).toBe('eng');
     await screenshot(page, 'people');
     await team.locator('ul.members button').click();
     await expect.poll(() => team.locator('ul.members li').count()).toBe(0);

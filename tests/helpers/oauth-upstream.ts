@@ -1,6 +1,13 @@
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
-import { type AuthInfo, createMcpHandler, requireBearerAuth, Server } from '@modelcontextprotocol/server';
+import {
+  type AuthInfo,
+  createMcpHandler,
+  OAuthError,
+  OAuthErrorCode,
+  requireBearerAuth,
+  Server,
+} from '@modelcontextprotocol/server';
 import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
 
 // An upstream MCP server that takes each person's OAuth access token (the MCP authorization specification), built
@@ -54,7 +61,16 @@ export async function startOAuthUpstream(opts: {
       resourceMetadataUrl: `${new URL(url).origin}/.well-known/oauth-protected-resource/mcp`,
       verifier: {
         async verifyAccessToken(token): Promise<AuthInfo> {
-          const { payload } = await jwtVerify(token, jwks, { issuer: opts.issuer, audience: url });
+          // A token that does not verify (expired on its way here, on a busy machine) is invalid_token, a 401 its
+          // client answers by refreshing, as a real resource server says it.
+          const { payload } = await jwtVerify(token, jwks, { issuer: opts.issuer, audience: url }).catch(
+            (err: Error) => {
+              throw new OAuthError(
+                OAuthErrorCode.InvalidToken,
+                `the access token is refused: ${err.message}`,
+              );
+            },
+          );
           return {
             token,
             clientId: String(payload.client_id ?? ''),

@@ -2,6 +2,7 @@ import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/reso
 import type { GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { ModelRequest } from '../clients/model.ts';
 import type { ToolExposure } from '../contract.ts';
+import { runCodeTool } from './code-mode.ts';
 import { callToolTool } from './dispatch.ts';
 import { manageToolsetsTool } from './manage-toolsets.ts';
 
@@ -23,13 +24,17 @@ function functionTool(t: GatewayTool): ChatCompletionTool {
   return tool;
 }
 
-/** The fixed tools array of a dispatch task: the same two tools, whatever is active. */
-const DISPATCH_TOOLS: readonly ChatCompletionTool[] = [manageToolsetsTool, callToolTool];
+/** The fixed tools arrays of a dispatch and a code task: the same tools, whatever is active. */
+const FIXED_TOOLS: Partial<Record<ToolExposure, readonly ChatCompletionTool[]>> = {
+  dispatch: [manageToolsetsTool, callToolTool],
+  code: [manageToolsetsTool, runCodeTool(), callToolTool],
+};
 
 /**
  * The one place a model request is built. `native`: the meta-tool first, then the session's active tools in
  * the gateway's stable order, so a step without a toolset change extends the previous request byte for byte.
- * `dispatch`: always `[manage_toolsets, call_tool]`, so every step extends the previous one, toggles included.
+ * `dispatch`: always `[manage_toolsets, call_tool]`, so every step extends the previous one, toggles included;
+ * `code`: always `[manage_toolsets, run_code, call_tool]`, the same way.
  */
 export function buildModelRequest(
   model: string,
@@ -38,8 +43,7 @@ export function buildModelRequest(
   exposure: ToolExposure = 'native',
   extra: readonly ChatCompletionTool[] = [],
 ): ModelRequest {
-  const offered =
-    exposure === 'dispatch' ? [...DISPATCH_TOOLS] : [manageToolsetsTool, ...tools.map(functionTool)];
+  const offered = FIXED_TOOLS[exposure] ?? [manageToolsetsTool, ...tools.map(functionTool)];
   // The loop's own tools (read_stored_result once a result was moved out) come last: the prefix stays.
   return { model, messages: [...messages], tools: [...offered, ...extra] };
 }

@@ -193,7 +193,7 @@ export function endWith(
  */
 export interface Transcript {
   messages: ChatCompletionMessageParam[];
-  /** The exposure the turn ran with, and (dispatch) the tools whose definitions the conversation holds. */
+  /** The exposure the turn ran with, and (dispatch, code) the tools whose definitions the conversation holds. */
   exposure: ToolExposure;
   shown?: string[];
   context?: ThreadContext;
@@ -231,7 +231,7 @@ function transcriptOf(state: LoopState, status: FinalStatus, answer: string | nu
   return {
     messages,
     exposure,
-    ...(exposure === 'dispatch' ? { shown: [...state.exposure.shown] } : {}),
+    ...(exposure !== 'native' ? { shown: [...state.exposure.shown] } : {}),
     ...(compacted ? { context: state.context } : {}),
   };
 }

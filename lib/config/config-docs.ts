@@ -78,8 +78,9 @@ export const SETTING_GROUPS: Group[] = [
       TOOL_TOKEN_BUDGET: { doc: 'the most tool-definition tokens `manage_toolsets` may bring a session to' },
       TOOL_EXPOSURE: {
         doc:
-          'how tasks offer tools: `native` (the tools array follows the active toolsets) or `dispatch` ' +
-          "(always `[manage_toolsets, call_tool]`, so prompt caches hold); a request's `exposure` overrides it",
+          'how tasks offer tools: `native` (the tools array follows the active toolsets), `dispatch` ' +
+          '(always `[manage_toolsets, call_tool]`, so prompt caches hold) or `code` (always `[manage_toolsets, ' +
+          "run_code, call_tool]`: the model writes scripts against its tools, docs/code-mode.md); a request's `exposure` overrides it",
       },
       AGENT_PRIME_TOOLSETS: {
         doc:

@@ -64,6 +64,14 @@ export function schemaCompiler(onError: (message: string) => void) {
 
 type Compile = ReturnType<typeof schemaCompiler>;
 
+/** A backend's definition as the gateway offers it: its output schema, when it has one, as `output_schema`. */
+function gatewayDefinition(
+  d: Omit<GatewayToolDefinition, 'output_schema'> & { outputSchema?: Record<string, unknown> },
+): GatewayToolDefinition {
+  const { outputSchema, ...rest } = d;
+  return outputSchema ? { ...rest, output_schema: outputSchema } : rest;
+}
+
 /** A native toolset: every listed tool must be served by its backend. */
 export function nativeRuntime(
   spec: ToolsetSpec,
@@ -78,7 +86,12 @@ export function nativeRuntime(
         `${spec.file}: tool ${name} is not served by backend ${spec.backend as string}; it serves: ${[...served.keys()].join(', ')}`,
       );
     }
-    return { definition, toolset: spec.id, backend, validate: compile(definition.parameters) };
+    return {
+      definition: gatewayDefinition(definition),
+      toolset: spec.id,
+      backend,
+      validate: compile(definition.parameters),
+    };
   });
   return { spec, offered, withheld: [], listed: true, upstreamNames: new Map() };
 }
@@ -117,12 +130,13 @@ export function mcpRuntime(
       return { spec, offered: [], withheld: [], listed: true, upstreamNames: new Map(), error };
     }
     upstreamNames.set(name, d.name);
-    const definition: GatewayToolDefinition = {
+    const definition = gatewayDefinition({
       name,
       description: d.description ?? d.title ?? '',
       parameters: (d.inputSchema ?? { type: 'object' }) as Record<string, unknown>,
+      outputSchema: isObject(d.outputSchema) ? d.outputSchema : undefined,
       annotations: (d.annotations ?? {}) as GatewayToolDefinition['annotations'],
-    };
+    });
     offered.push({ definition, toolset: spec.id, backend, validate: compile(definition.parameters) });
   }
   const withheld = judged.withheld
@@ -130,6 +144,9 @@ export function mcpRuntime(
     .map((w) => ({ ...w, exposed: exposedName(spec.prefix, w.name) }));
   return { spec, offered, withheld, listed: true, upstreamNames };
 }
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Lists a backend's tools, waiting up to `waitMs` for it to come up (services may start in any order). */
 async function listWithWait(backend: Backend, waitMs: number): Promise<ToolDefinition[]> {

@@ -44,7 +44,7 @@ const TreeNode = z.object({
     .optional()
     .describe("The node cap was reached before all of this directory's entries were listed"),
   error: z.string().optional().describe('Why the directory could not be listed'),
-});
+}).meta({ id: 'TreeNode' });
 type TreeNode = z.infer<typeof TreeNode>;
 
 /** A recursive view of a directory as nested JSON, breadth-first so a capped tree stays balanced. */

@@ -34,7 +34,6 @@ const StatusEntry = z.object({
     .describe('added, modified, deleted, renamed, copied, type_changed; a conflict: both_modified …'),
   orig_path: z.string().optional().describe('Where a renamed or copied file came from'),
 });
-type StatusEntry = z.infer<typeof StatusEntry>;
 
 /** git_status's result before the repository fields are added. */
 export const ParsedStatus = z.object({

@@ -29,22 +29,24 @@ function relativeGlob(pattern: string, dirs: string[], field: string): string {
 }
 
 /** A node of directory_tree's answer. */
-const TreeNode = z.object({
-  name: z.string(),
-  type: EntryType,
-  get children() {
-    return z.array(TreeNode).optional().describe("A directory's entries, when they were listed");
-  },
-  depth_limited: z
-    .literal(true)
-    .optional()
-    .describe('A directory below max_depth: its entries were not listed'),
-  truncated: z
-    .literal(true)
-    .optional()
-    .describe("The node cap was reached before all of this directory's entries were listed"),
-  error: z.string().optional().describe('Why the directory could not be listed'),
-}).meta({ id: 'TreeNode' });
+const TreeNode = z
+  .object({
+    name: z.string(),
+    type: EntryType,
+    get children() {
+      return z.array(TreeNode).optional().describe("A directory's entries, when they were listed");
+    },
+    depth_limited: z
+      .literal(true)
+      .optional()
+      .describe('A directory below max_depth: its entries were not listed'),
+    truncated: z
+      .literal(true)
+      .optional()
+      .describe("The node cap was reached before all of this directory's entries were listed"),
+    error: z.string().optional().describe('Why the directory could not be listed'),
+  })
+  .meta({ id: 'TreeNode' });
 type TreeNode = z.infer<typeof TreeNode>;
 
 /** A recursive view of a directory as nested JSON, breadth-first so a capped tree stays balanced. */

@@ -64,6 +64,9 @@ export function schemaCompiler(onError: (message: string) => void) {
 
 type Compile = ReturnType<typeof schemaCompiler>;
 
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
 /** A backend's definition as the gateway offers it: its output schema, when it has one, as `output_schema`. */
 function gatewayDefinition(
   d: Omit<GatewayToolDefinition, 'output_schema'> & { outputSchema?: Record<string, unknown> },
@@ -144,9 +147,6 @@ export function mcpRuntime(
     .map((w) => ({ ...w, exposed: exposedName(spec.prefix, w.name) }));
   return { spec, offered, withheld, listed: true, upstreamNames };
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Lists a backend's tools, waiting up to `waitMs` for it to come up (services may start in any order). */
 async function listWithWait(backend: Backend, waitMs: number): Promise<ToolDefinition[]> {

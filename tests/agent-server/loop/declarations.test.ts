@@ -77,7 +77,7 @@ describe('declarations', () => {
     );
     const second = declarationsFor([a, b], shown);
     expect(second).toBe(
-      '// toolset ts2\n/** Does get-sum. */\ndeclare function get_sum(args?: {}): Promise<unknown>;',
+      '// toolset ts2\n/** Does get-sum. */\ndeclare function get_sum(args?: Record<string, unknown>): Promise<unknown>;',
     );
     expect(declarationsFor([a, b], shown)).toBe('');
   });

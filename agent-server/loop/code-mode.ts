@@ -99,6 +99,9 @@ export interface CodeRunContext {
   limits?: ScriptLimits;
 }
 
+/** What the loop gives a run beside the gateway: who hears its calls, and its bounds. */
+export type ScriptHooks = Pick<CodeRunContext, 'started' | 'ended' | 'limits'>;
+
 /** The outcome of a run_code call: the tool message, and whether the script ended without an error. */
 export async function runCode(
   args: Record<string, unknown>,

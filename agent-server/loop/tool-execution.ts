@@ -3,7 +3,7 @@ import type { ServiceError } from '../../lib/http/http-client.ts';
 import { type JsonInputError, nestsDeeperThan, parseJson } from '../../lib/http/json.ts';
 import { Approval } from '../../mcp-gateway/contract.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
-import { type CodeRunContext, RUN_CODE, runCode, withDeclarations } from './code-mode.ts';
+import { RUN_CODE, runCode, type ScriptHooks, withDeclarations } from './code-mode.ts';
 import { READ_STORED_RESULT } from './context.ts';
 import { CALL_TOOL, dispatchTarget, notOffered, withDefinitions } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
@@ -117,7 +117,7 @@ export async function executeToolCall(
   signal?: AbortSignal,
   exposure?: Exposure,
   keyed?: (name: string) => KeyedCall,
-  script?: Pick<CodeRunContext, 'started' | 'ended'>,
+  script?: ScriptHooks,
 ): Promise<ToolCallOutcome> {
   const parsed = parseArguments(call);
   if ('error' in parsed)

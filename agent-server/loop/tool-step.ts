@@ -10,7 +10,8 @@ import type { Approval, GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { EventData, EventType } from '../contract.ts';
 import { TaskStoppedError } from '../errors.ts';
-import { type CodeRunContext, RUN_CODE } from './code-mode.ts';
+import type { ScriptLimits } from '../sandbox/limits.ts';
+import { RUN_CODE, type ScriptHooks } from './code-mode.ts';
 import { READ_STORED_RESULT } from './context.ts';
 import { calledName } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
@@ -115,6 +116,8 @@ export interface ToolStepContext {
   calls?: { taskId: string; fence(): number | undefined };
   /** The owner's limits: a tool call past the minute's waits for the next minute (`limit_wait`). */
   quota?: Quota;
+  /** The bounds of a run_code script (code mode). */
+  scriptLimits?: ScriptLimits;
 }
 
 /** A call id as a key part: printable ASCII as it is, anything else by its hash. */
@@ -306,9 +309,10 @@ function scriptOf(call: ChatCompletionMessageFunctionToolCall, ctx: ToolStepCont
  * What a run_code script's calls tell the task: each starts (counted against the owner's limits) and ends as
  * an event of its own, `in_script` naming the run_code call, and a toolset it used counts as used.
  */
-function scriptHooks(ctx: ToolStepContext, callId: string): Pick<CodeRunContext, 'started' | 'ended'> {
+function scriptHooks(ctx: ToolStepContext, callId: string): ScriptHooks {
   const id = (index: number) => `${callId}#${index + 1}`;
   return {
+    ...(ctx.scriptLimits ? { limits: ctx.scriptLimits } : {}),
     started: async (index, name) => {
       ctx.emit('tool_call_started', { step: ctx.step, tool_call_id: id(index), name, in_script: callId });
       if (ctx.quota) await withinQuota(ctx, id(index));

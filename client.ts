@@ -368,11 +368,11 @@ function promptArgs(pairs: string[] | undefined): Record<string, string> {
   return out;
 }
 
-/** `--exposure`: how the task's model sees the tools (native or dispatch). */
-function exposureOf(value: string | undefined): 'native' | 'dispatch' | undefined {
-  if (value === undefined || value === 'native' || value === 'dispatch') return value;
+/** `--exposure`: how the task's model sees the tools (native, dispatch or code). */
+function exposureOf(value: string | undefined): 'native' | 'dispatch' | 'code' | undefined {
+  if (value === undefined || value === 'native' || value === 'dispatch' || value === 'code') return value;
   throw new UsageError(
-    `--exposure must be native (the tools array follows the active toolsets) or dispatch (a fixed [manage_toolsets, call_tool], kind to prompt caches), got "${value}"`,
+    `--exposure must be native (the tools array follows the active toolsets), dispatch (a fixed [manage_toolsets, call_tool], kind to prompt caches) or code (the model writes scripts against its tools), got "${value}"`,
     'run',
   );
 }

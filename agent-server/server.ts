@@ -20,6 +20,7 @@ import { type Model, openAIModel } from './clients/model.ts';
 import { CONNECT_CALLBACK } from './console/connect.ts';
 import { CALLBACK_PATH, oidcSignIn } from './console/oidc.ts';
 import { createLogins } from './console/sessions.ts';
+import { DEFAULT_SCRIPT_LIMITS } from './sandbox/limits.ts';
 import type { TaskStore } from './store/interface.ts';
 import { createPostgresTaskStore, createTaskStore } from './store/store.ts';
 import { createAgent } from './tasks/agent.ts';
@@ -214,6 +215,7 @@ function agentOf(
     defaultMaxDurationS: config.agent.maxDurationS,
     consentTimeoutS: config.agent.consentTimeoutS,
     contextTokens: config.agent.contextTokens,
+    scriptLimits: { ...DEFAULT_SCRIPT_LIMITS, ...config.agent.scriptLimits },
     tokens,
     metrics: createAgentMetrics(metrics),
     log,

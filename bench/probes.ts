@@ -21,6 +21,7 @@ export const probeTools: readonly Tool[] = [
     name: 'bench_echo',
     description: 'Returns its text unchanged.',
     input: z.object({ text: z.string() }),
+    output: z.object({ text: z.string() }),
     annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     execute: async ({ text }) => ({ text }),
   }),
@@ -28,6 +29,7 @@ export const probeTools: readonly Tool[] = [
     name: 'bench_delay',
     description: `Waits ${PROBE_DELAY_MS} ms, then returns its text.`,
     input: z.object({ text: z.string() }),
+    output: z.object({ text: z.string() }),
     annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     execute: async ({ text }) => {
       await sleep(PROBE_DELAY_MS);

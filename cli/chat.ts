@@ -16,7 +16,7 @@ export interface ChatFlags {
   thread?: string;
   /** The session new threads act in (their active toolsets). */
   session?: string;
-  exposure?: 'native' | 'dispatch';
+  exposure?: 'native' | 'dispatch' | 'code';
   approvals: 'ask' | 'approve' | 'deny';
 }
 

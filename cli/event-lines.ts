@@ -59,8 +59,23 @@ function modelCall(d: Data, s: Style, e: TaskEvent): string {
 function toolCall(d: Data, s: Style, e: TaskEvent): string {
   const took = duration(e.duration_ms ?? 0);
   const label = callLabel(String(d.name), d.arguments);
-  if (d.ok) return `  ${s.green('✓')} ${label} ${s.dim(`${took} · ${bytes(d.result_bytes as number)}`)}`;
-  return `  ${s.red('✗')} ${label} ${s.dim(took)}: ${s.red(String(d.output).slice(0, 200))}`;
+  // A call a run_code script made sits under the script.
+  const at = d.in_script ? '      ' : '  ';
+  if (d.ok) return `${at}${s.green('✓')} ${label} ${s.dim(`${took} · ${bytes(d.result_bytes as number)}`)}`;
+  return `${at}${s.red('✗')} ${label} ${s.dim(took)}: ${s.red(String(d.output).slice(0, 200))}`;
+}
+
+/** How many lines of a run_code script its start shows. */
+const SCRIPT_LINES = 12;
+
+/** A call starts; a run_code call shows its script (its first lines), a script's call sits under it. */
+function toolCallStarted(d: Data, s: Style): string {
+  if (d.in_script) return s.dim(`      ▸ ${d.name}`);
+  if (typeof d.script !== 'string') return s.dim(`  ▸ ${d.name}`);
+  const lines = d.script.replace(/\n+$/, '').split('\n');
+  const shown = lines.slice(0, SCRIPT_LINES).map((l) => `    │ ${l.slice(0, 160)}`);
+  if (lines.length > SCRIPT_LINES) shown.push(`    │ … ${lines.length - SCRIPT_LINES} more lines`);
+  return s.dim([`  ▸ ${d.name}`, ...shown].join('\n'));
 }
 
 function toolsetChange(d: Data, s: Style): string {
@@ -98,7 +113,7 @@ const LINES: Partial<Record<TaskEvent['type'], LineOf>> = {
   model_request: (d) => `step ${d.step} · asking the model · ${requestSize(d)}`,
   model_retry: modelRetry,
   model_call: modelCall,
-  tool_call_started: (d, s) => s.dim(`  ▸ ${d.name}`),
+  tool_call_started: toolCallStarted,
   tool_call: toolCall,
   toolset_change: toolsetChange,
   approval_needed: (d, s) =>

@@ -117,7 +117,9 @@ Options:
   --max-duration S          stop after S seconds (status timed_out)
   --exposure MODE           native: the tools array follows the active toolsets;
                             dispatch: always [manage_toolsets, call_tool], so the
-                            provider's prompt cache survives toolset changes
+                            provider's prompt cache survives toolset changes;
+                            code: the model runs scripts against its tools
+                            (run_code), only their output comes back
                             (default: the server's TOOL_EXPOSURE)
   --prompt NAME             run a playbook prompt (GET /mcp/prompts lists them)
   --arg key=value           a playbook argument (repeat for each)

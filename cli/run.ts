@@ -21,7 +21,7 @@ export interface RunFlags {
   prompt?: string;
   promptArgs?: Record<string, string>;
   /** How the model sees the tools; the server's TOOL_EXPOSURE when absent. */
-  exposure?: 'native' | 'dispatch';
+  exposure?: 'native' | 'dispatch' | 'code';
   /** The thread the task continues (a new one when absent), and what to do if its last task runs. */
   thread?: string;
   ifBusy?: IfBusy;

@@ -62,10 +62,15 @@ function actorOf(c: Context): AuditActor {
 function actingAs(c: Context, role: string, forUser: string | undefined): AuditActor {
   const task = c.req.header(TASK_HEADER);
   if ((role === 'agent' || role === 'local') && task && /^[A-Za-z0-9_.:-]{1,128}$/.test(task)) {
-    const priming = c.req.header(BY_AGENT_HEADER) === 'goal priming';
+    const by = c.req.header(BY_AGENT_HEADER);
     const whose = forUser ? ` for ${forUser}` : '';
+    if (by === 'run_code')
+      return { actor: `model in task ${task}${whose} (run_code)`, task_id: task, in_script: true };
     return {
-      actor: priming ? `agent for task ${task}${whose} (goal priming)` : `model in task ${task}${whose}`,
+      actor:
+        by === 'goal priming'
+          ? `agent for task ${task}${whose} (goal priming)`
+          : `model in task ${task}${whose}`,
       task_id: task,
     };
   }

@@ -9,6 +9,8 @@ export interface AuditActor {
   owner?: string;
   /** Whose work the request is (`user:<id>`): a user's key, or the agent acting in a user's task. */
   for_user?: string;
+  /** A call a run_code script made: it cannot wait for a human's approval. */
+  in_script?: boolean;
 }
 
 // Who is acting, carried through a request without threading it through every call: the gateway's app sets

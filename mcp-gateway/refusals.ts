@@ -29,6 +29,7 @@ export const REFUSAL_STATUS = {
   denied: 403,
   withheld: 403,
   approval_needed: 409,
+  direct_call_only: 403,
   consent_required: 409,
   over_budget: 409,
   rate_limited: 429,

@@ -32,8 +32,9 @@ export const LAYERS: Record<(typeof SERVICES)[number], readonly (readonly Place[
   'agent-server': [
     // What the service says (routes, tasks, events) and the typed errors every floor throws or catches.
     [['contract.ts', 'contract/'], 'errors.ts'],
-    // The edges: the task store (all of its SQL) and the clients of the model and the gateway.
-    ['store/', 'clients/'],
+    // The edges: the task store (all of its SQL), the clients of the model and the gateway, and the sandbox
+    // run_code scripts run in.
+    ['store/', 'clients/', 'sandbox/'],
     // The loop: one task's turns, model ⇄ tools, and the request the model gets.
     ['loop/'],
     // Webhooks: what a task's end or wait POSTs, where it may go, and the deliverer sending it from the store.

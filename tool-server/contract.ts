@@ -13,11 +13,15 @@ export const ToolAnnotations = z.object({
 });
 export type ToolAnnotations = z.infer<typeof ToolAnnotations>;
 
-/** A tool as offered to a model: `parameters` is its JSON Schema. */
+/**
+ * A tool as offered to a model: `parameters` is the JSON Schema of its arguments, `outputSchema` that of a
+ * successful call's `result` (every native tool has one; a backend's tool that declares none has none).
+ */
 export const ToolDefinition = z.object({
   name: z.string(),
   description: z.string(),
   parameters: z.record(z.string(), z.unknown()),
+  outputSchema: z.record(z.string(), z.unknown()).optional(),
   annotations: ToolAnnotations,
 });
 export type ToolDefinition = z.infer<typeof ToolDefinition>;

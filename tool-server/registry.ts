@@ -1,6 +1,6 @@
 import { HttpError } from '../lib/http/http.ts';
 import type { ToolDefinition, ToolResult } from './contract.ts';
-import { parametersOf, type Tool, type ToolContext } from './kit/define.ts';
+import { outputSchemaOf, parametersOf, type Tool, type ToolContext } from './kit/define.ts';
 import { ToolError, ToolInputError } from './kit/errors.ts';
 
 /** The tool-server's set of tools: their definitions, and one place that runs a call and times it. */
@@ -26,6 +26,7 @@ export function createRegistry<C extends ToolContext>(tools: readonly Tool<C>[])
     name: t.name,
     description: t.description,
     parameters: parametersOf(t),
+    outputSchema: outputSchemaOf(t),
     annotations: t.annotations,
   }));
   return {

@@ -18,6 +18,8 @@ export type GatewayClient = ReturnType<typeof routeClient> & {
   forTask(taskId: string, owner?: string): GatewayClient;
   /** The same client, its requests marked as the agent's own for the task (goal priming), not the model's. */
   priming(): GatewayClient;
+  /** The same client, its requests marked as a run_code script's: the gateway audits them so and asks no human. */
+  scripted(): GatewayClient;
 };
 
 /** Why the gateway refused a request (its error body's `code`); undefined for any other failure. */
@@ -44,6 +46,11 @@ export function createGatewayClient(endpoint: ServiceEndpoint): GatewayClient {
       createGatewayClient({
         ...endpoint,
         headers: { ...endpoint.headers, [BY_AGENT_HEADER]: 'goal priming' },
+      }),
+    scripted: () =>
+      createGatewayClient({
+        ...endpoint,
+        headers: { ...endpoint.headers, [BY_AGENT_HEADER]: 'run_code' },
       }),
   };
 }

@@ -85,7 +85,17 @@ const EventData = {
     tool_tokens: z.number(),
     message_tokens: z.number(),
   }),
-  tool_call_started: z.looseObject({ step: StepNo, tool_call_id: z.string(), name: z.string() }),
+  /**
+   * `in_script`: a call a run_code script made, naming the run_code call (its id is that call's, `#` its number);
+   * `script`: a run_code call's script (its first 8,000 characters).
+   */
+  tool_call_started: z.looseObject({
+    step: StepNo,
+    tool_call_id: z.string(),
+    name: z.string(),
+    in_script: z.string().optional(),
+    script: z.string().optional(),
+  }),
   /** A tool call's outcome (`output` cut to 2,000 characters; the model got all of it). */
   tool_call: z.looseObject({
     step: StepNo,
@@ -96,6 +106,7 @@ const EventData = {
     ok: z.boolean(),
     result_bytes: z.number(),
     output: z.string(),
+    in_script: z.string().optional(),
   }),
   /** manage_toolsets changed the session's toolsets (and what that did to the tool-definition tokens). */
   toolset_change: z.looseObject({

@@ -36,6 +36,7 @@ export async function answerCalls(
     journal: deps.journal,
     calls: deps.calls,
     quota: deps.quota,
+    scriptLimits: deps.scriptLimits,
     awaitApproval: awaitApproval && ((pending) => awaitApproval(pending, at(pending))),
     awaitConsent: awaitConsent && ((pending) => awaitConsent(pending, at(pending))),
   });

@@ -1,5 +1,6 @@
 import type { GatewayTool, ToolsetInfo } from '../../mcp-gateway/contract.ts';
 import type { ToolExposure } from '../contract.ts';
+import { CODE_NOTE, startingDeclarations } from './code-mode.ts';
 import { startingDefinitions } from './dispatch.ts';
 import { buildSystemPrompt } from './prompt.ts';
 
@@ -9,7 +10,7 @@ import { buildSystemPrompt } from './prompt.ts';
 /** A task's exposure mode and its memory of the definitions shown so far. */
 export interface Exposure {
   mode: ToolExposure;
-  /** Dispatch: tools whose definitions are in the conversation already (the system prompt or a result). */
+  /** Dispatch, code: tools whose definitions are in the conversation already (the system prompt or a result). */
   shown: Set<string>;
   /** Reads back a result moved out of the model's view (context.ts read_stored_result), when one was. */
   readStored?: (args: Record<string, unknown>) => string | undefined;
@@ -27,8 +28,8 @@ const DISPATCH_NOTE =
   'tool’s description and input schema. Deactivated tools can no longer be called.';
 
 /**
- * The fixed system prompt of a task: the catalog, and for dispatch how call_tool works plus the definitions
- * of the tools already active when the task starts (they would otherwise never be shown).
+ * The fixed system prompt of a task: the catalog, and for dispatch (code) how call_tool (run_code) works plus the
+ * definitions (declarations) of the tools already active when the task starts (they would otherwise never be shown).
  */
 export function systemPromptFor(
   exposure: Exposure,
@@ -36,6 +37,8 @@ export function systemPromptFor(
   usable: readonly GatewayTool[],
 ): string {
   const base = buildSystemPrompt(catalog);
+  if (exposure.mode === 'code')
+    return `${base}\n\n${CODE_NOTE}${startingDeclarations(usable, exposure.shown)}`;
   if (exposure.mode !== 'dispatch') return base;
   return `${base}\n\n${DISPATCH_NOTE}${startingDefinitions(usable, exposure.shown)}`;
 }

@@ -2,6 +2,8 @@ import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/reso
 import type { GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { ModelRequest } from '../clients/model.ts';
 import type { ToolExposure } from '../contract.ts';
+import { DEFAULT_SCRIPT_LIMITS, type ScriptLimits } from '../sandbox/limits.ts';
+import { runCodeTool } from './code-mode.ts';
 import { callToolTool } from './dispatch.ts';
 import { manageToolsetsTool } from './manage-toolsets.ts';
 
@@ -26,10 +28,23 @@ function functionTool(t: GatewayTool): ChatCompletionTool {
 /** The fixed tools array of a dispatch task: the same two tools, whatever is active. */
 const DISPATCH_TOOLS: readonly ChatCompletionTool[] = [manageToolsetsTool, callToolTool];
 
+/** A code task's fixed tools array, made once per set of bounds (run_code's description states them). */
+const codeTools = new WeakMap<ScriptLimits, readonly ChatCompletionTool[]>();
+
+function codeToolsFor(limits: ScriptLimits): readonly ChatCompletionTool[] {
+  let tools = codeTools.get(limits);
+  if (!tools) {
+    tools = [manageToolsetsTool, runCodeTool(limits), callToolTool];
+    codeTools.set(limits, tools);
+  }
+  return tools;
+}
+
 /**
  * The one place a model request is built. `native`: the meta-tool first, then the session's active tools in
  * the gateway's stable order, so a step without a toolset change extends the previous request byte for byte.
- * `dispatch`: always `[manage_toolsets, call_tool]`, so every step extends the previous one, toggles included.
+ * `dispatch`: always `[manage_toolsets, call_tool]`, so every step extends the previous one, toggles included;
+ * `code`: always `[manage_toolsets, run_code, call_tool]`, the same way.
  */
 export function buildModelRequest(
   model: string,
@@ -37,9 +52,14 @@ export function buildModelRequest(
   tools: readonly GatewayTool[],
   exposure: ToolExposure = 'native',
   extra: readonly ChatCompletionTool[] = [],
+  limits: ScriptLimits = DEFAULT_SCRIPT_LIMITS,
 ): ModelRequest {
   const offered =
-    exposure === 'dispatch' ? [...DISPATCH_TOOLS] : [manageToolsetsTool, ...tools.map(functionTool)];
+    exposure === 'dispatch'
+      ? DISPATCH_TOOLS
+      : exposure === 'code'
+        ? codeToolsFor(limits)
+        : [manageToolsetsTool, ...tools.map(functionTool)];
   // The loop's own tools (read_stored_result once a result was moved out) come last: the prefix stays.
   return { model, messages: [...messages], tools: [...offered, ...extra] };
 }

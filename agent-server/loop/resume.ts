@@ -41,7 +41,7 @@ export async function goOnFromTakeover(
     deps.emit('task_resumed', { worker, step: null, calls_done: 0, unknown: null, rerun: false });
     return undefined;
   }
-  const r = recoverReply(pending, recorded, state.exposure.mode === 'dispatch');
+  const r = recoverReply(pending, recorded, state.exposure.mode !== 'native');
   for (const id of r.after?.used ?? []) state.used.add(id);
   for (const name of r.after?.shown ?? []) state.exposure.shown.add(name);
   deps.emit('task_resumed', {

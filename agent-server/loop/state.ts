@@ -8,6 +8,7 @@ import type { GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model, ModelReply, ModelRequest } from '../clients/model.ts';
 import type { FinalStatus, TokenTotals, ToolExposure, Usage } from '../contract.ts';
+import type { ScriptLimits } from '../sandbox/limits.ts';
 import type { TaskOutcome, ThreadContext } from '../store/interface.ts';
 import { FALLBACK_CONTEXT_TOKENS, hasMovedOut, readStored } from './context.ts';
 import type { LiveEmit } from './deltas.ts';
@@ -73,6 +74,8 @@ export interface LoopDeps {
   contextTokens?: number;
   /** The task's owner's limits (lib/identity/quota.ts): model tokens a day, tool calls a minute. */
   quota?: Quota;
+  /** The bounds of a run_code script (code mode); the sandbox's defaults when absent. */
+  scriptLimits?: ScriptLimits;
 }
 
 /** How a task's loop ended: what the store records as the task's end. */
@@ -193,7 +196,7 @@ export function endWith(
  */
 export interface Transcript {
   messages: ChatCompletionMessageParam[];
-  /** The exposure the turn ran with, and (dispatch) the tools whose definitions the conversation holds. */
+  /** The exposure the turn ran with, and (dispatch, code) the tools whose definitions the conversation holds. */
   exposure: ToolExposure;
   shown?: string[];
   context?: ThreadContext;
@@ -231,7 +234,7 @@ function transcriptOf(state: LoopState, status: FinalStatus, answer: string | nu
   return {
     messages,
     exposure,
-    ...(exposure === 'dispatch' ? { shown: [...state.exposure.shown] } : {}),
+    ...(exposure !== 'native' ? { shown: [...state.exposure.shown] } : {}),
     ...(compacted ? { context: state.context } : {}),
   };
 }

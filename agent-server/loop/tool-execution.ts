@@ -3,6 +3,7 @@ import type { ServiceError } from '../../lib/http/http-client.ts';
 import { type JsonInputError, nestsDeeperThan, parseJson } from '../../lib/http/json.ts';
 import { Approval } from '../../mcp-gateway/contract.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
+import { RUN_CODE, runCode, type ScriptHooks, withDeclarations } from './code-mode.ts';
 import { READ_STORED_RESULT } from './context.ts';
 import { CALL_TOOL, dispatchTarget, notOffered, withDefinitions } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
@@ -82,14 +83,22 @@ function parseArguments(
   return { args: value as Record<string, unknown> };
 }
 
-/** A dispatch task's call: call_tool names the tool to run; other names than the two offered are refused. */
+/**
+ * A dispatch or code task's call: call_tool names the tool to run; names other than those offered are refused
+ * (a code task also has run_code).
+ */
 function dispatched(
   name: string,
   args: Record<string, unknown>,
+  mode: Exposure['mode'],
 ): { name: string; args: Record<string, unknown>; tool?: string } | { error: string } {
-  if (name === MANAGE_TOOLSETS) return { name, args };
+  if (name === MANAGE_TOOLSETS || (mode === 'code' && name === RUN_CODE)) return { name, args };
+  if (name !== CALL_TOOL && mode === 'code')
+    return {
+      error: `Error: ${name} is not offered directly in this task; call it in a run_code script or with call_tool`,
+    };
   if (name !== CALL_TOOL) return { error: notOffered(name) };
-  const target = dispatchTarget(args, [MANAGE_TOOLSETS, CALL_TOOL]);
+  const target = dispatchTarget(args, [MANAGE_TOOLSETS, CALL_TOOL, RUN_CODE]);
   if ('error' in target) return { error: `Error: ${target.error}` };
   return { name: target.name, args: target.arguments, tool: target.name };
 }
@@ -98,7 +107,8 @@ function dispatched(
  * Runs one tool call of the model's reply for `sessionId`: manage_toolsets goes to the gateway's admin API,
  * anything else to the gateway's call route. Every failure becomes an error message the model can read. In a
  * dispatch task (`exposure`), tools run through call_tool and an activation's result carries the definitions
- * of the tools it made usable.
+ * of the tools it made usable; in a code task, their declarations, and run_code runs a script (`script` hears
+ * each of its calls).
  */
 export async function executeToolCall(
   call: ChatCompletionMessageFunctionToolCall,
@@ -107,6 +117,7 @@ export async function executeToolCall(
   signal?: AbortSignal,
   exposure?: Exposure,
   keyed?: (name: string) => KeyedCall,
+  script?: ScriptHooks,
 ): Promise<ToolCallOutcome> {
   const parsed = parseArguments(call);
   if ('error' in parsed)
@@ -115,19 +126,25 @@ export async function executeToolCall(
   const stored = call.function.name === READ_STORED_RESULT ? exposure?.readStored?.(parsed.args) : undefined;
   if (stored !== undefined)
     return { content: stored, ok: !stored.startsWith('Error:'), arguments: parsed.args };
+  const mode = exposure?.mode ?? 'native';
   const target =
-    exposure?.mode === 'dispatch'
-      ? dispatched(call.function.name, parsed.args)
-      : { name: call.function.name, args: parsed.args };
+    mode === 'native'
+      ? { name: call.function.name, args: parsed.args }
+      : dispatched(call.function.name, parsed.args, mode);
   if ('error' in target) return { content: target.error, ok: false, arguments: parsed.args };
   const tool = 'tool' in target ? { tool: target.tool } : {};
   try {
     if (target.name === MANAGE_TOOLSETS) {
       const outcome = await runManageToolsets(target.args, sessionId, gateway, signal);
       let content = outcome.content;
-      if (exposure?.mode === 'dispatch' && outcome.change) {
+      if (exposure && mode !== 'native' && outcome.change) {
         const usable = outcome.tools ?? (await gateway.tools(sessionId, signal));
-        content = JSON.stringify(withDefinitions(outcome.result, usable, exposure.shown));
+        const shown = (mode === 'code' ? withDeclarations : withDefinitions)(
+          outcome.result,
+          usable,
+          exposure.shown,
+        );
+        content = JSON.stringify(shown);
       }
       return {
         content,
@@ -136,6 +153,16 @@ export async function executeToolCall(
         change: outcome.change,
         toolTokens: outcome.toolTokens,
       };
+    }
+    if (mode === 'code' && target.name === RUN_CODE && !('tool' in target)) {
+      const ran = await runCode(target.args, {
+        sessionId,
+        gateway: gateway.scripted(),
+        signal,
+        ...(keyed ? { keyed } : {}),
+        ...script,
+      });
+      return { ...ran, arguments: target.args };
     }
     const result = keyed
       ? await callKeyed(gateway, sessionId, target.name, target.args, keyed(target.name), signal)

@@ -10,6 +10,8 @@ import type { Approval, GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { EventData, EventType } from '../contract.ts';
 import { TaskStoppedError } from '../errors.ts';
+import type { ScriptLimits } from '../sandbox/limits.ts';
+import { RUN_CODE, type ScriptHooks } from './code-mode.ts';
 import { READ_STORED_RESULT } from './context.ts';
 import { calledName } from './dispatch.ts';
 import type { Exposure } from './exposure.ts';
@@ -23,6 +25,8 @@ export type Emit = <T extends EventType>(type: T, data: EventData[T], durationMs
 
 /** How much of a tool's output an event keeps (the model gets all of it). */
 const EVENT_OUTPUT_CHARS = 2000;
+/** How much of a run_code script its start event shows. */
+const SCRIPT_EVENT_CHARS = 8000;
 
 const since = (start: number) => Math.round((performance.now() - start) * 100) / 100;
 
@@ -112,6 +116,8 @@ export interface ToolStepContext {
   calls?: { taskId: string; fence(): number | undefined };
   /** The owner's limits: a tool call past the minute's waits for the next minute (`limit_wait`). */
   quota?: Quota;
+  /** The bounds of a run_code script (code mode). */
+  scriptLimits?: ScriptLimits;
 }
 
 /** A call id as a key part: printable ASCII as it is, anything else by its hash. */
@@ -187,7 +193,7 @@ export async function runToolCalls(
     throwIfStopped(ctx.signal);
     const started = performance.now();
     const name = ctx.exposure?.mode === 'dispatch' ? calledName(call) : call.function.name;
-    ctx.emit('tool_call_started', { step: ctx.step, tool_call_id: call.id, name });
+    ctx.emit('tool_call_started', { step: ctx.step, tool_call_id: call.id, name, ...scriptOf(call, ctx) });
     if (ctx.quota && name !== MANAGE_TOOLSETS && name !== READ_STORED_RESULT) await withinQuota(ctx, call.id);
     const outcome = await callOutcome(call, index, name, messages, ctx);
     throwIfStopped(ctx.signal);
@@ -251,6 +257,7 @@ async function callOutcome(
       ctx.signal,
       ctx.exposure,
       keyedFor(ctx, index, call),
+      scriptHooks(ctx, call.id),
     );
     // Refused for an approval or a consent: nothing ran (a resumed task asks again).
     if (ran.approval || ran.consent)
@@ -287,6 +294,53 @@ async function callOutcome(
   return outcome;
 }
 
+/** The script of a code task's run_code call, for its start event (cut at SCRIPT_EVENT_CHARS). */
+function scriptOf(call: ChatCompletionMessageFunctionToolCall, ctx: ToolStepContext): { script?: string } {
+  if (ctx.exposure?.mode !== 'code' || call.function.name !== RUN_CODE) return {};
+  try {
+    const code = (JSON.parse(call.function.arguments) as { code?: unknown } | null)?.code;
+    return typeof code === 'string' ? { script: code.slice(0, SCRIPT_EVENT_CHARS) } : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * What a run_code script's calls tell the task: each starts (counted against the owner's limits) and ends as
+ * an event of its own, `in_script` naming the run_code call, and a toolset it used counts as used.
+ */
+function scriptHooks(ctx: ToolStepContext, callId: string): ScriptHooks {
+  const id = (index: number) => `${callId}#${index + 1}`;
+  return {
+    ...(ctx.scriptLimits ? { limits: ctx.scriptLimits } : {}),
+    started: async (index, name) => {
+      ctx.emit('tool_call_started', { step: ctx.step, tool_call_id: id(index), name, in_script: callId });
+      if (ctx.quota) await withinQuota(ctx, id(index));
+    },
+    ended: (seen) => {
+      if (seen.ok && seen.toolset) ctx.used.add(seen.toolset);
+      ctx.emit(
+        'tool_call',
+        {
+          step: ctx.step,
+          tool_call_id: id(seen.index),
+          name: seen.name,
+          toolset: seen.toolset,
+          arguments: seen.args,
+          ok: seen.ok,
+          result_bytes: Buffer.byteLength(seen.content),
+          output: cut(seen.content),
+          in_script: callId,
+        },
+        Math.round(seen.ms * 100) / 100,
+      );
+    },
+  };
+}
+
+const cut = (text: string) =>
+  text.length > EVENT_OUTPUT_CHARS ? `${text.slice(0, EVENT_OUTPUT_CHARS)}…` : text;
+
 /** The call's event: `toolset_change` for a change of toolsets, else `tool_call` with its output cut short. */
 function emitOutcome(
   ctx: ToolStepContext,
@@ -319,10 +373,7 @@ function emitOutcome(
       arguments: outcome.arguments,
       ok: outcome.ok,
       result_bytes: resultBytes,
-      output:
-        outcome.content.length > EVENT_OUTPUT_CHARS
-          ? `${outcome.content.slice(0, EVENT_OUTPUT_CHARS)}…`
-          : outcome.content,
+      output: cut(outcome.content),
     },
     since(started),
   );

@@ -188,7 +188,7 @@ function requestOf(run: LoopRun, tools: GatewayTool[]): ModelRequest {
   const { deps, state } = run;
   const view = contextView(state.messages, state.context, state.stubs);
   const extra = hasMovedOut(state.context) ? [readStoredResultTool] : [];
-  return buildModelRequest(deps.modelName, view, tools, state.exposure.mode, extra);
+  return buildModelRequest(deps.modelName, view, tools, state.exposure.mode, extra, deps.scriptLimits);
 }
 
 function toolNames(request: ModelRequest): string[] {

@@ -4,6 +4,7 @@ import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import type { Model } from '../clients/model.ts';
 import type { ExecuteTaskResponse, ModelDeltaEvent, TaskEvent, ToolExposure } from '../contract.ts';
+import type { ScriptLimits } from '../sandbox/limits.ts';
 import type { TaskStore } from '../store/store.ts';
 import type { WebhookGuard } from '../webhooks/guard.ts';
 import type { AgentMetrics } from './metrics.ts';
@@ -45,6 +46,8 @@ export interface AgentDeps {
   consentPollMs?: number;
   /** The model's context budget in tokens (AGENT_CONTEXT_TOKENS; default by model family, loop/context.ts). */
   contextTokens?: number;
+  /** The bounds of a run_code script (RUN_CODE_*); the sandbox's defaults when absent. */
+  scriptLimits?: ScriptLimits;
   /** Where tasks' webhooks may be POSTed; absent, a task that names one is refused (nothing to sign it with). */
   webhooks?: WebhookGuard;
   /** The limits a thread's owner's tasks count against (lib/identity/quota.ts); absent: none. */

@@ -262,6 +262,7 @@ function loopDeps(t: TaskRun, owner: string | undefined): LoopDeps {
     calls: { taskId, fence: () => w.deps.store.fenceOf(taskId) },
     trace: traced,
     contextTokens: w.deps.contextTokens,
+    ...(w.deps.scriptLimits ? { scriptLimits: w.deps.scriptLimits } : {}),
     journal: {
       checkpoint: (snapshot) =>
         w.deps.store.checkpoint(taskId, checkpointOf(snapshot, traced?.stored()), snapshot.steps),

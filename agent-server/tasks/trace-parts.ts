@@ -1,5 +1,14 @@
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { ATTRIBUTE_VALUE_LIMIT, GENAI, type Span, TOOLSHIFT } from '../../lib/telemetry/tracing.ts';
+import {
+  ATTRIBUTE_VALUE_LIMIT,
+  GENAI,
+  ROOT_CONTEXT,
+  type ServiceTracing,
+  type Span,
+  SpanKind,
+  TOOLSHIFT,
+  trace,
+} from '../../lib/telemetry/tracing.ts';
 import type { ModelReply } from '../clients/model.ts';
 import type { ToolExposure } from '../contract.ts';
 
@@ -126,4 +135,92 @@ export function serverOf(baseURL: string | undefined): Record<string, string | n
         'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
       }
     : {};
+}
+
+/** An `execute_tool` span's attributes: the tool's name and the call's id, both bounded by the caller. */
+export function toolSpanAttributes(name: string, id: string): Record<string, string> {
+  return {
+    [GENAI.operation]: 'execute_tool',
+    [GENAI.toolName]: name,
+    [GENAI.toolCallId]: id,
+    [GENAI.toolType]: 'function',
+  };
+}
+
+/** The spans of a run_code script's calls in flight: children of the run_code call's span, by call id. */
+export class ScriptSpans {
+  private readonly open = new Map<string, Span>();
+  private readonly tracing: ServiceTracing;
+
+  constructor(tracing: ServiceTracing) {
+    this.tracing = tracing;
+  }
+
+  start(parent: Span, name: string, id: string): Span {
+    const span = this.tracing.tracer.startSpan(
+      `execute_tool ${name}`,
+      { kind: SpanKind.INTERNAL, attributes: toolSpanAttributes(name, id) },
+      trace.setSpan(ROOT_CONTEXT, parent),
+    );
+    this.open.set(id, span);
+    return span;
+  }
+
+  /** Call `id` ended: its span is told how (`describe`) and ends; false when no such call was in flight. */
+  end(id: string, describe: (span: Span) => void): boolean {
+    const span = this.open.get(id);
+    if (!span) return false;
+    this.open.delete(id);
+    describe(span);
+    span.end();
+    return true;
+  }
+
+  /** The run ended with calls in flight (stopped): their spans end, saying so. */
+  endAll(): void {
+    for (const span of this.open.values()) {
+      span.setAttribute(TOOLSHIFT.outcome, 'stopped');
+      span.end();
+    }
+    this.open.clear();
+  }
+}
+
+/** A `chat` span's attributes as its model call begins. */
+export function chatAttributes(
+  info: TaskTraceInfo,
+  server: Record<string, string | number>,
+  data: Record<string, unknown>,
+): Record<string, string | number> {
+  return {
+    [GENAI.operation]: 'chat',
+    [GENAI.provider]: 'openai',
+    [GENAI.requestModel]: info.model,
+    ...server,
+    [TOOLSHIFT.step]: Number(data.step),
+    [TOOLSHIFT.toolTokens]: Number(data.tool_tokens ?? 0),
+    [TOOLSHIFT.allToolsetsTokens]: Number(data.all_toolsets_tool_tokens ?? 0),
+    'toolshift.tools.count': Array.isArray(data.tools) ? data.tools.length : 0,
+  };
+}
+
+/** A `chat` span's attributes as its reply comes: finish reason, tokens, attempts. */
+export function chatEndAttributes(data: Record<string, unknown>) {
+  const usage = data.usage as { prompt_tokens?: number; completion_tokens?: number } | undefined;
+  return {
+    [GENAI.finishReasons]: [String(data.finish_reason ?? 'stop')],
+    [GENAI.inputTokens]: usage?.prompt_tokens ?? 0,
+    [GENAI.outputTokens]: usage?.completion_tokens ?? 0,
+    'toolshift.model.attempts': Number(data.attempts ?? 1),
+  };
+}
+
+/** A model call's retry, as an event of its `chat` span (`reason` already bounded and redacted). */
+export function retryAttributes(data: Record<string, unknown>, reason: string) {
+  return {
+    'toolshift.retry.attempt': Number(data.attempt),
+    ...(typeof data.status === 'number' ? { 'http.response.status_code': data.status } : {}),
+    'toolshift.retry.reason': reason,
+    'toolshift.retry.delay_ms': Number(data.delay_ms ?? 0),
+  };
 }

@@ -15,12 +15,17 @@ import type { ModelReply, ModelRequest } from '../clients/model.ts';
 import type { EventType, PendingApproval } from '../contract.ts';
 import {
   attemptAttributes,
+  chatAttributes,
+  chatEndAttributes,
   latestMessages,
   linkFrom,
   messageParts,
+  retryAttributes,
+  ScriptSpans,
   type StoredTrace,
   serverOf,
   type TaskTraceInfo,
+  toolSpanAttributes,
   toolsetChangeAttributes,
   traceparentOf,
 } from './trace-parts.ts';
@@ -44,6 +49,7 @@ export class TaskTrace implements SpanHolder {
   private attempt: Span | undefined;
   private chat: Span | undefined;
   private tool: Span | undefined;
+  private readonly script: ScriptSpans;
   private toolName: string | undefined;
   private attempts = 0;
   /** The attempt before, ended at a wait or by another worker: the next one links to it. */
@@ -60,6 +66,7 @@ export class TaskTrace implements SpanHolder {
     this.tracing = tracing;
     this.info = info;
     this.server = serverOf(info.baseURL);
+    this.script = new ScriptSpans(tracing);
   }
 
   /** The trace for a task, when the agent-server traces. */
@@ -176,21 +183,25 @@ export class TaskTrace implements SpanHolder {
         this.openChat(data);
         return;
       case 'model_retry':
-        this.chat?.addEvent('retry', {
-          'toolshift.retry.attempt': Number(data.attempt),
-          ...(typeof data.status === 'number' ? { 'http.response.status_code': data.status } : {}),
-          'toolshift.retry.reason': this.safe(data.reason, 500),
-          'toolshift.retry.delay_ms': Number(data.delay_ms ?? 0),
-        });
+        this.chat?.addEvent('retry', retryAttributes(data, this.safe(data.reason, 500)));
         return;
       case 'model_call':
         this.closeChat(data);
         return;
       case 'tool_call_started':
-        this.openTool(String(data.tool_call_id), String(data.name));
+        // A run_code script's call: a child of the run_code call's span.
+        if (!data.in_script) this.openTool(String(data.tool_call_id), String(data.name));
+        else if (this.tool)
+          this.current = this.script.start(
+            this.tool,
+            this.safe(data.name),
+            this.safe(data.tool_call_id, 100),
+          );
         return;
       case 'tool_call':
-        this.toolCalled(data);
+        if (!data.in_script) this.toolCalled(data);
+        else if (this.script.end(this.safe(data.tool_call_id, 100), (span) => this.outcome(span, data)))
+          this.current = this.tool ?? this.attempt;
         return;
       case 'toolset_change': {
         const span = this.tool ?? this.openTool(String(data.tool_call_id), 'manage_toolsets');
@@ -217,29 +228,18 @@ export class TaskTrace implements SpanHolder {
   /** A model call begins: its `chat` span (one still open never had its reply: it is superseded). */
   private openChat(data: Record<string, unknown>): void {
     this.endChat('superseded');
-    this.chat = this.child(`chat ${this.info.model}`, SpanKind.CLIENT, {
-      [GENAI.operation]: 'chat',
-      [GENAI.provider]: 'openai',
-      [GENAI.requestModel]: this.info.model,
-      ...this.server,
-      [TOOLSHIFT.step]: Number(data.step),
-      [TOOLSHIFT.toolTokens]: Number(data.tool_tokens ?? 0),
-      [TOOLSHIFT.allToolsetsTokens]: Number(data.all_toolsets_tool_tokens ?? 0),
-      'toolshift.tools.count': Array.isArray(data.tools) ? data.tools.length : 0,
-    });
+    this.chat = this.child(
+      `chat ${this.info.model}`,
+      SpanKind.CLIENT,
+      chatAttributes(this.info, this.server, data),
+    );
   }
 
   /** The model answered: its `chat` span ends with the reply's finish reason and tokens. */
   private closeChat(data: Record<string, unknown>): void {
     const span = this.chat;
     if (!span) return;
-    const usage = data.usage as { prompt_tokens?: number; completion_tokens?: number } | undefined;
-    span.setAttributes({
-      [GENAI.finishReasons]: [String(data.finish_reason ?? 'stop')],
-      [GENAI.inputTokens]: usage?.prompt_tokens ?? 0,
-      [GENAI.outputTokens]: usage?.completion_tokens ?? 0,
-      'toolshift.model.attempts': Number(data.attempts ?? 1),
-    });
+    span.setAttributes(chatEndAttributes(data));
     span.end();
     this.chat = undefined;
   }
@@ -253,6 +253,12 @@ export class TaskTrace implements SpanHolder {
       span.updateName(`execute_tool ${name}`);
       span.setAttribute(GENAI.toolName, name);
     }
+    this.outcome(span, data);
+    this.closeTool();
+  }
+
+  /** How a call ended, on its span: toolset, ok or error, and (content captured) its arguments and result. */
+  private outcome(span: Span, data: Record<string, unknown>): void {
     if (typeof data.toolset === 'string') span.setAttribute(TOOLSHIFT.toolset, this.safe(data.toolset));
     span.setAttribute(TOOLSHIFT.outcome, data.ok ? 'ok' : 'error');
     if (!data.ok) {
@@ -263,7 +269,6 @@ export class TaskTrace implements SpanHolder {
       span.setAttribute(GENAI.toolArguments, this.redacted(data.arguments));
       span.setAttribute(GENAI.toolResult, this.redacted(data.output));
     }
-    this.closeTool();
   }
 
   /** A human decided: the next attempt begins, with the call that waited. */
@@ -321,12 +326,11 @@ export class TaskTrace implements SpanHolder {
     this.closeTool();
     // The model names the tool and the call: both bounded and redacted before they name a span.
     const name = this.safe(toolName);
-    const span = this.child(`execute_tool ${name}`, SpanKind.INTERNAL, {
-      [GENAI.operation]: 'execute_tool',
-      [GENAI.toolName]: name,
-      [GENAI.toolCallId]: this.safe(id, 100),
-      [GENAI.toolType]: 'function',
-    });
+    const span = this.child(
+      `execute_tool ${name}`,
+      SpanKind.INTERNAL,
+      toolSpanAttributes(name, this.safe(id, 100)),
+    );
     this.tool = span;
     this.toolName = name;
     this.current = span;
@@ -334,6 +338,7 @@ export class TaskTrace implements SpanHolder {
   }
 
   private closeTool(): void {
+    this.script.endAll();
     this.tool?.end();
     this.tool = undefined;
     this.toolName = undefined;

@@ -50,6 +50,13 @@ export const SETTING_GROUPS: Group[] = [
         doc: "how long a task waits (`awaiting_consent`) for its owner to connect their own account for a toolset before it fails; the task's own time limit still applies",
       },
       AGENT_SSE_HEARTBEAT_S: { doc: 'keep-alive comment interval of an idle task event stream' },
+      RUN_CODE_CPU_MS: {
+        doc: 'code mode: the computing time one run_code script may use (its tool calls and sleeps not counted)',
+      },
+      RUN_CODE_MEMORY_MB: { doc: "code mode: a script's heap (QuickJS's, in its worker thread)" },
+      RUN_CODE_CALLS: { doc: 'code mode: the tool calls one script may make' },
+      RUN_CODE_OUTPUT_KB: { doc: 'code mode: what one script may print and return, together' },
+      RUN_CODE_TIMEOUT_S: { doc: 'code mode: one run in all, tool calls and sleeps included' },
       AGENT_CONTEXT_TOKENS: {
         doc:
           "the model's context window in tokens: near it a thread's conversation is compacted (old large tool results " +
@@ -78,8 +85,9 @@ export const SETTING_GROUPS: Group[] = [
       TOOL_TOKEN_BUDGET: { doc: 'the most tool-definition tokens `manage_toolsets` may bring a session to' },
       TOOL_EXPOSURE: {
         doc:
-          'how tasks offer tools: `native` (the tools array follows the active toolsets) or `dispatch` ' +
-          "(always `[manage_toolsets, call_tool]`, so prompt caches hold); a request's `exposure` overrides it",
+          'how tasks offer tools: `native` (the tools array follows the active toolsets), `dispatch` ' +
+          '(always `[manage_toolsets, call_tool]`, so prompt caches hold) or `code` (always `[manage_toolsets, ' +
+          "run_code, call_tool]`: the model writes scripts against its tools, docs/code-mode.md); a request's `exposure` overrides it",
       },
       AGENT_PRIME_TOOLSETS: {
         doc:

@@ -71,6 +71,11 @@ export const EnvSchema = z.object({
   AGENT_MAX_DURATION_S: z.coerce.number().int().min(1).max(604_800).default(1800),
   CONSENT_TIMEOUT_S: z.coerce.number().int().min(1).max(604_800).default(3600),
   AGENT_CONTEXT_TOKENS: z.coerce.number().int().min(1024).max(10_000_000).optional(),
+  RUN_CODE_CPU_MS: z.coerce.number().int().min(10).max(600_000).default(5_000),
+  RUN_CODE_MEMORY_MB: z.coerce.number().int().min(4).max(1024).default(64),
+  RUN_CODE_CALLS: z.coerce.number().int().min(1).max(10_000).default(200),
+  RUN_CODE_OUTPUT_KB: z.coerce.number().int().min(1).max(1024).default(32),
+  RUN_CODE_TIMEOUT_S: z.coerce.number().int().min(1).max(3600).default(120),
   AGENT_SSE_HEARTBEAT_S: z.coerce.number().min(0.01).max(3600).default(15),
   AGENT_WEBHOOK_SECRET: optionalString.refine(
     (v) => v === undefined || /^whsec_[A-Za-z0-9+/]{22,500}={0,2}$/.test(v),
@@ -81,7 +86,9 @@ export const EnvSchema = z.object({
   AGENT_WEBHOOK_MAX_AGE_S: z.coerce.number().min(1).max(2_592_000).default(86_400),
   TOKENIZER: z.enum(TOKENIZERS).default('o200k_base'),
   TOOL_TOKEN_BUDGET: z.coerce.number().int().min(1).optional(),
-  TOOL_EXPOSURE: z.enum(['native', 'dispatch'], { message: 'must be native or dispatch' }).default('native'),
+  TOOL_EXPOSURE: z
+    .enum(['native', 'dispatch', 'code'], { message: 'must be native, dispatch or code' })
+    .default('native'),
   AGENT_PRIME_TOOLSETS: z
     .enum(['', '0', '1', 'true', 'false'], { message: 'must be true or false (1 or 0)' })
     .optional()

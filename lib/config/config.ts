@@ -176,6 +176,14 @@ function agentSettings(e: Env, local: Local) {
     consentTimeoutS: e.CONSENT_TIMEOUT_S,
     /** The model's context budget in tokens (default: its family's window, loop/context.ts). */
     contextTokens: e.AGENT_CONTEXT_TOKENS,
+    /** The bounds of one run_code script (code mode; agent-server/sandbox/limits.ts). */
+    scriptLimits: {
+      cpuMs: e.RUN_CODE_CPU_MS,
+      memoryBytes: e.RUN_CODE_MEMORY_MB * 1024 * 1024,
+      calls: e.RUN_CODE_CALLS,
+      outputBytes: e.RUN_CODE_OUTPUT_KB * 1024,
+      wallMs: e.RUN_CODE_TIMEOUT_S * 1000,
+    },
     /** How often an idle event stream sends a keep-alive comment. */
     heartbeatMs: Math.round(e.AGENT_SSE_HEARTBEAT_S * 1000),
     apiToken: e.AGENT_API_TOKEN,

@@ -107,6 +107,7 @@ export function mcpToolsetBackend(route: McpToolsetRoute): Backend {
         name: t.name,
         description: t.description ?? '',
         parameters: t.inputSchema as Record<string, unknown>,
+        ...(t.outputSchema ? { outputSchema: t.outputSchema as Record<string, unknown> } : {}),
         annotations: { readOnlyHint: false, destructiveHint: true, ...t.annotations },
       }));
     },

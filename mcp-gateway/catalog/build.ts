@@ -64,6 +64,17 @@ export function schemaCompiler(onError: (message: string) => void) {
 
 type Compile = ReturnType<typeof schemaCompiler>;
 
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A backend's definition as the gateway offers it: its output schema, when it has one, as `output_schema`. */
+function gatewayDefinition(
+  d: Omit<GatewayToolDefinition, 'output_schema'> & { outputSchema?: Record<string, unknown> },
+): GatewayToolDefinition {
+  const { outputSchema, ...rest } = d;
+  return outputSchema ? { ...rest, output_schema: outputSchema } : rest;
+}
+
 /** A native toolset: every listed tool must be served by its backend. */
 export function nativeRuntime(
   spec: ToolsetSpec,
@@ -78,7 +89,12 @@ export function nativeRuntime(
         `${spec.file}: tool ${name} is not served by backend ${spec.backend as string}; it serves: ${[...served.keys()].join(', ')}`,
       );
     }
-    return { definition, toolset: spec.id, backend, validate: compile(definition.parameters) };
+    return {
+      definition: gatewayDefinition(definition),
+      toolset: spec.id,
+      backend,
+      validate: compile(definition.parameters),
+    };
   });
   return { spec, offered, withheld: [], listed: true, upstreamNames: new Map() };
 }
@@ -117,12 +133,13 @@ export function mcpRuntime(
       return { spec, offered: [], withheld: [], listed: true, upstreamNames: new Map(), error };
     }
     upstreamNames.set(name, d.name);
-    const definition: GatewayToolDefinition = {
+    const definition = gatewayDefinition({
       name,
       description: d.description ?? d.title ?? '',
       parameters: (d.inputSchema ?? { type: 'object' }) as Record<string, unknown>,
+      outputSchema: isObject(d.outputSchema) ? d.outputSchema : undefined,
       annotations: (d.annotations ?? {}) as GatewayToolDefinition['annotations'],
-    };
+    });
     offered.push({ definition, toolset: spec.id, backend, validate: compile(definition.parameters) });
   }
   const withheld = judged.withheld

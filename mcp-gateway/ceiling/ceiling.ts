@@ -156,7 +156,15 @@ async function checkCall(
     throw new Refusal('denied', message);
   }
   if (verdict.decision === 'ask') {
-    const { task_id, for_user } = currentActor();
+    const { task_id, for_user, in_script } = currentActor();
+    if (in_script) {
+      // A script cannot pause for a human, and an approval it asked for would wait for a call nobody makes.
+      const message =
+        `${tool.name} needs a human's approval under ${verdict.by} (${verdict.reason}), and a run_code script ` +
+        `cannot wait for one: call ${tool.name} directly with call_tool, outside the script`;
+      st.opts.audit({ session_id: sessionId, kind: 'call', subject: tool.name, ok: false, detail: message });
+      throw new Refusal('direct_call_only', message);
+    }
     await requireApprovals(
       st.opts.approvals,
       st.opts.audit,

@@ -35,7 +35,8 @@ export const ToolsetId = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z
 export const TASK_HEADER = 'x-toolshift-task';
 /**
  * With TASK_HEADER: `agent` when the agent-server acts for the task by itself (goal priming), not carrying out the
- * model's call, so the audit says "agent for task X (goal priming)" instead of "model in task X".
+ * model's call, so the audit says "agent for task X (goal priming)" instead of "model in task X"; `run_code`
+ * for a call a run_code script made ("model in task X (run_code)"), which a policy's `ask` refuses.
  */
 export const BY_AGENT_HEADER = 'x-toolshift-by-agent';
 /**
@@ -71,6 +72,8 @@ export const RefusalCode = z.enum([
   'withheld',
   /** The operator's policy asks a human first: the body carries the pending `approval`. */
   'approval_needed',
+  /** The policy asks a human first and the call came from a run_code script, which cannot wait: call it directly. */
+  'direct_call_only',
   /**
    * The toolset reaches its server with each person's own account, and this person has not connected theirs:
    * the body carries `toolset` and `connect_url`, where they connect it.

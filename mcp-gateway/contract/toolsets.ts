@@ -97,6 +97,11 @@ export const GatewayTool = z.object({
   parameters: z.record(z.string(), z.unknown()),
   /** Native tools declare all hints; an upstream MCP tool's annotations are passed on as the server gave them. */
   annotations: ToolAnnotations.partial().loose(),
+  /**
+   * The JSON Schema of a successful call's `result`: every native tool's, an upstream MCP tool's when it declares
+   * one (its `structuredContent`, which the call returns then). Not part of what a model's tool list sends.
+   */
+  output_schema: z.record(z.string(), z.unknown()).optional(),
   toolset: z.string(),
 });
 export type GatewayTool = z.infer<typeof GatewayTool>;

@@ -78,9 +78,10 @@ describe('concurrent tool calls', () => {
       name: 'slow_lookup',
       description: 'A read-only tool that takes as long as the test wants',
       input: z.object({}),
+      output: z.string(),
       annotations: { readOnlyHint: true, destructiveHint: false },
       execute: () =>
-        new Promise((r) => {
+        new Promise<string>((r) => {
           finish = () => r('done');
         }),
     });

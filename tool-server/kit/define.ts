@@ -37,12 +37,17 @@ export const OVERWRITES = { readOnlyHint: false, destructiveHint: true, idempote
 /** Changes or removes what is there; the same call twice does not leave the same result. */
 export const CHANGES = { readOnlyHint: false, destructiveHint: true, idempotentHint: false } as const;
 
-interface ToolSpec<S extends z.ZodType, C extends ToolContext> {
+interface ToolSpec<S extends z.ZodType, O extends z.ZodType, C extends ToolContext> {
   name: string;
   description: string;
   input: S;
+  /**
+   * What a successful call returns (its `result`), listed as the tool's output schema. Results are not checked
+   * against it when the tool runs: the type of `execute` and the tests keep the two in step.
+   */
+  output: O;
   annotations: ToolAnnotations;
-  execute(args: z.output<S>, ctx: C): Promise<unknown>;
+  execute(args: z.output<S>, ctx: C): Promise<z.output<O>>;
 }
 
 /** A tool with its schema erased: `run` validates the arguments before executing. `C`: the context it needs. */
@@ -50,18 +55,20 @@ export interface Tool<C extends ToolContext = ToolContext> {
   name: string;
   description: string;
   input: z.ZodType;
+  output: z.ZodType;
   annotations: ToolAnnotations;
   run(args: unknown, ctx: C): Promise<unknown>;
 }
 
 /** Declares a tool as one value: schema, safety annotations and code side by side. */
-export function defineTool<S extends z.ZodType, C extends ToolContext = ToolContext>(
-  spec: ToolSpec<S, C>,
+export function defineTool<S extends z.ZodType, O extends z.ZodType, C extends ToolContext = ToolContext>(
+  spec: ToolSpec<S, O, C>,
 ): Tool<C> {
   return {
     name: spec.name,
     description: spec.description,
     input: spec.input,
+    output: spec.output,
     annotations: spec.annotations,
     async run(args, ctx) {
       const parsed = spec.input.safeParse(args ?? {});
@@ -76,4 +83,9 @@ export function defineTool<S extends z.ZodType, C extends ToolContext = ToolCont
 /** The JSON Schema of a tool's arguments, as sent to models. */
 export function parametersOf(tool: Tool): Record<string, unknown> {
   return jsonSchema(tool.input, 'input');
+}
+
+/** The JSON Schema of what a tool's call returns, for a caller that writes code against the result. */
+export function outputSchemaOf(tool: Tool): Record<string, unknown> {
+  return jsonSchema(tool.output, 'output');
 }

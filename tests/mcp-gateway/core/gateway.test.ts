@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createTokenCounter } from '../../../lib/telemetry/tokens.ts';
 import { toolServerBackend } from '../../../mcp-gateway/backends/tool-server-backend.ts';
 import { buildCatalog, loadToolsetFiles } from '../../../mcp-gateway/catalog/catalog.ts';
 import { createToolServerApp } from '../../../tool-server/app.ts';
@@ -18,6 +19,9 @@ import {
   SPLIT_TOOLSETS,
   type Stack,
 } from '../../helpers/stack.ts';
+
+/** A tool as the gateway lists it, in the fields a model's tool list sends. */
+type ShownTool = { name: string; description: string; parameters: Record<string, unknown> };
 
 let stack: Stack | undefined;
 afterEach(async () => {
@@ -239,6 +243,38 @@ describe('tool listing and calls', () => {
     ]);
     expect(a.body.tools[0]).toMatchObject({ toolset: 'fs_write', annotations: { destructiveHint: true } });
     expect((await s.get(s.gatewayApp, '/mcp/tools?session_id=b')).body.tools).toEqual([]);
+  });
+
+  it('carries each native tool’s output schema as the tool-server lists it, outside what its tokens count', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
+    const s = stack;
+    await s.post(s.gatewayApp, '/mcp/admin/toolsets', {
+      action: 'ACTIVATE',
+      toolset_ids: ['fs_read'],
+      session_id: 'o',
+    });
+    const served = new Map(
+      createRegistry(nativeTools)
+        .definitions()
+        .map((d) => [d.name, d.outputSchema]),
+    );
+    const { tools } = (await s.get(s.gatewayApp, '/mcp/tools?session_id=o')).body;
+    expect(tools.length).toBeGreaterThan(0);
+    for (const t of tools) expect(t.output_schema, t.name).toEqual(served.get(t.name));
+    expect(tools[0]).toMatchObject({
+      name: 'read_text_file',
+      output_schema: { type: 'object', properties: { content: { type: ['string', 'null'] } } },
+    });
+    // Tool-definition tokens count what a model's tool list sends (name, description, parameters) only.
+    const counter = createTokenCounter();
+    const listed = await s.get(s.gatewayApp, '/mcp/admin/toolsets?session_id=o');
+    const fsRead = listed.body.toolsets.find((t: { id: string }) => t.id === 'fs_read');
+    const sent = tools.map((t: ShownTool) => ({
+      name: t.name,
+      description: t.description,
+      parameters: t.parameters,
+    }));
+    expect(fsRead.definition_tokens).toBe(counter.tools(sent));
   });
 
   it('refuses a tool whose toolset is not active, an unknown tool, and bad arguments, then runs a good call', async () => {

@@ -116,6 +116,12 @@ describe('a Streamable HTTP upstream', () => {
       annotations: { readOnlyHint: true, openWorldHint: true },
       toolset: 'weather',
     });
+    // A tool that declares what it returns carries that schema (its calls' structuredContent); one without has none.
+    const station = TOOLS.find((t) => t.definition.name === 'station');
+    expect(tools.find((t: { name: string }) => t.name === 'station')).toMatchObject({
+      output_schema: station?.definition.outputSchema,
+    });
+    expect(tools[0]).not.toHaveProperty('output_schema');
     const call = (name: string, args: unknown) =>
       s.post(s.gatewayApp, `/mcp/tools/${name}/call`, { session_id: 'w', arguments: args });
     expect((await call('forecast', { city: 'Paris' })).body).toMatchObject({

@@ -46,12 +46,15 @@ function settings(ctx: DatabaseToolContext) {
   };
 }
 
-/** Runs a job on the context's pool, or on a process of its own that ends with the call. */
-async function runDb(ctx: DatabaseToolContext, job: DbJob, timeoutMs: number): Promise<unknown> {
-  if (ctx.databases?.runner) return ctx.databases.runner.run(job, timeoutMs, ctx.session);
+/**
+ * Runs a job on the context's pool, or on a process of its own that ends with the call. `T`: what the job's
+ * op answers (ops.ts), which crosses the process boundary as JSON.
+ */
+async function runDb<T>(ctx: DatabaseToolContext, job: DbJob, timeoutMs: number): Promise<T> {
+  if (ctx.databases?.runner) return (await ctx.databases.runner.run(job, timeoutMs, ctx.session)) as T;
   const once = createDbRunner({ maxProcesses: 1, maxIdle: 0 });
   try {
-    return await once.run(job, timeoutMs);
+    return (await once.run(job, timeoutMs)) as T;
   } finally {
     once.close();
   }
@@ -66,6 +69,77 @@ const dbPath = z
   );
 
 const Scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+
+const Database = z.string().describe('The SQLite file, as resolved');
+
+/** A value of a row as query returns it (ops.ts jsonCell). */
+const Cell = z.union([
+  z.string().describe('Text (a long one cut with a marker), or an integer beyond 2^53 in decimal'),
+  z.number(),
+  z.null(),
+  z.object({
+    blob_bytes: z.number(),
+    base64: z.string().describe("The blob's first bytes"),
+    cut: z.literal(true).optional(),
+  }),
+]);
+
+/** What the query process answers to each op (ops.ts, schema.ts); the tools add `database`. */
+const TableList = z.object({
+  tables: z.array(
+    z.object({
+      name: z.string(),
+      type: z.string().describe('table, view, virtual or shadow'),
+      columns: z.number(),
+    }),
+  ),
+  table_count: z.number(),
+});
+const TableShape = z.object({
+  table: z.string(),
+  type: z.string(),
+  columns: z.array(
+    z.object({
+      name: z.string(),
+      type: z.string().nullable().describe('The declared type; null when none'),
+      not_null: z.boolean(),
+      default: z.string().nullable().describe('The default as SQL text'),
+      primary_key: z.boolean(),
+      generated: z.enum(['virtual', 'stored']).optional(),
+      hidden: z.literal(true).optional(),
+    }),
+  ),
+  primary_key: z.array(z.string()).describe('Primary key columns, in key order'),
+  foreign_keys: z.array(
+    z.object({
+      columns: z.array(z.string()),
+      references: z.object({ table: z.string(), columns: z.array(z.string().nullable()) }),
+      on_update: z.string(),
+      on_delete: z.string(),
+    }),
+  ),
+  indexes: z.array(
+    z.object({
+      name: z.string(),
+      unique: z.boolean(),
+      origin: z.string(),
+      partial: z.boolean(),
+      columns: z.array(z.string()),
+    }),
+  ),
+  row_count: z.number(),
+  without_rowid: z.boolean(),
+  strict: z.boolean(),
+  sql: z.string().nullable().describe('The CREATE statement'),
+});
+const QueryRows = z.object({
+  columns: z.array(z.object({ name: z.string(), type: z.string().nullable() })),
+  rows: z.array(z.array(Cell)).describe('Each row in column order'),
+  row_count: z.number(),
+  truncated: z.boolean(),
+  elapsed_ms: z.number(),
+  note: z.string().optional().describe('What was left out, and how to get it'),
+});
 
 /** Finds SQLite databases under the roots, so the model need not guess file names. */
 export const listDatabases = defineTool({
@@ -84,6 +158,21 @@ export const listDatabases = defineTool({
       .max(1000)
       .optional()
       .describe('Most databases to list (default 100)'),
+  }),
+  output: z.object({
+    searched: z.array(z.string()).describe('The directories searched'),
+    databases: z.array(
+      z.object({
+        path: z.string(),
+        size_bytes: z.number(),
+        modified: z.string().nullable(),
+        empty: z.literal(true).optional().describe('A 0-byte file: a database with no tables'),
+      }),
+    ),
+    database_count: z.number(),
+    truncated: z.boolean(),
+    note: z.string().optional(),
+    errors: z.array(z.object({ path: z.string(), error: z.string() })).optional(),
   }),
   annotations: { title: 'List databases', ...READ_ONLY },
   async execute(args, ctx: DatabaseToolContext) {
@@ -116,11 +205,12 @@ export const listTables = defineTool({
     path: dbPath,
     include_system: z.boolean().optional().describe('Also list sqlite_* and shadow tables (default false)'),
   }),
+  output: TableList.extend({ database: Database }),
   annotations: { title: 'List tables', ...READ_ONLY },
   async execute(args, ctx: DatabaseToolContext) {
     const db = await databaseFile(ctx, args.path);
     const s = settings(ctx);
-    const result = (await runDb(
+    const result = await runDb<z.infer<typeof TableList>>(
       ctx,
       {
         op: 'tables',
@@ -129,7 +219,7 @@ export const listTables = defineTool({
         includeSystem: args.include_system ?? false,
       },
       s.timeoutMs,
-    )) as Record<string, unknown>;
+    );
     return { database: db.real, ...result };
   },
 });
@@ -145,15 +235,16 @@ export const describeTable = defineTool({
     path: dbPath,
     table: z.string().min(1).describe('Table or view name (case-insensitive, as SQLite treats names)'),
   }),
+  output: TableShape.extend({ database: Database }),
   annotations: { title: 'Describe table', ...READ_ONLY },
   async execute(args, ctx: DatabaseToolContext) {
     const db = await databaseFile(ctx, args.path);
     const s = settings(ctx);
-    const result = (await runDb(
+    const result = await runDb<z.infer<typeof TableShape>>(
       ctx,
       { op: 'describe', ...identity(db), busyTimeoutMs: s.busyTimeoutMs, table: args.table },
       s.timeoutMs,
-    )) as Record<string, unknown>;
+    );
     return { database: db.real, ...result };
   },
 });
@@ -183,6 +274,7 @@ export const query = defineTool({
       .optional()
       .describe(`Most rows to return (default ${DB_DEFAULTS.rows}; the service caps it)`),
   }),
+  output: QueryRows.extend({ database: Database }),
   annotations: { title: 'Query (read-only)', ...READ_ONLY },
   async execute(args, ctx: DatabaseToolContext) {
     const db = await databaseFile(ctx, args.path);
@@ -196,7 +288,7 @@ export const query = defineTool({
       maxRows: Math.min(args.max_rows ?? DB_DEFAULTS.rows, s.maxRows),
       maxBytes: s.maxResultBytes,
     };
-    const result = (await runDb(ctx, job, s.timeoutMs)) as Record<string, unknown>;
+    const result = await runDb<z.infer<typeof QueryRows>>(ctx, job, s.timeoutMs);
     return { database: db.real, ...result };
   },
 });

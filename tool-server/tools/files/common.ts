@@ -4,6 +4,7 @@ import { constants } from 'node:fs';
 import { lstat, open, readdir, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import picomatch from 'picomatch';
+import { z } from 'zod';
 import type { VerifiedDir } from '../../guards/paths/fd-path.ts';
 import { ToolError } from '../../kit/errors.ts';
 
@@ -88,7 +89,14 @@ export function assertFilePath(p: string, tool: string): void {
 }
 
 /** What a directory entry is, without following symlinks. */
-export type EntryType = 'file' | 'directory' | 'symlink' | 'other';
+export const EntryType = z.enum(['file', 'directory', 'symlink', 'other']);
+export type EntryType = z.infer<typeof EntryType>;
+
+/** A time as the file tools return it (see iso). */
+export const IsoTime = z
+  .string()
+  .nullable()
+  .describe('ISO 8601 time; null where the platform does not record it');
 
 /** Classifies a Dirent or an lstat() result the same way everywhere. */
 export function entryType(e: Dirent | Stats): EntryType {

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { using, type VerifiedDir } from '../../guards/paths/fd-path.ts';
 import { ADDS, defineTool, READ_ONLY, type ToolContext } from '../../kit/define.ts';
 import { ToolError } from '../../kit/errors.ts';
-import { entryType, fsMessage, iso, LIMITS, onPath, readDirSorted } from './common.ts';
+import { EntryType, entryType, fsMessage, IsoTime, iso, LIMITS, onPath, readDirSorted } from './common.ts';
 
 // The tools that create and list directories, and the one that tells the model where it may work. Listings
 // show an entry's name and type (a symlink as "symlink"), never where a link points.
@@ -36,13 +36,14 @@ export const createDirectory = defineTool({
   input: z.object({
     path: z.string().describe('Directory to create: absolute, or relative to the first allowed directory'),
   }),
+  output: z.object({ path: z.string(), action: z.enum(['created', 'already_existed']) }),
   annotations: { title: 'Create directory', ...ADDS },
   async execute(args, ctx) {
     const real = await ctx.paths.resolveForWrite(args.path);
     // From the root down, one verified directory at a time: a component swapped for a symlink is refused.
     const { dir, created } = await onPath(real, () => ctx.paths.makeDirectory(real));
     await dir.close();
-    return { path: real, action: created ? 'created' : 'already_existed' };
+    return { path: real, action: created ? ('created' as const) : ('already_existed' as const) };
   },
 });
 
@@ -54,6 +55,12 @@ export const listDirectory = defineTool({
     `total_entries, truncated}; type is file, directory, symlink or other. At most ${LIMITS.listEntries} entries.`,
   input: z.object({
     path: z.string().describe('Directory to list: absolute, or relative to the first allowed directory'),
+  }),
+  output: z.object({
+    path: z.string(),
+    entries: z.array(z.object({ name: z.string(), type: EntryType })),
+    total_entries: z.number().describe('Entries in the directory, listed or not'),
+    truncated: z.boolean(),
   }),
   annotations: { title: 'List directory', ...READ_ONLY },
   async execute(args, ctx) {
@@ -68,13 +75,14 @@ export const listDirectory = defineTool({
   },
 });
 
-interface SizedEntry {
-  name: string;
-  type: ReturnType<typeof entryType>;
-  size_bytes: number | null;
-  modified: string | null;
-  error?: string;
-}
+const SizedEntry = z.object({
+  name: z.string(),
+  type: EntryType,
+  size_bytes: z.number().nullable().describe('Files only'),
+  modified: IsoTime,
+  error: z.string().optional().describe('Why the entry could not be examined'),
+});
+type SizedEntry = z.infer<typeof SizedEntry>;
 
 /** Every entry of `dir` with its size and time, lstat'ed through the directory's descriptor. */
 async function sizedEntries(dir: VerifiedDir): Promise<SizedEntry[]> {
@@ -113,6 +121,21 @@ export const listDirectoryWithSizes = defineTool({
     path: z.string().describe('Directory to list: absolute, or relative to the first allowed directory'),
     sort_by: z.enum(['name', 'size']).optional().describe('Order: "name" (default) or "size", largest first'),
   }),
+  output: z.object({
+    path: z.string(),
+    entries: z.array(SizedEntry),
+    totals: z
+      .object({
+        files: z.number(),
+        directories: z.number(),
+        symlinks: z.number(),
+        other: z.number(),
+        size_bytes: z.number(),
+      })
+      .describe('Over all entries, listed or not'),
+    total_entries: z.number(),
+    truncated: z.boolean(),
+  }),
   annotations: { title: 'List directory with sizes', ...READ_ONLY },
   async execute(args, ctx) {
     const real = await readableDirectory(ctx, args.path);
@@ -147,6 +170,7 @@ export const listAllowedDirectories = defineTool({
     'List the directories the file tools may access: {read_write: [...], read_only: [...]}. Relative paths ' +
     'are resolved against the first read-write directory.',
   input: z.object({}),
+  output: z.object({ read_write: z.array(z.string()), read_only: z.array(z.string()) }),
   annotations: { title: 'List allowed directories', ...READ_ONLY },
   async execute(_args, ctx) {
     return ctx.paths.allowed();

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { using, type VerifiedDir } from '../../guards/paths/fd-path.ts';
 import { CHANGES, defineTool, type ToolContext } from '../../kit/define.ts';
 import { ToolError } from '../../kit/errors.ts';
-import { assertFilePath, entryType, existing, fsError, onPath } from './common.ts';
+import { assertFilePath, EntryType, entryType, existing, fsError, onPath } from './common.ts';
 import { checkSubtree, moveAcross, removeTree } from './tree.ts';
 
 // The tools that move and delete. They act on an entry itself, never on a final symlink's target. They
@@ -45,7 +45,7 @@ async function destinationParent(ctx: ToolContext, destination: string): Promise
 async function moveEntry(
   ctx: ToolContext,
   move: { from: VerifiedDir; name: string; to: VerifiedDir; toName: string },
-): Promise<{ source: string; destination: string; type: ReturnType<typeof entryType> }> {
+): Promise<{ source: string; destination: string; type: EntryType }> {
   const { from, name, to, toName } = move;
   const source = path.join(from.real, name);
   const destination = path.join(to.real, toName);
@@ -79,6 +79,7 @@ export const moveFile = defineTool({
     source: z.string().describe('Path to move: absolute, or relative to the first allowed directory'),
     destination: z.string().describe('New path, including the new name; must not exist yet'),
   }),
+  output: z.object({ source: z.string(), destination: z.string(), type: EntryType }),
   annotations: { title: 'Move file', ...CHANGES },
   async execute(args, ctx) {
     const source = await ctx.paths.resolveEntryForWrite(args.source);
@@ -106,6 +107,7 @@ export const deleteFile = defineTool({
   input: z.object({
     path: z.string().describe('File to delete: absolute, or relative to the first allowed directory'),
   }),
+  output: z.object({ path: z.string(), deleted: z.literal(true), type: EntryType, size_bytes: z.number() }),
   annotations: { title: 'Delete file', ...CHANGES },
   async execute(args, ctx) {
     assertFilePath(args.path, 'delete_file');
@@ -143,12 +145,12 @@ async function deleteIn(ctx: ToolContext, parent: VerifiedDir, name: string, arg
         `${real} is not empty (${entries.length} entries); pass recursive: true to delete it and everything in it`,
       );
     }
-    return { path: real, deleted: true, recursive: false, removed_entries: 0 };
+    return { path: real, deleted: true as const, recursive: false, removed_entries: 0 };
   }
   const { dir } = await parent.child(name);
   const removed = await using(dir, (d) => checkSubtree(ctx, d, 'deleted'));
   await removeTree(parent, name, protectedGuard(ctx, 'deleted'));
-  return { path: real, deleted: true, recursive: true, removed_entries: removed };
+  return { path: real, deleted: true as const, recursive: true, removed_entries: removed };
 }
 
 /** Deletes a directory; a non-empty one only when the model says recursive: true. */
@@ -161,6 +163,12 @@ export const deleteDirectory = defineTool({
   input: z.object({
     path: z.string().describe('Directory to delete: absolute, or relative to the first allowed directory'),
     recursive: z.boolean().optional().describe('Also delete everything inside (default false)'),
+  }),
+  output: z.object({
+    path: z.string(),
+    deleted: z.literal(true),
+    recursive: z.boolean(),
+    removed_entries: z.number().describe('Entries deleted inside the directory'),
   }),
   annotations: { title: 'Delete directory', ...CHANGES },
   async execute(args, ctx) {

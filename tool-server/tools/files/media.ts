@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { VerifiedDir } from '../../guards/paths/fd-path.ts';
 import { defineTool, READ_ONLY } from '../../kit/define.ts';
 import { ToolError } from '../../kit/errors.ts';
-import { LIMITS, onPath } from './common.ts';
+import { IsoTime, LIMITS, onPath } from './common.ts';
 import { openRegular } from './text.ts';
 
 // read_media_file: an image or audio file as base64 with its MIME type, so binary content a model can take
@@ -147,6 +147,16 @@ export const readMediaFile = defineTool({
     "file's content. Files larger than max_bytes are refused, never cut. For text files use read_text_file.",
   input: z.object({
     path: z.string().describe('Image or audio file: absolute, or relative to the first allowed directory'),
+  }),
+  output: z.object({
+    path: z.string(),
+    type: z.enum(['image', 'audio']),
+    mime_type: z.string(),
+    size_bytes: z.number(),
+    modified: IsoTime,
+    encoding: z.literal('base64'),
+    data: z.string().describe("The file's bytes, base64"),
+    max_bytes: z.number().describe('The largest file this tool returns'),
   }),
   annotations: { title: 'Read media file', ...READ_ONLY },
   async execute(args, ctx) {

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { defineTool, READ_ONLY, type ToolContext } from '../../kit/define.ts';
 import { ToolError } from '../../kit/errors.ts';
-import { assertFilePath, entryType, fsMessage, iso, onPath } from './common.ts';
-import { type ReadOptions, readText, type TextRead } from './text.ts';
+import { assertFilePath, EntryType, entryType, fsMessage, IsoTime, iso, onPath } from './common.ts';
+import { type ReadOptions, readText, TextRead } from './text.ts';
 
 // The tools that read files: whole, head or tail of one file, several at once, and one file's metadata.
 
@@ -32,6 +32,7 @@ export const readTextFile = defineTool({
     head: z.number().int().min(1).optional().describe('Return only the first N lines'),
     tail: z.number().int().min(1).optional().describe('Return only the last N lines'),
   }),
+  output: TextRead,
   annotations: { title: 'Read text file', ...READ_ONLY },
   async execute(args, ctx) {
     if (args.head !== undefined && args.tail !== undefined) {
@@ -59,6 +60,16 @@ export const readMultipleFiles = defineTool({
       .min(1)
       .max(50)
       .describe('The files to read (1 to 50)'),
+  }),
+  output: z.object({
+    files: z.array(
+      z.discriminatedUnion('ok', [
+        TextRead.extend({ ok: z.literal(true) }),
+        z.object({ ok: z.literal(false), path: z.string(), error: z.string() }),
+      ]),
+    ),
+    succeeded: z.number(),
+    failed: z.number(),
   }),
   annotations: { title: 'Read multiple files', ...READ_ONLY },
   async execute(args, ctx) {
@@ -94,6 +105,17 @@ export const getFileInfo = defineTool({
     '`symlink_path` is the link itself.',
   input: z.object({
     path: z.string().describe('File or directory: absolute, or relative to the first allowed directory'),
+  }),
+  output: z.object({
+    path: z.string(),
+    type: EntryType,
+    size_bytes: z.number(),
+    created: IsoTime,
+    modified: IsoTime,
+    accessed: IsoTime,
+    permissions: z.string().describe('Octal permission bits, e.g. "644"'),
+    is_symlink: z.boolean(),
+    symlink_path: z.string().optional().describe('The link itself, when `path` is where it points'),
   }),
   annotations: { title: 'Get file info', ...READ_ONLY },
   async execute(args, ctx) {

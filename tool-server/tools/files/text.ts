@@ -1,9 +1,10 @@
 import { constants } from 'node:fs';
 import { type FileHandle, lstat, open } from 'node:fs/promises';
 import path from 'node:path';
+import { z } from 'zod';
 import type { VerifiedDir } from '../../guards/paths/fd-path.ts';
 import { ToolError } from '../../kit/errors.ts';
-import { countLines, iso, LIMITS, NO_FOLLOW, onPath } from './common.ts';
+import { countLines, IsoTime, iso, LIMITS, NO_FOLLOW, onPath } from './common.ts';
 
 // Reading text the way a model needs it: never more than the byte cap, head/tail without loading a huge
 // file, and binary content reported rather than decoded into noise. Reads go through a hard link that
@@ -15,19 +16,21 @@ const CHUNK = 64 * 1024;
 const NEWLINE = 0x0a;
 
 /** How a file's text was decoded: strict UTF-8, or UTF-8 with invalid sequences replaced by U+FFFD. */
-export type TextEncoding = 'utf-8' | 'utf-8 (invalid bytes replaced)';
+const TextEncoding = z.enum(['utf-8', 'utf-8 (invalid bytes replaced)']);
+type TextEncoding = z.infer<typeof TextEncoding>;
 
 /** The structured result of reading one file; `truncated` means `content` is not the whole file. */
-export interface TextRead {
-  path: string;
-  binary: boolean;
-  encoding: TextEncoding | null;
-  content: string | null;
-  size_bytes: number;
-  modified: string | null;
-  line_count: number | null;
-  truncated: boolean;
-}
+export const TextRead = z.object({
+  path: z.string(),
+  binary: z.boolean(),
+  encoding: TextEncoding.nullable().describe('null for a binary file'),
+  content: z.string().nullable().describe('null for a binary file'),
+  size_bytes: z.number(),
+  modified: IsoTime,
+  line_count: z.number().nullable().describe('Lines in `content`; null for a binary file'),
+  truncated: z.boolean(),
+});
+export type TextRead = z.infer<typeof TextRead>;
 
 /** Which part of a file to read; `maxBytes` is the service's cap (`ctx.maxReadBytes`). */
 export interface ReadOptions {

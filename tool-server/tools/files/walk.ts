@@ -3,7 +3,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { defineTool, READ_ONLY } from '../../kit/define.ts';
 import { ToolError } from '../../kit/errors.ts';
-import { type EntryType, entryType, fsMessage, globMatcher, LIMITS, relJoin } from './common.ts';
+import { EntryType, entryType, fsMessage, globMatcher, LIMITS, relJoin } from './common.ts';
 import { listChecked, readableDirectory } from './dirs.ts';
 
 // The tools that walk a directory tree. Walks never follow symlinks (a link is reported as type
@@ -29,16 +29,25 @@ function relativeGlob(pattern: string, dirs: string[], field: string): string {
 }
 
 /** A node of directory_tree's answer. */
-interface TreeNode {
-  name: string;
-  type: EntryType;
-  children?: TreeNode[];
-  /** A directory below max_depth: its entries were not listed. */
-  depth_limited?: true;
-  /** The node cap was reached before all of this directory's entries were listed. */
-  truncated?: true;
-  error?: string;
-}
+const TreeNode = z
+  .object({
+    name: z.string(),
+    type: EntryType,
+    get children() {
+      return z.array(TreeNode).optional().describe("A directory's entries, when they were listed");
+    },
+    depth_limited: z
+      .literal(true)
+      .optional()
+      .describe('A directory below max_depth: its entries were not listed'),
+    truncated: z
+      .literal(true)
+      .optional()
+      .describe("The node cap was reached before all of this directory's entries were listed"),
+    error: z.string().optional().describe('Why the directory could not be listed'),
+  })
+  .meta({ id: 'TreeNode' });
+type TreeNode = z.infer<typeof TreeNode>;
 
 /** A recursive view of a directory as nested JSON, breadth-first so a capped tree stays balanced. */
 export const directoryTree = defineTool({
@@ -61,6 +70,13 @@ export const directoryTree = defineTool({
       .max(100)
       .optional()
       .describe('Levels below `path` to show (default 10)'),
+  }),
+  output: z.object({
+    path: z.string(),
+    tree: TreeNode,
+    node_count: z.number(),
+    truncated: z.boolean(),
+    max_depth: z.number(),
   }),
   annotations: { title: 'Directory tree', ...READ_ONLY },
   async execute(args, ctx) {
@@ -136,6 +152,20 @@ export const searchFiles = defineTool({
       .max(1000)
       .optional()
       .describe('Most matches to return (default 200)'),
+  }),
+  output: z.object({
+    path: z.string(),
+    pattern: z.string().describe('The glob as matched, relative to `path`'),
+    matches: z.array(
+      z.object({ path: z.string().describe('Relative to `path`, "/"-separated'), type: EntryType }),
+    ),
+    match_count: z.number(),
+    truncated: z.boolean(),
+    note: z.string().optional().describe('Why the search stopped early'),
+    errors: z
+      .array(z.object({ path: z.string(), error: z.string() }))
+      .optional()
+      .describe('Directories that could not be read (at most 50)'),
   }),
   annotations: { title: 'Search files', ...READ_ONLY },
   async execute(args, ctx) {

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { VerifiedDir } from '../../guards/paths/fd-path.ts';
 import { CHANGES, defineTool, OVERWRITES } from '../../kit/define.ts';
 import { ToolError } from '../../kit/errors.ts';
-import { assertFilePath, countLines, existing, iso, onPath, writeReplacing } from './common.ts';
+import { assertFilePath, countLines, existing, IsoTime, iso, onPath, writeReplacing } from './common.ts';
 import { readWholeText } from './text.ts';
 
 // The tools that change a file's content: write it whole, or apply exact-text edits and show the diff.
@@ -24,6 +24,13 @@ export const writeFile = defineTool({
   input: z.object({
     path: z.string().describe('File to write: absolute, or relative to the first allowed directory'),
     content: z.string().describe('The complete new content of the file'),
+  }),
+  output: z.object({
+    path: z.string(),
+    action: z.enum(['created', 'overwritten']),
+    size_bytes: z.number(),
+    line_count: z.number(),
+    modified: IsoTime,
   }),
   annotations: { title: 'Write file', ...OVERWRITES },
   async execute(args, ctx) {
@@ -44,7 +51,7 @@ export const writeFile = defineTool({
       const after = await onPath(real, () => lstat(dir.entry(name)));
       return {
         path: real,
-        action: before ? 'overwritten' : 'created',
+        action: before ? ('overwritten' as const) : ('created' as const),
         size_bytes: after.size,
         line_count: countLines(args.content),
         modified: iso(after.mtime),
@@ -135,6 +142,16 @@ export const editFile = defineTool({
       .min(1)
       .describe('Replacements to apply in order'),
     dry_run: z.boolean().optional().describe('Preview the diff without changing the file (default false)'),
+  }),
+  output: z.object({
+    path: z.string(),
+    applied: z.boolean().describe('Whether the file was written (false for a dry run)'),
+    dry_run: z.boolean(),
+    changed: z.boolean().describe('Whether the edits change the content'),
+    diff: z.string().describe('Unified diff of the edits'),
+    size_bytes: z.number(),
+    line_count: z.number(),
+    modified: IsoTime,
   }),
   annotations: { title: 'Edit file', ...CHANGES },
   async execute(args, ctx) {

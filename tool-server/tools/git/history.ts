@@ -3,8 +3,8 @@ import { defineTool, READ_ONLY } from '../../kit/define.ts';
 import { ToolError } from '../../kit/errors.ts';
 import { hasCommits, hasControlCharacter, pathspecs, resolveCommit } from './args.ts';
 import type { GitToolContext } from './context.ts';
-import { type CommitInfo, capText, LOG_FORMAT, parseLog, parseRefs, REF_FORMAT } from './parse.ts';
-import { contextArg, diffBody, pathsArg, repositoryArg } from './read.ts';
+import { CommitInfo, capText, LOG_FORMAT, parseLog, parseRefs, REF_FORMAT } from './parse.ts';
+import { contextArg, DiffBody, diffBody, pathsArg, repositoryArg } from './read.ts';
 import { type Repo, withRepo } from './repo.ts';
 import { GitFailure, gitLimits } from './run.ts';
 
@@ -72,6 +72,15 @@ export const gitLog = defineTool({
     until: filterText('Only commits before this date'),
     ignore_case: z.boolean().default(false).describe('Match author and grep case-insensitively'),
   }),
+  output: z.object({
+    repository: z.string(),
+    ref: z.string(),
+    sha: z.string().describe('The commit `ref` resolved to'),
+    commits: z.array(CommitInfo),
+    count: z.number(),
+    more_available: z.boolean().describe('More commits follow: page on with skip'),
+    truncated: z.boolean(),
+  }),
   annotations: { title: 'Git log', ...READ_ONLY },
   execute: (args, ctx: GitToolContext) =>
     withRepo(ctx, args.repository, async (repo) => {
@@ -121,6 +130,12 @@ export const gitShow = defineTool({
     stat_only: z.boolean().default(false).describe('Only the file list and line counts, no patch'),
     context_lines: contextArg,
   }),
+  output: DiffBody.extend({
+    repository: z.string(),
+    ref: z.string(),
+    commit: CommitInfo,
+    diff_base: z.string().describe('What the diff is against, in words'),
+  }),
   annotations: { title: 'Git show', ...READ_ONLY },
   execute: (args, ctx: GitToolContext) =>
     withRepo(ctx, args.repository, async (repo) => {
@@ -159,6 +174,8 @@ async function currentBranch(repo: Repo): Promise<string | null> {
   }
 }
 
+const LastCommit = z.object({ date: z.string().describe('ISO 8601'), subject: z.string() });
+
 /** Local and remote-tracking branches with their upstreams and last commits. */
 export const gitBranches = defineTool({
   name: 'git_branches',
@@ -171,6 +188,27 @@ export const gitBranches = defineTool({
     repository: repositoryArg,
     include_remote: z.boolean().default(true).describe('Also list remote-tracking branches (refs/remotes)'),
     limit: z.number().int().min(1).max(1000).default(200).describe('Most branches to return (default 200)'),
+  }),
+  output: z.object({
+    repository: z.string(),
+    current: z.string().nullable().describe('null when HEAD is detached'),
+    detached: z.boolean(),
+    head_sha: z.string().nullable().describe('null before the first commit'),
+    branches: z.array(
+      z.object({
+        name: z.string(),
+        sha: z.string(),
+        current: z.boolean(),
+        upstream: z.string().nullable(),
+        ahead: z.number().nullable(),
+        behind: z.number().nullable(),
+        upstream_gone: z.boolean(),
+        last_commit: LastCommit,
+      }),
+    ),
+    remote_branches: z.array(z.object({ name: z.string(), sha: z.string(), last_commit: LastCommit })),
+    count: z.number(),
+    more_available: z.boolean(),
   }),
   annotations: { title: 'Git branches', ...READ_ONLY },
   execute: (args, ctx: GitToolContext) =>

@@ -1,6 +1,9 @@
 // Parsers for git's machine formats (porcelain v2, --raw/--numstat with -z, our own log and ref
 // formats): NUL- and unit-separated so any file name or message survives. A capped (truncated) output
-// loses its last, partial record rather than reporting half of one.
+// loses its last, partial record rather than reporting half of one. What they return is declared as schemas:
+// the tools' output schemas are made of them.
+
+import { z } from 'zod';
 
 const CHANGE: Record<string, string> = {
   M: 'modified',
@@ -24,27 +27,30 @@ const CONFLICT: Record<string, string> = {
 };
 
 /** One changed path in git_status. */
-export interface StatusEntry {
-  path: string;
-  status: string;
-  orig_path?: string;
-}
+const StatusEntry = z.object({
+  path: z.string(),
+  status: z
+    .string()
+    .describe('added, modified, deleted, renamed, copied, type_changed; a conflict: both_modified …'),
+  orig_path: z.string().optional().describe('Where a renamed or copied file came from'),
+});
 
 /** git_status's result before the repository fields are added. */
-export interface ParsedStatus {
-  branch: {
-    head: string | null;
-    detached: boolean;
-    oid: string | null;
-    upstream: string | null;
-    ahead: number | null;
-    behind: number | null;
-  };
-  staged: StatusEntry[];
-  unstaged: StatusEntry[];
-  untracked: string[];
-  conflicted: StatusEntry[];
-}
+export const ParsedStatus = z.object({
+  branch: z.object({
+    head: z.string().nullable().describe('The branch; null when HEAD is detached'),
+    detached: z.boolean(),
+    oid: z.string().nullable().describe('The HEAD commit; null before the first commit'),
+    upstream: z.string().nullable(),
+    ahead: z.number().nullable(),
+    behind: z.number().nullable(),
+  }),
+  staged: z.array(StatusEntry),
+  unstaged: z.array(StatusEntry),
+  untracked: z.array(z.string()),
+  conflicted: z.array(StatusEntry),
+});
+export type ParsedStatus = z.infer<typeof ParsedStatus>;
 
 /** `line` split into `n` space-separated fields and the rest (a path may hold spaces). */
 function fields(line: string, n: number): { parts: string[]; rest: string } {
@@ -106,14 +112,15 @@ export function parseStatus(stdout: string, truncated: boolean): ParsedStatus {
 }
 
 /** One file of a diff: what happened to it and its line counts (null for binary files). */
-export interface DiffFile {
-  path: string;
-  old_path?: string;
-  status: string;
-  additions: number | null;
-  deletions: number | null;
-  binary: boolean;
-}
+export const DiffFile = z.object({
+  path: z.string(),
+  old_path: z.string().optional().describe('Where a renamed or copied file came from'),
+  status: z.string(),
+  additions: z.number().nullable().describe('null for a binary file'),
+  deletions: z.number().nullable().describe('null for a binary file'),
+  binary: z.boolean(),
+});
+export type DiffFile = z.infer<typeof DiffFile>;
 
 /** Parses `--raw --numstat -z` output (raw records first, then numstat ones in the same order). */
 export function parseDiffFiles(stdout: string, truncated: boolean): DiffFile[] {
@@ -147,8 +154,11 @@ export function parseDiffFiles(stdout: string, truncated: boolean): DiffFile[] {
   return files;
 }
 
+/** A diff's `totals`. */
+export const DiffTotals = z.object({ files: z.number(), additions: z.number(), deletions: z.number() });
+
 /** Sums of a file list, for a diff's `totals`. */
-export function diffTotals(files: readonly DiffFile[]) {
+export function diffTotals(files: readonly DiffFile[]): z.infer<typeof DiffTotals> {
   return {
     files: files.length,
     additions: files.reduce((n, f) => n + (f.additions ?? 0), 0),
@@ -159,16 +169,19 @@ export function diffTotals(files: readonly DiffFile[]) {
 /** The log format every commit is read with: unit-separated fields, body last. */
 export const LOG_FORMAT = '--format=%H%x1f%h%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%cn%x1f%ce%x1f%cI%x1f%s%x1f%b';
 
+const Person = z.object({ name: z.string(), email: z.string(), date: z.string().describe('ISO 8601') });
+
 /** One commit's metadata as git_log and git_show return it. */
-export interface CommitInfo {
-  sha: string;
-  short_sha: string;
-  parents: string[];
-  author: { name: string; email: string; date: string };
-  committer: { name: string; email: string; date: string };
-  subject: string;
-  body: string;
-}
+export const CommitInfo = z.object({
+  sha: z.string(),
+  short_sha: z.string(),
+  parents: z.array(z.string()),
+  author: Person,
+  committer: Person,
+  subject: z.string(),
+  body: z.string(),
+});
+export type CommitInfo = z.infer<typeof CommitInfo>;
 
 /** Parses `git log -z` output in LOG_FORMAT; a partial last record (capped output) is dropped. */
 export function parseLog(stdout: string, truncated: boolean): CommitInfo[] {

@@ -3,7 +3,7 @@ import { defineTool, READ_ONLY } from '../../kit/define.ts';
 import { ToolError } from '../../kit/errors.ts';
 import { hasCommits, pathspecs, resolveCommit } from './args.ts';
 import type { GitToolContext } from './context.ts';
-import { type DiffFile, diffTotals, parseDiffFiles, parseStatus } from './parse.ts';
+import { DiffFile, DiffTotals, diffTotals, ParsedStatus, parseDiffFiles, parseStatus } from './parse.ts';
 import { type Repo, withRepo } from './repo.ts';
 import { gitLimits } from './run.ts';
 
@@ -47,13 +47,14 @@ function cappedPatch(stdout: string, truncated: boolean, cap: number): string {
 }
 
 /** What a diff returns after its framing: the files with line counts, totals, and the capped patch. */
-export interface DiffBody {
-  files: DiffFile[];
-  totals: ReturnType<typeof diffTotals>;
-  files_truncated: boolean;
-  patch?: string;
-  patch_truncated?: boolean;
-}
+export const DiffBody = z.object({
+  files: z.array(DiffFile),
+  totals: DiffTotals,
+  files_truncated: z.boolean(),
+  patch: z.string().optional().describe('Unified patch; absent with stat_only'),
+  patch_truncated: z.boolean().optional(),
+});
+export type DiffBody = z.infer<typeof DiffBody>;
 
 /** Runs the file summary and (unless stat_only) the patch of one `git diff` comparison. */
 export async function diffBody(
@@ -85,6 +86,9 @@ export async function diffBody(
   };
 }
 
+/** A commit the call named, as given and as resolved. */
+const Rev = z.object({ ref: z.string().optional(), sha: z.string() });
+
 /** Refuses a bare repository for tools that need a working tree. */
 function assertWorkTree(repo: Repo, tool: string): asserts repo is Repo & { workTree: string } {
   if (repo.workTree === null) {
@@ -109,6 +113,11 @@ export const gitStatus = defineTool({
       .enum(['no', 'normal', 'all'])
       .default('normal')
       .describe('Untracked files: no, normal (a new directory shown once) or all (every file)'),
+  }),
+  output: ParsedStatus.extend({
+    repository: z.string().describe("The repository's working tree"),
+    clean: z.boolean(),
+    truncated: z.boolean(),
   }),
   annotations: { title: 'Git status', ...READ_ONLY },
   execute: (args, ctx: GitToolContext) =>
@@ -151,6 +160,12 @@ export const gitDiff = defineTool({
     paths: pathsArg,
     stat_only: z.boolean().default(false).describe('Only the file list and line counts, no patch'),
     context_lines: contextArg,
+  }),
+  output: DiffBody.extend({
+    repository: z.string(),
+    compared: z.string().describe('What was compared with what, in words'),
+    from: Rev.optional(),
+    to: Rev.optional(),
   }),
   annotations: { title: 'Git diff', ...READ_ONLY },
   async execute(args, ctx: GitToolContext) {

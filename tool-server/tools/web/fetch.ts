@@ -42,6 +42,25 @@ export const fetchUrl = defineTool({
       .optional()
       .describe('Return HTML as its source text instead of converting it to markdown'),
   }),
+  output: z.object({
+    url: z.string(),
+    final_url: z.string().describe('Where the redirects led'),
+    redirects: z.array(z.string()).describe('Each URL redirected to, in order'),
+    status: z.number().describe('The final HTTP status'),
+    content_type: z.string().nullable(),
+    title: z.string().nullable(),
+    markdown: z.string().optional().describe("An HTML page's main content (not with raw)"),
+    text: z.string().optional().describe('Any other text, or the HTML source with raw'),
+    truncated: z.boolean(),
+    cut_by: z
+      .enum(['max_bytes', 'deadline'])
+      .optional()
+      .describe('What stopped the download before the end of the document'),
+    bytes: z.number().describe('Bytes downloaded'),
+    total_chars: z.number().describe('Characters of the whole content'),
+    start_index: z.number(),
+    next_start_index: z.number().optional().describe('Where to continue a truncated result'),
+  }),
   annotations: { title: 'Fetch URL', ...READ_ONLY_OPEN_WORLD },
   async execute(args, ctx: WebToolContext) {
     const web = webSettings(ctx.web);

@@ -65,6 +65,19 @@ export const webSearch = defineTool({
       .optional()
       .describe('Only pages from the past day (pd), week (pw), month (pm), year (py), or a date range'),
   }),
+  output: z.object({
+    query: z.string().describe('The query as Brave ran it'),
+    results: z.array(
+      z.object({
+        rank: z.number().describe('Counts from 1 across pages'),
+        title: z.string(),
+        url: z.string(),
+        snippet: z.string().describe('Plain text'),
+        age: z.string().optional().describe('How old the page is, as Brave says it'),
+      }),
+    ),
+    more_results_available: z.boolean(),
+  }),
   annotations: { title: 'Web search', ...READ_ONLY_OPEN_WORLD },
   async execute(args, ctx: WebToolContext) {
     const web = webSettings(ctx.web);

@@ -4,7 +4,7 @@ import { ToolError } from '../../../kit/errors.ts';
 import type { GitToolContext } from '../context.ts';
 import { capText } from '../parse.ts';
 import { type GitHubClient, githubClient } from './api.ts';
-import { checksSummary, reviewSummary } from './summary.ts';
+import { ChecksSummary, checksSummary, ReviewSummary, reviewSummary } from './summary.ts';
 
 // get_github_pull_request_info: one pull request with its files, reviews and checks, from the GitHub
 // REST API. The pull request itself must load; the files, reviews and checks each report their own
@@ -196,7 +196,11 @@ async function pullSections(api: GitHubClient, target: Pull, pr: Pr, what: strin
 }
 
 /** The result: the pull request's own fields, then its sections. */
-function pullResult(target: Pull, pr: Pr, sections: Awaited<ReturnType<typeof pullSections>>) {
+function pullResult(
+  target: Pull,
+  pr: Pr,
+  sections: Awaited<ReturnType<typeof pullSections>>,
+): z.infer<typeof PullResult> {
   const body = capText(pr.body ?? '', BODY_CHARS);
   return {
     url: pr.html_url,
@@ -231,6 +235,64 @@ function pullResult(target: Pull, pr: Pr, sections: Awaited<ReturnType<typeof pu
   };
 }
 
+const Ref = z.object({
+  ref: z.string(),
+  sha: z.string(),
+  repo: z.string().nullable().describe('OWNER/REPO'),
+});
+/** A part of the result that could not be read, in place of that part. */
+const PartError = z.object({ error: z.string() });
+
+/** What get_github_pull_request_info returns (pullResult). */
+const PullResult = z.object({
+  url: z.string(),
+  owner: z.string(),
+  repo: z.string(),
+  number: z.number(),
+  title: z.string(),
+  state: z.string().describe('open, closed or merged'),
+  draft: z.boolean(),
+  author: z.string().nullable(),
+  base: Ref,
+  head: Ref,
+  body: z.string(),
+  body_truncated: z.boolean(),
+  labels: z.array(z.string()),
+  requested_reviewers: z.array(z.string()),
+  mergeable: z.boolean().nullable(),
+  mergeable_state: z.string().nullable(),
+  stats: z.object({
+    commits: z.number().nullable(),
+    additions: z.number().nullable(),
+    deletions: z.number().nullable(),
+    changed_files: z.number().nullable(),
+    comments: z.number().nullable(),
+    review_comments: z.number().nullable(),
+  }),
+  created_at: z.string(),
+  updated_at: z.string(),
+  merged_at: z.string().nullable(),
+  closed_at: z.string().nullable(),
+  files: z.union([
+    z.object({
+      items: z.array(
+        z.object({
+          path: z.string(),
+          status: z.string(),
+          additions: z.number(),
+          deletions: z.number(),
+          previous_path: z.string().optional(),
+        }),
+      ),
+      count: z.number(),
+      truncated: z.boolean(),
+    }),
+    PartError,
+  ]),
+  reviews: z.union([ReviewSummary, PartError]),
+  checks: z.union([ChecksSummary, PartError]),
+});
+
 /** A pull request with files, reviews and checks, for reviewing or reporting on it. */
 export const getGithubPullRequestInfo = defineTool({
   name: 'get_github_pull_request_info',
@@ -257,6 +319,7 @@ export const getGithubPullRequestInfo = defineTool({
       .default(300)
       .describe('Most changed files to list (default 300)'),
   }),
+  output: PullResult,
   annotations: { title: 'GitHub pull request', ...READ_ONLY, openWorldHint: true },
   async execute(args, ctx: GitToolContext) {
     const api = githubClient(ctx.github);

@@ -43,10 +43,26 @@ function parse<S extends z.ZodType>(schema: S, value: unknown, what: string): z.
   return parsed.data;
 }
 
+/** reviewSummary's answer, as get_github_pull_request_info returns it. */
+export const ReviewSummary = z.object({
+  decision: z.enum(['changes_requested', 'approved', 'none']),
+  approved: z.number(),
+  changes_requested: z.number(),
+  commented: z.number(),
+  by_reviewer: z.array(
+    z.object({
+      login: z.string(),
+      state: z.string().describe('APPROVED, CHANGES_REQUESTED, DISMISSED or COMMENTED'),
+      submitted_at: z.string().nullable(),
+    }),
+  ),
+  reviews_read: z.number(),
+});
+
 const DECISIVE = new Set(['APPROVED', 'CHANGES_REQUESTED', 'DISMISSED']);
 
 /** Each reviewer's standing (latest decisive review, else latest comment) and the overall decision. */
-export function reviewSummary(raw: unknown) {
+export function reviewSummary(raw: unknown): z.infer<typeof ReviewSummary> {
   const reviews = parse(z.array(Review), raw, 'the reviews');
   const latest = new Map<string, { login: string; state: string; submitted_at: string | null }>();
   for (const r of reviews) {
@@ -79,8 +95,29 @@ const FAILED = new Set([
   'error',
 ]);
 
+/** checksSummary's answer, as get_github_pull_request_info returns it. */
+export const ChecksSummary = z.object({
+  state: z.enum(['failure', 'pending', 'none', 'success']),
+  total: z.number(),
+  passed: z.number(),
+  failed: z.number(),
+  pending: z.number(),
+  skipped: z.number(),
+  runs: z.array(
+    z.object({
+      name: z.string(),
+      source: z.enum(['check_run', 'status']),
+      app: z.string().nullable(),
+      status: z.string(),
+      conclusion: z.string().nullable(),
+      url: z.string().nullable(),
+    }),
+  ),
+  truncated: z.boolean().describe('GitHub has more check runs than were read'),
+});
+
 /** The head commit's check runs and commit statuses as one pass/fail/pending summary. */
-export function checksSummary(rawRuns: unknown, rawStatus: unknown) {
+export function checksSummary(rawRuns: unknown, rawStatus: unknown): z.infer<typeof ChecksSummary> {
   const runs = parse(CheckRuns, rawRuns, 'the check runs');
   const status = parse(CombinedStatus, rawStatus, 'the commit status');
   const items = [

@@ -1,0 +1,171 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';
+import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
+
+// TOOL_EXPOSURE=code and `exposure: "code"` per task: the tools array stays [manage_toolsets, run_code,
+// call_tool], an activation declares its tools in TypeScript, and a script's calls go through the gateway one
+// by one — judged, audited as the script's, each an event of its own — while only the script's output comes back.
+
+let stack: Stack | undefined;
+afterEach(async () => {
+  await stack?.close();
+  stack = undefined;
+});
+
+type Event = { type: string; data: Record<string, unknown> };
+
+async function events(s: Stack, taskId: string): Promise<Event[]> {
+  return (await s.get(s.agentApp, `/agent/tasks/${taskId}`)).body.events;
+}
+
+const TOTAL = `
+for (const [name, n] of [['a', 3], ['b', 4], ['c', 5]]) {
+  await write_file({ path: \`orders/\${name}.txt\`, content: String(n) });
+}
+await list_directory({ path: 'orders' });
+let total = 0;
+for (const name of ['a', 'b', 'c']) total += Number((await read_text_file({ path: \`orders/\${name}.txt\` })).content);
+console.log('total', total);
+return total;
+`;
+
+describe('code exposure', () => {
+  it('runs a script against the active tools, returning only its output, each call an event and an audit row', async () => {
+    const model = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read', 'fs_write'] }, 'c1')),
+      calls(call('run_code', { code: TOTAL }, 'c2')),
+      answer('The total is 12.'),
+    ]);
+    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
+    const res = await stack.post(stack.agentApp, '/agent/execute_task', { goal: 'total', exposure: 'code' });
+    expect(res.body).toMatchObject({ status: 'completed', final_answer: 'The total is 12.' });
+    expect(res.body.toolsets_used.sort()).toEqual(['fs_read', 'fs_write']);
+    expect(model.toolNames()).toEqual(Array(3).fill(['manage_toolsets', 'run_code', 'call_tool']));
+
+    const activated = JSON.parse(model.toolMessages(1).c1);
+    expect(activated.tools).toBeUndefined();
+    expect(activated.declarations).toContain('// toolset fs_read');
+    expect(activated.declarations).toMatch(/declare function read_text_file\(args: \{[\s\S]*path: string;/);
+    expect(activated.declarations).toMatch(/declare function write_file\(args: /);
+
+    const result = model.toolMessages(2).c2;
+    expect(result).toBe(
+      'total 12\nreturned: 12\n[run_code: 7 calls: write_file ×3, list_directory ×1, read_text_file ×3]',
+    );
+    expect(await readFile(path.join(stack.root, 'orders/b.txt'), 'utf8')).toBe('4');
+
+    const seen = await events(stack, res.body.task_id);
+    const started = seen.find((e) => e.type === 'tool_call_started' && e.data.tool_call_id === 'c2');
+    expect(started?.data).toMatchObject({ name: 'run_code', script: TOTAL });
+    const inner = seen.filter((e) => e.type === 'tool_call' && e.data.in_script === 'c2');
+    expect(inner.map((e) => [e.data.tool_call_id, e.data.name, e.data.ok])).toEqual([
+      ['c2#1', 'write_file', true],
+      ['c2#2', 'write_file', true],
+      ['c2#3', 'write_file', true],
+      ['c2#4', 'list_directory', true],
+      ['c2#5', 'read_text_file', true],
+      ['c2#6', 'read_text_file', true],
+      ['c2#7', 'read_text_file', true],
+    ]);
+    expect(inner[4].data).toMatchObject({ toolset: 'fs_read', arguments: { path: 'orders/a.txt' } });
+    const outer = seen.find((e) => e.type === 'tool_call' && e.data.tool_call_id === 'c2');
+    expect(outer?.data).toMatchObject({ name: 'run_code', ok: true, output: result });
+
+    const audit = await stack.get(stack.gatewayApp, `/mcp/admin/audit?task_id=${res.body.task_id}`);
+    const calledBy = audit.body.audit
+      .filter((r: { kind: string }) => r.kind === 'call')
+      .map((r: { subject: string; actor: string }) => `${r.subject} ${r.actor}`);
+    expect(calledBy).toHaveLength(7);
+    for (const row of calledBy) expect(row).toMatch(/ model in task \S+ \(run_code\)$/);
+  });
+
+  it('refuses inactive, unknown and direct calls clearly; call_tool runs one tool', async () => {
+    const model = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read'] }, 'e1')),
+      calls(
+        call('run_code', { code: "await write_file({ path: 'x.txt', content: 'no' })" }, 'e2'),
+        call('run_code', { code: "await read_text_file({ path: 'nope.txt' })" }, 'e3'),
+        call('run_code', { code: "const n: number = 1;\nawait tools['no_such_tool']({ n })" }, 'e4'),
+        call('run_code', { code: 'return 1', extra: true }, 'e5'),
+        call('read_text_file', { path: 'x.txt' }, 'e6'),
+        call('call_tool', { name: 'list_directory', arguments: { path: '.' } }, 'e7'),
+        call('call_tool', { name: 'run_code', arguments: { code: 'return 1' } }, 'e8'),
+      ),
+      answer('done'),
+    ]);
+    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
+    const res = await stack.post(stack.agentApp, '/agent/execute_task', { goal: 'errors', exposure: 'code' });
+    expect(res.body.status).toBe('completed');
+    const m = model.toolMessages(2);
+    // write_file is not even a function in the script: fs_write is not active.
+    expect(m.e2).toMatch(/^Error: ReferenceError: 'write_file' is not defined \(script line 1\)/);
+    expect(m.e3).toMatch(/^Error: Error: .*nope\.txt/);
+    expect(m.e3).toMatch(/\[run_code: 1 call: read_text_file ×1\]$/);
+    // Type annotations are stripped; an unknown tool is not in `tools`.
+    expect(m.e4).toMatch(/^Error: TypeError: not a function \(script line 2\)/);
+    expect(m.e5).toBe('Error: run_code takes only {code}; remove extra');
+    expect(m.e6).toMatch(/read_text_file is not offered directly in this task; call it in a run_code script/);
+    expect(JSON.parse(m.e7)).toHaveProperty('entries');
+    expect(m.e8).toMatch(/run_code is not run through call_tool/);
+    await expect(stack.root).toBeTruthy();
+  });
+
+  it('refuses a tool the policy asks about inside a script, recording no approval nobody will use', async () => {
+    const model = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_write'] }, 'p1')),
+      calls(call('run_code', { code: "await write_file({ path: 'asked.txt', content: 'x' })" }, 'p2')),
+      answer('I need to call it directly.'),
+    ]);
+    stack = await makeStack({
+      model,
+      toolsets: SPLIT_TOOLSETS,
+      policy: 'rules:\n  - { tool: write_file, decision: ask }\n',
+    });
+    const res = await stack.post(stack.agentApp, '/agent/execute_task', { goal: 'ask', exposure: 'code' });
+    expect(res.body.status).toBe('completed');
+    expect(model.toolMessages(2).p2).toMatch(
+      /write_file needs a human's approval .* cannot wait for one: call write_file directly with call_tool/,
+    );
+    await expect(readFile(path.join(stack.root, 'asked.txt'))).rejects.toThrow(/ENOENT/);
+    expect((await stack.get(stack.agentApp, '/agent/approvals')).body.approvals).toEqual([]);
+    const pending = await stack.get(stack.gatewayApp, '/mcp/admin/approvals?status=pending');
+    expect(pending.body.approvals).toEqual([]);
+  });
+
+  it('ends an endless script at its bound while another task runs to its end meanwhile', async () => {
+    // In the order the requests come: the spinning task's first, the quick task's, the spinning task's second.
+    const model = new ScriptedModel([
+      calls(call('run_code', { code: 'for (;;) {}' }, 'l1')),
+      answer('quick done'),
+      async (req) => answer(String(req.messages.at(-1)?.content)),
+    ]);
+    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
+    const slow = await stack.post(stack.agentApp, '/agent/execute_task', {
+      goal: 'spin',
+      exposure: 'code',
+      wait: false,
+    });
+    await expect
+      .poll(async () =>
+        (await events(stack as Stack, slow.body.task_id)).some((e) => e.type === 'tool_call_started'),
+      )
+      .toBe(true);
+    const quick = await stack.post(stack.agentApp, '/agent/execute_task', {
+      goal: 'quick',
+      exposure: 'code',
+    });
+    expect(quick.body).toMatchObject({ status: 'completed', final_answer: 'quick done' });
+    await expect
+      .poll(
+        async () => (await stack?.get(stack.agentApp, `/agent/tasks/${slow.body.task_id}`))?.body.status,
+        {
+          timeout: 30_000,
+        },
+      )
+      .toBe('completed');
+    const done = (await stack.get(stack.agentApp, `/agent/tasks/${slow.body.task_id}`)).body;
+    expect(done.final_answer).toMatch(/^Error: the script ran longer than its 5000 ms of computing time/);
+  }, 60_000);
+});

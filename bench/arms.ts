@@ -28,6 +28,9 @@ async function getJson(url: string): Promise<any> {
 /** The key a task's requests carry in one arm. */
 export const armKey = (arm: Arm, task: BenchTask) => `${arm}:${task.key}`;
 
+/** The exposure an arm's tasks ask for. */
+const exposureOf = (arm: Arm) => (arm === 'dispatch' || arm === 'code' ? arm : 'native');
+
 /** Every arm's script of every task, by key (for the mock model and for the figures). */
 export function armScripts(tasks: readonly BenchTask[]): Map<string, ScriptedTurn[]> {
   const scripts = new Map<string, ScriptedTurn[]>();
@@ -42,6 +45,39 @@ export interface PrimedTask {
   unneeded: string[];
 }
 
+type Event = {
+  type: string;
+  data: {
+    ok?: boolean;
+    name?: string;
+    output?: unknown;
+    primed?: boolean;
+    toolset_ids?: string[];
+    tool_call_id?: string;
+    /** A call a script made: the id of its run_code call. */
+    in_script?: string;
+  };
+};
+
+/**
+ * What went wrong in a task's tool calls: every call must succeed, a script's own calls too (their events name
+ * the run_code call in `in_script`), and a script that made no call did not do its work.
+ */
+function callProblems(key: string, events: Event[]): string[] {
+  const calls = events.filter((e) => e.type === 'tool_call');
+  const problems = calls
+    .filter((e) => !e.data.ok)
+    .map((e) => {
+      const where = e.data.in_script ? ` (in the script of ${e.data.in_script})` : '';
+      return `${key}: ${e.data.name}${where} failed: ${String(e.data.output).slice(0, 300)}`;
+    });
+  for (const run of calls.filter((e) => e.data.name === 'run_code' && e.data.ok)) {
+    if (!calls.some((e) => e.data.in_script === run.data.tool_call_id))
+      problems.push(`${key}: run_code ${run.data.tool_call_id} made no tool call`);
+  }
+  return problems;
+}
+
 /**
  * Runs the arms; `problems` says what went wrong, one line per problem (empty when every task did its work),
  * `primed` what the primed arm's tasks were given.
@@ -50,6 +86,8 @@ export async function runArms(opts: {
   agentUrl: string;
   gatewayUrl: string;
   tasks: readonly BenchTask[];
+  /** The arms to run (default: all). */
+  arms?: readonly Arm[];
   /** Before each arm: a fresh workspace, so every arm reads the same files. */
   reset: () => Promise<void>;
 }): Promise<{ problems: string[]; primed: PrimedTask[] }> {
@@ -59,13 +97,13 @@ export async function runArms(opts: {
   const everything = (toolsets as { id: string; enabled: boolean }[])
     .filter((t) => t.enabled)
     .map((t) => t.id);
-  for (const arm of ARMS) {
+  for (const arm of opts.arms ?? ARMS) {
     await opts.reset();
     for (const task of opts.tasks) {
       const key = armKey(arm, task);
       const request: Record<string, unknown> = {
         goal: `${goalMarker(key)} ${task.goal}`,
-        exposure: arm === 'dispatch' ? 'dispatch' : 'native',
+        exposure: exposureOf(arm),
         // Only the primed arm starts with what discovery is certain of; the others measure the model alone.
         prime: arm === 'primed',
       };
@@ -84,14 +122,7 @@ export async function runArms(opts: {
         continue;
       }
       const { events } = await getJson(`${opts.agentUrl}/agent/tasks/${result.task_id}`);
-      type Event = {
-        type: string;
-        data: { ok?: boolean; name?: string; output?: unknown; primed?: boolean; toolset_ids?: string[] };
-      };
-      for (const e of events as Event[]) {
-        if (e.type === 'tool_call' && !e.data.ok)
-          problems.push(`${key}: ${e.data.name} failed: ${String(e.data.output).slice(0, 300)}`);
-      }
+      problems.push(...callProblems(key, events as Event[]));
       if (arm === 'primed') {
         const ids = (events as Event[]).flatMap((e) =>
           e.type === 'toolset_change' && e.data.primed ? (e.data.toolset_ids ?? []) : [],

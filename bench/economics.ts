@@ -28,7 +28,7 @@ interface Measured {
   turn: number;
   toolTokens: number;
   messageTokens: number;
-  /** Tokens of tool definitions carried inside messages (dispatch: activation results). */
+  /** Tokens of tool definitions carried inside messages (dispatch and code: activation results). */
   definitionsInMessages: number;
   outputTokens: number;
   /** Serialised in the provider's order: tools, then messages, one JSON value per line. */
@@ -47,7 +47,7 @@ export interface ArmFigures {
   requests: number;
   /** Mean tool-definition tokens per model request (the `tools` array). */
   toolTokensPerRequest: number;
-  /** Mean tokens of tool definitions carried in messages per task (dispatch). */
+  /** Mean tokens of tool definitions carried in messages per task (dispatch, code). */
   definitionsInMessagesPerTask: number;
   inputTokensPerTask: number;
   modelCallsPerTask: number;
@@ -91,6 +91,25 @@ function replyOf(script: ScriptedTurn[] | undefined, turn: number): { toggle: bo
   return { toggle, text: JSON.stringify(t.calls.map((c) => ({ name: c.name, arguments: c.arguments }))) };
 }
 
+/**
+ * Tokens of tool definitions a message carries: an activation's result in dispatch mode (JSON definitions,
+ * `tools`) or in code mode (TypeScript declarations, `declarations`).
+ */
+function definitionTokens(m: { role: string; content?: unknown }, counter: TokenCounter): number {
+  if (m.role !== 'tool' || typeof m.content !== 'string') return 0;
+  const text = m.content;
+  if (!text.includes('"tools":[{') && !text.includes('"declarations":')) return 0;
+  let result: { tools?: { name: string }[]; declarations?: unknown };
+  try {
+    result = JSON.parse(text);
+  } catch {
+    // A result in plain text (run_code's printed lines) that merely quotes such a field.
+    return 0;
+  }
+  const declarations = typeof result.declarations === 'string' ? counter.text(result.declarations) : 0;
+  return counter.tools(result.tools ?? []) + declarations;
+}
+
 /** Measures every recorded request of the arms' runs; `scripts` maps a request key to its task's script. */
 export function economics(
   requests: readonly RecordedRequest[],
@@ -111,12 +130,7 @@ export function economics(
       ...tools.map((t) => counter.tool(t.function)),
       ...body.messages.map((m) => counter.messages([m]) - 3),
     ];
-    const definitionsInMessages = body.messages
-      .filter((m) => m.role === 'tool' && typeof m.content === 'string' && m.content.includes('"tools":[{'))
-      .reduce((sum, m) => {
-        const defs = (JSON.parse(String(m.content)) as { tools?: { name: string }[] }).tools ?? [];
-        return sum + counter.tools(defs);
-      }, 0);
+    const definitionsInMessages = body.messages.reduce((sum, m) => sum + definitionTokens(m, counter), 0);
     measured.push({
       arm,
       task,
@@ -132,7 +146,8 @@ export function economics(
       cachedTokens: 0,
     });
   }
-  return ARMS.map((arm) =>
+  // The arms that ran, in the order they are reported.
+  return ARMS.filter((arm) => measured.some((m) => m.arm === arm)).map((arm) =>
     figuresOf(
       measured.filter((m) => m.arm === arm),
       arm,

@@ -1,3 +1,4 @@
+import { codeGoals } from './code-goals.ts';
 import type { ConcurrencyRun } from './concurrency.ts';
 import type { ConsoleRun } from './console.ts';
 import type { Recall } from './discovery.ts';
@@ -73,12 +74,13 @@ export function arm(r: BenchResults, name: ArmFigures['arm']): ArmFigures {
 function primedGoals(r: BenchResults, all: ArmFigures): Goal[] {
   const primed = r.tokens.arms.find((x) => x.arm === 'primed');
   if (!primed) return [];
-  const unneeded = (r.tokens.primed ?? []).flatMap((t) => t.unneeded);
-  const given = (r.tokens.primed ?? []).filter((t) => t.primed.length > 0).length;
+  const tasks = r.tokens.primed ?? [];
+  const unneeded = tasks.flatMap((t) => t.unneeded);
+  const given = tasks.filter((t) => t.primed.length > 0).length;
   return [
     {
       figure: '2. Model calls per task, goal-primed / all-loaded',
-      measured: `${f3(primed.modelCallsPerTask / all.modelCallsPerTask)} (${given} of ${r.tokens.tasks} tasks primed)`,
+      measured: `${f3(primed.modelCallsPerTask / all.modelCallsPerTask)} (${given} of ${tasks.length} tasks primed)`,
       goal: '≤ 1.05',
       met: primed.modelCallsPerTask / all.modelCallsPerTask <= 1.05,
     },
@@ -146,6 +148,7 @@ export function goals(r: BenchResults): Goal[] {
       met: native.modelCallsPerTask / all.modelCallsPerTask <= 1.25,
     },
     ...primedGoals(r, all),
+    ...codeGoals(r.tokens),
     {
       figure: '3. Prefix kept, requests without a toolset change',
       measured: `native ${pct(native.prefixSteady)}, dispatch ${pct(dispatch.prefixSteady)}, all-loaded ${pct(all.prefixSteady)}`,

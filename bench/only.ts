@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
+import { codeGoals } from './code-goals.ts';
 import { concurrencyRun, type ServicesLayout } from './concurrency.ts';
 import { consoleRun } from './console.ts';
 import { eventLogRun } from './event-log.ts';
@@ -11,6 +12,7 @@ import { latencyRun } from './latency-run.ts';
 import { limitsRun } from './limits.ts';
 import { mcpHopRun } from './mcp-hop.ts';
 import { streamingRun } from './streaming.ts';
+import { ARMS, type Arm } from './tasks.ts';
 import { threadsRun } from './threads.ts';
 import { tokenRun } from './token-run.ts';
 import { tracingRun } from './tracing.ts';
@@ -18,7 +20,8 @@ import { workersGoals } from './workers-goals.ts';
 
 // `npm run bench:one -- <concurrency|latency|replicas|console|tracing|streaming|tokens|mcp-hop|event-log|workers|threads|limits>`: one part of the benchmark, printed as JSON, for working on
 // it. BENCH_TASKS (default 1000) and BENCH_LAYOUT (npm-start, two-threads, separate, or postgres-workers with
-// BENCH_WORKERS worker processes on a throwaway PostgreSQL) for concurrency, BENCH_ROUNDS for latency.
+// BENCH_WORKERS worker processes on a throwaway PostgreSQL) for concurrency, BENCH_ROUNDS for latency, BENCH_ARMS
+// for tokens.
 const root = await mkdtemp(path.join(tmpdir(), 'toolshift-bench-'));
 try {
   const part = process.argv[2] ?? 'concurrency';
@@ -26,7 +29,13 @@ try {
     const r = await mcpHopRun(root, Number(process.env.BENCH_ROUNDS ?? 300));
     console.log(JSON.stringify({ ...r, vsProxy: r.toolshift / r.proxy, vsDirect: r.toolshift / r.direct }));
   } else if (part === 'tokens') {
-    const r = await tokenRun(root);
+    // BENCH_ARMS: a comma-separated subset of the arms (default: all).
+    const arms = process.env.BENCH_ARMS?.split(',').map((a) => {
+      if (!ARMS.includes(a as Arm))
+        throw new Error(`BENCH_ARMS: no arm ${JSON.stringify(a)}; the arms are ${ARMS.join(', ')}`);
+      return a as Arm;
+    });
+    const r = await tokenRun(root, arms);
     const all = r.arms.find((a) => a.arm === 'all-loaded');
     console.log(
       JSON.stringify({
@@ -36,9 +45,16 @@ try {
         arms: r.arms.map((a) => ({
           arm: a.arm,
           calls: a.modelCallsPerTask,
+          inputTokens: a.inputTokensPerTask,
           callsRatio: all ? a.modelCallsPerTask / all.modelCallsPerTask : null,
           toolTokensRatio: all ? a.toolTokensPerRequest / all.toolTokensPerRequest : null,
         })),
+        dataArms: r.dataArms?.map((a) => ({
+          arm: a.arm,
+          calls: a.modelCallsPerTask,
+          inputTokens: a.inputTokensPerTask,
+        })),
+        codeGoals: codeGoals(r),
       }),
     );
   } else if (part === 'tracing') {

@@ -1,7 +1,8 @@
+import { codeSection } from './code-report.ts';
 import type { ConcurrencyRun } from './concurrency.ts';
 import type { Recall } from './discovery.ts';
 import { PRICE } from './economics.ts';
-import { f2, mib, ms, n0, pct, usd } from './format.ts';
+import { f2, mib, ms, n0, pct, table, usd } from './format.ts';
 import { arm, type BenchResults, goals } from './goals.ts';
 import { limitsSection } from './limits.ts';
 import type { MemoryStage } from './memory-parts.ts';
@@ -11,14 +12,6 @@ import { streamingSection } from './streaming.ts';
 // figure's detail and how it was measured. Pure formatting; bench/run.ts measures, goals.ts judges.
 
 const mark = (met: boolean | null) => (met === null ? '–' : met ? 'met' : '**missed**');
-
-function table(head: string[], rows: (string | number)[][]): string {
-  return [
-    `| ${head.join(' | ')} |`,
-    `|${head.map(() => '---').join('|')}|`,
-    ...rows.map((r) => `| ${r.join(' | ')} |`),
-  ].join('\n');
-}
 
 /** Which of figure 16's goals even the thinnest proxy, measured in the same run, could not meet. */
 function outOfReach(hop: NonNullable<BenchResults['mcpHop']>): string {
@@ -73,9 +66,10 @@ export function renderReport(r: BenchResults): string {
     `${t.tasks} scripted multi-step tasks (bench/tasks.ts: read and summarise a project, edit a changelog, inspect ` +
       'commits and uncommitted changes, query a shop database, save and recall memories, think a plan through, use the ' +
       'reference server, read two web pages from a loopback server, write a report from a query, carry git history into ' +
-      'memory), each run three ways against the real services over HTTP: **native** (the tools array follows the active ' +
-      'toolsets), **dispatch** (`exposure: "dispatch"`: `[manage_toolsets, call_tool]` fixed) and **all-loaded** (every ' +
-      `toolset active from the start: ${n0(all.toolTokensPerRequest)} tokens of tool definitions in every request). The scripted ` +
+      'memory), each run against the real services over HTTP: **native** (the tools array follows the active ' +
+      'toolsets), **dispatch** (`exposure: "dispatch"`: `[manage_toolsets, call_tool]` fixed), **all-loaded** (every ' +
+      `toolset active from the start: ${n0(all.toolTokensPerRequest)} tokens of tool definitions in every request), ` +
+      '**primed** and **code** (below). The scripted ' +
       'model activates what a task needs (after a LIST with a query in 2 of the 12), switches toolsets in the same reply as ' +
       'its last call to the old one, and deactivates with its last call; all-loaded drops the toolset calls and the turns ' +
       'that held nothing else. Every task completed with every tool call succeeding' +
@@ -90,7 +84,7 @@ export function renderReport(r: BenchResults): string {
     table(
       ['', ...arms.map((a) => a.arm)],
       [
-        ['model requests (12 tasks)', ...arms.map((a) => a.requests)],
+        [`model requests (${t.tasks} tasks)`, ...arms.map((a) => a.requests)],
         ['model calls per task', ...arms.map((a) => f2(a.modelCallsPerTask))],
         ['tool-definition tokens per request (tools array)', ...arms.map((a) => n0(a.toolTokensPerRequest))],
         [
@@ -144,7 +138,7 @@ export function renderReport(r: BenchResults): string {
       `native's ${pct(native.cachedShare)}, and its cost per task ${usd(dispatch.costPerTask)} against ${usd(native.costPerTask)} ` +
       `(${f2(dispatch.costPerTask / native.costPerTask)}×), on tasks of about ${f2(native.modelCallsPerTask)} model calls.`,
   );
-  out.push('');
+  out.push(...codeSection(t), '');
 
   const rec = t.recall;
   out.push('## 5. Discovery');

@@ -24,7 +24,7 @@ import { tokenRun } from './token-run.ts';
 import { tracingRun } from './tracing.ts';
 
 // `npm run bench`: every figure of the benchmark in one run, offline, then BENCHMARKS.md. Token economics and
-// discovery (1–5) on the benchmark catalog with the twelve tasks in three arms; the call path's latency (6–8);
+// discovery (1–5) on the benchmark catalog with the twelve tasks and four data-heavy ones in five arms; the call path's latency (6–8);
 // the event log (10); `npm start` under a thousand concurrent tasks and its memory (9, 11), and the same load
 // with fewer tasks, with `npm start` on two threads (TOOLSHIFT_THREADS=2), and with the services as three processes. Environment: BENCH_TASKS (concurrent tasks,
 // default 1000), BENCH_FEWER_TASKS (default 200), BENCH_ROUNDS (latency samples, default 400), BENCH_STARTS (starts of each
@@ -50,7 +50,7 @@ async function main() {
   const step = (what: string) =>
     console.log(`[bench] ${what} (${((performance.now() - started) / 1000).toFixed(0)} s)`);
   try {
-    step('token economics and discovery: 12 tasks × 4 arms on the benchmark catalog');
+    step('token economics and discovery: 12 tasks and 4 data-heavy ones × 5 arms on the benchmark catalog');
     const tokens = await tokenRun(await dir('tokens'));
     step('discovery on a catalog of over 200 tools');
     const scale = await recallAtScale();

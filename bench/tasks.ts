@@ -1,25 +1,15 @@
+import { codeTurns } from './code-script.ts';
 import type { ScriptedCall, ScriptedTurn } from './mock-model.ts';
+import type { Action, BenchTask, CodeAction } from './task-types.ts';
+
+export type { Action, BenchTask } from './task-types.ts';
 
 // The benchmark's twelve scripted multi-step tasks. Each is written once, as a model that manages its own
 // toolsets would act: activate what the task needs (after a LIST with a query when it does not know which
 // toolset), call tools, switch toolsets in the same reply as its last call to the old one, and deactivate
-// with its last call. The same task then runs three ways (arms.ts): dynamic native, dynamic dispatch, and
-// all tools loaded (the toolset actions dropped, and with them the turns that held nothing else).
-
-/** What a model does in one reply. */
-export type Action =
-  | { list: string }
-  | { activate: string[] }
-  | { deactivate: string[] }
-  | { tool: string; args: Record<string, unknown> };
-
-/** A task: its goal, its replies in order (each one or more actions), and its final answer. */
-export interface BenchTask {
-  key: string;
-  goal: string;
-  turns: Action[][];
-  answer: string;
-}
+// with its last call. The same task then runs five ways (arms.ts): dynamic native, dynamic dispatch, all tools
+// loaded (the toolset actions dropped, and with them the turns that held nothing else), goal-primed, and code
+// mode (code-script.ts). The data-heavy tasks beside them are in data-tasks.ts.
 
 const fs = 'file_system_tools';
 const git = 'git_tools';
@@ -282,13 +272,14 @@ export function benchTasks(pages: string): BenchTask[] {
 }
 
 /**
- * The ways a task runs: dynamic native, dynamic dispatch, all tools loaded, and dynamic native with goal-primed
- * toolsets (the agent activates the toolset discovery is certain of before the first model call).
+ * The ways a task runs: dynamic native, dynamic dispatch, all tools loaded, dynamic native with goal-primed
+ * toolsets (the agent activates the toolset discovery is certain of before the first model call), and code
+ * mode (the model reaches tools from scripts, run_code).
  */
-export type Arm = 'native' | 'dispatch' | 'all-loaded' | 'primed';
+export type Arm = 'native' | 'dispatch' | 'all-loaded' | 'primed' | 'code';
 
 /** The arms, in the order they are reported. */
-export const ARMS: readonly Arm[] = ['native', 'dispatch', 'all-loaded', 'primed'];
+export const ARMS: readonly Arm[] = ['native', 'dispatch', 'all-loaded', 'primed', 'code'];
 
 /** Every toolset a task activates at some point: what it needs. */
 export function neededToolsets(task: BenchTask): Set<string> {
@@ -317,28 +308,29 @@ export function primedTask(task: BenchTask, active: ReadonlySet<string>): BenchT
   return { ...task, turns };
 }
 
+/** A toolset action as a manage_toolsets call's arguments. */
+function manageArgs(a: Exclude<CodeAction, { run: string }>): Record<string, unknown> {
+  if ('list' in a) return { action: 'LIST', toolset_ids: [], query: a.list };
+  if ('activate' in a) return { action: 'ACTIVATE', toolset_ids: a.activate };
+  return { action: 'DEACTIVATE', toolset_ids: a.deactivate };
+}
+
 /** A task's replies for one arm, as tool calls (call ids are the same in every arm). */
 export function scriptFor(task: BenchTask, arm: Arm): ScriptedTurn[] {
+  const replies: (Action | CodeAction)[][] = arm === 'code' ? codeTurns(task) : task.turns;
   const turns: ScriptedTurn[] = [];
-  task.turns.forEach((actions, t) => {
+  replies.forEach((actions, t) => {
     const calls: ScriptedCall[] = [];
     actions.forEach((a, i) => {
       const id = `call_${task.key.slice(0, 3)}_${t}_${i}`;
-      if ('tool' in a) {
+      if ('run' in a) calls.push({ id, name: 'run_code', arguments: { code: a.run } });
+      else if ('tool' in a) {
         calls.push(
           arm === 'dispatch'
             ? { id, name: 'call_tool', arguments: { name: a.tool, arguments: a.args } }
             : { id, name: a.tool, arguments: a.args },
         );
-      } else if (arm !== 'all-loaded') {
-        const args =
-          'list' in a
-            ? { action: 'LIST', toolset_ids: [], query: a.list }
-            : 'activate' in a
-              ? { action: 'ACTIVATE', toolset_ids: a.activate }
-              : { action: 'DEACTIVATE', toolset_ids: a.deactivate };
-        calls.push({ id, name: 'manage_toolsets', arguments: args });
-      }
+      } else if (arm !== 'all-loaded') calls.push({ id, name: 'manage_toolsets', arguments: manageArgs(a) });
     });
     if (calls.length > 0) turns.push({ calls });
   });

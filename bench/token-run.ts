@@ -3,34 +3,40 @@ import path from 'node:path';
 import { createTokenCounter } from '../lib/telemetry/tokens.ts';
 import { armScripts, type PrimedTask, postJson, runArms } from './arms.ts';
 import { writeBenchCatalog } from './catalog.ts';
+import { dataTasks } from './data-tasks.ts';
 import { type Recall, recallOverHttp } from './discovery.ts';
 import { type ArmFigures, economics } from './economics.ts';
 import { startMockModel } from './mock-model.ts';
 import { startBenchStack } from './stack.ts';
-import { benchTasks, primedTask, scriptFor } from './tasks.ts';
+import { type Arm, benchTasks, primedTask, scriptFor } from './tasks.ts';
 import { makeWorkspace, startPages } from './workspace.ts';
 
 // Figures 1–5 in one run: the benchmark catalog behind a real stack, its size, discovery over it, and the
-// twelve tasks in the three arms with every model request recorded.
+// twelve tasks and the four data-heavy ones in every arm with every model request recorded.
 
 /** What the token-economics run measured. */
 export interface TokenRun {
   catalog: { toolsets: number; tools: number; recorded: number; upstream: string[] };
+  /** The figures of the twelve tasks, per arm. */
   arms: ArmFigures[];
+  /** The figures of the data-heavy tasks, per arm (absent in reports made before they were measured). */
+  dataArms?: ArmFigures[];
   recall: Recall;
   problems: string[];
   /** The primed arm: per task, the toolsets activated before its first model call and those it did not need. */
   primed?: PrimedTask[];
+  /** How many of the twelve tasks and of the data-heavy ones ran. */
   tasks: number;
+  dataTasks?: number;
 }
 
-/** Runs it in `dir` (a fresh temp directory). */
-export async function tokenRun(dir: string): Promise<TokenRun> {
+/** Runs it in `dir` (a fresh temp directory), in every arm or in `arms`. */
+export async function tokenRun(dir: string, arms?: readonly Arm[]): Promise<TokenRun> {
   const workspace = path.join(dir, 'ws');
   const toolsetsDir = path.join(dir, 'toolsets');
   const pages = await startPages();
   const catalog = await writeBenchCatalog(toolsetsDir);
-  const tasks = benchTasks(pages.origin);
+  const tasks = [...benchTasks(pages.origin), ...dataTasks(pages.origin)];
   const scripts = armScripts(tasks);
   // The primed arm's model acts on what it finds active at its first turn (tasks.ts primedTask): its script is
   // settled then, from the tools the first request offers (each known by its toolset, from the catalog below).
@@ -82,10 +88,32 @@ export async function tokenRun(dir: string): Promise<TokenRun> {
       agentUrl: stack.agentUrl,
       gatewayUrl: stack.gatewayUrl,
       tasks,
+      arms,
       reset,
     });
-    const arms = economics(model.requests, scripts, createTokenCounter());
-    return { catalog: size, arms, recall, problems, tasks: tasks.length, primed };
+    // The twelve and the data-heavy tasks measured apart: each set's figures are its own tasks' means.
+    const heavy = new Set(tasks.filter((t) => t.dataHeavy).map((t) => t.key));
+    const isHeavy = (key: string) => heavy.has(key.slice(key.indexOf(':') + 1));
+    const counter = createTokenCounter();
+    return {
+      catalog: size,
+      arms: economics(
+        model.requests.filter((r) => !isHeavy(r.key)),
+        scripts,
+        counter,
+      ),
+      dataArms: economics(
+        model.requests.filter((r) => isHeavy(r.key)),
+        scripts,
+        counter,
+      ),
+      recall,
+      problems,
+      tasks: tasks.length - heavy.size,
+      dataTasks: heavy.size,
+      // What the primed arm was given on the twelve, whose figures its goals judge.
+      primed: primed.filter((p) => !heavy.has(p.task)),
+    };
   } finally {
     await stack.close();
     await model.close();

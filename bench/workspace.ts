@@ -4,10 +4,16 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { HANDBOOK_PAGES, PAGE } from './site.ts';
+import { writeArchive } from './workspace-archive.ts';
+import { writeShop } from './workspace-data.ts';
+import { writeHelpdesk } from './workspace-helpdesk.ts';
 
 // What the benchmark's tasks work on, made fresh in a temp directory: a small project under git with one
-// uncommitted change, a shop database, and a loopback web server with two pages. Realistic sizes (a README,
-// a few source files, a release note), so token counts reflect ordinary content rather than filler.
+// uncommitted change, a shop database, and a loopback web server with two pages; for the data-heavy tasks a
+// shop's orders as files, the teams' reports, a sales and a helpdesk database (workspace-*.ts) and a handbook
+// site (site.ts). Realistic sizes (a README, a few source files, a release note), so token counts reflect
+// ordinary content rather than filler.
 
 const README = `# invoice-tool
 
@@ -74,9 +80,6 @@ const CHANGELOG = `# Changelog
 - Fixed rounding of totals above 10,000.
 `;
 
-const PAGE = (title: string, body: string) =>
-  `<!doctype html><html><head><title>${title}</title></head><body><article><h1>${title}</h1>${body}</article></body></html>`;
-
 const PAGES: Record<string, string> = {
   '/release-notes': PAGE(
     'invoice-tool 1.4.0 release notes',
@@ -91,14 +94,15 @@ const PAGES: Record<string, string> = {
       '<tr><td>France</td><td>20%</td></tr><tr><td>Netherlands</td><td>21%</td></tr>' +
       '<tr><td>Spain</td><td>21%</td></tr></table><p>Reduced rates apply to food and books.</p>',
   ),
+  ...HANDBOOK_PAGES,
 };
 
-/** A loopback web server with the pages the web task reads. */
+/** A loopback web server with the pages the web tasks read. */
 export function startPages(): Promise<{ origin: string; host: string; close: () => Promise<void> }> {
   const server = http.createServer((req, res) => {
     const page = PAGES[req.url ?? ''];
     res.writeHead(page ? 200 : 404, { 'content-type': 'text/html; charset=utf-8' });
-    res.end(page ?? 'not found');
+    res.end(page ?? PAGE('Page not found', '<p>There is no page at this address.</p>'));
   });
   return new Promise((resolve) =>
     server.listen(0, '127.0.0.1', () => {
@@ -127,7 +131,10 @@ const git = (cwd: string, ...args: string[]) =>
     },
   });
 
-/** Writes the project (a git repository with two commits and one uncommitted edit) and the shop database. */
+/**
+ * Writes the project (a git repository with two commits and one uncommitted edit), the shop database, and
+ * the data-heavy tasks' files and databases.
+ */
 export async function makeWorkspace(root: string): Promise<void> {
   const project = path.join(root, 'project');
   await mkdir(path.join(project, 'src'), { recursive: true });
@@ -158,4 +165,7 @@ export async function makeWorkspace(root: string): Promise<void> {
       addOrder.run((i % 5) + 1, `2026-0${(i % 9) + 1}-1${i % 10}`, 1000 + ((i * 7919) % 50_000));
   })();
   db.close();
+  await writeShop(root);
+  await writeArchive(root);
+  await writeHelpdesk(root);
 }

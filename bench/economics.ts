@@ -91,23 +91,27 @@ function replyOf(script: ScriptedTurn[] | undefined, turn: number): { toggle: bo
   return { toggle, text: JSON.stringify(t.calls.map((c) => ({ name: c.name, arguments: c.arguments }))) };
 }
 
+/** Where an activation's result in code mode turns from its JSON to the TypeScript declarations. */
+const DECLARATIONS = '}\n\n// toolset ';
+
 /**
  * Tokens of tool definitions a message carries: an activation's result in dispatch mode (JSON definitions,
- * `tools`) or in code mode (TypeScript declarations, `declarations`).
+ * `tools`) or in code mode (TypeScript declarations after the result's JSON).
  */
 function definitionTokens(m: { role: string; content?: unknown }, counter: TokenCounter): number {
   if (m.role !== 'tool' || typeof m.content !== 'string') return 0;
   const text = m.content;
-  if (!text.includes('"tools":[{') && !text.includes('"declarations":')) return 0;
-  let result: { tools?: { name: string }[]; declarations?: unknown };
+  const at = text.indexOf(DECLARATIONS);
+  if (text.startsWith('{') && at > 0) return counter.text(text.slice(at + 3));
+  if (!text.includes('"tools":[{')) return 0;
+  let result: { tools?: { name: string }[] };
   try {
     result = JSON.parse(text);
   } catch {
     // A result in plain text (run_code's printed lines) that merely quotes such a field.
     return 0;
   }
-  const declarations = typeof result.declarations === 'string' ? counter.text(result.declarations) : 0;
-  return counter.tools(result.tools ?? []) + declarations;
+  return counter.tools(result.tools ?? []);
 }
 
 /** Measures every recorded request of the arms' runs; `scripts` maps a request key to its task's script. */

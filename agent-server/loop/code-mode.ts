@@ -7,7 +7,7 @@ import { runScript, type ScriptRun, type ToolAnswer } from '../sandbox/sandbox.t
 import { aliasesOf, declarationsFor } from './declarations.ts';
 import { AnswerLost, callKeyed, type KeyedCall } from './lost-answer.ts';
 
-// TOOL_EXPOSURE=code: the model's tools array stays `[manage_toolsets, run_code, call_tool]`, an activation's
+// TOOL_EXPOSURE=code: the model's tools array stays `[manage_toolsets, run_code]`, an activation's
 // result declares the new tools in TypeScript (once each, after the cached prefix, as dispatch does with JSON),
 // and a run_code script calls them in a sandbox (sandbox/). Each of its calls goes through the gateway as a
 // direct call does — session, ceiling, policy, limits, audit — marked as the script's; only what the script
@@ -25,20 +25,15 @@ export function runCodeTool(limits: ScriptLimits = DEFAULT_SCRIPT_LIMITS): ChatC
     function: {
       name: RUN_CODE,
       description:
-        'Run a JavaScript script (the body of an async function: use await, and return a value) against the ' +
-        'active toolsets’ tools, which manage_toolsets results declare in TypeScript. Each tool is an async ' +
-        'function taking one object of its parameters — `const r = await read_text_file({ path: "a.md" })` — ' +
-        'that returns the tool’s result or throws its error. Only what the script prints (console.log) and ' +
-        'returns comes back: loop over many records, filter, join and total in the script, and print what you ' +
-        `need. No files, network or clock but through the tools. Bounds of a run: ${limits.calls} tool calls, ` +
-        `${limits.cpuMs / 1000} s of computing, ${Math.round(limits.memoryBytes / 1048576)} MiB, ` +
-        `${Math.round(limits.outputBytes / 1024)} KiB of output.`,
+        '{code}: run a script, the body of an async JavaScript function, against the active tools ' +
+        '(manage_toolsets declares them): `const r = await read_text_file({ path: "a.md" })` returns the ' +
+        'result or throws. Only what it prints (console.log) and returns comes back: loop, filter and total ' +
+        `there. Bounds: ${limits.calls} calls, ${limits.cpuMs / 1000} s of computing, ` +
+        `${Math.round(limits.outputBytes / 1024)} KiB of output. {tool, arguments}: one call, for a tool that ` +
+        'needs a human’s approval (a script cannot wait for one).',
       parameters: {
         type: 'object',
-        properties: {
-          code: { type: 'string', description: 'The script (JavaScript; type annotations are not run).' },
-        },
-        required: ['code'],
+        properties: { code: { type: 'string' }, tool: { type: 'string' }, arguments: { type: 'object' } },
         additionalProperties: false,
       },
     },
@@ -47,11 +42,8 @@ export function runCodeTool(limits: ScriptLimits = DEFAULT_SCRIPT_LIMITS): ChatC
 
 /** What a code task is told beside the catalog: how run_code works. */
 export const CODE_NOTE =
-  'In this task the tools array stays fixed at manage_toolsets, run_code and call_tool. A toolset you activate ' +
-  'makes its tools async functions of run_code scripts; the activation result declares them in TypeScript. ' +
-  'Do the calls a step needs in one script and print only what you need to read. Every tool is also ' +
-  'tools[name] (`declare const tools: Tools`). A tool whose policy asks a human first cannot run in a script: ' +
-  'call it with call_tool {"name": <tool>, "arguments": {…}}.';
+  'Here the tools stay manage_toolsets and run_code: an activation declares its tools in TypeScript, as ' +
+  'functions of run_code scripts (also tools[name]: `declare const tools: Tools`).';
 
 /** The code-task part of the system prompt: the tools usable when it starts, declared. */
 export function startingDeclarations(usable: readonly GatewayTool[], shown: Set<string>): string {
@@ -59,19 +51,19 @@ export function startingDeclarations(usable: readonly GatewayTool[], shown: Set<
   return text === '' ? '' : `\n\nTools usable now in run_code (toolsets already active):\n${text}`;
 }
 
-/** A manage_toolsets result with the declarations of the tools it made usable, for a code task. */
+/**
+ * A code task's manage_toolsets result: the gateway's JSON, then the declarations of the tools it made usable
+ * as TypeScript text (not a JSON string: no escaped quotes and newlines to pay for).
+ */
 export function withDeclarations(
   result: Record<string, unknown>,
   usable: readonly GatewayTool[],
   shown: Set<string>,
-): Record<string, unknown> {
+): string {
   const earlier = usable.filter((t) => shown.has(t.name)).map((t) => t.name);
   const declarations = declarationsFor(usable, shown);
-  return {
-    ...result,
-    ...(declarations !== '' ? { declarations } : {}),
-    ...(earlier.length > 0 ? { also_usable: earlier } : {}),
-  };
+  const json = JSON.stringify({ ...result, ...(earlier.length > 0 ? { also_usable: earlier } : {}) });
+  return declarations === '' ? json : `${json}\n\n${declarations}`;
 }
 
 /** One call a script made, for the events of the task. */
@@ -111,7 +103,7 @@ export async function runCode(
   if (Object.keys(rest).length > 0)
     return {
       ok: false,
-      content: `Error: run_code takes only {code}; remove ${Object.keys(rest).join(', ')}`,
+      content: `Error: run_code takes {code} (a script) or {tool, arguments} (one call); remove ${Object.keys(rest).join(', ')}`,
     };
   if (typeof code !== 'string' || code.trim() === '')
     return { ok: false, content: 'Error: run_code needs `code`: the script to run, as a string' };

@@ -51,18 +51,19 @@ const literal = (v: unknown) =>
 const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
 /** A JSON Schema as a TypeScript type; `indent` is where its properties' lines start. */
-export function typeOf(schema: unknown, indent = '', depth = 0): string {
+export function typeOf(schema: unknown, indent = '', depth = 0, brief = false): string {
   if (typeof schema !== 'object' || schema === null || depth > MAX_DEPTH) return 'unknown';
   const s = schema as Schema;
   if ('const' in s) return literal(s.const);
   if (Array.isArray(s.enum)) return s.enum.map(literal).join(' | ') || 'never';
   for (const key of ['anyOf', 'oneOf'] as const) {
-    if (Array.isArray(s[key])) return union((s[key] as unknown[]).map((p) => typeOf(p, indent, depth + 1)));
+    if (Array.isArray(s[key]))
+      return union((s[key] as unknown[]).map((p) => typeOf(p, indent, depth + 1, brief)));
   }
   if (Array.isArray(s.allOf))
-    return (s.allOf as unknown[]).map((p) => typeOf(p, indent, depth + 1)).join(' & ');
+    return (s.allOf as unknown[]).map((p) => typeOf(p, indent, depth + 1, brief)).join(' & ');
   const type = s.type;
-  if (Array.isArray(type)) return union(type.map((t) => typeOf({ ...s, type: t }, indent, depth)));
+  if (Array.isArray(type)) return union(type.map((t) => typeOf({ ...s, type: t }, indent, depth, brief)));
   switch (type) {
     case 'string':
       return 'string';
@@ -74,13 +75,13 @@ export function typeOf(schema: unknown, indent = '', depth = 0): string {
     case 'null':
       return 'null';
     case 'array': {
-      const item = typeOf(s.items, indent, depth + 1);
+      const item = typeOf(s.items, indent, depth + 1, brief);
       return /^[A-Za-z]+$/.test(item) ? `${item}[]` : `Array<${item}>`;
     }
     case 'object':
-      return objectType(s, indent, depth);
+      return objectType(s, indent, depth, brief);
     default:
-      return s.properties ? objectType(s, indent, depth) : 'unknown';
+      return s.properties ? objectType(s, indent, depth, brief) : 'unknown';
   }
 }
 
@@ -89,7 +90,7 @@ function union(parts: string[]): string {
   return unique.includes('unknown') ? 'unknown' : unique.join(' | ');
 }
 
-function objectType(s: Schema, indent: string, depth: number): string {
+function objectType(s: Schema, indent: string, depth: number, brief: boolean): string {
   const props = (typeof s.properties === 'object' && s.properties !== null ? s.properties : {}) as Record<
     string,
     unknown
@@ -100,28 +101,50 @@ function objectType(s: Schema, indent: string, depth: number): string {
   for (const [key, prop] of Object.entries(props)) {
     const name = IDENT.test(key) ? key : JSON.stringify(key);
     const description = (prop as Schema | null)?.description;
-    const text = typeof description === 'string' ? doc(description, inner) : '';
-    lines.push(`${text}${inner}${name}${required.has(key) ? '' : '?'}: ${typeOf(prop, inner, depth + 1)};`);
+    const text = typeof description === 'string' && !brief ? doc(description, inner) : '';
+    lines.push(
+      `${text}${inner}${name}${required.has(key) ? '' : '?'}: ${typeOf(prop, inner, depth + 1, brief)};`,
+    );
   }
   const extra = s.additionalProperties;
   if (typeof extra === 'object' && extra !== null)
-    lines.push(`${inner}[key: string]: ${typeOf(extra, inner, depth + 1)};`);
+    lines.push(`${inner}[key: string]: ${typeOf(extra, inner, depth + 1, brief)};`);
   else if (lines.length === 0) return extra === false ? '{}' : 'Record<string, unknown>';
   // Short members without comments fit on one line, as a person would write them.
   const flat = lines.map((l) => l.trim());
   const oneLine = `{ ${flat.join(' ')} }`;
-  if (!lines.some((l) => l.includes('/**')) && oneLine.length <= 100) return oneLine;
+  if (brief || (!lines.some((l) => l.includes('/**')) && oneLine.length <= 100)) return oneLine;
   return `{\n${lines.join('\n')}\n${indent}}`;
+}
+
+/**
+ * A description without its "Returns {…}" clause, when the declared return type says the same; unchanged when
+ * the clause is not there or its braces do not close.
+ */
+export function withoutReturns(text: string): string {
+  const at = text.indexOf('Returns {');
+  if (at < 0) return text;
+  let depth = 0;
+  let i = at + 'Returns '.length;
+  for (; i < text.length; i++) {
+    const c = text[i];
+    if (c === '{' || c === '[') depth++;
+    else if ((c === '}' || c === ']') && --depth === 0) break;
+  }
+  if (depth !== 0) return text;
+  const end = text[i + 1] === '.' || text[i + 1] === ';' ? i + 2 : i + 1;
+  return `${text.slice(0, at)}${text.slice(end).trimStart()}`.trim();
 }
 
 /** One tool's declaration: its description, then the function the script calls. */
 export function declarationOf(tool: GatewayTool, alias: string | undefined): string {
   const output = (tool as GatewayTool & { output_schema?: unknown }).output_schema;
-  const returns = output === undefined ? 'unknown' : typeOf(output);
+  // What a tool returns, on one line without comments: its description says the rest.
+  const returns = output === undefined ? 'unknown' : typeOf(output, '', 0, true);
   const params = typeOf(tool.parameters);
   const optional = !(Array.isArray(tool.parameters.required) && tool.parameters.required.length > 0);
   const signature = `(args${optional ? '?' : ''}: ${params}): Promise<${returns}>`;
-  const head = doc(tool.description, '');
+  const head = doc(output === undefined ? tool.description : withoutReturns(tool.description), '');
   if (alias) return `${head}declare function ${alias}${signature};`;
   // Its alias was another tool's first: it is only a member of `tools`.
   return `${head}interface Tools { ${JSON.stringify(tool.name)}${signature} }`;

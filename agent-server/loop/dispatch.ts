@@ -104,14 +104,19 @@ export function startingDefinitions(usable: readonly GatewayTool[], shown: Set<s
   return `\n\nTools usable now through call_tool (toolsets already active):\n${JSON.stringify(defs)}`;
 }
 
-/** The tool a call is about, for events: call_tool's `name` when it gives one, else the call's own name. */
+/**
+ * The tool a call is about, for events: call_tool's `name` (a code task's run_code's `tool`) when it gives one,
+ * else the call's own name.
+ */
 export function calledName(call: { function: { name: string; arguments: unknown } }): string {
-  if (call.function.name !== CALL_TOOL) return call.function.name;
+  const field = { [CALL_TOOL]: 'name', run_code: 'tool' }[call.function.name];
+  if (!field) return call.function.name;
   try {
     const raw = call.function.arguments;
-    const args = (typeof raw === 'string' ? JSON.parse(raw) : raw) as { name?: unknown } | null;
-    return typeof args?.name === 'string' && args.name !== '' ? args.name : CALL_TOOL;
+    const args = (typeof raw === 'string' ? JSON.parse(raw) : raw) as Record<string, unknown> | null;
+    const named = args?.[field];
+    return typeof named === 'string' && named !== '' ? named : call.function.name;
   } catch {
-    return CALL_TOOL;
+    return call.function.name;
   }
 }

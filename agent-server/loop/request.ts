@@ -34,7 +34,7 @@ const codeTools = new WeakMap<ScriptLimits, readonly ChatCompletionTool[]>();
 function codeToolsFor(limits: ScriptLimits): readonly ChatCompletionTool[] {
   let tools = codeTools.get(limits);
   if (!tools) {
-    tools = [manageToolsetsTool, runCodeTool(limits), callToolTool];
+    tools = [manageToolsetsTool, runCodeTool(limits)];
     codeTools.set(limits, tools);
   }
   return tools;
@@ -44,7 +44,7 @@ function codeToolsFor(limits: ScriptLimits): readonly ChatCompletionTool[] {
  * The one place a model request is built. `native`: the meta-tool first, then the session's active tools in
  * the gateway's stable order, so a step without a toolset change extends the previous request byte for byte.
  * `dispatch`: always `[manage_toolsets, call_tool]`, so every step extends the previous one, toggles included;
- * `code`: always `[manage_toolsets, run_code, call_tool]`, the same way.
+ * `code`: always `[manage_toolsets, run_code]`, the same way.
  */
 export function buildModelRequest(
   model: string,

@@ -83,25 +83,41 @@ function parseArguments(
   return { args: value as Record<string, unknown> };
 }
 
-/**
- * A dispatch or code task's call: call_tool names the tool to run; names other than those offered are refused
- * (a code task also has run_code).
- */
-function dispatched(
-  name: string,
-  args: Record<string, unknown>,
-  mode: Exposure['mode'],
-): { name: string; args: Record<string, unknown>; tool?: string } | { error: string } {
-  if (name === MANAGE_TOOLSETS || (mode === 'code' && name === RUN_CODE)) return { name, args };
-  if (name !== CALL_TOOL && mode === 'code')
-    return {
-      error: `Error: ${name} is not offered directly in this task; call it in a run_code script or with call_tool`,
-    };
+type Target = { name: string; args: Record<string, unknown>; tool?: string } | { error: string };
+
+/** A dispatch task's call: call_tool names the tool to run; other names than the two offered are refused. */
+function dispatched(name: string, args: Record<string, unknown>, mode: Exposure['mode']): Target {
+  if (name === MANAGE_TOOLSETS) return { name, args };
+  if (mode === 'code') return name === RUN_CODE ? codeTarget(args) : { error: notInCode(name) };
   if (name !== CALL_TOOL) return { error: notOffered(name) };
-  const target = dispatchTarget(args, [MANAGE_TOOLSETS, CALL_TOOL, RUN_CODE]);
+  const target = dispatchTarget(args, [MANAGE_TOOLSETS, CALL_TOOL]);
   if ('error' in target) return { error: `Error: ${target.error}` };
   return { name: target.name, args: target.arguments, tool: target.name };
 }
+
+/** A code task's run_code: a script (`{code}`), or one tool (`{tool, arguments}`), which may wait for a human. */
+function codeTarget(args: Record<string, unknown>): Target {
+  const { tool, arguments: toolArgs, ...rest } = args;
+  if (tool === undefined) return { name: RUN_CODE, args };
+  const extra = Object.keys(rest);
+  if (extra.length > 0)
+    return {
+      error: `Error: run_code takes {code} (a script) or {tool, arguments} (one call); remove ${extra.join(', ')}`,
+    };
+  if (typeof tool !== 'string' || tool.trim() === '' || tool === MANAGE_TOOLSETS || tool === RUN_CODE)
+    return {
+      error: 'Error: run_code’s `tool` names one tool of an active toolset (not manage_toolsets or run_code)',
+    };
+  if (
+    toolArgs !== undefined &&
+    (typeof toolArgs !== 'object' || toolArgs === null || Array.isArray(toolArgs))
+  )
+    return { error: `Error: run_code’s \`arguments\` must be a JSON object with ${tool}'s parameters` };
+  return { name: tool, args: (toolArgs ?? {}) as Record<string, unknown>, tool };
+}
+
+const notInCode = (name: string) =>
+  `Error: ${name} is not offered directly in this task; call it in a run_code script, or alone as run_code {"tool": "${name}", "arguments": {…}}`;
 
 /**
  * Runs one tool call of the model's reply for `sessionId`: manage_toolsets goes to the gateway's admin API,
@@ -139,12 +155,10 @@ export async function executeToolCall(
       let content = outcome.content;
       if (exposure && mode !== 'native' && outcome.change) {
         const usable = outcome.tools ?? (await gateway.tools(sessionId, signal));
-        const shown = (mode === 'code' ? withDeclarations : withDefinitions)(
-          outcome.result,
-          usable,
-          exposure.shown,
-        );
-        content = JSON.stringify(shown);
+        content =
+          mode === 'code'
+            ? withDeclarations(outcome.result, usable, exposure.shown)
+            : JSON.stringify(withDefinitions(outcome.result, usable, exposure.shown));
       }
       return {
         content,

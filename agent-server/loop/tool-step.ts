@@ -192,7 +192,7 @@ export async function runToolCalls(
     if (ctx.resume && index < ctx.resume.index) continue;
     throwIfStopped(ctx.signal);
     const started = performance.now();
-    const name = ctx.exposure?.mode === 'dispatch' ? calledName(call) : call.function.name;
+    const name = (ctx.exposure?.mode ?? 'native') !== 'native' ? calledName(call) : call.function.name;
     ctx.emit('tool_call_started', { step: ctx.step, tool_call_id: call.id, name, ...scriptOf(call, ctx) });
     if (ctx.quota && name !== MANAGE_TOOLSETS && name !== READ_STORED_RESULT) await withinQuota(ctx, call.id);
     const outcome = await callOutcome(call, index, name, messages, ctx);

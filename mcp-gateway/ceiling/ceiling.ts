@@ -161,7 +161,7 @@ async function checkCall(
       // A script cannot pause for a human, and an approval it asked for would wait for a call nobody makes.
       const message =
         `${tool.name} needs a human's approval under ${verdict.by} (${verdict.reason}), and a run_code script ` +
-        `cannot wait for one: call ${tool.name} directly with call_tool, outside the script`;
+        `cannot wait for one: call it alone, outside a script (run_code {"tool": "${tool.name}", "arguments": {…}})`;
       st.opts.audit({ session_id: sessionId, kind: 'call', subject: tool.name, ok: false, detail: message });
       throw new Refusal('direct_call_only', message);
     }

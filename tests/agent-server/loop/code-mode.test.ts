@@ -4,8 +4,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { answer, call, calls, ScriptedModel } from '../../helpers/scripted-model.ts';
 import { makeStack, SPLIT_TOOLSETS, type Stack } from '../../helpers/stack.ts';
 
-// TOOL_EXPOSURE=code and `exposure: "code"` per task: the tools array stays [manage_toolsets, run_code,
-// call_tool], an activation declares its tools in TypeScript, and a script's calls go through the gateway one
+// TOOL_EXPOSURE=code and `exposure: "code"` per task: the tools array stays [manage_toolsets, run_code], an
+// activation declares its tools in TypeScript, and a script's calls go through the gateway one
 // by one — judged, audited as the script's, each an event of its own — while only the script's output comes back.
 
 let stack: Stack | undefined;
@@ -42,13 +42,17 @@ describe('code exposure', () => {
     const res = await stack.post(stack.agentApp, '/agent/execute_task', { goal: 'total', exposure: 'code' });
     expect(res.body).toMatchObject({ status: 'completed', final_answer: 'The total is 12.' });
     expect(res.body.toolsets_used.sort()).toEqual(['fs_read', 'fs_write']);
-    expect(model.toolNames()).toEqual(Array(3).fill(['manage_toolsets', 'run_code', 'call_tool']));
+    expect(model.toolNames()).toEqual(Array(3).fill(['manage_toolsets', 'run_code']));
 
-    const activated = JSON.parse(model.toolMessages(1).c1);
-    expect(activated.tools).toBeUndefined();
-    expect(activated.declarations).toContain('// toolset fs_read');
-    expect(activated.declarations).toMatch(/declare function read_text_file\(args: \{[\s\S]*path: string;/);
-    expect(activated.declarations).toMatch(/declare function write_file\(args: /);
+    // The gateway's result as JSON, then the new tools' declarations as TypeScript text.
+    const [json, declarations] = model.toolMessages(1).c1.split('\n\n');
+    expect(JSON.parse(json)).toMatchObject({ active_toolsets: ['fs_read', 'fs_write'] });
+    expect(declarations).toMatch(/^\/\/ toolset fs_read\n/);
+    expect(declarations).toMatch(
+      /declare function read_text_file\(args: \{[\s\S]*path: string;[\s\S]*\}\): Promise<\{ path: string;/,
+    );
+    expect(declarations).toMatch(/declare function write_file\(args: /);
+    expect(declarations).not.toMatch(/Returns \{/);
 
     const result = model.toolMessages(2).c2;
     expect(result).toBe(
@@ -81,7 +85,7 @@ describe('code exposure', () => {
     for (const row of calledBy) expect(row).toMatch(/ model in task \S+ \(run_code\)$/);
   });
 
-  it('refuses inactive, unknown and direct calls clearly; call_tool runs one tool', async () => {
+  it('refuses inactive, unknown and direct calls clearly; run_code {tool} runs one tool', async () => {
     const model = new ScriptedModel([
       calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read'] }, 'e1')),
       calls(
@@ -90,8 +94,9 @@ describe('code exposure', () => {
         call('run_code', { code: "const n: number = 1;\nawait tools['no_such_tool']({ n })" }, 'e4'),
         call('run_code', { code: 'return 1', extra: true }, 'e5'),
         call('read_text_file', { path: 'x.txt' }, 'e6'),
-        call('call_tool', { name: 'list_directory', arguments: { path: '.' } }, 'e7'),
-        call('call_tool', { name: 'run_code', arguments: { code: 'return 1' } }, 'e8'),
+        call('run_code', { tool: 'list_directory', arguments: { path: '.' } }, 'e7'),
+        call('run_code', { tool: 'run_code', arguments: { code: 'return 1' } }, 'e8'),
+        call('call_tool', { name: 'list_directory', arguments: { path: '.' } }, 'e9'),
       ),
       answer('done'),
     ]);
@@ -105,33 +110,53 @@ describe('code exposure', () => {
     expect(m.e3).toMatch(/\[run_code: 1 call: read_text_file ×1\]$/);
     // Type annotations are stripped; an unknown tool is not in `tools`.
     expect(m.e4).toMatch(/^Error: TypeError: not a function \(script line 2\)/);
-    expect(m.e5).toBe('Error: run_code takes only {code}; remove extra');
+    expect(m.e5).toBe(
+      'Error: run_code takes {code} (a script) or {tool, arguments} (one call); remove extra',
+    );
     expect(m.e6).toMatch(/read_text_file is not offered directly in this task; call it in a run_code script/);
     expect(JSON.parse(m.e7)).toHaveProperty('entries');
-    expect(m.e8).toMatch(/run_code is not run through call_tool/);
+    expect(m.e8).toMatch(/run_code’s `tool` names one tool of an active toolset/);
+    expect(m.e9).toMatch(/call_tool is not offered directly in this task/);
     await expect(stack.root).toBeTruthy();
   });
 
-  it('refuses a tool the policy asks about inside a script, recording no approval nobody will use', async () => {
+  it('refuses a tool the policy asks about inside a script, then waits for a human when it is called alone', async () => {
     const model = new ScriptedModel([
       calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_write'] }, 'p1')),
       calls(call('run_code', { code: "await write_file({ path: 'asked.txt', content: 'x' })" }, 'p2')),
-      answer('I need to call it directly.'),
+      calls(call('run_code', { tool: 'write_file', arguments: { path: 'asked.txt', content: 'x' } }, 'p3')),
+      answer('Written once approved.'),
     ]);
     stack = await makeStack({
       model,
       toolsets: SPLIT_TOOLSETS,
       policy: 'rules:\n  - { tool: write_file, decision: ask }\n',
     });
-    const res = await stack.post(stack.agentApp, '/agent/execute_task', { goal: 'ask', exposure: 'code' });
-    expect(res.body.status).toBe('completed');
+    const s = stack;
+    const started = await s.post(s.agentApp, '/agent/execute_task', {
+      goal: 'ask',
+      exposure: 'code',
+      wait: false,
+    });
+    const taskId = started.body.task_id as string;
+    await expect
+      .poll(async () => (await s.get(s.agentApp, `/agent/tasks/${taskId}`)).body.status, { timeout: 10_000 })
+      .toBe('awaiting_approval');
     expect(model.toolMessages(2).p2).toMatch(
-      /write_file needs a human's approval .* cannot wait for one: call write_file directly with call_tool/,
+      /write_file needs a human's approval .* cannot wait for one: call it alone, outside a script \(run_code \{"tool": "write_file"/,
     );
-    await expect(readFile(path.join(stack.root, 'asked.txt'))).rejects.toThrow(/ENOENT/);
-    expect((await stack.get(stack.agentApp, '/agent/approvals')).body.approvals).toEqual([]);
-    const pending = await stack.get(stack.gatewayApp, '/mcp/admin/approvals?status=pending');
-    expect(pending.body.approvals).toEqual([]);
+    // The script asked for no approval: the one pending is the lone call's.
+    const pending = (await s.get(s.agentApp, '/agent/approvals')).body.approvals;
+    expect(pending).toHaveLength(1);
+    expect(pending[0]).toMatchObject({ call_id: 'p3', subject: 'write_file' });
+    await expect(readFile(path.join(s.root, 'asked.txt'))).rejects.toThrow(/ENOENT/);
+    expect((await s.post(s.agentApp, `/agent/tasks/${taskId}/approvals/p3`, { approve: true })).status).toBe(
+      200,
+    );
+    await expect
+      .poll(async () => (await s.get(s.agentApp, `/agent/tasks/${taskId}`)).body.status, { timeout: 10_000 })
+      .toBe('completed');
+    expect(await readFile(path.join(s.root, 'asked.txt'), 'utf8')).toBe('x');
   });
 
   it('ends an endless script at its bound while another task runs to its end meanwhile', async () => {

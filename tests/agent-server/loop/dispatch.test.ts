@@ -226,7 +226,9 @@ describe('dispatch exposure', () => {
   it('TOOL_EXPOSURE sets the agent’s default, and a request may still ask for native', async () => {
     expect(loadConfig({ TOOL_EXPOSURE: 'dispatch' }).agent.exposure).toBe('dispatch');
     expect(loadConfig({}).agent.exposure).toBe('native');
-    expect(() => loadConfig({ TOOL_EXPOSURE: 'fixed' })).toThrow(/TOOL_EXPOSURE: must be native, dispatch or code/);
+    expect(() => loadConfig({ TOOL_EXPOSURE: 'fixed' })).toThrow(
+      /TOOL_EXPOSURE: must be native, dispatch or code/,
+    );
 
     const model = new ScriptedModel([
       calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read'] })),

@@ -76,5 +76,13 @@ export function codeGoals(t: TokenRun): Goal[] {
       native,
       TWELVE_GOAL,
     ),
+    // No goal: what the twelve cost once the provider's prefix cache is counted (code mode's prefix survives
+    // toggles; native mode's does not), beside the raw tokens above.
+    {
+      figure: `2. Cost per task with the prefix cache, code / native, the ${t.tasks} tasks`,
+      measured: `${f3(code.costPerTask / native.costPerTask)} ($${code.costPerTask.toFixed(4)} vs $${native.costPerTask.toFixed(4)})`,
+      goal: '—',
+      met: null,
+    },
   ];
 }

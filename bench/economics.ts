@@ -59,6 +59,8 @@ export interface ArmFigures {
   cachedShare: number;
   costPerTask: number;
   costPerTaskUncached: number;
+  /** Each task's input tokens, by its key (where an arm's cost goes). */
+  inputTokensByTask?: Record<string, number>;
   outputTokensPerTask: number;
 }
 
@@ -210,5 +212,8 @@ function figuresOf(ms: Measured[], arm: Arm): ArmFigures {
     costPerTask: sum((m) => cost(m, true)) / n,
     costPerTaskUncached: sum((m) => cost(m, false)) / n,
     outputTokensPerTask: sum((m) => m.outputTokens) / n,
+    inputTokensByTask: Object.fromEntries(
+      byTask.map((list) => [list[0].task, list.reduce((s, m) => s + input(m), 0)]),
+    ),
   };
 }

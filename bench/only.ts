@@ -48,6 +48,7 @@ try {
           inputTokens: a.inputTokensPerTask,
           callsRatio: all ? a.modelCallsPerTask / all.modelCallsPerTask : null,
           toolTokensRatio: all ? a.toolTokensPerRequest / all.toolTokensPerRequest : null,
+          byTask: a.inputTokensByTask,
         })),
         dataArms: r.dataArms?.map((a) => ({
           arm: a.arm,

@@ -25,12 +25,11 @@ export function runCodeTool(limits: ScriptLimits = DEFAULT_SCRIPT_LIMITS): ChatC
     function: {
       name: RUN_CODE,
       description:
-        '{code}: run a script, the body of an async JavaScript function, against the active tools ' +
-        '(manage_toolsets declares them): `const r = await read_text_file({ path: "a.md" })` returns the ' +
-        'result or throws. Only what it prints (console.log) and returns comes back: loop, filter and total ' +
-        `there. Bounds: ${limits.calls} calls, ${limits.cpuMs / 1000} s of computing, ` +
-        `${Math.round(limits.outputBytes / 1024)} KiB of output. {tool, arguments}: one call, for a tool that ` +
-        'needs a human’s approval (a script cannot wait for one).',
+        '{code}: run a script (an async JavaScript function body) against the active tools: ' +
+        '`const r = await read_text_file({ path: "a.md" })` returns the result or throws. Only what it prints ' +
+        `(console.log) and returns comes back. Bounds: ${limits.calls} calls, ${limits.cpuMs / 1000} s of ` +
+        `computing, ${Math.round(limits.outputBytes / 1024)} KiB of output. {tool, arguments}: one call, for a ` +
+        'tool that needs a human’s approval.',
       parameters: {
         type: 'object',
         properties: { code: { type: 'string' }, tool: { type: 'string' }, arguments: { type: 'object' } },

@@ -8,12 +8,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openAIModel } from '../../agent-server/clients/model.ts';
 import { armKey, armScripts } from '../../bench/arms.ts';
 import { RECORDED_LABEL, recordedGithubTools, writeBenchCatalog } from '../../bench/catalog.ts';
-import { economics, PRICE } from '../../bench/economics.ts';
+import { codeGoals } from '../../bench/code-goals.ts';
+import { scriptName } from '../../bench/code-script.ts';
+import { dataTasks } from '../../bench/data-tasks.ts';
+import { type ArmFigures, economics, PRICE } from '../../bench/economics.ts';
 import { type BenchResults, goals } from '../../bench/goals.ts';
 import { completion, goalMarker, type RecordedRequest, startMockModel } from '../../bench/mock-model.ts';
 import { RECORDED_SERVER_NAME, startRecordedServer } from '../../bench/recorded-server.ts';
 import { renderReport } from '../../bench/report.ts';
 import { ARMS, benchTasks, scriptFor } from '../../bench/tasks.ts';
+import type { TokenRun } from '../../bench/token-run.ts';
 import { createTokenCounter } from '../../lib/telemetry/tokens.ts';
 import { makeStack, type Stack } from '../helpers/stack.ts';
 
@@ -89,7 +93,7 @@ describe('the benchmark catalog', () => {
   });
 
   it('every tool a benchmark task calls exists in the toolset the task activates', () => {
-    for (const task of benchTasks('http://127.0.0.1:9')) {
+    for (const task of [...benchTasks('http://127.0.0.1:9'), ...dataTasks('http://127.0.0.1:9')]) {
       const active = new Set<string>();
       for (const actions of task.turns) {
         for (const a of actions) {
@@ -132,6 +136,45 @@ describe('the tasks in three arms', () => {
       expect(native.at(-1)).toEqual({ answer: task.answer });
     }
     expect(armScripts(tasks).size).toBe(tasks.length * ARMS.length);
+  });
+
+  it('code mode: each native reply’s tool calls are one run_code script calling those tools, toggles unchanged', () => {
+    for (const task of tasks) {
+      const native = scriptFor(task, 'native');
+      const code = scriptFor(task, 'code');
+      expect(code.length, task.key).toBe(native.length);
+      native.forEach((turn, i) => {
+        const theirs = code[i];
+        if (!('calls' in turn) || !('calls' in theirs)) return expect(theirs).toEqual(turn);
+        const toggles = (t: typeof turn) => t.calls.filter((c) => c.name === 'manage_toolsets');
+        expect(toggles(theirs).map((c) => c.arguments)).toEqual(toggles(turn).map((c) => c.arguments));
+        const tools = turn.calls.filter((c) => c.name !== 'manage_toolsets');
+        const runs = theirs.calls.filter((c) => c.name === 'run_code');
+        expect(runs).toHaveLength(tools.length > 0 ? 1 : 0);
+        for (const t of tools) expect(String(runs[0].arguments.code)).toContain(`${scriptName(t.name)}(`);
+      });
+    }
+  });
+
+  it('the data-heavy tasks: fewer replies in code mode, each script calling only tools active by then', () => {
+    const data = dataTasks('http://127.0.0.1:9');
+    expect(data).toHaveLength(4);
+    for (const task of data) {
+      expect(task.dataHeavy).toBe(true);
+      const native = scriptFor(task, 'native');
+      const code = scriptFor(task, 'code');
+      expect(code.length / native.length, task.key).toBeLessThanOrEqual(0.6 + 1e-9);
+      expect(code.at(-1)).toEqual({ answer: task.answer });
+      const nativeTools = new Set(
+        task.turns.flat().flatMap((a) => ('tool' in a ? [scriptName(a.tool)] : [])),
+      );
+      const scripts = code.flatMap((t) => ('calls' in t ? t.calls : [])).filter((c) => c.name === 'run_code');
+      expect(scripts.length).toBeGreaterThan(0);
+      for (const s of scripts) {
+        const called = [...String(s.arguments.code).matchAll(/\b([a-z_]+)\(\{/g)].map((m) => m[1]);
+        for (const name of called) expect(nativeTools.has(name), `${task.key}: ${name}`).toBe(true);
+      }
+    }
   });
 
   it('the mock model plays a task’s turn by the goal’s marker and records what it was sent', async () => {
@@ -262,6 +305,29 @@ describe('the token-economics figures', () => {
     );
     expect(dispatch.toolTokensPerRequest).toBe(tools);
     expect(PRICE.cachedInputPerM / PRICE.inputPerM).toBe(0.25);
+  });
+});
+
+describe('code mode’s goals', () => {
+  it('judges them from one run’s code and native figures, and has none without a code arm', () => {
+    const fig = (arm: string, tokens: number, calls: number) =>
+      ({
+        arm,
+        inputTokensPerTask: tokens,
+        modelCallsPerTask: calls,
+        costPerTask: tokens / 1e6,
+      }) as ArmFigures;
+    const run = {
+      tasks: 12,
+      dataTasks: 4,
+      arms: [fig('native', 1000, 6), fig('code', 1040, 6)],
+      dataArms: [fig('native', 3000, 5), fig('code', 1600, 3)],
+    } as unknown as TokenRun;
+    const judged = codeGoals(run);
+    expect(judged.map((g) => g.met)).toEqual([false, true, true, true, null]);
+    expect(judged[0].measured).toMatch(/^0\.533 \(1,600 vs 3,000\)/);
+    expect(judged[2].measured).toMatch(/^1\.040/);
+    expect(codeGoals({ ...run, arms: [fig('native', 1000, 6)] } as unknown as TokenRun)).toEqual([]);
   });
 });
 

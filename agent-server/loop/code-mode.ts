@@ -18,31 +18,28 @@ export const RUN_CODE = 'run_code';
 /** The longest script the model may send. */
 const MAX_CODE_CHARS = 64 * 1024;
 
-/** run_code as the model sees it. */
-export function runCodeTool(limits: ScriptLimits = DEFAULT_SCRIPT_LIMITS): ChatCompletionTool {
-  return {
-    type: 'function',
-    function: {
-      name: RUN_CODE,
-      description:
-        '{code}: run a script (an async JavaScript function body) against the active tools: ' +
-        '`const r = await read_text_file({ path: "a.md" })` returns the result or throws. Only what it prints ' +
-        `(console.log) and returns comes back. Bounds: ${limits.calls} calls, ${limits.cpuMs / 1000} s of ` +
-        `computing, ${Math.round(limits.outputBytes / 1024)} KiB of output. {tool, arguments}: one call, for a ` +
-        'tool that needs a human’s approval.',
-      parameters: {
-        type: 'object',
-        properties: { code: { type: 'string' }, tool: { type: 'string' }, arguments: { type: 'object' } },
-        additionalProperties: false,
-      },
+/**
+ * run_code as the model sees it: short, for it is in every request (a script's bounds are told when one is
+ * passed, not up front).
+ */
+export const runCodeTool: ChatCompletionTool = {
+  type: 'function',
+  function: {
+    name: RUN_CODE,
+    description:
+      '{code}: a script (an async JavaScript function body) calling the active tools — ' +
+      '`const r = await read_text_file({ path: "a.md" })` returns its result or throws. Only what it prints ' +
+      'and returns comes back. {tool, arguments}: one call, for a tool that needs a human’s approval.',
+    parameters: {
+      type: 'object',
+      properties: { code: { type: 'string' }, tool: { type: 'string' }, arguments: { type: 'object' } },
+      additionalProperties: false,
     },
-  };
-}
+  },
+};
 
-/** What a code task is told beside the catalog: how run_code works. */
-export const CODE_NOTE =
-  'Here the tools stay manage_toolsets and run_code: an activation declares its tools in TypeScript, as ' +
-  'functions of run_code scripts (also tools[name]: `declare const tools: Tools`).';
+/** What a code task is told beside the catalog: where its tools are. */
+export const CODE_NOTE = 'Activated tools are declared in TypeScript and called from run_code scripts.';
 
 /** The code-task part of the system prompt: the tools usable when it starts, declared. */
 export function startingDeclarations(usable: readonly GatewayTool[], shown: Set<string>): string {

@@ -147,7 +147,7 @@ export function declarationOf(tool: GatewayTool, alias: string | undefined): str
   const head = doc(output === undefined ? tool.description : withoutReturns(tool.description), '');
   if (alias) return `${head}declare function ${alias}${signature};`;
   // Its alias was another tool's first: it is only a member of `tools`.
-  return `${head}interface Tools { ${JSON.stringify(tool.name)}${signature} }`;
+  return `${head}declare const tools: { ${JSON.stringify(tool.name)}${signature} };`;
 }
 
 /**

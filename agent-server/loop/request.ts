@@ -2,7 +2,6 @@ import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/reso
 import type { GatewayTool } from '../../mcp-gateway/contract.ts';
 import type { ModelRequest } from '../clients/model.ts';
 import type { ToolExposure } from '../contract.ts';
-import { DEFAULT_SCRIPT_LIMITS, type ScriptLimits } from '../sandbox/limits.ts';
 import { runCodeTool } from './code-mode.ts';
 import { callToolTool } from './dispatch.ts';
 import { manageToolsetsTool } from './manage-toolsets.ts';
@@ -28,17 +27,8 @@ function functionTool(t: GatewayTool): ChatCompletionTool {
 /** The fixed tools array of a dispatch task: the same two tools, whatever is active. */
 const DISPATCH_TOOLS: readonly ChatCompletionTool[] = [manageToolsetsTool, callToolTool];
 
-/** A code task's fixed tools array, made once per set of bounds (run_code's description states them). */
-const codeTools = new WeakMap<ScriptLimits, readonly ChatCompletionTool[]>();
-
-function codeToolsFor(limits: ScriptLimits): readonly ChatCompletionTool[] {
-  let tools = codeTools.get(limits);
-  if (!tools) {
-    tools = [manageToolsetsTool, runCodeTool(limits)];
-    codeTools.set(limits, tools);
-  }
-  return tools;
-}
+/** The fixed tools array of a code task. */
+const CODE_TOOLS: readonly ChatCompletionTool[] = [manageToolsetsTool, runCodeTool];
 
 /**
  * The one place a model request is built. `native`: the meta-tool first, then the session's active tools in
@@ -52,13 +42,12 @@ export function buildModelRequest(
   tools: readonly GatewayTool[],
   exposure: ToolExposure = 'native',
   extra: readonly ChatCompletionTool[] = [],
-  limits: ScriptLimits = DEFAULT_SCRIPT_LIMITS,
 ): ModelRequest {
   const offered =
     exposure === 'dispatch'
       ? DISPATCH_TOOLS
       : exposure === 'code'
-        ? codeToolsFor(limits)
+        ? CODE_TOOLS
         : [manageToolsetsTool, ...tools.map(functionTool)];
   // The loop's own tools (read_stored_result once a result was moved out) come last: the prefix stays.
   return { model, messages: [...messages], tools: [...offered, ...extra] };

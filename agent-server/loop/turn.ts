@@ -1,5 +1,6 @@
 import type { GatewayTool, ToolsetInfo } from '../../mcp-gateway/contract.ts';
 import type { ModelReply, ModelRequest } from '../clients/model.ts';
+import { forgetUnusable, withdrawInactive } from './code-view.ts';
 import { compactIfNeeded } from './compact.ts';
 import { contextView, hasMovedOut, readStoredResultTool } from './context.ts';
 import { deltaSender } from './deltas.ts';
@@ -58,6 +59,8 @@ export async function prepareTurn(run: LoopRun, all: AllToolsets): Promise<Turn>
   const { signal } = deps;
   throwIfStopped(signal);
   const tools = await gateway.tools(sessionId, signal);
+  // A code task declares a deactivated toolset's tools again if it comes back (code-view.ts).
+  if (state.exposure.mode === 'code') forgetUnusable(state.exposure.shown, tools);
   const step = state.steps + 1;
   let request = requestOf(run, tools);
   const toolTokens = deps.tokens.tools(
@@ -186,9 +189,11 @@ export function resolveReply(state: LoopState, reply: ModelReply): Resolution {
 /** The request of the conversation as the model sees it (context.ts), with the read tool once it shows a stub. */
 function requestOf(run: LoopRun, tools: GatewayTool[]): ModelRequest {
   const { deps, state } = run;
-  const view = contextView(state.messages, state.context, state.stubs);
+  const whole = contextView(state.messages, state.context, state.stubs);
+  const view =
+    state.exposure.mode === 'code' ? withdrawInactive(whole, new Set(tools.map((t) => t.toolset))) : whole;
   const extra = hasMovedOut(state.context) ? [readStoredResultTool] : [];
-  return buildModelRequest(deps.modelName, view, tools, state.exposure.mode, extra, deps.scriptLimits);
+  return buildModelRequest(deps.modelName, view, tools, state.exposure.mode, extra);
 }
 
 function toolNames(request: ModelRequest): string[] {

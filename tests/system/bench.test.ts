@@ -143,16 +143,19 @@ describe('the tasks in three arms', () => {
       const native = scriptFor(task, 'native');
       const code = scriptFor(task, 'code');
       expect(code.length, task.key).toBe(native.length);
-      native.forEach((turn, i) => {
+      for (const [i, turn] of native.entries()) {
         const theirs = code[i];
-        if (!('calls' in turn) || !('calls' in theirs)) return expect(theirs).toEqual(turn);
+        if (!('calls' in turn) || !('calls' in theirs)) {
+          expect(theirs).toEqual(turn);
+          continue;
+        }
         const toggles = (t: typeof turn) => t.calls.filter((c) => c.name === 'manage_toolsets');
         expect(toggles(theirs).map((c) => c.arguments)).toEqual(toggles(turn).map((c) => c.arguments));
         const tools = turn.calls.filter((c) => c.name !== 'manage_toolsets');
         const runs = theirs.calls.filter((c) => c.name === 'run_code');
         expect(runs).toHaveLength(tools.length > 0 ? 1 : 0);
         for (const t of tools) expect(String(runs[0].arguments.code)).toContain(`${scriptName(t.name)}(`);
-      });
+      }
     }
   });
 

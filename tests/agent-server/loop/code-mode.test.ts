@@ -85,6 +85,29 @@ describe('code exposure', () => {
     for (const row of calledBy) expect(row).toMatch(/ model in task \S+ \(run_code\)$/);
   });
 
+  it('withdraws a deactivated toolset’s declarations from later requests, and declares it again on its return', async () => {
+    const model = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read', 'fs_write'] }, 'w1')),
+      calls(call('manage_toolsets', { action: 'DEACTIVATE', toolset_ids: ['fs_write'] }, 'w2')),
+      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_write'] }, 'w3')),
+      answer('ok'),
+    ]);
+    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
+    const res = await stack.post(stack.agentApp, '/agent/execute_task', { goal: 'toggle', exposure: 'code' });
+    expect(res.body.status).toBe('completed');
+    const first = (i: number) => model.toolMessages(i).w1;
+    expect(first(1)).toMatch(/\/\/ toolset fs_write\n[\s\S]*declare function write_file\(/);
+    // Deactivated: its declarations are gone from the request, fs_read's stay.
+    expect(first(2)).toMatch(/\/\/ toolset fs_write: deactivated, its declarations withdrawn$/);
+    expect(first(2)).toMatch(/declare function read_text_file\(/);
+    expect(first(2)).not.toMatch(/write_file\(/);
+    // Back: declared again in the new activation's result, once.
+    expect(first(3)).toMatch(/\/\/ toolset fs_write: declared again below$/);
+    expect(model.toolMessages(3).w3).toMatch(/declare function write_file\(/);
+    const [json] = model.toolMessages(3).w3.split('\n\n');
+    expect(JSON.parse(json).also_usable).toEqual(['read_text_file', 'list_directory', 'search_files']);
+  });
+
   it('refuses inactive, unknown and direct calls clearly; run_code {tool} runs one tool', async () => {
     const model = new ScriptedModel([
       calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read'] }, 'e1')),

@@ -433,6 +433,24 @@ describe.each(['sqlite', 'postgres'] as const)('the console on %s', (store) => {
         'edit_file started and never ended: a human decides',
       ],
     ]);
+    // Code mode: a run_code call shows its script, the calls it made say they are the script's.
+    const scripted = await page.evaluate(`(async () => {
+      const { describe } = await import('/console/assets/task.js');
+      const say = (type, data) => {
+        const [title, details] = describe({ type, data });
+        return [title, ...details.filter(Boolean).map((d) => (d instanceof Node ? d.textContent : d))];
+      };
+      return [
+        say('tool_call_started', { step: 2, tool_call_id: 'c', name: 'run_code', script: 'return await f({})' }),
+        say('tool_call_started', { step: 2, tool_call_id: 'c#1', name: 'f', in_script: 'c' }),
+        say('tool_call', { step: 2, tool_call_id: 'c#1', name: 'f', toolset: 't', ok: true, arguments: {}, output: '1', result_bytes: 1, in_script: 'c' }),
+      ];
+    })()`);
+    expect(scripted).toEqual([
+      ['Calling run_code', 'return await f({})'],
+      ['↳ script calls f'],
+      ['↳ Tool call: f (t)', '{}', '1'],
+    ]);
     // A wait for the owner's consent: the link to connect, and no link for an address that is not http(s).
     const consents = await page.evaluate(`(async () => {
       const { describe } = await import('/console/assets/task.js');

@@ -39,10 +39,14 @@ export function describe(e) {
         ],
       ];
     case 'tool_call_started':
-      return [`Calling ${d.name}`, []];
+      // A run_code call shows its script; a call the script made says so.
+      return [
+        `${d.in_script ? '↳ script calls' : 'Calling'} ${d.name}`,
+        typeof d.script === 'string' ? [el('pre', { class: 'script' }, clip(d.script))] : [],
+      ];
     case 'tool_call':
       return [
-        `${d.ok ? 'Tool call' : 'Tool call failed'}: ${d.name}${d.toolset ? ` (${d.toolset})` : ''}`,
+        `${d.in_script ? '↳ ' : ''}${d.ok ? 'Tool call' : 'Tool call failed'}: ${d.name}${d.toolset ? ` (${d.toolset})` : ''}`,
         [
           el('pre', { class: 'args' }, clip(d.arguments ?? {}, 2000)),
           el('pre', { class: d.ok ? 'output' : 'output error' }, clip(d.output)),

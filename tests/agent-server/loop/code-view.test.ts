@@ -45,7 +45,7 @@ describe('withdrawInactive', () => {
   it('keeps everything while every declared toolset is active, the same objects', () => {
     const view = withdrawInactive(messages, new Set(['a', 'b']));
     expect(view).toEqual(messages);
-    view.forEach((m, i) => expect(m).toBe(messages[i]));
+    for (const [i, m] of view.entries()) expect(m).toBe(messages[i]);
   });
 
   it('withdraws a deactivated toolset’s section only', () => {

@@ -64,6 +64,32 @@ describe('toolshift run, piped', () => {
     expect(model.requests[0].messages[1].content).toBe('save a file');
   });
 
+  it('shows a run_code script and each call it made, indented beneath it (code mode)', async () => {
+    const code =
+      "await write_file({ path: 'a.txt', content: 'x' });\nreturn (await read_text_file({ path: 'a.txt' })).content;";
+    const model = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_read', 'fs_write'] })),
+      calls(call('run_code', { code })),
+      answer('It says x.'),
+    ]);
+    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
+    const out = await cli(stack, 'run', 'write and read', '--exposure', 'code');
+    expect(out.code).toBe(0);
+    const lines = out.stderr.trimEnd().split('\n');
+    const at = lines.indexOf('  ▸ run_code');
+    expect(at).toBeGreaterThan(0);
+    expect(lines.slice(at + 1, at + 3)).toEqual([
+      "    │ await write_file({ path: 'a.txt', content: 'x' });",
+      "    │ return (await read_text_file({ path: 'a.txt' })).content;",
+    ]);
+    expect(lines[at + 3]).toBe('      ▸ write_file');
+    expect(lines[at + 4]).toMatch(new RegExp(`^ {6}✓ write_file ${DUR} · \\d+ B$`));
+    expect(lines[at + 5]).toBe('      ▸ read_text_file');
+    expect(lines[at + 6]).toMatch(new RegExp(`^ {6}✓ read_text_file ${DUR}`));
+    expect(lines[at + 7]).toMatch(new RegExp(`^ {2}✓ run_code ${DUR}`));
+    expect(out.stdout).toBe('It says x.\n');
+  });
+
   it('prints every event as a JSON line with --json, then the result', async () => {
     stack = await makeStack({ model: new ScriptedModel(writeScript()), toolsets: SPLIT_TOOLSETS });
     const out = await cli(stack, 'run', 'save a file', '--json');

@@ -5,8 +5,9 @@ import type { Action, BenchTask, CodeAction } from './task-types.ts';
 // cannot use each other's results) and returning their results, so it sees what native mode's tool messages
 // hold. Tasks that a script does in fewer replies carry their code-mode replies written by hand (task.code).
 
-/** A tool's name as a script calls it: a character not valid in a JavaScript identifier becomes `_`. */
-export const scriptName = (tool: string) => tool.replace(/[^A-Za-z0-9_$]/g, '_');
+/** A tool as a script calls it: by its name when that is an identifier, else as `tools["its-name"]`. */
+export const scriptName = (tool: string) =>
+  /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(tool) ? tool : `tools[${JSON.stringify(tool)}]`;
 
 const callText = (a: { tool: string; args: Record<string, unknown> }) =>
   `${scriptName(a.tool)}(${JSON.stringify(a.args)})`;

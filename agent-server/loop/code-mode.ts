@@ -119,11 +119,13 @@ export async function runCode(
       tools: usable.map((t) => ({ name: t.name, alias: aliases.get(t.name) })),
       limits,
     },
-    async (name, toolArgs, index) => {
+    async (name, toolArgs, index, runSignal) => {
       names.push(name);
       await ctx.started?.(index, name);
       const began = performance.now();
-      const answer = await innerCall(ctx, name, toolArgs, index);
+      // The call ends with the task, and with the run when the script is ended before it (a bound passed).
+      const signal = ctx.signal ? AbortSignal.any([ctx.signal, runSignal]) : runSignal;
+      const answer = await innerCall({ ...ctx, signal }, name, toolArgs, index);
       const content = answer.ok ? (JSON.stringify(answer.value) ?? '') : `Error: ${answer.error}`;
       ctx.ended?.({
         index,
@@ -138,7 +140,7 @@ export async function runCode(
     },
     ctx.signal,
   );
-  return { ok: run.error === undefined, content: reportOf(run, names, limits) };
+  return { ok: run.error === undefined, content: reportOf(run, names) };
 }
 
 /** One call of a script, through the gateway as a direct call goes; its failure is the script's error. */
@@ -164,7 +166,8 @@ async function innerCall(
       ? { ok: true, value: result.result }
       : { ok: false, error: result.error ?? `${name} failed without a message` };
   } catch (err) {
-    if (ctx.signal?.aborted) throw ctx.signal.reason;
+    if (ctx.signal?.aborted)
+      return { ok: false, error: `${name} was cut short: ${(ctx.signal.reason as Error)?.message}` };
     if (err instanceof AnswerLost) return { ok: false, error: `${name}: ${err.message}; it may have run` };
     return { ok: false, error: (err as Error).message };
   }
@@ -190,20 +193,19 @@ function stripTypes(code: string): string {
 }
 
 /** The tool message of a run: printed text, the value, the error with its line, a summary of the calls. */
-function reportOf(run: ScriptRun, names: readonly string[], limits: ScriptLimits): string {
+function reportOf(run: ScriptRun, names: readonly string[]): string {
   const parts: string[] = [];
   if (run.output !== '') parts.push(run.output.replace(/\n$/, ''));
-  if (run.returned !== undefined) {
-    const room = Math.max(256, limits.outputBytes - Buffer.byteLength(run.output));
-    parts.push(
-      `returned: ${run.returned.length > room ? `${run.returned.slice(0, room)}… (cut at ${room} characters)` : run.returned}`,
-    );
-  }
+  // The sandbox cut the value to what the output's bound left of it.
+  if (run.returned !== undefined) parts.push(`returned: ${run.returned}`);
   if (run.error)
     parts.push(`Error: ${run.error.message}${run.error.line ? ` (script line ${run.error.line})` : ''}`);
   const counts = new Map<string, number>();
   for (const n of names) counts.set(n, (counts.get(n) ?? 0) + 1);
   const calls = [...counts].map(([n, k]) => `${n} ×${k}`).join(', ');
-  parts.push(`[run_code: ${run.calls} call${run.calls === 1 ? '' : 's'}${calls ? `: ${calls}` : ''}]`);
+  const abandoned = run.abandoned ? `; ${run.abandoned} more it did not wait for were not made` : '';
+  parts.push(
+    `[run_code: ${run.calls} call${run.calls === 1 ? '' : 's'}${calls ? `: ${calls}` : ''}${abandoned}]`,
+  );
   return parts.join('\n');
 }

@@ -1,12 +1,11 @@
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import type { GatewayTool } from '../../mcp-gateway/contract.ts';
 import { MANAGE_TOOLSETS } from './manage-toolsets.ts';
 
 // A code task's conversation as the model is sent it. Declarations stay where an activation put them, so
-// activating never changes what came before; once a toolset is deactivated its declarations are withdrawn
-// from the activation result that carried them (and declared again if it comes back), so a task does not pay
-// for tools it can no longer call in every request that follows. The prefix a provider caches then changes
-// once, from that activation result on, where native mode's changes at the tools array on every toggle.
+// activating never changes what came before; while a toolset is inactive its declarations are withdrawn from
+// the activation result that carried them (and stand there again once it is active again: the conversation
+// still holds them), so a task does not pay for tools it cannot call in every request that follows. The prefix
+// a provider caches then changes at that activation result, where native mode's changes at the tools array.
 
 /** The first line of a toolset's declarations (declarations.ts). */
 const SECTION = /^\/\/ toolset (\S+)$/;
@@ -25,10 +24,20 @@ function sections(text: string): { toolset: string; text: string }[] {
   return out.map((s) => ({ toolset: s.toolset, text: s.lines.join('\n') }));
 }
 
-/**
- * `messages` with the declarations of toolsets not in `active` withdrawn, and of each active toolset only the
- * latest kept; messages with nothing to withdraw are the same objects.
- */
+/** The gateway's JSON and the declarations after it, when `content` is a code task's activation result. */
+function declared(content: string): { json: string; declarations: string } | undefined {
+  const at = content.indexOf(DECLARATIONS);
+  if (!content.startsWith('{') || at < 0) return undefined;
+  // Only the result the agent wrote: the gateway's JSON whole (a JSON text holds no raw line break), then ours.
+  try {
+    JSON.parse(content.slice(0, at));
+  } catch {
+    return undefined;
+  }
+  return { json: content.slice(0, at), declarations: content.slice(at + 2) };
+}
+
+/** `messages` with the declarations of toolsets not in `active` withdrawn; other messages are the same objects. */
 export function withdrawInactive(
   messages: ChatCompletionMessageParam[],
   active: ReadonlySet<string>,
@@ -39,30 +48,15 @@ export function withdrawInactive(
     for (const c of m.tool_calls ?? [])
       if (c.type === 'function' && c.function.name === MANAGE_TOOLSETS) activations.add(c.id);
   }
-  const later = new Set<string>();
-  const out = [...messages];
-  for (let i = out.length - 1; i >= 0; i--) {
-    const m = out[i];
-    if (m.role !== 'tool' || typeof m.content !== 'string' || !activations.has(m.tool_call_id)) continue;
-    const at = m.content.indexOf(DECLARATIONS);
-    if (at < 0) continue;
-    let changed = false;
-    const kept = sections(m.content.slice(at + 2)).map((s) => {
-      const keep = active.has(s.toolset) && !later.has(s.toolset);
-      later.add(s.toolset);
-      if (keep) return s.text;
-      changed = true;
-      return active.has(s.toolset)
-        ? `// toolset ${s.toolset}: declared again below`
-        : `// toolset ${s.toolset}: deactivated, its declarations withdrawn`;
-    });
-    if (changed) out[i] = { ...m, content: `${m.content.slice(0, at)}\n\n${kept.join('\n')}` };
-  }
-  return out;
-}
-
-/** Forgets the tools no longer usable, so an activation that brings them back declares them again. */
-export function forgetUnusable(shown: Set<string>, usable: readonly GatewayTool[]): void {
-  const names = new Set(usable.map((t) => t.name));
-  for (const name of shown) if (!names.has(name)) shown.delete(name);
+  return messages.map((m) => {
+    if (m.role !== 'tool' || typeof m.content !== 'string' || !activations.has(m.tool_call_id)) return m;
+    const parts = declared(m.content);
+    if (!parts) return m;
+    const all = sections(parts.declarations);
+    if (all.every((s) => active.has(s.toolset))) return m;
+    const kept = all.map((s) =>
+      active.has(s.toolset) ? s.text : `// toolset ${s.toolset}: deactivated, its declarations withdrawn`,
+    );
+    return { ...m, content: `${parts.json}\n\n${kept.join('\n')}` };
+  });
 }

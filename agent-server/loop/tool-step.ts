@@ -194,7 +194,9 @@ export async function runToolCalls(
     const started = performance.now();
     const name = (ctx.exposure?.mode ?? 'native') !== 'native' ? calledName(call) : call.function.name;
     ctx.emit('tool_call_started', { step: ctx.step, tool_call_id: call.id, name, ...scriptOf(call, ctx) });
-    if (ctx.quota && name !== MANAGE_TOOLSETS && name !== READ_STORED_RESULT) await withinQuota(ctx, call.id);
+    // A script is not a call: each of its calls counts on its own.
+    const counted = name !== MANAGE_TOOLSETS && name !== READ_STORED_RESULT && name !== RUN_CODE;
+    if (ctx.quota && counted) await withinQuota(ctx, call.id);
     const outcome = await callOutcome(call, index, name, messages, ctx);
     throwIfStopped(ctx.signal);
     const message: ChatCompletionMessageParam = {
@@ -326,7 +328,7 @@ function scriptHooks(ctx: ToolStepContext, callId: string): ScriptHooks {
           tool_call_id: id(seen.index),
           name: seen.name,
           toolset: seen.toolset,
-          arguments: seen.args,
+          arguments: boundedArguments(seen.args),
           ok: seen.ok,
           result_bytes: Buffer.byteLength(seen.content),
           output: cut(seen.content),
@@ -336,6 +338,14 @@ function scriptHooks(ctx: ToolStepContext, callId: string): ScriptHooks {
       );
     },
   };
+}
+
+/** A script's call's arguments as its event keeps them: whole up to 2,000 characters of JSON, else cut. */
+function boundedArguments(args: Record<string, unknown>): unknown {
+  const text = JSON.stringify(args);
+  return text.length <= EVENT_OUTPUT_CHARS
+    ? args
+    : { cut: `${text.slice(0, EVENT_OUTPUT_CHARS)}…`, length: text.length };
 }
 
 const cut = (text: string) =>

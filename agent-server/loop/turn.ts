@@ -1,6 +1,6 @@
 import type { GatewayTool, ToolsetInfo } from '../../mcp-gateway/contract.ts';
 import type { ModelReply, ModelRequest } from '../clients/model.ts';
-import { forgetUnusable, withdrawInactive } from './code-view.ts';
+import { withdrawInactive } from './code-view.ts';
 import { compactIfNeeded } from './compact.ts';
 import { contextView, hasMovedOut, readStoredResultTool } from './context.ts';
 import { deltaSender } from './deltas.ts';
@@ -59,8 +59,6 @@ export async function prepareTurn(run: LoopRun, all: AllToolsets): Promise<Turn>
   const { signal } = deps;
   throwIfStopped(signal);
   const tools = await gateway.tools(sessionId, signal);
-  // A code task declares a deactivated toolset's tools again if it comes back (code-view.ts).
-  if (state.exposure.mode === 'code') forgetUnusable(state.exposure.shown, tools);
   const step = state.steps + 1;
   let request = requestOf(run, tools);
   const toolTokens = deps.tokens.tools(

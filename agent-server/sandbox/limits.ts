@@ -67,7 +67,10 @@ export interface ScriptEnded {
   error?: { message: string; line?: number };
 }
 
-export type FromWorker = CallAsked | ScriptEnded;
+/** A slice of the script starts (with the computing time it has left) or ends: the task's watchdog. */
+export type SliceMark = { type: 'busy'; ms: number } | { type: 'idle' };
+
+export type FromWorker = CallAsked | ScriptEnded | SliceMark;
 
 /** The task answers a call: the tool's value as JSON text, or why it failed. */
 export type CallAnswered = { type: 'answer'; id: number } & (

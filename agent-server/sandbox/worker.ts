@@ -6,7 +6,7 @@ import {
   type QuickJSHandle,
   type QuickJSSyncVariant,
 } from 'quickjs-emscripten-core';
-import type { CallAnswered, JobGiven, ScriptEnded, ScriptJob } from './limits.ts';
+import type { CallAnswered, JobGiven, ScriptEnded, ScriptJob, SliceMark } from './limits.ts';
 
 // One run_code script, in QuickJS compiled to WebAssembly, in its own worker thread: the script sees the
 // language, its tool functions, console.log and a bounded sleep, nothing of the host (no require, process,
@@ -34,7 +34,10 @@ const PRELUDE = `(() => {
   const tools = {};
   for (const [name, alias] of TOOLS) {
     const f = async (args) => {
-      const text = await call(name, JSON.stringify(args === undefined ? {} : args));
+      if (args === undefined) args = {};
+      if (typeof args !== 'object' || args === null || Array.isArray(args))
+        throw new TypeError(name + ' takes one object of its parameters, as its declaration shows');
+      const text = await call(name, JSON.stringify(args));
       return text === '' ? undefined : JSON.parse(text);
     };
     tools[name] = f;
@@ -43,6 +46,7 @@ const PRELUDE = `(() => {
   globalThis.tools = Object.freeze(tools);
   const RealDate = Date;
   const noClock = () => { throw new Error('run_code has no clock: Date.now() and new Date() without a value are not available'); };
+  Object.defineProperty(RealDate, 'now', { value: noClock });
   const SafeDate = new Proxy(RealDate, {
     construct(target, args) { if (args.length === 0) noClock(); return Reflect.construct(target, args); },
     apply() { noClock(); },
@@ -84,15 +88,35 @@ runtime.setInterruptHandler(() => {
   return false;
 });
 
-/** Runs some of the script, counting the time against its computing bound. */
+/**
+ * Runs some of the script, counting the time against its computing bound; the task hears when a slice starts
+ * and ends, and ends the thread itself if one outruns the bound (an operation the interpreter does not stop).
+ */
 function slice<T>(fn: () => T): T {
+  port.postMessage({ type: 'busy', ms: Math.max(0, limits.cpuMs - cpuUsed) } satisfies SliceMark);
   sliceStart = performance.now();
   try {
     return fn();
   } finally {
     cpuUsed += performance.now() - sliceStart;
     sliceStart = undefined;
+    port.postMessage({ type: 'idle' } satisfies SliceMark);
   }
+}
+
+/** `text` cut to at most `bytes` of UTF-8, never inside a character. */
+function cutBytes(text: string, bytes: number): string {
+  if (Buffer.byteLength(text) <= bytes) return text;
+  let lo = 0;
+  let hi = Math.min(text.length, bytes);
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (Buffer.byteLength(text.slice(0, mid)) <= bytes) lo = mid;
+    else hi = mid - 1;
+  }
+  // A surrogate pair is one character.
+  const code = text.charCodeAt(lo - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? lo - 1 : lo);
 }
 
 function finish(result: Omit<ScriptEnded, 'type' | 'output' | 'truncated'>): void {
@@ -114,6 +138,8 @@ function errorOf(handle: QuickJSHandle): { message: string; line?: number } {
 function hostFunctions(): void {
   const fns: Record<string, (...args: QuickJSHandle[]) => QuickJSHandle | undefined> = {
     __call: (nameH, argsH) => {
+      // A run being stopped makes no more calls: its promise never settles, and the run ends.
+      if (stopping) return vm.newPromise().handle;
       const name = vm.getString(nameH);
       const args = vm.getString(argsH);
       calls += 1;
@@ -122,7 +148,7 @@ function hostFunctions(): void {
         return vm.newPromise().handle;
       }
       const deferred = vm.newPromise();
-      if (args.length > limits.argumentBytes) {
+      if (Buffer.byteLength(args) > limits.argumentBytes) {
         const e = vm.newError(`the arguments of ${name} are over ${limits.argumentBytes} bytes as JSON`);
         deferred.reject(e);
         e.dispose();
@@ -134,13 +160,12 @@ function hostFunctions(): void {
       return deferred.handle;
     },
     __print: (textH) => {
+      if (stopping) return undefined;
       const text = `${vm.getString(textH)}\n`;
       const bytes = Buffer.byteLength(text);
       if (outputBytes + bytes > limits.outputBytes) {
-        output += Buffer.from(text)
-          .subarray(0, limits.outputBytes - outputBytes)
-          .toString();
-        outputBytes = limits.outputBytes;
+        output += cutBytes(text, limits.outputBytes - outputBytes);
+        outputBytes = Buffer.byteLength(output);
         truncated = true;
         stopping = `the script printed more than ${limits.outputBytes} bytes; print less (a total, the rows that matter)`;
         return undefined;
@@ -150,6 +175,7 @@ function hostFunctions(): void {
       return undefined;
     },
     __sleep: (msH) => {
+      if (stopping) return vm.newPromise().handle;
       const ms = vm.getNumber(msH);
       const deferred = vm.newPromise();
       if (slept + ms > limits.sleepMs) {
@@ -201,6 +227,13 @@ function check(): void {
   if (state.type === 'fulfilled') {
     const value = vm.typeof(state.value) === 'string' ? vm.getString(state.value) : undefined;
     state.value.dispose();
+    // The value shares the output's bound with what was printed.
+    const room = Math.max(0, limits.outputBytes - outputBytes);
+    if (value !== undefined && Buffer.byteLength(value) > room) {
+      truncated = true;
+      finish({ returned: `${cutBytes(value, room)}…` });
+      return;
+    }
     finish(value === undefined ? {} : { returned: value });
     return;
   }

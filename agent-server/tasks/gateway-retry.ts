@@ -91,5 +91,8 @@ export function ridingOutages(
     getApproval: (...a) => again(() => gateway.getApproval(...a)),
     renderPrompt: (...a) => again(() => gateway.renderPrompt(...a)),
     forTask: (taskId, owner) => ridingOutages(gateway.forTask(taskId, owner), signal, onWait, awayMs),
+    // The same client marked otherwise rides out the same outages (a script's calls, goal priming).
+    scripted: () => ridingOutages(gateway.scripted(), signal, onWait, awayMs),
+    priming: () => ridingOutages(gateway.priming(), signal, onWait, awayMs),
   };
 }

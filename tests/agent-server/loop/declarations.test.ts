@@ -51,14 +51,44 @@ describe('declarations', () => {
     expect(typeOf(deep)).toMatch(/unknown/);
   });
 
-  it('gives each tool a script name: its own, `_` for what is not an identifier, none on a clash', () => {
+  it('makes a tool a global only under its own name, when that is an identifier the script may take', () => {
     const aliases = aliasesOf([{ name: 'get-sum' }, { name: 'get_sum' }, { name: '2fa' }, { name: 'print' }]);
     expect([...aliases]).toEqual([
-      ['get-sum', 'get_sum'],
-      ['get_sum', undefined],
-      ['2fa', '_2fa'],
-      ['print', 'print_'],
+      ['get-sum', undefined],
+      ['get_sum', 'get_sum'],
+      ['2fa', undefined],
+      ['print', undefined],
     ]);
+  });
+
+  it('stays small for a hostile schema: nested type lists, huge enums, thousands of properties', () => {
+    let nested: Record<string, unknown> = { type: 'string' };
+    for (let i = 0; i < 8; i++)
+      nested = { type: Array(8).fill('object'), properties: { p: nested, q: nested } };
+    const started = performance.now();
+    const text = typeOf(nested);
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(text.length).toBeLessThan(200_000);
+    expect(typeOf({ enum: Array.from({ length: 50_000 }, (_, i) => `v${i}`) })).toBe('string');
+    const wide = typeOf({
+      type: 'object',
+      properties: Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`k${i}`, { type: 'string' }])),
+    });
+    expect(wide.split('\n').length).toBeLessThanOrEqual(103);
+    expect(wide).toContain('[key: string]: unknown;');
+    const huge = declarationsFor(
+      [
+        tool('big', {
+          type: 'object',
+          properties: Object.fromEntries(
+            Array.from({ length: 90 }, (_, i) => [`p${i}`, { type: 'string', description: 'x'.repeat(500) }]),
+          ),
+        }),
+      ],
+      new Set(),
+    );
+    expect(huge.length).toBeLessThan(2_000);
+    expect(huge).toContain('declare function big(args?: Record<string, unknown>): Promise<unknown>;');
   });
 
   it('declares each tool once per conversation, grouped by toolset, with what it returns when known', () => {
@@ -77,7 +107,7 @@ describe('declarations', () => {
     );
     const second = declarationsFor([a, b], shown);
     expect(second).toBe(
-      '// toolset ts2\n/** Does get-sum. */\ndeclare function get_sum(args?: Record<string, unknown>): Promise<unknown>;',
+      '// toolset ts2\n/** Does get-sum. */\ndeclare const tools: { "get-sum"(args?: Record<string, unknown>): Promise<unknown> };',
     );
     expect(declarationsFor([a, b], shown)).toBe('');
   });

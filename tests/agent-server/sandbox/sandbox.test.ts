@@ -179,4 +179,66 @@ describe('run_code sandbox', () => {
     stop.abort(new Error('cancelled'));
     await expect(stopped).rejects.toThrow('cancelled');
   });
+
+  it('makes no call the script did not wait for once it ended, and ends those in flight with the run', async () => {
+    const started: number[] = [];
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const slow: ScriptCall = async (_name, args) => {
+      started.push(Number(args.a));
+      await gate;
+      return { ok: true, value: 1 };
+    };
+    const pending = runScript(
+      { code: 'for (let i = 0; i < 12; i++) add({ a: i });\nreturn "ok"', tools: TOOLS, limits: LIMITS },
+      slow,
+    );
+    await expect.poll(() => started.length).toBe(4);
+    release();
+    const r = await pending;
+    expect(r).toMatchObject({ returned: '"ok"', calls: 4, abandoned: 8 });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(started).toEqual([0, 1, 2, 3]);
+  });
+
+  it('makes no call after a bound was passed, even from a handler that caught the interrupt', async () => {
+    const r = await run(
+      'async function spin() { for (;;) {} }\nspin().catch(() => add({ a: 7 }));\nawait sleep(50)',
+    );
+    expect(r.error?.message).toMatch(/computing time/);
+    expect(r.seen).toEqual([]);
+    const printed = await run('print("x".repeat(5000));\nawait add({ a: 1 })', {
+      ...LIMITS,
+      outputBytes: 1024,
+    });
+    expect(printed.error?.message).toMatch(/printed more than 1024 bytes/);
+    expect(printed.seen).toEqual([]);
+  });
+
+  it('ends a slice the interpreter does not interrupt (one long operation after another) from the task', async () => {
+    const r = await run('const big = "x".repeat(5e6);\nfor (;;) big.slice(1).length', {
+      ...LIMITS,
+      cpuMs: 300,
+    });
+    expect(r.error?.message).toMatch(/ran longer than its 300 ms of computing time/);
+  });
+
+  it('bounds output and value in bytes, cutting on a character, and says what a call takes', async () => {
+    const limits = { ...LIMITS, outputBytes: 4096 };
+    const value = await run('return "€".repeat(40000)', limits);
+    expect(value.truncated).toBe(true);
+    expect(Buffer.byteLength(value.returned as string)).toBeLessThanOrEqual(4096 + 3);
+    expect(value.returned).not.toContain('\uFFFD');
+    const printed = await run('print("€".repeat(3000))', limits);
+    expect(Buffer.byteLength(printed.output)).toBeLessThanOrEqual(4096);
+    expect(printed.output).not.toContain('\uFFFD');
+    const fn = await run('await add(() => 1)');
+    expect(fn.error?.message).toBe(
+      'TypeError: add takes one object of its parameters, as its declaration shows',
+    );
+    const clock = await run("return Object.getOwnPropertyDescriptor(Date, 'now').value()");
+    expect(clock.error?.message).toMatch(/no clock/);
+  });
 });

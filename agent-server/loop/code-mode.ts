@@ -27,13 +27,12 @@ export const runCodeTool: ChatCompletionTool = {
   function: {
     name: RUN_CODE,
     description:
-      '{code}: a script (an async JavaScript function body) calling the active tools — ' +
-      '`const r = await read_text_file({ path: "a.md" })` returns its result or throws. Only what it prints ' +
-      'and returns comes back. {tool, arguments}: one call, for a tool that needs a human’s approval.',
+      '{code}: an async JavaScript function body calling the active tools (`await read_text_file({ path: "a.md" })` ' +
+      'returns its result or throws); only what it prints and returns comes back. {tool, arguments}: one call, ' +
+      'for a tool that needs a human’s approval.',
     parameters: {
       type: 'object',
       properties: { code: { type: 'string' }, tool: { type: 'string' }, arguments: { type: 'object' } },
-      additionalProperties: false,
     },
   },
 };
@@ -202,7 +201,7 @@ function reportOf(run: ScriptRun, names: readonly string[]): string {
     parts.push(`Error: ${run.error.message}${run.error.line ? ` (script line ${run.error.line})` : ''}`);
   const counts = new Map<string, number>();
   for (const n of names) counts.set(n, (counts.get(n) ?? 0) + 1);
-  const calls = [...counts].map(([n, k]) => `${n} ×${k}`).join(', ');
+  const calls = [...counts].map(([n, k]) => (k === 1 ? n : `${n} ×${k}`)).join(', ');
   const abandoned = run.abandoned ? `; ${run.abandoned} more it did not wait for were not made` : '';
   parts.push(
     `[run_code: ${run.calls} call${run.calls === 1 ? '' : 's'}${calls ? `: ${calls}` : ''}${abandoned}]`,

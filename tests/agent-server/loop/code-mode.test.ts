@@ -56,7 +56,7 @@ describe('code exposure', () => {
 
     const result = model.toolMessages(2).c2;
     expect(result).toBe(
-      'total 12\nreturned: 12\n[run_code: 7 calls: write_file ×3, list_directory ×1, read_text_file ×3]',
+      'total 12\nreturned: 12\n[run_code: 7 calls: write_file ×3, list_directory, read_text_file ×3]',
     );
     expect(await readFile(path.join(stack.root, 'orders/b.txt'), 'utf8')).toBe('4');
 
@@ -136,7 +136,7 @@ describe('code exposure', () => {
     // write_file is not even a function in the script: fs_write is not active.
     expect(m.e2).toMatch(/^Error: ReferenceError: 'write_file' is not defined \(script line 1\)/);
     expect(m.e3).toMatch(/^Error: Error: .*nope\.txt/);
-    expect(m.e3).toMatch(/\[run_code: 1 call: read_text_file ×1\]$/);
+    expect(m.e3).toMatch(/\[run_code: 1 call: read_text_file\]$/);
     // Type annotations are stripped; an unknown tool is not in `tools`.
     expect(m.e4).toMatch(/^Error: TypeError: not a function \(script line 2\)/);
     expect(m.e5).toBe(

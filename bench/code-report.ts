@@ -23,9 +23,9 @@ export function codeSection(t: TokenRun): string[] {
   const twelve = `the ${t.tasks} tasks`;
   const four = `${t.dataTasks} data-heavy tasks`;
   const lines = [
-    '- Code mode (`code`: `exposure: "code"`): the tools array stays `[manage_toolsets, run_code, call_tool]`; an ' +
-      "activation's result carries TypeScript declarations of the tools it made usable, and the model calls them from " +
-      "scripts. On the twelve tasks each reply's tool calls become one `run_code` script making those calls and returning " +
+    '- Code mode (`code`: `exposure: "code"`): the tools array stays `[manage_toolsets, run_code]`; an ' +
+      "activation's result carries TypeScript declarations of the tools it made usable (withdrawn while their toolset " +
+      "is inactive), and the model calls them from scripts. On the twelve tasks each reply's tool calls become one `run_code` script making those calls and returning " +
       'their results (bench/code-script.ts), so a task takes as many model calls as in native mode.',
     '- Data-heavy tasks (bench/data-tasks.ts), beside the twelve and measured apart: total the 2026 orders of 30 ' +
       "customers kept as JSON files (the customer list, each one's orders, the prices of the products they name); the " +

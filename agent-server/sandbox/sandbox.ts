@@ -25,10 +25,21 @@ function startWorker(): Worker {
   return worker;
 }
 
-/** A started worker for a run, and a spare started for the next. */
+/** How long a spare waits for a run before it is ended: an idle thread with its interpreter holds ~45 MiB. */
+const SPARE_IDLE_MS = 60_000;
+let spareTimer: NodeJS.Timeout | undefined;
+
+/** A started worker for a run, and a spare started for the next (ended if no run comes for it). */
 function takeWorker(): Worker {
   const worker = spare && !gone.has(spare) ? spare : startWorker();
-  spare = startWorker();
+  const next = startWorker();
+  spare = next;
+  clearTimeout(spareTimer);
+  spareTimer = setTimeout(() => {
+    if (spare === next) spare = undefined;
+    next.terminate().catch(() => undefined);
+  }, SPARE_IDLE_MS);
+  spareTimer.unref();
   return worker;
 }
 

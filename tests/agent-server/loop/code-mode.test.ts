@@ -149,6 +149,38 @@ describe('code exposure', () => {
     await expect(stack.root).toBeTruthy();
   });
 
+  it('a toolset the operator disables while a script runs: its next call is refused, the script hears why', async () => {
+    const model = new ScriptedModel([
+      calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_write'] }, 'd1')),
+      calls(
+        call(
+          'run_code',
+          {
+            code:
+              "await write_file({ path: 'one.txt', content: '1' });\n" +
+              "try { await write_file({ path: 'two.txt', content: '2' }) } catch (e) { print('refused:', e.message) }",
+          },
+          'd2',
+        ),
+      ),
+      answer('done'),
+    ]);
+    let writes = 0;
+    let s: Stack | undefined;
+    // Between the script's two calls, the operator disables fs_write.
+    const intercept = async (request: Request, next: () => Promise<Response>) => {
+      if (request.url.includes('/mcp/tools/write_file/call') && ++writes === 2 && s)
+        await s.post(s.gatewayApp, '/mcp/admin/toolsets', { action: 'DISABLE', toolset_ids: ['fs_write'] });
+      return next();
+    };
+    s = stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS, interceptGateway: intercept });
+    const res = await s.post(s.agentApp, '/agent/execute_task', { goal: 'disable', exposure: 'code' });
+    expect(res.body.status).toBe('completed');
+    expect(model.toolMessages(2).d2).toMatch(/^refused: .*fs_write.*disabled/m);
+    expect(await readFile(path.join(s.root, 'one.txt'), 'utf8')).toBe('1');
+    await expect(readFile(path.join(s.root, 'two.txt'))).rejects.toThrow(/ENOENT/);
+  });
+
   it('refuses a tool the policy asks about inside a script, then waits for a human when it is called alone', async () => {
     const model = new ScriptedModel([
       calls(call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fs_write'] }, 'p1')),

@@ -61,6 +61,25 @@ describe("a task's gateway through the gateway's database outage", () => {
     expect(waits).toHaveLength(1);
   });
 
+  it('rides it out as well through the same client marked as a script’s or as goal priming', async () => {
+    const result = { success: true, result: 'read', execution_time_ms: 1 };
+    for (const mark of ['scripted', 'priming'] as const) {
+      const seen: (string | null)[] = [];
+      const client = createGatewayClient({
+        baseUrl: 'http://gateway.test',
+        fetch: async (_url, init) => {
+          seen.push(new Headers(init?.headers).get('x-toolshift-by-agent'));
+          return (seen.length === 1 ? unavailable : ok(result))();
+        },
+      });
+      const riding = ridingOutages(client, new AbortController().signal, () => {});
+      expect(await settled(riding[mark]().callTool('s', 'read_text_file', { path: 'a' }))).toMatchObject({
+        success: true,
+      });
+      expect(seen).toEqual(Array(2).fill(mark === 'scripted' ? 'run_code' : 'goal priming'));
+    }
+  });
+
   it('sends a tool call again only when the gateway refused it for its database (nothing ran)', async () => {
     const result = { success: true, result: 'read', execution_time_ms: 1 };
     const { client, asked } = gateway([unavailable, ok(result)]);

@@ -144,36 +144,62 @@ describe('npm publish, npm i -g, toolshift serve', () => {
   it('serves from the user data directory, printed at start, and runs a scripted task through the installed CLI', async () => {
     // Activates the shipped file and memory toolsets (memory is an upstream MCP server the package brought
     // along), writes a file and remembers something, then answers.
+    // And a task in code mode: its script runs in the sandbox's worker as the package built it (dist/).
+    const coded = [
+      {
+        calls: [
+          {
+            id: 'a',
+            name: 'manage_toolsets',
+            arguments: { action: 'ACTIVATE', toolset_ids: ['file_system_tools'] },
+          },
+        ],
+      },
+      {
+        calls: [
+          {
+            id: 'r',
+            name: 'run_code',
+            arguments: {
+              code: "const w = await write_file({ path: 'code.txt', content: 'from a script\\n' });\nreturn w.action;",
+            },
+          },
+        ],
+      },
+      { answer: 'wrote code.txt' },
+    ];
     const model = await startMockModel({
-      script: (_key, turn) =>
-        [
-          {
-            calls: [
+      script: (key, turn) =>
+        key === 'pkg-code'
+          ? coded[turn]
+          : [
               {
-                id: 'a',
-                name: 'manage_toolsets',
-                arguments: { action: 'ACTIVATE', toolset_ids: ['file_system_tools', 'memory'] },
-              },
-            ],
-          },
-          {
-            calls: [
-              {
-                id: 'w',
-                name: 'write_file',
-                arguments: { path: 'hello.txt', content: 'from the package\n' },
+                calls: [
+                  {
+                    id: 'a',
+                    name: 'manage_toolsets',
+                    arguments: { action: 'ACTIVATE', toolset_ids: ['file_system_tools', 'memory'] },
+                  },
+                ],
               },
               {
-                id: 'm',
-                name: 'create_entities',
-                arguments: {
-                  entities: [{ name: 'toolshift', entityType: 'package', observations: ['installed'] }],
-                },
+                calls: [
+                  {
+                    id: 'w',
+                    name: 'write_file',
+                    arguments: { path: 'hello.txt', content: 'from the package\n' },
+                  },
+                  {
+                    id: 'm',
+                    name: 'create_entities',
+                    arguments: {
+                      entities: [{ name: 'toolshift', entityType: 'package', observations: ['installed'] }],
+                    },
+                  },
+                ],
               },
-            ],
-          },
-          { answer: 'wrote hello.txt' },
-        ][turn],
+              { answer: 'wrote hello.txt' },
+            ][turn],
     });
     let daemon: ChildProcess | undefined;
     try {
@@ -243,6 +269,37 @@ describe('npm publish, npm i -g, toolshift serve', () => {
       // What the tools did is on disk, in the user's data directory.
       expect(readFileSync(path.join(data, 'workspace', 'hello.txt'), 'utf8')).toBe('from the package\n');
       expect(readFileSync(path.join(data, 'memory.jsonl'), 'utf8')).toContain('"name":"toolshift"');
+
+      // Spawned, not run synchronously: the mock model answers from this process.
+      const coding = spawn(
+        bin,
+        ['run', '--json', '--exposure', 'code', `${goalMarker('pkg-code')} write code.txt from a script`],
+        { cwd: elsewhere, env: cliEnv, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let script = '';
+      let scriptErr = '';
+      coding.stdout.on('data', (c: Buffer) => {
+        script += c;
+      });
+      coding.stderr.on('data', (c: Buffer) => {
+        scriptErr += c;
+      });
+      expect(await new Promise<number | null>((r) => coding.once('exit', (c) => r(c))), scriptErr).toBe(0);
+      const lines = script
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { type: string; data?: Record<string, unknown> });
+      expect(lines.at(-1)).toMatchObject({
+        type: 'result',
+        status: 'completed',
+        final_answer: 'wrote code.txt',
+      });
+      const ran = lines.find((l) => l.type === 'tool_call' && l.data?.name === 'run_code');
+      expect(ran?.data).toMatchObject({
+        ok: true,
+        output: 'returned: "created"\n[run_code: 1 call: write_file]',
+      });
+      expect(readFileSync(path.join(data, 'workspace', 'code.txt'), 'utf8')).toBe('from a script\n');
 
       daemon.kill('SIGTERM');
       expect(await exited).toBe(0);

@@ -248,20 +248,25 @@ describe('npm publish, npm i -g, toolshift serve', () => {
           .sort(),
       );
 
-      const run = spawn(bin, ['run', '--json', `${goalMarker('pkg')} write hello.txt and remember me`], {
-        cwd: elsewhere,
-        env: cliEnv,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      let err = '';
-      run.stdout.on('data', (c: Buffer) => {
-        out += c;
-      });
-      run.stderr.on('data', (c: Buffer) => {
-        err += c;
-      });
-      const code = await new Promise<number | null>((r) => run.once('exit', (c) => r(c)));
+      // Spawned, not run synchronously: the mock model answers from this process.
+      const runInstalled = async (...argv: string[]) => {
+        const child = spawn(bin, argv, { cwd: elsewhere, env: cliEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        let err = '';
+        child.stdout.on('data', (c: Buffer) => {
+          out += c;
+        });
+        child.stderr.on('data', (c: Buffer) => {
+          err += c;
+        });
+        const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+        return { code, out, err };
+      };
+      const { code, out, err } = await runInstalled(
+        'run',
+        '--json',
+        `${goalMarker('pkg')} write hello.txt and remember me`,
+      );
       expect(code, err).toBe(0);
       // --json: one line per event, then the result.
       const result = JSON.parse(out.trim().split('\n').at(-1) as string) as Record<string, unknown>;
@@ -270,22 +275,15 @@ describe('npm publish, npm i -g, toolshift serve', () => {
       expect(readFileSync(path.join(data, 'workspace', 'hello.txt'), 'utf8')).toBe('from the package\n');
       expect(readFileSync(path.join(data, 'memory.jsonl'), 'utf8')).toContain('"name":"toolshift"');
 
-      // Spawned, not run synchronously: the mock model answers from this process.
-      const coding = spawn(
-        bin,
-        ['run', '--json', '--exposure', 'code', `${goalMarker('pkg-code')} write code.txt from a script`],
-        { cwd: elsewhere, env: cliEnv, stdio: ['ignore', 'pipe', 'pipe'] },
+      const inCode = await runInstalled(
+        'run',
+        '--json',
+        '--exposure',
+        'code',
+        `${goalMarker('pkg-code')} write code.txt from a script`,
       );
-      let script = '';
-      let scriptErr = '';
-      coding.stdout.on('data', (c: Buffer) => {
-        script += c;
-      });
-      coding.stderr.on('data', (c: Buffer) => {
-        scriptErr += c;
-      });
-      expect(await new Promise<number | null>((r) => coding.once('exit', (c) => r(c))), scriptErr).toBe(0);
-      const lines = script
+      expect(inCode.code, inCode.err).toBe(0);
+      const lines = inCode.out
         .trim()
         .split('\n')
         .map((l) => JSON.parse(l) as { type: string; data?: Record<string, unknown> });

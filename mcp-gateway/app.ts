@@ -246,6 +246,7 @@ function callRoutes(route: Route, gateway: Gateway): void {
       await gateway.callTool(body.session_id ?? DEFAULT_SESSION, params.name, body.arguments, {
         idempotency_key: body.idempotency_key,
         fence: body.fence,
+        activate: true,
       }),
     ),
   );

@@ -11,6 +11,8 @@ export interface AuditActor {
   for_user?: string;
   /** A call a run_code script made: it cannot wait for a human's approval. */
   in_script?: boolean;
+  /** An activation the gateway makes because the model called this tool of an inactive toolset. */
+  automatic?: string;
 }
 
 // Who is acting, carried through a request without threading it through every call: the gateway's app sets

@@ -45,6 +45,13 @@ export * from './contract/operator.ts';
 export * from './contract/toolsets.ts';
 export { ToolResult };
 
+/**
+ * A call's outcome at the gateway: the tool's result and, when the call activated the tool's toolset on the
+ * way (activation without a turn, AUTO_ACTIVATE), that activation as manage_toolsets would have answered it.
+ */
+export const CallToolResponse = ToolResult.extend({ activated: ManageToolsetsResponse.optional() });
+export type CallToolResponse = z.infer<typeof CallToolResponse>;
+
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const gatewayRoutes = {
   ...identityRoutes,
@@ -238,7 +245,7 @@ export const gatewayRoutes = {
     params: z.object({ name: z.string().min(1).max(256) }),
     body: CallToolRequest,
     responses: {
-      200: ToolResult,
+      200: CallToolResponse,
       400: ErrorBody,
       403: ErrorBody,
       404: ErrorBody,

@@ -143,7 +143,16 @@ function rulesOf(
   tokens.text('warm');
   const toolTokenBudget = config.gateway.toolTokenBudget;
   const teamCeiling = teamCeilingOf(identity);
-  return instrumentGateway(createGateway({ ...parts, tokens, toolTokenBudget, teamCeiling }), metrics);
+  return instrumentGateway(
+    createGateway({
+      ...parts,
+      tokens,
+      toolTokenBudget,
+      teamCeiling,
+      autoActivate: config.gateway.autoActivate,
+    }),
+    metrics,
+  );
 }
 
 /** The native backends: the tool-server, with its token when one is set. */

@@ -108,7 +108,11 @@ const EventData = {
     output: z.string(),
     in_script: z.string().optional(),
   }),
-  /** manage_toolsets changed the session's toolsets (and what that did to the tool-definition tokens). */
+  /**
+   * manage_toolsets changed the session's toolsets (and what that did to the tool-definition tokens); `primed`:
+   * before the first model call, for the goal; `automatic`: for a call of a tool of an inactive toolset (the
+   * call's own `tool_call` follows, with the same id).
+   */
   toolset_change: z.looseObject({
     step: StepNo,
     tool_call_id: z.string(),
@@ -118,6 +122,8 @@ const EventData = {
     added_tools: ToolNames,
     removed_tools: ToolNames,
     tool_definition_tokens: ToolDefinitionTokens.optional(),
+    primed: z.literal(true).optional(),
+    automatic: z.literal(true).optional(),
   }),
   approval_needed: PendingApproval.loose(),
   approval_decided: z.looseObject({

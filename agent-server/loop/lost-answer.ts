@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions';
 import { ServiceError } from '../../lib/http/http-client.ts';
-import type { CallFence, GatewayTool, ToolResult } from '../../mcp-gateway/contract.ts';
+import type { CallFence, CallToolResponse, GatewayTool } from '../../mcp-gateway/contract.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
 import { MANAGE_TOOLSETS } from './manage-toolsets.ts';
 
@@ -71,7 +71,7 @@ export async function callKeyed(
   args: Record<string, unknown>,
   keyed: KeyedCall,
   signal?: AbortSignal,
-): Promise<ToolResult> {
+): Promise<CallToolResponse> {
   const { safe, ...call } = keyed;
   let sent = false;
   for (let attempt = 1; ; attempt++) {

@@ -1,8 +1,9 @@
 import type { ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions';
 import type { ServiceError } from '../../lib/http/http-client.ts';
 import { type JsonInputError, nestsDeeperThan, parseJson } from '../../lib/http/json.ts';
-import { Approval } from '../../mcp-gateway/contract.ts';
+import { Approval, type ManageToolsetsResponse } from '../../mcp-gateway/contract.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
+import { ToolDefinitionTokens } from '../contract.ts';
 import { RUN_CODE, runCode, type ScriptHooks, withDeclarations } from './code-mode.ts';
 import { READ_STORED_RESULT } from './context.ts';
 import { CALL_TOOL, dispatchTarget, notOffered, withDefinitions } from './dispatch.ts';
@@ -18,6 +19,8 @@ export interface ToolCallOutcome {
   /** The tool that ran when it is not the call's own name: the one a dispatch task named in call_tool. */
   tool?: string;
   change?: ManageToolsetsOutcome['change'];
+  /** The change was the gateway's: this call's tool was in an inactive toolset, activated for it. */
+  automatic?: boolean;
   /** For a change of toolsets: what it did to the tool-definition tokens, as the gateway counted them. */
   toolTokens?: ManageToolsetsOutcome['toolTokens'];
   /** The operator's policy asks a human first: the pending approval the gateway recorded. */
@@ -181,14 +184,11 @@ export async function executeToolCall(
     const result = keyed
       ? await callKeyed(gateway, sessionId, target.name, target.args, keyed(target.name), signal)
       : await gateway.callTool(sessionId, target.name, target.args, signal);
-    return result.success
-      ? { content: JSON.stringify(result.result), ok: true, arguments: target.args, ...tool }
-      : {
-          content: `Error: ${result.error ?? 'the tool failed without a message'}`,
-          ok: false,
-          arguments: target.args,
-          ...tool,
-        };
+    const content = result.success
+      ? JSON.stringify(result.result)
+      : `Error: ${result.error ?? 'the tool failed without a message'}`;
+    const outcome = { content, ok: result.success, arguments: target.args, ...tool };
+    return result.activated ? withActivation(outcome, result.activated, exposure) : outcome;
   } catch (err) {
     // A stopped task abandons the call: the loop ends the task instead of telling the model.
     if (signal?.aborted) throw signal.reason;
@@ -215,4 +215,31 @@ export async function executeToolCall(
       ...(consent ? { consent } : {}),
     };
   }
+}
+
+/**
+ * A call that activated its tool's toolset on the way (activation without a turn): the model reads the result,
+ * then what the activation did as an ACTIVATE would have told it (tools, tokens), with the new tools' definitions
+ * (dispatch) or declarations (code) as an activation's result carries them; the task records the change.
+ */
+function withActivation(
+  outcome: ToolCallOutcome,
+  activated: ManageToolsetsResponse,
+  exposure?: Exposure,
+): ToolCallOutcome {
+  const tokens = ToolDefinitionTokens.safeParse(activated.result.tool_definition_tokens);
+  const told = { activated_for_this_call: activated.result.message };
+  const usable = activated.tools ?? [];
+  const note =
+    exposure?.mode === 'code'
+      ? withDeclarations(told, usable, exposure.shown)
+      : exposure?.mode === 'dispatch'
+        ? JSON.stringify(withDefinitions(told, usable, exposure.shown))
+        : JSON.stringify(told);
+  return {
+    ...outcome,
+    content: `${outcome.content}\n\n${note}`,
+    ...(activated.change ? { change: activated.change, automatic: true } : {}),
+    ...(tokens.success ? { toolTokens: tokens.data } : {}),
+  };
 }

@@ -8,8 +8,9 @@ const STALE: ReadonlySet<RefusalCode> = new Set(['inactive', 'unknown_tool', 'di
 // gateway each time costs a round trip and a JSON parse of every schema per step. The list only changes when
 // toolsets change, so it is kept and replaced when one does: by the task's own manage_toolsets (whose answer
 // carries the new list), or — for changes made elsewhere (an operator disabling a toolset, a reload) — when
-// the gateway refuses a call as unknown or inactive, which makes the next step list again. The gateway stays
-// the judge of every call whatever this list says.
+// the gateway refuses a call as unknown or inactive, which makes the next step list again, or runs a tool the
+// list does not hold (activating its toolset on the way). The gateway stays the judge of every call whatever
+// this list says.
 
 /** The gateway client of one task's session, with the session's tool list kept until it changes. */
 export function withToolList(gateway: GatewayClient, sessionId: string): GatewayClient {
@@ -40,7 +41,12 @@ export function withToolList(gateway: GatewayClient, sessionId: string): Gateway
     },
     async callTool(sid, name, args, signal, call) {
       try {
-        return await gateway.callTool(sid, name, args, signal, call);
+        const res = await gateway.callTool(sid, name, args, signal, call);
+        // A tool the list does not hold ran: its toolset was activated on the way (the answer carries the new
+        // list), or by an earlier try of this call whose answer was lost (the next step lists again).
+        if (sid === sessionId && cached && !cached.some((t) => t.name === name))
+          cached = res.activated?.tools;
+        return res;
       } catch (err) {
         if (sid === sessionId) forget(err);
         throw err;

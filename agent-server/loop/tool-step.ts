@@ -368,10 +368,12 @@ function emitOutcome(
         tool_call_id: call.id,
         ...outcome.change,
         ...(outcome.toolTokens ? { tool_definition_tokens: outcome.toolTokens } : {}),
+        ...(outcome.automatic ? { automatic: true } : {}),
       },
       since(started),
     );
-    return;
+    // Activated for a call (activation without a turn): the call is recorded too.
+    if (!outcome.automatic) return;
   }
   ctx.emit(
     'tool_call',
@@ -379,7 +381,7 @@ function emitOutcome(
       step: ctx.step,
       tool_call_id: call.id,
       name: outcome.tool ?? call.function.name,
-      toolset: toolset ?? null,
+      toolset: toolset ?? (outcome.automatic ? outcome.change?.toolset_ids[0] : undefined) ?? null,
       arguments: outcome.arguments,
       ok: outcome.ok,
       result_bytes: resultBytes,

@@ -1,5 +1,6 @@
 import { EnvSchema } from './config.ts';
 import { SIGN_IN_SETTINGS } from './sign-in.ts';
+import { TRACE_SETTINGS } from './trace-settings.ts';
 
 // What each setting means, grouped by the part of the daemon that reads it: the source of the configuration
 // reference (docs/configuration.md) and of .env.example, both written by `npm run config:docs` and checked
@@ -83,11 +84,14 @@ export const SETTING_GROUPS: Group[] = [
         doc: 'the encoding tokens are counted in: `o200k_base`, `cl100k_base`, `p50k_base`, `r50k_base`, `gpt2`',
       },
       TOOL_TOKEN_BUDGET: { doc: 'the most tool-definition tokens `manage_toolsets` may bring a session to' },
+      AUTO_ACTIVATE: {
+        doc: "a call of an inactive toolset's tool activates it in the same turn when an ACTIVATE would pass unasked; `false`: refused",
+      },
       TOOL_EXPOSURE: {
         doc:
           'how tasks offer tools: `native` (the tools array follows the active toolsets), `dispatch` ' +
           '(always `[manage_toolsets, call_tool]`, so prompt caches hold) or `code` (always `[manage_toolsets, ' +
-          "run_code, call_tool]`: the model writes scripts against its tools, docs/code-mode.md); a request's `exposure` overrides it",
+          "run_code]`: the model writes scripts against its tools, docs/code-mode.md); a request's `exposure` overrides it",
       },
       AGENT_PRIME_TOOLSETS: {
         doc:
@@ -275,42 +279,7 @@ export const SETTING_GROUPS: Group[] = [
       LOG_FORMAT: { doc: '`json`, `pretty`, or `auto`: pretty when stdout is a terminal' },
     },
   },
-  {
-    title: 'Traces (OpenTelemetry, off unless an endpoint is set)',
-    settings: {
-      OTEL_EXPORTER_OTLP_ENDPOINT: {
-        doc: 'the OTLP/HTTP base URL (`/v1/traces` is added), e.g. `http://127.0.0.1:4318`; setting it turns traces on',
-        default: 'unset: no traces',
-      },
-      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: { doc: 'the full traces URL, used as it is (wins over the above)' },
-      OTEL_EXPORTER_OTLP_HEADERS: {
-        doc: 'headers sent with each export, `key=value,key2=value2` (values percent-encoded), e.g. an `Authorization`',
-      },
-      OTEL_EXPORTER_OTLP_TRACES_HEADERS: { doc: 'the same for traces only (added over the above)' },
-      OTEL_EXPORTER_OTLP_PROTOCOL: {
-        doc: '`http/protobuf` or `http/json` (gRPC is not offered)',
-        default: '`http/protobuf`',
-      },
-      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: { doc: 'the same for traces only' },
-      OTEL_SERVICE_NAME: {
-        doc: 'the first part of each service’s `service.name`: `<name>-agent-server`, `<name>-mcp-gateway`, `<name>-tool-server`',
-        default: '`toolshift`',
-      },
-      OTEL_RESOURCE_ATTRIBUTES: {
-        doc: 'more resource attributes, `key=value,…` (e.g. `deployment.environment.name=prod`)',
-      },
-      OTEL_TRACES_SAMPLER: {
-        doc: '`parentbased_always_on`, `parentbased_traceidratio`, `traceidratio`, `always_on`, `always_off`, `parentbased_always_off`',
-      },
-      OTEL_TRACES_SAMPLER_ARG: { doc: 'the ratio of the `*traceidratio` samplers, 0–1' },
-      OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: {
-        doc: '`true`: prompts, model replies, tool arguments and results go on the spans (known secrets are removed whatever this says)',
-        default: '`false`',
-      },
-      OTEL_TRACES_EXPORTER: { doc: '`none` turns traces off whatever else is set' },
-      OTEL_SDK_DISABLED: { doc: '`true` turns traces off whatever else is set' },
-    },
-  },
+  TRACE_SETTINGS,
   SIGN_IN_SETTINGS,
   {
     title: 'Outside the schema: `npm start` and the CLI',

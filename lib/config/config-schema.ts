@@ -31,6 +31,11 @@ const flag = z
   .enum(['', '0', '1', 'true', 'false'], { message: 'must be true or false (1 or 0)' })
   .optional()
   .transform((v) => v === '1' || v === 'true');
+/** A yes/no variable that is yes unless set to 0/false. */
+const onUnlessOff = z
+  .enum(['', '0', '1', 'true', 'false'], { message: 'must be true or false (1 or 0)' })
+  .optional()
+  .transform((v) => v === undefined || v === '' || v === '1' || v === 'true');
 const httpUrl = optionalString.refine(
   (v) => v === undefined || (URL.canParse(v) && /^https?:$/.test(new URL(v).protocol)),
   'must be an http(s) URL, e.g. http://127.0.0.1:4318',
@@ -89,10 +94,8 @@ export const EnvSchema = z.object({
   TOOL_EXPOSURE: z
     .enum(['native', 'dispatch', 'code'], { message: 'must be native, dispatch or code' })
     .default('native'),
-  AGENT_PRIME_TOOLSETS: z
-    .enum(['', '0', '1', 'true', 'false'], { message: 'must be true or false (1 or 0)' })
-    .optional()
-    .transform((v) => v === undefined || v === '' || v === '1' || v === 'true'),
+  AGENT_PRIME_TOOLSETS: onUnlessOff,
+  AUTO_ACTIVATE: onUnlessOff,
   LOG_FORMAT: z.enum(['json', 'pretty', 'auto']).default('auto'),
   TOOLSHIFT_DATA_DIR: optionalString,
   DATABASE_URL: z

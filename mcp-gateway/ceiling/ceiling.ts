@@ -225,6 +225,18 @@ async function checkActivation(st: CeilingState, sessionId: string, ids: readonl
       });
     }
   }
+  if (asks.length > 0 && currentActor().automatic) {
+    // Activation without a turn never asks a human: the model's own ACTIVATE will, when it makes one.
+    const message = `activating ${asks.map((a) => a.subject).join(', ')} needs a human's approval (${asks[0].reason}); ask for it with manage_toolsets ACTIVATE`;
+    st.opts.audit({
+      session_id: sessionId,
+      kind: 'activate',
+      subject: ids.join(','),
+      ok: false,
+      detail: message,
+    });
+    throw new Refusal('approval_needed', message);
+  }
   if (asks.length > 0) {
     await requireApprovals(st.opts.approvals, st.opts.audit, asks, (s) => `activating toolset ${s.subject}`);
   }

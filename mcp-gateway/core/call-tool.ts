@@ -1,5 +1,6 @@
 import { trace } from '../../lib/telemetry/tracing.ts';
-import type { RefusalCode, ToolResult } from '../contract.ts';
+import { currentActor, withActor } from '../audit-context.ts';
+import type { CallToolResponse, ManageToolsetsResponse, RefusalCode } from '../contract.ts';
 import { Refusal } from '../refusals.ts';
 import { describeParameters, describeValidationErrors } from './describe-schema.ts';
 import { type CallIdentity, callBackend, keyedCall } from './keyed-calls.ts';
@@ -16,7 +17,7 @@ export async function callTool(
   name: string,
   args: Record<string, unknown>,
   call: CallIdentity = {},
-): Promise<ToolResult> {
+): Promise<CallToolResponse> {
   const auditCall = (ok: boolean, detail?: string) =>
     c.audit({ session_id: sessionId, kind: 'call', subject: name, ok, detail });
   const refuse = (code: RefusalCode, message: string, details?: Record<string, unknown>) => {
@@ -47,18 +48,24 @@ export async function callTool(
       `Tool ${name} belongs to toolset ${tool.toolset}, which team ${team} may not use`,
     );
   }
+  let activated: ManageToolsetsResponse | undefined;
   if (!on.includes(tool.toolset)) {
-    throw refuse(
-      'inactive',
-      `Tool ${name} belongs to toolset ${tool.toolset}, which is not active in this session; activate ${tool.toolset} first`,
-    );
+    const auto = call.activate ? await activateFor(c, sessionId, name, tool.toolset) : { why: '' };
+    if ('why' in auto) {
+      throw refuse(
+        'inactive',
+        `Tool ${name} belongs to toolset ${tool.toolset}, which is not active in this session; activate ${tool.toolset} first${auto.why}`,
+      );
+    }
+    activated = auto.activated;
   }
   if (!tool.validate(args)) {
     const problems = describeValidationErrors(tool.validate.errors);
     const expected = describeParameters(tool.definition.parameters);
     throw refuse('invalid_arguments', `Invalid arguments for ${name}: ${problems}. Expected: ${expected}`);
   }
-  const identity = { ...call, session_id: sessionId, tool: name };
+  const { activate: _, ...keyedBy } = call;
+  const identity = { ...keyedBy, session_id: sessionId, tool: name };
   const check = () =>
     c.ceiling.checkCall(
       sessionId,
@@ -67,7 +74,7 @@ export async function callTool(
     );
   // The backend hears the key too (the tool-server keeps its own record, an upstream gets it in _meta).
   const key = call.idempotency_key;
-  return keyedCall(
+  const result = await keyedCall(
     c.callKeys,
     identity,
     refuse,
@@ -75,4 +82,28 @@ export async function callTool(
     () => callBackend(tool, { name, args, sessionId, key }, auditCall, refuse),
     (err) => c.log.error({ err, key }, 'the outcome of a keyed call could not be recorded'),
   );
+  return activated ? { ...result, activated } : result;
+}
+
+/**
+ * Activation without a turn: a tool of an inactive toolset is called, so its toolset is activated for the call
+ * (when AUTO_ACTIVATE allows it) as the model's own ACTIVATE would be — the ceiling, the token budget and the
+ * policy judge it, and anything a human would have to approve is left to the model's explicit ACTIVATE. Returns
+ * the activation, or why there was none (words appended to the `inactive` refusal).
+ */
+async function activateFor(
+  c: GatewayCore,
+  sessionId: string,
+  name: string,
+  toolset: string,
+): Promise<{ activated: ManageToolsetsResponse } | { why: string }> {
+  const activate = c.activate;
+  if (!activate) return { why: '' };
+  try {
+    const actor = { ...currentActor(), automatic: name };
+    return { activated: await withActor(actor, () => activate(sessionId, toolset)) };
+  } catch (err) {
+    if (!(err instanceof Refusal)) throw err;
+    return { why: ` (it was not activated for this call: ${err.message})` };
+  }
 }

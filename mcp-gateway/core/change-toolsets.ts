@@ -38,7 +38,14 @@ export async function changeToolsets(
     done = { changed: stored.changed, after: active(c, { ...view, toolsets: stored.toolsets }) };
   } else done = await setEnabled(c, ids, view, req.action === 'ENABLE');
   const { changed, after } = done;
-  c.audit({ session_id: sessionId, kind: lower(req.action), subject: ids.join(','), ok: true });
+  const automatic = currentActor().automatic;
+  c.audit({
+    session_id: sessionId,
+    kind: lower(req.action),
+    subject: ids.join(','),
+    ok: true,
+    ...(automatic ? { detail: `automatic: the model called ${automatic}` } : {}),
+  });
   const afterTools = toolNames(c, after);
   c.log.info({ session: sessionId, action: req.action, ids, active: after }, 'toolsets changed');
   return {

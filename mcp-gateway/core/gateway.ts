@@ -18,7 +18,7 @@ import { changeDefaults } from './change-defaults.ts';
 import { changeToolsets } from './change-toolsets.ts';
 import type { Gateway } from './interface.ts';
 import { listing } from './listing.ts';
-import { manageToolsets } from './manage-toolsets.ts';
+import { manageToolsets, type ToolTokens } from './manage-toolsets.ts';
 import { operatorActions } from './operator.ts';
 import type { GatewayCore } from './parts.ts';
 import { active, definitionTokens, prepare, toolsetTools, unlisted, validIds } from './session-toolsets.ts';
@@ -47,6 +47,8 @@ export function createGateway(deps: {
   callKeys?: CallKeyQueries;
   /** The toolsets user `forUser`'s teams disabled (lib/identity), each with the team; absent: no teams' ceilings. */
   teamCeiling?: (forUser: string) => Promise<ReadonlyMap<string, string>>;
+  /** AUTO_ACTIVATE: a call of a tool of an inactive toolset activates it first (default true). */
+  autoActivate?: boolean;
 }): Gateway {
   const { catalog, store, log, ceiling, callKeys } = deps;
   const c: GatewayCore = {
@@ -89,6 +91,25 @@ export function createGateway(deps: {
     callTool: (...args: Parameters<Gateway['callTool']>) => callTool(c, ...args),
   };
   const oneAtATime = serialiser();
+  /**
+   * The manage_toolsets meta-tool with a model's raw arguments, for the agent's loop and the MCP face. A
+   * session's changes run one at a time: two parallel ACTIVATE calls each judged against the same "before"
+   * once both passed TOOL_TOKEN_BUDGET together (3,767 tokens against 3,500).
+   */
+  const manage = (sessionId: string, args: Record<string, unknown>) =>
+    oneAtATime(sessionId, () =>
+      manageToolsets(
+        { ...api, audit: c.audit, toolTokens: toolTokensOf(c, deps.toolTokenBudget) },
+        sessionId,
+        args,
+      ),
+    );
+  if (deps.autoActivate !== false) {
+    c.activate = async (sessionId, toolsetId) => {
+      const res = await manage(sessionId, { action: 'ACTIVATE', toolset_ids: [toolsetId] });
+      return { ...res, tools: await api.tools(sessionId) };
+    };
+  }
   const ops = { ...c, listToolsets: api.listToolsets, validIds: () => validIds(c) };
   return {
     ...api,
@@ -111,33 +132,22 @@ export function createGateway(deps: {
     ceiling,
     /** Calls `listener` with the ids of toolsets whose tools changed (upstream list_changed, approvals, reloads). */
     onCatalogChange: (listener: (ids: string[]) => void) => catalog.onChange(listener),
-    /**
-     * The manage_toolsets meta-tool with a model's raw arguments, for the agent's loop and the MCP face. A
-     * session's changes run one at a time: two parallel ACTIVATE calls each judged against the same "before"
-     * once both passed TOOL_TOKEN_BUDGET together (3,767 tokens against 3,500).
-     */
-    manageToolsets: (sessionId: string, args: Record<string, unknown>) =>
-      oneAtATime(sessionId, () =>
-        manageToolsets(
-          {
-            ...api,
-            audit: c.audit,
-            toolTokens: {
-              of: (ids) => definitionTokens(c, ids),
-              prepare: (sid, ids) =>
-                prepare(
-                  c,
-                  sid,
-                  ids.filter((id) => catalog.toolset(id)),
-                ),
-              base: c.counter.tool(manageToolsetsDefinition),
-              budget: deps.toolTokenBudget,
-              tokenizer: c.counter.name,
-            },
-          },
-          sessionId,
-          args,
-        ),
+    manageToolsets: manage,
+  };
+}
+
+/** What manage_toolsets counts tool-definition tokens with, and the budget it holds a session to. */
+function toolTokensOf(c: GatewayCore, budget: number | undefined): ToolTokens {
+  return {
+    of: (ids) => definitionTokens(c, ids),
+    prepare: (sid, ids) =>
+      prepare(
+        c,
+        sid,
+        ids.filter((id) => c.catalog.toolset(id)),
       ),
+    base: c.counter.tool(manageToolsetsDefinition),
+    budget,
+    tokenizer: c.counter.name,
   };
 }

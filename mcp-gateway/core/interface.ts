@@ -4,6 +4,7 @@ import type { Approval } from '../ceiling/approvals.ts';
 import type { Ceiling } from '../ceiling/ceiling.ts';
 import type {
   AuditSearch,
+  CallToolResponse,
   ChangeDefaultsRequest,
   ChangeDefaultsResponse,
   ChangeToolsetsRequest,
@@ -11,7 +12,6 @@ import type {
   GatewayTool,
   ListToolsetsResponse,
   ManageToolsetsResponse,
-  ToolResult,
   ToolsetInfo,
 } from '../contract.ts';
 import type { AuditPage, AuditRow } from '../store/audit.ts';
@@ -38,13 +38,16 @@ export interface Gateway {
   tools(sessionId?: string): Promise<GatewayTool[]>;
   /** A toolset's tool definitions as offered (undefined: no such toolset); starts no upstream server. */
   toolsetTools(toolsetId: string): GatewayTool[] | undefined;
-  /** Runs a tool for a session: only an active, enabled tool, with valid arguments, within the ceiling. */
+  /**
+   * Runs a tool for a session: only an active, enabled tool, with valid arguments, within the ceiling. A tool of
+   * an inactive toolset activates it first when the model's own ACTIVATE would pass without a human (`activated`).
+   */
   callTool(
     sessionId: string,
     name: string,
     args: Record<string, unknown>,
     call?: CallIdentity,
-  ): Promise<ToolResult>;
+  ): Promise<CallToolResponse>;
   /** A worker took a task over under `fence`: calls sent under a lower one are refused; the highest seen. */
   announceFence(taskId: string, fence: number): Promise<number>;
   /** The meta-tool with a model's raw arguments; a session's changes run one at a time. */

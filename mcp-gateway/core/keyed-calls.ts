@@ -16,6 +16,11 @@ import type { CallKeyQueries } from '../store/interface.ts';
 export interface CallIdentity {
   idempotency_key?: string;
   fence?: CallFence;
+  /**
+   * A tool of an inactive toolset activates it first (AUTO_ACTIVATE): for callers whose tool list follows the
+   * session (the agent's loop, the MCP face's call_tool), not a legacy MCP client's fixed-at-listing one.
+   */
+  activate?: boolean;
 }
 
 /** An outcome as recorded: the tool's result, or the refusal the call ended with. */

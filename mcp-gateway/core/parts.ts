@@ -2,7 +2,7 @@ import type { Logger } from '../../lib/telemetry/log.ts';
 import type { TokenCounter } from '../../lib/telemetry/tokens.ts';
 import type { Catalog } from '../catalog/catalog.ts';
 import type { Ceiling } from '../ceiling/ceiling.ts';
-import type { ListToolsetsResponse } from '../contract.ts';
+import type { ListToolsetsResponse, ManageToolsetsResponse } from '../contract.ts';
 import type { AuditEntry } from '../store/audit.ts';
 import type { CallKeyQueries, GatewayStore } from '../store/interface.ts';
 
@@ -24,6 +24,8 @@ export interface GatewayCore {
    * empty for a request on nobody's behalf.
    */
   teamDisabled(): Promise<ReadonlyMap<string, string>>;
+  /** ACTIVATE of one toolset as the model's manage_toolsets does it; absent with AUTO_ACTIVATE=false. */
+  activate?(sessionId: string, toolsetId: string): Promise<ManageToolsetsResponse>;
 }
 
 /** What the gateway's parts share with it. */

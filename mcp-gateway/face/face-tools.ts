@@ -78,7 +78,10 @@ function callFromClient(leg: FaceLeg, name: string, args: Record<string, unknown
       checkLength('session', args.session, LIMITS.sessionId);
       const sessionId = await deps.handles.use(args.session, mode.credential);
       const call = callArgs(args);
-      return toCallToolResult(await gateway.callTool(sessionId, call.name, call.arguments));
+      // Its tools/list never changes: a tool of an inactive toolset may activate it on the way.
+      return toCallToolResult(
+        await gateway.callTool(sessionId, call.name, call.arguments, { activate: true }),
+      );
     }
     if (mode.kind === 'legacy' && name === MANAGE_TOOLSETS) return manageLegacy(leg, mode, args);
     if (mode.kind === 'legacy' && name === CALL_TOOL) {

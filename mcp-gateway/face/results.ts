@@ -1,5 +1,5 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/server';
-import type { GatewayTool, ToolResult } from '../contract.ts';
+import type { CallToolResponse, GatewayTool } from '../contract.ts';
 
 // Shapes between the gateway's REST world (ToolResult, GatewayTool) and MCP's (CallToolResult, Tool).
 
@@ -19,16 +19,20 @@ const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A tool's outcome as an MCP result: text for every client, the structured value for those that read it. */
-export function toCallToolResult(result: ToolResult): CallToolResult {
+export function toCallToolResult(result: CallToolResponse): CallToolResult {
+  // A toolset activated on the way is told as an ACTIVATE would tell it, after the tool's own content.
+  const told: CallToolResult['content'] = result.activated
+    ? [{ type: 'text', text: JSON.stringify({ activated_for_this_call: result.activated.result.message }) }]
+    : [];
   if (!result.success) {
     return {
-      content: [{ type: 'text', text: result.error ?? 'The tool failed without a message' }],
+      content: [{ type: 'text', text: result.error ?? 'The tool failed without a message' }, ...told],
       isError: true,
     };
   }
   const text = typeof result.result === 'string' ? result.result : JSON.stringify(result.result);
   return {
-    content: [{ type: 'text', text }],
+    content: [{ type: 'text', text }, ...told],
     ...(isRecord(result.result) ? { structuredContent: result.result } : {}),
   };
 }

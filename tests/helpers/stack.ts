@@ -119,6 +119,8 @@ export interface StackOptions {
   streamPollMs?: number;
   /** The task store's lease (ms) and worker name. */
   lease?: { ms?: number; holder?: string };
+  /** AUTO_ACTIVATE (default on): a call of an inactive toolset's tool activates it first. */
+  autoActivate?: boolean;
   /** Toolset files to write into a temp toolsets dir; default: the repo's own toolsets/. */
   toolsets?: Record<string, string>;
   dataDir?: string;
@@ -288,6 +290,7 @@ export async function makeStack(opts: StackOptions = {}) {
     ceiling,
     callKeys,
     teamCeiling: identity && teamCeilingOf(identity),
+    autoActivate: opts.autoActivate,
   });
   const gatewaySecurity = tokenSecurity({
     admin: opts.tokens?.admin,

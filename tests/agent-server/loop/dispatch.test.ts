@@ -120,7 +120,7 @@ describe('dispatch exposure', () => {
       ),
       answer('nothing written'),
     ]);
-    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
+    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS, autoActivate: false });
     const res = await run(stack, { goal: 'try to write', exposure: 'dispatch' });
     expect(res.body.status).toBe('completed');
     expect(model.toolMessages(1).r1).toBe(

@@ -149,7 +149,7 @@ describe('the agent loop', () => {
       ),
       answer('gave up politely'),
     ]);
-    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
+    stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS, autoActivate: false });
     const res = await execute(stack, { goal: 'misbehave' });
     expect(res.body.status).toBe('completed');
     const first = model.toolMessages(1);
@@ -260,7 +260,7 @@ describe('the agent loop', () => {
         return script[who][requests[who].length - 1](request);
       },
     };
-    stack = await stackWith({ model });
+    stack = await stackWith({ model, autoActivate: false });
     const [a, b] = await Promise.all([
       execute(stack, { goal: 'task A' }),
       execute(stack, { goal: 'task B' }),

@@ -278,7 +278,7 @@ describe('tool listing and calls', () => {
   });
 
   it('refuses a tool whose toolset is not active, an unknown tool, and bad arguments, then runs a good call', async () => {
-    stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, autoActivate: false });
     const s = stack;
     const callUrl = (name: string) => `/mcp/tools/${name}/call`;
     const inactive = await s.post(s.gatewayApp, callUrl('write_file'), {

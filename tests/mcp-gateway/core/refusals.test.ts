@@ -21,7 +21,12 @@ rules:
 
 describe('refusals', () => {
   it('travel over HTTP as a code in the body and the status of that code', async () => {
-    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, policy: POLICY, limits: { callsPerMinute: 3 } });
+    stack = await makeStack({
+      toolsets: SPLIT_TOOLSETS,
+      policy: POLICY,
+      limits: { callsPerMinute: 3 },
+      autoActivate: false,
+    });
     const s = stack;
     const call = (name: string, args: Record<string, unknown>, session = 's1') =>
       s.post(s.gatewayApp, `/mcp/tools/${name}/call`, { session_id: session, arguments: args });

@@ -37,8 +37,8 @@ const text = (r: { content?: unknown }) =>
 const json = (r: { content?: unknown }) => JSON.parse(text(r));
 
 describe('the MCP face, modern leg (2026-07-28)', () => {
-  it('keeps tools/list fixed while a handle activates, calls and deactivates through call_tool', async () => {
-    stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
+  it('keeps tools/list fixed while a handle activates, calls and deactivates through call_tool (AUTO_ACTIVATE=false)', async () => {
+    stack = await makeStack({ toolsets: SPLIT_TOOLSETS, autoActivate: false });
     const client = await connect(stack, 'modern');
     expect(client.getProtocolEra()).toBe('modern');
     const before = await client.listTools();
@@ -105,6 +105,7 @@ describe('the MCP face, modern leg (2026-07-28)', () => {
     let clock = 1_000_000;
     stack = await makeStack({
       toolsets: SPLIT_TOOLSETS,
+      autoActivate: false,
       tokens: { admin: 'admin-tok-1', mcp: 'mcp-tok-2' },
       handleIdleMs: 60_000,
       now: () => clock,

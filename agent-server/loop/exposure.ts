@@ -25,18 +25,20 @@ export function createExposure(mode: ToolExposure = 'native'): Exposure {
 const DISPATCH_NOTE =
   'In this task the tools array stays fixed at manage_toolsets and call_tool. A toolset you activate makes ' +
   'its tools usable through call_tool {"name": <tool>, "arguments": {…}}; the activation result gives each new ' +
-  'tool’s description and input schema. Deactivated tools can no longer be called.';
+  'tool’s description and input schema.';
 
 /**
  * The fixed system prompt of a task: the catalog, and for dispatch (code) how call_tool (run_code) works plus the
  * definitions (declarations) of the tools already active when the task starts (they would otherwise never be shown).
+ * `autoActivate`: the gateway activates a called tool's inactive toolset (AUTO_ACTIVATE), so the catalog names tools.
  */
 export function systemPromptFor(
   exposure: Exposure,
   catalog: readonly ToolsetInfo[],
   usable: readonly GatewayTool[],
+  autoActivate = false,
 ): string {
-  const base = buildSystemPrompt(catalog);
+  const base = buildSystemPrompt(catalog, autoActivate);
   if (exposure.mode === 'code')
     return `${base}\n\n${CODE_NOTE}${startingDeclarations(usable, exposure.shown)}`;
   if (exposure.mode !== 'dispatch') return base;

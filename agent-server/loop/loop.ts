@@ -126,7 +126,7 @@ async function openConversation(
       ? await primeToolsets(input.goal, sessionId, gateway.priming(), deps.emit, signal)
       : [];
   for (const id of primed) state.used.add(id);
-  const { toolsets } = await gateway.listToolsets(sessionId, undefined, signal);
+  const { toolsets, auto_activate } = await gateway.listToolsets(sessionId, undefined, signal);
   const meta = deps.tokens.tool(manageToolsetsDefinition);
   const all = { meta, ...allToolsetsTokens(toolsets, meta) };
   if (saved) {
@@ -143,7 +143,8 @@ async function openConversation(
     state.messages = [...prior, goal];
     return all;
   }
-  const system = systemPromptFor(state.exposure, toolsets, await gateway.tools(sessionId, signal));
+  const usable = await gateway.tools(sessionId, signal);
+  const system = systemPromptFor(state.exposure, toolsets, usable, auto_activate === true);
   state.messages = [{ role: 'system', content: system }, goal];
   return all;
 }

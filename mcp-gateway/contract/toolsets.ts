@@ -87,7 +87,12 @@ export const ListToolsetsQuery = z.object({
   query: boundedString(LIMITS.query).optional(),
 });
 
-export const ListToolsetsResponse = z.object({ session_id: z.string(), toolsets: z.array(ToolsetInfo) });
+export const ListToolsetsResponse = z.object({
+  session_id: z.string(),
+  toolsets: z.array(ToolsetInfo),
+  /** AUTO_ACTIVATE is on: calling a tool of an inactive toolset activates it when that needs no human. */
+  auto_activate: z.boolean().optional(),
+});
 export type ListToolsetsResponse = z.infer<typeof ListToolsetsResponse>;
 
 /** A tool as the gateway offers it: the backend's definition plus the toolset that brought it. */

@@ -34,5 +34,5 @@ export function listing(
         return t ? [info(t, hit.matched_tools, certain)] : [];
       })
     : catalog.toolsets.map((t) => info(t));
-  return { session_id: sessionId, toolsets };
+  return { session_id: sessionId, toolsets, auto_activate: c.activate !== undefined };
 }

@@ -101,7 +101,9 @@ describe('the agent loop', () => {
     const [r0, r1, r2, r3] = model.requests;
     const system = r0.messages[0];
     expect(system.role).toBe('system');
-    expect(String(system.content)).toMatch(/- file_system_tools: Read, write, edit, search .* \(14 tools\)/);
+    expect(String(system.content)).toMatch(
+      /- file_system_tools: Read, write, edit, search .* \(14 tools: list_allowed_directories, read_text_file, .*, delete_directory\)/,
+    );
     for (const r of [r1, r2, r3]) expect(r.messages[0]).toEqual(system);
     const prefix = (a: ModelRequest, b: ModelRequest) =>
       JSON.stringify({ tools: b.tools, messages: b.messages.slice(0, a.messages.length) }) ===

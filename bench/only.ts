@@ -41,7 +41,12 @@ try {
       JSON.stringify({
         problems: r.problems,
         primed: r.primed,
-        recall: { tune: r.recall.tune, heldOut: r.recall.heldOut, misses: r.recall.misses.length },
+        recall: {
+          tune: r.recall.tune,
+          heldOut: r.recall.heldOut,
+          fresh: r.recall.fresh,
+          misses: r.recall.misses.length,
+        },
         arms: r.arms.map((a) => ({
           arm: a.arm,
           calls: a.modelCallsPerTask,

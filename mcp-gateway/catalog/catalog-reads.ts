@@ -75,7 +75,10 @@ export function search(st: CatalogState, query: string, limit?: number): Toolset
       keywords: t.keywords,
       tools:
         t.tools.length > 0 || !isMcp(t)
-          ? t.tools.map((name) => ({ name, description: st.tools.get(name)?.definition.description ?? '' }))
+          ? t.tools.map((name) => {
+              const definition = st.tools.get(name)?.definition;
+              return { name, description: definition?.description ?? '', parameters: definition?.parameters };
+            })
           : (t.include ?? []).map((name) => ({ name, description: '' })),
     })),
   );

@@ -2,9 +2,9 @@ import MiniSearch from 'minisearch';
 import { stemmer } from 'stemmer';
 
 // Discovery: rank toolsets, and the tools inside them, for a plain-language need ("open an issue on a
-// repository"). BM25 (minisearch) over toolset ids and descriptions and tool names and descriptions,
-// with snake_case/camelCase names split into words and every word stemmed (stemmer), so "issues",
-// "issue_write" and "Issue" meet.
+// repository"). BM25 (minisearch) over toolset ids, descriptions and keywords and tool names, descriptions and
+// parameters (their names, descriptions and named values in the input schema), with snake_case/camelCase names
+// split into words and every word stemmed (stemmer), so "issues", "issue_write" and "Issue" meet.
 
 /** What the index is built from: each toolset with the tools it offers (or will offer). */
 export interface SearchableToolset {
@@ -12,7 +12,8 @@ export interface SearchableToolset {
   description: string;
   /** The toolset file's `keywords`: how people ask for its work (discovery only). */
   keywords?: readonly string[];
-  tools: { name: string; description: string }[];
+  /** Each tool with its input JSON Schema, whose parameters describe the tool's work in more words. */
+  tools: { name: string; description: string; parameters?: unknown }[];
 }
 
 /** One ranked toolset and the tools in it that matched, best first. */
@@ -85,6 +86,34 @@ interface Doc {
   name: string;
   text: string;
   keywords?: string;
+  params?: string;
+}
+
+/** Bounds on what schemaText reads of a schema: nesting, properties per object, characters per description. */
+const SCHEMA_DEPTH = 4;
+const SCHEMA_PROPERTIES = 50;
+const SCHEMA_DESCRIPTION = 500;
+
+/**
+ * The words of a tool's input JSON Schema: each property's name and description and its named values (`enum`),
+ * nested objects and arrays included, bounded. A tool's parameters say what it works on ("labels", "state:
+ * open or closed", "get_workflow_run_logs") in words its one-line description leaves out.
+ */
+export function schemaText(schema: unknown, depth = 0): string {
+  if (depth > SCHEMA_DEPTH || typeof schema !== 'object' || schema === null) return '';
+  const { properties, items } = schema as { properties?: unknown; items?: unknown };
+  const parts: string[] = [];
+  const props = typeof properties === 'object' && properties !== null ? Object.entries(properties) : [];
+  for (const [name, prop] of props.slice(0, SCHEMA_PROPERTIES)) {
+    const { description, enum: values } = (prop ?? {}) as { description?: unknown; enum?: unknown };
+    parts.push(name);
+    if (typeof description === 'string') parts.push(description.slice(0, SCHEMA_DESCRIPTION));
+    if (Array.isArray(values))
+      parts.push(...values.filter((v) => typeof v === 'string').slice(0, SCHEMA_PROPERTIES));
+    parts.push(schemaText(prop, depth + 1));
+  }
+  parts.push(schemaText(items, depth + 1));
+  return parts.filter((p) => p.length > 0).join(' ; ');
 }
 
 /**
@@ -92,10 +121,14 @@ interface Doc {
  * needs (tests/fixtures/discovery/needs.json), in the middle of the range that scores best there.
  */
 export interface RankWeights {
-  /** Field boosts: a tool's or toolset's name, its description, and the toolset's keywords. */
+  /**
+   * Field boosts: a tool's or toolset's name, its description, the toolset's keywords, the tool's parameters
+   * (the tuning needs score the same for parameters weighted 0.3 to 1.5: 1, as much as a description).
+   */
   name: number;
   text: number;
   keywords: number;
+  params: number;
   /** The weight of the words a need's paths and addresses add (pathWords): a hint, less than a word said. */
   path: number;
   /** How much the toolset's own id and description add to the score of its best tool. */
@@ -104,8 +137,9 @@ export interface RankWeights {
   cutoff: number;
   /**
    * The first hit is certain when it scores at least this many times the second (or is alone): the smallest
-   * margin at which no tuning need's first hit was wrong (2: 108 of the 133 tuning needs certain, none wrong;
-   * 1.5 let one wrong one through). Used to activate a toolset for a task before its first model call.
+   * margin, in steps of 0.02, at which no tuning need's first hit was wrong (1.8: 109 of the 133 tuning needs
+   * certain, none wrong; 1.78 let one wrong one through). Used to activate a toolset for a task before its first
+   * model call.
    */
   certainty: number;
 }
@@ -115,10 +149,11 @@ export const DEFAULT_WEIGHTS: RankWeights = {
   name: 1,
   text: 1,
   keywords: 1.5,
+  params: 1,
   path: 0.5,
   toolset: 1.2,
   cutoff: 0.2,
-  certainty: 2,
+  certainty: 1.8,
 };
 /** Tools listed per toolset as "matched". */
 const MATCHED_TOOLS = 5;
@@ -126,7 +161,7 @@ const MATCHED_TOOLS = 5;
 /** A search index over a catalog; rebuild it when the catalog changes (it is cheap: 200 tools in a few ms). */
 export class ToolsetIndex {
   private readonly index = new MiniSearch<Doc>({
-    fields: ['name', 'text', 'keywords'],
+    fields: ['name', 'text', 'keywords', 'params'],
     storeFields: ['toolset', 'tool'],
     tokenize,
     processTerm: normalizeTerm,
@@ -153,6 +188,7 @@ export class ToolsetIndex {
           tool: tool.name,
           name: tool.name,
           text: tool.description,
+          params: schemaText(tool.parameters),
         });
       }
     }
@@ -164,7 +200,7 @@ export class ToolsetIndex {
     const w = this.weights;
     const own = tokenize(query).filter((t) => normalizeTerm(t) !== null).length;
     const results = this.index.search([query, ...pathWords(query)].join(' '), {
-      boost: { name: w.name, text: w.text, keywords: w.keywords },
+      boost: { name: w.name, text: w.text, keywords: w.keywords, params: w.params },
       boostTerm: (_term, i) => (i >= own ? w.path : 1),
       combineWith: 'OR',
     });

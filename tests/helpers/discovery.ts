@@ -15,8 +15,11 @@ const FIXTURES = path.resolve('tests/fixtures/discovery');
 export interface Need {
   need: string;
   toolset: string;
-  /** `tune`: the ranking's weights and the toolsets' keywords may be chosen on it; `held_out`: measured only. */
-  split: 'tune' | 'held_out';
+  /**
+   * `tune`: the ranking's weights and the toolsets' keywords may be chosen on it; `held_out`: measured only;
+   * `fresh`: measured only, written in everyday words (the estimate of needs written by people).
+   */
+  split: 'tune' | 'held_out' | 'fresh';
 }
 
 /** The discovery test set (tests/fixtures/discovery/needs.json). */

@@ -1,5 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { normalizeTerm, pathWords, ToolsetIndex, tokenize } from '../../../mcp-gateway/catalog/search.ts';
+import {
+  normalizeTerm,
+  pathWords,
+  schemaText,
+  ToolsetIndex,
+  tokenize,
+} from '../../../mcp-gateway/catalog/search.ts';
 import { discoveryCatalog, loadNeeds, measureRecall } from '../../helpers/discovery.ts';
 
 // Discovery: manage_toolsets LIST with a query ranks toolsets and their tools (BM25 with stemming and split
@@ -44,6 +50,34 @@ describe('the search index', () => {
     expect(index.search('kubernetes')).toEqual([]);
   });
 
+  it("indexes a tool's parameters: their names, descriptions and named values, nested ones too", () => {
+    const parameters = {
+      type: 'object',
+      properties: {
+        method: { type: 'string', description: 'What to do', enum: ['get_workflow_run_logs', 3] },
+        filter: {
+          type: 'object',
+          properties: { since: { type: 'string', description: 'Oldest run, ISO date' } },
+        },
+        tags: { type: 'array', items: { type: 'object', properties: { colour: { type: 'string' } } } },
+      },
+    };
+    expect(schemaText(parameters)).toBe(
+      'method ; What to do ; get_workflow_run_logs ; filter ; since ; Oldest run, ISO date ; tags ; colour',
+    );
+    expect(schemaText('not a schema')).toBe('');
+    // Only the parameters say "logs": the tool that has them is found.
+    const index = new ToolsetIndex([
+      {
+        id: 'ci',
+        description: 'Builds.',
+        tools: [{ name: 'run_get', description: 'Read a run.', parameters }],
+      },
+      { id: 'notes', description: 'Notes.', tools: [{ name: 'note_get', description: 'Read a note.' }] },
+    ]);
+    expect(index.search('show me the logs')[0]?.id).toBe('ci');
+  });
+
   it('reads paths and addresses in a need as the kind of thing they name', () => {
     expect(pathWords('rename report.txt to report-2024.txt')).toEqual(['file']);
     expect(pathWords('write it to reports/revenue.md.')).toEqual(['file']);
@@ -75,17 +109,25 @@ describe('discovery over a catalog with the GitHub MCP server split into toolset
   });
   afterAll(() => catalog.close());
 
-  it('finds the right toolset for at least 9 needs in 10 among the top three (recall@3 ≥ 0.9)', async () => {
-    const needs = loadNeeds();
-    expect(needs.length).toBeGreaterThanOrEqual(40);
-    expect(catalog.tools).toBeGreaterThan(150);
-    const recall = await measureRecall(catalog.gateway, needs);
-    expect(recall.misses.length, JSON.stringify(recall.misses, null, 1)).toBeLessThanOrEqual(
-      needs.length * 0.1,
-    );
-    expect(recall.recallAt3).toBeGreaterThanOrEqual(0.9);
-    expect(recall.recallAt1).toBeGreaterThanOrEqual(0.75);
-  });
+  // Each split's figures with a small margin under what the ranking scores (held out: 0.897 / 0.978; fresh, the
+  // needs in everyday words: 0.505 / 0.725), so a change that loses any of them fails.
+  it.each([
+    ['tune', 0.95, 0.98],
+    ['held_out', 0.88, 0.97],
+    ['fresh', 0.48, 0.7],
+  ] as const)(
+    'finds the right toolset for the %s needs (recall@1 ≥ %s, recall@3 ≥ %s)',
+    async (split, at1, at3) => {
+      const needs = loadNeeds().filter((n) => n.split === split);
+      expect(needs.length).toBeGreaterThanOrEqual(80);
+      expect(catalog.tools).toBeGreaterThan(150);
+      const recall = await measureRecall(catalog.gateway, needs);
+      const shown =
+        split === 'tune' ? JSON.stringify(recall.misses, null, 1) : `${recall.misses.length} misses`;
+      expect(recall.recallAt3, shown).toBeGreaterThanOrEqual(at3);
+      expect(recall.recallAt1).toBeGreaterThanOrEqual(at1);
+    },
+  );
 
   it('answers manage_toolsets LIST with the best toolsets first, each with the tools that matched', async () => {
     const res = await catalog.gateway.manageToolsets('discovery', {
@@ -107,7 +149,8 @@ describe('discovery over 200+ tools', () => {
     try {
       expect(big.tools).toBeGreaterThan(200);
       const same = (got: string, want: string) => got === want || got === want.replace(/^github_/, 'ghe_');
-      expect((await measureRecall(big.gateway, loadNeeds(), same)).recallAt3).toBeGreaterThanOrEqual(0.9);
+      const heldOut = loadNeeds().filter((n) => n.split === 'held_out');
+      expect((await measureRecall(big.gateway, heldOut, same)).recallAt3).toBeGreaterThanOrEqual(0.95);
       const enterprise = await big.gateway.listToolsets(
         's',
         'list the open issues on the company GitHub Enterprise Server',

@@ -1,6 +1,6 @@
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { IfBusy } from './agent-server/contract.ts';
+import { IfBusy, ToolExposure } from './agent-server/contract.ts';
 import { approvalsCommand, auditCommand } from './cli/approvals.ts';
 import { chatCommand } from './cli/chat.ts';
 import { COMMAND_HELP, COMMANDS, HELP, nearest, nearestCommand } from './cli/help.ts';
@@ -368,11 +368,12 @@ function promptArgs(pairs: string[] | undefined): Record<string, string> {
   return out;
 }
 
-/** `--exposure`: how the task's model sees the tools (native, dispatch or code). */
-function exposureOf(value: string | undefined): 'native' | 'dispatch' | 'code' | undefined {
-  if (value === undefined || value === 'native' || value === 'dispatch' || value === 'code') return value;
+/** `--exposure`: how the task's model sees the tools (auto, native, dispatch or code). */
+function exposureOf(value: string | undefined): ToolExposure | undefined {
+  const parsed = ToolExposure.optional().safeParse(value);
+  if (parsed.success) return parsed.data;
   throw new UsageError(
-    `--exposure must be native (the tools array follows the active toolsets), dispatch (a fixed [manage_toolsets, call_tool], kind to prompt caches) or code (the model writes scripts against its tools), got "${value}"`,
+    `--exposure must be auto (every tool when the catalog is small, else native), native (the tools array follows the active toolsets), dispatch (a fixed [manage_toolsets, call_tool], kind to prompt caches) or code (the model writes scripts against its tools), got "${value}"`,
     'run',
   );
 }

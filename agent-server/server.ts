@@ -216,6 +216,7 @@ function agentOf(
     consentTimeoutS: config.agent.consentTimeoutS,
     contextTokens: config.agent.contextTokens,
     scriptLimits: { ...DEFAULT_SCRIPT_LIMITS, ...config.agent.scriptLimits },
+    autoExposureTokens: config.agent.autoExposureTokens,
     tokens,
     metrics: createAgentMetrics(metrics),
     log,

@@ -104,8 +104,8 @@ export async function runArms(opts: {
       const request: Record<string, unknown> = {
         goal: `${goalMarker(key)} ${task.goal}`,
         exposure: exposureOf(arm),
-        // Only the primed arm starts with what discovery is certain of; the others measure the model alone.
-        prime: arm === 'primed',
+        // Only the primed and auto arms start with what discovery is certain of; the others measure the model alone.
+        prime: arm === 'primed' || arm === 'auto',
       };
       if (arm === 'all-loaded') {
         // Every toolset active before the task starts: the static tool list of an agent without toolsets.

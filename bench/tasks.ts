@@ -276,10 +276,10 @@ export function benchTasks(pages: string): BenchTask[] {
  * toolsets (the agent activates the toolset discovery is certain of before the first model call), and code
  * mode (the model reaches tools from scripts, run_code).
  */
-export type Arm = 'native' | 'dispatch' | 'all-loaded' | 'primed' | 'code';
+export type Arm = 'native' | 'dispatch' | 'all-loaded' | 'primed' | 'auto' | 'code';
 
 /** The arms, in the order they are reported. */
-export const ARMS: readonly Arm[] = ['native', 'dispatch', 'all-loaded', 'primed', 'code'];
+export const ARMS: readonly Arm[] = ['native', 'dispatch', 'all-loaded', 'primed', 'auto', 'code'];
 
 /** Every toolset a task activates at some point: what it needs. */
 export function neededToolsets(task: BenchTask): Set<string> {
@@ -305,6 +305,18 @@ export function primedTask(task: BenchTask, active: ReadonlySet<string>): BenchT
   const firstTurn: Action[] = [...(unneeded.length > 0 ? [{ deactivate: unneeded }] : []), ...kept];
   // A first reply left empty does not happen: the model goes straight to the task's next reply.
   const turns = firstTurn.length === 0 ? rest : [firstTurn, ...rest];
+  return { ...task, turns };
+}
+
+/**
+ * A task as a model acts when it may call any tool the system prompt names (activation without a turn): it calls
+ * the tool instead of a LIST and an ACTIVATE before it, still deactivates with its last call, and a reply left
+ * with nothing to do is not made.
+ */
+export function directTask(task: BenchTask): BenchTask {
+  const turns = task.turns
+    .map((actions) => actions.filter((a) => !('activate' in a) && !('list' in a)))
+    .filter((actions) => actions.length > 0);
   return { ...task, turns };
 }
 

@@ -8,7 +8,7 @@ import { type Recall, recallOverHttp } from './discovery.ts';
 import { type ArmFigures, economics } from './economics.ts';
 import { startMockModel } from './mock-model.ts';
 import { startBenchStack } from './stack.ts';
-import { type Arm, benchTasks, primedTask, scriptFor } from './tasks.ts';
+import { type Arm, benchTasks, directTask, primedTask, scriptFor } from './tasks.ts';
 import { makeWorkspace, startPages } from './workspace.ts';
 
 // Figures 1–5 in one run: the benchmark catalog behind a real stack, its size, discovery over it, and the
@@ -44,10 +44,13 @@ export async function tokenRun(dir: string, arms?: readonly Arm[]): Promise<Toke
   const model = await startMockModel({
     record: true,
     script: (key, turn, offered) => {
-      const task = tasks.find((t) => key === `primed:${t.key}`);
-      if (task && turn === 0) {
+      // The auto arm's model is primed too, and calls tools directly (activation without a turn).
+      const [arm, taskKey] = key.split(':') as [Arm, string];
+      const task = tasks.find((t) => t.key === taskKey);
+      if (task && turn === 0 && (arm === 'primed' || arm === 'auto')) {
         const active = new Set(offered.flatMap((name) => toolsetOf.get(name) ?? []));
-        scripts.set(key, scriptFor(primedTask(task, active), 'primed'));
+        const primed = primedTask(task, active);
+        scripts.set(key, scriptFor(arm === 'auto' ? directTask(primed) : primed, arm));
       }
       return scripts.get(key)?.[turn];
     },

@@ -1,4 +1,4 @@
-import { agentRoutes } from '../agent-server/contract.ts';
+import { agentRoutes, type ToolExposure } from '../agent-server/contract.ts';
 import { callRoute, type ServiceEndpoint } from '../lib/http/http-client.ts';
 import { LIMITS } from '../lib/http/limits.ts';
 import { gatewayRoutes } from '../mcp-gateway/contract.ts';
@@ -16,7 +16,7 @@ export interface ChatFlags {
   thread?: string;
   /** The session new threads act in (their active toolsets). */
   session?: string;
-  exposure?: 'native' | 'dispatch' | 'code';
+  exposure?: ToolExposure;
   approvals: 'ask' | 'approve' | 'deny';
 }
 

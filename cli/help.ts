@@ -115,7 +115,9 @@ Options:
                             for it, the default), reject, or interrupt (cancel it)
   --max-steps N             stop after N model calls (status max_steps)
   --max-duration S          stop after S seconds (status timed_out)
-  --exposure MODE           native: the tools array follows the active toolsets;
+  --exposure MODE           auto: every tool when the catalog's definitions are
+                            few (AUTO_EXPOSURE_TOKENS), else native;
+                            native: the tools array follows the active toolsets;
                             dispatch: always [manage_toolsets, call_tool], so the
                             provider's prompt cache survives toolset changes;
                             code: the model runs scripts against its tools

@@ -1,4 +1,4 @@
-import { agentRoutes, type IfBusy, TaskAccepted } from '../agent-server/contract.ts';
+import { agentRoutes, type IfBusy, TaskAccepted, type ToolExposure } from '../agent-server/contract.ts';
 import { callRoute, type ServiceEndpoint, ServiceError } from '../lib/http/http-client.ts';
 import { type CliIo, EXIT, UsageError } from './io.ts';
 import { watchTask } from './watch.ts';
@@ -21,7 +21,7 @@ export interface RunFlags {
   prompt?: string;
   promptArgs?: Record<string, string>;
   /** How the model sees the tools; the server's TOOL_EXPOSURE when absent. */
-  exposure?: 'native' | 'dispatch' | 'code';
+  exposure?: ToolExposure;
   /** The thread the task continues (a new one when absent), and what to do if its last task runs. */
   thread?: string;
   ifBusy?: IfBusy;

@@ -8,7 +8,7 @@ import { boundedString, LIMITS } from '../../lib/http/limits.ts';
  * How a task offers tools to the model: `native`, the tools array follows the active toolsets; `dispatch`, the
  * array stays `[manage_toolsets, call_tool]` (prompt caches hold) and activations return the tools' definitions.
  */
-export const ToolExposure = z.enum(['native', 'dispatch', 'code']);
+export const ToolExposure = z.enum(['auto', 'native', 'dispatch', 'code']);
 export type ToolExposure = z.infer<typeof ToolExposure>;
 
 export const Usage = z.object({

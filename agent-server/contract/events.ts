@@ -110,7 +110,8 @@ const EventData = {
   }),
   /**
    * manage_toolsets changed the session's toolsets (and what that did to the tool-definition tokens); `primed`:
-   * before the first model call, for the goal; `automatic`: for a call of a tool of an inactive toolset (the
+   * before the first model call, for the goal; `all_loaded`: before it, every toolset of a small catalog (exposure
+   * auto); `automatic`: for a call of a tool of an inactive toolset (the
    * call's own `tool_call` follows, with the same id).
    */
   toolset_change: z.looseObject({
@@ -123,6 +124,7 @@ const EventData = {
     removed_tools: ToolNames,
     tool_definition_tokens: ToolDefinitionTokens.optional(),
     primed: z.literal(true).optional(),
+    all_loaded: z.literal(true).optional(),
     automatic: z.literal(true).optional(),
   }),
   approval_needed: PendingApproval.loose(),

@@ -4,6 +4,7 @@ import type { ToolExposure } from '../contract.ts';
 import { ModelError, TaskStoppedError } from '../errors.ts';
 import type { ThreadContext } from '../store/interface.ts';
 import { answerCalls } from './answer.ts';
+import { AUTO_EXPOSURE_TOKENS, loadAllIfSmall } from './auto-exposure.ts';
 import { contextBudget } from './context.ts';
 import { systemPromptFor } from './exposure.ts';
 import { HumanEndedTask } from './lost-answer.ts';
@@ -108,6 +109,25 @@ export async function runLoop(input: LoopInput, deps: LoopDeps): Promise<LoopOut
 }
 
 /**
+ * What a task starting afresh has active before the model is first asked: every toolset when its exposure is
+ * auto and they are few (auto-exposure.ts), else the toolset its goal certainly needs (prime.ts), if any.
+ */
+async function startingToolsets(
+  run: LoopRun,
+  input: LoopInput,
+  auto: boolean,
+  meta: number,
+): Promise<string[]> {
+  const { sessionId, deps, gateway } = run;
+  const threshold = deps.autoExposureTokens ?? AUTO_EXPOSURE_TOKENS;
+  const loaded = auto
+    ? await loadAllIfSmall(sessionId, gateway.priming(), meta, threshold, deps.emit, deps.signal)
+    : [];
+  if (loaded.length > 0 || !input.prime) return loaded;
+  return primeToolsets(input.goal, sessionId, gateway.priming(), deps.emit, deps.signal);
+}
+
+/**
  * The conversation the loop starts from: a saved one, or the system prompt and the goal. A task starting
  * afresh has the toolset its goal certainly needs active before the model is first asked.
  */
@@ -118,16 +138,19 @@ async function openConversation(
 ): Promise<AllToolsets> {
   const { sessionId, deps, gateway, state } = run;
   const { signal } = deps;
+  const meta = deps.tokens.tool(manageToolsetsDefinition);
+  const auto = state.exposure.mode === 'auto';
+  // Decided once, at the start: the task then runs native (auto-exposure.ts).
+  if (auto) state.exposure.mode = 'native';
   // Taken over before its first checkpoint, a task starts again: what was primed then is active still (no
   // call ran to change it), and the model is told of it as it was the first time.
   const primed = input.recovered?.primed
     ? input.recovered.primed
-    : input.prime && !saved && !input.resume
-      ? await primeToolsets(input.goal, sessionId, gateway.priming(), deps.emit, signal)
+    : !saved && !input.resume
+      ? await startingToolsets(run, input, auto, meta)
       : [];
   for (const id of primed) state.used.add(id);
   const { toolsets, auto_activate } = await gateway.listToolsets(sessionId, undefined, signal);
-  const meta = deps.tokens.tool(manageToolsetsDefinition);
   const all = { meta, ...allToolsetsTokens(toolsets, meta) };
   if (saved) {
     state.messages = saved.messages;

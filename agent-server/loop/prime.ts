@@ -28,9 +28,25 @@ export async function primeToolsets(
     return [];
   }
   if (!top?.certain || top.active || !top.enabled) return [];
+  return activateBeforeStart([top.id], sessionId, gateway, emit, 'primed', signal);
+}
+
+/**
+ * Activates toolsets for a task before its first model call, through the gateway's manage_toolsets like a
+ * model's own call; `mark` says why on the toolset_change event. Anything but a plain yes leaves the task as
+ * it was. Returns the ids activated.
+ */
+export async function activateBeforeStart(
+  ids: string[],
+  sessionId: string,
+  gateway: GatewayClient,
+  emit: Emit,
+  mark: 'primed' | 'all_loaded',
+  signal?: AbortSignal,
+): Promise<string[]> {
   try {
     const outcome = await runManageToolsets(
-      { action: 'ACTIVATE', toolset_ids: [top.id] },
+      { action: 'ACTIVATE', toolset_ids: ids },
       sessionId,
       gateway,
       signal,
@@ -38,12 +54,12 @@ export async function primeToolsets(
     if (!outcome.change) return [];
     emit('toolset_change', {
       step: 0,
-      tool_call_id: 'primed',
+      tool_call_id: mark,
       ...outcome.change,
       ...(outcome.toolTokens ? { tool_definition_tokens: outcome.toolTokens } : {}),
-      primed: true,
+      [mark]: true,
     });
-    return [top.id];
+    return ids;
   } catch {
     throwIfStopped(signal);
     // Refused (disabled, over the budget, an approval the policy asks for, …): the model decides itself.

@@ -76,6 +76,8 @@ export interface LoopDeps {
   quota?: Quota;
   /** The bounds of a run_code script (code mode); the sandbox's defaults when absent. */
   scriptLimits?: ScriptLimits;
+  /** exposure auto: the catalog's tool-definition tokens up to which a task loads every toolset. */
+  autoExposureTokens?: number;
 }
 
 /** How a task's loop ended: what the store records as the task's end. */

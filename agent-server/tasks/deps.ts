@@ -48,6 +48,8 @@ export interface AgentDeps {
   contextTokens?: number;
   /** The bounds of a run_code script (RUN_CODE_*); the sandbox's defaults when absent. */
   scriptLimits?: ScriptLimits;
+  /** AUTO_EXPOSURE_TOKENS: up to these tool-definition tokens an `auto` task loads every toolset. */
+  autoExposureTokens?: number;
   /** Where tasks' webhooks may be POSTed; absent, a task that names one is refused (nothing to sign it with). */
   webhooks?: WebhookGuard;
   /** The limits a thread's owner's tasks count against (lib/identity/quota.ts); absent: none. */

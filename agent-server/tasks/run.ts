@@ -193,7 +193,7 @@ async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Pr
       : undefined;
     // Starting over, the task's own events say what was primed for it the first time.
     const primed =
-      recovered && !recovered.snapshot && task.prime
+      recovered && !recovered.snapshot && (task.prime || task.exposure === 'auto')
         ? primedIn(await w.deps.store.events(taskId))
         : undefined;
     // Going on from a saved loop, its conversation holds the thread's earlier turns already.
@@ -263,6 +263,7 @@ function loopDeps(t: TaskRun, owner: string | undefined): LoopDeps {
     trace: traced,
     contextTokens: w.deps.contextTokens,
     ...(w.deps.scriptLimits ? { scriptLimits: w.deps.scriptLimits } : {}),
+    autoExposureTokens: w.deps.autoExposureTokens,
     journal: {
       checkpoint: (snapshot) =>
         w.deps.store.checkpoint(taskId, checkpointOf(snapshot, traced?.stored()), snapshot.steps),
@@ -304,10 +305,15 @@ function loopDeps(t: TaskRun, owner: string | undefined): LoopDeps {
   };
 }
 
-/** The toolsets a task's goal priming activated, from its events (loop/prime.ts emits them marked `primed`). */
+/**
+ * The toolsets activated for a task before its first model call, from its events (loop/prime.ts marks them
+ * `primed`, or `all_loaded` for an auto task's small catalog).
+ */
 function primedIn(events: readonly TaskEvent[]): string[] {
   return events.flatMap((e) =>
-    e.type === 'toolset_change' && e.data.primed === true && e.data.action === 'ACTIVATE'
+    e.type === 'toolset_change' &&
+    (e.data.primed === true || e.data.all_loaded === true) &&
+    e.data.action === 'ACTIVATE'
       ? e.data.toolset_ids
       : [],
   );

@@ -89,9 +89,15 @@ export const SETTING_GROUPS: Group[] = [
       },
       TOOL_EXPOSURE: {
         doc:
-          'how tasks offer tools: `native` (the tools array follows the active toolsets), `dispatch` ' +
+          'how tasks offer tools: `auto` (every toolset active from the start when their definitions together fit ' +
+          'AUTO_EXPOSURE_TOKENS, else `native`), `native` (the tools array follows the active toolsets), `dispatch` ' +
           '(always `[manage_toolsets, call_tool]`, so prompt caches hold) or `code` (always `[manage_toolsets, ' +
-          "run_code]`: the model writes scripts against its tools, docs/code-mode.md); a request's `exposure` overrides it",
+          "run_code]`: scripts against the tools, docs/code-mode.md); a request's `exposure` overrides it",
+      },
+      AUTO_EXPOSURE_TOKENS: {
+        doc:
+          "exposure `auto`: the catalog's tool-definition tokens up to which a task starts with every toolset " +
+          'active (the default is where the bench’s tasks cost as much loaded whole as dynamic: `npm run bench`)',
       },
       AGENT_PRIME_TOOLSETS: {
         doc:

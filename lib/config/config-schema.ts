@@ -31,6 +31,13 @@ const flag = z
   .enum(['', '0', '1', 'true', 'false'], { message: 'must be true or false (1 or 0)' })
   .optional()
   .transform((v) => v === '1' || v === 'true');
+/**
+ * exposure auto's default threshold: the tool-definition tokens at which the bench's twelve tasks cost as much
+ * all-loaded as dynamic (primed, activation without a turn) at gpt-4.1's prices with prompt caching, rounded
+ * down (`npm run bench` prints the crossover).
+ */
+export const AUTO_EXPOSURE_TOKENS = 2_000;
+
 /** A yes/no variable that is yes unless set to 0/false. */
 const onUnlessOff = z
   .enum(['', '0', '1', 'true', 'false'], { message: 'must be true or false (1 or 0)' })
@@ -92,8 +99,9 @@ export const EnvSchema = z.object({
   TOKENIZER: z.enum(TOKENIZERS).default('o200k_base'),
   TOOL_TOKEN_BUDGET: z.coerce.number().int().min(1).optional(),
   TOOL_EXPOSURE: z
-    .enum(['native', 'dispatch', 'code'], { message: 'must be native, dispatch or code' })
-    .default('native'),
+    .enum(['auto', 'native', 'dispatch', 'code'], { message: 'must be auto, native, dispatch or code' })
+    .default('auto'),
+  AUTO_EXPOSURE_TOKENS: z.coerce.number().int().min(0).max(10_000_000).default(AUTO_EXPOSURE_TOKENS),
   AGENT_PRIME_TOOLSETS: onUnlessOff,
   AUTO_ACTIVATE: onUnlessOff,
   LOG_FORMAT: z.enum(['json', 'pretty', 'auto']).default('auto'),

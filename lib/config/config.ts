@@ -156,8 +156,10 @@ function agentSettings(e: Env, local: Local) {
       stallMs: e.AGENT_MODEL_STALL_MS,
     },
     maxSteps: e.AGENT_MAX_STEPS,
-    /** How tasks offer tools to the model unless a request says: `native` or cache-preserving `dispatch`. */
+    /** How tasks offer tools to the model unless a request says: `auto`, `native`, `dispatch` or `code`. */
     exposure: e.TOOL_EXPOSURE,
+    /** exposure auto: up to these tool-definition tokens a task loads every toolset (default: the bench's crossover). */
+    autoExposureTokens: e.AUTO_EXPOSURE_TOKENS,
     /** Whether a task starts with the toolset discovery is certain its goal needs (loop/prime.ts). */
     prime: e.AGENT_PRIME_TOOLSETS,
     /** Tasks that may run at once (503 with retry-after beyond; paused ones do not count). */

@@ -137,7 +137,7 @@ describe('toolshift run, piped', () => {
     expect(await readFile(path.join(stack.root, 'cli.txt'), 'utf8')).toBe('dispatched');
     const bad = await cli(stack, 'run', 'save a file', '--exposure', 'cached');
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/--exposure must be native .*, dispatch .* or code .*, got "cached"/);
+    expect(bad.stderr).toMatch(/--exposure must be auto .*, native .*, dispatch .* or code .*, got "cached"/);
   });
 
   it('prints only the answer with --quiet, reads the goal from stdin with run -, and detaches with --detach', async () => {

@@ -6,6 +6,7 @@ import { afterAll } from 'vitest';
 import { createAgentApp } from '../../agent-server/app.ts';
 import { createGatewayClient } from '../../agent-server/clients/gateway.ts';
 import type { Model } from '../../agent-server/clients/model.ts';
+import type { ToolExposure } from '../../agent-server/contract.ts';
 import { createPostgresTaskStore, createTaskStore } from '../../agent-server/store/store.ts';
 import { createAgent } from '../../agent-server/tasks/agent.ts';
 import type { AgentDeps } from '../../agent-server/tasks/deps.ts';
@@ -170,6 +171,9 @@ export interface StackOptions {
    * what the model activates, which priming would change (tests/agent-server/loop/prime.test.ts tests it).
    */
   prime?: boolean;
+  /** TOOL_EXPOSURE (default native here: most tests are about it) and AUTO_EXPOSURE_TOKENS. */
+  exposure?: ToolExposure;
+  autoExposureTokens?: number;
   /** The model's context budget in tokens (AGENT_CONTEXT_TOKENS). */
   contextTokens?: number;
   /** Where tasks' webhooks may go (agent-server/webhooks/guard.ts); default: none (a task naming one is refused). */
@@ -354,6 +358,8 @@ export async function makeStack(opts: StackOptions = {}) {
     consentPollMs: 20,
     consentTimeoutS: opts.consentTimeoutS,
     prime: opts.prime ?? false,
+    exposure: opts.exposure,
+    autoExposureTokens: opts.autoExposureTokens,
     contextTokens: opts.contextTokens,
     webhooks: opts.webhooks,
     quotaOf: opts.quotaOf,

@@ -212,12 +212,12 @@ describe('dispatch exposure', () => {
     expect(model.toolMessages(1).s1).not.toMatch(/^Error/);
   });
 
-  it('refuses an unknown exposure naming the valid ones; native stays the default', async () => {
+  it('refuses an unknown exposure naming the valid ones; native is the agent’s default without TOOL_EXPOSURE', async () => {
     const model = new ScriptedModel([answer('native')]);
     stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });
     const bad = await run(stack, { goal: 'x', exposure: 'cached' });
     expect(bad.status).toBe(400);
-    expect(bad.body.error).toMatch(/exposure: Invalid option: expected one of "native"\|"dispatch"/);
+    expect(bad.body.error).toMatch(/exposure: Invalid option: expected one of "auto"\|"native"\|"dispatch"/);
     const ok = await run(stack, { goal: 'x' });
     expect(ok.body.status).toBe('completed');
     expect(model.toolNames()).toEqual([['manage_toolsets']]);
@@ -225,9 +225,9 @@ describe('dispatch exposure', () => {
 
   it('TOOL_EXPOSURE sets the agent’s default, and a request may still ask for native', async () => {
     expect(loadConfig({ TOOL_EXPOSURE: 'dispatch' }).agent.exposure).toBe('dispatch');
-    expect(loadConfig({}).agent.exposure).toBe('native');
+    expect(loadConfig({}).agent.exposure).toBe('auto');
     expect(() => loadConfig({ TOOL_EXPOSURE: 'fixed' })).toThrow(
-      /TOOL_EXPOSURE: must be native, dispatch or code/,
+      /TOOL_EXPOSURE: must be auto, native, dispatch or code/,
     );
 
     const model = new ScriptedModel([

@@ -373,15 +373,14 @@ function exposureOf(value: string | undefined): ToolExposure | undefined {
   const parsed = ToolExposure.optional().safeParse(value);
   if (parsed.success) return parsed.data;
   throw new UsageError(
-    `--exposure must be auto (every tool when the catalog is small, else native), native (the tools array follows the active toolsets), dispatch (a fixed [manage_toolsets, call_tool], kind to prompt caches) or code (the model writes scripts against its tools), got "${value}"`,
+    `--exposure must be auto (all tools for a small catalog, else native), native (the tools array follows the active toolsets), dispatch (a fixed [manage_toolsets, call_tool], kind to prompt caches) or code (the model writes scripts against its tools), got "${value}"`,
     'run',
   );
 }
 
 /** `--if-busy`: what a goal sent to a thread whose task still runs does. */
 function ifBusyOf(value: string | undefined): IfBusy | undefined {
-  if (value === undefined) return undefined;
-  const parsed = IfBusy.safeParse(value);
+  const parsed = IfBusy.optional().safeParse(value);
   if (parsed.success) return parsed.data;
   throw new UsageError(
     `--if-busy must be enqueue (wait for the thread's running task), reject or interrupt (cancel it), got "${value}"`,

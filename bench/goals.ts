@@ -1,6 +1,7 @@
 import { codeGoals } from './code-goals.ts';
 import type { ConcurrencyRun } from './concurrency.ts';
 import type { ConsoleRun } from './console.ts';
+import { fewestCallsGoals } from './crossover.ts';
 import type { Recall } from './discovery.ts';
 import { type ArmFigures, PRICE } from './economics.ts';
 import type { EventLogRun } from './event-log.ts';
@@ -148,6 +149,7 @@ export function goals(r: BenchResults): Goal[] {
       met: native.modelCallsPerTask / all.modelCallsPerTask <= 1.25,
     },
     ...primedGoals(r, all),
+    ...fewestCallsGoals(r, all),
     ...codeGoals(r.tokens),
     {
       figure: '3. Prefix kept, requests without a toolset change',

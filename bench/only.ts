@@ -5,6 +5,7 @@ import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
 import { codeGoals } from './code-goals.ts';
 import { concurrencyRun, type ServicesLayout } from './concurrency.ts';
 import { consoleRun } from './console.ts';
+import { crossover } from './crossover.ts';
 import { eventLogRun } from './event-log.ts';
 import { pgEventLogRun } from './event-log-pg.ts';
 import { replicasRun } from './gateway-replicas.ts';
@@ -37,6 +38,7 @@ try {
     });
     const r = await tokenRun(root, arms);
     const all = r.arms.find((a) => a.arm === 'all-loaded');
+    const auto = r.arms.find((a) => a.arm === 'auto');
     console.log(
       JSON.stringify({
         problems: r.problems,
@@ -47,6 +49,7 @@ try {
           fresh: r.recall.fresh,
           misses: r.recall.misses.length,
         },
+        crossover: all && auto ? crossover(all, auto) : null,
         arms: r.arms.map((a) => ({
           arm: a.arm,
           calls: a.modelCallsPerTask,

@@ -1,5 +1,6 @@
 import { codeSection } from './code-report.ts';
 import type { ConcurrencyRun } from './concurrency.ts';
+import { crossover } from './crossover.ts';
 import type { Recall } from './discovery.ts';
 import { PRICE } from './economics.ts';
 import { f2, mib, ms, n0, pct, table, usd } from './format.ts';
@@ -127,6 +128,17 @@ export function renderReport(r: BenchResults): string {
         'its first reply no longer needs, and deactivates an active toolset the task does not need. ' +
         `Primed: ${given.length} of ${primedTasks.length} tasks (${given.map((p) => `${p.task} → ${p.primed.join(', ')}`).join('; ') || 'none'}); ` +
         `not needed: ${primedTasks.flatMap((p) => p.unneeded).join(', ') || 'none'}.`,
+    );
+  }
+  const autoArm = t.arms.find((a) => a.arm === 'auto');
+  if (autoArm) {
+    const x = crossover(arm(r, 'all-loaded'), autoArm);
+    out.push(
+      '- Activation without a turn (`auto`): the primed arm whose model calls a tool the system prompt names instead of ' +
+        'a LIST and an ACTIVATE before it (bench/tasks.ts directTask); the gateway activates its toolset for the call ' +
+        '(AUTO_ACTIVATE). It still deactivates with its last call. Crossover, where all-loaded costs a task as much as ' +
+        `this arm (exposure auto's AUTO_EXPOSURE_TOKENS, bench/crossover.ts): ${x.cached.toLocaleString('en-US')} tokens ` +
+        `of tool definitions with prompt caching, ${x.uncached.toLocaleString('en-US')} without.`,
     );
   }
   const native = arm(r, 'native');

@@ -60,23 +60,34 @@ const WEB_ENDINGS = new Set(['com', 'org', 'net', 'io', 'dev', 'ai', 'app', 'gov
  * `owner/repo` is neither. They are added to the query at RankWeights.path.
  */
 export function pathWords(query: string): string[] {
+  return readPaths(query).hints;
+}
+
+/**
+ * The need with its paths and addresses taken out (their words name a thing, not the kind of work: the folder
+ * `project/` is not a project board), and the words they add (pathWords).
+ */
+export function readPaths(query: string): { text: string; hints: string[] } {
   const words = new Set<string>();
+  const kept: string[] = [];
   for (const raw of query.split(/\s+/)) {
-    const token = raw.replace(/^[("'`[<]+|[)"'`\]>,.;:!?]+$/g, '');
-    if (token.length < 3 || token.includes('@')) continue;
-    if (/^https?:\/\//i.test(token)) {
-      words.add('web').add('page');
-      continue;
-    }
-    const host = /^([\w-]+\.)+([a-z]{2,4})(\/|$)/i.exec(token);
-    if (host && WEB_ENDINGS.has(host[2].toLowerCase())) {
-      words.add('web').add('page');
-      continue;
-    }
-    if (/^[\w./~-]*[\w-]\.[a-z][a-z0-9]{0,4}$/i.test(token)) words.add('file');
-    else if (/^[\w.~-]+\/$/.test(token)) words.add('directory');
+    const hint = pathHint(raw);
+    if (hint) for (const w of hint) words.add(w);
+    else kept.push(raw);
   }
-  return [...words];
+  return { text: kept.join(' '), hints: [...words] };
+}
+
+/** What one word of a need says as a path or address, if it is one. */
+function pathHint(raw: string): string[] | undefined {
+  const token = raw.replace(/^[("'`[<]+|[)"'`\]>,.;:!?]+$/g, '');
+  if (token.length < 3 || token.includes('@')) return undefined;
+  if (/^https?:\/\//i.test(token)) return ['web', 'page'];
+  const host = /^([\w-]+\.)+([a-z]{2,4})(\/|$)/i.exec(token);
+  if (host && WEB_ENDINGS.has(host[2].toLowerCase())) return ['web', 'page'];
+  if (/^[\w./~-]*[\w-]\.[a-z][a-z0-9]{0,4}$/i.test(token)) return ['file'];
+  if (/^[\w.~-]+\/$/.test(token)) return ['directory'];
+  return undefined;
 }
 
 interface Doc {
@@ -198,8 +209,9 @@ export class ToolsetIndex {
   /** Toolsets that match `query`, best first, each with its matching tools; [] when nothing matches. */
   search(query: string, limit = 10): ToolsetHit[] {
     const w = this.weights;
-    const own = tokenize(query).filter((t) => normalizeTerm(t) !== null).length;
-    const results = this.index.search([query, ...pathWords(query)].join(' '), {
+    const { text, hints } = readPaths(query);
+    const own = tokenize(text).filter((t) => normalizeTerm(t) !== null).length;
+    const results = this.index.search([text, ...hints].join(' '), {
       boost: { name: w.name, text: w.text, keywords: w.keywords, params: w.params },
       boostTerm: (_term, i) => (i >= own ? w.path : 1),
       combineWith: 'OR',

@@ -13,6 +13,8 @@ export const ChangeToolsetsRequest = z.strictObject({
     message: 'give at least one toolset id',
   }),
   session_id: SessionId.optional(),
+  /** ACTIVATE only: just these tools of the toolsets (each a tool of one of them); absent: all their tools. */
+  tools: boundedList(boundedString(LIMITS.id), LIMITS.ids).optional(),
 });
 export type ChangeToolsetsRequest = z.infer<typeof ChangeToolsetsRequest>;
 
@@ -71,6 +73,8 @@ export const ToolsetInfo = z.object({
     .optional(),
   /** With a query: this toolset's tools that matched, best first. */
   matched_tools: z.array(z.string()).optional(),
+  /** Active with only some of its tools (ACTIVATE with `tools`): those. */
+  active_tools: z.array(z.string()).optional(),
   /**
    * With a query, on the first toolset only: it leads the rest by a wide margin (the ranking's certainty) and the
    * operator's policy lets it be activated without a human, so an agent may activate it before its model asks.
@@ -172,6 +176,12 @@ export const manageToolsetsDefinition = {
       query: {
         type: 'string',
         description: 'LIST only: words describing what you need; the best-matching toolsets come first.',
+      },
+      tools: {
+        type: 'array',
+        items: { type: 'string' },
+        description:
+          "ACTIVATE only: just these tools of the toolsets (e.g. LIST's matched_tools), not all of them.",
       },
     },
     required: ['action', 'toolset_ids'],

@@ -31,7 +31,7 @@ export async function callTool(
   const withheld = c.catalog.withheld(name);
   if (withheld) throw refuse('withheld', withheld);
   if (!tool) {
-    const names = toolNames(c, on);
+    const names = toolNames(c, on, view.only);
     const listed = names.length > 0 ? names.join(', ') : 'none (activate a toolset first)';
     throw refuse('unknown_tool', `Unknown tool ${name}. Tools active in this session: ${listed}`);
   }
@@ -49,13 +49,17 @@ export async function callTool(
     );
   }
   let activated: ManageToolsetsResponse | undefined;
-  if (!on.includes(tool.toolset)) {
-    const auto = call.activate ? await activateFor(c, sessionId, name, tool.toolset) : { why: '' };
+  const some = view.only.get(tool.toolset);
+  const isActive = on.includes(tool.toolset);
+  if (!isActive || (some && !some.includes(name))) {
+    // Of a toolset active with some of its tools, the gateway activates this one tool.
+    const tools = isActive ? [name] : undefined;
+    const auto = call.activate ? await activateFor(c, sessionId, name, tool.toolset, tools) : { why: '' };
     if ('why' in auto) {
-      throw refuse(
-        'inactive',
-        `Tool ${name} belongs to toolset ${tool.toolset}, which is not active in this session; activate ${tool.toolset} first${auto.why}`,
-      );
+      const state = isActive
+        ? `of which only ${some?.join(', ')} are active in this session; activate ${tool.toolset} or its tool ${name} first`
+        : `which is not active in this session; activate ${tool.toolset} first`;
+      throw refuse('inactive', `Tool ${name} belongs to toolset ${tool.toolset}, ${state}${auto.why}`);
     }
     activated = auto.activated;
   }
@@ -96,12 +100,13 @@ async function activateFor(
   sessionId: string,
   name: string,
   toolset: string,
+  tools?: string[],
 ): Promise<{ activated: ManageToolsetsResponse } | { why: string }> {
   const activate = c.activate;
   if (!activate) return { why: '' };
   try {
     const actor = { ...currentActor(), automatic: name };
-    return { activated: await withActor(actor, () => activate(sessionId, toolset)) };
+    return { activated: await withActor(actor, () => activate(sessionId, toolset, tools)) };
   } catch (err) {
     if (!(err instanceof Refusal)) throw err;
     return { why: ` (it was not activated for this call: ${err.message})` };

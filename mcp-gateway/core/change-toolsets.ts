@@ -12,6 +12,8 @@ import { active, prepare, requireKnown, toolNames, unlisted } from './session-to
 interface Done {
   changed: string[];
   after: string[];
+  /** Of `after`, those active with only some of their tools. */
+  only: SessionView['only'];
 }
 
 export function lower(action: ChangeToolsetsRequest['action']) {
@@ -28,16 +30,20 @@ export async function changeToolsets(
   const view = await c.store.load(sessionId);
   const before = active(c, view);
   // Taken now: activating a toolset whose server had not listed its tools lists them (they are new).
-  const beforeTools = toolNames(c, before);
+  const beforeTools = toolNames(c, before, view.only);
   let done: Done;
-  if (req.action === 'ACTIVATE') done = await activate(c, sessionId, ids, view, before);
+  if (req.action === 'ACTIVATE') done = await activate(c, sessionId, ids, view, before, req.tools);
   else if (req.action === 'DEACTIVATE') {
     const stored = await c.store.deactivate(sessionId, ids, before);
     const forUser = currentActor().for_user;
     if (forUser) await c.catalog.release(stored.changed, forUser);
-    done = { changed: stored.changed, after: active(c, { ...view, toolsets: stored.toolsets }) };
+    done = {
+      changed: stored.changed,
+      after: active(c, { ...view, toolsets: stored.toolsets }),
+      only: stored.only,
+    };
   } else done = await setEnabled(c, ids, view, req.action === 'ENABLE');
-  const { changed, after } = done;
+  const { changed, after, only } = done;
   const automatic = currentActor().automatic;
   c.audit({
     session_id: sessionId,
@@ -46,7 +52,7 @@ export async function changeToolsets(
     ok: true,
     ...(automatic ? { detail: `automatic: the model called ${automatic}` } : {}),
   });
-  const afterTools = toolNames(c, after);
+  const afterTools = toolNames(c, after, only);
   c.log.info({ session: sessionId, action: req.action, ids, active: after }, 'toolsets changed');
   return {
     session_id: sessionId,
@@ -65,6 +71,7 @@ async function activate(
   ids: string[],
   view: SessionView,
   before: string[],
+  tools?: readonly string[],
 ): Promise<Done> {
   const why = await disabledFor(c, ids, view);
   if (why) {
@@ -86,8 +93,13 @@ async function activate(
     ids.filter((id) => !before.includes(id) || unlisted(c, id, true)),
   );
   // A session never stored starts from what it had: the defaults.
-  const stored = await c.store.activate(sessionId, ids, before);
-  return { changed: stored.changed, after: active(c, { ...view, toolsets: stored.toolsets }) };
+  const only = tools && tools.length > 0 ? splitTools(c, sessionId, ids, tools) : undefined;
+  const stored = await c.store.activate(sessionId, ids, before, only);
+  return {
+    changed: stored.changed,
+    after: active(c, { ...view, toolsets: stored.toolsets }),
+    only: stored.only,
+  };
 }
 
 /** Why some of `ids` cannot be activated: disabled by the operator, or by a team of the request's user. */
@@ -112,5 +124,41 @@ async function setEnabled(c: GatewayCore, ids: string[], view: SessionView, enab
   // Disabling removes the toolset from every session, this one included.
   const toolsets =
     view.toolsets && (enable ? view.toolsets : view.toolsets.filter((id) => !changed.includes(id)));
-  return { changed, after: active(c, { ...view, toolsets, disabled }) };
+  return { changed, after: active(c, { ...view, toolsets, disabled }), only: view.only };
+}
+
+/**
+ * ACTIVATE's `tools` by toolset, each named tool with the toolset among `ids` that has it (their servers listed
+ * by now): a name none of them has, or a toolset given none of its tools, is refused with what is valid.
+ */
+function splitTools(
+  c: GatewayCore,
+  sessionId: string,
+  ids: readonly string[],
+  tools: readonly string[],
+): Map<string, string[]> {
+  const only = new Map<string, string[]>();
+  for (const id of ids)
+    only.set(
+      id,
+      (c.catalog.toolset(id)?.tools ?? []).filter((n) => tools.includes(n)),
+    );
+  const strays = tools.filter((n) => !ids.some((id) => only.get(id)?.includes(n)));
+  const empty = ids.filter((id) => only.get(id)?.length === 0);
+  if (strays.length === 0 && empty.length === 0) return only;
+  const of = ids
+    .map((id) => `${id}: ${(c.catalog.toolset(id)?.tools ?? []).join(', ') || 'none listed'}`)
+    .join('; ');
+  const message =
+    (strays.length > 0 ? `tools ${strays.join(', ')} are not tools of ${ids.join(', ')}. ` : '') +
+    (empty.length > 0 ? `No tool named for ${empty.join(', ')}: activate it in a call of its own. ` : '') +
+    `Their tools: ${of}`;
+  c.audit({
+    session_id: sessionId,
+    kind: 'activate',
+    subject: ids.join(','),
+    ok: false,
+    detail: message.slice(0, 500),
+  });
+  throw new Refusal('invalid_arguments', `Invalid arguments for ACTIVATE: ${message}`);
 }

@@ -21,7 +21,15 @@ import { listing } from './listing.ts';
 import { manageToolsets, type ToolTokens } from './manage-toolsets.ts';
 import { operatorActions } from './operator.ts';
 import type { GatewayCore } from './parts.ts';
-import { active, definitionTokens, prepare, toolsetTools, unlisted, validIds } from './session-toolsets.ts';
+import {
+  active,
+  definitionTokens,
+  namedTokens,
+  prepare,
+  toolsetTools,
+  unlisted,
+  validIds,
+} from './session-toolsets.ts';
 import { fixedViews } from './views.ts';
 
 export type { Gateway };
@@ -85,7 +93,7 @@ export function createGateway(deps: {
       const byTeam = await c.teamDisabled();
       return active(c, view)
         .filter((id) => !byTeam.has(id))
-        .flatMap((toolsetId) => toolsetTools(c, toolsetId) ?? []);
+        .flatMap((toolsetId) => toolsetTools(c, toolsetId, view.only) ?? []);
     },
     toolsetTools: (toolsetId: string) => toolsetTools(c, toolsetId),
     callTool: (...args: Parameters<Gateway['callTool']>) => callTool(c, ...args),
@@ -105,8 +113,12 @@ export function createGateway(deps: {
       ),
     );
   if (deps.autoActivate !== false) {
-    c.activate = async (sessionId, toolsetId) => {
-      const res = await manage(sessionId, { action: 'ACTIVATE', toolset_ids: [toolsetId] });
+    c.activate = async (sessionId, toolsetId, tools) => {
+      const res = await manage(sessionId, {
+        action: 'ACTIVATE',
+        toolset_ids: [toolsetId],
+        ...(tools ? { tools } : {}),
+      });
       return { ...res, tools: await api.tools(sessionId) };
     };
   }
@@ -139,7 +151,8 @@ export function createGateway(deps: {
 /** What manage_toolsets counts tool-definition tokens with, and the budget it holds a session to. */
 function toolTokensOf(c: GatewayCore, budget: number | undefined): ToolTokens {
   return {
-    of: (ids) => definitionTokens(c, ids),
+    of: (ids, only) => definitionTokens(c, ids, only),
+    named: (names) => namedTokens(c, names),
     prepare: (sid, ids) =>
       prepare(
         c,

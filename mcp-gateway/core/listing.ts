@@ -23,6 +23,7 @@ export function listing(
     ...catalog.status(t.id),
     ...(t.tools.length > 0 ? { definition_tokens: definitionTokens(c, [t.id]) } : {}),
     ...(matched ? { matched_tools: matched } : {}),
+    ...(on.has(t.id) && view.only.has(t.id) ? { active_tools: [...(view.only.get(t.id) ?? [])] } : {}),
     ...(certain ? { certain } : {}),
   });
   // With a query: ranked by the search index (search.ts), best first, each with the tools that matched.

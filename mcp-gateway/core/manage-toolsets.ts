@@ -21,21 +21,32 @@ const Args = z
     ),
     toolset_ids: boundedList(boundedString(LIMITS.id), LIMITS.ids).optional(),
     query: boundedString(LIMITS.query).optional(),
+    tools: boundedList(boundedString(LIMITS.id), LIMITS.ids).optional(),
   })
   .refine((a) => a.action === 'LIST' || (a.toolset_ids?.length ?? 0) > 0, {
     message: 'ACTIVATE and DEACTIVATE need at least one id in toolset_ids',
     path: ['toolset_ids'],
+  })
+  .refine((a) => a.action === 'ACTIVATE' || a.tools === undefined, {
+    message: 'only ACTIVATE takes tools (DEACTIVATE removes a toolset with all its tools)',
+    path: ['tools'],
   });
 
 /** Whether a model's raw arguments would pass (the MCP face mints a session handle only for those that do). */
 export const validManageArgs = (args: Record<string, unknown>): boolean => Args.safeParse(args).success;
 
-const EXPECTED = 'Expected {action: "ACTIVATE"|"DEACTIVATE"|"LIST", toolset_ids: string[], query?: string}';
+const EXPECTED =
+  'Expected {action: "ACTIVATE"|"DEACTIVATE"|"LIST", toolset_ids: string[], query?: string, tools?: string[]}';
 
 /** What the model's tools array costs in tokens, and the most a session may carry (TOOL_TOKEN_BUDGET). */
 export interface ToolTokens {
-  /** Tokens of the named toolsets' tool definitions as the model receives them (those listed so far). */
-  of(toolsetIds: readonly string[]): number;
+  /**
+   * Tokens of the named toolsets' tool definitions as the model receives them (those listed so far); with
+   * `only`, of the tools it names for a toolset.
+   */
+  of(toolsetIds: readonly string[], only?: ReadonlyMap<string, readonly string[]>): number;
+  /** Tokens of these tools' definitions. */
+  named(tools: readonly string[]): number;
   /** Connects upstream toolsets not listed yet, so their definitions can be counted before activating them. */
   prepare?(sessionId: string, toolsetIds: readonly string[]): Promise<void>;
   /** The meta-tool's own definition, part of every request. */
@@ -64,21 +75,22 @@ async function checkBudget(
   sessionId: string,
   active: readonly string[],
   ids: readonly string[],
+  only: ReadonlyMap<string, readonly string[]>,
 ): Promise<void> {
   const { toolTokens: t } = deps;
   const adding = ids.filter((id) => !active.includes(id));
   if (adding.length === 0) return;
   await t.prepare?.(sessionId, adding);
-  const total = t.base + t.of([...active, ...adding]);
+  const total = t.base + t.of([...active, ...adding], only);
   if (total <= t.budget) return;
-  const needed = t.base + t.of(adding);
+  const needed = t.base + t.of(adding, only);
   let message: string;
   if (needed > t.budget) {
     message =
       `${adding.join(', ')} alone would bring the tool definitions to ${fmt(needed)} tokens, over ` +
       `TOOL_TOKEN_BUDGET (${fmt(t.budget)}): ${adding.length > 1 ? 'activate fewer at once' : 'it cannot be activated'}.`;
   } else {
-    const others = active.filter((id) => !ids.includes(id)).map((id) => ({ id, tokens: t.of([id]) }));
+    const others = active.filter((id) => !ids.includes(id)).map((id) => ({ id, tokens: t.of([id], only) }));
     others.sort((a, b) => b.tokens - a.tokens);
     const drop: typeof others = [];
     let left = total;
@@ -108,24 +120,35 @@ export async function manageToolsets(
   sessionId: string,
   args: Record<string, unknown>,
 ): Promise<ManageToolsetsResponse> {
-  const { action, toolset_ids = [], query } = parseArgs(deps, sessionId, args);
+  const { action, toolset_ids = [], query, tools } = parseArgs(deps, sessionId, args);
   if (action === 'LIST') return list(deps, sessionId, query);
   const tokens = deps.toolTokens;
   const listing = (await deps.listToolsets(sessionId)).toolsets;
   const activeBefore = listing.filter((t) => t.active).map((t) => t.id);
+  const onlyBefore = new Map(
+    listing.flatMap((t) => (t.active_tools ? [[t.id, t.active_tools] as const] : [])),
+  );
   // Unknown or disabled ids are refused by changeToolsets with their own message; the budget judges the rest.
   const allowed = toolset_ids.every((id) => listing.some((t) => t.id === id && t.enabled));
   if (action === 'ACTIVATE' && tokens?.budget !== undefined && allowed) {
+    // The toolsets being activated count with the tools asked for (activeNames keeps each toolset's own).
+    const only = new Map([...onlyBefore, ...(tools ? toolset_ids.map((id) => [id, tools] as const) : [])]);
     await checkBudget(
       { ...deps, toolTokens: { ...tokens, budget: tokens.budget } },
       sessionId,
       activeBefore,
       toolset_ids,
+      only,
     );
   }
-  const before = tokens ? tokens.base + tokens.of(activeBefore) : 0;
-  const res = await deps.changeToolsets({ action, toolset_ids, session_id: sessionId });
-  const after = tokens ? tokens.base + tokens.of(res.active_toolsets) : 0;
+  const before = tokens ? tokens.base + tokens.of(activeBefore, onlyBefore) : 0;
+  const res = await deps.changeToolsets({
+    action,
+    toolset_ids,
+    session_id: sessionId,
+    ...(tools ? { tools } : {}),
+  });
+  const after = tokens ? tokens.base + tokens.named(res.tools) : 0;
   return {
     result: {
       message: changeMessage(action, toolset_ids, res, tokens, after - before, after),

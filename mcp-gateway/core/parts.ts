@@ -24,8 +24,8 @@ export interface GatewayCore {
    * empty for a request on nobody's behalf.
    */
   teamDisabled(): Promise<ReadonlyMap<string, string>>;
-  /** ACTIVATE of one toolset as the model's manage_toolsets does it; absent with AUTO_ACTIVATE=false. */
-  activate?(sessionId: string, toolsetId: string): Promise<ManageToolsetsResponse>;
+  /** ACTIVATE of one toolset (or some of its tools) as the model's manage_toolsets does it; absent with AUTO_ACTIVATE=false. */
+  activate?(sessionId: string, toolsetId: string, tools?: string[]): Promise<ManageToolsetsResponse>;
 }
 
 /** What the gateway's parts share with it. */

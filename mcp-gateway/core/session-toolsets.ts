@@ -23,28 +23,41 @@ export function active(c: GatewayCore, view: SessionView): string[] {
   return ids.filter((id) => c.catalog.toolset(id) && !view.disabled.has(id));
 }
 
-export function toolNames(c: GatewayCore, toolsetIds: readonly string[]): string[] {
-  return toolsetIds.flatMap((id) => c.catalog.toolset(id)?.tools ?? []);
+/** Toolsets active with only some of their tools, and those tools (SessionView.only). */
+export type Only = ReadonlyMap<string, readonly string[]> | undefined;
+
+/** The names of a toolset's tools active in a session: all of them, or those `only` names for it. */
+function activeNames(c: GatewayCore, toolsetId: string, only?: Only): string[] {
+  const all = c.catalog.toolset(toolsetId)?.tools ?? [];
+  const some = only?.get(toolsetId);
+  return some ? all.filter((name) => some.includes(name)) : all;
 }
 
-/** A toolset's tool definitions as offered (undefined: no such toolset). */
-export function toolsetTools(c: GatewayCore, toolsetId: string): GatewayTool[] | undefined {
-  return c.catalog.toolset(toolsetId)?.tools.flatMap((name) => {
+export function toolNames(c: GatewayCore, toolsetIds: readonly string[], only?: Only): string[] {
+  return toolsetIds.flatMap((id) => activeNames(c, id, only));
+}
+
+/** A toolset's tool definitions as offered (undefined: no such toolset); with `only`, those active. */
+export function toolsetTools(c: GatewayCore, toolsetId: string, only?: Only): GatewayTool[] | undefined {
+  if (!c.catalog.toolset(toolsetId)) return undefined;
+  return activeNames(c, toolsetId, only).flatMap((name) => {
     const tool = c.catalog.tools.get(name);
     return tool ? [{ ...tool.definition, toolset: toolsetId }] : [];
   });
 }
 
-/** Tokens of the toolsets' tool definitions known so far (an upstream toolset not yet listed counts 0). */
-export const definitionTokens = (c: GatewayCore, ids: readonly string[]) =>
+/** Tokens of tool definitions by name (a tool not listed yet counts 0). */
+export const namedTokens = (c: GatewayCore, names: readonly string[]) =>
   c.counter.tools(
-    ids.flatMap((id) =>
-      (c.catalog.toolset(id)?.tools ?? []).flatMap((name) => {
-        const tool = c.catalog.tools.get(name);
-        return tool ? [tool.definition] : [];
-      }),
-    ),
+    names.flatMap((name) => {
+      const tool = c.catalog.tools.get(name);
+      return tool ? [tool.definition] : [];
+    }),
   );
+
+/** Tokens of the toolsets' tool definitions known so far (an upstream toolset not yet listed counts 0). */
+export const definitionTokens = (c: GatewayCore, ids: readonly string[], only?: Only) =>
+  namedTokens(c, toolNames(c, ids, only));
 
 export const validIds = (c: GatewayCore) => c.catalog.toolsets.map((t) => t.id).join(', ');
 

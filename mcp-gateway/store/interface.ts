@@ -9,6 +9,8 @@ import type { AuditActor, AuditEntry, AuditFilter, AuditPage } from './audit.ts'
 export interface SessionView {
   /** The session's stored toolsets in activation order; null for a session never stored (it has the defaults). */
   toolsets: string[] | null;
+  /** Toolsets active with only some of their tools, and those tools (absent: all of the toolset's). */
+  only: ReadonlyMap<string, readonly string[]>;
   /** Toolsets the operator has disabled. */
   disabled: ReadonlySet<string>;
   /** The user's changes to which toolsets a new session starts with (true: on, false: off). */
@@ -19,6 +21,8 @@ export interface SessionView {
 export interface SessionChange {
   changed: string[];
   toolsets: string[];
+  /** Of those, the ones active with only some of their tools, and those tools. */
+  only: ReadonlyMap<string, readonly string[]>;
 }
 
 /** Sessions and their toolsets, the ceiling, defaults, upstream listings and pins, the audit trail. */
@@ -27,9 +31,15 @@ export interface GatewayStore {
   load(sessionId: string | null): Promise<SessionView>;
   /**
    * Activates in the given order (never a toolset disabled meanwhile), first storing the session with
-   * `initial` active when it was never stored; one short transaction.
+   * `initial` active when it was never stored; one short transaction. A toolset in `only` gets those of its
+   * tools (added to those it has, when it has only some); one not in it gets all of them.
    */
-  activate(sessionId: string, ids: readonly string[], initial: readonly string[]): Promise<SessionChange>;
+  activate(
+    sessionId: string,
+    ids: readonly string[],
+    initial: readonly string[],
+    only?: ReadonlyMap<string, readonly string[]>,
+  ): Promise<SessionChange>;
   /** Deactivates, first storing the session with `initial` when it was never stored; one short transaction. */
   deactivate(sessionId: string, ids: readonly string[], initial: readonly string[]): Promise<SessionChange>;
   /** Sets whether new sessions start with these toolsets active. */

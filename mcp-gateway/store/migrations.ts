@@ -20,6 +20,7 @@ export function gatewayMigrations(dialect: DialectName): Record<string, Migratio
   return {
     '001_one_schema': { up: (db) => oneSchema(db, dialect) },
     '002_for_user': { up: (db) => forUser(db, dialect) },
+    '004_tool_subsets': { up: (db) => toolSubsets(db, dialect) },
   };
 }
 
@@ -105,6 +106,16 @@ function forUser(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
       ON approvals (session_id, kind, subject, args_hash, (COALESCE(for_user, ''))) WHERE status = 'pending'`.execute(
       db,
     );
+  });
+}
+
+/** A toolset active with only some of its tools (ACTIVATE with `tools`): their names, null for all of them. */
+function toolSubsets(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
+  return atomically(db, dialect, async () => {
+    const before = await tablesFound(db);
+    if (!before.get('session_toolsets')?.has('tools')) {
+      await db.schema.alterTable('session_toolsets').addColumn('tools', 'text').execute();
+    }
   });
 }
 

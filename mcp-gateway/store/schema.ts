@@ -11,8 +11,11 @@ export type Int8 = ColumnType<number | string, number, number>;
 
 export interface GatewayDatabase {
   sessions: { id: string; created_at: string };
-  /** A session's active toolsets; `seq` orders them as they were activated. */
-  session_toolsets: { session_id: string; toolset_id: string; seq: number };
+  /**
+   * A session's active toolsets; `seq` orders them as they were activated; `tools`, a JSON array of tool names,
+   * when only those of the toolset are active (null: all of them).
+   */
+  session_toolsets: { session_id: string; toolset_id: string; seq: number; tools: string | null };
   /** The operator's ceiling: a toolset enabled (1) or disabled (0) for everyone. */
   toolset_settings: { toolset_id: string; enabled: number };
   /** The user's changes to which toolsets a new session starts with. */

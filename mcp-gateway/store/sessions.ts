@@ -16,7 +16,7 @@ export function sessionStatements(db: Kdb) {
       q
         .selectFrom('sessions as s')
         .leftJoin('session_toolsets as t', 't.session_id', 's.id')
-        .select('t.toolset_id')
+        .select(['t.toolset_id', 't.tools'])
         .where('s.id', '=', a.id)
         .orderBy('t.seq'),
     ),
@@ -27,32 +27,47 @@ export function sessionStatements(db: Kdb) {
         .onConflict((oc) => oc.doNothing()),
     ),
     // After those the session has; never one disabled, whatever this replica's cache said a moment ago.
-    activate: statement(db, ['id', 'toolset'], (q, a: { id: string; toolset: string }) =>
-      q
-        .insertInto('session_toolsets')
-        .columns(['session_id', 'toolset_id', 'seq'])
-        .expression(
-          q
-            .selectNoFrom((eb) => [
-              eb.val(a.id).as('session_id'),
-              eb.val(a.toolset).as('toolset_id'),
-              sql<number>`(SELECT COALESCE(MAX(seq), 0) + 1 FROM session_toolsets WHERE session_id = ${a.id})`.as(
-                'seq',
-              ),
-            ])
-            .where(({ not, exists, selectFrom }) =>
-              not(
-                exists(
-                  selectFrom('toolset_settings')
-                    .select('toolset_id')
-                    .where('toolset_id', '=', a.toolset)
-                    .where('enabled', '=', 0),
+    activate: statement(
+      db,
+      ['id', 'toolset', 'tools'],
+      (q, a: { id: string; toolset: string; tools: string | null }) =>
+        q
+          .insertInto('session_toolsets')
+          .columns(['session_id', 'toolset_id', 'seq', 'tools'])
+          .expression(
+            q
+              .selectNoFrom((eb) => [
+                eb.val(a.id).as('session_id'),
+                eb.val(a.toolset).as('toolset_id'),
+                sql<number>`(SELECT COALESCE(MAX(seq), 0) + 1 FROM session_toolsets WHERE session_id = ${a.id})`.as(
+                  'seq',
+                ),
+                eb.val(a.tools).as('tools'),
+              ])
+              .where(({ not, exists, selectFrom }) =>
+                not(
+                  exists(
+                    selectFrom('toolset_settings')
+                      .select('toolset_id')
+                      .where('toolset_id', '=', a.toolset)
+                      .where('enabled', '=', 0),
+                  ),
                 ),
               ),
-            ),
-        )
-        .onConflict((oc) => oc.doNothing())
-        .returning('toolset_id'),
+          )
+          .onConflict((oc) => oc.doNothing())
+          .returning('toolset_id'),
+    ),
+    // A toolset active with some of its tools gets more of them, or all (null).
+    widen: statement(
+      db,
+      ['id', 'toolset', 'tools'],
+      (q, a: { id: string; toolset: string; tools: string | null }) =>
+        q
+          .updateTable('session_toolsets')
+          .set({ tools: a.tools })
+          .where('session_id', '=', a.id)
+          .where('toolset_id', '=', a.toolset),
     ),
     deactivate: statement(db, ['id', 'toolset'], (q, a: { id: string; toolset: string }) =>
       q
@@ -66,15 +81,37 @@ export function sessionStatements(db: Kdb) {
 
 export type SessionStatements = ReturnType<typeof sessionStatements>;
 
-/** The session's stored toolsets in activation order, or null for a session never stored. */
+/** A session's stored toolsets in activation order, and those active with only some of their tools. */
+export interface StoredToolsets {
+  toolsets: string[];
+  only: Map<string, string[]>;
+}
+
+/** The session's stored toolsets, or null for a session never stored. */
 export async function storedToolsets(
   q: SessionStatements,
   db: Kdb,
   sessionId: string,
-): Promise<string[] | null> {
+): Promise<StoredToolsets | null> {
   const { rows } = await q.toolsets(db, { id: sessionId });
   if (rows.length === 0) return null;
-  return rows.flatMap((r) => (r.toolset_id === null ? [] : [r.toolset_id]));
+  const stored: StoredToolsets = { toolsets: [], only: new Map() };
+  for (const r of rows) {
+    if (r.toolset_id === null) continue;
+    stored.toolsets.push(r.toolset_id);
+    if (r.tools !== null) stored.only.set(r.toolset_id, toolList(r.tools));
+  }
+  return stored;
+}
+
+/** A stored `tools` column: the names it lists (none for a value this store did not write). */
+function toolList(text: string): string[] {
+  try {
+    const value: unknown = JSON.parse(text);
+    return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+  } catch {
+    return [];
+  }
 }
 
 /** Stores a session never stored, with `initial` active (those enabled); true when it was stored now. */
@@ -90,17 +127,38 @@ async function ensureSession(
   return true;
 }
 
-/** Adds toolsets to a session in the given order after those it has; the ids added. */
+/**
+ * Adds toolsets to a session in the given order after those it has, each with the tools `only` names (all when
+ * it names none); one it has with some tools gets those too. The ids added or widened.
+ */
 async function addToolsets(
   q: SessionStatements,
   trx: Kdb,
   sessionId: string,
   ids: readonly string[],
+  only?: ReadonlyMap<string, readonly string[]>,
 ): Promise<Set<string>> {
   const added = new Set<string>();
+  let had: StoredToolsets | null | undefined;
   for (const id of ids) {
-    const { rows } = await q.activate(trx, { id: sessionId, toolset: id });
-    if (rows[0]) added.add(rows[0].toolset_id);
+    const want = only?.get(id);
+    const { rows } = await q.activate(trx, {
+      id: sessionId,
+      toolset: id,
+      tools: want ? JSON.stringify(want) : null,
+    });
+    if (rows[0]) {
+      added.add(rows[0].toolset_id);
+      continue;
+    }
+    // Already active: all of it stays all; some of it gets the tools asked for, or all.
+    had ??= await storedToolsets(q, trx, sessionId);
+    const current = had?.only.get(id);
+    if (!current) continue;
+    const wider = want ? [...new Set([...current, ...want])] : null;
+    if (wider && wider.length === current.length) continue;
+    await q.widen(trx, { id: sessionId, toolset: id, tools: wider && JSON.stringify(wider) });
+    added.add(id);
   }
   return added;
 }
@@ -117,19 +175,28 @@ export function sessionWrites(db: Kdb, hooks: DialectHooks, q: SessionStatements
     db.transaction().execute(async (trx) => {
       const created = await ensureSession(q, trx, sessionId, initial);
       const changed = await work(trx);
-      const toolsets = (await storedToolsets(q, trx, sessionId)) ?? [];
+      const stored = await storedToolsets(q, trx, sessionId);
       if (created || changed.size > 0) await hooks.notify(trx, { kind: 'session', id: sessionId });
-      return { changed: ids.filter((id) => changed.has(id)), toolsets };
+      return {
+        changed: ids.filter((id) => changed.has(id)),
+        toolsets: stored?.toolsets ?? [],
+        only: stored?.only ?? new Map(),
+      };
     });
   return {
-    activate: (sessionId: string, ids: readonly string[], initial: readonly string[]) =>
+    activate: (
+      sessionId: string,
+      ids: readonly string[],
+      initial: readonly string[],
+      only?: ReadonlyMap<string, readonly string[]>,
+    ) =>
       sessionChange(
         sessionId,
         initial,
         async (trx) => {
           // The session's row is locked first: two replicas activating in one session at once number in turn.
           await hooks.lockSession(trx, sessionId);
-          return addToolsets(q, trx, sessionId, ids);
+          return addToolsets(q, trx, sessionId, ids, only);
         },
         ids,
       ),

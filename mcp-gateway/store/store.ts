@@ -166,11 +166,16 @@ function gatewayStore(
     /** Drops the disabled set and the defaults kept (another replica changed them). */
     forget: settings.forget,
     async load(sessionId: string | null): Promise<SessionView> {
-      const [kept, toolsets] = await Promise.all([
+      const [kept, stored] = await Promise.all([
         settings.current(),
         sessionId === null ? null : storedToolsets(q, db, sessionId),
       ]);
-      return { toolsets, disabled: kept.disabled, overrides: kept.overrides };
+      return {
+        toolsets: stored?.toolsets ?? null,
+        only: stored?.only ?? new Map(),
+        disabled: kept.disabled,
+        overrides: kept.overrides,
+      };
     },
     ...sessionWrites(db, hooks, q),
     ...settingsWrites(settings.change),

@@ -102,15 +102,15 @@ describe.each([sqlite, postgres])('the gateway store on $name', (backend) => {
     try {
       expect(await toolsets(a.store, 's1')).toBeNull();
       // A session never stored is stored with what it had (its defaults) at its first change.
-      expect(await a.store.activate('s1', ['web', 'fs', 'git'], ['fs'])).toEqual({
+      expect(await a.store.activate('s1', ['web', 'fs', 'git'], ['fs'])).toMatchObject({
         changed: ['web', 'git'],
         toolsets: ['fs', 'web', 'git'],
       });
-      expect(await a.store.activate('s1', ['web'], ['other'])).toEqual({
+      expect(await a.store.activate('s1', ['web'], ['other'])).toMatchObject({
         changed: [],
         toolsets: ['fs', 'web', 'git'],
       });
-      expect(await a.store.deactivate('s1', ['fs', 'nope'], [])).toEqual({
+      expect(await a.store.deactivate('s1', ['fs', 'nope'], [])).toMatchObject({
         changed: ['fs'],
         toolsets: ['web', 'git'],
       });
@@ -127,10 +127,36 @@ describe.each([sqlite, postgres])('the gateway store on $name', (backend) => {
       await a.store.dropSessions(['s1']);
       expect(await toolsets(a.store, 's1')).toBeNull();
       // A deactivation in a session never stored stores it with what it had.
-      expect(await a.store.deactivate('s2', ['git'], ['fs', 'git'])).toEqual({
+      expect(await a.store.deactivate('s2', ['git'], ['fs', 'git'])).toMatchObject({
         changed: ['git'],
         toolsets: ['fs'],
       });
+    } finally {
+      await a.close();
+    }
+  });
+
+  it('keeps a toolset active with some of its tools, widened by later activations', async () => {
+    const [a] = await backend.replicas(1);
+    try {
+      const some = new Map([['gh', ['issue_read']]]);
+      expect(await a.store.activate('s1', ['gh', 'fs'], [], some)).toMatchObject({
+        changed: ['gh', 'fs'],
+        toolsets: ['gh', 'fs'],
+        only: new Map([['gh', ['issue_read']]]),
+      });
+      // More of its tools: added to those it has; the same ones again change nothing.
+      const more = await a.store.activate('s1', ['gh'], [], new Map([['gh', ['issue_write', 'issue_read']]]));
+      expect(more.changed).toEqual(['gh']);
+      expect(more.only.get('gh')).toEqual(['issue_read', 'issue_write']);
+      expect((await a.store.activate('s1', ['gh'], [], new Map([['gh', ['issue_write']]]))).changed).toEqual(
+        [],
+      );
+      expect([...(await a.store.load('s1')).only]).toEqual([['gh', ['issue_read', 'issue_write']]]);
+      // A toolset already active in full stays in full; an activation without tools makes a partial one full.
+      expect((await a.store.activate('s1', ['fs'], [], new Map([['fs', ['read']]]))).changed).toEqual([]);
+      const full = await a.store.activate('s1', ['gh'], []);
+      expect(full).toMatchObject({ changed: ['gh'], toolsets: ['gh', 'fs'], only: new Map() });
     } finally {
       await a.close();
     }

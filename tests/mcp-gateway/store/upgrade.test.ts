@@ -150,7 +150,7 @@ async function expectPopulated(state: GatewayState, ids: Made, opts: { callKeys:
   }
 
   // It goes on as any database would: new sessions, toolsets after the old ones, rows after the old ones.
-  expect(await store.activate('ses_alpha', ['memory'], [])).toEqual({
+  expect(await store.activate('ses_alpha', ['memory'], [])).toMatchObject({
     changed: ['memory'],
     toolsets: ['fs_read', 'fs_write', 'memory'],
   });
@@ -197,6 +197,7 @@ describe('a gateway.db the store before Kysely left', () => {
       expect(db.prepare('SELECT name FROM gateway_migrations').all()).toEqual([
         { name: '001_one_schema' },
         { name: '002_for_user' },
+        { name: '004_tool_subsets' },
       ]);
     } finally {
       db.close();
@@ -268,6 +269,7 @@ describe('PostgreSQL as the store before Kysely left it', () => {
         expect((await client.query('SELECT name FROM gateway_migrations')).rows).toEqual([
           { name: '001_one_schema' },
           { name: '002_for_user' },
+          { name: '004_tool_subsets' },
         ]);
       } finally {
         await client.end();

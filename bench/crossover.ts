@@ -1,5 +1,4 @@
 import { type ArmFigures, PRICE } from './economics.ts';
-import type { BenchResults, Goal } from './goals.ts';
 
 // Issue 39's figures: the model calls of native with priming and activation without a turn (the `auto` arm)
 // against all-loaded, and the catalog size at which managing toolsets starts to save money — exposure auto's
@@ -22,9 +21,17 @@ export function crossover(all: ArmFigures, dynamic: ArmFigures): { cached: numbe
 
 const f3 = (n: number) => n.toFixed(3);
 
+/** One line of the summary (goals.ts Goal). */
+interface FigureGoal {
+  figure: string;
+  measured: string;
+  goal: string;
+  met: boolean | null;
+}
+
 /** The auto arm's goals, and the crossover reported (absent in reports made before the arm was measured). */
-export function fewestCallsGoals(r: BenchResults, all: ArmFigures): Goal[] {
-  const auto = r.tokens.arms.find((x) => x.arm === 'auto');
+export function fewestCallsGoals(arms: readonly ArmFigures[], all: ArmFigures): FigureGoal[] {
+  const auto = arms.find((x) => x.arm === 'auto');
   if (!auto) return [];
   const calls = auto.modelCallsPerTask / all.modelCallsPerTask;
   const tools = auto.toolTokensPerRequest / all.toolTokensPerRequest;

@@ -149,7 +149,7 @@ export function goals(r: BenchResults): Goal[] {
       met: native.modelCallsPerTask / all.modelCallsPerTask <= 1.25,
     },
     ...primedGoals(r, all),
-    ...fewestCallsGoals(r, all),
+    ...fewestCallsGoals(r.tokens.arms, all),
     ...codeGoals(r.tokens),
     {
       figure: '3. Prefix kept, requests without a toolset change',

@@ -83,6 +83,7 @@ export const SETTING_GROUPS: Group[] = [
         doc: 'the encoding tokens are counted in: `o200k_base`, `cl100k_base`, `p50k_base`, `r50k_base`, `gpt2`',
       },
       TOOL_TOKEN_BUDGET: { doc: 'the most tool-definition tokens `manage_toolsets` may bring a session to' },
+      DISCOVERY_LEARNING: { doc: 'learn keywords from use, rank with them (toolsets.md); `false`: neither' },
       TOOL_EXPOSURE: {
         doc:
           'how tasks offer tools: `native` (the tools array follows the active toolsets), `dispatch` ' +
@@ -93,7 +94,6 @@ export const SETTING_GROUPS: Group[] = [
         doc:
           'before the first model call, activate the toolset discovery is certain the goal needs (the model is told ' +
           "and may deactivate it; the ceiling, policy and budget apply); `false` turns it off; a request's `prime` overrides it",
-        default: '`true`',
       },
       AGENT_WEBHOOK_SECRET: {
         doc:

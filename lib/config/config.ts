@@ -236,6 +236,8 @@ function gatewaySettings(e: Env, local: Local, dataDir: string) {
     limits: { callsPerMinute: e.MAX_CALLS_PER_MINUTE, activationsPerTask: e.MAX_ACTIVATIONS_PER_TASK },
     /** The most tool-definition tokens manage_toolsets may bring a session to (unset: no limit). */
     toolTokenBudget: e.TOOL_TOKEN_BUDGET,
+    /** Whether discovery learns keywords from use and ranks with them (docs/toolsets.md, "Discovery"). */
+    discoveryLearning: e.DISCOVERY_LEARNING,
     toolsetsDir: path.resolve(e.TOOLSETS_DIR ?? path.join(installationDir(), 'toolsets')),
     /** The user's own toolset files (`toolsets import` writes here), loaded after the shipped ones. */
     userToolsetsDir: path.resolve(e.USER_TOOLSETS_DIR ?? path.join(dataDir, 'toolsets')),

@@ -12,6 +12,8 @@ export interface SearchableToolset {
   description: string;
   /** The toolset file's `keywords`: how people ask for its work (discovery only). */
   keywords?: readonly string[];
+  /** Terms learned from use (catalog/learned.ts), already stemmed; ranked below `keywords`, never shown. */
+  learned?: readonly string[];
   tools: { name: string; description: string }[];
 }
 
@@ -85,6 +87,7 @@ interface Doc {
   name: string;
   text: string;
   keywords?: string;
+  learned?: string;
 }
 
 /**
@@ -92,10 +95,14 @@ interface Doc {
  * needs (tests/fixtures/discovery/needs.json), in the middle of the range that scores best there.
  */
 export interface RankWeights {
-  /** Field boosts: a tool's or toolset's name, its description, and the toolset's keywords. */
+  /**
+   * Field boosts: a tool's or toolset's name, its description, the toolset's keywords, and the terms learned
+   * from use (below the keywords an operator wrote: usage hints, it does not overrule).
+   */
   name: number;
   text: number;
   keywords: number;
+  learned: number;
   /** The weight of the words a need's paths and addresses add (pathWords): a hint, less than a word said. */
   path: number;
   /** How much the toolset's own id and description add to the score of its best tool. */
@@ -115,6 +122,7 @@ export const DEFAULT_WEIGHTS: RankWeights = {
   name: 1,
   text: 1,
   keywords: 1.5,
+  learned: 0.75,
   path: 0.5,
   toolset: 1.2,
   cutoff: 0.2,
@@ -126,10 +134,11 @@ const MATCHED_TOOLS = 5;
 /** A search index over a catalog; rebuild it when the catalog changes (it is cheap: 200 tools in a few ms). */
 export class ToolsetIndex {
   private readonly index = new MiniSearch<Doc>({
-    fields: ['name', 'text', 'keywords'],
+    fields: ['name', 'text', 'keywords', 'learned'],
     storeFields: ['toolset', 'tool'],
     tokenize,
-    processTerm: normalizeTerm,
+    // Learned terms are stored stemmed (stemming twice is not stemming once: "releas" → "relea").
+    processTerm: (term, field) => (field === 'learned' ? term : normalizeTerm(term)),
   });
 
   private readonly weights: RankWeights;
@@ -145,6 +154,7 @@ export class ToolsetIndex {
         name: ts.id,
         text: ts.description,
         keywords: (ts.keywords ?? []).join(' ; '),
+        learned: (ts.learned ?? []).join(' '),
       });
       for (const tool of ts.tools) {
         docs.push({
@@ -164,7 +174,7 @@ export class ToolsetIndex {
     const w = this.weights;
     const own = tokenize(query).filter((t) => normalizeTerm(t) !== null).length;
     const results = this.index.search([query, ...pathWords(query)].join(' '), {
-      boost: { name: w.name, text: w.text, keywords: w.keywords },
+      boost: { name: w.name, text: w.text, keywords: w.keywords, learned: w.learned },
       boostTerm: (_term, i) => (i >= own ? w.path : 1),
       combineWith: 'OR',
     });

@@ -135,7 +135,7 @@ export async function startGateway(
 }
 
 /** Discovery learning from this deployment's use (DISCOVERY_LEARNING); off, it ranks with the toolset files alone. */
-function learning(config: Config, catalog: Catalog, store: GatewayState['store'], log: Logger) {
+export function learning(config: Config, catalog: Catalog, store: GatewayState['store'], log: Logger) {
   if (!config.gateway.discoveryLearning) return undefined;
   return startLearner({
     store,

@@ -203,6 +203,7 @@ export interface LearnerDeps {
 export function startLearner(deps: LearnerDeps): { runOnce(): Promise<void>; stop(): Promise<void> } {
   const clock = deps.now ?? Date.now;
   let running: Promise<void> | null = null;
+  let stopped = false;
   const pass = async () => {
     const now = clock();
     // A backlog (the first start over an old audit) is read a pass at a time, a bounded number per run.
@@ -215,6 +216,7 @@ export function startLearner(deps: LearnerDeps): { runOnce(): Promise<void>; sto
   };
   /** Starts a run unless one is under way; a run's failure is reported, and the next tries again. */
   const kick = (): Promise<void> => {
+    if (stopped) return Promise.resolve();
     running ??= pass()
       .catch((err) => deps.log.warn({ err }, 'discovery learning pass failed; the next one tries again'))
       .finally(() => {
@@ -228,6 +230,7 @@ export function startLearner(deps: LearnerDeps): { runOnce(): Promise<void>; sto
   return {
     runOnce: kick,
     async stop() {
+      stopped = true;
       clearInterval(timer);
       await running;
     },

@@ -63,6 +63,8 @@ export async function discoveryCatalog(opts: { enterprise?: boolean } = {}) {
   return {
     gateway: stack.gateway,
     catalog: stack.catalog,
+    /** The gateway's store (its audit rows, what discovery learned from them). */
+    store: stack.gatewayStore,
     toolsets: stack.catalog.toolsets.length,
     tools: stack.catalog.tools.size,
     async close() {

@@ -13,7 +13,11 @@ export const LEARNING = {
   termsPerQuery: 12,
   /** A credit's weight halves every 30 days: what nobody asks for any more fades out. */
   halfLifeMs: 30 * 86_400_000,
-  /** A term ranks only once this many tasks credited it: one task (or one hostile user's one) plants nothing. */
+  /**
+   * A term ranks only once this many tasks credited it, and not all of them one user's (users' tasks carry
+   * `for_user`; tasks of nobody in particular, the operator's or a deployment without users, count as one
+   * user, the deployment's own): one task, or one hostile user's many, plant nothing alone.
+   */
   minTasks: 2,
   /** ... and while its decayed weight is at least this (two credits fall below it after two half-lives). */
   minWeight: 1,
@@ -29,13 +33,17 @@ export interface LearnRow {
   id: number;
   kind: string;
   subject: string;
+  /** Whose work (`user:<id>`); null: nobody's in particular. */
+  for_user: string | null;
 }
 
-/** One credit: the words of `query` to `toolset`, earned by the successful call `callId`. */
+/** One credit: the words of `query` to `toolset`, earned by the successful call `callId` of `user`'s task. */
 export interface Credit {
   toolset: string;
   terms: string[];
   callId: number;
+  /** The task's user; '' for nobody's in particular. */
+  user: string;
 }
 
 /** A learned term as stored. */
@@ -44,6 +52,9 @@ export interface LearnedTerm {
   term: string;
   weight: number;
   tasks: number;
+  /** 1: one user's tasks credited it (last_user's), 2: more than one. */
+  users: number;
+  last_user: string;
   updated_at: number;
 }
 
@@ -81,7 +92,7 @@ export function creditsOf(
       if (toolset === undefined || query === undefined || credited.has(toolset)) continue;
       credited.add(toolset);
       const terms = queryTerms(query);
-      if (terms.length > 0) credits.push({ toolset, terms, callId: row.id });
+      if (terms.length > 0) credits.push({ toolset, terms, callId: row.id, user: row.for_user ?? '' });
     }
   }
   return credits;
@@ -109,7 +120,10 @@ export function sameTerms(
 export function rankedTerms(rows: readonly LearnedTerm[], now: number): Map<string, string[]> {
   const live = rows
     .map((r) => ({ ...r, now: decayed(r.weight, r.updated_at, now) }))
-    .filter((r) => r.tasks >= LEARNING.minTasks && r.now >= LEARNING.minWeight)
+    .filter(
+      (r) =>
+        r.tasks >= LEARNING.minTasks && (r.users > 1 || r.last_user === '') && r.now >= LEARNING.minWeight,
+    )
     .sort((a, b) => b.now - a.now || a.term.localeCompare(b.term));
   const out = new Map<string, string[]>();
   for (const r of live) {

@@ -1,6 +1,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { Logger } from '../../lib/telemetry/log.ts';
 import {
+  type Credit,
   creditsOf,
   decayed,
   LEARNING,
@@ -61,6 +62,7 @@ const asTerm = (r: Selectable<GatewayDatabase['learned_keywords']>): LearnedTerm
   ...r,
   weight: Number(r.weight),
   tasks: Number(r.tasks),
+  users: Number(r.users),
   updated_at: Number(r.updated_at),
 });
 
@@ -127,7 +129,7 @@ async function taskRows(trx: Db, from: number, to: number): Promise<Map<string, 
   if (tasks.length === 0 && sessions.length === 0) return byTask;
   const rows = await trx
     .selectFrom('audit')
-    .select(['id', 'kind', 'subject', 'task_id', 'session_id'])
+    .select(['id', 'kind', 'subject', 'task_id', 'session_id', 'for_user'])
     .where('id', '<=', to)
     .where('ok', '=', 1)
     .where('kind', 'in', ['list', 'activate', 'call'])
@@ -144,33 +146,36 @@ async function taskRows(trx: Db, from: number, to: number): Promise<Map<string, 
   for (const r of rows) {
     const key = r.task_id ?? `session:${r.session_id}`;
     const list = byTask.get(key) ?? [];
-    list.push({ id: Number(r.id), kind: r.kind, subject: r.subject });
+    list.push({ id: Number(r.id), kind: r.kind, subject: r.subject, for_user: r.for_user });
     byTask.set(key, list);
   }
   return byTask;
 }
 
 /** Adds the credits to the stored terms (decayed to `now`), keeping each touched toolset's strongest terms. */
-async function credit(
-  trx: Db,
-  credits: readonly { toolset: string; terms: string[] }[],
-  now: number,
-): Promise<void> {
-  const added = new Map<string, Map<string, number>>();
-  for (const c of credits) {
-    const terms = added.get(c.toolset) ?? new Map<string, number>();
-    for (const term of c.terms) terms.set(term, (terms.get(term) ?? 0) + 1);
-    added.set(c.toolset, terms);
-  }
-  for (const [toolset, terms] of added) {
+async function credit(trx: Db, credits: readonly Credit[], now: number): Promise<void> {
+  for (const toolset of new Set(credits.map((c) => c.toolset))) {
     const stored = (
       await trx.selectFrom('learned_keywords').selectAll().where('toolset_id', '=', toolset).execute()
     ).map(asTerm);
     const byTerm = new Map(stored.map((r) => [r.term, r]));
-    for (const [term, n] of terms) {
-      const old = byTerm.get(term);
-      const weight = Math.min(LEARNING.maxWeight, (old ? decayed(old.weight, old.updated_at, now) : 0) + n);
-      byTerm.set(term, { toolset_id: toolset, term, weight, tasks: (old?.tasks ?? 0) + n, updated_at: now });
+    for (const c of credits.filter((x) => x.toolset === toolset)) {
+      for (const term of c.terms) {
+        const old = byTerm.get(term);
+        const weight = Math.min(LEARNING.maxWeight, (old ? decayed(old.weight, old.updated_at, now) : 0) + 1);
+        // Two users are enough to know a term is not one user's: the count stops there.
+        const users = !old ? 1 : old.last_user === c.user ? old.users : 2;
+        const tasks = (old?.tasks ?? 0) + 1;
+        byTerm.set(term, {
+          toolset_id: toolset,
+          term,
+          weight,
+          tasks,
+          users,
+          last_user: c.user,
+          updated_at: now,
+        });
+      }
     }
     const kept = [...byTerm.values()]
       .sort(

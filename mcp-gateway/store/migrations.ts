@@ -119,6 +119,8 @@ function learnedKeywords(db: Kysely<unknown>, dialect: DialectName): Promise<voi
       .addColumn('term', 'text', (c) => c.notNull())
       .addColumn('weight', 'double precision', (c) => c.notNull())
       .addColumn('tasks', 'integer', (c) => c.notNull())
+      .addColumn('users', 'integer', (c) => c.notNull())
+      .addColumn('last_user', 'text', (c) => c.notNull())
       .addColumn('updated_at', 'bigint', (c) => c.notNull())
       .addPrimaryKeyConstraint('learned_keywords_pkey', ['toolset_id', 'term'])
       .execute();

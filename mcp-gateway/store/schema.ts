@@ -84,6 +84,9 @@ export interface GatewayDatabase {
     weight: number;
     /** The tasks that credited it. */
     tasks: number;
+    /** 1: one user's tasks credited it (last_user's; '' for nobody's in particular), 2: more than one user's. */
+    users: number;
+    last_user: string;
     updated_at: Int8;
   };
   /** How far the learner has read the audit (`name`: `audit`). */

@@ -16,7 +16,12 @@ import { normalizeTerm, ToolsetIndex } from '../../../mcp-gateway/catalog/search
 
 const owner = (tool: string) => ({ send_mail: 'mail', read_inbox: 'mail', create_issue: 'tracker' })[tool];
 let id = 0;
-const row = (kind: string, subject: string): LearnRow => ({ id: ++id, kind, subject });
+const row = (kind: string, subject: string, forUser: string | null = null): LearnRow => ({
+  id: ++id,
+  kind,
+  subject,
+  for_user: forUser,
+});
 const DAY = 86_400_000;
 
 describe('the credits of a task', () => {
@@ -31,8 +36,8 @@ describe('the credits of a task', () => {
       row('call', 'read_inbox'),
     ];
     expect(creditsOf(rows, owner)).toEqual([
-      { toolset: 'tracker', terms: ['file', 'ticket'], callId: rows[4].id },
-      { toolset: 'mail', terms: ['post', 'letter', 'team'], callId: rows[5].id },
+      { toolset: 'tracker', terms: ['file', 'ticket'], callId: rows[4].id, user: '' },
+      { toolset: 'mail', terms: ['post', 'letter', 'team'], callId: rows[5].id, user: '' },
     ]);
   });
 
@@ -57,7 +62,7 @@ describe('the credits of a task', () => {
     for (let i = 0; i < 5; i++)
       rows.push(row('list', 'delete everything'), row('activate', 'mail'), row('call', 'send_mail'));
     expect(creditsOf(rows, owner)).toEqual([
-      { toolset: 'mail', terms: ['post', 'letter'], callId: rows[4].id },
+      { toolset: 'mail', terms: ['post', 'letter'], callId: rows[4].id, user: '' },
     ]);
   });
 
@@ -69,11 +74,18 @@ describe('the credits of a task', () => {
 });
 
 describe('the learned terms that rank', () => {
-  const term = (t: string, weight: number, tasks: number, at = 0, toolset = 'mail'): LearnedTerm => ({
-    toolset_id: toolset,
+  const term = (
+    t: string,
+    weight: number,
+    tasks: number,
+    at = 0,
+    who = { users: 1, last_user: '' },
+  ): LearnedTerm => ({
+    toolset_id: 'mail',
     term: t,
     weight,
     tasks,
+    ...who,
     updated_at: at,
   });
 
@@ -84,6 +96,15 @@ describe('the learned terms that rank', () => {
     expect(rankedTerms(rows, 29 * DAY).get('mail')).toEqual(['letter']);
     expect(rankedTerms(rows, 31 * DAY).get('mail')).toBeUndefined();
     expect(decayed(8, 0, 60 * DAY)).toBeCloseTo(2);
+  });
+
+  it('ranks nothing one user taught alone, however many tasks; two users, or tasks of nobody in particular, do', () => {
+    const mallory = { users: 1, last_user: 'user:mallory' };
+    expect(rankedTerms([term('wipe', 20, 20, 0, mallory)], 0)).toEqual(new Map());
+    expect(rankedTerms([term('wipe', 2, 2, 0, { users: 2, last_user: 'user:ann' })], 0)).toEqual(
+      new Map([['mail', ['wipe']]]),
+    );
+    expect(rankedTerms([term('wipe', 2, 2)], 0)).toEqual(new Map([['mail', ['wipe']]]));
   });
 
   it('keeps at most LEARNING.termsPerToolset per toolset, the strongest', () => {

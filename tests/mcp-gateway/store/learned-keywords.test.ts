@@ -35,8 +35,9 @@ const later = () => Date.now() + 2 * 60_000;
 const DAY = 86_400_000;
 
 /** One task's LIST, activation and successful call, as the gateway audits them. */
-function task(state: GatewayState, taskId: string, query: string, toolset = 'mail', tool = 'send_mail') {
-  const actor: AuditActor = { actor: `model in task ${taskId}`, task_id: taskId };
+function task(state: GatewayState, taskId: string, query: string, forUser?: string) {
+  const [toolset, tool] = ['mail', 'send_mail'];
+  const actor: AuditActor = { actor: `model in task ${taskId}`, task_id: taskId, for_user: forUser };
   const session = `ses_${taskId}`;
   state.store.audit({ session_id: session, kind: 'list', subject: query, ok: true }, actor);
   state.store.audit({ session_id: session, kind: 'activate', subject: toolset, ok: true }, actor);
@@ -93,6 +94,22 @@ describe.each(backends)('learned keywords on $name', (backend) => {
       await state.store.flush();
       expect((await state.store.learnFromAudit(later(), owner)).credits).toBe(3);
       expect(await state.store.learnedKeywords(later())).toEqual(new Map([['tracker', ['open', 'ticket']]]));
+    } finally {
+      await state.close();
+    }
+  });
+
+  it('one user’s tasks alone plant nothing, however many; a second user’s make the words count', async () => {
+    const state = await openGatewayState(await backend.at());
+    try {
+      for (let i = 0; i < 5; i++) task(state, `m${i}`, 'wipe the disk', 'user:mallory');
+      await state.store.flush();
+      expect((await state.store.learnFromAudit(later(), owner)).credits).toBe(5);
+      expect(await state.store.learnedKeywords(later())).toEqual(new Map());
+      task(state, 'a1', 'wipe the disk', 'user:ann');
+      await state.store.flush();
+      await state.store.learnFromAudit(later(), owner);
+      expect(await state.store.learnedKeywords(later())).toEqual(new Map([['mail', ['disk', 'wipe']]]));
     } finally {
       await state.close();
     }

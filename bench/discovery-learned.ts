@@ -15,12 +15,17 @@ const DAY = 86_400_000;
 const DAYS = 60;
 const USERS = 5;
 const TASKS_PER_NEED = 3;
-/** Tasks of the poisoning user in its second case. */
-const HOSTILE_TASKS = 20;
+/** The poisoning cases: tasks (a lone task repeats the query ten times) and the users they are spread over. */
+const HOSTILE = [
+  { tasks: 1, users: 1 },
+  { tasks: 20, users: 1 },
+  { tasks: 20, users: 5 },
+];
 
 /** A hostile query pointed at a wrong toolset: what the need ranked first, before and after. */
 export interface Poisoning {
   tasks: number;
+  users: number;
   need: string;
   want: string;
   wrong: string;
@@ -30,14 +35,22 @@ export interface Poisoning {
   heldOut: SplitRecall;
 }
 
-export interface LearnedRecall {
-  days: number;
-  tasks: number;
+/** One catalog taught by the simulated usage: recall before and after, and the poisoning cases. */
+export interface Taught {
   /** Learned terms that rank at the end, over all toolsets. */
   terms: number;
   before: { heldOut: SplitRecall; tune: SplitRecall };
   after: { heldOut: SplitRecall; tune: SplitRecall };
   poisoning: Poisoning[];
+}
+
+export interface LearnedRecall {
+  days: number;
+  tasks: number;
+  /** The catalog as shipped: its keywords were chosen on the tuning needs, the very words the usage teaches. */
+  shipped: Taught;
+  /** The same toolsets without their keywords, as `toolsets import` writes a server's. */
+  bare: Taught;
 }
 
 type Catalog = Awaited<ReturnType<typeof discoveryCatalog>>;
@@ -92,26 +105,41 @@ async function recall(c: Catalog, needs: readonly Need[]): Promise<SplitRecall> 
   return { needs: n, recallAt1, recallAt3 };
 }
 
-/** Teaches the tuning needs over simulated days, measures the held-out needs before and after, then poisons. */
+/** The simulated usage: each tuning need a task's query, a few times, by users and on days drawn at random. */
+function usage(tune: readonly Need[]): SimTask[] {
+  const rnd = random(39);
+  return tune.flatMap((need, i) =>
+    Array.from({ length: TASKS_PER_NEED }, (_, k) => ({
+      id: `t${i}_${k}`,
+      user: `user:u${Math.floor(rnd() * USERS)}`,
+      day: Math.floor(rnd() * DAYS),
+      query: need.need,
+      toolset: need.toolset,
+      ok: rnd() >= 0.1,
+    })),
+  );
+}
+
+/** Teaches the tuning needs over simulated days on the shipped catalog and on one without keywords. */
 export async function learnedRecall(): Promise<LearnedRecall> {
+  const tasks = usage(loadNeeds().filter((n) => n.split === 'tune'));
+  return {
+    days: DAYS,
+    tasks: tasks.length,
+    shipped: await taught(tasks, {}),
+    bare: await taught(tasks, { keywords: false }),
+  };
+}
+
+/** One catalog: the held-out needs before and after the usage taught it, then poisoned. */
+async function taught(tasks: readonly SimTask[], opts: { keywords?: false }): Promise<Taught> {
   const needs = loadNeeds();
   const tune = needs.filter((n) => n.split === 'tune');
   const heldOut = needs.filter((n) => n.split === 'held_out');
-  const c = await discoveryCatalog();
+  const c = await discoveryCatalog(opts);
   try {
     const both = async () => ({ heldOut: await recall(c, heldOut), tune: await recall(c, tune) });
     const before = await both();
-    const rnd = random(39);
-    const tasks = tune.flatMap((need, i) =>
-      Array.from({ length: TASKS_PER_NEED }, (_, k) => ({
-        id: `t${i}_${k}`,
-        user: `user:u${Math.floor(rnd() * USERS)}`,
-        day: Math.floor(rnd() * DAYS),
-        query: need.need,
-        toolset: need.toolset,
-        ok: rnd() >= 0.1,
-      })),
-    );
     const start = Date.now();
     await simulate(c, tasks, start);
     const end = start + DAYS * DAY;
@@ -120,23 +148,28 @@ export async function learnedRecall(): Promise<LearnedRecall> {
     const after = await both();
     const terms = [...learned.values()].reduce((sum, t) => sum + t.length, 0);
     const poisoning = [];
-    for (const n of [1, HOSTILE_TASKS]) poisoning.push(await poison(c, heldOut, end, n));
-    return { days: DAYS, tasks: tasks.length, terms, before, after, poisoning };
+    for (const h of HOSTILE) poisoning.push(await poison(c, heldOut, end, h));
+    return { terms, before, after, poisoning };
   } finally {
     await c.close();
   }
 }
 
 /**
- * One hostile user points a held-out need at a wrong toolset: `tasks` tasks (one of them repeating it ten
- * times when alone), each LISTing it, activating the wrong toolset and calling one of its tools.
+ * Hostile users point a held-out need at a wrong toolset: `tasks` tasks of `users` users (a lone task repeats
+ * it ten times), each LISTing it, activating the wrong toolset and calling one of its tools.
  */
-async function poison(c: Catalog, heldOut: readonly Need[], at: number, tasks: number): Promise<Poisoning> {
+async function poison(
+  c: Catalog,
+  heldOut: readonly Need[],
+  at: number,
+  { tasks, users }: { tasks: number; users: number },
+): Promise<Poisoning> {
   const target = heldOut[0];
   const wrong = 'sequential_thinking';
   const hostile = Array.from({ length: tasks }, (_, i) => ({
-    id: `hostile${tasks}_${i}`,
-    user: 'user:mallory',
+    id: `hostile${tasks}x${users}_${i}`,
+    user: `user:mallory${i % users}`,
     day: 0,
     query: target.need,
     toolset: wrong,
@@ -145,5 +178,13 @@ async function poison(c: Catalog, heldOut: readonly Need[], at: number, tasks: n
   await simulate(c, hostile, at, tasks === 1 ? 10 : 1);
   c.catalog.setLearned(await c.store.learnedKeywords(at));
   const first = (await c.gateway.listToolsets('discovery', target.need)).toolsets[0]?.id;
-  return { tasks, need: target.need, want: target.toolset, wrong, first, heldOut: await recall(c, heldOut) };
+  return {
+    tasks,
+    users,
+    need: target.need,
+    want: target.toolset,
+    wrong,
+    first,
+    heldOut: await recall(c, heldOut),
+  };
 }

@@ -33,9 +33,10 @@ const filesIn = (dir: string) =>
 
 /**
  * Builds and connects the catalog. `enterprise` adds a second copy of the GitHub toolsets (ids and tool
- * names prefixed ghe_, "GitHub Enterprise" descriptions) for a catalog of over 200 tools.
+ * names prefixed ghe_, "GitHub Enterprise" descriptions) for a catalog of over 200 tools; `keywords: false`
+ * drops the files' keywords (a catalog as `toolsets import` writes it).
  */
-export async function discoveryCatalog(opts: { enterprise?: boolean } = {}) {
+export async function discoveryCatalog(opts: { enterprise?: boolean; keywords?: false } = {}) {
   const recorded = JSON.parse(
     readFileSync(path.resolve('tests/fixtures/recorded/github-mcp-server-tools.json'), 'utf8'),
   ) as { tools: Tool[] };
@@ -53,6 +54,9 @@ export async function discoveryCatalog(opts: { enterprise?: boolean } = {}) {
         .replace(/^description: "/m, 'description: "On the company GitHub Enterprise Server: ')
         .replace(/GITHUB_FIXTURE_URL/g, 'GHE_FIXTURE_URL');
     }
+  }
+  if (opts.keywords === false) {
+    for (const name of Object.keys(files)) files[name] = files[name].replace(/^keywords:.*\n/m, '');
   }
   const stack = await makeStack({
     toolsets: files,

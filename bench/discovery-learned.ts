@@ -188,3 +188,41 @@ async function poison(
     heldOut: await recall(c, heldOut),
   };
 }
+
+/** Figure 5's paragraph on learning from use (a figure, no goal); none for a result from before it was measured. */
+export function learnedSection(l: LearnedRecall | undefined): string[] {
+  if (!l) return [];
+  const pc = (x: number) => `${(x * 100).toFixed(1)}%`;
+  const r = (x: SplitRecall) => `${pc(x.recallAt1)} / ${pc(x.recallAt3)}`;
+  const row = (name: string, t: Taught) => [
+    name,
+    r(t.before.heldOut),
+    r(t.after.heldOut),
+    r(t.before.tune),
+    r(t.after.tune),
+    String(t.terms),
+  ];
+  const poisoned = l.shipped.poisoning.map((p, i) => {
+    const bare = l.bare.poisoning[i];
+    const who = p.tasks === 1 ? 'one task repeating it ten times' : `${p.tasks} tasks of ${p.users} user(s)`;
+    return `- ${who}: the need ranks ${p.first} first (shipped) and ${bare.first} (no keywords); held-out recall@1 ${pc(p.heldOut.recallAt1)} and ${pc(bare.heldOut.recallAt1)}`;
+  });
+  return [
+    '',
+    `**Learned from use** (a figure, no goal): ${l.tasks} simulated tasks over ${l.days} days, each a tuning need asked ` +
+      'as a LIST query by one of five users, then the right toolset activated and one of its tools called (one call in ten ' +
+      'fails and teaches nothing), written as audit rows through the gateway in process; the learner passes once a day. ' +
+      'Recall@1 / recall@3 of the held-out needs (never taught) and of the taught tuning needs, without and with the ' +
+      'learned terms, on the catalog as shipped (its keywords were chosen on the tuning needs: the usage teaches words it ' +
+      'already has) and on the same toolsets without keywords (as `toolsets import` writes a server):',
+    '',
+    '| catalog | held out, before | held out, after | tuning, before | tuning, after | terms learned |',
+    '|---|---|---|---|---|---|',
+    `| ${row('as shipped', l.shipped).join(' | ')} |`,
+    `| ${row('no keywords', l.bare).join(' | ')} |`,
+    '',
+    `Poisoning: a held-out need ("${l.shipped.poisoning[0]?.need}", ${l.shipped.poisoning[0]?.want}) pointed at ` +
+      `${l.shipped.poisoning[0]?.wrong} by hostile tasks that LIST it, activate that toolset and call it:`,
+    ...poisoned,
+  ];
+}

@@ -83,7 +83,7 @@ export const SETTING_GROUPS: Group[] = [
         doc: 'the encoding tokens are counted in: `o200k_base`, `cl100k_base`, `p50k_base`, `r50k_base`, `gpt2`',
       },
       TOOL_TOKEN_BUDGET: { doc: 'the most tool-definition tokens `manage_toolsets` may bring a session to' },
-      DISCOVERY_LEARNING: { doc: 'learn keywords from use, rank with them (toolsets.md); `false`: neither' },
+      DISCOVERY_LEARNING: { doc: 'rank with keywords learned from use (upstream-servers.md); `false`: off' },
       TOOL_EXPOSURE: {
         doc:
           'how tasks offer tools: `native` (the tools array follows the active toolsets), `dispatch` ' +

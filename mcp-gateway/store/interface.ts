@@ -60,8 +60,6 @@ export interface GatewayStore {
   learnFromAudit(now: number, toolsetOf: (tool: string) => string | undefined): Promise<LearnPass>;
   /** The learned terms that rank at `now`, per toolset, strongest first. */
   learnedKeywords(now: number): Promise<Map<string, string[]>>;
-  /** Forgets every learned term. */
-  clearLearned(): Promise<number>;
   /** Deletes learned terms last credited before `before` (ms). */
   pruneLearned(before: number): Promise<number>;
   /** Writes the queued audit rows now. */

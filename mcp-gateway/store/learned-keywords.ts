@@ -44,11 +44,6 @@ export function learnedKeywordQueries(db: Db) {
       const rows = await db.selectFrom('learned_keywords').selectAll().execute();
       return rankedTerms(rows.map(asTerm), now);
     },
-    /** Forgets every learned term (the cursor stays: the audit already read is not read again). */
-    async clearLearned(): Promise<number> {
-      const res = await db.deleteFrom('learned_keywords').executeTakeFirst();
-      return Number(res.numDeletedRows);
-    },
     /** Retention: deletes the terms last credited before `before` (ms), faded below use whatever their weight. */
     async pruneLearned(before: number): Promise<number> {
       const res = await db.deleteFrom('learned_keywords').where('updated_at', '<', before).executeTakeFirst();

@@ -30,6 +30,8 @@ describe('discovery learning through the gateway', () => {
     const before = (await gateway.listToolsets('probe', 'zorblat')).toolsets.map((t) => t.id);
     for (const task of ['t1', 't2']) {
       await withActor({ actor: `model in task ${task}`, task_id: task }, async () => {
+        // A LIST without a query asks for nothing: it is not audited.
+        await gateway.manageToolsets(`ses_${task}`, { action: 'LIST' });
         await gateway.manageToolsets(`ses_${task}`, { action: 'LIST', query: taught });
         await gateway.manageToolsets(`ses_${task}`, {
           action: 'ACTIVATE',

@@ -2,7 +2,7 @@ import { currentActor, withActor } from '../mcp-gateway/audit-context.ts';
 import { discoveryCatalog, loadNeeds, measureRecall, type Need } from '../tests/helpers/discovery.ts';
 import type { SplitRecall } from './discovery.ts';
 
-// Figure 5's learning from use (docs/toolsets.md, "Learned keywords"): simulated deployments' usage teaches the
+// Figure 5's learning from use (docs/upstream-servers.md, "Learned keywords"): simulated deployments' usage teaches the
 // ranking, and the held-out needs measure it. Each `tune` need is a task's LIST query, asked by a few simulated
 // users over 60 days, each followed by the right toolset's activation and a call of one of its tools (one in ten
 // of those calls fails and teaches nothing), written as real audit rows through the gateway and its store in

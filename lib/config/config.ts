@@ -236,7 +236,7 @@ function gatewaySettings(e: Env, local: Local, dataDir: string) {
     limits: { callsPerMinute: e.MAX_CALLS_PER_MINUTE, activationsPerTask: e.MAX_ACTIVATIONS_PER_TASK },
     /** The most tool-definition tokens manage_toolsets may bring a session to (unset: no limit). */
     toolTokenBudget: e.TOOL_TOKEN_BUDGET,
-    /** Whether discovery learns keywords from use and ranks with them (docs/toolsets.md, "Discovery"). */
+    /** Whether discovery learns keywords from use and ranks with them (docs/upstream-servers.md, "Discovery"). */
     discoveryLearning: e.DISCOVERY_LEARNING,
     toolsetsDir: path.resolve(e.TOOLSETS_DIR ?? path.join(installationDir(), 'toolsets')),
     /** The user's own toolset files (`toolsets import` writes here), loaded after the shipped ones. */

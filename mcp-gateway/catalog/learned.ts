@@ -1,6 +1,6 @@
 import { normalizeTerm, tokenize } from './search.ts';
 
-// Discovery that learns from use (docs/discovery.md, "Learned keywords"): when a task's LIST query led to the
+// Discovery that learns from use (docs/upstream-servers.md, "Learned keywords"): when a task's LIST query led to the
 // activation of a toolset and then to a successful call of one of its tools, the query's words are credited to
 // that toolset. This file is the pure part: which audit rows of a task credit what, how a weight decays, and
 // which terms rank. The table and the passes over the audit are store/learned-keywords.ts's.

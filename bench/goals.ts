@@ -3,6 +3,7 @@ import type { ConcurrencyRun } from './concurrency.ts';
 import type { ConsoleRun } from './console.ts';
 import { fewestCallsGoals } from './crossover.ts';
 import type { Recall } from './discovery.ts';
+import type { LearnedRecall } from './discovery-learned.ts';
 import { type ArmFigures, PRICE } from './economics.ts';
 import type { EventLogRun } from './event-log.ts';
 import type { PgEventLogRun } from './event-log-pg.ts';
@@ -28,6 +29,8 @@ export interface BenchResults {
   durationS: number;
   tokens: TokenRun;
   scale: Recall;
+  /** Discovery learning from simulated usage (absent in results from before it was measured). */
+  learned?: LearnedRecall;
   latency: LatencyRun;
   eventLog: EventLogRun;
   concurrency: ConcurrencyRun;

@@ -2,6 +2,7 @@ import { codeSection } from './code-report.ts';
 import type { ConcurrencyRun } from './concurrency.ts';
 import { crossover } from './crossover.ts';
 import type { Recall } from './discovery.ts';
+import { learnedSection } from './discovery-learned.ts';
 import { PRICE } from './economics.ts';
 import { f2, mib, ms, n0, pct, table, usd } from './format.ts';
 import { arm, type BenchResults, goals } from './goals.ts';
@@ -180,6 +181,7 @@ export function renderReport(r: BenchResults): string {
     out.push('');
     for (const x of rec.misses) out.push(`- "${x.need}" → ${x.want}; ranked ${x.got.join(', ')}`);
   }
+  out.push(...learnedSection(r.learned));
   out.push('');
 
   out.push('## 6–8. Latency on the call path');

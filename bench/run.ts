@@ -7,6 +7,7 @@ import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
 import { type ConcurrencyRun, concurrencyRun } from './concurrency.ts';
 import { consoleRun } from './console.ts';
 import { recallAtScale } from './discovery.ts';
+import { learnedRecall } from './discovery-learned.ts';
 import { eventLogRun } from './event-log.ts';
 import { pgEventLogRun } from './event-log-pg.ts';
 import { replicasRun } from './gateway-replicas.ts';
@@ -54,6 +55,8 @@ async function main() {
     const tokens = await tokenRun(await dir('tokens'));
     step('discovery on a catalog of over 200 tools');
     const scale = await recallAtScale();
+    step('discovery learning from simulated usage');
+    const learned = await learnedRecall();
     step('latency: gateway hop, own time per step, toggle');
     const latency = await latencyRun(await dir('latency'), Number(process.env.BENCH_ROUNDS ?? 400));
     step('event-log persistence');
@@ -98,6 +101,7 @@ async function main() {
       durationS: (performance.now() - started) / 1000,
       tokens,
       scale,
+      learned,
       latency,
       eventLog,
       eventLogPg,

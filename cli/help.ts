@@ -245,7 +245,7 @@ Usage:
   toolshift audit [filters] --jsonl > audit.jsonl     every matching row, as JSON lines
 
 Filters (each exact): --session ID  --task ID  --since ISO  --until ISO  --actor WHO
-  --kind call|activate|deactivate|enable|disable|manage|approve|approval|reload|policy|limit|read|default|grant|drop
+  --kind call|activate|deactivate|enable|disable|manage|list|approve|approval|reload|policy|limit|read|default|grant|drop
   --toolset ID (its changes and the calls of its tools)  --tool NAME (its calls)  --outcome ok|refused
 
 Each page ends with the command for the next one (--cursor). Sends GATEWAY_ADMIN_TOKEN.

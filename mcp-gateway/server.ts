@@ -32,6 +32,7 @@ import { handleStore } from './face/handles.ts';
 import { legacySessionStore } from './face/legacy-store.ts';
 import type { AuditEntry } from './store/audit.ts';
 import type { GatewayState } from './store/interface.ts';
+import { startLearner } from './store/learned-keywords.ts';
 import { gatewayRetentionRules } from './store/retention.ts';
 import { openGatewayState } from './store/store.ts';
 
@@ -111,6 +112,7 @@ export async function startGateway(
     { url: listening.url, toolsets: catalog.toolsets.map((t) => t.id) },
     'mcp-gateway listening',
   );
+  const learner = learning(config, catalog, store, log);
   const retention = startRetention(
     gatewayRetentionRules(config.retention, { store, approvals, handles, callKeys, usage: identity.store }),
     { intervalMs: config.retention.intervalMs, log },
@@ -120,6 +122,7 @@ export async function startGateway(
     close: async () => {
       await listening.close();
       await retention.stop();
+      await learner?.stop();
       await face.close();
       await catalog.close();
       pool.close();
@@ -129,6 +132,17 @@ export async function startGateway(
       await tracing?.shutdown();
     },
   };
+}
+
+/** Discovery learning from this deployment's use (DISCOVERY_LEARNING); off, it ranks with the toolset files alone. */
+export function learning(config: Config, catalog: Catalog, store: GatewayState['store'], log: Logger) {
+  if (!config.gateway.discoveryLearning) return undefined;
+  return startLearner({
+    store,
+    toolsetOf: (tool) => catalog.tools.get(tool)?.toolset,
+    apply: (learned) => catalog.setLearned(learned),
+    log,
+  });
 }
 
 /** The gateway's rules over its parts, measured, the teams' ceilings applied. */

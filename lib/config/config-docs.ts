@@ -87,6 +87,7 @@ export const SETTING_GROUPS: Group[] = [
       AUTO_ACTIVATE: {
         doc: "a call of an inactive toolset's tool activates it in the same turn when an ACTIVATE would pass unasked; `false`: refused",
       },
+      DISCOVERY_LEARNING: { doc: 'rank with keywords learned from use (upstream-servers.md); `false`: off' },
       TOOL_EXPOSURE: {
         doc:
           'how tasks offer tools: `auto` (every toolset active from the start when their definitions together fit ' +
@@ -103,7 +104,6 @@ export const SETTING_GROUPS: Group[] = [
         doc:
           'before the first model call, activate the toolset discovery is certain the goal needs (the model is told ' +
           "and may deactivate it; the ceiling, policy and budget apply); `false` turns it off; a request's `prime` overrides it",
-        default: '`true`',
       },
       AGENT_WEBHOOK_SECRET: {
         doc:

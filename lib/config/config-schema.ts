@@ -98,6 +98,10 @@ export const EnvSchema = z.object({
   AGENT_WEBHOOK_MAX_AGE_S: z.coerce.number().min(1).max(2_592_000).default(86_400),
   TOKENIZER: z.enum(TOKENIZERS).default('o200k_base'),
   TOOL_TOKEN_BUDGET: z.coerce.number().int().min(1).optional(),
+  DISCOVERY_LEARNING: z
+    .enum(['', '0', '1', 'true', 'false'], { message: 'must be true or false (1 or 0)' })
+    .optional()
+    .transform((v) => v === undefined || v === '' || v === '1' || v === 'true'),
   TOOL_EXPOSURE: z
     .enum(['auto', 'native', 'dispatch', 'code'], { message: 'must be auto, native, dispatch or code' })
     .default('auto'),

@@ -240,6 +240,8 @@ function gatewaySettings(e: Env, local: Local, dataDir: string) {
     toolTokenBudget: e.TOOL_TOKEN_BUDGET,
     /** A call of a tool whose toolset is inactive activates it first, when the model's ACTIVATE would pass unasked. */
     autoActivate: e.AUTO_ACTIVATE,
+    /** Whether discovery learns keywords from use and ranks with them (docs/upstream-servers.md, "Discovery"). */
+    discoveryLearning: e.DISCOVERY_LEARNING,
     toolsetsDir: path.resolve(e.TOOLSETS_DIR ?? path.join(installationDir(), 'toolsets')),
     /** The user's own toolset files (`toolsets import` writes here), loaded after the shipped ones. */
     userToolsetsDir: path.resolve(e.USER_TOOLSETS_DIR ?? path.join(dataDir, 'toolsets')),

@@ -73,6 +73,7 @@ export function search(st: CatalogState, query: string, limit?: number): Toolset
       id: t.id,
       description: t.description,
       keywords: t.keywords,
+      learned: st.learned.get(t.id),
       tools:
         t.tools.length > 0 || !isMcp(t)
           ? t.tools.map((name) => {

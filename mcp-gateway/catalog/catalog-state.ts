@@ -45,8 +45,10 @@ export interface CatalogState {
   byId: Map<string, Toolset>;
   tools: Map<string, CatalogTool>;
   withheldByName: Map<string, WithheldTool & { toolset: string }>;
-  /** The search index, built on the first search after an install. */
+  /** The search index, built on the first search after an install or a change of the learned terms. */
   index: ToolsetIndex | undefined;
+  /** Discovery's terms learned from use, per toolset (catalog/learned.ts); ranked, never shown. */
+  learned: ReadonlyMap<string, readonly string[]>;
   reloading: boolean;
   /**
    * Changes of the catalog that read or write the store (a listing applied, pins approved or re-read, a

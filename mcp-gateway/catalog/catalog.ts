@@ -33,6 +33,7 @@ import type { CatalogOptions } from './catalog-types.ts';
 export { CatalogError, loadToolsetFiles, loadToolsets, type ToolsetSpec } from './toolset-files.ts';
 
 import type { Catalog } from './interface.ts';
+import { sameTerms } from './learned.ts';
 
 export type { Catalog };
 
@@ -60,6 +61,7 @@ export async function buildCatalog(
     tools: new Map(),
     withheldByName: new Map(),
     index: undefined,
+    learned: new Map(),
     reloading: false,
     tail: Promise.resolve(),
   };
@@ -109,6 +111,11 @@ export async function buildCatalog(
     status: (id) => toolsetStatus(st, id),
     upstreams: () => upstreams(st),
     search: (query, limit) => search(st, query, limit),
+    setLearned(learned) {
+      if (sameTerms(st.learned, learned)) return;
+      st.learned = learned;
+      st.index = undefined;
+    },
     approve: (id, reviewed) => approve(st, id, reviewed),
     /** Another gateway replica approved tools of toolset `id`: its pins are read again, releasing them here too. */
     repinned: (id) => repin(st, id),

@@ -27,6 +27,8 @@ export interface Catalog {
   upstreams(): Record<string, UpstreamStatus & { toolsets: string[] }>;
   /** Ranks toolsets and their tools for a plain-language query. */
   search(query: string, limit?: number): ToolsetHit[];
+  /** Discovery's terms learned from use, per toolset (catalog/learned.ts): the index is rebuilt when they change. */
+  setLearned(learned: ReadonlyMap<string, readonly string[]>): void;
   /**
    * Approves the withheld tools an operator reviewed, each named with the hash the listing showed. One whose
    * definition changed since (another hash now) is not released and comes back in `changedSinceShown`.

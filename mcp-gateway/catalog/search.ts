@@ -12,6 +12,8 @@ export interface SearchableToolset {
   description: string;
   /** The toolset file's `keywords`: how people ask for its work (discovery only). */
   keywords?: readonly string[];
+  /** Terms learned from use (catalog/learned.ts), already stemmed; ranked below `keywords`, never shown. */
+  learned?: readonly string[];
   /** Each tool with its input JSON Schema, whose parameters describe the tool's work in more words. */
   tools: { name: string; description: string; parameters?: unknown }[];
 }
@@ -97,6 +99,7 @@ interface Doc {
   name: string;
   text: string;
   keywords?: string;
+  learned?: string;
   params?: string;
 }
 
@@ -134,12 +137,14 @@ export function schemaText(schema: unknown, depth = 0): string {
 export interface RankWeights {
   /**
    * Field boosts: a tool's or toolset's name, its description, the toolset's keywords, the tool's parameters
-   * (the tuning needs score the same for parameters weighted 0.3 to 1.5: 1, as much as a description).
+   * (the tuning needs score the same for parameters weighted 0.3 to 1.5: 1, as much as a description), and the
+   * terms learned from use (below the keywords an operator wrote: usage hints, it does not overrule).
    */
   name: number;
   text: number;
   keywords: number;
   params: number;
+  learned: number;
   /** The weight of the words a need's paths and addresses add (pathWords): a hint, less than a word said. */
   path: number;
   /** How much the toolset's own id and description add to the score of its best tool. */
@@ -161,6 +166,7 @@ export const DEFAULT_WEIGHTS: RankWeights = {
   text: 1,
   keywords: 1.5,
   params: 1,
+  learned: 0.75,
   path: 0.5,
   toolset: 1.2,
   cutoff: 0.2,
@@ -172,10 +178,11 @@ const MATCHED_TOOLS = 5;
 /** A search index over a catalog; rebuild it when the catalog changes (it is cheap: 200 tools in a few ms). */
 export class ToolsetIndex {
   private readonly index = new MiniSearch<Doc>({
-    fields: ['name', 'text', 'keywords', 'params'],
+    fields: ['name', 'text', 'keywords', 'params', 'learned'],
     storeFields: ['toolset', 'tool'],
     tokenize,
-    processTerm: normalizeTerm,
+    // Learned terms are stored stemmed (stemming twice is not stemming once: "releas" → "relea").
+    processTerm: (term, field) => (field === 'learned' ? term : normalizeTerm(term)),
   });
 
   private readonly weights: RankWeights;
@@ -191,6 +198,7 @@ export class ToolsetIndex {
         name: ts.id,
         text: ts.description,
         keywords: (ts.keywords ?? []).join(' ; '),
+        learned: (ts.learned ?? []).join(' '),
       });
       for (const tool of ts.tools) {
         docs.push({
@@ -212,7 +220,7 @@ export class ToolsetIndex {
     const { text, hints } = readPaths(query);
     const own = tokenize(text).filter((t) => normalizeTerm(t) !== null).length;
     const results = this.index.search([text, ...hints].join(' '), {
-      boost: { name: w.name, text: w.text, keywords: w.keywords, params: w.params },
+      boost: { name: w.name, text: w.text, keywords: w.keywords, params: w.params, learned: w.learned },
       boostTerm: (_term, i) => (i >= own ? w.path : 1),
       combineWith: 'OR',
     });

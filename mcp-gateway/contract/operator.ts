@@ -128,6 +128,7 @@ export const AUDIT_KINDS = [
   'disable',
   'call',
   'manage',
+  'list',
   'approve',
   'reload',
   'policy',

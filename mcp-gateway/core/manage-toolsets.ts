@@ -199,6 +199,9 @@ async function list(
 ): Promise<ManageToolsetsResponse> {
   const { toolsets } = await deps.listToolsets(sessionId, query);
   const shown = toolsets.filter((t) => t.enabled);
+  // What discovery learns from (store/learned-keywords.ts): the query, then what the task activates and calls.
+  if (query !== undefined && query.trim() !== '')
+    deps.audit({ session_id: sessionId, kind: 'list', subject: query.slice(0, LIMITS.query), ok: true });
   return {
     result: {
       toolsets: shown.map(({ id, description, active, tools, matched_tools }) => ({

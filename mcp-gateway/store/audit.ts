@@ -13,6 +13,7 @@ export interface AuditEntry {
     | 'disable'
     | 'call'
     | 'manage'
+    | 'list'
     | 'approve'
     | 'reload'
     | 'policy'

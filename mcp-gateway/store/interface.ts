@@ -63,9 +63,24 @@ export interface GatewayStore {
   pruneAudit(before: string, limit: number): Promise<number>;
   pruneAuditOverflow(maxRows: number, limit: number): Promise<number>;
   pruneIdleSessions(before: string, limit: number): Promise<number>;
+  /**
+   * Discovery's learning (store/learned-keywords.ts): one pass over the audit rows since the last, crediting
+   * LIST queries to the toolsets their tasks then used (`toolsetOf` names a tool's toolset); one transaction.
+   */
+  learnFromAudit(now: number, toolsetOf: (tool: string) => string | undefined): Promise<LearnPass>;
+  /** The learned terms that rank at `now`, per toolset, strongest first. */
+  learnedKeywords(now: number): Promise<Map<string, string[]>>;
+  /** Deletes learned terms last credited before `before` (ms). */
+  pruneLearned(before: number): Promise<number>;
   /** Writes the queued audit rows now. */
   flush(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** What a learning pass did: the audit rows it moved over, the credits it made (0, 0: nothing new, or another replica did it). */
+export interface LearnPass {
+  rows: number;
+  credits: number;
 }
 
 /** An approval as stored. */

@@ -20,6 +20,7 @@ export function gatewayMigrations(dialect: DialectName): Record<string, Migratio
   return {
     '001_one_schema': { up: (db) => oneSchema(db, dialect) },
     '002_for_user': { up: (db) => forUser(db, dialect) },
+    '003_learned_keywords': { up: (db) => learnedKeywords(db, dialect) },
     '004_tool_subsets': { up: (db) => toolSubsets(db, dialect) },
   };
 }
@@ -116,6 +117,38 @@ function toolSubsets(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
     if (!before.get('session_toolsets')?.has('tools')) {
       await db.schema.alterTable('session_toolsets').addColumn('tools', 'text').execute();
     }
+  });
+}
+
+/** Discovery's learned keywords per toolset, and how far the learner has read the audit (store/learned-keywords.ts). */
+function learnedKeywords(db: Kysely<unknown>, dialect: DialectName): Promise<void> {
+  return atomically(db, dialect, async () => {
+    await db.schema
+      .createTable('learned_keywords')
+      .ifNotExists()
+      .addColumn('toolset_id', 'text', (c) => c.notNull())
+      .addColumn('term', 'text', (c) => c.notNull())
+      .addColumn('weight', 'double precision', (c) => c.notNull())
+      .addColumn('tasks', 'integer', (c) => c.notNull())
+      .addColumn('users', 'integer', (c) => c.notNull())
+      .addColumn('last_user', 'text', (c) => c.notNull())
+      .addColumn('updated_at', 'bigint', (c) => c.notNull())
+      .addPrimaryKeyConstraint('learned_keywords_pkey', ['toolset_id', 'term'])
+      .execute();
+    await db.schema
+      .createTable('learn_cursor')
+      .ifNotExists()
+      .addColumn('name', 'text', (c) => c.primaryKey())
+      .addColumn('last_id', 'bigint', (c) => c.notNull())
+      .addColumn('at', 'bigint', (c) => c.notNull())
+      .execute();
+    // Retention deletes by age.
+    await db.schema
+      .createIndex('learned_keywords_updated')
+      .ifNotExists()
+      .on('learned_keywords')
+      .column('updated_at')
+      .execute();
   });
 }
 

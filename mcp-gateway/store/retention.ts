@@ -1,5 +1,6 @@
 import type { Config } from '../../lib/config/config.ts';
 import type { RetentionRule } from '../../lib/db/retention.ts';
+import { LEARNING } from '../catalog/learned.ts';
 import type { CallKeyQueries, GatewayStore } from './interface.ts';
 
 // What the gateway prunes (README "Limits and retention"): audit rows by age and by count, approvals decided or
@@ -39,6 +40,11 @@ export function gatewayRetentionRules(
   // A call's key answers its repeats for as long as its task is kept (a task may wait days for a human).
   if (callKeys && keep.taskMs > 0)
     rules.push({ name: 'call_keys', step: (limit, now) => callKeys.prune(now - keep.taskMs, limit) });
+  // A learned term unused for seven half-lives has faded below use whatever its weight (catalog/learned.ts).
+  rules.push({
+    name: 'learned_keywords',
+    step: (_limit, now) => store.pruneLearned(now - 7 * LEARNING.halfLifeMs),
+  });
   // The longest window is a day: a count that started two days ago is over (all such rows in one statement).
   if (usage)
     rules.push({ name: 'identity_usage', step: (_limit, now) => usage.pruneUsage(now - 2 * DAY_MS) });

@@ -78,4 +78,20 @@ export interface GatewayDatabase {
     finished_at: ColumnType<number | string | null, number | null, number | null>;
   };
   task_fences: { task_id: string; fence: Int8; seen_at: Int8 };
+  /** Discovery's learned keywords (store/learned-keywords.ts): a term credited to a toolset by its use. */
+  learned_keywords: {
+    toolset_id: string;
+    /** A word as the search index keeps it (stemmed). */
+    term: string;
+    /** The credits, decayed to updated_at (catalog/learned.ts LEARNING). */
+    weight: number;
+    /** The tasks that credited it. */
+    tasks: number;
+    /** 1: one user's tasks credited it (last_user's; '' for nobody's in particular), 2: more than one user's. */
+    users: number;
+    last_user: string;
+    updated_at: Int8;
+  };
+  /** How far the learner has read the audit (`name`: `audit`). */
+  learn_cursor: { name: string; last_id: Int8; at: Int8 };
 }

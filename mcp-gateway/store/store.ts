@@ -9,6 +9,7 @@ import { callKeyQueries } from './call-keys.ts';
 import { type DialectHooks, dialectHooks, GATEWAY_CHANNEL } from './dialect.ts';
 import { handleQueries } from './handles.ts';
 import type { GatewayChange, GatewayState, GatewayStore, SessionView } from './interface.ts';
+import { learnedKeywordQueries } from './learned-keywords.ts';
 import { legacyQueries } from './legacy.ts';
 import { GATEWAY_COMPONENT, gatewayMigrations } from './migrations.ts';
 import { pinQueries } from './pins.ts';
@@ -180,6 +181,7 @@ function gatewayStore(
     ...sessionWrites(db, hooks, q),
     ...settingsWrites(settings.change),
     ...pinQueries(db, hooks),
+    ...learnedKeywordQueries(db),
     audit: (entry: AuditEntry, actor: AuditActor) => trail.audit(entry, actor),
     listAudit: (filter: AuditFilter): Promise<AuditPage> => trail.listAudit(filter),
     pruneAudit: (before: string, limit: number) => trail.pruneAudit(before, limit),

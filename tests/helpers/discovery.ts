@@ -36,9 +36,10 @@ const filesIn = (dir: string) =>
 
 /**
  * Builds and connects the catalog. `enterprise` adds a second copy of the GitHub toolsets (ids and tool
- * names prefixed ghe_, "GitHub Enterprise" descriptions) for a catalog of over 200 tools.
+ * names prefixed ghe_, "GitHub Enterprise" descriptions) for a catalog of over 200 tools; `keywords: false`
+ * drops the files' keywords (a catalog as `toolsets import` writes it).
  */
-export async function discoveryCatalog(opts: { enterprise?: boolean } = {}) {
+export async function discoveryCatalog(opts: { enterprise?: boolean; keywords?: false } = {}) {
   const recorded = JSON.parse(
     readFileSync(path.resolve('tests/fixtures/recorded/github-mcp-server-tools.json'), 'utf8'),
   ) as { tools: Tool[] };
@@ -57,6 +58,9 @@ export async function discoveryCatalog(opts: { enterprise?: boolean } = {}) {
         .replace(/GITHUB_FIXTURE_URL/g, 'GHE_FIXTURE_URL');
     }
   }
+  if (opts.keywords === false) {
+    for (const name of Object.keys(files)) files[name] = files[name].replace(/^keywords:.*\n/m, '');
+  }
   const stack = await makeStack({
     toolsets: files,
     vars: { GITHUB_FIXTURE_URL: server.url, GHE_FIXTURE_URL: `${server.url}?enterprise=1` },
@@ -66,6 +70,8 @@ export async function discoveryCatalog(opts: { enterprise?: boolean } = {}) {
   return {
     gateway: stack.gateway,
     catalog: stack.catalog,
+    /** The gateway's store (its audit rows, what discovery learned from them). */
+    store: stack.gatewayStore,
     toolsets: stack.catalog.toolsets.length,
     tools: stack.catalog.tools.size,
     async close() {

@@ -334,6 +334,25 @@ describe('code mode’s goals', () => {
   });
 });
 
+/** A learned-recall figure: held-out recall@1 before and after (recall@3 0.9), three poisoning cases. */
+function taught(before: number, after: number) {
+  const split = (at1: number) => ({ needs: 136, recallAt1: at1, recallAt3: 0.9 });
+  return {
+    terms: 400,
+    before: { heldOut: split(before), tune: split(0.8) },
+    after: { heldOut: split(after), tune: { needs: 133, recallAt1: 0.95, recallAt3: 0.97 } },
+    poisoning: [1, 20, 20].map((tasks, i) => ({
+      tasks,
+      users: i === 2 ? 5 : 1,
+      need: 'a need',
+      want: 'right',
+      wrong: 'wrong',
+      first: i === 2 ? 'wrong' : 'right',
+      heldOut: split(after),
+    })),
+  };
+}
+
 describe('the report', () => {
   it('lists every figure with its goal, and says which goals were missed', () => {
     const armFigures = (
@@ -405,6 +424,12 @@ describe('the report', () => {
         msPerQuery: 2,
         misses: [],
       },
+      learned: {
+        days: 60,
+        tasks: 399,
+        shipped: taught(0.85, 0.85),
+        bare: taught(0.69, 0.74),
+      },
       latency: {
         bareRtt: 0.3,
         echo: { direct: 0.5, viaGateway: 1.1 },
@@ -474,6 +499,14 @@ describe('the report', () => {
     );
     const text = renderReport(results);
     expect(text).toMatch(/^# Benchmarks\n/);
+    // Learning from use is a figure, not a goal: its table, and each poisoning case.
+    expect(text).toContain(
+      '| no keywords | 69.0% / 90.0% | 74.0% / 90.0% | 80.0% / 90.0% | 95.0% / 97.0% | 400 |',
+    );
+    expect(text).toContain(
+      '- 20 tasks of 5 user(s): the need ranks wrong first (shipped) and wrong (no keywords)',
+    );
+    expect(goals(results).some((g) => /learn/i.test(g.figure))).toBe(false);
     expect(text).toContain('Machine: cpu, 2 cores, 8 GiB, linux, Node v20.');
     expect(text).toMatch(
       /\| 2\. Model calls per task, dynamic \/ all-loaded \| 1\.500 \| ≤ 1\.25 \| \*\*missed\*\* \|/,

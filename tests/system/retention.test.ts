@@ -117,6 +117,12 @@ describe('retention (issue 15 §4)', () => {
       handles: count(db, 'SELECT COUNT(*) FROM mcp_handles'),
     });
     expect(counts()).toEqual({ audit: 1201, sessions: 6, session_toolsets: 4, approvals: 5, handles: 2 });
+    // A learned keyword unused for seven half-lives (210 days) has faded below use: it goes; a fresh one stays.
+    const learned = db.prepare(
+      "INSERT INTO learned_keywords (toolset_id, term, weight, tasks, users, last_user, updated_at) VALUES ('mail', ?, 64, 64, 2, '', ?)",
+    );
+    learned.run('stale', clock - 211 * 86_400_000);
+    learned.run('fresh', clock);
 
     const retention = startRetention(gatewayRetentionRules(keep, { store, approvals, handles, callKeys }), {
       intervalMs: 3_600_000,
@@ -131,7 +137,9 @@ describe('retention (issue 15 §4)', () => {
       mcp_handles: 1,
       sessions: 1,
       call_keys: 2,
+      learned_keywords: 1,
     });
+    expect(db.prepare('SELECT term FROM learned_keywords').pluck().all()).toEqual(['fresh']);
     expect(db.prepare('SELECT key FROM call_keys').pluck().all()).toEqual(['new_key']);
     expect(db.prepare('SELECT task_id FROM task_fences').pluck().all()).toEqual(['new_task']);
     expect(counts()).toEqual({ audit: 1, sessions: 4, session_toolsets: 2, approvals: 2, handles: 1 });

@@ -163,6 +163,10 @@ async function expectPopulated(state: GatewayState, ids: Made, opts: { callKeys:
   expect(newest).toMatchObject({ subject: 'after_upgrade', for_user: 'user:usr_a' });
   expect((await store.listAudit({ limit: 50, for_users: ['user:usr_a'] })).audit).toEqual([newest]);
   expect(newest.id).toBeGreaterThan(previous.id);
+  // Discovery learns on an upgraded database too: its old rows are read (their task LISTed nothing: no credit).
+  const later = Date.now() + 120_000;
+  expect(await store.learnFromAudit(later, () => undefined)).toEqual({ rows: audit.length + 1, credits: 0 });
+  expect(await store.learnedKeywords(later)).toEqual(new Map());
 }
 
 describe('a gateway.db the store before Kysely left', () => {
@@ -197,6 +201,7 @@ describe('a gateway.db the store before Kysely left', () => {
       expect(db.prepare('SELECT name FROM gateway_migrations').all()).toEqual([
         { name: '001_one_schema' },
         { name: '002_for_user' },
+        { name: '003_learned_keywords' },
         { name: '004_tool_subsets' },
       ]);
     } finally {
@@ -269,6 +274,7 @@ describe('PostgreSQL as the store before Kysely left it', () => {
         expect((await client.query('SELECT name FROM gateway_migrations')).rows).toEqual([
           { name: '001_one_schema' },
           { name: '002_for_user' },
+          { name: '003_learned_keywords' },
           { name: '004_tool_subsets' },
         ]);
       } finally {

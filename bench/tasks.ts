@@ -310,13 +310,20 @@ export function primedTask(task: BenchTask, active: ReadonlySet<string>): BenchT
 
 /**
  * A task as a model acts when it may call any tool the system prompt names (activation without a turn): it calls
- * the tool instead of a LIST and an ACTIVATE before it, still deactivates with its last call, and a reply left
- * with nothing to do is not made.
+ * the tool instead of a LIST and an ACTIVATE before it, and still deactivates — with its last call to a toolset,
+ * or, for a toolset it found active and does not need, with its first call. A reply left with nothing to do is
+ * not made.
  */
 export function directTask(task: BenchTask): BenchTask {
-  const turns = task.turns
-    .map((actions) => actions.filter((a) => !('activate' in a) && !('list' in a)))
-    .filter((actions) => actions.length > 0);
+  const turns: Action[][] = [];
+  let carried: Action[] = [];
+  for (const actions of task.turns) {
+    const kept = [...carried, ...actions.filter((a) => !('activate' in a) && !('list' in a))];
+    carried = [];
+    if (kept.every((a) => 'deactivate' in a)) carried = kept;
+    else turns.push(kept);
+  }
+  if (carried.length > 0) turns.push(carried);
   return { ...task, turns };
 }
 

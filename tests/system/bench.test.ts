@@ -16,7 +16,7 @@ import { type BenchResults, goals } from '../../bench/goals.ts';
 import { completion, goalMarker, type RecordedRequest, startMockModel } from '../../bench/mock-model.ts';
 import { RECORDED_SERVER_NAME, startRecordedServer } from '../../bench/recorded-server.ts';
 import { renderReport } from '../../bench/report.ts';
-import { ARMS, benchTasks, scriptFor } from '../../bench/tasks.ts';
+import { ARMS, benchTasks, directTask, primedTask, scriptFor } from '../../bench/tasks.ts';
 import type { TokenRun } from '../../bench/token-run.ts';
 import { createTokenCounter } from '../../lib/telemetry/tokens.ts';
 import { makeStack, type Stack } from '../helpers/stack.ts';
@@ -136,6 +136,21 @@ describe('the tasks in three arms', () => {
       expect(native.at(-1)).toEqual({ answer: task.answer });
     }
     expect(armScripts(tasks).size).toBe(tasks.length * ARMS.length);
+  });
+
+  it('activation without a turn: the same tool calls in as many replies as all-loaded, deactivations kept', () => {
+    for (const task of tasks) {
+      const all = scriptFor(task, 'all-loaded');
+      // Primed with a toolset it does not need, the model deactivates it with its first call, not alone.
+      const direct = scriptFor(directTask(primedTask(task, new Set(['github_projects']))), 'auto');
+      expect(direct.length).toBe(all.length);
+      const calls = (s: typeof all) => s.flatMap((t) => ('calls' in t ? t.calls : []));
+      const made = (s: typeof all) => calls(s).map((c) => [c.name, c.arguments]);
+      expect(made(direct).filter(([name]) => name !== 'manage_toolsets')).toEqual(made(all));
+      const toggles = calls(direct).filter((c) => c.name === 'manage_toolsets');
+      expect(toggles.every((c) => c.arguments.action === 'DEACTIVATE')).toBe(true);
+      expect(toggles[0]?.arguments.toolset_ids).toEqual(['github_projects']);
+    }
   });
 
   it('code mode: each native reply’s tool calls are one run_code script calling those tools, toggles unchanged', () => {

@@ -66,13 +66,10 @@ function actingAs(c: Context, role: string, forUser: string | undefined): AuditA
     const whose = forUser ? ` for ${forUser}` : '';
     if (by === 'run_code')
       return { actor: `model in task ${task}${whose} (run_code)`, task_id: task, in_script: true };
-    return {
-      actor:
-        by === 'goal priming'
-          ? `agent for task ${task}${whose} (goal priming)`
-          : `model in task ${task}${whose}`,
-      task_id: task,
-    };
+    // The agent acting by itself for the task never leaves an approval waiting: nobody asked for it.
+    if (by === 'goal priming')
+      return { actor: `agent for task ${task}${whose} (goal priming)`, task_id: task, unasked: true };
+    return { actor: `model in task ${task}${whose}`, task_id: task };
   }
   if (isFacePath(c.req.path)) return { actor: `mcp client (${role})` };
   return { actor: role === 'approver' ? 'user (AGENT_API_TOKEN)' : role };

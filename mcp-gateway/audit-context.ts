@@ -13,6 +13,8 @@ export interface AuditActor {
   in_script?: boolean;
   /** An activation the gateway makes because the model called this tool of an inactive toolset. */
   automatic?: string;
+  /** Never asks a human: an activation the policy would ask about is refused (automatic ones, goal priming). */
+  unasked?: boolean;
 }
 
 // Who is acting, carried through a request without threading it through every call: the gateway's app sets

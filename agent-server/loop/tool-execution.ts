@@ -1,7 +1,7 @@
 import type { ChatCompletionMessageFunctionToolCall } from 'openai/resources/chat/completions';
-import type { ServiceError } from '../../lib/http/http-client.ts';
+import { ServiceError } from '../../lib/http/http-client.ts';
 import { type JsonInputError, nestsDeeperThan, parseJson } from '../../lib/http/json.ts';
-import { Approval, type ManageToolsetsResponse } from '../../mcp-gateway/contract.ts';
+import { Approval, ManageToolsetsResponse } from '../../mcp-gateway/contract.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
 import { ToolDefinitionTokens } from '../contract.ts';
 import { RUN_CODE, runCode, type ScriptHooks, withDeclarations } from './code-mode.ts';
@@ -36,6 +36,15 @@ function approvalOf(err: unknown): Approval | undefined {
   if (refusalCode(err) !== 'approval_needed') return undefined;
   const parsed = Approval.safeParse(
     ((err as ServiceError).body as { approval?: unknown } | undefined)?.approval,
+  );
+  return parsed.success ? parsed.data : undefined;
+}
+
+/** The activation a refused call made on the way (activation without a turn), if it made one. */
+export function activatedOf(err: unknown): ManageToolsetsResponse | undefined {
+  if (!(err instanceof ServiceError)) return undefined;
+  const parsed = ManageToolsetsResponse.safeParse(
+    (err.body as { activated?: unknown } | undefined)?.activated,
   );
   return parsed.success ? parsed.data : undefined;
 }
@@ -206,7 +215,7 @@ export async function executeToolCall(
     }
     const approval = approvalOf(err);
     const consent = consentOf(err);
-    return {
+    const refused: ToolCallOutcome = {
       content: `Error: ${(err as Error).message}`,
       ok: false,
       arguments: target.args,
@@ -214,6 +223,9 @@ export async function executeToolCall(
       ...(approval ? { approval } : {}),
       ...(consent ? { consent } : {}),
     };
+    // Refused after the gateway activated the tool's toolset for it: the activation stands, and is told.
+    const activated = activatedOf(err);
+    return activated ? withActivation(refused, activated, exposure) : refused;
   }
 }
 

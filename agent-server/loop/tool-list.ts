@@ -1,5 +1,6 @@
 import type { GatewayTool, RefusalCode } from '../../mcp-gateway/contract.ts';
 import { type GatewayClient, refusalCode } from '../clients/gateway.ts';
+import { activatedOf } from './tool-execution.ts';
 
 /** Refusals that mean the kept list is out of date: the next step lists the session's tools again. */
 const STALE: ReadonlySet<RefusalCode> = new Set(['inactive', 'unknown_tool', 'disabled', 'withheld']);
@@ -48,7 +49,10 @@ export function withToolList(gateway: GatewayClient, sessionId: string): Gateway
           cached = res.activated?.tools;
         return res;
       } catch (err) {
-        if (sid === sessionId) forget(err);
+        // Refused after its toolset was activated on the way: the refusal carries the new list.
+        const activated = sid === sessionId ? activatedOf(err) : undefined;
+        if (activated?.tools) cached = activated.tools;
+        else if (sid === sessionId) forget(err);
         throw err;
       }
     },

@@ -225,8 +225,8 @@ async function checkActivation(st: CeilingState, sessionId: string, ids: readonl
       });
     }
   }
-  if (asks.length > 0 && currentActor().automatic) {
-    // Activation without a turn never asks a human: the model's own ACTIVATE will, when it makes one.
+  if (asks.length > 0 && currentActor().unasked) {
+    // Activation without a turn, or the agent's own for a goal, never asks a human: the model's ACTIVATE will.
     const message = `activating ${asks.map((a) => a.subject).join(', ')} needs a human's approval (${asks[0].reason}); ask for it with manage_toolsets ACTIVATE`;
     st.opts.audit({
       session_id: sessionId,

@@ -14,7 +14,9 @@ export const ChangeToolsetsRequest = z.strictObject({
   }),
   session_id: SessionId.optional(),
   /** ACTIVATE only: just these tools of the toolsets (each a tool of one of them); absent: all their tools. */
-  tools: boundedList(boundedString(LIMITS.id), LIMITS.ids).optional(),
+  tools: boundedList(boundedString(LIMITS.id), LIMITS.ids)
+    .refine((t) => t.length > 0, 'name at least one tool, or leave tools out to activate all of them')
+    .optional(),
 });
 export type ChangeToolsetsRequest = z.infer<typeof ChangeToolsetsRequest>;
 

@@ -48,12 +48,30 @@ export async function callTool(
       `Tool ${name} belongs to toolset ${tool.toolset}, which team ${team} may not use`,
     );
   }
+  if (!tool.validate(args)) {
+    const problems = describeValidationErrors(tool.validate.errors);
+    const expected = describeParameters(tool.definition.parameters);
+    throw refuse('invalid_arguments', `Invalid arguments for ${name}: ${problems}. Expected: ${expected}`);
+  }
   let activated: ManageToolsetsResponse | undefined;
   const some = view.only.get(tool.toolset);
   const isActive = on.includes(tool.toolset);
   if (!isActive || (some && !some.includes(name))) {
     // Of a toolset active with some of its tools, the gateway activates this one tool.
     const tools = isActive ? [name] : undefined;
+    // A call that will be refused as fenced activates nothing for the worker that lost the task.
+    if (call.activate && call.fence && c.callKeys) {
+      const highest = await c.callKeys.announce(call.fence.task_id, call.fence.fence, Date.now());
+      if (highest > call.fence.fence) {
+        throw refuse(
+          'fenced',
+          `Task ${call.fence.task_id} is held under fence ${highest} now; ${name} was not run`,
+          {
+            fence: highest,
+          },
+        );
+      }
+    }
     const auto = call.activate ? await activateFor(c, sessionId, name, tool.toolset, tools) : { why: '' };
     if ('why' in auto) {
       const state = isActive
@@ -62,11 +80,6 @@ export async function callTool(
       throw refuse('inactive', `Tool ${name} belongs to toolset ${tool.toolset}, ${state}${auto.why}`);
     }
     activated = auto.activated;
-  }
-  if (!tool.validate(args)) {
-    const problems = describeValidationErrors(tool.validate.errors);
-    const expected = describeParameters(tool.definition.parameters);
-    throw refuse('invalid_arguments', `Invalid arguments for ${name}: ${problems}. Expected: ${expected}`);
   }
   const { activate: _, ...keyedBy } = call;
   const identity = { ...keyedBy, session_id: sessionId, tool: name };
@@ -78,15 +91,22 @@ export async function callTool(
     );
   // The backend hears the key too (the tool-server keeps its own record, an upstream gets it in _meta).
   const key = call.idempotency_key;
-  const result = await keyedCall(
-    c.callKeys,
-    identity,
-    refuse,
-    check,
-    () => callBackend(tool, { name, args, sessionId, key }, auditCall, refuse),
-    (err) => c.log.error({ err, key }, 'the outcome of a keyed call could not be recorded'),
-  );
-  return activated ? { ...result, activated } : result;
+  try {
+    const result = await keyedCall(
+      c.callKeys,
+      identity,
+      refuse,
+      check,
+      () => callBackend(tool, { name, args, sessionId, key }, auditCall, refuse),
+      (err) => c.log.error({ err, key }, 'the outcome of a keyed call could not be recorded'),
+    );
+    return activated ? { ...result, activated } : result;
+  } catch (err) {
+    // Refused after its toolset was activated for it (a limit, the policy): the activation stands, and is told.
+    if (activated && err instanceof Refusal)
+      throw new Refusal(err.code, err.message, { ...err.details, activated });
+    throw err;
+  }
 }
 
 /**
@@ -105,7 +125,7 @@ async function activateFor(
   const activate = c.activate;
   if (!activate) return { why: '' };
   try {
-    const actor = { ...currentActor(), automatic: name };
+    const actor = { ...currentActor(), automatic: name, unasked: true };
     return { activated: await withActor(actor, () => activate(sessionId, toolset, tools)) };
   } catch (err) {
     if (!(err instanceof Refusal)) throw err;

@@ -93,7 +93,7 @@ async function activate(
     ids.filter((id) => !before.includes(id) || unlisted(c, id, true)),
   );
   // A session never stored starts from what it had: the defaults.
-  const only = tools && tools.length > 0 ? splitTools(c, sessionId, ids, tools) : undefined;
+  const only = tools ? splitTools(c, sessionId, ids, tools) : undefined;
   const stored = await c.store.activate(sessionId, ids, before, only);
   return {
     changed: stored.changed,

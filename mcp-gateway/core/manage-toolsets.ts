@@ -21,7 +21,9 @@ const Args = z
     ),
     toolset_ids: boundedList(boundedString(LIMITS.id), LIMITS.ids).optional(),
     query: boundedString(LIMITS.query).optional(),
-    tools: boundedList(boundedString(LIMITS.id), LIMITS.ids).optional(),
+    tools: boundedList(boundedString(LIMITS.id), LIMITS.ids)
+      .refine((t) => t.length > 0, 'name at least one tool, or leave tools out to activate all of them')
+      .optional(),
   })
   .refine((a) => a.action === 'LIST' || (a.toolset_ids?.length ?? 0) > 0, {
     message: 'ACTIVATE and DEACTIVATE need at least one id in toolset_ids',
@@ -67,21 +69,49 @@ export interface ManageToolsetsDeps {
 const fmt = new Intl.NumberFormat('en-US').format;
 
 /**
- * Refuses an activation that would take the session's tool definitions over the budget, naming the active
- * toolsets to deactivate first (largest first, as few as fit).
+ * The session's partly active toolsets after an ACTIVATE of `ids` with `tools`, as the store will keep them
+ * (store/sessions.ts addToolsets): a toolset active in full stays so; one active in part gets the tools named
+ * added, or becomes whole without `tools`; a new one gets the tools named, or all of them.
+ */
+function onlyAfter(
+  active: readonly string[],
+  before: ReadonlyMap<string, readonly string[]>,
+  ids: readonly string[],
+  tools: readonly string[] | undefined,
+): Map<string, readonly string[]> {
+  const after = new Map(before);
+  for (const id of ids) {
+    const some = before.get(id);
+    if (active.includes(id) && !some) continue;
+    if (!tools) after.delete(id);
+    else after.set(id, [...new Set([...(some ?? []), ...tools])]);
+  }
+  return after;
+}
+
+/**
+ * Refuses an activation that would take the session's tool definitions over the budget — a toolset added, or
+ * one active in part given more of its tools — naming the active toolsets to deactivate first (largest first,
+ * as few as fit). A change that brings no more tokens is never refused.
  */
 async function checkBudget(
   deps: ManageToolsetsDeps & { toolTokens: ToolTokens & { budget: number } },
   sessionId: string,
   active: readonly string[],
   ids: readonly string[],
-  only: ReadonlyMap<string, readonly string[]>,
+  before: ReadonlyMap<string, readonly string[]>,
+  tools: readonly string[] | undefined,
 ): Promise<void> {
   const { toolTokens: t } = deps;
-  const adding = ids.filter((id) => !active.includes(id));
+  await t.prepare?.(
+    sessionId,
+    ids.filter((id) => !active.includes(id)),
+  );
+  const only = onlyAfter(active, before, ids, tools);
+  const now = (id: string) => (active.includes(id) ? t.of([id], before) : 0);
+  const adding = ids.filter((id) => t.of([id], only) > now(id));
   if (adding.length === 0) return;
-  await t.prepare?.(sessionId, adding);
-  const total = t.base + t.of([...active, ...adding], only);
+  const total = t.base + t.of([...new Set([...active, ...ids])], only);
   if (total <= t.budget) return;
   const needed = t.base + t.of(adding, only);
   let message: string;
@@ -90,7 +120,7 @@ async function checkBudget(
       `${adding.join(', ')} alone would bring the tool definitions to ${fmt(needed)} tokens, over ` +
       `TOOL_TOKEN_BUDGET (${fmt(t.budget)}): ${adding.length > 1 ? 'activate fewer at once' : 'it cannot be activated'}.`;
   } else {
-    const others = active.filter((id) => !ids.includes(id)).map((id) => ({ id, tokens: t.of([id], only) }));
+    const others = active.filter((id) => !ids.includes(id)).map((id) => ({ id, tokens: t.of([id], before) }));
     others.sort((a, b) => b.tokens - a.tokens);
     const drop: typeof others = [];
     let left = total;
@@ -131,14 +161,13 @@ export async function manageToolsets(
   // Unknown or disabled ids are refused by changeToolsets with their own message; the budget judges the rest.
   const allowed = toolset_ids.every((id) => listing.some((t) => t.id === id && t.enabled));
   if (action === 'ACTIVATE' && tokens?.budget !== undefined && allowed) {
-    // The toolsets being activated count with the tools asked for (activeNames keeps each toolset's own).
-    const only = new Map([...onlyBefore, ...(tools ? toolset_ids.map((id) => [id, tools] as const) : [])]);
     await checkBudget(
       { ...deps, toolTokens: { ...tokens, budget: tokens.budget } },
       sessionId,
       activeBefore,
       toolset_ids,
-      only,
+      onlyBefore,
+      tools,
     );
   }
   const before = tokens ? tokens.base + tokens.of(activeBefore, onlyBefore) : 0;

@@ -9,6 +9,7 @@ import {
   type LearnRow,
   rankedTerms,
 } from '../catalog/learned.ts';
+import { DEFAULT_SESSION } from '../contract.ts';
 import type { GatewayStore, LearnPass } from './interface.ts';
 import type { GatewayDatabase } from './schema.ts';
 
@@ -96,7 +97,7 @@ async function learnPass(
     .where('last_id', '=', from)
     .executeTakeFirst();
   if (Number(claimed.numUpdatedRows) === 0) return { rows: 0, credits: 0 };
-  const byTask = await taskRows(trx, from, to);
+  const byTask = await taskRows(trx, from, to, new Date(now - CONTEXT_MS).toISOString());
   // A credit counts in the pass that reads its call; the rows before it are read again for context only.
   const credits = [...byTask.values()]
     .flatMap((rows) => creditsOf(rows, toolsetOf))
@@ -105,8 +106,18 @@ async function learnPass(
   return { rows: ids.length, credits: credits.length };
 }
 
-/** The successful list, activate and call rows up to `to` of each task (or task-less session) that called in (from, to]. */
-async function taskRows(trx: Db, from: number, to: number): Promise<Map<string, LearnRow[]>> {
+/**
+ * How far back a call's LIST and activation are looked for: a task's own steps are minutes apart, and a
+ * long-lived session without tasks (an MCP client's) is not read back to its start on every pass.
+ */
+const CONTEXT_MS = 24 * 3_600_000;
+
+/**
+ * The successful list, activate and call rows up to `to`, and since `since`, of each task (or task-less session)
+ * that called in (from, to]. The shared `default` session, every caller's that names none, teaches nothing: one
+ * caller's LIST is not another's call.
+ */
+async function taskRows(trx: Db, from: number, to: number, since: string): Promise<Map<string, LearnRow[]>> {
   const callers = await trx
     .selectFrom('audit')
     .select(['task_id', 'session_id'])
@@ -118,7 +129,11 @@ async function taskRows(trx: Db, from: number, to: number): Promise<Map<string, 
     .execute();
   const tasks = [...new Set(callers.flatMap((c) => (c.task_id === null ? [] : [c.task_id])))];
   const sessions = [
-    ...new Set(callers.flatMap((c) => (c.task_id === null && c.session_id !== null ? [c.session_id] : []))),
+    ...new Set(
+      callers.flatMap((c) =>
+        c.task_id === null && c.session_id !== null && c.session_id !== DEFAULT_SESSION ? [c.session_id] : [],
+      ),
+    ),
   ];
   const byTask = new Map<string, LearnRow[]>();
   if (tasks.length === 0 && sessions.length === 0) return byTask;
@@ -126,6 +141,7 @@ async function taskRows(trx: Db, from: number, to: number): Promise<Map<string, 
     .selectFrom('audit')
     .select(['id', 'kind', 'subject', 'task_id', 'session_id', 'for_user'])
     .where('id', '<=', to)
+    .where('at', '>=', since)
     .where('ok', '=', 1)
     .where('kind', 'in', ['list', 'activate', 'call'])
     .where((eb) =>
@@ -172,10 +188,14 @@ async function credit(trx: Db, credits: readonly Credit[], now: number): Promise
         });
       }
     }
+    // Terms two users taught first: one user's many cannot push out what others taught.
+    const shared = (t: { users: number }) => (t.users >= 2 ? 1 : 0);
     const kept = [...byTerm.values()]
       .sort(
         (a, b) =>
-          decayed(b.weight, b.updated_at, now) - decayed(a.weight, a.updated_at, now) || b.tasks - a.tasks,
+          shared(b) - shared(a) ||
+          decayed(b.weight, b.updated_at, now) - decayed(a.weight, a.updated_at, now) ||
+          b.tasks - a.tasks,
       )
       .slice(0, LEARNING.termsPerToolset);
     await trx.deleteFrom('learned_keywords').where('toolset_id', '=', toolset).execute();

@@ -77,6 +77,20 @@ describe('exposure auto', () => {
     expect(model.toolNames()[1]).toEqual(['manage_toolsets', 'write_file', 'edit_file', 'delete_file']);
   });
 
+  it('asks nobody for a toolset the policy guards: the task runs dynamic, no approval is left waiting', async () => {
+    const model = new ScriptedModel([answer('done')]);
+    stack = await makeStack({
+      model,
+      toolsets: SPLIT_TOOLSETS,
+      exposure: 'auto',
+      policy: 'rules:\n  - { toolset: fs_write, on: activate, decision: ask, reason: writes need a look }\n',
+    });
+    const { res } = await run(stack, { goal: 'look around' });
+    expect(res.body.status).toBe('completed');
+    expect(model.toolNames()[0]).toEqual(['manage_toolsets']);
+    expect((await stack.get(stack.gatewayApp, '/mcp/admin/approvals')).body.approvals).toEqual([]);
+  });
+
   it('lets a request ask for it whatever the server default is', async () => {
     const model = new ScriptedModel([answer('nothing to do')]);
     stack = await makeStack({ model, toolsets: SPLIT_TOOLSETS });

@@ -415,7 +415,8 @@ describe('compaction', () => {
       answer('noted gamma'),
       answer('still here'),
     ]);
-    stack = await makeStack({ model, toolsets: FILES, contextTokens: 4000 });
+    // The lists' sizes are set against the catalog's lines without tool names (named only with AUTO_ACTIVATE).
+    stack = await makeStack({ model, toolsets: FILES, contextTokens: 4000, autoActivate: false });
     const first = await run(stack, { goal: long('alpha') });
     const thread = first.body.thread_id;
     await run(stack, { goal: long('beta'), thread_id: thread });
@@ -455,7 +456,7 @@ describe('compaction', () => {
       },
       answer('noted gamma all the same'),
     ]);
-    stack = await makeStack({ model, toolsets: FILES, contextTokens: 4000 });
+    stack = await makeStack({ model, toolsets: FILES, contextTokens: 4000, autoActivate: false });
     const first = await run(stack, { goal: long('alpha') });
     await run(stack, { goal: long('beta'), thread_id: first.body.thread_id });
     const third = await run(stack, { goal: long('gamma'), thread_id: first.body.thread_id });

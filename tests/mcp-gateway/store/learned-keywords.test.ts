@@ -115,6 +115,22 @@ describe.each(backends)('learned keywords on $name', (backend) => {
     }
   });
 
+  it('one user’s many words cannot push out what two users taught', async () => {
+    const state = await openGatewayState(await backend.at());
+    try {
+      for (let i = 0; i < 3; i++) task(state, `a${i}`, 'post a letter', 'user:alice');
+      for (let i = 0; i < 3; i++) task(state, `b${i}`, 'post a letter', 'user:bob');
+      const junk = Array.from({ length: 48 }, (_, i) => `zq${String.fromCharCode(97 + (i % 26))}${i}x`);
+      for (let i = 0; i < 40; i++)
+        task(state, `m${i}`, junk.slice((i % 4) * 12, (i % 4) * 12 + 12).join(' '), 'user:mallory');
+      await state.store.flush();
+      await state.store.learnFromAudit(later(), owner);
+      expect(await state.store.learnedKeywords(later())).toEqual(new Map([['mail', ['letter', 'post']]]));
+    } finally {
+      await state.close();
+    }
+  });
+
   it('two replicas passing over the same rows at once credit each task once', async () => {
     const at = await backend.at();
     const [a, b] = [await openGatewayState(at), await openGatewayState(at)];

@@ -36,7 +36,7 @@ const flag = z
  * all-loaded as dynamic (primed, activation without a turn) at gpt-4.1's prices with prompt caching, rounded
  * down (`npm run bench` prints the crossover).
  */
-export const AUTO_EXPOSURE_TOKENS = 2_000;
+export const AUTO_EXPOSURE_TOKENS = 1_600;
 
 /** A yes/no variable that is yes unless set to 0/false. */
 const onUnlessOff = z

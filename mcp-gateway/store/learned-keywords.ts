@@ -97,7 +97,7 @@ async function learnPass(
     .where('last_id', '=', from)
     .executeTakeFirst();
   if (Number(claimed.numUpdatedRows) === 0) return { rows: 0, credits: 0 };
-  const byTask = await taskRows(trx, from, to, new Date(now - CONTEXT_MS).toISOString());
+  const byTask = await taskRows(trx, from, to);
   // A credit counts in the pass that reads its call; the rows before it are read again for context only.
   const credits = [...byTask.values()]
     .flatMap((rows) => creditsOf(rows, toolsetOf))
@@ -107,17 +107,17 @@ async function learnPass(
 }
 
 /**
- * How far back a call's LIST and activation are looked for: a task's own steps are minutes apart, and a
- * long-lived session without tasks (an MCP client's) is not read back to its start on every pass.
+ * How far back, in audit rows, a call's LIST and activation are looked for: a task's own steps are close
+ * together, and a long-lived session without tasks (an MCP client's) is not read back to its start every pass.
  */
-const CONTEXT_MS = 24 * 3_600_000;
+const CONTEXT_ROWS = 100_000;
 
 /**
- * The successful list, activate and call rows up to `to`, and since `since`, of each task (or task-less session)
+ * The successful list, activate and call rows up to `to`, and CONTEXT_ROWS before `from`, of each task (or task-less session)
  * that called in (from, to]. The shared `default` session, every caller's that names none, teaches nothing: one
  * caller's LIST is not another's call.
  */
-async function taskRows(trx: Db, from: number, to: number, since: string): Promise<Map<string, LearnRow[]>> {
+async function taskRows(trx: Db, from: number, to: number): Promise<Map<string, LearnRow[]>> {
   const callers = await trx
     .selectFrom('audit')
     .select(['task_id', 'session_id'])
@@ -141,7 +141,7 @@ async function taskRows(trx: Db, from: number, to: number, since: string): Promi
     .selectFrom('audit')
     .select(['id', 'kind', 'subject', 'task_id', 'session_id', 'for_user'])
     .where('id', '<=', to)
-    .where('at', '>=', since)
+    .where('id', '>', Math.max(0, from - CONTEXT_ROWS))
     .where('ok', '=', 1)
     .where('kind', 'in', ['list', 'activate', 'call'])
     .where((eb) =>

@@ -52,7 +52,7 @@ async function main() {
     console.log(`[bench] ${what} (${((performance.now() - started) / 1000).toFixed(0)} s)`);
   try {
     step(
-      'token economics and discovery: 12 tasks and 4 data-heavy ones × ${ARMS.length} arms on the benchmark catalog',
+      'token economics and discovery: 12 tasks and 4 data-heavy ones in every arm on the benchmark catalog',
     );
     const tokens = await tokenRun(await dir('tokens'));
     step('discovery on a catalog of over 200 tools');

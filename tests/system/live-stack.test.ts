@@ -87,7 +87,10 @@ beforeAll(async () => {
       body += c;
     });
     req.on('end', () => {
-      const goal = (JSON.parse(body) as { messages: { content: string }[] }).messages[1].content;
+      // The goal as the user gave it: a note of toolsets activated for it may follow.
+      const goal = (JSON.parse(body) as { messages: { content: string }[] }).messages[1].content.split(
+        '\n\n',
+      )[0];
       const reply = scripts[goal]?.shift() ?? {
         status: 400,
         body: { error: { message: `no reply for ${goal}` } },
@@ -111,6 +114,8 @@ beforeAll(async () => {
       FS_ROOTS: path.join(tmp, 'workspace'),
       LOG_LEVEL: 'debug',
       LOG_FORMAT: 'json',
+      // The scripted model activates what it uses itself: the counts below are of its calls.
+      AGENT_PRIME_TOOLSETS: 'false',
     },
     cwd: path.resolve('.'),
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -32,7 +32,8 @@ beforeAll(async () => {
     });
     req.on('end', () => {
       const { messages } = JSON.parse(body) as { messages: { role: string; content: string }[] };
-      const file = String(messages.find((m) => m.role === 'user')?.content);
+      // The goal as sent: a note of a toolset activated for it may follow.
+      const file = String(messages.find((m) => m.role === 'user')?.content).split('\n\n')[0];
       const turn = messages.filter((m) => m.role === 'assistant').length;
       const replies = [
         call('a', 'manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['file_system_tools'] }),

@@ -1,4 +1,5 @@
 import { AUTO_EXPOSURE_TOKENS } from '../../lib/config/config-schema.ts';
+import type { ListToolsetsResponse } from '../../mcp-gateway/contract.ts';
 import type { GatewayClient } from '../clients/gateway.ts';
 import { activateBeforeStart } from './prime.ts';
 import type { Emit } from './tool-step.ts';
@@ -14,7 +15,10 @@ import { allToolsetsTokens } from './turn.ts';
 
 export { AUTO_EXPOSURE_TOKENS };
 
-/** Loads every enabled toolset when together they fit under `threshold`; returns the ids it activated. */
+/**
+ * Loads every enabled toolset when together they fit under `threshold`: the ids it activated, and the catalog
+ * as it read it (still the session's when it activated nothing, so the caller need not read it again).
+ */
 export async function loadAllIfSmall(
   sessionId: string,
   gateway: GatewayClient,
@@ -22,11 +26,12 @@ export async function loadAllIfSmall(
   threshold: number,
   emit: Emit,
   signal?: AbortSignal,
-): Promise<string[]> {
-  const { toolsets } = await gateway.listToolsets(sessionId, undefined, signal);
-  const all = allToolsetsTokens(toolsets, meta);
-  if (all.unknown.length > 0 || all.known > threshold) return [];
-  const inactive = toolsets.filter((t) => t.enabled && !t.active).map((t) => t.id);
-  if (inactive.length === 0) return [];
-  return activateBeforeStart(inactive, sessionId, gateway, emit, 'all_loaded', signal);
+): Promise<{ loaded: string[]; listing: ListToolsetsResponse }> {
+  const listing = await gateway.listToolsets(sessionId, undefined, signal);
+  const all = allToolsetsTokens(listing.toolsets, meta);
+  if (all.unknown.length > 0 || all.known > threshold) return { loaded: [], listing };
+  const inactive = listing.toolsets.filter((t) => t.enabled && !t.active).map((t) => t.id);
+  if (inactive.length === 0) return { loaded: [], listing };
+  const loaded = await activateBeforeStart(inactive, sessionId, gateway, emit, 'all_loaded', signal);
+  return { loaded, listing };
 }

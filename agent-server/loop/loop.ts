@@ -1,4 +1,5 @@
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import type { ListToolsetsResponse } from '../../mcp-gateway/contract.ts';
 import { manageToolsetsDefinition } from '../../mcp-gateway/contract.ts';
 import type { ToolExposure } from '../contract.ts';
 import { ModelError, TaskStoppedError } from '../errors.ts';
@@ -117,14 +118,16 @@ async function startingToolsets(
   input: LoopInput,
   auto: boolean,
   meta: number,
-): Promise<string[]> {
+): Promise<{ ids: string[]; listing?: ListToolsetsResponse }> {
   const { sessionId, deps, gateway } = run;
   const threshold = deps.autoExposureTokens ?? AUTO_EXPOSURE_TOKENS;
-  const loaded = auto
+  const read = auto
     ? await loadAllIfSmall(sessionId, gateway.priming(), meta, threshold, deps.emit, deps.signal)
-    : [];
-  if (loaded.length > 0 || !input.prime) return loaded;
-  return primeToolsets(input.goal, sessionId, gateway.priming(), deps.emit, deps.signal);
+    : undefined;
+  if (read && read.loaded.length > 0) return { ids: read.loaded };
+  if (!input.prime) return { ids: [], ...(read ? { listing: read.listing } : {}) };
+  // Priming may change the session: the catalog is read again after it.
+  return { ids: await primeToolsets(input.goal, sessionId, gateway.priming(), deps.emit, deps.signal) };
 }
 
 /**
@@ -144,13 +147,16 @@ async function openConversation(
   if (auto) state.exposure.mode = 'native';
   // Taken over before its first checkpoint, a task starts again: what was primed then is active still (no
   // call ran to change it), and the model is told of it as it was the first time.
-  const primed = input.recovered?.primed
-    ? input.recovered.primed
+  const start = input.recovered?.primed
+    ? { ids: input.recovered.primed }
     : !saved && !input.resume
       ? await startingToolsets(run, input, auto, meta)
-      : [];
+      : { ids: [] };
+  const primed = start.ids;
   for (const id of primed) state.used.add(id);
-  const { toolsets, auto_activate } = await gateway.listToolsets(sessionId, undefined, signal);
+  // The catalog as exposure auto read it, when nothing was activated since; else read now.
+  const { toolsets, auto_activate } =
+    start.listing ?? (await gateway.listToolsets(sessionId, undefined, signal));
   const all = { meta, ...allToolsetsTokens(toolsets, meta) };
   if (saved) {
     state.messages = saved.messages;

@@ -187,9 +187,10 @@ export function resolveReply(state: LoopState, reply: ModelReply): Resolution {
 /** The request of the conversation as the model sees it (context.ts), with the read tool once it shows a stub. */
 function requestOf(run: LoopRun, tools: GatewayTool[]): ModelRequest {
   const { deps, state } = run;
-  let view = contextView(state.messages, state.context, state.stubs);
+  const seen = contextView(state.messages, state.context, state.stubs);
   // A code task does not carry the declarations of toolsets no longer active (code-view.ts).
-  if (state.exposure.mode === 'code') view = withdrawInactive(view, new Set(tools.map((t) => t.toolset)));
+  const view =
+    state.exposure.mode === 'code' ? withdrawInactive(seen, new Set(tools.map((t) => t.toolset))) : seen;
   const extra = hasMovedOut(state.context) ? [readStoredResultTool] : [];
   return buildModelRequest(deps.modelName, view, tools, state.exposure.mode, extra);
 }

@@ -90,7 +90,8 @@ export default defineConfig({
             'tests/mcp-gateway/face/http.test.ts',
             'tests/mcp-gateway/face/view-policy-sessions.test.ts',
           ],
-          env: { TOOLSHIFT_TEST_STORE: 'postgres' },
+          // The same suites over the services' HTTP routes (tests/helpers/stack.ts), where the others link in-process.
+          env: { TOOLSHIFT_TEST_STORE: 'postgres', TOOLSHIFT_TEST_LINK: 'http' },
         },
       },
     ],

@@ -14,6 +14,7 @@ import { createLogger, type Logger } from '../lib/telemetry/log.ts';
 import { createMetrics, type Metrics } from '../lib/telemetry/metrics.ts';
 import { createTokenCounter, type TokenCounter } from '../lib/telemetry/tokens.ts';
 import { startServiceTracing } from '../lib/telemetry/trace-setup.ts';
+import type { GatewayLocal } from '../mcp-gateway/contract.ts';
 import { type AgentAppDeps, createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
 import { type Model, openAIModel } from './clients/model.ts';
@@ -34,7 +35,7 @@ import { type WebhookGuard, webhookGuard } from './webhooks/guard.ts';
  */
 export async function startAgentServer(
   config: Config,
-  opts: { log?: Logger; announce?: boolean } = {},
+  opts: { log?: Logger; announce?: boolean; gateway?: GatewayLocal } = {},
 ): Promise<Listening> {
   const log = opts.log ?? createLogger('agent-server', config.logLevel, undefined, config.logFormat);
   const security = securityFor(config, 'agent-server');
@@ -58,7 +59,16 @@ export async function startAgentServer(
   // Without a secret (TOOLSHIFT_AUTH=none and no AGENT_WEBHOOK_SECRET) a task naming a webhook is refused.
   const webhooks = config.agent.webhook.secret ? webhookGuard(config.agent.webhook.allowHosts) : undefined;
   const quotas = (owner: string) => quotaOf(identity.store, owner);
-  const agent = agentOf(config, { store, model, tokens, metrics, log, webhooks, quotas });
+  const agent = agentOf(config, {
+    store,
+    model,
+    tokens,
+    metrics,
+    log,
+    webhooks,
+    quotas,
+    local: opts.gateway,
+  });
   let listening: Listening;
   try {
     listening = await listen(
@@ -191,6 +201,7 @@ function agentOf(
     log,
     webhooks,
     quotas,
+    local,
   }: {
     store: TaskStore;
     model: Model | undefined;
@@ -199,12 +210,19 @@ function agentOf(
     log: Logger;
     webhooks: WebhookGuard | undefined;
     quotas: (owner: string) => Promise<Quota | undefined>;
+    /** The gateway in this process (start/stack.ts): called without a socket. */
+    local?: GatewayLocal;
   },
 ) {
-  const gateway = createGatewayClient({
-    baseUrl: config.gateway.url,
-    headers: config.gateway.agentToken ? { authorization: `Bearer ${config.gateway.agentToken}` } : undefined,
-  });
+  const gateway = createGatewayClient(
+    {
+      baseUrl: config.gateway.url,
+      headers: config.gateway.agentToken
+        ? { authorization: `Bearer ${config.gateway.agentToken}` }
+        : undefined,
+    },
+    local,
+  );
   return createAgent({
     store,
     gateway,

@@ -2,78 +2,29 @@ import { type Context, Hono } from 'hono';
 import { databaseHealth } from '../lib/db/reachability.ts';
 import type { RouteSpec } from '../lib/http/contract.ts';
 import { HttpError, installBase, type RouteInput, route as register } from '../lib/http/http.ts';
-import { OAUTH_VIA } from '../lib/http/oauth-resource.ts';
 import { serveOpenApi } from '../lib/http/openapi.ts';
 import { healthDetail, requireRole, type Security } from '../lib/http/security.ts';
 import type { Sealer } from '../lib/identity/sealed.ts';
 import type { IdentityStore } from '../lib/identity/store.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
 import type { Metrics } from '../lib/telemetry/metrics.ts';
+import { actorOf } from './actors.ts';
 import { accountRoutesOf } from './admin/accounts.ts';
 import { connectRoutesOf } from './admin/connect.ts';
 import { identityAdminRoutes } from './admin/identity.ts';
 import { inSight, visibleUsers } from './admin/scope.ts';
-import { type AuditActor, withActor } from './audit-context.ts';
+import { withActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
 import type { OAuthAccounts } from './backends/oauth-accounts.ts';
 import type { Catalog } from './catalog/catalog.ts';
 import { type PromptCatalog, PromptError, UnknownPromptError } from './catalog/prompts.ts';
 import * as contract from './contract.ts';
-import {
-  BY_AGENT_HEADER,
-  DEFAULT_SESSION,
-  OWNER_HEADER,
-  OWNER_PATTERN,
-  gatewayRoutes as routes,
-  TASK_HEADER,
-} from './contract.ts';
+import { DEFAULT_SESSION, gatewayRoutes as routes } from './contract.ts';
 import type { Gateway } from './core/gateway.ts';
 import { unknownApproval } from './core/operator.ts';
 import type { McpFace } from './face/face.ts';
-import { REFUSAL_STATUS, Refusal } from './refusals.ts';
-
-/** The MCP face's routes: all toolsets at /mcp, views at /mcp/toolsets/<ids>. */
-const isFacePath = (path: string) => path === '/mcp' || path.startsWith('/mcp/toolsets/');
-
-/** Who a request is, for the audit trail: the operator, the model in a task, an MCP client, a user. */
-function actorOf(c: Context): AuditActor {
-  const principal = c.get('principal');
-  const role = principal?.role ?? 'local';
-  const user = principal && 'user' in principal ? principal.user : undefined;
-  if (user) {
-    // A person with their own key (named, with the key they used) or signed in to /mcp with an access token.
-    const via = user.keyId === OAUTH_VIA ? 'OAuth access token' : `key ${user.keyId}`;
-    const who = `user ${user.user.name} (${via})`;
-    const own = `user:${user.user.id}`;
-    return { actor: isFacePath(c.req.path) ? `mcp client, ${who}` : who, owner: own, for_user: own };
-  }
-  // The agent says whose task it acts in; nobody else may say whose work theirs is.
-  const owner = c.req.header(OWNER_HEADER);
-  const forUser =
-    (role === 'agent' || role === 'local') && owner && OWNER_PATTERN.test(owner) ? owner : undefined;
-  return {
-    ...actingAs(c, role, forUser),
-    owner: principal && 'credential' in principal ? principal.credential : role,
-    ...(forUser ? { for_user: forUser } : {}),
-  };
-}
-
-/** Who the request acts as, in the audit's words; `forUser`: whose task it is. */
-function actingAs(c: Context, role: string, forUser: string | undefined): AuditActor {
-  const task = c.req.header(TASK_HEADER);
-  if ((role === 'agent' || role === 'local') && task && /^[A-Za-z0-9_.:-]{1,128}$/.test(task)) {
-    const by = c.req.header(BY_AGENT_HEADER);
-    const whose = forUser ? ` for ${forUser}` : '';
-    if (by === 'run_code')
-      return { actor: `model in task ${task}${whose} (run_code)`, task_id: task, in_script: true };
-    // The agent acting by itself for the task never leaves an approval waiting: nobody asked for it.
-    if (by === 'goal priming')
-      return { actor: `agent for task ${task}${whose} (goal priming)`, task_id: task, unasked: true };
-    return { actor: `model in task ${task}${whose}`, task_id: task };
-  }
-  if (isFacePath(c.req.path)) return { actor: `mcp client (${role})` };
-  return { actor: role === 'approver' ? 'user (AGENT_API_TOKEN)' : role };
-}
+import { announceFenceOf, callForAgent, manageAndList } from './local.ts';
+import { Refusal, refusalAsHttpError } from './refusals.ts';
 
 /** What the gateway's app needs; tests pass their own. */
 export interface GatewayDeps {
@@ -99,18 +50,6 @@ export interface GatewayDeps {
     oauth?: OAuthAccounts;
     connectUrl?: (toolset: string) => string;
   };
-}
-
-/** A refusal of the gateway's rules as an HTTP error: its status from REFUSAL_STATUS, its code in the body. */
-function refusalAsHttpError(err: unknown): HttpError | undefined {
-  if (!(err instanceof Refusal)) return undefined;
-  const retry = err.details.retry_after_s;
-  return new HttpError(
-    REFUSAL_STATUS[err.code],
-    err.message,
-    { code: err.code, ...err.details },
-    typeof retry === 'number' ? { 'retry-after': String(retry) } : {},
-  );
 }
 
 /** Registers a REST route, its session claimed first (createGatewayApp). */
@@ -183,12 +122,9 @@ function toolsetRoutes(route: Route, deps: GatewayDeps): void {
     if (operator) await deps.face.announce();
     return c.json(result);
   });
-  route(routes.manageToolsets, async (c, { body }) => {
-    const res = await gateway.manageToolsets(body.session_id, body.arguments);
-    // A change comes back with the session's new tool list: the agent's next request needs it anyway.
-    if (!res.change) return c.json(res);
-    return c.json({ ...res, tools: await gateway.tools(body.session_id) });
-  });
+  route(routes.manageToolsets, async (c, { body }) =>
+    c.json(await manageAndList(gateway, body.session_id, body.arguments)),
+  );
   route(routes.changeDefaults, async (c, { body }) => {
     requireRole(c, ['admin'], 'Changing the default toolsets');
     const result = await gateway.changeDefaults(body);
@@ -240,26 +176,12 @@ function toolsetRoutes(route: Route, deps: GatewayDeps): void {
 function callRoutes(route: Route, gateway: Gateway): void {
   route(routes.callTool, async (c, { params, body }) =>
     c.json(
-      await gateway.callTool(body.session_id ?? DEFAULT_SESSION, params.name, body.arguments, {
-        idempotency_key: body.idempotency_key,
-        fence: body.fence,
-        activate: true,
-      }),
+      await callForAgent(gateway, body.session_id ?? DEFAULT_SESSION, params.name, body.arguments, body),
     ),
   );
-  route(routes.announceFence, async (c, { params, body }) => {
-    const highest = await gateway.announceFence(params.task_id, body.fence);
-    if (highest > body.fence) {
-      throw new Refusal(
-        'fenced',
-        `Task ${params.task_id} is held under fence ${highest}, higher than ${body.fence}`,
-        {
-          fence: highest,
-        },
-      );
-    }
-    return c.json({ task_id: params.task_id, fence: highest });
-  });
+  route(routes.announceFence, async (c, { params, body }) =>
+    c.json(await announceFenceOf(gateway, params.task_id, body.fence)),
+  );
 }
 
 /** /health: the backends, the upstream servers and the database, in detail only to a caller with a token. */

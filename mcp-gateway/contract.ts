@@ -41,6 +41,7 @@ import {
 export * from './contract/accounts.ts';
 export * from './contract/base.ts';
 export * from './contract/identity.ts';
+export type * from './contract/local.ts';
 export * from './contract/operator.ts';
 export * from './contract/toolsets.ts';
 export { ToolResult };

@@ -1,3 +1,4 @@
+import { HttpError } from '../lib/http/http-error.ts';
 import type { RefusalCode } from './contract.ts';
 
 // The gateway's rules refuse with a Refusal: a code (contract.ts RefusalCode) and a message the model or the
@@ -39,3 +40,15 @@ export const REFUSAL_STATUS = {
   in_progress: 409,
   fenced: 409,
 } as const satisfies Record<RefusalCode, number>;
+
+/** A refusal of the gateway's rules as an HTTP error: its status from REFUSAL_STATUS, its code in the body. */
+export function refusalAsHttpError(err: unknown): HttpError | undefined {
+  if (!(err instanceof Refusal)) return undefined;
+  const retry = err.details.retry_after_s;
+  return new HttpError(
+    REFUSAL_STATUS[err.code],
+    err.message,
+    { code: err.code, ...err.details },
+    typeof retry === 'number' ? { 'retry-after': String(retry) } : {},
+  );
+}

@@ -11,11 +11,12 @@ import { createLogger, type Logger } from '../lib/telemetry/log.ts';
 import { createMetrics, type Metrics } from '../lib/telemetry/metrics.ts';
 import { createTokenCounter } from '../lib/telemetry/tokens.ts';
 import { startServiceTracing } from '../lib/telemetry/trace-setup.ts';
+import type { ToolServerLocal } from '../tool-server/contract.ts';
 import { createGatewayApp } from './app.ts';
 import { currentActor } from './audit-context.ts';
 import type { Backend } from './backends/backend.ts';
 import { type GrantEvent, OAuthAccounts } from './backends/oauth-accounts.ts';
-import { toolServerBackend } from './backends/tool-server-backend.ts';
+import { localToolServerBackend, toolServerBackend } from './backends/tool-server-backend.ts';
 import { UpstreamPool } from './backends/upstream-pool.ts';
 import { buildCatalog, type Catalog, loadToolsets } from './catalog/catalog.ts';
 import type { PersonalGrants, PersonalValues } from './catalog/personal.ts';
@@ -24,12 +25,14 @@ import { toolsetVariables } from './catalog/toolset-files.ts';
 import { approvalStore } from './ceiling/approvals.ts';
 import { createCeiling } from './ceiling/ceiling.ts';
 import { teamPoliciesOf } from './ceiling/team-policy.ts';
+import type { GatewayLocal } from './contract.ts';
 import { createGateway } from './core/gateway.ts';
 import type { Gateway } from './core/interface.ts';
 import { instrumentGateway } from './core/metrics.ts';
 import { createMcpFace, type McpFace } from './face/face.ts';
 import { handleStore } from './face/handles.ts';
 import { legacySessionStore } from './face/legacy-store.ts';
+import { localGateway } from './local.ts';
 import type { AuditEntry } from './store/audit.ts';
 import type { GatewayState } from './store/interface.ts';
 import { startLearner } from './store/learned-keywords.ts';
@@ -42,8 +45,8 @@ import { openGatewayState } from './store/store.ts';
  */
 export async function startGateway(
   config: Config,
-  opts: { backendWaitMs?: number; announce?: boolean } = {},
-): Promise<Listening> {
+  opts: { backendWaitMs?: number; announce?: boolean; toolServer?: ToolServerLocal } = {},
+): Promise<Listening & { local: GatewayLocal }> {
   const log = createLogger('mcp-gateway', config.logLevel, undefined, config.logFormat);
   const tracing = await startServiceTracing('mcp-gateway', config, log);
   const security = securityFor(config, 'mcp-gateway');
@@ -51,7 +54,7 @@ export async function startGateway(
   const identity = openIdentity({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }, 'mcp-gateway');
   await identity.store.ready;
   security.identity = { store: identity.store, service: 'mcp-gateway' };
-  const backends = backendsFor(config);
+  const backends = backendsFor(config, opts.toolServer);
   const state = await openState(config, log);
   const { store, callKeys } = state;
   const own = ownAccounts(config, identity.store, log, (entry) => store.audit(entry, currentActor()));
@@ -119,6 +122,7 @@ export async function startGateway(
   );
   return {
     ...listening,
+    local: localGateway({ gateway, app, face, security, log }),
     close: async () => {
       await listening.close();
       await retention.stop();
@@ -169,8 +173,9 @@ function rulesOf(
   );
 }
 
-/** The native backends: the tool-server, with its token when one is set. */
-function backendsFor(config: Config): Record<string, Backend> {
+/** The native backends: the tool-server in this process (no socket), or over HTTP with its token when one is set. */
+function backendsFor(config: Config, local?: ToolServerLocal): Record<string, Backend> {
+  if (local) return { 'tool-server': localToolServerBackend(local) };
   return {
     'tool-server': toolServerBackend({
       baseUrl: config.tools.url,

@@ -51,6 +51,8 @@ export const LAYERS: Record<(typeof SERVICES)[number], readonly (readonly Place[
     [['contract.ts', 'contract/']],
     // What every floor above may throw or read: the refusals (codes and statuses), who acts in this request.
     ['refusals.ts', 'audit-context.ts'],
+    // Who a request is (the audit's actor), over HTTP or in-process.
+    ['actors.ts'],
     // The edges: the tool-server and the upstream MCP servers, with what a connection keeps out of sight.
     ['backends/'],
     // The toolset files and the catalog built from them over the backends.
@@ -63,6 +65,8 @@ export const LAYERS: Record<(typeof SERVICES)[number], readonly (readonly Place[
     ['core/'],
     // The MCP face; the operator's people (users, keys, teams) on the admin API.
     ['face/', 'admin/'],
+    // The hot routes' bodies, and their in-process form for an agent in the same process.
+    ['local.ts'],
     ['app.ts'],
     ['server.ts'],
     ['main.ts'],

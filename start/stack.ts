@@ -12,8 +12,11 @@ import type { Tool } from '../tool-server/kit/define.ts';
 import { startToolServer } from '../tool-server/server.ts';
 
 /**
- * The three services in one process, each told where the one before it really listens (port 0 works). Each
- * logs where it listens at debug only: who starts them together says it once (start/start.ts: its ready line).
+ * The three services in one process, each told where the one before it really listens (port 0 works), and each
+ * calling the one behind it directly rather than over loopback HTTP: the gateway the tool-server's calls, the
+ * agent the gateway's hot routes (mcp-gateway/contract/local.ts) — the same rules, without a socket. Each still
+ * listens for everyone else (the CLI, MCP clients, the console). Each logs where it listens at debug only: who
+ * starts them together says it once (start/start.ts: its ready line).
  */
 export async function startStack(
   config: Config,
@@ -22,9 +25,9 @@ export async function startStack(
   const c = structuredClone(config);
   const tools = await startToolServer(c, { ...opts, announce: false });
   c.tools.url = tools.url;
-  const gateway = await startGateway(c, { announce: false });
+  const gateway = await startGateway(c, { announce: false, toolServer: tools.local });
   c.gateway.url = gateway.url;
-  const agent = await startAgentServer(c, { announce: false });
+  const agent = await startAgentServer(c, { announce: false, gateway: gateway.local });
   return { tools, gateway, agent };
 }
 

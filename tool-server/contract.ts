@@ -52,6 +52,20 @@ export const ToolName = z.string().regex(/^[a-z0-9_]{1,64}$/, 'must match ^[a-z0
  */
 export const SESSION_HEADER = 'x-toolshift-session';
 
+/**
+ * The tool-server called in the same process (start/stack.ts hands it to the gateway there): its two working
+ * routes without a socket. `session` is the gateway session as SESSION_HEADER carries it, `key` an
+ * IDEMPOTENCY_HEADER; a refusal is thrown as the ServiceError an HTTP client would make of the answer.
+ */
+export interface ToolServerLocal {
+  listTools(): Promise<ToolDefinition[]>;
+  callTool(
+    name: string,
+    args: Record<string, unknown>,
+    call?: { session?: string; key?: string },
+  ): Promise<ToolResult>;
+}
+
 /** The routes, used both to validate requests and to generate /openapi.json. */
 export const toolServerRoutes = {
   listTools: {

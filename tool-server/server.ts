@@ -7,7 +7,9 @@ import { type Listening, listen } from '../lib/http/serve.ts';
 import { createLogger } from '../lib/telemetry/log.ts';
 import { createMetrics, observeToolCall } from '../lib/telemetry/metrics.ts';
 import { startServiceTracing } from '../lib/telemetry/trace-setup.ts';
-import { createToolServerApp } from './app.ts';
+import { createToolServerApp, localToolServer } from './app.ts';
+import { createCallRecord } from './call-record.ts';
+import type { ToolServerLocal } from './contract.ts';
 import { PathGuard } from './guards/paths/guard.ts';
 import type { Tool } from './kit/define.ts';
 import { createRegistry } from './registry.ts';
@@ -23,7 +25,7 @@ import { webContextFrom } from './tools/web/context.ts';
 export async function startToolServer(
   config: Config,
   opts: { extraTools?: readonly Tool[]; announce?: boolean } = {},
-): Promise<Listening> {
+): Promise<Listening & { local: ToolServerLocal }> {
   const log = createLogger('tool-server', config.logLevel, undefined, config.logFormat);
   const tracing = await startServiceTracing('tool-server', config, log);
   const security = securityFor(config, 'tool-server');
@@ -52,10 +54,11 @@ export async function startToolServer(
   const databases = createDbRunner();
   const metrics = createMetrics({ processMetrics: true });
   const registry = createRegistry([...nativeTools, ...(opts.extraTools ?? [])]);
-  const app = createToolServerApp({
+  const deps = {
     registry: {
       ...registry,
-      call: (name, args, ctx) => observeToolCall(metrics, name, () => registry.call(name, args, ctx)),
+      call: (name: string, args: unknown, ctx: Parameters<typeof registry.call>[2]) =>
+        observeToolCall(metrics, name, () => registry.call(name, args, ctx)),
     },
     metrics,
     context: {
@@ -68,7 +71,10 @@ export async function startToolServer(
     },
     log,
     security,
-  });
+    // One record of keyed calls for both ways in (the app's routes, a gateway in this process).
+    calls: createCallRecord(),
+  };
+  const app = createToolServerApp(deps);
   const listening = await listen(app, config.tools.port, config.host, 'TOOL_SERVER_PORT', config.http.limits);
   await recordListening(config, 'tool-server', listening.url, log);
   log[opts.announce === false ? 'debug' : 'info'](
@@ -77,6 +83,7 @@ export async function startToolServer(
   );
   return {
     ...listening,
+    local: localToolServer(deps),
     close: async () => {
       databases.close();
       await listening.close();

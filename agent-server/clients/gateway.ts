@@ -1,8 +1,10 @@
-import { callRoute, type ServiceEndpoint, ServiceError } from '../../lib/http/http-client.ts';
+import { callRoute, type ServiceEndpoint, ServiceError, untilAborted } from '../../lib/http/http-client.ts';
 import {
   BY_AGENT_HEADER,
   type CallFence,
   type ChangeToolsetsRequest,
+  type GatewayLocal,
+  type LocalCaller,
   OWNER_HEADER,
   RefusalCode,
   gatewayRoutes as routes,
@@ -29,30 +31,61 @@ export function refusalCode(err: unknown): RefusalCode | undefined {
   return parsed.success ? parsed.data : undefined;
 }
 
-/** A typed client over the gateway's contract routes; `signal` abandons a call (a task being stopped). */
-export function createGatewayClient(endpoint: ServiceEndpoint): GatewayClient {
-  return {
-    ...routeClient(endpoint),
-    forTask: (taskId, owner) =>
-      createGatewayClient({
-        ...endpoint,
-        headers: {
-          ...endpoint.headers,
-          [TASK_HEADER]: taskId,
-          ...(owner?.startsWith('user:') ? { [OWNER_HEADER]: owner } : {}),
-        },
-      }),
-    priming: () =>
-      createGatewayClient({
-        ...endpoint,
-        headers: { ...endpoint.headers, [BY_AGENT_HEADER]: 'goal priming' },
-      }),
-    scripted: () =>
-      createGatewayClient({
-        ...endpoint,
-        headers: { ...endpoint.headers, [BY_AGENT_HEADER]: 'run_code' },
-      }),
+/**
+ * A typed client over the gateway's contract routes; `signal` abandons a call (a task being stopped). With
+ * `local` (the gateway in this process: start/stack.ts) the hot routes — the tool list, manage_toolsets, tool
+ * calls, fences — are called directly, and the others are served by the gateway's app without a socket; the
+ * gateway applies the same rules, roles, actor and audit either way (mcp-gateway/contract/local.ts).
+ */
+export function createGatewayClient(
+  endpoint: ServiceEndpoint,
+  local?: GatewayLocal,
+  caller: LocalCaller = {},
+): GatewayClient {
+  const http: ServiceEndpoint = {
+    ...endpoint,
+    // The gateway's app in this process answers the other routes (a test's own fetch stays first).
+    ...(local && !endpoint.fetch ? { fetch: local.fetch } : {}),
+    headers: { ...endpoint.headers, ...headersOf(caller) },
   };
+  const as = (more: LocalCaller) => createGatewayClient(endpoint, local, { ...caller, ...more });
+  return {
+    ...routeClient(http),
+    ...(local ? localRoutes(local, caller, endpoint.timeoutMs ?? 120_000) : {}),
+    forTask: (task, owner) => as({ task, owner: owner?.startsWith('user:') ? owner : undefined }),
+    priming: () => as({ by: 'goal priming' }),
+    scripted: () => as({ by: 'run_code' }),
+  };
+}
+
+/** What a caller is, as the headers of an HTTP request to the gateway say it. */
+function headersOf(caller: LocalCaller): Record<string, string> {
+  return {
+    ...(caller.task ? { [TASK_HEADER]: caller.task } : {}),
+    ...(caller.owner ? { [OWNER_HEADER]: caller.owner } : {}),
+    ...(caller.by ? { [BY_AGENT_HEADER]: caller.by } : {}),
+  };
+}
+
+/** The hot routes called in-process, each abandoned on `signal` or after the HTTP call's deadline. */
+function localRoutes(local: GatewayLocal, caller: LocalCaller, timeoutMs: number) {
+  const within = <T>(work: Promise<T>, signal?: AbortSignal) => untilAborted(work, signal, timeoutMs);
+  return {
+    listToolsets: (sessionId: string, query?: string, signal?: AbortSignal) =>
+      within(local.listToolsets(caller, sessionId, query), signal),
+    manageToolsets: (sessionId: string, args: Record<string, unknown>, signal?: AbortSignal) =>
+      within(local.manageToolsets(caller, sessionId, args), signal),
+    tools: (sessionId: string, signal?: AbortSignal) => within(local.tools(caller, sessionId), signal),
+    callTool: (
+      sessionId: string,
+      name: string,
+      args: Record<string, unknown>,
+      signal?: AbortSignal,
+      call?: { idempotency_key: string; fence?: CallFence },
+    ) => within(local.callTool(caller, sessionId, name, args, call), signal),
+    announceFence: (taskId: string, fence: number, signal?: AbortSignal) =>
+      within(local.announceFence(caller, taskId, fence), signal),
+  } satisfies Partial<ReturnType<typeof routeClient>>;
 }
 
 function routeClient(endpoint: ServiceEndpoint) {

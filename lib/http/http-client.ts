@@ -45,6 +45,35 @@ export async function errorOf(res: Response): Promise<ServiceError> {
   return new ServiceError(res.status, message, text);
 }
 
+/**
+ * `work` as a call in the same process: abandoned when `signal` aborts (with its reason), or after `timeoutMs`
+ * with the 504 an HTTP call's deadline gives (callRoute) — the work itself goes on, as it would on the other
+ * side of a socket.
+ */
+export function untilAborted<T>(
+  work: Promise<T>,
+  signal: AbortSignal | undefined,
+  timeoutMs?: number,
+): Promise<T> {
+  if (!signal && timeoutMs === undefined) return work;
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(
+            () => reject(new ServiceError(504, `did not answer within ${timeoutMs} ms`, undefined)),
+            timeoutMs,
+          );
+    work.then(resolve, reject).finally(() => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    });
+  });
+}
+
 /** The current request's id, so the next service logs the same one (lib/http/request-id.ts). */
 export function requestIdHeader(): Record<string, string> {
   const id = currentRequestId();

@@ -1,8 +1,9 @@
-import { callRoute, type ServiceEndpoint } from '../../lib/http/http-client.ts';
+import { callRoute, type ServiceEndpoint, untilAborted } from '../../lib/http/http-client.ts';
 import {
   IDEMPOTENCY_HEADER,
   SESSION_HEADER,
   type ToolResult,
+  type ToolServerLocal,
   toolServerRoutes,
 } from '../../tool-server/contract.ts';
 import type { Backend } from './backend.ts';
@@ -34,5 +35,24 @@ export function toolServerBackend(endpoint: ServiceEndpoint, name = 'tool-server
         return { ok: false, detail: (err as Error).message };
       }
     },
+  };
+}
+
+/** The native tool-server in this process (start/stack.ts): its calls without a socket, the same in all else. */
+export function localToolServerBackend(local: ToolServerLocal, name = 'tool-server'): Backend {
+  return {
+    name,
+    listTools: () => local.listTools(),
+    callTool: (tool, args, call) =>
+      untilAborted(
+        local.callTool(tool, args, {
+          // As the session header carries it over HTTP.
+          session: call?.session ? encodeURIComponent(call.session) : undefined,
+          key: call?.key,
+        }),
+        call?.signal,
+      ),
+    // In this process: up while the process is.
+    health: async () => ({ ok: true }),
   };
 }

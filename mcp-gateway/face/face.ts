@@ -159,7 +159,11 @@ export function createMcpFace(opts: McpFaceOptions) {
      * refused unless it is a handle of the request's own credential (a view is the face's alone). Unknown and
      * foreign handles are refused in the same words, so nothing about another credential's handle is confirmed.
      */
-    claimSession: (c: Context, sessionId: string): Promise<void> => claimSession(opts.handles, c, sessionId),
+    claimSession: (c: Context, sessionId: string): Promise<void> =>
+      claimSession(opts.handles, credentialOf(c), sessionId),
+    /** The same claim for a caller in the same process (mcp-gateway/local.ts): `credential` is its principal's. */
+    claimSessionAs: (credential: string | null, sessionId: string): Promise<void> =>
+      claimSession(opts.handles, credential, sessionId),
     /** Announces a deployment-level change (operator enable/disable, reload, approval) to MCP clients. */
     async announce(): Promise<void> {
       for (const h of modernHandlers()) {
@@ -244,11 +248,15 @@ async function view(st: FaceState, idsParam: string): Promise<View> {
   return handler;
 }
 
-async function claimSession(handles: HandleStore, c: Context, sessionId: string): Promise<void> {
+async function claimSession(
+  handles: HandleStore,
+  credential: string | null,
+  sessionId: string,
+): Promise<void> {
   if (!isFaceSessionId(sessionId)) return;
   if (!sessionId.startsWith(FACE_SESSION_PREFIXES.view)) {
     try {
-      await handles.use(sessionId, credentialOf(c));
+      await handles.use(sessionId, credential);
       return;
     } catch (err) {
       if (!(err instanceof HandleError)) throw err;

@@ -21,7 +21,7 @@ import { IdentityStore, teamCeilingOf } from '../../lib/identity/store.ts';
 import { createLogger, type Logger } from '../../lib/telemetry/log.ts';
 import { createGatewayApp } from '../../mcp-gateway/app.ts';
 import { currentActor } from '../../mcp-gateway/audit-context.ts';
-import { toolServerBackend } from '../../mcp-gateway/backends/tool-server-backend.ts';
+import { localToolServerBackend, toolServerBackend } from '../../mcp-gateway/backends/tool-server-backend.ts';
 import { buildCatalog, loadToolsets } from '../../mcp-gateway/catalog/catalog.ts';
 import { createPromptCatalog } from '../../mcp-gateway/catalog/prompts.ts';
 import { toolsetVariables } from '../../mcp-gateway/catalog/toolset-files.ts';
@@ -32,8 +32,10 @@ import { createGateway } from '../../mcp-gateway/core/gateway.ts';
 import { createMcpFace } from '../../mcp-gateway/face/face.ts';
 import { handleStore } from '../../mcp-gateway/face/handles.ts';
 import { legacySessionStore } from '../../mcp-gateway/face/legacy-store.ts';
+import { localGateway } from '../../mcp-gateway/local.ts';
 import { openGatewayState } from '../../mcp-gateway/store/store.ts';
-import { createToolServerApp } from '../../tool-server/app.ts';
+import { createToolServerApp, localToolServer } from '../../tool-server/app.ts';
+import { createCallRecord } from '../../tool-server/call-record.ts';
 import { PathGuard } from '../../tool-server/guards/paths/guard.ts';
 import { createRegistry } from '../../tool-server/registry.ts';
 import { nativeTools } from '../../tool-server/tools/native.ts';
@@ -223,24 +225,33 @@ export async function makeStack(opts: StackOptions = {}) {
       await writeFile(path.join(toolsetsDir, name), text);
   }
   const paths = opts.paths ?? (await PathGuard.create({ roots: [root], readOnlyRoots: [] }));
-  const toolApp = createToolServerApp({
+  const toolDeps = {
     registry: createRegistry(nativeTools),
     context: { paths, maxReadBytes: 64 * 1024 },
     log,
     security: tokenSecurity({ gateway: opts.tokens?.gateway }),
-  });
+    calls: createCallRecord(),
+  };
+  const toolApp = createToolServerApp(toolDeps);
+  // As `npm start` links them (start/stack.ts): each service calls the next in-process, unless the run asks for
+  // the HTTP way (TOOLSHIFT_TEST_LINK=http: the postgres project runs the same suites so) or the test
+  // intercepts the requests between them.
+  const overHttp = process.env.TOOLSHIFT_TEST_LINK === 'http';
   const backends = {
-    'tool-server': toolServerBackend({
-      baseUrl: 'http://tool-server',
-      fetch: opts.interceptToolServer
-        ? (input, init) =>
-            (opts.interceptToolServer as NonNullable<StackOptions['interceptToolServer']>)(
-              new Request(asLoopback(input), init),
-              () => fetchOf(toolApp)(input, init),
-            )
-        : fetchOf(toolApp),
-      headers: bearer(opts.tokens?.gateway),
-    }),
+    'tool-server':
+      !overHttp && !opts.interceptToolServer
+        ? localToolServerBackend(localToolServer(toolDeps))
+        : toolServerBackend({
+            baseUrl: 'http://tool-server',
+            fetch: opts.interceptToolServer
+              ? (input, init) =>
+                  (opts.interceptToolServer as NonNullable<StackOptions['interceptToolServer']>)(
+                    new Request(asLoopback(input), init),
+                    () => fetchOf(toolApp)(input, init),
+                  )
+              : fetchOf(toolApp),
+            headers: bearer(opts.tokens?.gateway),
+          }),
   };
   // PostgreSQL for the gateway's state and the tasks when the run says so (TOOLSHIFT_TEST_STORE), else SQLite.
   const databaseUrl = opts.databaseUrl ?? (await testDatabaseFor(dataDir));
@@ -338,15 +349,22 @@ export async function makeStack(opts: StackOptions = {}) {
     : createTaskStore(openDatabase(path.join(dataDir, 'agent.db')), storeOptions);
   const toGateway = fetchOf(opts.gatewayApp ?? gatewayApp);
   const intercept = opts.interceptGateway;
+  const linked =
+    overHttp || intercept || opts.gatewayApp
+      ? undefined
+      : localGateway({ gateway, app: gatewayApp, face, security: gatewaySecurity, log });
   const agent = createAgent({
     store: taskStore,
-    gateway: createGatewayClient({
-      baseUrl: 'http://gateway',
-      fetch: intercept
-        ? (input, init) => intercept(new Request(asLoopback(input), init), () => toGateway(input, init))
-        : toGateway,
-      headers: bearer(opts.tokens?.agent),
-    }),
+    gateway: createGatewayClient(
+      {
+        baseUrl: 'http://gateway',
+        fetch: intercept
+          ? (input, init) => intercept(new Request(asLoopback(input), init), () => toGateway(input, init))
+          : toGateway,
+        headers: bearer(opts.tokens?.agent),
+      },
+      linked,
+    ),
     model: opts.model,
     modelName: 'test-model',
     defaultMaxSteps: opts.maxSteps ?? 20,

@@ -276,6 +276,14 @@ describe('the Responses API client', () => {
     expect(requests).toHaveLength(2);
     expect(sleeps).toEqual([2000]);
     expect(retries[0]).toMatchObject({ attempt: 1, status: 429, delay_ms: 2000 });
+    const streaming = await ask(
+      [failing(429, { 'retry-after-ms': '30' }), { events: eventsOf([{ text: ['ok'] }], response([])) }],
+      {
+        stream: true,
+      },
+    );
+    expect(streaming.reply).toMatchObject({ content: 'ok', attempts: 2 });
+    expect(streaming.sleeps).toEqual([30]);
   });
 
   it('fails at once on an exhausted quota (a 429 that waiting does not fix)', async () => {

@@ -2,9 +2,10 @@ import { createParser } from 'eventsource-parser';
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { ModelError } from '../errors.ts';
 
-// A model reply asked for as a stream (`stream: true`): its chunks read as they come, the text handed on as it
-// arrives, and put together into the one completion a reply without streaming would have been. An attempt has
-// a deadline (the model timeout) and a stall limit (no chunk for that long); a stream that ends without saying
+// A model reply asked for as a stream (`stream: true`): its events read as they come, the text handed on as it
+// arrives, and put together (by an EventReader: chat completions' chunks here, the Responses API's events in
+// model-responses-stream.ts) into the one reply a call without streaming would have been. An attempt has a
+// deadline (the model timeout) and a stall limit (no event for that long); a stream that ends without saying
 // why the model stopped was cut off. Each of these is a Failure the retry policy (model.ts) judges.
 
 /** How a failed attempt went: whether to retry, what to say, and what it tells of the endpoint's state. */

@@ -2,9 +2,10 @@ import { createParser } from 'eventsource-parser';
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { ModelError } from '../errors.ts';
 
-// A model reply asked for as a stream (`stream: true`): its chunks read as they come, the text handed on as it
-// arrives, and put together into the one completion a reply without streaming would have been. An attempt has
-// a deadline (the model timeout) and a stall limit (no chunk for that long); a stream that ends without saying
+// A model reply asked for as a stream (`stream: true`): its events read as they come, the text handed on as it
+// arrives, and put together (by an EventReader: chat completions' chunks here, the Responses API's events in
+// model-responses-stream.ts) into the one reply a call without streaming would have been. An attempt has a
+// deadline (the model timeout) and a stall limit (no event for that long); a stream that ends without saying
 // why the model stopped was cut off. Each of these is a Failure the retry policy (model.ts) judges.
 
 /** How a failed attempt went: whether to retry, what to say, and what it tells of the endpoint's state. */
@@ -39,21 +40,33 @@ export class StreamFailure extends Error {
 }
 
 /** Tool calls a reply may carry; a stream naming more is refused (each index would hold a call). */
-const MAX_TOOL_CALLS = 256;
+export const MAX_TOOL_CALLS = 256;
 /** Bytes of one stream at most: each token's chunk is wrapped in some 150 bytes of JSON. */
 const MAX_STREAM_BYTES = 64 * 1024 * 1024;
 
 /**
- * One streamed attempt: `open` sends the request (under the attempt's signal) and answers with the response;
- * its chunks go together into a ChatCompletion, the text to `onDelta` as it comes. A provider that answers
- * with one JSON completion instead (it ignores `stream`) is read as one.
+ * What puts one API's stream together (chat completions' chunks here, the Responses API's events in
+ * model-responses-stream.ts): each event's data in turn, then the reply.
  */
-export async function streamAttempt(
+export interface EventReader<T> {
+  /** One event's data; true once the reply is complete (what follows is not read). */
+  take(data: string): boolean;
+  /** The reply the events made; a StreamFailure when the stream ended before it was complete. */
+  end(): T;
+  /** A provider that answered with one JSON body instead of a stream (it ignores `stream`). */
+  whole(body: unknown): T;
+}
+
+/**
+ * One streamed attempt: `open` sends the request (under the attempt's signal) and answers with the response;
+ * its events go to `reader` (which hands the text on as it comes) and make the reply.
+ */
+export async function streamAttempt<T>(
   open: (signal: AbortSignal) => Promise<Response>,
   limits: StreamLimits,
   signal: AbortSignal | undefined,
-  onDelta?: (text: string) => void,
-): Promise<ChatCompletion> {
+  reader: EventReader<T>,
+): Promise<T> {
   const attempt = new AbortController();
   const fail = (failure: Omit<Failure, 'retry'>) =>
     attempt.abort(new StreamFailure({ retry: true, ...failure }));
@@ -90,11 +103,11 @@ export async function streamAttempt(
     const res = await open(attempt.signal);
     if (!res.body) throw new ModelError(`the model endpoint ${limits.endpoint} answered with an empty body`);
     if (!/^text\/event-stream/i.test(res.headers.get('content-type') ?? '')) {
-      return (await res.json()) as ChatCompletion;
+      return reader.whole(await res.json());
     }
     alive();
     watch(limits.stallMs);
-    return await readStream(res.body, attempt.signal, alive, limits, onDelta);
+    return await readStream(res.body, attempt.signal, alive, limits, reader);
   } catch (err) {
     // The attempt's own stop (a stall, the deadline) says why; the task's stop is the caller's to tell.
     if (attempt.signal.reason instanceof StreamFailure) throw attempt.signal.reason;
@@ -117,21 +130,18 @@ interface Assembly {
   usage?: ChatCompletion['usage'];
 }
 
-/** Reads the stream's chunks up to `[DONE]` (or its end) into a completion. */
-async function readStream(
+/** Reads the stream's events until the reader has the whole reply (or the stream ends). */
+async function readStream<T>(
   body: ReadableStream<Uint8Array>,
   signal: AbortSignal,
   alive: () => void,
   limits: StreamLimits,
-  onDelta?: (text: string) => void,
-): Promise<ChatCompletion> {
-  const a: Assembly = { content: null, calls: new Map(), chars: 0 };
+  events: EventReader<T>,
+): Promise<T> {
   let done = false;
   const parser = createParser({
     onEvent: (m) => {
-      if (done) return;
-      if (m.data === '[DONE]') done = true;
-      else take(a, parseChunk(m.data, limits), limits, onDelta);
+      if (!done) done = events.take(m.data);
     },
   });
   const reader = body.getReader();
@@ -161,18 +171,37 @@ async function readStream(
     });
   } finally {
     signal.removeEventListener('abort', hangUp);
-    // After `[DONE]` the body's end is read, so its connection is kept; a failed read's body goes at once.
+    // After the reply's end the body's end is read, so its connection is kept; a failed read's body goes at once.
     if (done) drain(reader);
     else hangUp();
   }
-  if (!a.finish) {
-    throw new StreamFailure({
-      retry: true,
-      state: 'error',
-      message: `the model endpoint ${limits.endpoint} ended its stream before the reply was complete (no finish_reason)`,
-    });
-  }
-  return completionOf(a);
+  return events.end();
+}
+
+/** The chat completions' reader: chunks up to `[DONE]` into one completion, the text to `onDelta`. */
+export function chatReader(
+  limits: StreamLimits,
+  onDelta?: (text: string) => void,
+): EventReader<ChatCompletion> {
+  const a: Assembly = { content: null, calls: new Map(), chars: 0 };
+  return {
+    take(data) {
+      if (data === '[DONE]') return true;
+      take(a, parseChunk(data, limits), limits, onDelta);
+      return false;
+    },
+    end() {
+      if (!a.finish) {
+        throw new StreamFailure({
+          retry: true,
+          state: 'error',
+          message: `the model endpoint ${limits.endpoint} ended its stream before the reply was complete (no finish_reason)`,
+        });
+      }
+      return completionOf(a);
+    },
+    whole: (body) => body as ChatCompletion,
+  };
 }
 
 /** Reads what follows `[DONE]` (the body's end) in the background; a body that goes on past a few reads goes. */
@@ -211,7 +240,7 @@ function parseChunk(data: string, limits: StreamLimits): ChatCompletionChunk {
 }
 
 /** The reply passed its cap: a failure, not retried (the same request would run past it again). */
-function tooLong(limits: StreamLimits, what: string): ModelError {
+export function tooLong(limits: StreamLimits, what: string): ModelError {
   return new ModelError(
     `Model call failed: the reply from ${limits.endpoint} ran past ${what} (a reply holds at most ` +
       `${limits.maxChars} characters of text and tool-call arguments, and ${MAX_TOOL_CALLS} tool calls)`,

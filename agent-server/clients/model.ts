@@ -1,4 +1,4 @@
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import OpenAI, { APIUserAbortError } from 'openai';
 import type {
   ChatCompletion,
   ChatCompletionMessageFunctionToolCall,
@@ -7,13 +7,21 @@ import type {
 } from 'openai/resources/chat/completions';
 import type { Usage } from '../contract.ts';
 import { ModelError, TaskStoppedError } from '../errors.ts';
-import { type Failure, StreamFailure, streamAttempt } from './model-stream.ts';
+import { describe, MAX_DELAY_MS } from './model-errors.ts';
+import { chatReader, type Failure, streamAttempt } from './model-stream.ts';
+
+export { retryAfterMs } from './model-errors.ts';
 
 /** One chat request as the loop builds it. */
 export interface ModelRequest {
   model: string;
   messages: ChatCompletionMessageParam[];
   tools: ChatCompletionTool[];
+  /**
+   * Groups requests that share a prefix for the provider's prompt cache (`prompt_cache_key`): the loop sends
+   * the task's thread id (its task id when it has no thread), so a thread's turns go to the same cache.
+   */
+  cacheKey?: string;
 }
 
 /** The assistant's reply: text and/or function tool calls, with token usage. */
@@ -78,113 +86,6 @@ export interface OpenAIModelOptions {
   sleep?: (ms: number) => Promise<void>;
 }
 
-const RETRYABLE = new Set([408, 409, 429]);
-const MAX_DELAY_MS = 60_000;
-
-/** The delay a 429/503 asks for, from `retry-after-ms` or `retry-after` (seconds or an HTTP date). */
-export function retryAfterMs(headers: Headers | undefined): number | undefined {
-  const ms = Number(headers?.get('retry-after-ms'));
-  if (headers?.get('retry-after-ms') && Number.isFinite(ms) && ms >= 0) return Math.min(ms, MAX_DELAY_MS);
-  const value = headers?.get('retry-after');
-  if (!value) return undefined;
-  const seconds = Number(value);
-  if (Number.isFinite(seconds) && seconds >= 0) return Math.min(seconds * 1000, MAX_DELAY_MS);
-  const date = Date.parse(value);
-  return Number.isNaN(date) ? undefined : Math.min(Math.max(0, date - Date.now()), MAX_DELAY_MS);
-}
-
-/** The network error under an SDK connection error: its code and its message (ECONNREFUSED, ENOTFOUND …). */
-function networkCause(err: unknown): { code?: string; message?: string } {
-  let cause = (err as { cause?: unknown }).cause;
-  for (let depth = 0; cause && depth < 4; depth++) {
-    const { code, message } = cause as { code?: unknown; message?: unknown };
-    if (typeof code === 'string') return { code, message: typeof message === 'string' ? message : undefined };
-    cause = (cause as { cause?: unknown }).cause;
-  }
-  const message = (err as { cause?: { message?: unknown } }).cause?.message;
-  return { message: typeof message === 'string' && message ? message : undefined };
-}
-
-/** OpenSSL's `…:SSL routines:ssl3_get_record:wrong version number:…` as `wrong version number`; others trimmed. */
-function plainMessage(message: string | undefined): string | undefined {
-  if (!message) return undefined;
-  const ssl = /SSL routines:[^:]*:([^:]+)/.exec(message);
-  return (ssl ? ssl[1] : message).trim().split('\n')[0];
-}
-
-/** Codes of a TLS failure: the handshake, or a certificate Node does not trust. */
-function isTlsError(code: string): boolean {
-  return /^(ERR_SSL_|ERR_TLS_|EPROTO$)|CERT|_SIGNATURE$|SELF_SIGNED|^UNABLE_TO_/.test(code);
-}
-
-/** The configuration variable of the model's API key (lib/config/config.ts). */
-const KEY_VARIABLE = 'OPENAI_API_KEY';
-
-/** What a provider's error body said, without the status the SDK puts in front of it (often more than once). */
-function providerText(err: InstanceType<typeof APIError>): string {
-  const status = String(err.status);
-  let text = err.message;
-  // The SDK's message is `<status> <provider message>`; a provider's own message may start with it again
-  // ("401 Unauthorized"), and one without a body reads `<status> status code (no body)`.
-  while (text.startsWith(status)) text = text.slice(status.length).trim();
-  if (text === '' || text === 'status code (no body)') return 'no message';
-  // `{"error": "Unauthorized"}`: the SDK quotes the string.
-  if (/^"[^"]*"$/.test(text)) text = text.slice(1, -1);
-  // An HTML error page (a proxy's): its title, not its markup.
-  if (/^<(!doctype|html|head|body)/i.test(text)) {
-    const title = /<title>([^<]*)<\/title>/i.exec(text)?.[1]?.trim();
-    text = title ? title.replace(new RegExp(`^${status}\\s*`), '') || title : 'an HTML page';
-  }
-  return text.length > 300 ? `${text.slice(0, 300)}…` : text;
-}
-
-/** Statuses about the one request (its size, its content): the endpoint itself works. */
-const REQUEST_ERRORS = new Set([400, 413, 422]);
-
-function describe(err: unknown, timeoutMs: number, endpoint: string, keySet: boolean): Failure {
-  if (err instanceof StreamFailure) return err.failure;
-  if (err instanceof APIError && err.status !== undefined) {
-    // An exhausted quota is a 429 that waiting does not fix: fail at once with the provider's message.
-    const quota = err.code === 'insufficient_quota' || (err.type ?? '') === 'insufficient_quota';
-    const retry = !quota && (RETRYABLE.has(err.status) || err.status >= 500);
-    const key =
-      err.status === 401 || err.status === 403
-        ? keySet
-          ? ` (the endpoint refused the API key in ${KEY_VARIABLE}: check it, and that it may use this model)`
-          : ` (no API key was sent: set ${KEY_VARIABLE})`
-        : '';
-    return {
-      retry,
-      message: `model endpoint ${endpoint} answered ${err.status}: ${providerText(err)}${key}`,
-      delay: retryAfterMs(err.headers),
-      status: err.status,
-      state: REQUEST_ERRORS.has(err.status) ? 'ok' : 'error',
-    };
-  }
-  if (err instanceof APIConnectionError) {
-    if (err instanceof APIConnectionTimeoutError) {
-      return {
-        retry: true,
-        state: 'unreachable',
-        message: `model call to ${endpoint} timed out after ${timeoutMs} ms (AGENT_MODEL_TIMEOUT_MS)`,
-      };
-    }
-    const { code, message } = networkCause(err);
-    const said = plainMessage(message);
-    const cause = code ? (said && said !== code ? `${code}: ${said}` : code) : (said ?? err.message);
-    return {
-      retry: true,
-      state: 'unreachable',
-      message:
-        code && isTlsError(code)
-          ? `the TLS connection to the model endpoint ${endpoint} failed (${cause}): does the server speak ` +
-            'https (OPENAI_BASE_URL may need http://), and is its certificate trusted (NODE_EXTRA_CA_CERTS)?'
-          : `cannot reach the model endpoint ${endpoint} (${cause}): is the server running, and is OPENAI_BASE_URL right?`,
-    };
-  }
-  return { retry: false, state: 'error', message: (err as Error).message };
-}
-
 /**
  * What the agent-server last saw of its model endpoint, for /health: `unknown` before the first call, `ok`
  * once it answered (an error about one request's content — 400, 413, 422 — still counts: it answered),
@@ -226,56 +127,52 @@ function abortable(
   });
 }
 
-/** A Model over any OpenAI-compatible endpoint, retrying 408/409/429/5xx and network errors with backoff. */
-export function openAIModel(opts: OpenAIModelOptions): Model {
-  // The SDK's own retries are off: it cannot be told our attempt budget and deadline, and tests need it.
-  const client = new OpenAI({
+/** The SDK client both APIs use: its own retries off (it cannot be told our attempt budget and deadline). */
+export function openAIClient(opts: OpenAIModelOptions): OpenAI {
+  return new OpenAI({
     apiKey: opts.apiKey ?? 'unused',
     baseURL: opts.baseURL,
     maxRetries: 0,
     timeout: opts.timeoutMs,
     fetch: opts.fetch,
   });
+}
+
+/** What bounds one streamed attempt of a client made with these options. */
+export function streamLimits(opts: OpenAIModelOptions, endpoint: string) {
+  return {
+    endpoint,
+    timeoutMs: opts.timeoutMs,
+    stallMs: opts.stallMs ?? 60_000,
+    maxChars: opts.maxReplyChars ?? 1_000_000,
+  };
+}
+
+/** One attempt of a model call; `seen('ok')` once the endpoint answered. */
+export type Attempt = (
+  request: ModelRequest,
+  options: CompleteOptions,
+  seen: (state: 'ok') => void,
+) => Promise<Omit<ModelReply, 'attempts'>>;
+
+/**
+ * toolshift's retry policy around one attempt, whatever the API: 408/409/429/5xx and network errors retried
+ * with backoff (or what Retry-After asks) up to the attempt budget, others failed at once; the endpoint's
+ * state kept for /health.
+ */
+export function retryingModel(opts: OpenAIModelOptions, endpoint: string, ask: Attempt): Model {
   const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const baseDelay = opts.baseDelayMs ?? 500;
-  let health: ModelHealth = { url: client.baseURL, state: 'unknown' };
+  let health: ModelHealth = { url: endpoint, state: 'unknown' };
   const seen = (state: ModelHealth['state'], failure?: Failure) => {
     health = {
-      url: client.baseURL,
+      url: endpoint,
       state,
       ...(failure && state !== 'ok'
         ? { ...(failure.status !== undefined ? { status: failure.status } : {}), error: failure.message }
         : {}),
       at: new Date().toISOString(),
     };
-  };
-  const limits = {
-    endpoint: client.baseURL,
-    timeoutMs: opts.timeoutMs,
-    stallMs: opts.stallMs ?? 60_000,
-    maxChars: opts.maxReplyChars ?? 1_000_000,
-  };
-  /** One attempt: the whole reply at once, or (streaming on) put together from its chunks as they come. */
-  const ask = async (request: ModelRequest, { signal, onDelta }: CompleteOptions) => {
-    // No tools, no `tools` (some providers refuse an empty array): a summary is asked without them.
-    const body = {
-      model: request.model,
-      messages: request.messages,
-      ...(request.tools.length > 0 ? { tools: request.tools } : {}),
-    };
-    if (!opts.stream) {
-      const res = await client.chat.completions.create(body, { signal });
-      seen('ok');
-      return replyOf(res, client.baseURL);
-    }
-    const open = async (attempt: AbortSignal) => {
-      const res = await client.chat.completions
-        .create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal: attempt })
-        .asResponse();
-      seen('ok');
-      return res;
-    };
-    return replyOf(await streamAttempt(open, limits, signal, onDelta), client.baseURL);
   };
   return {
     health: () => ({ ...health }),
@@ -286,11 +183,11 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
       for (let attempt = 1; ; attempt++) {
         if (signal?.aborted) throw stopped();
         try {
-          return { ...(await ask(request, options)), attempts: attempt };
+          return { ...(await ask(request, options, seen)), attempts: attempt };
         } catch (err) {
           if (err instanceof ModelError) throw err;
           if (signal?.aborted || err instanceof APIUserAbortError) throw stopped();
-          const failure = describe(err, opts.timeoutMs, client.baseURL, opts.apiKey !== undefined);
+          const failure = describe(err, opts.timeoutMs, endpoint, opts.apiKey !== undefined);
           seen(failure.state, failure);
           if (!failure.retry) throw new ModelError(`Model call failed: ${failure.message}`);
           if (attempt >= opts.maxAttempts) {
@@ -312,12 +209,42 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
   };
 }
 
+/** A Model over any OpenAI-compatible endpoint's chat completions, under toolshift's retry policy. */
+export function openAIModel(opts: OpenAIModelOptions): Model {
+  const client = openAIClient(opts);
+  const limits = streamLimits(opts, client.baseURL);
+  /** One attempt: the whole reply at once, or (streaming on) put together from its chunks as they come. */
+  return retryingModel(opts, client.baseURL, async (request, { signal, onDelta }, seen) => {
+    // No tools, no `tools` (some providers refuse an empty array): a summary is asked without them.
+    const body = {
+      model: request.model,
+      messages: request.messages,
+      ...(request.tools.length > 0 ? { tools: request.tools } : {}),
+      ...(request.cacheKey ? { prompt_cache_key: request.cacheKey } : {}),
+    };
+    if (!opts.stream) {
+      const res = await client.chat.completions.create(body, { signal });
+      seen('ok');
+      return replyOf(res, client.baseURL);
+    }
+    const open = async (attempt: AbortSignal) => {
+      const res = await client.chat.completions
+        .create({ ...body, stream: true, stream_options: { include_usage: true } }, { signal: attempt })
+        .asResponse();
+      seen('ok');
+      return res;
+    };
+    return replyOf(await streamAttempt(open, limits, signal, chatReader(limits, onDelta)), client.baseURL);
+  });
+}
+
 /** The reply a completion carries; no usage in it is said (`usage_missing`), not passed off as zero tokens. */
 function replyOf(res: ChatCompletion, endpoint: string): Omit<ModelReply, 'attempts'> {
   const message = res.choices[0]?.message;
   if (!message) throw new ModelError(`the model endpoint ${endpoint} returned no choices`);
   return {
-    content: message.content ?? null,
+    // A refusal (a provider's own field) is the answer, said as one: the task ends with it, not with nothing.
+    content: message.content ?? (message.refusal ? refusalText(message.refusal) : null),
     tool_calls: (message.tool_calls ?? []).filter(
       (c): c is ChatCompletionMessageFunctionToolCall => c.type === 'function',
     ),
@@ -334,4 +261,9 @@ function replyOf(res: ChatCompletion, endpoint: string): Omit<ModelReply, 'attem
       ? { cached_tokens: res.usage.prompt_tokens_details.cached_tokens }
       : {}),
   };
+}
+
+/** A model's refusal as the reply's text. */
+export function refusalText(refusal: string): string {
+  return `The model refused: ${refusal}`;
 }

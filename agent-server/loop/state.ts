@@ -66,6 +66,8 @@ export interface LoopDeps {
   journal?: CallJournal & { checkpoint(snapshot: LoopSnapshot): Promise<void> };
   /** This worker's name, in a `task_resumed` event. */
   worker?: string;
+  /** What groups the task's requests in the provider's prompt cache: its thread's id, or its own without one. */
+  cacheKey?: string;
   /** The task and the fence this worker holds it under: each tool call carries them to the gateway. */
   calls?: { taskId: string; fence(): number | undefined };
   /** The task's trace (tasks/trace.ts), told each request and reply when tracing is on. */

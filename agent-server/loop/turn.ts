@@ -192,7 +192,8 @@ function requestOf(run: LoopRun, tools: GatewayTool[]): ModelRequest {
   const view =
     state.exposure.mode === 'code' ? withdrawInactive(seen, new Set(tools.map((t) => t.toolset))) : seen;
   const extra = hasMovedOut(state.context) ? [readStoredResultTool] : [];
-  return buildModelRequest(deps.modelName, view, tools, state.exposure.mode, extra);
+  const request = buildModelRequest(deps.modelName, view, tools, state.exposure.mode, extra);
+  return deps.cacheKey ? { ...request, cacheKey: deps.cacheKey } : request;
 }
 
 function toolNames(request: ModelRequest): string[] {

@@ -259,6 +259,7 @@ function loopDeps(t: TaskRun, owner: string | undefined): LoopDeps {
     tokens: w.tokens,
     signal: t.controller.signal,
     worker: w.deps.store.holder,
+    cacheKey: t.task.threadId ?? taskId,
     calls: { taskId, fence: () => w.deps.store.fenceOf(taskId) },
     trace: traced,
     contextTokens: w.deps.contextTokens,

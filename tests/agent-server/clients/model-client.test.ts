@@ -77,6 +77,28 @@ describe('the OpenAI-compatible model client', () => {
     expect(reply.usage).toEqual({ prompt_tokens: 100, completion_tokens: 10, total_tokens: 110 });
   });
 
+  it('says a refusal as the answer', async () => {
+    server.use(
+      http.post(URL, () => HttpResponse.json(completion({ content: null, refusal: 'I cannot help.' }))),
+    );
+    const reply = await model().m.complete(request);
+    expect(reply).toMatchObject({ content: 'The model refused: I cannot help.', tool_calls: [] });
+  });
+
+  it('sends the request’s cache key as prompt_cache_key, and none when it has none', async () => {
+    const keys: unknown[] = [];
+    server.use(
+      http.post(URL, async ({ request: req }) => {
+        keys.push(((await req.json()) as { prompt_cache_key?: unknown }).prompt_cache_key);
+        return HttpResponse.json(completion({ content: 'ok' }));
+      }),
+    );
+    const { m } = model();
+    await m.complete({ ...request, cacheKey: 'thr_1' });
+    await m.complete(request);
+    expect(keys).toEqual(['thr_1', undefined]);
+  });
+
   it('retries a 429, waiting what retry-after asks', async () => {
     let n = 0;
     server.use(

@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Hono } from 'hono';
 import { ServiceError } from '../lib/http/http-client.ts';
 import { HttpError } from '../lib/http/http-error.ts';
+import { localHop } from '../lib/http/local-hop.ts';
 import type { Principal, Security } from '../lib/http/security.ts';
 import { expectedDigest } from '../lib/http/token-match.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
-import { inSpan, SpanKind, trace } from '../lib/telemetry/tracing.ts';
 import { callerActor } from './actors.ts';
 import { withActor } from './audit-context.ts';
 import type { CallFence, GatewayLocal, LocalCaller } from './contract.ts';
@@ -77,45 +77,48 @@ export function localGateway(deps: LocalDeps): GatewayLocal {
   const { gateway } = deps;
   const principal = agentPrincipal(deps.security);
   const credential = principal?.role === 'agent' ? principal.credential : null;
-  /** One hop: as the caller, its session claimed, in a span where a traced request would have had one. */
+  /** One hop: as the caller, its session claimed, as the route's request would have run (lib/http/local-hop.ts). */
   const hop = <T>(
     caller: LocalCaller,
-    route: string,
+    route: [method: string, route: string, path: string],
     sessionId: string | undefined,
     fn: () => Promise<T>,
   ) => {
+    const [method, honoPath, path] = route;
+    const asError = (err: unknown) => asServiceError(err, deps.log, path);
+    const at = { service: 'mcp-gateway', log: deps.log, method, route: honoPath, path };
     if (!principal) {
-      const message = `${route} needs GATEWAY_AGENT_TOKEN, which the gateway does not have`;
+      const message = `${method} ${path} needs GATEWAY_AGENT_TOKEN, which the gateway does not have`;
       return Promise.reject(new ServiceError(401, message, { error: message }, { service: 'mcp-gateway' }));
     }
-    return withActor(callerActor(principal, caller), async () => {
-      try {
-        if (sessionId !== undefined) await deps.face.claimSessionAs(credential, sessionId);
-        // As serverSpans (lib/http/http.ts): a span only where the caller's trace goes on.
-        if (!trace.getActiveSpan()) return await fn();
-        return await inSpan(
-          'mcp-gateway',
-          route,
-          { kind: SpanKind.SERVER, attributes: { 'http.route': route.slice(route.indexOf(' ') + 1) } },
-          () => fn(),
-        );
-      } catch (err) {
-        throw asServiceError(err, deps.log, route);
-      }
-    });
+    return withActor(callerActor(principal, caller), () =>
+      localHop(
+        at,
+        async () => {
+          if (sessionId !== undefined) await deps.face.claimSessionAs(credential, sessionId);
+          return fn();
+        },
+        asError,
+      ),
+    );
   };
   return {
     listToolsets: (caller, sessionId, query) =>
-      hop(caller, 'GET /mcp/admin/toolsets', sessionId, () => gateway.listToolsets(sessionId, query)),
+      hop(caller, ['GET', '/mcp/admin/toolsets', '/mcp/admin/toolsets'], sessionId, () =>
+        gateway.listToolsets(sessionId, query),
+      ),
     manageToolsets: (caller, sessionId, args) =>
-      hop(caller, 'POST /mcp/manage_toolsets', sessionId, () => manageAndList(gateway, sessionId, args)),
-    tools: (caller, sessionId) => hop(caller, 'GET /mcp/tools', sessionId, () => gateway.tools(sessionId)),
+      hop(caller, ['POST', '/mcp/manage_toolsets', '/mcp/manage_toolsets'], sessionId, () =>
+        manageAndList(gateway, sessionId, args),
+      ),
+    tools: (caller, sessionId) =>
+      hop(caller, ['GET', '/mcp/tools', '/mcp/tools'], sessionId, () => gateway.tools(sessionId)),
     callTool: (caller, sessionId, name, args, call) =>
-      hop(caller, 'POST /mcp/tools/{name}/call', sessionId, () =>
+      hop(caller, ['POST', '/mcp/tools/:name/call', `/mcp/tools/${name}/call`], sessionId, () =>
         callForAgent(gateway, sessionId, name, args, call),
       ),
     announceFence: (caller, taskId, fence) =>
-      hop(caller, 'POST /mcp/tasks/{task_id}/fence', undefined, () =>
+      hop(caller, ['POST', '/mcp/tasks/:task_id/fence', `/mcp/tasks/${taskId}/fence`], undefined, () =>
         announceFenceOf(gateway, taskId, fence),
       ),
     fetch: async (input, init) => deps.app.request(input, init),

@@ -1,11 +1,12 @@
 import { Hono } from 'hono';
 import { HttpError, installBase, route } from '../lib/http/http.ts';
 import { ServiceError } from '../lib/http/http-client.ts';
+import { localHop } from '../lib/http/local-hop.ts';
 import { serveOpenApi } from '../lib/http/openapi.ts';
 import { healthDetail, type Security } from '../lib/http/security.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
 import type { Metrics } from '../lib/telemetry/metrics.ts';
-import { GENAI, inSpan, type Span, SpanKind, trace } from '../lib/telemetry/tracing.ts';
+import { GENAI, trace } from '../lib/telemetry/tracing.ts';
 import { type CallRecord, createCallRecord } from './call-record.ts';
 import * as contract from './contract.ts';
 import {
@@ -48,29 +49,23 @@ function caller<C extends ToolContext>(
  */
 export function localToolServer<C extends ToolContext>(deps: ToolServerDeps<C>): ToolServerLocal {
   const callTool = caller(deps, deps.calls ?? createCallRecord());
-  const hop =
-    (name: string, args: Record<string, unknown>, call: Parameters<typeof callTool>[2]) =>
-    async (span?: Span) => {
-      span?.setAttribute(GENAI.toolName, name);
-      try {
-        const result = await callTool(name, args, call);
-        if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
-        return result;
-      } catch (err) {
-        if (!(err instanceof HttpError)) throw err;
-        throw new ServiceError(err.status, err.message, { error: err.message }, { service: 'tool-server' });
-      }
-    };
+  const asServiceError = (err: unknown) =>
+    err instanceof HttpError
+      ? new ServiceError(err.status, err.message, { error: err.message }, { service: 'tool-server' })
+      : err;
   return {
     listTools: async () => deps.registry.definitions(),
     callTool: (name, args, call) => {
-      if (!trace.getActiveSpan()) return hop(name, args, call)();
-      const attributes = { 'http.route': routes.callTool.path };
-      return inSpan(
-        'tool-server',
-        `POST ${routes.callTool.path}`,
-        { kind: SpanKind.SERVER, attributes },
-        hop(name, args, call),
+      const hop = { service: 'tool-server', log: deps.log, method: 'POST', route: '/tools/:name' };
+      return localHop(
+        { ...hop, path: `/tools/${name}` },
+        async (span) => {
+          span?.setAttribute(GENAI.toolName, name);
+          const result = await callTool(name, args, call);
+          if (span && !result.success) span.setAttribute(GENAI.errorType, 'tool_error');
+          return result;
+        },
+        asServiceError,
       );
     },
   };

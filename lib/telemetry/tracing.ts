@@ -274,6 +274,17 @@ function outgoingContext(): Context {
   return holder.current ? trace.setSpan(ROOT_CONTEXT, holder.current) : ROOT_CONTEXT;
 }
 
+/**
+ * Runs `fn` as the other side of a call made in this process would (lib/http/local-hop.ts): in the context an
+ * HTTP request would have carried (the task's current span, without the task's holder), told whether that
+ * continues a trace. Tracing off: `fn` as it is.
+ */
+export function asCallee<T>(fn: (traced: boolean) => T): T {
+  if (!globalsSet || services.size === 0) return fn(false);
+  const outgoing = outgoingContext();
+  return context.with(outgoing, () => fn(trace.getSpan(outgoing) !== undefined));
+}
+
 /** The current span's context, if any (for log lines). */
 function currentSpanContext(): SpanContext | undefined {
   return trace.getSpanContext(outgoingContext());

@@ -20,14 +20,16 @@ import { startToolServer } from '../tool-server/server.ts';
  */
 export async function startStack(
   config: Config,
-  opts: { extraTools?: readonly Tool[] } = {},
+  opts: { extraTools?: readonly Tool[]; link?: 'in-process' | 'http' } = {},
 ): Promise<{ tools: Listening; gateway: Listening; agent: Listening }> {
   const c = structuredClone(config);
-  const tools = await startToolServer(c, { ...opts, announce: false });
+  const tools = await startToolServer(c, { extraTools: opts.extraTools, announce: false });
   c.tools.url = tools.url;
-  const gateway = await startGateway(c, { announce: false, toolServer: tools.local });
+  // `link: 'http'` (tests, the benchmark's comparison): each over its HTTP routes, as separate processes are.
+  const linked = opts.link !== 'http';
+  const gateway = await startGateway(c, { announce: false, toolServer: linked ? tools.local : undefined });
   c.gateway.url = gateway.url;
-  const agent = await startAgentServer(c, { announce: false, gateway: gateway.local });
+  const agent = await startAgentServer(c, { announce: false, gateway: linked ? gateway.local : undefined });
   return { tools, gateway, agent };
 }
 

@@ -12,7 +12,10 @@ import { completion, MODEL_BASE_URL, modelEdge } from '../helpers/msw.ts';
 import { readSse } from '../helpers/sse.ts';
 import { testDatabaseFor } from '../helpers/stack.ts';
 
-// The three services on loopback with real HTTP between them; only the model is mocked, at its HTTP edge.
+// The three services as `npm start` runs them: linked in-process (start/stack.ts), and in the `postgres` project
+// (TOOLSHIFT_TEST_LINK=http) on loopback with real HTTP between them; only the model is mocked, at its HTTP edge.
+
+const LINK = process.env.TOOLSHIFT_TEST_LINK === 'http' ? 'http' : 'in-process';
 
 const server = modelEdge();
 let tmp: string;
@@ -38,7 +41,7 @@ beforeAll(async () => {
     // The scripted model activates what it needs itself (goal priming has tests of its own).
     AGENT_PRIME_TOOLSETS: 'false',
   });
-  const { tools, gateway, agent } = await startStack(config);
+  const { tools, gateway, agent } = await startStack(config, { link: LINK });
   services = [agent, gateway, tools];
   agentUrl = agent.url;
   gatewayUrl = gateway.url;
@@ -62,7 +65,7 @@ function toolCall(id: string, name: string, args: unknown) {
   });
 }
 
-describe('end to end over HTTP', () => {
+describe(`end to end (${LINK})`, () => {
   it('activates file_system_tools, writes a file, deactivates the toolset and answers', async () => {
     const seen: SeenRequest[] = [];
     const replies = [
@@ -115,6 +118,17 @@ describe('end to end over HTTP', () => {
     expect(toolsets.toolsets.every((t: { active: boolean }) => !t.active)).toBe(true);
     const task = await (await fetch(`${agentUrl}/agent/tasks/${body.task_id}`)).json();
     expect(task.status).toBe('completed');
+    // Linked in-process, the task's calls reached the gateway without a request; over HTTP, each was one.
+    const metrics = await (await fetch(`${gatewayUrl}/metrics`)).text();
+    const calls = /http_requests_total\{[^}]*route="\/mcp\/tools\/:name\/call"[^}]*\} (\d+)/.exec(metrics);
+    const manage = /http_requests_total\{[^}]*route="\/mcp\/manage_toolsets"[^}]*\} (\d+)/.exec(metrics);
+    if (LINK === 'http') {
+      expect(Number(calls?.[1])).toBeGreaterThanOrEqual(1);
+      expect(Number(manage?.[1])).toBeGreaterThanOrEqual(2);
+    } else {
+      expect(calls).toBeNull();
+      expect(manage).toBeNull();
+    }
   });
 
   it('submits a task asynchronously, follows its events, and cancels it during a slow model call', async () => {

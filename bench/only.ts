@@ -150,6 +150,13 @@ try {
       server
         ? { databaseUrl: await freshDatabase('scaled'), workers: Number(process.env.BENCH_WORKERS ?? 2) }
         : undefined,
+      // BENCH_LINK=http: npm start's services over loopback HTTP instead of in-process (TOOLSHIFT_LINK).
+      {
+        env: {
+          ...(process.env.BENCH_LINK ? { TOOLSHIFT_LINK: process.env.BENCH_LINK } : {}),
+          ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
+        },
+      },
     ).finally(() => server?.stop());
     const { idle, after, ...rest } = run;
     console.log(

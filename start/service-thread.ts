@@ -48,7 +48,8 @@ try {
   running.push(tools);
   const gateway = await startGateway(
     { ...config, tools: { ...config.tools, url: tools.url } },
-    { announce: false },
+    // On one thread: the gateway calls the tool-server's calls directly (the agent, on the other, over HTTP).
+    { announce: false, toolServer: tools.local },
   );
   running.push(gateway);
   port.postMessage({

@@ -2,7 +2,7 @@ import { type Config, loadConfig } from '../lib/config/config.ts';
 import { withCredentials } from '../lib/config/credentials.ts';
 import { runService } from '../lib/http/run-service.ts';
 import { checkPublicBind, readyLine } from './stack.ts';
-import { startServices, threadsWanted } from './threads.ts';
+import { linkWanted, startServices, threadsWanted } from './threads.ts';
 
 // `npm start`: the three services in one process, on the embedded defaults (SQLite, local files); with
 // TOOLSHIFT_THREADS=2 the gateway and the tool-server run on a second thread (start/threads.ts). The services
@@ -30,7 +30,7 @@ await runService(
   async () => {
     const config = withCredentials(loadConfig());
     checkPublicBind(config);
-    const { tools, gateway, agent } = await startServices(config, threadsWanted());
+    const { tools, gateway, agent } = await startServices(config, threadsWanted(), linkWanted());
     line = readyLine(
       { agent: agent.url, gateway: gateway.url, console: await consoleLink(agent.url, config) },
       config,

@@ -9,7 +9,8 @@ import { startStack } from './stack.ts';
 // `npm start` with TOOLSHIFT_THREADS=2: the agent-server on the main thread, the gateway and the tool-server on
 // a worker thread (start/service-thread.ts), so the daemon uses two cores instead of one event loop — under a
 // thousand concurrent tasks one loop is the ceiling, and the agent's share of a step is about the other two's
-// together. Still one process, the services talking over loopback HTTP as before. Not the default: the second
+// together. Still one process: the agent reaches the gateway over loopback HTTP (a thread's objects are not
+// shared), the gateway calls the tool-server on its thread directly. Not the default: the second
 // thread holds its own copy of the modules and the tokenizer (about 140 MiB, BENCHMARKS.md figure 11), and one
 // loop already keeps up with a couple of hundred concurrent tasks. A thread that fails takes the process down
 // with it rather than leaving a half-running daemon.
@@ -87,12 +88,21 @@ export function threadsWanted(env: NodeJS.ProcessEnv = process.env): 1 | 2 {
   throw new Error(`TOOLSHIFT_THREADS must be 1 or 2 (got "${set}")`);
 }
 
+/** How `npm start`'s services call each other: TOOLSHIFT_LINK, `in-process` (the default) or `http`. */
+export function linkWanted(env: NodeJS.ProcessEnv = process.env): 'in-process' | 'http' {
+  const set = env.TOOLSHIFT_LINK?.trim();
+  if (!set || set === 'in-process') return 'in-process';
+  if (set === 'http') return 'http';
+  throw new Error(`TOOLSHIFT_LINK must be in-process or http (got "${set}")`);
+}
+
 /** The three services: all on this thread (threads = 1), or the gateway and tool-server on a second one. */
 export async function startServices(
   config: Config,
   threads: 1 | 2,
+  link: 'in-process' | 'http' = 'in-process',
 ): Promise<{ tools: Listening; gateway: Listening; agent: Listening }> {
-  if (threads === 1) return startStack(config);
+  if (threads === 1) return startStack(config, { link });
   const c = structuredClone(config);
   // A thread's stdout is never a terminal: the format the main thread would choose is decided here.
   if (c.logFormat === 'auto') c.logFormat = process.stdout.isTTY ? 'pretty' : 'json';

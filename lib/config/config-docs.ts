@@ -294,6 +294,10 @@ export const SETTING_GROUPS: Group[] = [
         doc: '`npm start` only: `2` runs the gateway and the tool-server on a second thread (two cores)',
         default: '`1`',
       },
+      TOOLSHIFT_LINK: {
+        doc: '`npm start` only: `http` has the services call each other over loopback HTTP, as separate processes do, instead of in-process (to watch every hop in the access log, or compare)',
+        default: '`in-process`',
+      },
       TOOLSHIFT_RECONNECT_S: {
         doc: 'how long `toolshift run` and `tasks watch` wait for a daemon that went away mid-task (0–86400)',
         default: '`60`',
@@ -304,7 +308,7 @@ export const SETTING_GROUPS: Group[] = [
 ];
 
 /** Settings read outside lib/config/config.ts's schema (their readers validate them). */
-const OUTSIDE_SCHEMA = new Set(['TOOLSHIFT_THREADS', 'TOOLSHIFT_RECONNECT_S', 'NO_COLOR']);
+const OUTSIDE_SCHEMA = new Set(['TOOLSHIFT_THREADS', 'TOOLSHIFT_LINK', 'TOOLSHIFT_RECONNECT_S', 'NO_COLOR']);
 
 /** A setting's default as the reference shows it: the group's own text, else what the schema makes of nothing. */
 function defaultOf(name: string, setting: Setting): string {

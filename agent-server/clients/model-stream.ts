@@ -39,21 +39,31 @@ export class StreamFailure extends Error {
 }
 
 /** Tool calls a reply may carry; a stream naming more is refused (each index would hold a call). */
-const MAX_TOOL_CALLS = 256;
+export const MAX_TOOL_CALLS = 256;
 /** Bytes of one stream at most: each token's chunk is wrapped in some 150 bytes of JSON. */
-const MAX_STREAM_BYTES = 64 * 1024 * 1024;
+export const MAX_STREAM_BYTES = 64 * 1024 * 1024;
+
+/** Reads one provider's event stream into its reply (`alive` on each read, text to `onDelta`). */
+export type StreamReader<T> = (
+  body: ReadableStream<Uint8Array>,
+  signal: AbortSignal,
+  alive: () => void,
+  limits: StreamLimits,
+  onDelta?: (text: string) => void,
+) => Promise<T>;
 
 /**
  * One streamed attempt: `open` sends the request (under the attempt's signal) and answers with the response;
  * its chunks go together into a ChatCompletion, the text to `onDelta` as it comes. A provider that answers
  * with one JSON completion instead (it ignores `stream`) is read as one.
  */
-export async function streamAttempt(
+export async function streamAttempt<T = ChatCompletion>(
   open: (signal: AbortSignal) => Promise<Response>,
   limits: StreamLimits,
   signal: AbortSignal | undefined,
   onDelta?: (text: string) => void,
-): Promise<ChatCompletion> {
+  read: StreamReader<T> = readStream as StreamReader<unknown> as StreamReader<T>,
+): Promise<T> {
   const attempt = new AbortController();
   const fail = (failure: Omit<Failure, 'retry'>) =>
     attempt.abort(new StreamFailure({ retry: true, ...failure }));
@@ -90,11 +100,11 @@ export async function streamAttempt(
     const res = await open(attempt.signal);
     if (!res.body) throw new ModelError(`the model endpoint ${limits.endpoint} answered with an empty body`);
     if (!/^text\/event-stream/i.test(res.headers.get('content-type') ?? '')) {
-      return (await res.json()) as ChatCompletion;
+      return (await res.json()) as T;
     }
     alive();
     watch(limits.stallMs);
-    return await readStream(res.body, attempt.signal, alive, limits, onDelta);
+    return await read(res.body, attempt.signal, alive, limits, onDelta);
   } catch (err) {
     // The attempt's own stop (a stall, the deadline) says why; the task's stop is the caller's to tell.
     if (attempt.signal.reason instanceof StreamFailure) throw attempt.signal.reason;
@@ -176,7 +186,7 @@ async function readStream(
 }
 
 /** Reads what follows `[DONE]` (the body's end) in the background; a body that goes on past a few reads goes. */
-function drain(reader: ReadableStreamDefaultReader<Uint8Array>, reads = 4): void {
+export function drain(reader: ReadableStreamDefaultReader<Uint8Array>, reads = 4): void {
   reader.read().then(
     ({ done }) => {
       if (done) return;
@@ -211,7 +221,7 @@ function parseChunk(data: string, limits: StreamLimits): ChatCompletionChunk {
 }
 
 /** The reply passed its cap: a failure, not retried (the same request would run past it again). */
-function tooLong(limits: StreamLimits, what: string): ModelError {
+export function tooLong(limits: StreamLimits, what: string): ModelError {
   return new ModelError(
     `Model call failed: the reply from ${limits.endpoint} ran past ${what} (a reply holds at most ` +
       `${limits.maxChars} characters of text and tool-call arguments, and ${MAX_TOOL_CALLS} tool calls)`,

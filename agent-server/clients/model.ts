@@ -31,6 +31,8 @@ export interface ModelReply {
   model?: string;
   id?: string;
   cached_tokens?: number;
+  /** Prompt tokens written to the provider's cache by this request (Anthropic reports them; priced above input). */
+  cache_write_tokens?: number;
 }
 
 /** A retry about to happen: the attempt that failed, why, and how long the client waits before the next. */
@@ -79,7 +81,7 @@ export interface OpenAIModelOptions {
 }
 
 const RETRYABLE = new Set([408, 409, 429]);
-const MAX_DELAY_MS = 60_000;
+export const MAX_DELAY_MS = 60_000;
 
 /** The delay a 429/503 asks for, from `retry-after-ms` or `retry-after` (seconds or an HTTP date). */
 export function retryAfterMs(headers: Headers | undefined): number | undefined {
@@ -94,7 +96,7 @@ export function retryAfterMs(headers: Headers | undefined): number | undefined {
 }
 
 /** The network error under an SDK connection error: its code and its message (ECONNREFUSED, ENOTFOUND …). */
-function networkCause(err: unknown): { code?: string; message?: string } {
+export function networkCause(err: unknown): { code?: string; message?: string } {
   let cause = (err as { cause?: unknown }).cause;
   for (let depth = 0; cause && depth < 4; depth++) {
     const { code, message } = cause as { code?: unknown; message?: unknown };
@@ -106,14 +108,14 @@ function networkCause(err: unknown): { code?: string; message?: string } {
 }
 
 /** OpenSSL's `…:SSL routines:ssl3_get_record:wrong version number:…` as `wrong version number`; others trimmed. */
-function plainMessage(message: string | undefined): string | undefined {
+export function plainMessage(message: string | undefined): string | undefined {
   if (!message) return undefined;
   const ssl = /SSL routines:[^:]*:([^:]+)/.exec(message);
   return (ssl ? ssl[1] : message).trim().split('\n')[0];
 }
 
 /** Codes of a TLS failure: the handshake, or a certificate Node does not trust. */
-function isTlsError(code: string): boolean {
+export function isTlsError(code: string): boolean {
   return /^(ERR_SSL_|ERR_TLS_|EPROTO$)|CERT|_SIGNATURE$|SELF_SIGNED|^UNABLE_TO_/.test(code);
 }
 
@@ -139,7 +141,7 @@ function providerText(err: InstanceType<typeof APIError>): string {
 }
 
 /** Statuses about the one request (its size, its content): the endpoint itself works. */
-const REQUEST_ERRORS = new Set([400, 413, 422]);
+export const REQUEST_ERRORS = new Set([400, 413, 422]);
 
 function describe(err: unknown, timeoutMs: number, endpoint: string, keySet: boolean): Failure {
   if (err instanceof StreamFailure) return err.failure;
@@ -193,6 +195,8 @@ function describe(err: unknown, timeoutMs: number, endpoint: string, keySet: boo
  */
 export interface ModelHealth {
   url: string;
+  /** The provider spoken to the endpoint (AGENT_PROVIDER): `openai-chat`, `openai-responses`, `anthropic`. */
+  provider?: string;
   state: 'unknown' | 'ok' | 'unreachable' | 'error';
   /** The HTTP status of the last error answer. */
   status?: number;
@@ -203,7 +207,7 @@ export interface ModelHealth {
 }
 
 /** Waits for `wait` unless `signal` aborts first, then throws what `stopped` makes. */
-function abortable(
+export function abortable(
   wait: Promise<void>,
   signal: AbortSignal | undefined,
   stopped: () => Error,

@@ -33,7 +33,9 @@ function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   return content
-    .map((p: { type?: string; text?: unknown }) => (p.type === 'text' && typeof p.text === 'string' ? p.text : ''))
+    .map((p: { type?: string; text?: unknown }) =>
+      p.type === 'text' && typeof p.text === 'string' ? p.text : '',
+    )
     .join('');
 }
 
@@ -52,13 +54,17 @@ function userBlock(part: ChatCompletionContentPart): ContentBlockParam | undefin
 function inputOf(args: string): Record<string, unknown> {
   try {
     const parsed: unknown = JSON.parse(args || '{}');
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
+      return parsed as Record<string, unknown>;
   } catch {}
   return { arguments: args };
 }
 
 /** One chat message as the blocks of a Messages turn, and whose turn it is. */
-function blocksOf(m: ChatCompletionMessageParam): { role: 'user' | 'assistant'; blocks: ContentBlockParam[] } {
+function blocksOf(m: ChatCompletionMessageParam): {
+  role: 'user' | 'assistant';
+  blocks: ContentBlockParam[];
+} {
   if (m.role === 'assistant') {
     const text = textOf(m.content);
     const calls = (m.tool_calls ?? []).filter(
@@ -116,7 +122,8 @@ export function conversationOf(messages: readonly ChatCompletionMessageParam[]):
     else turns.push({ role, content: blocks });
   }
   // The API's conversation starts with the user.
-  if (turns[0]?.role === 'assistant') turns.unshift({ role: 'user', content: [{ type: 'text', text: '(start)' }] });
+  if (turns[0]?.role === 'assistant')
+    turns.unshift({ role: 'user', content: [{ type: 'text', text: '(start)' }] });
   return { system, turns };
 }
 

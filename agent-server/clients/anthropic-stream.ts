@@ -20,7 +20,10 @@ import {
 interface Assembly {
   id?: string;
   model?: string;
-  blocks: Map<number, { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; json: string }>;
+  blocks: Map<
+    number,
+    { type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; json: string }
+  >;
   chars: number;
   stop?: string | null;
   usage: Record<string, number | null>;

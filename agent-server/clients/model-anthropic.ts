@@ -192,7 +192,12 @@ export function anthropicModel(opts: AnthropicModelOptions): Model {
           }
           const backoff = Math.min(baseDelay * 2 ** (attempt - 1) * (0.75 + Math.random() / 2), MAX_DELAY_MS);
           const delay = Math.round(failure.delay ?? backoff);
-          options.onRetry?.({ attempt, status: failure.status ?? null, reason: failure.message, delay_ms: delay });
+          options.onRetry?.({
+            attempt,
+            status: failure.status ?? null,
+            reason: failure.message,
+            delay_ms: delay,
+          });
           await abortable(sleep(delay), signal, stopped);
         }
       }

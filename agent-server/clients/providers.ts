@@ -1,6 +1,6 @@
 import type { Provider } from '../../lib/config/provider.ts';
-import { anthropicModel } from './model-anthropic.ts';
 import { type Model, type OpenAIModelOptions, openAIModel } from './model.ts';
+import { anthropicModel } from './model-anthropic.ts';
 
 // The client of each provider (AGENT_PROVIDER): the loop, its events, traces and the store see one Model
 // whichever API is behind it. lib/config/provider.ts chooses the provider and its endpoint.

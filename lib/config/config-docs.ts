@@ -38,9 +38,15 @@ export const SETTING_GROUPS: Group[] = [
         default: "OpenAI's",
       },
       OPENAI_API_KEY: { doc: 'the key for it (not needed by most local servers)' },
-      ANTHROPIC_BASE_URL: { doc: 'the Anthropic Messages API (AGENT_PROVIDER=anthropic)', default: "Anthropic's" },
+      ANTHROPIC_BASE_URL: {
+        doc: 'the Anthropic Messages API (AGENT_PROVIDER=anthropic)',
+        default: "Anthropic's",
+      },
       ANTHROPIC_API_KEY: { doc: 'the key for it' },
-      AGENT_MODEL: { doc: 'the model name (anthropic: `claude-sonnet-4-5` unless set)', default: '`gpt-4o-mini`' },
+      AGENT_MODEL: {
+        doc: 'the model name (anthropic: `claude-sonnet-4-5` unless set)',
+        default: '`gpt-4o-mini`',
+      },
       AGENT_MODEL_MAX_TOKENS: {
         doc: "a reply's output limit, where the API requires one (anthropic's `max_tokens`); a reply cut off at it is asked again",
       },

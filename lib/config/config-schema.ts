@@ -73,7 +73,8 @@ export const EnvSchema = z.object({
   OPENAI_API_KEY: optionalString,
   AGENT_PROVIDER: z
     .enum(['', 'openai-chat', 'openai-responses', 'anthropic'], {
-      message: 'must be openai-chat, openai-responses or anthropic (empty: chosen from the endpoint settings)',
+      message:
+        'must be openai-chat, openai-responses or anthropic (empty: chosen from the endpoint settings)',
     })
     .optional()
     .transform((v) => (v ? v : undefined)),

@@ -30,7 +30,11 @@ describe('a task over the Anthropic provider', () => {
       AGENT_MODEL_STREAM: 'true',
     });
     const m = config.agent.model;
-    expect(m).toMatchObject({ provider: 'anthropic', name: 'claude-sonnet-4-5', baseURL: ANTHROPIC_BASE_URL });
+    expect(m).toMatchObject({
+      provider: 'anthropic',
+      name: 'claude-sonnet-4-5',
+      baseURL: ANTHROPIC_BASE_URL,
+    });
     const model = modelFor({ ...m, sleep: async () => {} });
     const edge = scriptAnthropic(server, [
       toolUse(

@@ -295,7 +295,11 @@ function consoleOf(
           }),
         }
       : {}),
-    model: { name: config.agent.model.name, baseURL: config.agent.model.baseURL },
+    model: {
+      name: config.agent.model.name,
+      baseURL: config.agent.model.baseURL ?? DEFAULT_URLS[config.agent.model.provider],
+      provider: config.agent.model.provider,
+    },
     database: describeDatabase(config.databaseUrl, config.dataDir),
   };
 }

@@ -41,7 +41,7 @@ function textOf(content: unknown): string {
 
 /** A user part as a Messages block: text, or an image given inline as a data URL (others become a note). */
 function userBlock(part: ChatCompletionContentPart): ContentBlockParam | undefined {
-  if (part.type === 'text') return part.text ? { type: 'text', text: part.text } : undefined;
+  if (part.type === 'text') return part.text.trim() ? { type: 'text', text: part.text } : undefined;
   if (part.type === 'image_url') {
     const m = /^data:(image\/(?:png|jpeg|gif|webp));base64,(.*)$/s.exec(part.image_url.url);
     if (m) return { type: 'image', source: { type: 'base64', media_type: m[1] as 'image/png', data: m[2] } };
@@ -73,7 +73,8 @@ function blocksOf(m: ChatCompletionMessageParam): {
     return {
       role: 'assistant',
       blocks: [
-        ...(text ? [{ type: 'text' as const, text }] : []),
+        // The API refuses a text block of nothing but white space.
+        ...(text.trim() ? [{ type: 'text' as const, text }] : []),
         ...calls.map((c) => ({
           type: 'tool_use' as const,
           id: c.id,
@@ -96,7 +97,7 @@ function blocksOf(m: ChatCompletionMessageParam): {
   // A user message, or a system note past the conversation's start (the API has one system prompt).
   const text = textOf(m.content);
   const said = m.role === 'user' ? text : `[system] ${text}`;
-  return { role: 'user', blocks: said ? [{ type: 'text', text: said }] : [] };
+  return { role: 'user', blocks: said.trim() ? [{ type: 'text', text: said }] : [] };
 }
 
 /** The system prompt (the conversation's leading system messages) and the turns after it, same roles merged. */
@@ -110,7 +111,7 @@ export function conversationOf(messages: readonly ChatCompletionMessageParam[]):
     const m = messages[i] as ChatCompletionMessageParam;
     if (m.role !== 'system' && m.role !== 'developer') break;
     const text = textOf(m.content);
-    if (text) system.push({ type: 'text', text });
+    if (text.trim()) system.push({ type: 'text', text });
   }
   const turns: { role: 'user' | 'assistant'; content: ContentBlockParam[] }[] = [];
   for (const m of messages.slice(i)) {
@@ -183,7 +184,7 @@ export function finishOf(stop: string | null | undefined): string {
   }
 }
 
-/** What the model is told it said when it declined: the reply ends the task with this text. */
+/** What a reply that the model declined says (after its own text, if any): the task ends with it. */
 export const REFUSAL_NOTE = 'The model declined to answer (stop_reason: refusal).';
 
 /** Usage as the loop counts it: the prompt is input, cache reads and cache writes together. */

@@ -295,6 +295,33 @@ describe('the Anthropic client, streaming', () => {
   });
 });
 
+describe('the Anthropic client, unreachable', () => {
+  it('names the endpoint, the network error and ANTHROPIC_BASE_URL when nothing listens there', async () => {
+    const { createServer } = await import('node:net');
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise<void>((r) => probe.close(() => r()));
+    const { leanFetch } = await import('../../../lib/http/lean-fetch.ts');
+    const m = anthropicModel({
+      baseURL: `http://127.0.0.1:${port}`,
+      apiKey: 'k',
+      timeoutMs: 5000,
+      maxAttempts: 2,
+      fetch: leanFetch,
+      sleep: async () => {},
+    });
+    const err = (await m.complete(request(first)).catch((e: Error) => e)) as Error;
+    expect(err.message).toMatch(
+      new RegExp(
+        `^Model call failed after 2 attempts: cannot reach the model endpoint http://127\\.0\\.0\\.1:${port} \\(ECONNREFUSED`,
+      ),
+    );
+    expect(err.message).toContain('is ANTHROPIC_BASE_URL right?');
+    expect(m.health?.()).toMatchObject({ state: 'unreachable' });
+  });
+});
+
 describe('the provider setting', () => {
   it('is chosen from the endpoint settings, said outright, and openai-responses refused for now', () => {
     expect(loadConfig({}).agent.model).toMatchObject({ provider: 'openai-chat', name: 'gpt-4o-mini' });

@@ -2,6 +2,7 @@ import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/reso
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { anthropicModel } from '../../../agent-server/clients/model-anthropic.ts';
 import { loadConfig } from '../../../lib/config/config.ts';
+import { readyLine } from '../../../start/stack.ts';
 import {
   ANTHROPIC_BASE_URL,
   apiError,
@@ -340,6 +341,12 @@ describe('the provider setting', () => {
     expect(() => loadConfig({ AGENT_PROVIDER: 'claude' })).toThrow(
       'AGENT_PROVIDER: must be openai-chat, openai-responses or anthropic',
     );
+    // npm start's ready line names the model and its provider once an endpoint is set.
+    const at = { agent: 'http://a', gateway: 'http://g' };
+    expect(readyLine(at, loadConfig({ ANTHROPIC_API_KEY: 'k' }))).toContain(
+      '; model claude-sonnet-4-5 (anthropic); ',
+    );
+    expect(readyLine(at, loadConfig({}))).not.toContain('model');
     expect(() => loadConfig({ AGENT_PROVIDER: 'openai-responses' })).toThrow(
       'AGENT_PROVIDER: openai-responses is not available in this version yet',
     );

@@ -135,6 +135,8 @@ export const DecideApproval = z.strictObject({
 /** The model endpoint's last known state (agent-server/clients/model.ts ModelHealth). */
 export const ModelHealth = z.object({
   url: z.string(),
+  /** The provider spoken to it (AGENT_PROVIDER). */
+  provider: z.string().optional(),
   /** `unknown` before the first call; `unreachable`: no answer (refused, timed out, TLS); `error`: an error status. */
   state: z.enum(['unknown', 'ok', 'unreachable', 'error']),
   status: z.number().optional(),

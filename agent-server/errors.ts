@@ -15,8 +15,9 @@ export class ModelError extends AgentError {}
 export class ModelNotConfiguredError extends AgentError {
   constructor() {
     super(
-      'No model is configured: set OPENAI_API_KEY (for OpenAI) or OPENAI_BASE_URL (for Ollama, vLLM, LM Studio or ' +
-        'another OpenAI-compatible server), and optionally AGENT_MODEL, then restart the agent-server.',
+      'No model is configured: set OPENAI_API_KEY (for OpenAI), ANTHROPIC_API_KEY (for Anthropic) or OPENAI_BASE_URL ' +
+        '(for Ollama, vLLM, LM Studio or another OpenAI-compatible server), and optionally AGENT_MODEL, then restart ' +
+        'the agent-server.',
     );
   }
 }

@@ -17,7 +17,8 @@ import { startServiceTracing } from '../lib/telemetry/trace-setup.ts';
 import type { GatewayLocal } from '../mcp-gateway/contract.ts';
 import { type AgentAppDeps, createAgentApp } from './app.ts';
 import { createGatewayClient } from './clients/gateway.ts';
-import { type Model, openAIModel } from './clients/model.ts';
+import type { Model } from './clients/model.ts';
+import { DEFAULT_URLS, ENDPOINT_VARIABLES, modelFor } from './clients/providers.ts';
 import { CONNECT_CALLBACK } from './console/connect.ts';
 import { CALLBACK_PATH, oidcSignIn } from './console/oidc.ts';
 import { createLogins } from './console/sessions.ts';
@@ -131,20 +132,22 @@ async function openTaskStore(config: Config, log: Logger, stopping: AbortSignal)
   return createTaskStore(openDatabase(path.join(config.dataDir, 'agent.db')), storeOptions);
 }
 
-/** The model tasks talk to, or undefined (with a warning) when none is configured. */
+/** The model tasks talk to (its provider's client), or undefined (with a warning) when none is configured. */
 function modelOf(config: Config, log: Logger): Model | undefined {
   const m = config.agent.model;
   if (!m.apiKey && !m.baseURL) {
-    log.warn('no model configured: set OPENAI_API_KEY or OPENAI_BASE_URL to run tasks');
+    log.warn(`no model configured: set ${ENDPOINT_VARIABLES[m.provider]} to run tasks`);
     return undefined;
   }
-  return openAIModel({
+  return modelFor({
+    provider: m.provider,
     baseURL: m.baseURL,
     apiKey: m.apiKey,
     timeoutMs: m.timeoutMs,
     maxAttempts: m.maxAttempts,
     stream: m.stream,
     stallMs: m.stallMs,
+    maxTokens: m.maxTokens,
     // undici's request API under the SDK: a third of the CPU of Node 20's fetch per model call.
     fetch: leanFetch,
   });
@@ -228,7 +231,8 @@ function agentOf(
     gateway,
     model,
     modelName: config.agent.model.name,
-    modelBaseURL: config.agent.model.baseURL,
+    modelBaseURL: config.agent.model.baseURL ?? DEFAULT_URLS[config.agent.model.provider],
+    modelProvider: config.agent.model.provider,
     defaultMaxSteps: config.agent.maxSteps,
     defaultMaxDurationS: config.agent.maxDurationS,
     consentTimeoutS: config.agent.consentTimeoutS,
@@ -272,7 +276,8 @@ function logListening(
     {
       url,
       model: model ? m.name : null,
-      model_base_url: model ? (m.baseURL ?? 'https://api.openai.com/v1') : null,
+      provider: model ? m.provider : null,
+      model_base_url: model ? (m.baseURL ?? DEFAULT_URLS[m.provider]) : null,
       gateway: config.gateway.url,
       tokenizer: tokens.name,
     },
@@ -308,7 +313,11 @@ function consoleOf(
           }),
         }
       : {}),
-    model: { name: config.agent.model.name, baseURL: config.agent.model.baseURL },
+    model: {
+      name: config.agent.model.name,
+      baseURL: config.agent.model.baseURL ?? DEFAULT_URLS[config.agent.model.provider],
+      provider: config.agent.model.provider,
+    },
     database: describeDatabase(config.databaseUrl, config.dataDir),
   };
 }

@@ -1,5 +1,6 @@
 import type { TokenCounter } from '../lib/telemetry/tokens.ts';
 import type { RecordedRequest, ScriptedTurn } from './mock-model.ts';
+import { anthropicCache, anthropicCost } from './provider-cost.ts';
 import { ARMS, type Arm } from './tasks.ts';
 
 // Figures 1–4 from the requests the mock model received: tool-definition tokens per request, input tokens and
@@ -34,6 +35,8 @@ interface Measured {
   /** Serialised in the provider's order: tools, then messages, one JSON value per line. */
   units: string[];
   unitTokens: number[];
+  toolCount: number;
+  roles: string[];
   text: string;
   /** Whether the reply to the previous request changed toolsets. */
   afterToggle: boolean;
@@ -62,6 +65,16 @@ export interface ArmFigures {
   /** Each task's input tokens, by its key (where an arm's cost goes). */
   inputTokensByTask?: Record<string, number>;
   outputTokensPerTask: number;
+  /** The same requests at Anthropic's prices, its cache as toolshift's Anthropic client marks it (provider-cost.ts). */
+  anthropic?: ProviderCost;
+}
+
+/** An arm's cost at one provider's prices: with its prompt cache and without, and the share read and written. */
+export interface ProviderCost {
+  costPerTask: number;
+  costPerTaskUncached: number;
+  cacheReadShare: number;
+  cacheWriteShare: number;
 }
 
 const mean = (xs: number[]) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
@@ -147,6 +160,8 @@ export function economics(
       outputTokens: counter.text(replyOf(script, r.turn).text),
       units,
       unitTokens,
+      toolCount: tools.length,
+      roles: body.messages.map((m) => m.role),
       text: units.join('\n'),
       afterToggle: r.turn > 0 && replyOf(script, r.turn - 1).toggle,
       cachedTokens: 0,
@@ -212,8 +227,33 @@ function figuresOf(ms: Measured[], arm: Arm): ArmFigures {
     costPerTask: sum((m) => cost(m, true)) / n,
     costPerTaskUncached: sum((m) => cost(m, false)) / n,
     outputTokensPerTask: sum((m) => m.outputTokens) / n,
+    anthropic: anthropicFigures(ms, n),
     inputTokensByTask: Object.fromEntries(
       byTask.map((list) => [list[0].task, list.reduce((s, m) => s + input(m), 0)]),
     ),
+  };
+}
+
+/** The arm's requests at Anthropic's prices, sent in the order they were (a warm cache across its tasks). */
+function anthropicFigures(ms: Measured[], tasks: number): ProviderCost {
+  const cache = anthropicCache(ms);
+  const input = (m: Measured) => m.toolTokens + m.messageTokens;
+  const total = ms.reduce((s, m) => s + input(m), 0);
+  let cached = 0;
+  let uncached = 0;
+  let read = 0;
+  let write = 0;
+  for (const [i, m] of ms.entries()) {
+    const c = cache[i] ?? { read: 0, write: 0 };
+    cached += anthropicCost(input(m), m.outputTokens, c);
+    uncached += anthropicCost(input(m), m.outputTokens);
+    read += c.read;
+    write += c.write;
+  }
+  return {
+    costPerTask: cached / tasks,
+    costPerTaskUncached: uncached / tasks,
+    cacheReadShare: read / total,
+    cacheWriteShare: write / total,
   };
 }

@@ -6,12 +6,14 @@ import { codeGoals } from './code-goals.ts';
 import { concurrencyRun, type ServicesLayout } from './concurrency.ts';
 import { consoleRun } from './console.ts';
 import { crossover } from './crossover.ts';
+import { PRICE } from './economics.ts';
 import { eventLogRun } from './event-log.ts';
 import { pgEventLogRun } from './event-log-pg.ts';
 import { replicasRun } from './gateway-replicas.ts';
 import { latencyRun } from './latency-run.ts';
 import { limitsRun } from './limits.ts';
 import { mcpHopRun } from './mcp-hop.ts';
+import { ANTHROPIC_PRICE } from './provider-cost.ts';
 import { streamingRun } from './streaming.ts';
 import { ARMS, type Arm } from './tasks.ts';
 import { threadsRun } from './threads.ts';
@@ -57,6 +59,20 @@ try {
           callsRatio: all ? a.modelCallsPerTask / all.modelCallsPerTask : null,
           toolTokensRatio: all ? a.toolTokensPerRequest / all.toolTokensPerRequest : null,
           byTask: a.inputTokensByTask,
+          // Cost per task at each provider's published prices, with its prompt cache and without.
+          cost: {
+            [PRICE.model]: {
+              cached: a.costPerTask,
+              uncached: a.costPerTaskUncached,
+              cachedShare: a.cachedShare,
+            },
+            [ANTHROPIC_PRICE.model]: a.anthropic && {
+              cached: a.anthropic.costPerTask,
+              uncached: a.anthropic.costPerTaskUncached,
+              readShare: a.anthropic.cacheReadShare,
+              writeShare: a.anthropic.cacheWriteShare,
+            },
+          },
         })),
         dataArms: r.dataArms?.map((a) => ({
           arm: a.arm,

@@ -8,6 +8,7 @@ import { f2, mib, ms, n0, pct, table, usd } from './format.ts';
 import { arm, type BenchResults, goals } from './goals.ts';
 import { limitsSection } from './limits.ts';
 import type { MemoryStage } from './memory-parts.ts';
+import { ANTHROPIC_PRICE } from './provider-cost.ts';
 import { streamingSection } from './streaming.ts';
 
 // BENCHMARKS.md from one run's measurements: every figure with its goal and whether it was met, then each
@@ -104,6 +105,20 @@ export function renderReport(r: BenchResults): string {
         ['input tokens served from the cache', ...arms.map((a) => pct(a.cachedShare))],
         ['cost per task, with prompt caching', ...arms.map((a) => usd(a.costPerTask))],
         ['cost per task, without caching', ...arms.map((a) => usd(a.costPerTaskUncached))],
+        [
+          `${ANTHROPIC_PRICE.model}: input tokens read from / written to the cache`,
+          ...arms.map((a) =>
+            a.anthropic ? `${pct(a.anthropic.cacheReadShare)} / ${pct(a.anthropic.cacheWriteShare)}` : '–',
+          ),
+        ],
+        [
+          `${ANTHROPIC_PRICE.model}: cost per task, with prompt caching`,
+          ...arms.map((a) => (a.anthropic ? usd(a.anthropic.costPerTask) : '–')),
+        ],
+        [
+          `${ANTHROPIC_PRICE.model}: cost per task, without caching`,
+          ...arms.map((a) => (a.anthropic ? usd(a.anthropic.costPerTaskUncached) : '–')),
+        ],
       ],
     ),
   );
@@ -118,6 +133,13 @@ export function renderReport(r: BenchResults): string {
       `per million output tokens. A request's cached part is the longest run of whole leading units (tools, then messages) it ` +
       `shares with an earlier request of the same arm, counted as OpenAI caches: only prompts of ${PRICE.minCachedPrompt}+ tokens, ` +
       `in steps of ${PRICE.cacheIncrement} tokens (a warm cache: the tasks run one after another within minutes).`,
+  );
+  out.push(
+    `- ${ANTHROPIC_PRICE.model}: Anthropic's published prices, $${ANTHROPIC_PRICE.inputPerM.toFixed(2)} per million input ` +
+      `tokens, $${ANTHROPIC_PRICE.cacheWritePerM.toFixed(2)} written to the cache (1.25×), $${ANTHROPIC_PRICE.cacheReadPerM.toFixed(2)} ` +
+      `read from it (0.1×), $${ANTHROPIC_PRICE.outputPerM.toFixed(2)} output. Its cache is explicit: a request writes the prefix up ` +
+      'to each of its cache_control breakpoints — where the Anthropic client puts them: after the tools, after the system ' +
+      'prompt, after the last two user turns — and reads the longest prefix an earlier request wrote (bench/provider-cost.ts).',
   );
   const primedTasks = t.primed;
   if (primedTasks) {

@@ -187,6 +187,13 @@ export function savingText(t: NonNullable<ExecuteTaskResponse['tokens']>): strin
   );
 }
 
+/** The prompt tokens the provider served from its cache and wrote to it, where it reported them. */
+function cacheText(u: ExecuteTaskResponse['usage']): string {
+  const read = u.cached_tokens !== undefined ? `, cached ${num(u.cached_tokens)}` : '';
+  const written = u.cache_write_tokens ? `, cache written ${num(u.cache_write_tokens)}` : '';
+  return read + written;
+}
+
 /** The closing summary: outcome, steps, time, tokens, tool-definition tokens saved, toolsets, ids. */
 export function summary(r: ExecuteTaskResponse, s: Style): string {
   const ok = r.status === 'completed';
@@ -194,7 +201,7 @@ export function summary(r: ExecuteTaskResponse, s: Style): string {
   const parts = [
     `${mark} ${s.bold(r.status)} in ${r.steps} step${r.steps === 1 ? '' : 's'}`,
     ...(r.duration_ms !== undefined ? [duration(r.duration_ms)] : []),
-    `${num(r.usage.total_tokens)} tokens (prompt ${num(r.usage.prompt_tokens)}, completion ${num(r.usage.completion_tokens)})`,
+    `${num(r.usage.total_tokens)} tokens (prompt ${num(r.usage.prompt_tokens)}${cacheText(r.usage)}, completion ${num(r.usage.completion_tokens)})`,
   ];
   const saving = r.tokens && savingText(r.tokens);
   if (saving) parts.push(saving);

@@ -101,5 +101,8 @@ export function readyLine(at: ReadyAt, config: Config): string {
     ? `data in ${shortPath(config.dataDir)}, database ${describeDatabase(config.databaseUrl, config.dataDir)}`
     : `data in ${shortPath(config.dataDir)} (SQLite)`;
   const files = `${data}, files in ${config.tools.roots.map(shortPath).join(':')}`;
-  return `toolshift ready: ${where}; ${files}; ${auth}; next: ${cliCommand()} toolsets\n`;
+  // The model and the API spoken to it, once an endpoint is configured (AGENT_PROVIDER).
+  const m = config.agent.model;
+  const model = m.apiKey || m.baseURL ? `model ${m.name} (${m.provider}); ` : '';
+  return `toolshift ready: ${where}; ${model}${files}; ${auth}; next: ${cliCommand()} toolsets\n`;
 }

@@ -39,6 +39,8 @@ export interface ModelReply {
   model?: string;
   id?: string;
   cached_tokens?: number;
+  /** Prompt tokens written to the provider's cache by this request (Anthropic reports them; priced above input). */
+  cache_write_tokens?: number;
 }
 
 /** A retry about to happen: the attempt that failed, why, and how long the client waits before the next. */
@@ -94,6 +96,8 @@ export interface OpenAIModelOptions {
  */
 export interface ModelHealth {
   url: string;
+  /** The provider spoken to the endpoint (AGENT_PROVIDER): `openai-chat`, `openai-responses`, `anthropic`. */
+  provider?: string;
   state: 'unknown' | 'ok' | 'unreachable' | 'error';
   /** The HTTP status of the last error answer. */
   status?: number;
@@ -104,7 +108,7 @@ export interface ModelHealth {
 }
 
 /** Waits for `wait` unless `signal` aborts first, then throws what `stopped` makes. */
-function abortable(
+export function abortable(
   wait: Promise<void>,
   signal: AbortSignal | undefined,
   stopped: () => Error,

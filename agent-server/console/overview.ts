@@ -18,7 +18,7 @@ export interface OverviewDeps {
   store: TaskStore;
   modelHealth?: () => ModelHealth;
   /** The model the tasks use: its name and endpoint (absent: OpenAI's default). */
-  model?: { name: string; baseURL?: string };
+  model?: { name: string; baseURL?: string; provider?: string };
   /** Which database the agent-server uses, in words (lib/db/reachability.ts describeDatabase). */
   database?: string;
 }
@@ -79,11 +79,11 @@ function agentHealth(deps: OverviewDeps): ServiceHealth {
     return {
       name: 'agent-server',
       state: 'degraded',
-      detail: 'no model configured (OPENAI_API_KEY or OPENAI_BASE_URL)',
+      detail: 'no model configured (OPENAI_API_KEY or OPENAI_BASE_URL; for Anthropic, ANTHROPIC_API_KEY)',
     };
   const model = deps.modelHealth?.();
   const which = deps.model
-    ? `model ${deps.model.name} at ${deps.model.baseURL ?? "OpenAI's default endpoint"}`
+    ? `model ${deps.model.name}${deps.model.provider ? ` (${deps.model.provider})` : ''} at ${deps.model.baseURL ?? "OpenAI's default endpoint"}`
     : 'model';
   return {
     name: 'agent-server',

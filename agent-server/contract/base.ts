@@ -15,6 +15,10 @@ export const Usage = z.object({
   prompt_tokens: z.number(),
   completion_tokens: z.number(),
   total_tokens: z.number(),
+  /** Prompt tokens the provider served from its cache (in `prompt_tokens`), when it reports them. */
+  cached_tokens: z.number().optional(),
+  /** Prompt tokens written to the provider's cache (in `prompt_tokens`; Anthropic reports them). */
+  cache_write_tokens: z.number().optional(),
 });
 export type Usage = z.infer<typeof Usage>;
 

@@ -1,7 +1,7 @@
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { ThreadContext } from '../store/interface.ts';
 import { contentOf, contextView, stubCandidates, summaryCuts } from './context.ts';
-import type { LoopRun } from './state.ts';
+import { addUsage, type LoopRun } from './state.ts';
 
 // Compaction of a conversation near its model's context budget (context.ts says what the model then sees).
 // Deterministic: the same conversation, budget and summary give the same view.
@@ -126,9 +126,7 @@ async function summarise(
     },
     { signal: deps.signal },
   );
-  state.usage.prompt_tokens += reply.usage.prompt_tokens;
-  state.usage.completion_tokens += reply.usage.completion_tokens;
-  state.usage.total_tokens += reply.usage.total_tokens;
+  addUsage(state.usage, reply);
   const summary = (reply.content ?? '').slice(0, SUMMARY_CHARS);
   return { ...tryCut(cut), summary };
 }

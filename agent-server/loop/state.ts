@@ -119,6 +119,19 @@ export function noUsage(): Usage {
   return { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
 }
 
+/** Adds a reply's usage to the loop's, with the prompt tokens read from and written to the provider's cache. */
+export function addUsage(usage: Usage, reply: ModelReply): void {
+  usage.prompt_tokens += reply.usage.prompt_tokens;
+  usage.completion_tokens += reply.usage.completion_tokens;
+  usage.total_tokens += reply.usage.total_tokens;
+  if (typeof reply.cached_tokens === 'number') {
+    usage.cached_tokens = (usage.cached_tokens ?? 0) + reply.cached_tokens;
+  }
+  if (typeof reply.cache_write_tokens === 'number') {
+    usage.cache_write_tokens = (usage.cache_write_tokens ?? 0) + reply.cache_write_tokens;
+  }
+}
+
 /** The token figures of a loop that has sent no request yet. */
 export function noTokens(tokenizer: string): TokenTotals {
   return {

@@ -5,7 +5,7 @@ import { compactIfNeeded } from './compact.ts';
 import { contextView, hasMovedOut, readStoredResultTool } from './context.ts';
 import { deltaSender } from './deltas.ts';
 import { buildModelRequest } from './request.ts';
-import { endWith, type LoopOutcome, type LoopRun, type LoopState } from './state.ts';
+import { addUsage, endWith, type LoopOutcome, type LoopRun, type LoopState } from './state.ts';
 import { throwIfStopped } from './tool-step.ts';
 
 // One turn of the loop: preparing the request (the session's tools, the conversation, what they weigh),
@@ -127,7 +127,11 @@ export async function askModel(run: LoopRun, turn: Turn, all: AllToolsets): Prom
       tools: toolNames(request),
       content: reply.content,
       tool_calls: reply.tool_calls.map((c) => ({ id: c.id, name: c.function.name })),
-      usage: reply.usage,
+      usage: {
+        ...reply.usage,
+        ...(reply.cached_tokens !== undefined ? { cached_tokens: reply.cached_tokens } : {}),
+        ...(reply.cache_write_tokens !== undefined ? { cache_write_tokens: reply.cache_write_tokens } : {}),
+      },
       ...(reply.usage_missing ? { usage_missing: true } : {}),
       finish_reason: reply.finish_reason ?? null,
       latency_ms: latency,
@@ -150,9 +154,7 @@ function count(state: LoopState, turn: Turn, reply: ModelReply, all: AllToolsets
   tokens.all_toolsets_tool_tokens += all.known;
   const notCounted = new Set([...(tokens.all_toolsets_not_counted ?? []), ...all.unknown]);
   tokens.all_toolsets_not_counted = [...notCounted];
-  usage.prompt_tokens += reply.usage.prompt_tokens;
-  usage.completion_tokens += reply.usage.completion_tokens;
-  usage.total_tokens += reply.usage.total_tokens;
+  addUsage(usage, reply);
 }
 
 /** What a reply asks for: the model asked again (it was cut off), the task's end, or its tool calls run. */

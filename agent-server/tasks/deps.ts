@@ -19,6 +19,8 @@ export interface AgentDeps {
   modelName: string;
   /** The model endpoint (for traces' server.address); the provider's default when absent. */
   modelBaseURL?: string;
+  /** The API spoken to the model (AGENT_PROVIDER), for traces' gen_ai.provider.name. */
+  modelProvider?: string;
   defaultMaxSteps: number;
   log: Logger;
   /** A task's wall-clock limit when its request sets none (AGENT_MAX_DURATION_S; default 30 min). */

@@ -140,6 +140,7 @@ function traceOf(w: Worker, task: TaskRun['task'], opts: LaunchOptions, recovere
     model: w.deps.modelName,
     exposure: task.exposure ?? 'native',
     baseURL: w.deps.modelBaseURL,
+    provider: w.deps.modelProvider,
     requestId: currentRequestId() ?? null,
   });
   if (opts.resume) traced?.resumeWaiting(opts.resume.snapshot.trace);

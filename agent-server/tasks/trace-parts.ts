@@ -107,7 +107,14 @@ export interface TaskTraceInfo {
   exposure: ToolExposure;
   /** The model endpoint, for server.address / server.port. */
   baseURL?: string;
+  /** The API spoken to the model (AGENT_PROVIDER): `anthropic` names Anthropic, the others OpenAI's. */
+  provider?: string;
   requestId?: string | null;
+}
+
+/** gen_ai.provider.name of a provider setting (OpenTelemetry's well-known names). */
+function providerName(provider: string | undefined): string {
+  return provider === 'anthropic' ? 'anthropic' : 'openai';
 }
 
 /** The attributes of an attempt's `invoke_agent` span. */
@@ -115,7 +122,7 @@ export function attemptAttributes(info: TaskTraceInfo, agent: string, attempt: n
   return {
     [GENAI.operation]: 'invoke_agent',
     [GENAI.agentName]: agent,
-    [GENAI.provider]: 'openai',
+    [GENAI.provider]: providerName(info.provider),
     [GENAI.requestModel]: info.model,
     [GENAI.conversation]: info.sessionId,
     [TOOLSHIFT.task]: info.taskId,
@@ -194,7 +201,7 @@ export function chatAttributes(
 ): Record<string, string | number> {
   return {
     [GENAI.operation]: 'chat',
-    [GENAI.provider]: 'openai',
+    [GENAI.provider]: providerName(info.provider),
     [GENAI.requestModel]: info.model,
     ...server,
     [TOOLSHIFT.step]: Number(data.step),

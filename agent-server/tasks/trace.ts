@@ -151,6 +151,8 @@ export class TaskTrace implements SpanHolder {
     if (reply.id) span.setAttribute(GENAI.responseId, this.safe(reply.id));
     if (typeof reply.cached_tokens === 'number')
       span.setAttribute(GENAI.cachedInputTokens, reply.cached_tokens);
+    if (typeof reply.cache_write_tokens === 'number')
+      span.setAttribute(GENAI.cacheWriteInputTokens, reply.cache_write_tokens);
     if (this.tracing.content) {
       const message = messageParts({
         role: 'assistant',

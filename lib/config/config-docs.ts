@@ -23,14 +23,33 @@ interface Group {
 export const SETTING_GROUPS: Group[] = [
   {
     title: 'The model and tasks (agent-server)',
-    intro: 'The model: any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp, LM Studio …).',
+    intro:
+      'The model: any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp, LM Studio …), or Anthropic (ANTHROPIC_*).',
     settings: {
+      AGENT_PROVIDER: {
+        doc:
+          'the API spoken to the model: `openai-chat` (chat completions), `openai-responses` (the Responses API, ' +
+          'stateless) or `anthropic` (Messages API, prompt caching with `cache_control` breakpoints); ' +
+          'docs/providers.md',
+        default: 'from the endpoint: `anthropic` when only ANTHROPIC_* is set, else `openai-chat`',
+      },
       OPENAI_BASE_URL: {
         doc: 'the OpenAI-compatible API, e.g. `http://127.0.0.1:11434/v1` for Ollama',
         default: "OpenAI's",
       },
       OPENAI_API_KEY: { doc: 'the key for it (not needed by most local servers)' },
-      AGENT_MODEL: { doc: 'the model name' },
+      ANTHROPIC_BASE_URL: {
+        doc: 'the Anthropic Messages API (AGENT_PROVIDER=anthropic)',
+        default: "Anthropic's",
+      },
+      ANTHROPIC_API_KEY: { doc: 'the key for it' },
+      AGENT_MODEL: {
+        doc: 'the model name (anthropic: `claude-sonnet-4-5` unless set)',
+        default: '`gpt-4o-mini`',
+      },
+      AGENT_MODEL_MAX_TOKENS: {
+        doc: "a reply's output limit, where the API requires one (anthropic's `max_tokens`); a reply cut off at it is asked again",
+      },
       AGENT_MAX_STEPS: { doc: 'default `max_steps` of a task' },
       AGENT_MODEL_TIMEOUT_MS: { doc: 'deadline of one model call' },
       AGENT_MODEL_MAX_ATTEMPTS: {

@@ -71,7 +71,20 @@ export const EnvSchema = z.object({
     'must be an http(s) URL of an OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1',
   ),
   OPENAI_API_KEY: optionalString,
-  AGENT_MODEL: z.string().default('gpt-4o-mini'),
+  AGENT_PROVIDER: z
+    .enum(['', 'openai-chat', 'openai-responses', 'anthropic'], {
+      message:
+        'must be openai-chat, openai-responses or anthropic (empty: chosen from the endpoint settings)',
+    })
+    .optional()
+    .transform((v) => (v ? v : undefined)),
+  ANTHROPIC_BASE_URL: optionalString.refine(
+    (v) => v === undefined || (URL.canParse(v) && /^https?:$/.test(new URL(v).protocol)),
+    'must be an http(s) URL of the Anthropic Messages API, e.g. https://api.anthropic.com',
+  ),
+  ANTHROPIC_API_KEY: optionalString,
+  AGENT_MODEL: optionalString,
+  AGENT_MODEL_MAX_TOKENS: z.coerce.number().int().min(1).max(1_000_000).default(8192),
   AGENT_MAX_STEPS: z.coerce.number().int().min(1).max(500).default(20),
   AGENT_MODEL_TIMEOUT_MS: z.coerce.number().int().min(100).default(120_000),
   AGENT_MODEL_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(4),

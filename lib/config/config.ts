@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import type { TracingSettings } from '../telemetry/tracing.ts';
 import { EnvSchema } from './config-schema.ts';
 import { installationDir, userDataDir } from './installation.ts';
+import { DEFAULT_MODELS, endpointOf, providerOf } from './provider.ts';
 import { signInSettings } from './sign-in.ts';
 
 // Every setting of every service, read once from the environment (and `.env` if present) and validated,
@@ -141,20 +142,28 @@ function httpSettings(e: Env) {
   };
 }
 
+/** The model: its provider (AGENT_PROVIDER, or chosen from the endpoint settings), endpoint, key and limits. */
+function modelSettings(e: Env) {
+  const provider = providerOf(e);
+  return {
+    provider,
+    ...endpointOf(provider, e),
+    name: e.AGENT_MODEL ?? DEFAULT_MODELS[provider],
+    timeoutMs: e.AGENT_MODEL_TIMEOUT_MS,
+    maxAttempts: e.AGENT_MODEL_MAX_ATTEMPTS,
+    stream: e.AGENT_MODEL_STREAM,
+    stallMs: e.AGENT_MODEL_STALL_MS,
+    /** The output limit a request asks for, where the API requires one (anthropic's `max_tokens`). */
+    maxTokens: e.AGENT_MODEL_MAX_TOKENS,
+  };
+}
+
 /** The agent-server: its address, the model, and how tasks run. */
 function agentSettings(e: Env, local: Local) {
   return {
     port: e.AGENT_PORT,
     url: e.AGENT_URL ?? local(e.AGENT_PORT),
-    model: {
-      baseURL: e.OPENAI_BASE_URL,
-      apiKey: e.OPENAI_API_KEY,
-      name: e.AGENT_MODEL,
-      timeoutMs: e.AGENT_MODEL_TIMEOUT_MS,
-      maxAttempts: e.AGENT_MODEL_MAX_ATTEMPTS,
-      stream: e.AGENT_MODEL_STREAM,
-      stallMs: e.AGENT_MODEL_STALL_MS,
-    },
+    model: modelSettings(e),
     maxSteps: e.AGENT_MAX_STEPS,
     /** How tasks offer tools to the model unless a request says: `auto`, `native`, `dispatch` or `code`. */
     exposure: e.TOOL_EXPOSURE,

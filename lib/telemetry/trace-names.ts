@@ -16,6 +16,7 @@ export const GENAI = {
   inputTokens: 'gen_ai.usage.input_tokens',
   outputTokens: 'gen_ai.usage.output_tokens',
   cachedInputTokens: 'gen_ai.usage.cache_read.input_tokens',
+  cacheWriteInputTokens: 'gen_ai.usage.cache_creation.input_tokens',
   toolName: 'gen_ai.tool.name',
   toolCallId: 'gen_ai.tool.call.id',
   toolType: 'gen_ai.tool.type',

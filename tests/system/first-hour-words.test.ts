@@ -67,7 +67,7 @@ function logLines(text: string): Line[] {
 }
 
 const READY =
-  /^toolshift ready: agent API (http:\/\/127\.0\.0\.1:\d+), MCP endpoint (http:\/\/127\.0\.0\.1:\d+)\/mcp, console \1\/console\/login\?code=[\w-]{32}; data in (\S+) \(SQLite\), files in (\S+); credentials in (\S+); next: npx toolshift toolsets\n$/;
+  /^toolshift ready: agent API (http:\/\/127\.0\.0\.1:\d+), MCP endpoint (http:\/\/127\.0\.0\.1:\d+)\/mcp, console \1\/console\/login\?code=[\w-]{32}; model gpt-4o-mini \(openai-chat\); data in (\S+) \(SQLite\), files in (\S+); credentials in (\S+); next: npx toolshift toolsets\n$/;
 
 describe('npm start, in its own words', () => {
   it('prints one ready line, no listening blocks, and each toolset change once; the CLI and execute_task agree on its fields', async () => {

@@ -144,7 +144,7 @@ describe('npm start threads', () => {
       expect(await s.exited).toBe(0);
       // Nothing on stderr but the ready line: where to call, where the credentials are, what to try next.
       expect(s.stderr()).toMatch(
-        /^toolshift ready: agent API http:\/\/127\.0\.0\.1:\d+, MCP endpoint http:\/\/127\.0\.0\.1:\d+\/mcp, console http:\/\/127\.0\.0\.1:\d+\/console\/login\?code=[\w-]{32}; data in \S+ \(SQLite\), files in \S+; credentials in \S+credentials\.json; next: npx toolshift toolsets\n$/,
+        /^toolshift ready: agent API http:\/\/127\.0\.0\.1:\d+, MCP endpoint http:\/\/127\.0\.0\.1:\d+\/mcp, console http:\/\/127\.0\.0\.1:\d+\/console\/login\?code=[\w-]{32}; model \S+ \(openai-chat\); data in \S+ \(SQLite\), files in \S+; credentials in \S+credentials\.json; next: npx toolshift toolsets\n$/,
       );
       // Committed before the process ended: each call's audit row and each task's end.
       const gatewayDb = new Database(path.join(dir, 'data', 'gateway.db'), { readonly: true });

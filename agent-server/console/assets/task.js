@@ -304,7 +304,7 @@ export function followTask(view) {
     const facts = [
       plural(r.steps, 'step'),
       r.duration_ms !== undefined ? elapsed(r.duration_ms) : null,
-      `${num(u.total_tokens)} tokens (prompt ${num(u.prompt_tokens)}, completion ${num(u.completion_tokens)})`,
+      `${num(u.total_tokens)} tokens (prompt ${num(u.prompt_tokens)}${u.cached_tokens !== undefined ? `, cached ${num(u.cached_tokens)}` : ''}${u.cache_write_tokens ? `, cache written ${num(u.cache_write_tokens)}` : ''}, completion ${num(u.completion_tokens)})`,
       r.tokens
         ? `tool definitions ${num(r.tokens.tool_definition_tokens)} tokens, ${r.tokens.all_toolsets_not_counted?.length ? 'at least ' : ''}${num(Math.max(0, r.tokens.all_toolsets_tool_tokens - r.tokens.tool_definition_tokens))} saved vs all toolsets loaded`
         : null,

@@ -110,7 +110,7 @@ describe('a legacy session (2025-11-25) on /mcp', () => {
 });
 
 describe('the modern leg (2026-07-28)', () => {
-  it('answers a tool call as one JSON body', async () => {
+  it('answers a tool call as one JSON body, and closes its server without capturing a stack', async () => {
     stack = await makeStack({ toolsets: SPLIT_TOOLSETS });
     const s = stack;
     let contentType: string | null = null;
@@ -129,9 +129,20 @@ describe('the modern leg (2026-07-28)', () => {
         },
       }),
     );
+    // Each exchange closes its server: the SDK's teardown then captures no stack for its "Connection closed".
+    const proto = Protocol.prototype as unknown as { _onclose(): void };
+    const teardown = proto._onclose;
+    const stackFrames: number[] = [];
+    vi.spyOn(proto, '_onclose').mockImplementation(function (this: unknown) {
+      stackFrames.push(Error.stackTraceLimit);
+      teardown.call(this);
+    });
     const listed = await client.callTool({ name: 'manage_toolsets', arguments: { action: 'LIST' } });
     expect(listed.isError).toBeFalsy();
     expect(contentType).toMatch(/^application\/json/);
+    await expect.poll(() => stackFrames.length).toBeGreaterThan(0);
+    expect(stackFrames.every((n) => n === 0)).toBe(true);
+    expect(Error.stackTraceLimit).toBeGreaterThan(0);
   });
 });
 

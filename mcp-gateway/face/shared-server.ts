@@ -1,8 +1,6 @@
 import {
   isInitializeRequest,
-  isJSONRPCErrorResponse,
   isJSONRPCRequest,
-  isJSONRPCResultResponse,
   isJsonContentType,
   type JSONRPCMessage,
   type JSONRPCRequest,
@@ -69,9 +67,10 @@ export function sharedServer(server: Server): SharedServer {
       supported = versions;
     },
     // Only answers are delivered: a notification or a request of the server's during a call goes nowhere, as it
-    // goes nowhere in the stateless transport's JSON mode.
+    // goes nowhere in the stateless transport's JSON mode. (What is sent here is the protocol layer's own making:
+    // anything with a method is one of those, anything else an answer.)
     async send(message) {
-      if (!isJSONRPCResultResponse(message) && !isJSONRPCErrorResponse(message)) return;
+      if ('method' in message || !('id' in message)) return;
       const answer = waiting.get(message.id as number);
       if (!answer) return;
       waiting.delete(message.id as number);

@@ -18,6 +18,7 @@ import { HandleError, type HandleStore } from './handles.ts';
 import { LegacySessions } from './legacy-sessions.ts';
 import type { LegacySessionStore } from './legacy-store.ts';
 import { buildFaceServer } from './server-factory.ts';
+import { type SharedServer, sharedServer } from './shared-server.ts';
 
 // toolshift as an MCP server, on the gateway's app (so every request has passed lib/http/security.ts: Host,
 // Origin, Content-Type, token). `/mcp` serves both eras: 2026-07-28 requests go to a stateless handler whose
@@ -51,25 +52,50 @@ function credentialOf(c: Context): string | null {
   return principal && principal.role !== 'local' ? principal.credential : null;
 }
 
+/** A request's message: the request as it came, and its body read once (parsed when it is JSON). */
+interface Message {
+  raw: Request;
+  parsedBody?: unknown;
+  /** The body's text when it is not JSON (the SDK answers it with the protocol's parse error). */
+  text?: string;
+}
+
 /**
- * Reads a POST body once (from the socket when served by Node), bounded in size and nesting, and hands back a
- * request for the SDK: without a body when it is parsed (the SDK reads `parsedBody` then), with the text when
- * it is not JSON (the SDK answers with the protocol's parse error).
+ * Reads a POST body once (from the socket when served by Node), bounded in size and nesting. The request the
+ * SDK serves is made from it only on a path that hands the request to the SDK (sdkRequest).
  */
-async function readMessage(c: Context): Promise<{ request: Request; parsedBody?: unknown }> {
+async function readMessage(c: Context): Promise<Message> {
   const raw = c.req.raw;
-  if (raw.method !== 'POST') return { request: raw };
+  if (raw.method !== 'POST') return { raw };
   // Without a byte-order mark, as the SDK reads a body (the UTF-8 decode of the Fetch standard drops one): what is
   // counted and checked here is exactly what the SDK would run, never text only it can parse.
   const text = (await bodyText(c, MCP_MAX_BODY_BYTES)).replace(/^\uFEFF/, '');
   try {
-    const parsedBody = parseJson(text);
-    return { request: new Request(raw.url, { method: 'POST', headers: raw.headers }), parsedBody };
+    return { raw, parsedBody: parseJson(text) };
   } catch (err) {
     if (err instanceof JsonInputError && err.kind === 'depth')
       throw new HttpError(400, `MCP message ${err.detail}`);
-    return { request: new Request(raw.url, { method: 'POST', headers: raw.headers, body: text }) };
+    return { raw, text };
   }
+}
+
+/**
+ * The request for the SDK: without a body when it is parsed (the SDK reads `parsedBody` then), with the text when
+ * it is not JSON.
+ */
+function sdkRequest({ raw, parsedBody, text }: Message): Request {
+  if (raw.method !== 'POST') return raw;
+  const init = { method: 'POST', headers: raw.headers };
+  return new Request(raw.url, parsedBody !== undefined ? init : { ...init, body: text ?? '' });
+}
+
+/**
+ * Whether a message is of the 2025 era. A parsed body is classified from the request's method and headers as they
+ * came (the SDK reads no body then); an unparsed one from the SDK's request.
+ */
+function isLegacy(m: Message): Promise<boolean> {
+  const request = m.parsedBody !== undefined ? m.raw : sdkRequest(m);
+  return isLegacyRequest(request, m.parsedBody, { maxRequestBodySize: MCP_MAX_BODY_BYTES });
 }
 
 type AuthInfo = { token: string; clientId: string; scopes: string[] };
@@ -82,7 +108,8 @@ const authInfo = (credential: string | null): AuthInfo => ({
 });
 
 /**
- * A 2025-era request to a fixed view, served statelessly by a server of its own, answered with one JSON body.
+ * A 2025-era request to a fixed view that the shared server does not take (initialize, a notification, a batch,
+ * a malformed message), served statelessly by a server of its own, answered with one JSON body.
  * The SDK's stateless fallback answers over an SSE stream even when nothing precedes the result (the face never
  * sends progress or logs mid-call), and the stream's setup and teardown on both ends cost about as much CPU as
  * the rest of the hop.
@@ -113,8 +140,11 @@ async function legacyStateless(
   }
 }
 
-/** A fixed view's handlers: the modern era's, and a server per 2025-era request. */
-type View = { modern: McpHttpHandler; build: () => Server };
+/**
+ * A fixed view's handlers: the modern era's; for the 2025 era, one shared server answering single requests, and a
+ * server per request for the rest (shared-server.ts).
+ */
+type View = { modern: McpHttpHandler; build: () => Server; shared: SharedServer };
 
 /** What the face's routes share: its options, the servers' dependencies, both eras' serving and the views. */
 interface FaceState {
@@ -150,6 +180,7 @@ export function createMcpFace(opts: McpFaceOptions) {
   });
   const st: FaceState = { opts, deps, modern, legacy, views: new Map() };
   const modernHandlers = () => [modern, ...[...st.views.values()].map((v) => v.modern)];
+  const sharedServers = () => [...st.views.values()].map((v) => v.shared);
 
   return {
     /** Registers `/mcp` and the fixed views on the gateway's app. */
@@ -179,6 +210,7 @@ export function createMcpFace(opts: McpFaceOptions) {
     async close(): Promise<void> {
       await legacy.close();
       await Promise.all(modernHandlers().map((h) => h.close()));
+      await Promise.all(sharedServers().map((s) => s.close()));
     },
   };
 }
@@ -187,23 +219,23 @@ function mount(st: FaceState, app: Hono): void {
   app.all('/mcp', async (c) => {
     requireRole(c, ['mcp', 'admin'], 'The MCP face');
     const credential = credentialOf(c);
-    const { request, parsedBody } = await readMessage(c);
+    const message = await readMessage(c);
+    const { parsedBody } = message;
     await chargeToolCalls(c, parsedBody);
-    if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: MCP_MAX_BODY_BYTES })) {
-      return st.legacy.handle(request, credential, parsedBody);
-    }
-    return st.modern.fetch(request, { parsedBody, authInfo: authInfo(credential) });
+    if (await isLegacy(message)) return st.legacy.handle(sdkRequest(message), credential, parsedBody);
+    return st.modern.fetch(sdkRequest(message), { parsedBody, authInfo: authInfo(credential) });
   });
   app.all('/mcp/toolsets/:ids', async (c) => {
     requireRole(c, ['mcp', 'admin'], 'The MCP face');
     const handler = await view(st, c.req.param('ids'));
-    const { request, parsedBody } = await readMessage(c);
+    const message = await readMessage(c);
+    const { raw, parsedBody } = message;
     await chargeToolCalls(c, parsedBody);
     const extra = { parsedBody, authInfo: authInfo(credentialOf(c)) };
-    if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: MCP_MAX_BODY_BYTES })) {
-      return legacyStateless(handler.build, request, extra);
-    }
-    return handler.modern.fetch(request, extra);
+    if (!(await isLegacy(message))) return handler.modern.fetch(sdkRequest(message), extra);
+    const single = handler.shared.accepts(raw, parsedBody);
+    if (single) return handler.shared.answer(single, { request: raw, authInfo: extra.authInfo });
+    return legacyStateless(handler.build, sdkRequest(message), extra);
   });
 }
 
@@ -242,7 +274,7 @@ async function view(st: FaceState, idsParam: string): Promise<View> {
       onerror: st.opts.onError,
       maxRequestBodySize: MCP_MAX_BODY_BYTES,
     });
-    handler = { modern, build };
+    handler = { modern, build, shared: sharedServer(build()) };
     st.views.set(sessionId, handler);
   }
   return handler;

@@ -176,6 +176,9 @@ export class LegacySessions {
     const key = legacySessionKey(id);
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => id,
+      // Every answer as one JSON body (a 2025-era client accepts both): the face sends nothing before a result,
+      // and list_changed goes to the session's GET stream, which stays SSE.
+      enableJsonResponse: true,
       onsessioninitialized: async (sid) => {
         if (!server) return;
         const now = this.now();

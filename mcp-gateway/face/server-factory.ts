@@ -20,9 +20,28 @@ const CACHE_HINTS = {
   'resources/read': { ttlMs: 0, cacheScope: 'private' as const },
 };
 
+/**
+ * The face's Server. A stateless exchange (the modern leg; a view's 2025-era request the shared server does not
+ * take) closes its server's transport when it is answered, and the SDK's teardown makes a "Connection closed"
+ * error for whatever still waits on the connection — with a stack, the most of what a close costs — though after
+ * an answered exchange nothing waits and the error is dropped unread. The face never sends a request of its own
+ * to a client, so nothing that could wait reads that stack: none is captured during the teardown.
+ */
+class FaceServer extends Server {
+  protected override _onclose(): void {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    try {
+      super._onclose();
+    } finally {
+      Error.stackTraceLimit = limit;
+    }
+  }
+}
+
 /** Builds the Server instance for one request (modern, view) or one session (legacy). */
 export function buildFaceServer(deps: FaceDeps, mode: FaceMode): Server {
-  const server = new Server(SERVER_INFO, {
+  const server = new FaceServer(SERVER_INFO, {
     capabilities: {
       tools: { listChanged: true },
       resources: { listChanged: true },

@@ -39,7 +39,7 @@ export interface MemorySnapshot {
  * How the services run: `npm start` (one thread), `npm start` with TOOLSHIFT_THREADS=2 (the gateway and the
  * tool-server on a second thread), or one process each (docker compose).
  */
-export type ServicesLayout = 'npm-start' | 'two-threads' | 'separate' | 'postgres-workers';
+export type ServicesLayout = 'npm-start' | 'npm-start-http' | 'two-threads' | 'separate' | 'postgres-workers';
 
 /** What the concurrency run measured. */
 export interface ConcurrencyRun {
@@ -142,6 +142,8 @@ export async function concurrencyRun(
         }
       : { MAX_CONCURRENT_TASKS: String(tasks * 2) }),
     ...(layout === 'two-threads' ? { TOOLSHIFT_THREADS: '2' } : {}),
+    // npm start with its services over loopback HTTP, as before they were linked in-process.
+    ...(layout === 'npm-start-http' ? { TOOLSHIFT_LINK: 'http' } : {}),
     AGENT_PORT: '0',
     GATEWAY_PORT: '0',
     TOOL_SERVER_PORT: '0',

@@ -295,11 +295,13 @@ export function renderReport(r: BenchResults): string {
     const layout = (x: ConcurrencyRun) =>
       x.layout === 'npm-start'
         ? '`npm start` (one thread)'
-        : x.layout === 'two-threads'
-          ? '`npm start`, `TOOLSHIFT_THREADS=2` (gateway and tool-server on a second thread)'
-          : x.layout === 'postgres-workers'
-            ? `PostgreSQL: agent API + ${x.workers} worker process${x.workers === 1 ? '' : 'es'} (+ gateway, tool-server)`
-            : 'three processes (as docker compose runs them)';
+        : x.layout === 'npm-start-http'
+          ? '`npm start`, `TOOLSHIFT_LINK=http` (its services over loopback HTTP)'
+          : x.layout === 'two-threads'
+            ? '`npm start`, `TOOLSHIFT_THREADS=2` (gateway and tool-server on a second thread)'
+            : x.layout === 'postgres-workers'
+              ? `PostgreSQL: agent API + ${x.workers} worker process${x.workers === 1 ? '' : 'es'} (+ gateway, tool-server)`
+              : 'three processes (as docker compose runs them)';
     out.push(
       table(
         [

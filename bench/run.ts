@@ -71,6 +71,10 @@ async function main() {
     const fewer = Number(process.env.BENCH_FEWER_TASKS ?? 200);
     step(`concurrency: ${fewer} tasks against npm start`);
     const fewerRun = await concurrencyRun(await dir('concurrency'), fewer);
+    step(
+      `concurrency: ${tasks} tasks against npm start, its services over loopback HTTP (TOOLSHIFT_LINK=http)`,
+    );
+    const httpLinkRun = await concurrencyRun(await dir('concurrency'), tasks, 1000, 'npm-start-http');
     step(`concurrency: ${tasks} tasks against npm start on two threads`);
     const twoThreadsRun = await concurrencyRun(await dir('concurrency'), tasks, 1000, 'two-threads');
     step(`concurrency: ${tasks} tasks against the three services as separate processes`);
@@ -108,7 +112,7 @@ async function main() {
       eventLog,
       eventLogPg,
       concurrency,
-      concurrencyVariants: [fewerRun, twoThreadsRun, separateRun, ...scaledRuns.runs],
+      concurrencyVariants: [fewerRun, httpLinkRun, twoThreadsRun, separateRun, ...scaledRuns.runs],
       scaledSkipped: scaledRuns.skipped,
       memory,
       memoryTwoThreads,

@@ -247,6 +247,12 @@ function oneWrites(w: {
   const plainWrite = async (on: Kdb, taskId: string, write: OneWrite) => {
     const changed = affected(await on.executeQuery(write.statement));
     if (changed && write.dropCalls) await on.deleteFrom('task_calls').where('task_id', '=', taskId).execute();
+    if (changed && write.dropParts)
+      await on
+        .deleteFrom('task_checkpoint_parts')
+        .where('task_id', '=', taskId)
+        .$if(write.dropParts === 'rest', (q) => q.where('start', '>', 0))
+        .execute();
     if (changed && write.also) await on.executeQuery(write.also);
     if (changed && write.told) await hooks.notify(on, write.told, taskId);
     return changed;

@@ -246,7 +246,7 @@ describe.each(backends)('checkpoints that append, on $name', (backend) => {
     await a.close();
     const { store: b, claim } = await takeOver(place, 'task_20');
     try {
-      expect((claim?.state as LoopSnapshot).messages).toEqual(messages.slice(0, -1));
+      expect((claim?.state as LoopSnapshot | undefined)?.messages).toEqual(messages.slice(0, -1));
     } finally {
       await b.close();
     }

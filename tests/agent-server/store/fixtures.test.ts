@@ -10,7 +10,8 @@ import { openDatabase } from '../../../lib/db/sqlite.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
 
 // Databases an earlier agent-server left (tests/fixtures/agent-store, made by the store of commit 79ba0f7 with
-// make.ts there): the store opens each, upgrades its schema, and finds every row it held.
+// make.ts there): the store opens each, upgrades its schema, and finds every row it held (a checkpoint of old,
+// its conversation whole, goes on as it was; the next ones append: migration 004).
 
 const fixtures = path.join(import.meta.dirname, '../../fixtures/agent-store');
 const dirs: string[] = [];
@@ -92,6 +93,11 @@ async function latest(store: TaskStore) {
     });
     expect(claim?.calls).toHaveLength(2);
     expect(store.appendEvent('task_running', 'model_call', 1, { step: 2 }).seq).toBe(3);
+    // On the upgraded schema (migration 004) its next checkpoints append, and a claim puts them together.
+    await store.checkpoint('task_running', { steps: 2 }, 2, { start: 0, messages: ['m1', 'm2'] });
+    await store.checkpoint('task_running', { steps: 3 }, 3, { start: 2, messages: ['m3'] });
+    await store.release('task_running');
+    expect((await store.claim('task_running'))?.state).toEqual({ steps: 3, messages: ['m1', 'm2', 'm3'] });
     expect(await store.unpause('task_decided')).toBe(true);
   } finally {
     await store.close();

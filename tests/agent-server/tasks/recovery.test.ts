@@ -123,6 +123,40 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
     expect(events.filter((e) => e.type === 'task_started')).toHaveLength(1);
   });
 
+  it('taken over after several steps, asks the model with the same conversation as a run never taken over', async () => {
+    // Five steps of edits, then a read that is in flight when the worker stops: the checkpoints before it were
+    // appended, step by step, and the next worker puts the conversation together from them.
+    const script = () => [
+      calls(activate),
+      calls(append('call_e1')),
+      calls(append('call_e2')),
+      calls(append('call_e3')),
+      calls(append('call_e4')),
+      calls(read('call_read')),
+    ];
+    const first = new ScriptedModel(script());
+    const after = new ScriptedModel([answer('the count is xyyyy')]);
+    const { taskId, b } = await stopMidCall(first, 'read_text_file', after);
+    await expect.poll(async () => (await taskOf(b, taskId)).status, { timeout: 5000 }).toBe('completed');
+    // The same task, run through on one worker.
+    const whole = new ScriptedModel([...script(), answer('the count is xyyyy')]);
+    const c = await makeStack({ model: whole, toolsets: FILE_TOOLS, databaseUrl: await backend.database() });
+    stacks.push(c);
+    await mkdir(c.root, { recursive: true });
+    await writeFile(path.join(c.root, 'count.txt'), 'x');
+    const run = await c.post(c.agentApp, '/agent/execute_task', { goal: 'count', wait: true });
+    expect(run.body.status).toBe('completed');
+    const taken = after.requests[0].messages;
+    const straight = whole.requests[6].messages;
+    expect(taken.length).toBe(straight.length);
+    // Each stack's workspace and the files' times aside, the messages are the same.
+    const plain = (m: unknown) =>
+      JSON.stringify(m)
+        .replace(/\/[^"\\]*toolshift-[^/"\\]+/g, '<root>')
+        .replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, '<time>');
+    expect(taken.map(plain)).toEqual(straight.map(plain));
+  });
+
   it.each([
     { decision: { approve: false, reason: 'it ran' }, status: 'completed', onDisk: 'xy', runs: 1 },
     { decision: { approve: true }, status: 'completed', onDisk: 'xyy', runs: 2 },

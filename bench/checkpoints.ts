@@ -11,7 +11,6 @@ import { openPostgres } from '../lib/db/postgres.ts';
 import { openDatabase } from '../lib/db/sqlite.ts';
 import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
 import { f2, n0 } from './format.ts';
-import type { Goal } from './goals.ts';
 
 // Figure 21, what a running task's checkpoints write: a 20-step task (a tool call and its result each step, the
 // results 1–3 KB, a dozen tools offered) checkpointed before each step's call runs, through the task store on
@@ -20,6 +19,14 @@ import type { Goal } from './goals.ts';
 // messages the step added (store/checkpoints.ts). The bytes are read back from the rows each checkpoint wrote
 // (the task's resume_state, the part it added), summed over the task, and set against the final conversation's
 // size (its messages as JSON).
+
+/** A line of the summary (goals.ts's Goal). */
+interface Goal {
+  figure: string;
+  measured: string;
+  goal: string;
+  met: boolean | null;
+}
 
 /** Steps of the task. */
 const STEPS = 20;

@@ -27,12 +27,15 @@ const activate = call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fi
 const append = (id: string) =>
   call('edit_file', { path: 'count.txt', edits: [{ old_text: 'x', new_text: 'xy' }] }, id);
 const read = (id: string) => call('read_text_file', { path: 'count.txt' }, id);
+/** A file of some 3,000 tokens, and a read of it. */
+const BIG = Array.from({ length: 1500 }, (_, i) => `row${i}`).join(' ');
+const bigRead = (id: string) => call('read_text_file', { path: 'big.txt' }, id);
 
 /**
- * Holds the agent-server's calls of `tool` at the gateway until released (the call then runs there, whatever
+ * Holds the agent-server's `nth` call of `tool` at the gateway until released (the call then runs there, whatever
  * became of the worker), counting how many reached the gateway.
  */
-function holdCalls(tool: string) {
+function holdCalls(tool: string, nth = 1) {
   const seen: string[] = [];
   let release: () => void = () => {};
   const released = new Promise<void>((r) => {
@@ -45,7 +48,7 @@ function holdCalls(tool: string) {
   const intercept: NonNullable<StackOptions['interceptGateway']> = async (req, next) => {
     const name = /\/mcp\/tools\/([^/]+)\/call$/.exec(new URL(req.url).pathname)?.[1];
     if (name) seen.push(name);
-    if (name === tool && seen.filter((n) => n === tool).length === 1) {
+    if (name === tool && seen.filter((n) => n === tool).length === nth) {
       arrived();
       await released;
     }
@@ -64,17 +67,25 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
    * Runs a task on a first agent-server until `tool`'s call is in flight, stops that agent-server, lets the
    * call finish at the gateway, and starts a second agent-server on the same data with `after` as its model.
    */
-  async function stopMidCall(first: ScriptedModel, tool: string, after: ScriptedModel) {
+  async function stopMidCall(
+    first: ScriptedModel,
+    tool: string,
+    after: ScriptedModel,
+    more: Pick<StackOptions, 'contextTokens'> = {},
+    nth = 1,
+  ) {
     const databaseUrl = await backend.database();
-    const hold = holdCalls(tool);
+    const hold = holdCalls(tool, nth);
     const a = await makeStack({
       model: first,
       toolsets: FILE_TOOLS,
       databaseUrl,
       interceptGateway: hold.intercept,
+      ...more,
     });
     await mkdir(a.root, { recursive: true });
     await writeFile(path.join(a.root, 'count.txt'), 'x');
+    await writeFile(path.join(a.root, 'big.txt'), BIG);
     const submitted = await a.post(a.agentApp, '/agent/execute_task', { goal: 'count', wait: false });
     expect(submitted.status).toBe(202);
     const taskId = submitted.body.task_id as string;
@@ -89,6 +100,7 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
       dataDir: a.dataDir,
       paths: await PathGuard.create({ roots: [a.root], readOnlyRoots: [] }),
       databaseUrl,
+      ...more,
       interceptGateway: hold.intercept,
     });
     stacks.push(b);
@@ -123,39 +135,59 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
     expect(events.filter((e) => e.type === 'task_started')).toHaveLength(1);
   });
 
-  it('taken over after several steps, asks the model with the same conversation as a run never taken over', async () => {
-    // Five steps of edits, then a read that is in flight when the worker stops: the checkpoints before it were
-    // appended, step by step, and the next worker puts the conversation together from them.
-    const script = () => [
-      calls(activate),
-      calls(append('call_e1')),
-      calls(append('call_e2')),
-      calls(append('call_e3')),
-      calls(append('call_e4')),
-      calls(read('call_read')),
-    ];
-    const first = new ScriptedModel(script());
-    const after = new ScriptedModel([answer('the count is xyyyy')]);
-    const { taskId, b } = await stopMidCall(first, 'read_text_file', after);
-    await expect.poll(async () => (await taskOf(b, taskId)).status, { timeout: 5000 }).toBe('completed');
-    // The same task, run through on one worker.
-    const whole = new ScriptedModel([...script(), answer('the count is xyyyy')]);
-    const c = await makeStack({ model: whole, toolsets: FILE_TOOLS, databaseUrl: await backend.database() });
-    stacks.push(c);
-    await mkdir(c.root, { recursive: true });
-    await writeFile(path.join(c.root, 'count.txt'), 'x');
-    const run = await c.post(c.agentApp, '/agent/execute_task', { goal: 'count', wait: true });
-    expect(run.body.status).toBe('completed');
-    const taken = after.requests[0].messages;
-    const straight = whole.requests[6].messages;
-    expect(taken.length).toBe(straight.length);
-    // Each stack's workspace and the files' times aside, the messages are the same.
-    const plain = (m: unknown) =>
-      JSON.stringify(m)
-        .replace(/\/[^"\\]*toolshift-[^/"\\]+/g, '<root>')
-        .replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, '<time>');
-    expect(taken.map(plain)).toEqual(straight.map(plain));
-  });
+  it.each([
+    {
+      compaction: false,
+      steps: [append('call_e1'), append('call_e2'), append('call_e3'), append('call_e4')],
+    },
+    // Under a small context budget the first read is moved out of the view before the takeover: the view the
+    // next worker sends is made from the same messages and the same compaction.
+    {
+      compaction: true,
+      contextTokens: 9000,
+      steps: [bigRead('call_b1'), bigRead('call_b2'), append('call_e1'), append('call_e2')],
+    },
+  ])(
+    'taken over after several steps, asks the model what a run never taken over asks (compaction: $compaction)',
+    async (c) => {
+      // Steps of reads and edits, then a read that is in flight when the worker stops: the checkpoints before it
+      // were appended, step by step, and the next worker puts the conversation together from them.
+      const script = () => [calls(activate), ...c.steps.map((s) => calls(s)), calls(read('call_read'))];
+      const more = c.contextTokens ? { contextTokens: c.contextTokens } : {};
+      const first = new ScriptedModel(script());
+      const after = new ScriptedModel([answer('the count is read')]);
+      const reads = c.steps.filter((s) => s.function.name === 'read_text_file').length;
+      const { taskId, b } = await stopMidCall(first, 'read_text_file', after, more, reads + 1);
+      await expect.poll(async () => (await taskOf(b, taskId)).status, { timeout: 5000 }).toBe('completed');
+      const events = (await taskOf(b, taskId)).events as { type: string }[];
+      const resumedAt = events.findIndex((e) => e.type === 'task_resumed');
+      expect(resumedAt).toBeGreaterThan(0);
+      expect(events.slice(0, resumedAt).some((e) => e.type === 'context_compacted')).toBe(c.compaction);
+      // The same task, run through on one worker.
+      const whole = new ScriptedModel([...script(), answer('the count is read')]);
+      const s = await makeStack({
+        model: whole,
+        toolsets: FILE_TOOLS,
+        databaseUrl: await backend.database(),
+        ...more,
+      });
+      stacks.push(s);
+      await mkdir(s.root, { recursive: true });
+      await writeFile(path.join(s.root, 'count.txt'), 'x');
+      await writeFile(path.join(s.root, 'big.txt'), BIG);
+      const run = await s.post(s.agentApp, '/agent/execute_task', { goal: 'count', wait: true });
+      expect(run.body.status).toBe('completed');
+      const taken = after.requests[0].messages;
+      const straight = whole.requests[c.steps.length + 2].messages;
+      expect(taken.length).toBe(straight.length);
+      // Each stack's workspace and the files' times aside, the messages are the same.
+      const plain = (m: unknown) =>
+        JSON.stringify(m)
+          .replace(/\/[^"\\]*toolshift-[^/"\\]+/g, '<root>')
+          .replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, '<time>');
+      expect(taken.map(plain)).toEqual(straight.map(plain));
+    },
+  );
 
   it.each([
     { decision: { approve: false, reason: 'it ran' }, status: 'completed', onDisk: 'xy', runs: 1 },

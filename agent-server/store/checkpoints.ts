@@ -98,11 +98,16 @@ interface StoredPart {
 
 /**
  * The checkpoint a claim goes on from: its stored state, with (when its conversation is in parts, `count`
- * messages of them) the messages put back together. Parts that do not tile it (a database edited by hand) are
- * an error naming the task, never a shorter conversation.
+ * messages of them) the messages put back together. Parts that do not tile it (a database edited by hand) give
+ * no state and say why (the task then ends failed, saying so), never a shorter conversation.
  */
-export function rebuiltState(taskId: string, state: unknown, count: unknown, parts: unknown): unknown {
-  if (count === null || count === undefined || state === null || typeof state !== 'object') return state;
+export function rebuiltState(
+  taskId: string,
+  state: unknown,
+  count: unknown,
+  parts: unknown,
+): { state: unknown; unreadable?: string } {
+  if (count === null || count === undefined || state === null || typeof state !== 'object') return { state };
   const all = (typeof parts === 'string' ? JSON.parse(parts) : (parts ?? [])) as StoredPart[];
   const messages: unknown[] = [];
   for (const p of [...all].sort((a, b) => Number(a.start) - Number(b.start))) {
@@ -111,10 +116,10 @@ export function rebuiltState(taskId: string, state: unknown, count: unknown, par
     messages.push(...p.data);
   }
   if (messages.length !== Number(count)) {
-    throw new Error(
-      `the checkpoint of task ${taskId} holds ${count} messages but its parts tile ${messages.length}: ` +
-        'its conversation cannot be rebuilt',
-    );
+    const unreadable =
+      `the checkpoint of task ${taskId} holds ${count} messages but its stored parts tile ${messages.length}: ` +
+      'its conversation cannot be rebuilt';
+    return { state: null, unreadable };
   }
-  return { ...state, messages };
+  return { state: { ...state, messages } };
 }

@@ -6,9 +6,10 @@ import type { CallRecord, ClaimedTask, QueueChange, TaskRow, TaskStore } from '.
 import { toTask } from './interface.ts';
 
 // Claims in one statement, as pg-boss takes jobs: the oldest queued rows a worker has slots for are moved to
-// running under its lease and handed back with what each goes on from (its checkpoint, its conversation put
-// together from the checkpoint's parts, the last seq of its events, its call records), so a claimed task costs no other round trip; on PostgreSQL the same statement
-// tells the other processes which tasks went (they drop them from their queues without reading anything).
+// running under its lease and handed back with what each goes on from (its checkpoint, the conversation put
+// together from its parts, the last seq of its events, its call records), so a claimed task costs no other
+// round trip; on PostgreSQL the same statement tells the other processes which tasks went (they drop them from
+// their queues without reading anything).
 
 /** Under PostgreSQL's 8,000-byte notification payload. */
 const MAX_PAYLOAD = 7800;
@@ -103,6 +104,7 @@ function toClaimed(rows: ClaimedRow[]): ClaimedTask[] {
   );
   return sorted.map(({ n: _n, last_seq: _l, calls, checkpoint_messages: count, parts, ...row }) => {
     const resumed = Number(row.fence) > 1;
+    const checkpoint = rebuiltState(row.task_id, parsed(row.resume_state), count, parts);
     const records = (typeof calls === 'string' ? JSON.parse(calls) : (calls ?? [])) as {
       idx: number;
       call_id: string;
@@ -113,7 +115,8 @@ function toClaimed(rows: ClaimedRow[]): ClaimedTask[] {
       task: toTask(row),
       claim: {
         resumed,
-        state: rebuiltState(row.task_id, parsed(row.resume_state), count, parts),
+        state: checkpoint.state,
+        ...(checkpoint.unreadable ? { unreadable: checkpoint.unreadable } : {}),
         request: parsed(row.request),
         calls: records
           .sort((a, b) => a.idx - b.idx)

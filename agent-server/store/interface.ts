@@ -74,6 +74,8 @@ export interface Claim {
   /** It ran before (on another worker, or before a restart): it goes on rather than starts. */
   resumed: boolean;
   state: unknown;
+  /** Why its checkpoint could not be read (its stored parts do not tile it): it ends failed, saying so. */
+  unreadable?: string;
   calls: CallRecord[];
   /** What it needs to start (steps, duration, exposure), as submitted. */
   request: unknown;

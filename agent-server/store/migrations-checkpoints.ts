@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { atomically, type DialectName } from '../../lib/db/kysely.ts';
 
-// Migration 004: checkpoints that append (store/calls.ts). A running task's checkpoint keeps its small state in
+// Migration 004: checkpoints that append (store/checkpoints.ts). A running task's checkpoint keeps its small state in
 // `tasks.resume_state` and its conversation in parts: each part the messages one checkpoint added, from position
 // `start` on; `tasks.checkpoint_messages` is how many messages the parts hold (an append must start there).
 // A checkpoint written before (its conversation inside resume_state, the new column empty) reads as it was.

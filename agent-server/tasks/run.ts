@@ -42,8 +42,11 @@ export interface LaunchOptions {
   claimed?: Claim;
 }
 
-/** Going on from another worker's claim: its last checkpoint (null: none) and the calls it recorded since. */
-type Recovered = { snapshot: LoopSnapshot | null; recorded: RecordedCall[] } | undefined;
+/**
+ * Going on from another worker's claim: its last checkpoint (null: none), the calls it recorded since, and why
+ * the checkpoint could not be read, if it could not.
+ */
+type Recovered = { snapshot: LoopSnapshot | null; recorded: RecordedCall[]; unreadable?: string } | undefined;
 
 /** The seconds left of a task's time limit (at least one). */
 const remainingS = (maxDurationS: number, createdAt: string) =>
@@ -59,6 +62,7 @@ export function launchTask(
     ? {
         snapshot: (opts.claimed.state as LoopSnapshot | null) ?? null,
         recorded: opts.claimed.calls as RecordedCall[],
+        unreadable: opts.claimed.unreadable,
       }
     : undefined;
   // A task that ran before has the rest of its time (counted from its submission).
@@ -174,6 +178,8 @@ function liveEmitter({ w, taskId, listeners, streamed }: TaskRun): LiveEmit {
 async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Promise<LoopOutcome> {
   const { w, task, taskId } = t;
   try {
+    // Going on from a checkpoint that cannot be read would run its calls again: the task ends, saying why.
+    if (recovered?.unreadable) throw new Error(recovered.unreadable);
     const resume = opts.resume
       ? { snapshot: opts.resume.snapshot, decision: await decisionOn(t, opts.resume.pending) }
       : undefined;

@@ -30,6 +30,8 @@ interface Place {
   parts: (taskId: string) => Promise<Part[]>;
   /** The length of the task's resume_state. */
   stateBytes: (taskId: string) => Promise<number>;
+  /** Deletes one part by hand (a database edited outside toolshift). */
+  dropPart: (taskId: string, start: number) => Promise<void>;
 }
 
 const backends = [
@@ -56,6 +58,14 @@ const backends = [
           ),
         stateBytes: async (id) =>
           read<{ n: number }>('SELECT length(resume_state) AS n FROM tasks WHERE task_id = ?', id)[0].n,
+        dropPart: async (id, start) => {
+          const db = new Database(file);
+          try {
+            db.prepare('DELETE FROM task_checkpoint_parts WHERE task_id = ? AND start = ?').run(id, start);
+          } finally {
+            db.close();
+          }
+        },
       };
     },
   },
@@ -63,11 +73,11 @@ const backends = [
     name: 'PostgreSQL',
     async fresh(): Promise<Place> {
       const url = await freshDatabase('checkpoints');
-      const read = async <T>(q: string, id: string) => {
+      const read = async <T>(q: string, ...args: unknown[]) => {
         const client = new pg.Client({ connectionString: url });
         await client.connect();
         try {
-          return (await client.query(q, [id])).rows as T[];
+          return (await client.query(q, args)).rows as T[];
         } finally {
           await client.end();
         }
@@ -87,6 +97,9 @@ const backends = [
               await read<{ n: number }>('SELECT length(resume_state) AS n FROM tasks WHERE task_id = $1', id)
             )[0].n,
           ),
+        dropPart: async (id, start) => {
+          await read('DELETE FROM task_checkpoint_parts WHERE task_id = $1 AND start = $2', id, start);
+        },
       };
     },
   },
@@ -174,6 +187,34 @@ describe.each(backends)('checkpoints that append, on $name', (backend) => {
       expect(lost).toEqual(['task_g', 'task_h']);
     } finally {
       await a.close();
+      await b.close();
+    }
+  });
+
+  it('fails a claim’s checkpoint whose parts no longer tile it, saying so, and claims the others', async () => {
+    const place = await backend.fresh();
+    const a = await place.open({ holder: 'a' });
+    await a.createTask('task_t', 'ses', 'tampered');
+    await a.checkpoint('task_t', header(1), 1, { start: 0, messages: msgs(0, 2) });
+    await a.checkpoint('task_t', header(2), 2, { start: 2, messages: msgs(2, 3) });
+    await a.checkpoint('task_t', header(3), 3, { start: 3, messages: msgs(3, 4) });
+    await a.createTask('task_ok', 'ses', 'fine');
+    await a.checkpoint('task_ok', header(1), 1, { start: 0, messages: msgs(0, 1) });
+    await a.close();
+    await place.dropPart('task_t', 2);
+    const b = await place.open({ holder: 'b' });
+    try {
+      await b.requeueLapsed(true);
+      const claimed = await b.claimNext(5);
+      expect(claimed.map((c) => [c.task.task_id, c.claim.state, c.claim.unreadable])).toEqual([
+        [
+          'task_t',
+          null,
+          'the checkpoint of task task_t holds 4 messages but its stored parts tile 2: its conversation cannot be rebuilt',
+        ],
+        ['task_ok', { ...header(1), messages: msgs(0, 1) }, undefined],
+      ]);
+    } finally {
       await b.close();
     }
   });

@@ -1,5 +1,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PathGuard } from '../../../tool-server/guards/paths/guard.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
@@ -73,6 +75,7 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
     after: ScriptedModel,
     more: Pick<StackOptions, 'contextTokens'> = {},
     nth = 1,
+    between?: (a: Stack, databaseUrl: string | undefined) => Promise<void>,
   ) {
     const databaseUrl = await backend.database();
     const hold = holdCalls(tool, nth);
@@ -94,6 +97,7 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
     const closing = a.close(true);
     hold.release();
     await closing;
+    await between?.(a, databaseUrl);
     const b = await makeStack({
       model: after,
       toolsets: FILE_TOOLS,
@@ -188,6 +192,30 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
       expect(taken.map(plain)).toEqual(straight.map(plain));
     },
   );
+
+  it('ends failed, saying why, when the checkpoint it would go on from cannot be put together', async () => {
+    const first = new ScriptedModel([calls(activate), calls(append('call_e1')), calls(read('call_read'))]);
+    const after = new ScriptedModel([answer('never asked')]);
+    // Its first part deleted by hand while no worker runs it.
+    const tamper = async (a: Stack, url: string | undefined) => {
+      const statement = 'DELETE FROM task_checkpoint_parts WHERE start = 0';
+      if (url) {
+        const client = new pg.Client({ connectionString: url });
+        await client.connect();
+        await client.query(statement).finally(() => client.end());
+      } else {
+        const db = new Database(path.join(a.dataDir, 'agent.db'));
+        db.exec(statement);
+        db.close();
+      }
+    };
+    const { taskId, b, seen } = await stopMidCall(first, 'read_text_file', after, {}, 1, tamper);
+    await expect.poll(async () => (await taskOf(b, taskId)).status, { timeout: 5000 }).toBe('failed');
+    expect((await taskOf(b, taskId)).error).toMatch(/its conversation cannot be rebuilt/);
+    // Nothing ran again and the model was not asked.
+    expect(seen.filter((n) => n === 'read_text_file')).toHaveLength(1);
+    expect(after.requests).toHaveLength(0);
+  });
 
   it.each([
     { decision: { approve: false, reason: 'it ran' }, status: 'completed', onDisk: 'xy', runs: 1 },

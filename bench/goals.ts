@@ -1,3 +1,4 @@
+import { type CheckpointsRun, checkpointsGoals } from './checkpoints.ts';
 import { codeGoals } from './code-goals.ts';
 import type { ConcurrencyRun } from './concurrency.ts';
 import type { ConsoleRun } from './console.ts';
@@ -58,6 +59,8 @@ export interface BenchResults {
   streaming?: StreamingRun;
   /** Figure 20: a user's key and a limit, what they cost a request (absent in older reports). */
   limits?: LimitsRun;
+  /** Figure 21: the bytes a running task's checkpoints write (absent in older reports). */
+  checkpoints?: CheckpointsRun;
 }
 
 /** One line of the summary. */
@@ -388,5 +391,6 @@ export function goals(r: BenchResults): Goal[] {
           },
         ]
       : []),
+    ...(r.checkpoints ? checkpointsGoals(r.checkpoints) : []),
   ];
 }

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
+import { checkpointsGoals, checkpointsRun } from './checkpoints.ts';
 import { codeGoals } from './code-goals.ts';
 import { concurrencyRun, type ServicesLayout } from './concurrency.ts';
 import { consoleRun } from './console.ts';
@@ -21,7 +22,7 @@ import { tokenRun } from './token-run.ts';
 import { tracingRun } from './tracing.ts';
 import { workersGoals } from './workers-goals.ts';
 
-// `npm run bench:one -- <concurrency|latency|replicas|console|tracing|streaming|tokens|mcp-hop|event-log|workers|threads|limits>`: one part of the benchmark, printed as JSON, for working on
+// `npm run bench:one -- <concurrency|latency|replicas|console|tracing|streaming|tokens|mcp-hop|event-log|workers|threads|limits|checkpoints>`: one part of the benchmark, printed as JSON, for working on
 // it. BENCH_TASKS (default 1000) and BENCH_LAYOUT (npm-start, two-threads, separate, or postgres-workers with
 // BENCH_WORKERS worker processes on a throwaway PostgreSQL) for concurrency, BENCH_ROUNDS for latency, BENCH_ARMS
 // for tokens.
@@ -85,6 +86,9 @@ try {
   } else if (part === 'tracing') {
     const r = await tracingRun(Number(process.env.BENCH_RUNS ?? 3));
     console.log(JSON.stringify({ ...r, ratio: r.onMs / r.offMs }));
+  } else if (part === 'checkpoints') {
+    const r = await checkpointsRun();
+    console.log(JSON.stringify({ ...r, goals: checkpointsGoals(r) }));
   } else if (part === 'limits') {
     console.log(JSON.stringify(await limitsRun(Number(process.env.BENCH_ROUNDS ?? 500))));
   } else if (part === 'threads') {

@@ -1,3 +1,4 @@
+import { checkpointsSection } from './checkpoints.ts';
 import { codeSection } from './code-report.ts';
 import type { ConcurrencyRun } from './concurrency.ts';
 import { crossover } from './crossover.ts';
@@ -550,6 +551,7 @@ export function renderReport(r: BenchResults): string {
   }
   if (r.streaming) out.push(...streamingSection(r.streaming));
   if (r.limits) out.push(...limitsSection(r.limits));
+  if (r.checkpoints) out.push(...checkpointsSection(r.checkpoints));
   const threads = r.threads;
   if (threads) {
     out.push('## 19. Threads: the prefix across turns, and compaction');

@@ -4,6 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freshDatabase, startTestPostgres } from '../tests/helpers/postgres.ts';
+import { checkpointsRun } from './checkpoints.ts';
 import { type ConcurrencyRun, concurrencyRun } from './concurrency.ts';
 import { consoleRun } from './console.ts';
 import { recallAtScale } from './discovery.ts';
@@ -94,6 +95,8 @@ async function main() {
     const streaming = await streamingRun(root, Number(process.env.BENCH_STREAMING_RUNS ?? 5));
     step("users' keys and limits: a key checked, a limit counted, racing replicas");
     const limits = await limitsRun();
+    step("checkpoints: the bytes a 20-step task's checkpoints write, whole and appended");
+    const checkpoints = await checkpointsRun();
     const startupRuns = Number(process.env.BENCH_STARTS ?? 5);
     step(
       `start-up and idle memory of npm start's command, before and after the loader went: ${startupRuns} starts each`,
@@ -124,6 +127,7 @@ async function main() {
       threads,
       streaming,
       limits,
+      checkpoints,
     };
     const out = process.env.BENCH_OUT ?? 'BENCHMARKS.md';
     writeFileSync(out, renderReport(results));

@@ -35,6 +35,8 @@ export function approvalMethods(c: StoreContext): ApprovalMethods {
       await writes.fencedWrite(taskId, {
         one: (fence) => ({
           statement: pause({ task: taskId, fence, now: leases.now(), pending: p, state: s, steps, status }),
+          // Its state is whole: the running checkpoint's parts go.
+          dropParts: 'all',
           also: webhook && c.webhooks.insert(taskId, webhook),
         }),
       });
@@ -124,6 +126,7 @@ function pauseWrite(c: StoreContext) {
           status: a.status,
           pending_approval: a.pending,
           resume_state: a.state,
+          checkpoint_messages: null,
           steps: a.steps,
           decision: null,
           lease_owner: null,

@@ -1,3 +1,4 @@
+import { checkpointMethod } from './checkpoints.ts';
 import { held, parsed, type StoreContext } from './context.ts';
 import type { Kdb } from './dialect.ts';
 import { type HeldArgs, heldWrite } from './held-write.ts';
@@ -31,12 +32,6 @@ export function callMethods(c: StoreContext): CallMethods {
   const record = heldWrite<CallArgs>(c.db, c.hooks, ['idx', 'call', 'finished', 'result'], (db, a) =>
     recordCall(db, a, lockRow),
   );
-  const checkpoint = heldWrite<{ state: string; steps: number }>(c.db, c.hooks, ['state', 'steps'], (db, a) =>
-    db
-      .updateTable('tasks')
-      .set({ resume_state: a.state, steps: a.steps })
-      .where(held(a.task, a.fence, a.now)),
-  );
   const call = (task: string, idx: number, id: string, result: string | null): FencedWork => ({
     one: (fence) => ({
       statement: record({
@@ -52,16 +47,8 @@ export function callMethods(c: StoreContext): CallMethods {
   });
   return {
     // Written behind, in the task's order: the call that starts next waits for it (callStarted), before it runs.
-    // The reply it holds replaces the call records of the one before.
-    async checkpoint(taskId, state, steps) {
-      const text = JSON.stringify(state);
-      writes.fencedBehind(taskId, {
-        one: (fence) => ({
-          statement: checkpoint({ task: taskId, fence, now: leases.now(), state: text, steps }),
-          dropCalls: true,
-        }),
-      });
-    },
+    // The reply it holds replaces the call records of the one before (store/checkpoints.ts).
+    checkpoint: checkpointMethod(c),
     async callStarted(taskId, index, callId) {
       await writes.fencedWrite(taskId, call(taskId, index, callId, null));
     },

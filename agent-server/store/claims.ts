@@ -1,19 +1,27 @@
 import { type Expression, type SqlBool, sql } from 'kysely';
+import { partsOf, rebuiltState } from './checkpoints.ts';
 import { ACTIVE, parsed, type StoreContext, TASK_COLUMNS } from './context.ts';
 import type { Kdb } from './dialect.ts';
 import type { CallRecord, ClaimedTask, QueueChange, TaskRow, TaskStore } from './interface.ts';
 import { toTask } from './interface.ts';
 
 // Claims in one statement, as pg-boss takes jobs: the oldest queued rows a worker has slots for are moved to
-// running under its lease and handed back with what each goes on from (its checkpoint, the last seq of its
-// events, its call records), so a claimed task costs no other round trip; on PostgreSQL the same statement
-// tells the other processes which tasks went (they drop them from their queues without reading anything).
+// running under its lease and handed back with what each goes on from (its checkpoint, the conversation put
+// together from its parts, the last seq of its events, its call records), so a claimed task costs no other
+// round trip; on PostgreSQL the same statement tells the other processes which tasks went (they drop them from
+// their queues without reading anything).
 
 /** Under PostgreSQL's 8,000-byte notification payload. */
 const MAX_PAYLOAD = 7800;
 
 /** A claimed row: the task's, its insertion number, its last seq, and its call records (JSON, as aggregated). */
-type ClaimedRow = TaskRow & { n: number | string; last_seq: number | string | null; calls: unknown };
+type ClaimedRow = TaskRow & {
+  n: number | string;
+  last_seq: number | string | null;
+  calls: unknown;
+  checkpoint_messages: number | null;
+  parts: unknown;
+};
 
 /** Which queued tasks a claim takes: the oldest `limit` but those in `skip`, or one by id. */
 type Which = { limit: number; skip: readonly string[] } | { taskId: string };
@@ -78,6 +86,14 @@ function claimUpdate(c: StoreContext, on: Kdb, which: Which) {
           .then(hooks.callsOf(sql.ref('tasks.task_id') as Expression<string>))
           .end()
           .as('calls'),
+      'checkpoint_messages',
+      (eb) =>
+        eb
+          .case()
+          .when(sql<SqlBool>`tasks.fence > 1 AND tasks.checkpoint_messages IS NOT NULL`)
+          .then(partsOf(hooks.name, sql.ref('tasks.task_id') as Expression<string>))
+          .end()
+          .as('parts'),
     ]);
 }
 
@@ -86,8 +102,9 @@ function toClaimed(rows: ClaimedRow[]): ClaimedTask[] {
   const sorted = [...rows].sort(
     (a, b) => a.created_at.localeCompare(b.created_at) || Number(a.n) - Number(b.n),
   );
-  return sorted.map(({ n: _n, last_seq: _l, calls, ...row }) => {
+  return sorted.map(({ n: _n, last_seq: _l, calls, checkpoint_messages: count, parts, ...row }) => {
     const resumed = Number(row.fence) > 1;
+    const checkpoint = rebuiltState(row.task_id, parsed(row.resume_state), count, parts);
     const records = (typeof calls === 'string' ? JSON.parse(calls) : (calls ?? [])) as {
       idx: number;
       call_id: string;
@@ -98,7 +115,8 @@ function toClaimed(rows: ClaimedRow[]): ClaimedTask[] {
       task: toTask(row),
       claim: {
         resumed,
-        state: parsed(row.resume_state),
+        state: checkpoint.state,
+        ...(checkpoint.unreadable ? { unreadable: checkpoint.unreadable } : {}),
         request: parsed(row.request),
         calls: records
           .sort((a, b) => a.idx - b.idx)

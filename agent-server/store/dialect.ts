@@ -41,6 +41,8 @@ export interface OneWrite {
   statement: CompiledQuery;
   /** The task's call records are dropped (a checkpoint's new reply, an end). */
   dropCalls?: boolean;
+  /** The task's checkpoint parts are dropped: all of them (a pause, an end), or all but the first (a new base). */
+  dropParts?: 'all' | 'rest';
   /** The other processes hear on this channel (with the task's id) that it changed. */
   told?: string;
   /** An INSERT that commits with it, run only when it changed the row (a webhook POST, store/webhooks.ts). */
@@ -154,7 +156,10 @@ function oneWriteSql(write: OneWrite, retry: boolean): string {
   ];
   if (write.dropCalls)
     parts.push('dropped AS (DELETE FROM task_calls WHERE task_id = $7 AND EXISTS (SELECT 1 FROM w))');
-  // Its parameters after the write's (it reads `w` itself: store/webhooks.ts).
+  if (write.dropParts)
+    parts.push(`parts_dropped AS (DELETE FROM task_checkpoint_parts WHERE task_id = $7
+      ${write.dropParts === 'rest' ? 'AND start > 0' : ''} AND EXISTS (SELECT 1 FROM w))`);
+  // Its parameters after the write's (it reads `w` itself: store/webhooks.ts, store/checkpoints.ts).
   const after = WRITE_PARAMS + write.statement.parameters.length;
   if (write.also)
     parts.push(`also AS (${write.also.sql.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + after}`)})`);

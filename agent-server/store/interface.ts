@@ -63,11 +63,19 @@ export interface CallRecord {
   result: unknown;
 }
 
+/** The messages a checkpoint adds to its task's conversation: those from position `start` on. */
+export interface CheckpointPart {
+  start: number;
+  messages: unknown[];
+}
+
 /** A task claimed from the queue: where it goes on from (null: from its start), and its calls since then. */
 export interface Claim {
   /** It ran before (on another worker, or before a restart): it goes on rather than starts. */
   resumed: boolean;
   state: unknown;
+  /** Why its checkpoint could not be read (its stored parts do not tile it): it ends failed, saying so. */
+  unreadable?: string;
   calls: CallRecord[];
   /** What it needs to start (steps, duration, exposure), as submitted. */
   request: unknown;
@@ -199,9 +207,12 @@ export interface TaskStore {
    * Records where the task goes on from if its worker stops: a reply whose tool calls are about to run. The
    * call records of the reply before it are dropped. Written behind, in the task's order: it is durable once
    * the reply's first call is recorded as started (a refusal goes to onLeaseLost). `steps` is the steps taken
-   * so far, shown while the task runs or waits.
+   * so far, shown while the task runs or waits. With `part`, `state` holds no `messages`: the checkpoint's
+   * conversation is the parts written before it up to `part.start`, then `part.messages` (start 0: a new base,
+   * the parts before it go); an append whose start is not where the parts end is refused like a lost lease.
+   * A claim hands back the state with its `messages` put together again.
    */
-  checkpoint(taskId: string, state: unknown, steps: number): Promise<void>;
+  checkpoint(taskId: string, state: unknown, steps: number, part?: CheckpointPart): Promise<void>;
   /**
    * Records that call `index` of the checkpoint's reply starts now, with every write of the task before it
    * (the checkpoint, the last call's end): durable when it resolves, before the call runs. Throws LeaseLost.

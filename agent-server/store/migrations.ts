@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Migration } from 'kysely/migration';
 import { atomically, type DialectName, type TablesFound, tablesFound } from '../../lib/db/kysely.ts';
+import { checkpointParts } from './migrations-checkpoints.ts';
 import { webhookDeliveries } from './migrations-webhooks.ts';
 
 // The agent-server's migrations (lib/db/kysely.ts migrate(), recorded in `agent_migrations`), one set for both
@@ -22,6 +23,7 @@ export function agentMigrations(dialect: DialectName): Record<string, Migration>
     '001_one_schema': { up: (db) => oneSchema(db, dialect) },
     '002_threads': { up: (db) => threads(db, dialect) },
     '003_webhooks': { up: webhookDeliveries },
+    '004_checkpoint_parts': { up: (db) => checkpointParts(db, dialect) },
   };
 }
 

@@ -36,6 +36,8 @@ export interface TasksTable {
   thread_id: string | null;
   /** What the turn added to its thread's conversation (JSON), written with its end. */
   transcript: string | null;
+  /** How many messages the checkpoint's parts hold (null: a checkpoint of old, its messages in resume_state). */
+  checkpoint_messages: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /** A conversation: its tasks are its turns, in order (each turn's transcript says how its compaction stands). */
@@ -87,6 +89,8 @@ export interface AgentDatabase {
   };
   /** The tool calls of a task's checkpointed reply; `finished` 1 once the call ended. */
   task_calls: { task_id: string; idx: number; call_id: string; finished: number; result: string | null };
+  /** A running task's checkpointed conversation in parts: the messages from `start` on (JSON array). */
+  task_checkpoint_parts: { task_id: string; start: number; data: string };
   console_logins: {
     id_hash: string;
     kind: 'session' | 'code';

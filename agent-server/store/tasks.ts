@@ -29,6 +29,7 @@ export function taskMethods(c: StoreContext): TaskMethods {
         one: (fence) => ({
           statement: end({ ...args, fence, now: leases.now() }),
           dropCalls: true,
+          dropParts: 'all',
           told: END_CHANNEL,
           also: webhook && c.webhooks.insert(taskId, webhook),
         }),
@@ -172,6 +173,7 @@ function endWrite(c: StoreContext) {
           transcript: a.transcript,
           pending_approval: null,
           resume_state: null,
+          checkpoint_messages: null,
           decision: null,
           lease_owner: null,
           lease_until: null,

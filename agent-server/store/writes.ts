@@ -1,7 +1,7 @@
 import type { QueryResult } from 'kysely';
 import { GROUP_COMMIT_MS } from '../../lib/db/sqlite.ts';
 import type { DialectHooks, EventRow, Kdb, OneWrite } from './dialect.ts';
-import type { StoreOptions } from './interface.ts';
+import { LeaseLost, type StoreOptions } from './interface.ts';
 import type { Leases } from './leases.ts';
 
 // How the store writes, on either database: events are numbered when they are appended and written behind, a
@@ -167,7 +167,11 @@ function fencedWrites(
     const fence = leases.fence(taskId) ?? null;
     run(taskId, work, fence).then(
       (changed) => {
-        if (changed === 0 && fence !== null) leases.lose(taskId, fence);
+        if (changed !== 0 || fence === null) return;
+        // Refused (the lease lost, or a checkpoint's append that does not go on from its parts): the task's
+        // next fenced write throws, so no call starts after a checkpoint never recorded.
+        failedBehind.set(taskId, new LeaseLost(taskId));
+        leases.lose(taskId, fence);
       },
       (err: unknown) => {
         // The task's next fenced write fails with it: a call must not start on a checkpoint never recorded.
@@ -247,6 +251,12 @@ function oneWrites(w: {
   const plainWrite = async (on: Kdb, taskId: string, write: OneWrite) => {
     const changed = affected(await on.executeQuery(write.statement));
     if (changed && write.dropCalls) await on.deleteFrom('task_calls').where('task_id', '=', taskId).execute();
+    if (changed && write.dropParts)
+      await on
+        .deleteFrom('task_checkpoint_parts')
+        .where('task_id', '=', taskId)
+        .$if(write.dropParts === 'rest', (q) => q.where('start', '>', 0))
+        .execute();
     if (changed && write.also) await on.executeQuery(write.also);
     if (changed && write.told) await hooks.notify(on, write.told, taskId);
     return changed;

@@ -15,6 +15,7 @@ import { type LoopDeps, type LoopOutcome, type LoopSnapshot, runLoop } from '../
 import type { RecordedCall } from '../loop/recovery.ts';
 import { transcriptOfSaved } from '../loop/state.ts';
 import type { Claim } from '../store/interface.ts';
+import { checkpointWriter } from './checkpoint.ts';
 import type { TaskListener } from './deps.ts';
 import { endTask } from './end.ts';
 import { ridingOutages } from './gateway-retry.ts';
@@ -41,23 +42,11 @@ export interface LaunchOptions {
   claimed?: Claim;
 }
 
-/** Going on from another worker's claim: its last checkpoint (null: none) and the calls it recorded since. */
-type Recovered = { snapshot: LoopSnapshot | null; recorded: RecordedCall[] } | undefined;
-
 /**
- * A checkpoint as stored: the offered tools without their descriptions and schemas (going on needs only which
- * toolset each belongs to and what it declares; the next request lists the tools afresh).
+ * Going on from another worker's claim: its last checkpoint (null: none), the calls it recorded since, and why
+ * the checkpoint could not be read, if it could not.
  */
-function checkpointOf(snapshot: LoopSnapshot, trace?: LoopSnapshot['trace']): LoopSnapshot {
-  const tools = snapshot.pending.tools.map(({ name, toolset, annotations }) => ({
-    name,
-    toolset,
-    annotations,
-    description: '',
-    parameters: {},
-  }));
-  return { ...snapshot, ...(trace ? { trace } : {}), pending: { ...snapshot.pending, tools } };
-}
+type Recovered = { snapshot: LoopSnapshot | null; recorded: RecordedCall[]; unreadable?: string } | undefined;
 
 /** The seconds left of a task's time limit (at least one). */
 const remainingS = (maxDurationS: number, createdAt: string) =>
@@ -73,6 +62,7 @@ export function launchTask(
     ? {
         snapshot: (opts.claimed.state as LoopSnapshot | null) ?? null,
         recorded: opts.claimed.calls as RecordedCall[],
+        unreadable: opts.claimed.unreadable,
       }
     : undefined;
   // A task that ran before has the rest of its time (counted from its submission).
@@ -189,6 +179,8 @@ function liveEmitter({ w, taskId, listeners, streamed }: TaskRun): LiveEmit {
 async function loopOf(t: TaskRun, opts: LaunchOptions, recovered: Recovered): Promise<LoopOutcome> {
   const { w, task, taskId } = t;
   try {
+    // Going on from a checkpoint that cannot be read would run its calls again: the task ends, saying why.
+    if (recovered?.unreadable) throw new Error(recovered.unreadable);
     const resume = opts.resume
       ? { snapshot: opts.resume.snapshot, decision: await decisionOn(t, opts.resume.pending) }
       : undefined;
@@ -251,6 +243,7 @@ async function ownerOfTask(t: TaskRun): Promise<string | undefined> {
  */
 function loopDeps(t: TaskRun, owner: string | undefined): LoopDeps {
   const { w, taskId, traced } = t;
+  const checkpoints = checkpointWriter(w.deps.store, taskId, () => traced?.stored());
   return {
     model: w.deps.model as Model,
     modelName: w.deps.modelName,
@@ -267,13 +260,14 @@ function loopDeps(t: TaskRun, owner: string | undefined): LoopDeps {
     ...(w.deps.scriptLimits ? { scriptLimits: w.deps.scriptLimits } : {}),
     autoExposureTokens: w.deps.autoExposureTokens,
     journal: {
-      checkpoint: (snapshot) =>
-        w.deps.store.checkpoint(taskId, checkpointOf(snapshot, traced?.stored()), snapshot.steps),
+      checkpoint: (snapshot) => checkpoints.write(snapshot),
       started: (index, callId) => w.deps.store.callStarted(taskId, index, callId),
       finished: (index, callId, result) => w.deps.store.callFinished(taskId, index, callId, result),
     },
-    awaitApproval: (p, snapshot) =>
-      decide(
+    // A pause stores its state whole: the checkpoint after it is a base.
+    awaitApproval: (p, snapshot) => {
+      checkpoints.rebase();
+      return decide(
         t,
         {
           task_id: taskId,
@@ -286,10 +280,12 @@ function loopDeps(t: TaskRun, owner: string | undefined): LoopDeps {
           expires_at: p.approval.expires_at,
         },
         snapshot,
-      ),
+      );
+    },
     awaitConsent: owner?.startsWith('user:')
-      ? (p, snapshot) =>
-          awaitConsent(
+      ? (p, snapshot) => {
+          checkpoints.rebase();
+          return awaitConsent(
             t,
             {
               task_id: taskId,
@@ -302,7 +298,8 @@ function loopDeps(t: TaskRun, owner: string | undefined): LoopDeps {
               expires_at: new Date(Date.now() + (w.deps.consentTimeoutS ?? 3600) * 1000).toISOString(),
             },
             snapshot,
-          )
+          );
+        }
       : undefined,
   };
 }

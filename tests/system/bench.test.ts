@@ -647,6 +647,39 @@ describe('the report', () => {
     const report = renderReport({ ...results, streaming: streaming(2.1) });
     expect(report).toContain('## 18. Streaming off and on');
     expect(report).toContain('| 1 | 2.00 ms | 2.10 ms | 200/200 / 200/200 |');
+    // Figure 21: bytes written by a task's checkpoints against its final conversation, the worse database's,
+    // met at no more than 3× when a claim gives the same state back and the task's end leaves no part behind.
+    expect(Object.keys(byFigure).filter((f) => f.startsWith('21.'))).toEqual([]);
+    const ckpt = (database: 'SQLite' | 'PostgreSQL', afterBytes: number, same = true, left = 0) => ({
+      database,
+      beforeBytes: 500_000,
+      afterBytes,
+      parts: 20,
+      partsAfterEnd: left,
+      sameOnClaim: same,
+    });
+    const figure21 = (arms: ReturnType<typeof ckpt>[]) =>
+      goals({ ...results, checkpoints: { steps: 20, conversationBytes: 50_000, arms } }).filter((g) =>
+        g.figure.startsWith('21.'),
+      );
+    expect(figure21([ckpt('SQLite', 80_000), ckpt('PostgreSQL', 90_000)])).toEqual([
+      {
+        figure: '21. Bytes written by checkpoints per 20-step task / the final conversation (PostgreSQL)',
+        measured: '1.80× (whole checkpoints: 10.00×; 90,000 vs 500,000 of 50,000 bytes)',
+        goal: '≤ 3×',
+        met: true,
+      },
+    ]);
+    expect(figure21([ckpt('SQLite', 150_001)])[0].met).toBe(false);
+    expect(figure21([ckpt('SQLite', 80_000, false)])[0].met).toBe(false);
+    expect(figure21([ckpt('SQLite', 80_000, true, 3)])[0].met).toBe(false);
+    expect(figure21([])).toEqual([]);
+    expect(
+      renderReport({
+        ...results,
+        checkpoints: { steps: 20, conversationBytes: 50_000, arms: [ckpt('SQLite', 80_000)] },
+      }),
+    ).toContain('| SQLite | 500,000 (10.00×) | 80,000 (1.60×) | 20 / 0 | yes |');
   });
 });
 

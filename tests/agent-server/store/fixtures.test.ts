@@ -1,16 +1,19 @@
 import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { TaskStore } from '../../../agent-server/store/interface.ts';
 import { createPostgresTaskStore, createTaskStore } from '../../../agent-server/store/store.ts';
 import { openPostgres } from '../../../lib/db/postgres.ts';
 import { openDatabase } from '../../../lib/db/sqlite.ts';
+import { STATE_003 } from '../../fixtures/agent-store/state-003.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
 
 // Databases an earlier agent-server left (tests/fixtures/agent-store, made by the store of commit 79ba0f7 with
-// make.ts there): the store opens each, upgrades its schema, and finds every row it held.
+// make.ts there): the store opens each, upgrades its schema, and finds every row it held (a checkpoint of old,
+// its conversation whole, goes on as it was; the next ones append: migration 004).
 
 const fixtures = path.join(import.meta.dirname, '../../fixtures/agent-store');
 const dirs: string[] = [];
@@ -92,6 +95,11 @@ async function latest(store: TaskStore) {
     });
     expect(claim?.calls).toHaveLength(2);
     expect(store.appendEvent('task_running', 'model_call', 1, { step: 2 }).seq).toBe(3);
+    // On the upgraded schema (migration 004) its next checkpoints append, and a claim puts them together.
+    await store.checkpoint('task_running', { steps: 2 }, 2, { start: 0, messages: ['m1', 'm2'] });
+    await store.checkpoint('task_running', { steps: 3 }, 3, { start: 2, messages: ['m3'] });
+    await store.release('task_running');
+    expect((await store.claim('task_running'))?.state).toEqual({ steps: 3, messages: ['m1', 'm2', 'm3'] });
     expect(await store.unpause('task_decided')).toBe(true);
   } finally {
     await store.close();
@@ -123,7 +131,93 @@ async function first(store: TaskStore) {
   }
 }
 
+/**
+ * What the fixture at migration 003 holds (make-003.ts, before checkpoints appended): its running task's whole
+ * checkpoint goes on as it was, its next checkpoints append, and a second start applies nothing.
+ */
+async function before004(open: () => Promise<TaskStore>, migrations: () => Promise<string[]>) {
+  const store = await open();
+  try {
+    expect((await store.awaiting()).map((p) => [p.task.task_id, p.state])).toEqual([
+      ['task_paused', STATE_003],
+    ]);
+    expect(await migrations()).toEqual([
+      '001_one_schema',
+      '002_threads',
+      '003_webhooks',
+      '004_checkpoint_parts',
+    ]);
+    expect(await store.requeueLapsed(true)).toEqual(['task_running']);
+    const claim = await store.claim('task_running');
+    expect(claim?.state).toEqual(STATE_003);
+    expect(claim?.calls).toEqual([
+      {
+        index: 0,
+        call_id: 'call_a',
+        finished: true,
+        result: { message: { role: 'tool', content: '3 lines' } },
+      },
+    ]);
+    const [system, user, reply] = STATE_003.messages;
+    const tool = { role: 'tool', tool_call_id: 'call_a', content: '3 lines' };
+    await store.checkpoint('task_running', { steps: 2 }, 2, {
+      start: 0,
+      messages: [system, user, reply, tool],
+    });
+    await store.checkpoint('task_running', { steps: 3 }, 3, { start: 4, messages: [reply] });
+    await store.release('task_running');
+    expect((await store.claim('task_running'))?.state).toEqual({
+      steps: 3,
+      messages: [system, user, reply, tool, reply],
+    });
+  } finally {
+    await store.close();
+  }
+  const again = await open();
+  expect((await again.getTask('task_paused'))?.status).toBe('awaiting_approval');
+  await again.close();
+  expect(await migrations()).toHaveLength(4);
+}
+
+/** The migrations a database recorded, in order. */
+const MIGRATIONS = 'SELECT name FROM agent_migrations ORDER BY name';
+
 describe('the task store on databases an earlier version left', () => {
+  it('SQLite at migration 003: a whole checkpoint goes on, the next ones append, once migrated', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'agent-fixture-'));
+    dirs.push(dir);
+    const file = path.join(dir, 'agent.db');
+    await copyFile(path.join(fixtures, 'agent-003.db'), file);
+    const migrations = async () => {
+      const db = new Database(file, { readonly: true });
+      try {
+        return (db.prepare(MIGRATIONS).all() as { name: string }[]).map((r) => r.name);
+      } finally {
+        db.close();
+      }
+    };
+    await before004(async () => createTaskStore(openDatabase(file)), migrations);
+  });
+  it('PostgreSQL at migration 003: a whole checkpoint goes on, the next ones append, once migrated', async () => {
+    const url = await freshDatabase('fixture');
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query(await readFile(path.join(fixtures, 'postgres-003.sql'), 'utf8'));
+    } finally {
+      await client.end();
+    }
+    const migrations = async () => {
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      try {
+        return (await c.query(MIGRATIONS)).rows.map((r) => r.name as string);
+      } finally {
+        await c.end();
+      }
+    };
+    await before004(() => createPostgresTaskStore(openPostgres(url, 'test', { max: 4 })), migrations);
+  });
   it('SQLite at schema version 5: every task, event, call record, pause and login', async () => {
     await latest(await sqliteFrom('agent-v5.db'));
   });

@@ -1,5 +1,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PathGuard } from '../../../tool-server/guards/paths/guard.ts';
 import { freshDatabase } from '../../helpers/postgres.ts';
@@ -27,12 +29,15 @@ const activate = call('manage_toolsets', { action: 'ACTIVATE', toolset_ids: ['fi
 const append = (id: string) =>
   call('edit_file', { path: 'count.txt', edits: [{ old_text: 'x', new_text: 'xy' }] }, id);
 const read = (id: string) => call('read_text_file', { path: 'count.txt' }, id);
+/** A file of some 3,000 tokens, and a read of it. */
+const BIG = Array.from({ length: 1500 }, (_, i) => `row${i}`).join(' ');
+const bigRead = (id: string) => call('read_text_file', { path: 'big.txt' }, id);
 
 /**
- * Holds the agent-server's calls of `tool` at the gateway until released (the call then runs there, whatever
+ * Holds the agent-server's `nth` call of `tool` at the gateway until released (the call then runs there, whatever
  * became of the worker), counting how many reached the gateway.
  */
-function holdCalls(tool: string) {
+function holdCalls(tool: string, nth = 1) {
   const seen: string[] = [];
   let release: () => void = () => {};
   const released = new Promise<void>((r) => {
@@ -45,7 +50,7 @@ function holdCalls(tool: string) {
   const intercept: NonNullable<StackOptions['interceptGateway']> = async (req, next) => {
     const name = /\/mcp\/tools\/([^/]+)\/call$/.exec(new URL(req.url).pathname)?.[1];
     if (name) seen.push(name);
-    if (name === tool && seen.filter((n) => n === tool).length === 1) {
+    if (name === tool && seen.filter((n) => n === tool).length === nth) {
       arrived();
       await released;
     }
@@ -64,17 +69,26 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
    * Runs a task on a first agent-server until `tool`'s call is in flight, stops that agent-server, lets the
    * call finish at the gateway, and starts a second agent-server on the same data with `after` as its model.
    */
-  async function stopMidCall(first: ScriptedModel, tool: string, after: ScriptedModel) {
+  async function stopMidCall(
+    first: ScriptedModel,
+    tool: string,
+    after: ScriptedModel,
+    more: Pick<StackOptions, 'contextTokens'> = {},
+    nth = 1,
+    between?: (a: Stack, databaseUrl: string | undefined) => Promise<void>,
+  ) {
     const databaseUrl = await backend.database();
-    const hold = holdCalls(tool);
+    const hold = holdCalls(tool, nth);
     const a = await makeStack({
       model: first,
       toolsets: FILE_TOOLS,
       databaseUrl,
       interceptGateway: hold.intercept,
+      ...more,
     });
     await mkdir(a.root, { recursive: true });
     await writeFile(path.join(a.root, 'count.txt'), 'x');
+    await writeFile(path.join(a.root, 'big.txt'), BIG);
     const submitted = await a.post(a.agentApp, '/agent/execute_task', { goal: 'count', wait: false });
     expect(submitted.status).toBe(202);
     const taskId = submitted.body.task_id as string;
@@ -83,12 +97,14 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
     const closing = a.close(true);
     hold.release();
     await closing;
+    await between?.(a, databaseUrl);
     const b = await makeStack({
       model: after,
       toolsets: FILE_TOOLS,
       dataDir: a.dataDir,
       paths: await PathGuard.create({ roots: [a.root], readOnlyRoots: [] }),
       databaseUrl,
+      ...more,
       interceptGateway: hold.intercept,
     });
     stacks.push(b);
@@ -121,6 +137,84 @@ describe.each(backends)('a task whose worker stops mid-call, on $name', (backend
       rerun: true,
     });
     expect(events.filter((e) => e.type === 'task_started')).toHaveLength(1);
+  });
+
+  it.each([
+    {
+      compaction: false,
+      steps: [append('call_e1'), append('call_e2'), append('call_e3'), append('call_e4')],
+    },
+    // Under a small context budget the first read is moved out of the view before the takeover: the view the
+    // next worker sends is made from the same messages and the same compaction.
+    {
+      compaction: true,
+      contextTokens: 9000,
+      steps: [bigRead('call_b1'), bigRead('call_b2'), append('call_e1'), append('call_e2')],
+    },
+  ])(
+    'taken over after several steps, asks the model what a run never taken over asks (compaction: $compaction)',
+    async (c) => {
+      // Steps of reads and edits, then a read that is in flight when the worker stops: the checkpoints before it
+      // were appended, step by step, and the next worker puts the conversation together from them.
+      const script = () => [calls(activate), ...c.steps.map((s) => calls(s)), calls(read('call_read'))];
+      const more = c.contextTokens ? { contextTokens: c.contextTokens } : {};
+      const first = new ScriptedModel(script());
+      const after = new ScriptedModel([answer('the count is read')]);
+      const reads = c.steps.filter((s) => s.function.name === 'read_text_file').length;
+      const { taskId, b } = await stopMidCall(first, 'read_text_file', after, more, reads + 1);
+      await expect.poll(async () => (await taskOf(b, taskId)).status, { timeout: 5000 }).toBe('completed');
+      const events = (await taskOf(b, taskId)).events as { type: string }[];
+      const resumedAt = events.findIndex((e) => e.type === 'task_resumed');
+      expect(resumedAt).toBeGreaterThan(0);
+      expect(events.slice(0, resumedAt).some((e) => e.type === 'context_compacted')).toBe(c.compaction);
+      // The same task, run through on one worker.
+      const whole = new ScriptedModel([...script(), answer('the count is read')]);
+      const s = await makeStack({
+        model: whole,
+        toolsets: FILE_TOOLS,
+        databaseUrl: await backend.database(),
+        ...more,
+      });
+      stacks.push(s);
+      await mkdir(s.root, { recursive: true });
+      await writeFile(path.join(s.root, 'count.txt'), 'x');
+      await writeFile(path.join(s.root, 'big.txt'), BIG);
+      const run = await s.post(s.agentApp, '/agent/execute_task', { goal: 'count', wait: true });
+      expect(run.body.status).toBe('completed');
+      const taken = after.requests[0].messages;
+      const straight = whole.requests[c.steps.length + 2].messages;
+      expect(taken.length).toBe(straight.length);
+      // Each stack's workspace and the files' times aside, the messages are the same.
+      const plain = (m: unknown) =>
+        JSON.stringify(m)
+          .replace(/\/[^"\\]*toolshift-[^/"\\]+/g, '<root>')
+          .replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, '<time>');
+      expect(taken.map(plain)).toEqual(straight.map(plain));
+    },
+  );
+
+  it('ends failed, saying why, when the checkpoint it would go on from cannot be put together', async () => {
+    const first = new ScriptedModel([calls(activate), calls(append('call_e1')), calls(read('call_read'))]);
+    const after = new ScriptedModel([answer('never asked')]);
+    // Its first part deleted by hand while no worker runs it.
+    const tamper = async (a: Stack, url: string | undefined) => {
+      const statement = 'DELETE FROM task_checkpoint_parts WHERE start = 0';
+      if (url) {
+        const client = new pg.Client({ connectionString: url });
+        await client.connect();
+        await client.query(statement).finally(() => client.end());
+      } else {
+        const db = new Database(path.join(a.dataDir, 'agent.db'));
+        db.exec(statement);
+        db.close();
+      }
+    };
+    const { taskId, b, seen } = await stopMidCall(first, 'read_text_file', after, {}, 1, tamper);
+    await expect.poll(async () => (await taskOf(b, taskId)).status, { timeout: 5000 }).toBe('failed');
+    expect((await taskOf(b, taskId)).error).toMatch(/its conversation cannot be rebuilt/);
+    // Nothing ran again and the model was not asked.
+    expect(seen.filter((n) => n === 'read_text_file')).toHaveLength(1);
+    expect(after.requests).toHaveLength(0);
   });
 
   it.each([

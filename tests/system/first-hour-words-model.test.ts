@@ -127,7 +127,7 @@ describe('an unreachable or refusing model endpoint, as the user sees it', () =>
       expect(await agent.health()).toEqual({
         status: 'ok',
         model_configured: true,
-        model: { url, state: 'unknown' },
+        model: { url, provider: 'openai-chat', state: 'unknown' },
       });
       const result = await agent.run('list the files');
       expect(result.status).toBe('failed');
@@ -148,6 +148,7 @@ describe('an unreachable or refusing model endpoint, as the user sees it', () =>
         model_configured: true,
         model: {
           url,
+          provider: 'openai-chat',
           state: 'unreachable',
           error: expect.stringContaining('ECONNREFUSED'),
           at: expect.any(String),
@@ -212,6 +213,7 @@ describe('an unreachable or refusing model endpoint, as the user sees it', () =>
         model_configured: true,
         model: {
           url: json,
+          provider: 'openai-chat',
           state: 'error',
           status: 401,
           error: result.error?.replace('Model call failed: ', ''),
@@ -250,7 +252,7 @@ describe('an unreachable or refusing model endpoint, as the user sees it', () =>
       expect(await agent.health()).toEqual({
         status: 'ok',
         model_configured: true,
-        model: { url, state: 'ok', at: expect.any(String) },
+        model: { url, provider: 'openai-chat', state: 'ok', at: expect.any(String) },
       });
     } finally {
       await agent.close();

@@ -1,14 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import type { Hono } from 'hono';
-import { ServiceError } from '../lib/http/http-client.ts';
+import type { z } from 'zod';
+import { ServiceError, untilAborted } from '../lib/http/http-client.ts';
 import { HttpError } from '../lib/http/http-error.ts';
+import { describeIssues } from '../lib/http/issues.ts';
 import { localHop } from '../lib/http/local-hop.ts';
 import type { Principal, Security } from '../lib/http/security.ts';
 import { expectedDigest } from '../lib/http/token-match.ts';
 import type { Logger } from '../lib/telemetry/log.ts';
 import { callerActor } from './actors.ts';
 import { withActor } from './audit-context.ts';
-import type { CallFence, GatewayLocal, LocalCaller } from './contract.ts';
+import {
+  CallFence,
+  type GatewayLocal,
+  IdempotencyKey,
+  ListToolsetsQuery,
+  type LocalCaller,
+  SessionId,
+} from './contract.ts';
 import type { Gateway } from './core/interface.ts';
 import type { McpFace } from './face/face.ts';
 import { Refusal, refusalAsHttpError } from './refusals.ts';
@@ -95,7 +104,10 @@ export function localGateway(deps: LocalDeps): GatewayLocal {
       localHop(
         at,
         async () => {
-          if (sessionId !== undefined) await deps.face.claimSessionAs(credential, sessionId);
+          if (sessionId !== undefined) {
+            checked(SessionId, sessionId, 'session_id');
+            await deps.face.claimSessionAs(credential, sessionId);
+          }
           return fn();
         },
         asError,
@@ -104,8 +116,8 @@ export function localGateway(deps: LocalDeps): GatewayLocal {
   };
   return {
     listToolsets: (caller, sessionId, query) =>
-      hop(caller, ['GET', '/mcp/admin/toolsets', '/mcp/admin/toolsets'], sessionId, () =>
-        gateway.listToolsets(sessionId, query),
+      hop(caller, ['GET', '/mcp/admin/toolsets', '/mcp/admin/toolsets'], sessionId, async () =>
+        gateway.listToolsets(sessionId, checked(ListToolsetsQuery.shape.query, query, 'query')),
       ),
     manageToolsets: (caller, sessionId, args) =>
       hop(caller, ['POST', '/mcp/manage_toolsets', '/mcp/manage_toolsets'], sessionId, () =>
@@ -114,21 +126,37 @@ export function localGateway(deps: LocalDeps): GatewayLocal {
     tools: (caller, sessionId) =>
       hop(caller, ['GET', '/mcp/tools', '/mcp/tools'], sessionId, () => gateway.tools(sessionId)),
     callTool: (caller, sessionId, name, args, call) =>
-      hop(caller, ['POST', '/mcp/tools/:name/call', `/mcp/tools/${name}/call`], sessionId, () =>
-        callForAgent(gateway, sessionId, name, args, call),
-      ),
+      hop(caller, ['POST', '/mcp/tools/:name/call', `/mcp/tools/${name}/call`], sessionId, async () => {
+        checked(IdempotencyKey.optional(), call?.idempotency_key, 'idempotency_key');
+        checked(CallFence.optional(), call?.fence, 'fence');
+        return callForAgent(gateway, sessionId, name, args, call);
+      }),
     announceFence: (caller, taskId, fence) =>
       hop(caller, ['POST', '/mcp/tasks/:task_id/fence', `/mcp/tasks/${taskId}/fence`], undefined, () =>
         announceFenceOf(gateway, taskId, fence),
       ),
-    fetch: async (input, init) => deps.app.request(input, init),
+    // Abandoned on the caller's signal, as a request would be (hono's app does not read it).
+    fetch: (input, init) =>
+      untilAborted(Promise.resolve(deps.app.request(input, init)), init?.signal ?? undefined),
   };
+}
+
+/**
+ * What the route's schema would have refused, refused the same way: the scalar parts of a request (a session,
+ * a key, a fence, a query), which the agent makes itself; the arguments are the tool's, checked by its schema.
+ */
+function checked<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new HttpError(400, `Invalid ${what}: ${describeIssues(parsed.error)}`);
+  return parsed.data;
 }
 
 /** An error as the agent's HTTP client reads the route's answer: its status, `error` and the body's details. */
 function asServiceError(err: unknown, log: Logger, route: string): unknown {
-  // A service behind the gateway unreachable or too slow is said as such (installBase's onError).
-  if (err instanceof ServiceError && (err.status === 502 || err.status === 504)) return err;
+  // A service behind the gateway unreachable or too slow is said as such (installBase's onError), as the
+  // gateway's own answer.
+  if (err instanceof ServiceError && (err.status === 502 || err.status === 504))
+    return new ServiceError(err.status, err.message, { error: err.message }, { service: 'mcp-gateway' });
   const http = refusalAsHttpError(err) ?? err;
   const service = { service: 'mcp-gateway' };
   if (http instanceof HttpError)

@@ -103,6 +103,11 @@ export async function startServices(
   link: 'in-process' | 'http' = 'in-process',
 ): Promise<{ tools: Listening; gateway: Listening; agent: Listening }> {
   if (threads === 1) return startStack(config, { link });
+  if (link === 'http')
+    throw new Error(
+      'TOOLSHIFT_LINK=http is for one thread: with TOOLSHIFT_THREADS=2 the agent reaches the gateway over HTTP ' +
+        'already, and the gateway its tool-server on its own thread in-process; unset one of the two',
+    );
   const c = structuredClone(config);
   // A thread's stdout is never a terminal: the format the main thread would choose is decided here.
   if (c.logFormat === 'auto') c.logFormat = process.stdout.isTTY ? 'pretty' : 'json';

@@ -67,24 +67,28 @@ function headersOf(caller: LocalCaller): Record<string, string> {
   };
 }
 
-/** The hot routes called in-process, each abandoned on `signal` or after the HTTP call's deadline. */
+/**
+ * The hot routes called in-process, each abandoned on `signal` or after the HTTP call's deadline; a call whose
+ * signal is already aborted is not made at all (as a request would not be sent).
+ */
 function localRoutes(local: GatewayLocal, caller: LocalCaller, timeoutMs: number) {
-  const within = <T>(work: Promise<T>, signal?: AbortSignal) => untilAborted(work, signal, timeoutMs);
+  const within = <T>(start: () => Promise<T>, signal?: AbortSignal) =>
+    signal?.aborted ? Promise.reject(signal.reason) : untilAborted(start(), signal, timeoutMs);
   return {
     listToolsets: (sessionId: string, query?: string, signal?: AbortSignal) =>
-      within(local.listToolsets(caller, sessionId, query), signal),
+      within(() => local.listToolsets(caller, sessionId, query), signal),
     manageToolsets: (sessionId: string, args: Record<string, unknown>, signal?: AbortSignal) =>
-      within(local.manageToolsets(caller, sessionId, args), signal),
-    tools: (sessionId: string, signal?: AbortSignal) => within(local.tools(caller, sessionId), signal),
+      within(() => local.manageToolsets(caller, sessionId, args), signal),
+    tools: (sessionId: string, signal?: AbortSignal) => within(() => local.tools(caller, sessionId), signal),
     callTool: (
       sessionId: string,
       name: string,
       args: Record<string, unknown>,
       signal?: AbortSignal,
       call?: { idempotency_key: string; fence?: CallFence },
-    ) => within(local.callTool(caller, sessionId, name, args, call), signal),
+    ) => within(() => local.callTool(caller, sessionId, name, args, call), signal),
     announceFence: (taskId: string, fence: number, signal?: AbortSignal) =>
-      within(local.announceFence(caller, taskId, fence), signal),
+      within(() => local.announceFence(caller, taskId, fence), signal),
   } satisfies Partial<ReturnType<typeof routeClient>>;
 }
 

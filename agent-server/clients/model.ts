@@ -213,10 +213,22 @@ export function retryingModel(opts: OpenAIModelOptions, endpoint: string, ask: A
   };
 }
 
+/** Whether `baseURL` is OpenAI's own API (its host, or one of its subdomains). */
+export function isOpenAI(baseURL: string): boolean {
+  try {
+    const host = new URL(baseURL).hostname;
+    return host === 'api.openai.com' || host.endsWith('.openai.com');
+  } catch {
+    return false;
+  }
+}
+
 /** A Model over any OpenAI-compatible endpoint's chat completions, under toolshift's retry policy. */
 export function openAIModel(opts: OpenAIModelOptions): Model {
   const client = openAIClient(opts);
   const limits = streamLimits(opts, client.baseURL);
+  // `prompt_cache_key` is OpenAI's own field: other chat-completions servers may refuse what they do not know.
+  const cacheKeys = isOpenAI(client.baseURL);
   /** One attempt: the whole reply at once, or (streaming on) put together from its chunks as they come. */
   return retryingModel(opts, client.baseURL, async (request, { signal, onDelta }, seen) => {
     // No tools, no `tools` (some providers refuse an empty array): a summary is asked without them.
@@ -224,7 +236,7 @@ export function openAIModel(opts: OpenAIModelOptions): Model {
       model: request.model,
       messages: request.messages,
       ...(request.tools.length > 0 ? { tools: request.tools } : {}),
-      ...(request.cacheKey ? { prompt_cache_key: request.cacheKey } : {}),
+      ...(request.cacheKey && cacheKeys ? { prompt_cache_key: request.cacheKey } : {}),
     };
     if (!opts.stream) {
       const res = await client.chat.completions.create(body, { signal });

@@ -38,8 +38,15 @@ export function toolServerBackend(endpoint: ServiceEndpoint, name = 'tool-server
   };
 }
 
-/** The native tool-server in this process (start/stack.ts): its calls without a socket, the same in all else. */
-export function localToolServerBackend(local: ToolServerLocal, name = 'tool-server'): Backend {
+/**
+ * The native tool-server in this process (start/stack.ts): its calls without a socket, the same in all else —
+ * a call abandoned on its signal or after the deadline an HTTP call has (a 504, as callRoute's).
+ */
+export function localToolServerBackend(
+  local: ToolServerLocal,
+  name = 'tool-server',
+  timeoutMs = 120_000,
+): Backend {
   return {
     name,
     listTools: () => local.listTools(),
@@ -51,6 +58,7 @@ export function localToolServerBackend(local: ToolServerLocal, name = 'tool-serv
           key: call?.key,
         }),
         call?.signal,
+        timeoutMs,
       ),
     // In this process: up while the process is.
     health: async () => ({ ok: true }),

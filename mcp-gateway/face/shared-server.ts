@@ -60,6 +60,7 @@ export interface SharedServer {
 export function sharedServer(server: Server): SharedServer {
   const waiting = new Map<number, Answer>();
   let next = 0;
+  let closed = false;
   let supported: readonly string[] = SUPPORTED_PROTOCOL_VERSIONS;
   const transport: Transport = {
     start: async () => undefined,
@@ -77,6 +78,7 @@ export function sharedServer(server: Server): SharedServer {
       answer(message);
     },
     async close() {
+      closed = true;
       const pending = [...waiting.values()];
       waiting.clear();
       for (const answer of pending) {
@@ -90,6 +92,11 @@ export function sharedServer(server: Server): SharedServer {
     accepts: (request, parsedBody) => sharedRequest(request, parsedBody, supported),
     async answer(message, extra) {
       await connected;
+      // Closed (the face is stopping): answered at once, never left waiting for a server that is gone.
+      if (closed) {
+        const error = { code: -32000, message: 'The MCP face is closing' };
+        return Response.json({ jsonrpc: '2.0', id: message.id, error }, { status: 200 });
+      }
       const id = ++next;
       const answered = new Promise<JSONRPCMessage>((resolve) => waiting.set(id, resolve));
       transport.onmessage?.({ ...message, id }, extra);

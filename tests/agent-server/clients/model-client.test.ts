@@ -85,18 +85,25 @@ describe('the OpenAI-compatible model client', () => {
     expect(reply).toMatchObject({ content: 'The model refused: I cannot help.', tool_calls: [] });
   });
 
-  it('sends the request’s cache key as prompt_cache_key, and none when it has none', async () => {
+  it('sends the request’s cache key as prompt_cache_key to OpenAI, and to no other server', async () => {
     const keys: unknown[] = [];
+    const openai = 'https://api.openai.com/v1';
     server.use(
       http.post(URL, async ({ request: req }) => {
         keys.push(((await req.json()) as { prompt_cache_key?: unknown }).prompt_cache_key);
         return HttpResponse.json(completion({ content: 'ok' }));
       }),
+      http.post(`${openai}/chat/completions`, async ({ request: req }) => {
+        keys.push(((await req.json()) as { prompt_cache_key?: unknown }).prompt_cache_key);
+        return HttpResponse.json(completion({ content: 'ok' }));
+      }),
     );
-    const { m } = model();
-    await m.complete({ ...request, cacheKey: 'thr_1' });
-    await m.complete(request);
-    expect(keys).toEqual(['thr_1', undefined]);
+    const atOpenAI = openAIModel({ baseURL: openai, apiKey: 'test', timeoutMs: 5000, maxAttempts: 1 });
+    await atOpenAI.complete({ ...request, cacheKey: 'thr_1' });
+    await atOpenAI.complete(request);
+    // Another chat-completions server (vLLM, Ollama, a proxy) may refuse a field it does not know.
+    await model().m.complete({ ...request, cacheKey: 'thr_1' });
+    expect(keys).toEqual(['thr_1', undefined, undefined]);
   });
 
   it('retries a 429, waiting what retry-after asks', async () => {

@@ -20,6 +20,8 @@ afterEach(async () => {
 afterAll(() => server.close());
 
 const OPTIONS = { baseURL: MODEL_BASE_URL, apiKey: 'test', timeoutMs: 5000, maxAttempts: 1 };
+/** OpenAI's own API (msw answers it here): chat completions send prompt_cache_key to it alone. */
+const OPENAI = 'https://api.openai.com/v1';
 
 async function run(s: Stack, body: Record<string, unknown>) {
   const res = await s.post(s.agentApp, '/agent/execute_task', body);
@@ -31,12 +33,12 @@ describe('prompt_cache_key', () => {
   it('chat completions: each request carries its task’s thread, shared within a thread, not across', async () => {
     const keys: unknown[] = [];
     server.use(
-      http.post(`${MODEL_BASE_URL}/chat/completions`, async ({ request }) => {
+      http.post(`${OPENAI}/chat/completions`, async ({ request }) => {
         keys.push(((await request.json()) as { prompt_cache_key?: unknown }).prompt_cache_key);
         return HttpResponse.json(completion({ content: 'done' }));
       }),
     );
-    stack = await makeStack({ model: openAIModel(OPTIONS), toolsets: SPLIT_TOOLSETS });
+    stack = await makeStack({ model: openAIModel({ ...OPTIONS, baseURL: OPENAI }), toolsets: SPLIT_TOOLSETS });
     const first = await run(stack, { goal: 'one' });
     const afterFirst = keys.length;
     const second = await run(stack, { goal: 'two', thread_id: first.thread_id });

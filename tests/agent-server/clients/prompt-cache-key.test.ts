@@ -38,7 +38,10 @@ describe('prompt_cache_key', () => {
         return HttpResponse.json(completion({ content: 'done' }));
       }),
     );
-    stack = await makeStack({ model: openAIModel({ ...OPTIONS, baseURL: OPENAI }), toolsets: SPLIT_TOOLSETS });
+    stack = await makeStack({
+      model: openAIModel({ ...OPTIONS, baseURL: OPENAI }),
+      toolsets: SPLIT_TOOLSETS,
+    });
     const first = await run(stack, { goal: 'one' });
     const afterFirst = keys.length;
     const second = await run(stack, { goal: 'two', thread_id: first.thread_id });

@@ -5,26 +5,11 @@ import Anthropic, {
   APIUserAbortError,
 } from '@anthropic-ai/sdk';
 import type { Message } from '@anthropic-ai/sdk/resources/messages/messages';
-import { ModelError, TaskStoppedError } from '../errors.ts';
 import { paramsOf, replyOf } from './anthropic-map.ts';
 import { anthropicReader } from './anthropic-stream.ts';
-import {
-  abortable,
-  type Model,
-  type ModelHealth,
-  type ModelReply,
-  type ModelRequest,
-  type OpenAIModelOptions,
-} from './model.ts';
-import {
-  isTlsError,
-  MAX_DELAY_MS,
-  networkCause,
-  plainMessage,
-  REQUEST_ERRORS,
-  retryAfterMs,
-} from './model-errors.ts';
-import { type Failure, StreamFailure, streamAttempt, tooLong } from './model-stream.ts';
+import { type Model, type OpenAIModelOptions, retryingModel } from './model.ts';
+import { describer, type SdkApiError } from './model-errors.ts';
+import { streamAttempt, tooLong } from './model-stream.ts';
 
 // A Model over Anthropic's Messages API (the official @anthropic-ai/sdk), with toolshift's own retry policy,
 // bounds and health, as openAIModel (model.ts) has them: the same events, the same failure messages.
@@ -38,12 +23,11 @@ export interface AnthropicModelOptions extends Omit<OpenAIModelOptions, 'baseURL
 
 const KEY_VARIABLE = 'ANTHROPIC_API_KEY';
 const URL_VARIABLE = 'ANTHROPIC_BASE_URL';
-/** 408, 409 and 429 wait and retry, as every 5xx (529: overloaded). */
-const RETRYABLE = new Set([408, 409, 429]);
-
 /** What the API's error body said (`{"type":"error","error":{"type","message"}}`), bounded. */
-function providerText(err: InstanceType<typeof APIError>): string {
-  const body = err.error as { error?: { type?: unknown; message?: unknown } } | undefined;
+function providerText(err: SdkApiError): string {
+  const body = (err as { error?: unknown }).error as
+    | { error?: { type?: unknown; message?: unknown } }
+    | undefined;
   const message = body?.error?.message;
   const type = body?.error?.type;
   let text =
@@ -57,52 +41,19 @@ function providerText(err: InstanceType<typeof APIError>): string {
   return text.length > 300 ? `${text.slice(0, 300)}…` : text;
 }
 
-/** A billing stop: no credit left, waiting does not fix it (Anthropic answers 400 or 402 with this). */
-function isQuota(err: InstanceType<typeof APIError>): boolean {
-  return err.status === 402 || /credit balance|billing/i.test(providerText(err));
-}
-
-function describe(err: unknown, timeoutMs: number, endpoint: string, keySet: boolean): Failure {
-  if (err instanceof StreamFailure) return err.failure;
-  if (err instanceof APIError && err.status !== undefined) {
-    const retry = !isQuota(err) && (RETRYABLE.has(err.status) || err.status >= 500);
-    const key =
-      err.status === 401 || err.status === 403
-        ? keySet
-          ? ` (the endpoint refused the API key in ${KEY_VARIABLE}: check it, and that it may use this model)`
-          : ` (no API key was sent: set ${KEY_VARIABLE})`
-        : '';
-    return {
-      retry,
-      message: `model endpoint ${endpoint} answered ${err.status}: ${providerText(err)}${key}`,
-      delay: retryAfterMs(err.headers),
-      status: err.status,
-      state: REQUEST_ERRORS.has(err.status) && !isQuota(err) ? 'ok' : 'error',
-    };
-  }
-  if (err instanceof APIConnectionError) {
-    if (err instanceof APIConnectionTimeoutError) {
-      return {
-        retry: true,
-        state: 'unreachable',
-        message: `model call to ${endpoint} timed out after ${timeoutMs} ms (AGENT_MODEL_TIMEOUT_MS)`,
-      };
-    }
-    const { code, message } = networkCause(err);
-    const said = plainMessage(message);
-    const cause = code ? (said && said !== code ? `${code}: ${said}` : code) : (said ?? err.message);
-    return {
-      retry: true,
-      state: 'unreachable',
-      message:
-        code && isTlsError(code)
-          ? `the TLS connection to the model endpoint ${endpoint} failed (${cause}): does the server speak ` +
-            `https (${URL_VARIABLE} may need http://), and is its certificate trusted (NODE_EXTRA_CA_CERTS)?`
-          : `cannot reach the model endpoint ${endpoint} (${cause}): is the server running, and is ${URL_VARIABLE} right?`,
-    };
-  }
-  return { retry: false, state: 'error', message: (err as Error).message };
-}
+/**
+ * The SDK's failures, judged as the OpenAI client's are (408, 409, 429 and every 5xx — 529: overloaded — retried),
+ * a billing stop (no credit left: 402, or a 400 saying so) failed at once.
+ */
+const describe = describer(
+  { APIError, APIConnectionError, APIConnectionTimeoutError },
+  {
+    key: KEY_VARIABLE,
+    url: URL_VARIABLE,
+    text: providerText,
+    quota: (err, text) => err.status === 402 || /credit balance|billing/i.test(text),
+  },
+);
 
 /** A reply without streaming is bounded as a streamed one is: its text and tool inputs, its tool calls. */
 function bounded(message: Message, limits: { endpoint: string; maxChars: number }) {
@@ -133,76 +84,32 @@ export function anthropicModel(opts: AnthropicModelOptions): Model {
     fetch: opts.fetch,
   });
   const endpoint = client.baseURL;
-  const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const baseDelay = opts.baseDelayMs ?? 500;
   const maxTokens = opts.maxTokens ?? 8192;
-  let health: ModelHealth = { url: endpoint, state: 'unknown' };
-  const seen = (state: ModelHealth['state'], failure?: Failure) => {
-    health = {
-      url: endpoint,
-      state,
-      ...(failure && state !== 'ok'
-        ? { ...(failure.status !== undefined ? { status: failure.status } : {}), error: failure.message }
-        : {}),
-      at: new Date().toISOString(),
-    };
-  };
   const limits = {
     endpoint,
     timeoutMs: opts.timeoutMs,
     stallMs: opts.stallMs ?? 60_000,
     maxChars: opts.maxReplyChars ?? 1_000_000,
   };
-  const ask = async (
-    request: ModelRequest,
-    signal: AbortSignal | undefined,
-    onDelta?: (text: string) => void,
-  ): Promise<Omit<ModelReply, 'attempts'>> => {
-    const body = paramsOf(request, maxTokens);
-    if (!opts.stream) {
-      const message = await client.messages.create({ ...body, stream: false }, { signal });
-      seen('ok');
-      return replyOf(bounded(message, limits));
-    }
-    const open = async (attempt: AbortSignal) => {
-      const res = await client.messages.create({ ...body, stream: true }, { signal: attempt }).asResponse();
-      seen('ok');
-      return res;
-    };
-    const message = await streamAttempt(open, limits, signal, anthropicReader(limits, onDelta));
-    return replyOf(bounded(message, limits));
-  };
-  return {
-    health: () => ({ ...health }),
-    async complete(request, options = {}) {
-      const { signal } = options;
-      const stopped = () =>
-        signal?.reason instanceof TaskStoppedError ? signal.reason : new TaskStoppedError('cancelled');
-      for (let attempt = 1; ; attempt++) {
-        if (signal?.aborted) throw stopped();
-        try {
-          return { ...(await ask(request, signal, options.onDelta)), attempts: attempt };
-        } catch (err) {
-          if (err instanceof ModelError) throw err;
-          if (signal?.aborted || err instanceof APIUserAbortError) throw stopped();
-          const failure = describe(err, opts.timeoutMs, endpoint, opts.apiKey !== undefined);
-          seen(failure.state, failure);
-          if (!failure.retry) throw new ModelError(`Model call failed: ${failure.message}`);
-          if (attempt >= opts.maxAttempts) {
-            const attempts = attempt === 1 ? '1 attempt' : `${attempt} attempts`;
-            throw new ModelError(`Model call failed after ${attempts}: ${failure.message}`);
-          }
-          const backoff = Math.min(baseDelay * 2 ** (attempt - 1) * (0.75 + Math.random() / 2), MAX_DELAY_MS);
-          const delay = Math.round(failure.delay ?? backoff);
-          options.onRetry?.({
-            attempt,
-            status: failure.status ?? null,
-            reason: failure.message,
-            delay_ms: delay,
-          });
-          await abortable(sleep(delay), signal, stopped);
-        }
+  /** One attempt: the whole reply at once, or (streaming on) put together from its events as they come. */
+  return retryingModel(
+    opts,
+    endpoint,
+    async (request, { signal, onDelta }, seen) => {
+      const body = paramsOf(request, maxTokens);
+      if (!opts.stream) {
+        const message = await client.messages.create({ ...body, stream: false }, { signal });
+        seen('ok');
+        return replyOf(bounded(message, limits));
       }
+      const open = async (attempt: AbortSignal) => {
+        const res = await client.messages.create({ ...body, stream: true }, { signal: attempt }).asResponse();
+        seen('ok');
+        return res;
+      };
+      const message = await streamAttempt(open, limits, signal, anthropicReader(limits, onDelta));
+      return replyOf(bounded(message, limits));
     },
-  };
+    { describe, aborted: (err) => err instanceof APIUserAbortError },
+  );
 }

@@ -45,11 +45,33 @@ export function isTlsError(code: string): boolean {
   return /^(ERR_SSL_|ERR_TLS_|EPROTO$)|CERT|_SIGNATURE$|SELF_SIGNED|^UNABLE_TO_/.test(code);
 }
 
-/** The configuration variable of the model's API key (lib/config/config.ts). */
-const KEY_VARIABLE = 'OPENAI_API_KEY';
+/** An SDK's error for an answer that was not 2xx (the `openai` and `@anthropic-ai/sdk` ones have one shape). */
+export interface SdkApiError extends Error {
+  status: number | undefined;
+  headers: Headers | undefined;
+  code?: unknown;
+  type?: unknown;
+}
+
+/** A provider SDK's error classes. */
+export interface SdkErrors {
+  APIError: abstract new (...args: never[]) => SdkApiError;
+  APIConnectionError: abstract new (...args: never[]) => Error;
+  APIConnectionTimeoutError: abstract new (...args: never[]) => Error;
+}
+
+/** A provider's settings, for the messages (lib/config/config.ts), and what its answers say of a spent quota. */
+export interface ProviderWords {
+  key: string;
+  url: string;
+  /** An answer waiting does not fix (no quota or credit left): failed at once with the provider's message. */
+  quota(err: SdkApiError, text: string): boolean;
+  /** What the error body said, where the provider's body has its own shape (providerText otherwise). */
+  text?(err: SdkApiError): string;
+}
 
 /** What a provider's error body said, without the status the SDK puts in front of it (often more than once). */
-function providerText(err: InstanceType<typeof APIError>): string {
+export function providerText(err: SdkApiError): string {
   const status = String(err.status);
   let text = err.message;
   // The SDK's message is `<status> <provider message>`; a provider's own message may start with it again
@@ -69,47 +91,72 @@ function providerText(err: InstanceType<typeof APIError>): string {
 /** Statuses about the one request (its size, its content): the endpoint itself works. */
 export const REQUEST_ERRORS = new Set([400, 413, 422]);
 
-/** What a failed attempt was: an SDK error, a stream failure, anything else (not retried). */
-export function describe(err: unknown, timeoutMs: number, endpoint: string, keySet: boolean): Failure {
-  if (err instanceof StreamFailure) return err.failure;
-  if (err instanceof APIError && err.status !== undefined) {
-    // An exhausted quota is a 429 that waiting does not fix: fail at once with the provider's message.
-    const quota = err.code === 'insufficient_quota' || (err.type ?? '') === 'insufficient_quota';
-    const retry = !quota && (RETRYABLE.has(err.status) || err.status >= 500);
-    const key =
-      err.status === 401 || err.status === 403
-        ? keySet
-          ? ` (the endpoint refused the API key in ${KEY_VARIABLE}: check it, and that it may use this model)`
-          : ` (no API key was sent: set ${KEY_VARIABLE})`
-        : '';
-    return {
-      retry,
-      message: `model endpoint ${endpoint} answered ${err.status}: ${providerText(err)}${key}`,
-      delay: retryAfterMs(err.headers),
-      status: err.status,
-      state: REQUEST_ERRORS.has(err.status) ? 'ok' : 'error',
-    };
-  }
-  if (err instanceof APIConnectionError) {
-    if (err instanceof APIConnectionTimeoutError) {
+/**
+ * What a failed attempt was — an SDK error, a stream failure, anything else (not retried) — for a provider's
+ * SDK and settings.
+ */
+export function describer(sdk: SdkErrors, words: ProviderWords) {
+  return (err: unknown, timeoutMs: number, endpoint: string, keySet: boolean): Failure => {
+    if (err instanceof StreamFailure) return err.failure;
+    if (err instanceof sdk.APIError && err.status !== undefined) {
+      const text = words.text ? words.text(err) : providerText(err);
+      const quota = words.quota(err, text);
+      const retry = !quota && (RETRYABLE.has(err.status) || err.status >= 500);
+      const key =
+        err.status === 401 || err.status === 403
+          ? keySet
+            ? ` (the endpoint refused the API key in ${words.key}: check it, and that it may use this model)`
+            : ` (no API key was sent: set ${words.key})`
+          : '';
       return {
-        retry: true,
-        state: 'unreachable',
-        message: `model call to ${endpoint} timed out after ${timeoutMs} ms (AGENT_MODEL_TIMEOUT_MS)`,
+        retry,
+        message: `model endpoint ${endpoint} answered ${err.status}: ${text}${key}`,
+        delay: retryAfterMs(err.headers),
+        status: err.status,
+        state: REQUEST_ERRORS.has(err.status) && !quota ? 'ok' : 'error',
       };
     }
-    const { code, message } = networkCause(err);
-    const said = plainMessage(message);
-    const cause = code ? (said && said !== code ? `${code}: ${said}` : code) : (said ?? err.message);
+    if (err instanceof sdk.APIConnectionError) return unreachable(err, sdk, words, timeoutMs, endpoint);
+    return { retry: false, state: 'error', message: (err as Error).message };
+  };
+}
+
+/** A connection that failed or timed out: which, and what to check. */
+function unreachable(
+  err: Error,
+  sdk: SdkErrors,
+  words: ProviderWords,
+  timeoutMs: number,
+  endpoint: string,
+): Failure {
+  if (err instanceof sdk.APIConnectionTimeoutError) {
     return {
       retry: true,
       state: 'unreachable',
-      message:
-        code && isTlsError(code)
-          ? `the TLS connection to the model endpoint ${endpoint} failed (${cause}): does the server speak ` +
-            'https (OPENAI_BASE_URL may need http://), and is its certificate trusted (NODE_EXTRA_CA_CERTS)?'
-          : `cannot reach the model endpoint ${endpoint} (${cause}): is the server running, and is OPENAI_BASE_URL right?`,
+      message: `model call to ${endpoint} timed out after ${timeoutMs} ms (AGENT_MODEL_TIMEOUT_MS)`,
     };
   }
-  return { retry: false, state: 'error', message: (err as Error).message };
+  const { code, message } = networkCause(err);
+  const said = plainMessage(message);
+  // (Typed as any Error, so TypeScript would take the timeout's test above to have ruled every error out.)
+  const cause = code ? (said && said !== code ? `${code}: ${said}` : code) : (said ?? (err as Error).message);
+  return {
+    retry: true,
+    state: 'unreachable',
+    message:
+      code && isTlsError(code)
+        ? `the TLS connection to the model endpoint ${endpoint} failed (${cause}): does the server speak ` +
+          `https (${words.url} may need http://), and is its certificate trusted (NODE_EXTRA_CA_CERTS)?`
+        : `cannot reach the model endpoint ${endpoint} (${cause}): is the server running, and is ${words.url} right?`,
+  };
 }
+
+/** The `openai` SDK's failures: an exhausted quota is a 429 that waiting does not fix. */
+export const describe = describer(
+  { APIError, APIConnectionError, APIConnectionTimeoutError },
+  {
+    key: 'OPENAI_API_KEY',
+    url: 'OPENAI_BASE_URL',
+    quota: (err) => err.code === 'insufficient_quota' || (err.type ?? '') === 'insufficient_quota',
+  },
+);

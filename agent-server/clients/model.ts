@@ -159,12 +159,26 @@ export type Attempt = (
   seen: (state: 'ok') => void,
 ) => Promise<Omit<ModelReply, 'attempts'>>;
 
+/** How an API's client errors are judged: what a failure means (model-errors.ts), and whether it is an abort. */
+export interface ErrorJudge {
+  describe(err: unknown, timeoutMs: number, endpoint: string, keySet: boolean): Failure;
+  aborted(err: unknown): boolean;
+}
+
+/** The `openai` SDK's errors (chat completions, the Responses API). */
+const OPENAI_ERRORS: ErrorJudge = { describe, aborted: (err) => err instanceof APIUserAbortError };
+
 /**
  * toolshift's retry policy around one attempt, whatever the API: 408/409/429/5xx and network errors retried
  * with backoff (or what Retry-After asks) up to the attempt budget, others failed at once; the endpoint's
- * state kept for /health.
+ * state kept for /health. `judge`: how the API's client says what went wrong (the `openai` SDK's by default).
  */
-export function retryingModel(opts: OpenAIModelOptions, endpoint: string, ask: Attempt): Model {
+export function retryingModel(
+  opts: OpenAIModelOptions,
+  endpoint: string,
+  ask: Attempt,
+  judge: ErrorJudge = OPENAI_ERRORS,
+): Model {
   const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const baseDelay = opts.baseDelayMs ?? 500;
   let health: ModelHealth = { url: endpoint, state: 'unknown' };
@@ -190,8 +204,8 @@ export function retryingModel(opts: OpenAIModelOptions, endpoint: string, ask: A
           return { ...(await ask(request, options, seen)), attempts: attempt };
         } catch (err) {
           if (err instanceof ModelError) throw err;
-          if (signal?.aborted || err instanceof APIUserAbortError) throw stopped();
-          const failure = describe(err, opts.timeoutMs, endpoint, opts.apiKey !== undefined);
+          if (signal?.aborted || judge.aborted(err)) throw stopped();
+          const failure = judge.describe(err, opts.timeoutMs, endpoint, opts.apiKey !== undefined);
           seen(failure.state, failure);
           if (!failure.retry) throw new ModelError(`Model call failed: ${failure.message}`);
           if (attempt >= opts.maxAttempts) {

@@ -160,9 +160,11 @@ function statedDefaults(text: string): { name: string; stated: string; line: str
     });
   }
   const names = [...REFERENCE.keys()].join('|');
+  // A dot only where no space follows (a sentence ends the search), and one way to match each character: a
+  // pattern that could take a dot two ways backtracks for ever on a long line (docs/ARCHITECTURE.md's table).
   const prose = new RegExp(
     String.raw`\$?\b(${names})\b` +
-      String.raw`\x60?(?:[^\n|]|\.(?! ))*?\((?:[^()\n]*?default:? ([^)\n,;]+)|([^()\n]+) unless set)\)`,
+      String.raw`\x60?(?:[^\n|.]|\.(?! ))*?\((?:[^()\n]*?default:? ([^)\n,;]+)|([^()\n]+) unless set)\)`,
     'g',
   );
   for (const m of text.matchAll(prose)) {

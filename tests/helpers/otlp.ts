@@ -18,6 +18,7 @@ export interface ReceivedSpan {
   status: { code?: number; message?: string };
   /** Nanoseconds since the epoch, as a string (OTLP/JSON's form). */
   start: string;
+  end: string;
 }
 
 type AnyValue = {
@@ -73,6 +74,7 @@ export function spansOf(body: string): ReceivedSpan[] {
           })),
           status: (s.status as ReceivedSpan['status']) ?? {},
           start: String(s.startTimeUnixNano ?? '0'),
+          end: String(s.endTimeUnixNano ?? '0'),
         });
       }
     }
@@ -125,8 +127,14 @@ export function spanTree(spans: readonly ReceivedSpan[], show: readonly string[]
       byParent.set(s.parentSpanId, list);
     } else roots.push(s);
   }
-  // In the order they started (exports arrive in batches, in no useful order).
-  const byStart = (a: ReceivedSpan, b: ReceivedSpan) => (BigInt(a.start) < BigInt(b.start) ? -1 : 1);
+  // In the order they started (exports arrive in batches, in no useful order). A span's start is the
+  // millisecond it began (the SDK takes Date.now()), so two that began in one millisecond — a call made in
+  // the same process and the step after it — are told apart by their ends: the one before ended first.
+  const byStart = (a: ReceivedSpan, b: ReceivedSpan) => {
+    const [as, bs] = [BigInt(a.start), BigInt(b.start)];
+    if (as !== bs) return as < bs ? -1 : 1;
+    return BigInt(a.end) <= BigInt(b.end) ? -1 : 1;
+  };
   roots.sort(byStart);
   for (const list of byParent.values()) list.sort(byStart);
   const lines: string[] = [];

@@ -189,10 +189,12 @@ export function resolveReply(state: LoopState, reply: ModelReply): Resolution {
 /** The request of the conversation as the model sees it (context.ts), with the read tool once it shows a stub. */
 function requestOf(run: LoopRun, tools: GatewayTool[]): ModelRequest {
   const { deps, state } = run;
-  const seen = contextView(state.messages, state.context, state.stubs);
+  const inContext = contextView(state.messages, state.context, state.stubs);
   // A code task does not carry the declarations of toolsets no longer active (code-view.ts).
   const view =
-    state.exposure.mode === 'code' ? withdrawInactive(seen, new Set(tools.map((t) => t.toolset))) : seen;
+    state.exposure.mode === 'code'
+      ? withdrawInactive(inContext, new Set(tools.map((t) => t.toolset)))
+      : inContext;
   const extra = hasMovedOut(state.context) ? [readStoredResultTool] : [];
   const request = buildModelRequest(deps.modelName, view, tools, state.exposure.mode, extra);
   return deps.cacheKey ? { ...request, cacheKey: deps.cacheKey } : request;

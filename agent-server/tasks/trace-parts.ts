@@ -231,3 +231,25 @@ export function retryAttributes(data: Record<string, unknown>, reason: string) {
     'toolshift.retry.delay_ms': Number(data.delay_ms ?? 0),
   };
 }
+
+/** What a model reply says of itself, on its `chat` span: the model and id that answered, the cache's tokens. */
+export function replyAttributes(reply: ModelReply, safe: (value: unknown) => string) {
+  return {
+    ...(reply.model ? { [GENAI.responseModel]: safe(reply.model) } : {}),
+    ...(reply.id ? { [GENAI.responseId]: safe(reply.id) } : {}),
+    ...(typeof reply.cached_tokens === 'number' ? { [GENAI.cachedInputTokens]: reply.cached_tokens } : {}),
+    ...(typeof reply.cache_write_tokens === 'number'
+      ? { [GENAI.cacheWriteInputTokens]: reply.cache_write_tokens }
+      : {}),
+  };
+}
+
+/** An attempt's span as the task ends: its status and the task's tokens. */
+export function attemptEndAttributes(status: string, usage: unknown) {
+  const u = usage as { prompt_tokens?: number; completion_tokens?: number } | undefined;
+  return {
+    [TOOLSHIFT.status]: status,
+    [GENAI.inputTokens]: u?.prompt_tokens ?? 0,
+    [GENAI.outputTokens]: u?.completion_tokens ?? 0,
+  };
+}

@@ -15,11 +15,13 @@ import type { ModelReply, ModelRequest } from '../clients/model.ts';
 import type { EventType, PendingApproval } from '../contract.ts';
 import {
   attemptAttributes,
+  attemptEndAttributes,
   chatAttributes,
   chatEndAttributes,
   latestMessages,
   linkFrom,
   messageParts,
+  replyAttributes,
   retryAttributes,
   ScriptSpans,
   type StoredTrace,
@@ -147,12 +149,7 @@ export class TaskTrace implements SpanHolder {
   private replied(reply: ModelReply): void {
     const span = this.chat;
     if (!span) return;
-    if (reply.model) span.setAttribute(GENAI.responseModel, this.safe(reply.model));
-    if (reply.id) span.setAttribute(GENAI.responseId, this.safe(reply.id));
-    if (typeof reply.cached_tokens === 'number')
-      span.setAttribute(GENAI.cachedInputTokens, reply.cached_tokens);
-    if (typeof reply.cache_write_tokens === 'number')
-      span.setAttribute(GENAI.cacheWriteInputTokens, reply.cache_write_tokens);
+    span.setAttributes(replyAttributes(reply, (v) => this.safe(v)));
     if (this.tracing.content) {
       const message = messageParts({
         role: 'assistant',
@@ -370,12 +367,7 @@ export class TaskTrace implements SpanHolder {
       this.tool.setAttribute(TOOLSHIFT.outcome, status);
       this.closeTool();
     }
-    const u = usage as { prompt_tokens?: number; completion_tokens?: number } | undefined;
-    span.setAttributes({
-      [TOOLSHIFT.status]: status,
-      [GENAI.inputTokens]: u?.prompt_tokens ?? 0,
-      [GENAI.outputTokens]: u?.completion_tokens ?? 0,
-    });
+    span.setAttributes(attemptEndAttributes(status, usage));
     if (status !== 'completed') {
       span.setAttribute(GENAI.errorType, status);
       span.setStatus({

@@ -16,6 +16,7 @@ import {
   IdempotencyKey,
   ListToolsetsQuery,
   type LocalCaller,
+  gatewayRoutes as routes,
   SessionId,
 } from './contract.ts';
 import type { Gateway } from './core/interface.ts';
@@ -126,14 +127,26 @@ export function localGateway(deps: LocalDeps): GatewayLocal {
     tools: (caller, sessionId) =>
       hop(caller, ['GET', '/mcp/tools', '/mcp/tools'], sessionId, () => gateway.tools(sessionId)),
     callTool: (caller, sessionId, name, args, call) =>
-      hop(caller, ['POST', '/mcp/tools/:name/call', `/mcp/tools/${name}/call`], sessionId, async () => {
-        checked(IdempotencyKey.optional(), call?.idempotency_key, 'idempotency_key');
-        checked(CallFence.optional(), call?.fence, 'fence');
-        return callForAgent(gateway, sessionId, name, args, call);
-      }),
+      hop(
+        caller,
+        ['POST', '/mcp/tools/:name/call', `/mcp/tools/${name.slice(0, 256)}/call`],
+        sessionId,
+        async () => {
+          checked(routes.callTool.params, { name }, 'path parameters');
+          checked(IdempotencyKey.optional(), call?.idempotency_key, 'idempotency_key');
+          checked(CallFence.optional(), call?.fence, 'fence');
+          return callForAgent(gateway, sessionId, name, args, call);
+        },
+      ),
     announceFence: (caller, taskId, fence) =>
-      hop(caller, ['POST', '/mcp/tasks/:task_id/fence', `/mcp/tasks/${taskId}/fence`], undefined, () =>
-        announceFenceOf(gateway, taskId, fence),
+      hop(
+        caller,
+        ['POST', '/mcp/tasks/:task_id/fence', `/mcp/tasks/${taskId}/fence`],
+        undefined,
+        async () => {
+          checked(routes.announceFence.params, { task_id: taskId }, 'path parameters');
+          return announceFenceOf(gateway, taskId, fence);
+        },
       ),
     // Abandoned on the caller's signal, as a request would be (hono's app does not read it).
     fetch: (input, init) =>

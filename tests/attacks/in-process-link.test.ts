@@ -103,6 +103,7 @@ describe("the gateway's hot routes in-process refuse what their HTTP routes refu
           c.callTool('s1', 'list_directory', { path: '.' }, undefined, { idempotency_key: 'k'.repeat(5000) }),
       ],
       ['a handle of the MCP face', (c) => c.tools('mcp_aaaaaaaaaaaaaaaaaaaaaaaa')],
+      ['a tool name of 5,000 characters', (c) => c.callTool('s1', 'x'.repeat(5000), {})],
     ];
     for (const [what, attempt] of cases) {
       const viaHttp = (await attempt(overHttp).catch((e: unknown) => e)) as ServiceError;

@@ -16,6 +16,27 @@ function headerRecord(headers: RequestInit['headers']): Record<string, string> {
   return headers as Record<string, string>;
 }
 
+/**
+ * The most a whole answer may be (a model's reply without streaming; a streamed one has its own bound,
+ * agent-server/clients/model-stream.ts): read up to it, and a longer one fails naming the bound.
+ */
+export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+
+/** A body's text, read up to MAX_ANSWER_BYTES. */
+async function boundedText(body: NodeJS.ReadableStream & { destroy(): void }, url: string): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += (chunk as Buffer).byteLength;
+    if (size > MAX_ANSWER_BYTES) {
+      body.destroy();
+      throw new Error(`${new URL(url).origin} answered more than ${MAX_ANSWER_BYTES} bytes`);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 /** fetch(), through undici's request API unless the global fetch was replaced by someone. */
 export const leanFetch: typeof fetch = async (input, init) => {
   const body = init?.body;
@@ -60,7 +81,7 @@ export const leanFetch: typeof fetch = async (input, init) => {
     });
     return new Response(stream, { status: res.statusCode, headers });
   }
-  const text = await res.body.text();
+  const text = await boundedText(res.body, String(input));
   // A status without a body (204, 304) cannot carry one in a Response.
   const empty = res.statusCode === 204 || res.statusCode === 304;
   return new Response(empty ? null : text, { status: res.statusCode, headers });

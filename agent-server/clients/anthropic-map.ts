@@ -101,7 +101,7 @@ function blocksOf(m: ChatCompletionMessageParam): {
 }
 
 /** The system prompt (the conversation's leading system messages) and the turns after it, same roles merged. */
-export function conversationOf(messages: readonly ChatCompletionMessageParam[]): {
+function conversationOf(messages: readonly ChatCompletionMessageParam[]): {
   system: TextBlockParam[];
   turns: MessageParam[];
 } {
@@ -129,7 +129,7 @@ export function conversationOf(messages: readonly ChatCompletionMessageParam[]):
 }
 
 /** A function tool as a Messages tool: the same name, description and JSON Schema. */
-export function toolOf(t: ChatCompletionTool): Tool | undefined {
+function toolOf(t: ChatCompletionTool): Tool | undefined {
   if (t.type !== 'function') return undefined;
   const schema = (t.function.parameters ?? {}) as Record<string, unknown>;
   return {
@@ -170,7 +170,7 @@ export function paramsOf(request: ModelRequest, maxTokens: number): MessageCreat
 }
 
 /** Why the model stopped, in the loop's words: `length` is a cut-off, `content_filter` a refusal. */
-export function finishOf(stop: string | null | undefined): string {
+function finishOf(stop: string | null | undefined): string {
   switch (stop) {
     case 'tool_use':
       return 'tool_calls';
@@ -185,10 +185,10 @@ export function finishOf(stop: string | null | undefined): string {
 }
 
 /** What a reply that the model declined says (after its own text, if any): the task ends with it. */
-export const REFUSAL_NOTE = 'The model declined to answer (stop_reason: refusal).';
+const REFUSAL_NOTE = 'The model declined to answer (stop_reason: refusal).';
 
 /** Usage as the loop counts it: the prompt is input, cache reads and cache writes together. */
-export function usageOf(u: {
+function usageOf(u: {
   input_tokens?: number | null;
   output_tokens?: number | null;
   cache_read_input_tokens?: number | null;

@@ -7,37 +7,30 @@ import Anthropic, {
 import type { Message } from '@anthropic-ai/sdk/resources/messages/messages';
 import { paramsOf, replyOf } from './anthropic-map.ts';
 import { anthropicReader } from './anthropic-stream.ts';
-import { type Model, type OpenAIModelOptions, retryingModel } from './model.ts';
-import { describer, type SdkApiError } from './model-errors.ts';
-import { streamAttempt, tooLong } from './model-stream.ts';
+import { type Model, type OpenAIModelOptions, retryingModel, streamLimits } from './model.ts';
+import { describer, providerText, type SdkApiError } from './model-errors.ts';
+import { MAX_TOOL_CALLS, type StreamLimits, streamAttempt, tooLong } from './model-stream.ts';
 
 // A Model over Anthropic's Messages API (the official @anthropic-ai/sdk), with toolshift's own retry policy,
 // bounds and health, as openAIModel (model.ts) has them: the same events, the same failure messages.
 
 /** The Anthropic client's settings: the OpenAI client's, and the output limit the API requires on each request. */
-export interface AnthropicModelOptions extends Omit<OpenAIModelOptions, 'baseURL'> {
-  baseURL?: string;
+export interface AnthropicModelOptions extends OpenAIModelOptions {
   /** `max_tokens` of each request (AGENT_MODEL_MAX_TOKENS). */
   maxTokens?: number;
 }
 
 const KEY_VARIABLE = 'ANTHROPIC_API_KEY';
 const URL_VARIABLE = 'ANTHROPIC_BASE_URL';
-/** What the API's error body said (`{"type":"error","error":{"type","message"}}`), bounded. */
-function providerText(err: SdkApiError): string {
+/** What the API's error body said (`{"type":"error","error":{"type","message"}}`), else the SDK's message. */
+function anthropicText(err: SdkApiError): string {
   const body = (err as { error?: unknown }).error as
     | { error?: { type?: unknown; message?: unknown } }
     | undefined;
   const message = body?.error?.message;
   const type = body?.error?.type;
-  let text =
-    typeof message === 'string' && message
-      ? `${typeof type === 'string' ? `${type}: ` : ''}${message}`
-      : err.message.replace(new RegExp(`^${err.status}\\s*`), '');
-  if (text === '' || text === 'status code (no body)') text = 'no message';
-  if (/^<(!doctype|html|head|body)/i.test(text)) {
-    text = /<title>([^<]*)<\/title>/i.exec(text)?.[1]?.trim() || 'an HTML page';
-  }
+  if (typeof message !== 'string' || !message) return providerText(err);
+  const text = `${typeof type === 'string' ? `${type}: ` : ''}${message}`;
   return text.length > 300 ? `${text.slice(0, 300)}…` : text;
 }
 
@@ -50,13 +43,13 @@ const describe = describer(
   {
     key: KEY_VARIABLE,
     url: URL_VARIABLE,
-    text: providerText,
+    text: anthropicText,
     quota: (err, text) => err.status === 402 || /credit balance|billing/i.test(text),
   },
 );
 
-/** A reply without streaming is bounded as a streamed one is: its text and tool inputs, its tool calls. */
-function bounded(message: Message, limits: { endpoint: string; maxChars: number }) {
+/** A reply without streaming is bounded as a streamed one is (its reader counts as the events come). */
+function bounded(message: Message, limits: StreamLimits) {
   let chars = 0;
   let calls = 0;
   for (const b of message.content ?? []) {
@@ -66,9 +59,8 @@ function bounded(message: Message, limits: { endpoint: string; maxChars: number 
       chars += JSON.stringify(b.input ?? {}).length;
     }
   }
-  const l = { ...limits, timeoutMs: 0, stallMs: 0 };
-  if (chars > limits.maxChars) throw tooLong(l, `${limits.maxChars} characters`);
-  if (calls > 256) throw tooLong(l, '256 tool calls');
+  if (chars > limits.maxChars) throw tooLong(limits, `${limits.maxChars} characters`);
+  if (calls > MAX_TOOL_CALLS) throw tooLong(limits, `${MAX_TOOL_CALLS} tool calls`);
   return message;
 }
 
@@ -78,19 +70,14 @@ export function anthropicModel(opts: AnthropicModelOptions): Model {
     // A key given in code is the client's only credential: the SDK reads no variable or profile for another.
     // A local proxy may need none, and the SDK sends none only with one of its own credentials.
     apiKey: opts.apiKey ?? 'unused',
-    baseURL: opts.baseURL ?? 'https://api.anthropic.com',
+    baseURL: opts.baseURL,
     maxRetries: 0,
     timeout: opts.timeoutMs,
     fetch: opts.fetch,
   });
   const endpoint = client.baseURL;
   const maxTokens = opts.maxTokens ?? 8192;
-  const limits = {
-    endpoint,
-    timeoutMs: opts.timeoutMs,
-    stallMs: opts.stallMs ?? 60_000,
-    maxChars: opts.maxReplyChars ?? 1_000_000,
-  };
+  const limits = streamLimits(opts, endpoint);
   /** One attempt: the whole reply at once, or (streaming on) put together from its events as they come. */
   return retryingModel(
     opts,
@@ -107,8 +94,7 @@ export function anthropicModel(opts: AnthropicModelOptions): Model {
         seen('ok');
         return res;
       };
-      const message = await streamAttempt(open, limits, signal, anthropicReader(limits, onDelta));
-      return replyOf(bounded(message, limits));
+      return replyOf(await streamAttempt(open, limits, signal, anthropicReader(limits, onDelta)));
     },
     { describe, aborted: (err) => err instanceof APIUserAbortError },
   );

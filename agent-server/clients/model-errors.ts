@@ -22,7 +22,7 @@ export function retryAfterMs(headers: Headers | undefined): number | undefined {
 }
 
 /** The network error under an SDK connection error: its code and its message (ECONNREFUSED, ENOTFOUND …). */
-export function networkCause(err: unknown): { code?: string; message?: string } {
+function networkCause(err: unknown): { code?: string; message?: string } {
   let cause = (err as { cause?: unknown }).cause;
   for (let depth = 0; cause && depth < 4; depth++) {
     const { code, message } = cause as { code?: unknown; message?: unknown };
@@ -34,14 +34,14 @@ export function networkCause(err: unknown): { code?: string; message?: string } 
 }
 
 /** OpenSSL's `…:SSL routines:ssl3_get_record:wrong version number:…` as `wrong version number`; others trimmed. */
-export function plainMessage(message: string | undefined): string | undefined {
+function plainMessage(message: string | undefined): string | undefined {
   if (!message) return undefined;
   const ssl = /SSL routines:[^:]*:([^:]+)/.exec(message);
   return (ssl ? ssl[1] : message).trim().split('\n')[0];
 }
 
 /** Codes of a TLS failure: the handshake, or a certificate Node does not trust. */
-export function isTlsError(code: string): boolean {
+function isTlsError(code: string): boolean {
   return /^(ERR_SSL_|ERR_TLS_|EPROTO$)|CERT|_SIGNATURE$|SELF_SIGNED|^UNABLE_TO_/.test(code);
 }
 
@@ -89,7 +89,7 @@ export function providerText(err: SdkApiError): string {
 }
 
 /** Statuses about the one request (its size, its content): the endpoint itself works. */
-export const REQUEST_ERRORS = new Set([400, 413, 422]);
+const REQUEST_ERRORS = new Set([400, 413, 422]);
 
 /**
  * What a failed attempt was — an SDK error, a stream failure, anything else (not retried) — for a provider's

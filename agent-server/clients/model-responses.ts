@@ -30,7 +30,7 @@ import { MAX_TOOL_CALLS, type StreamLimits, streamAttempt, tooLong } from './mod
 // the same retry policy, stream reading and bounds as chat completions (model.ts, model-stream.ts).
 
 /** The body of one Responses request (the stream flag aside). */
-export type ResponsesBody = ResponseCreateParamsNonStreaming;
+type ResponsesBody = ResponseCreateParamsNonStreaming;
 
 /** A chat message's content as text: a string as is, its text parts joined (a refusal part as its words). */
 function textOf(
@@ -101,7 +101,7 @@ function functionTool(t: ChatCompletionTool): FunctionTool[] {
  * The Responses body of a loop's request: its leading system messages as `instructions`, the rest of the
  * conversation as input items, its function tools; nothing stored at the provider.
  */
-export function responsesBody(request: ModelRequest): ResponsesBody {
+function responsesBody(request: ModelRequest): ResponsesBody {
   const lead = request.messages.findIndex((m) => m.role !== 'system');
   const system = lead === -1 ? request.messages : request.messages.slice(0, lead);
   const rest = lead === -1 ? [] : request.messages.slice(lead);
@@ -129,7 +129,7 @@ function finishOf(res: Response, calls: number): string {
  * The reply a response carries: its messages' text (a refusal said as one), its function calls by `call_id`,
  * its usage (none said as `usage_missing`); a reply past the bounds is refused, as a streamed one would be.
  */
-export function replyOfResponse(res: Response, limits: StreamLimits): Omit<ModelReply, 'attempts'> {
+function replyOfResponse(res: Response, limits: StreamLimits): Omit<ModelReply, 'attempts'> {
   if (res.status === 'failed' || res.status === 'cancelled') {
     const said = res.error?.message ?? 'no message';
     throw new ModelError(

@@ -108,7 +108,7 @@ export interface ModelHealth {
 }
 
 /** Waits for `wait` unless `signal` aborts first, then throws what `stopped` makes. */
-export function abortable(
+function abortable(
   wait: Promise<void>,
   signal: AbortSignal | undefined,
   stopped: () => Error,
@@ -228,7 +228,7 @@ export function retryingModel(
 }
 
 /** Whether `baseURL` is OpenAI's own API (its host, or one of its subdomains). */
-export function isOpenAI(baseURL: string): boolean {
+function isOpenAI(baseURL: string): boolean {
   try {
     const host = new URL(baseURL).hostname;
     return host === 'api.openai.com' || host.endsWith('.openai.com');

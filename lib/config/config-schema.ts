@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { TOKENIZERS } from '../telemetry/tokens.ts';
 import { SAMPLERS } from '../telemetry/tracing.ts';
+import { PROVIDERS } from './provider.ts';
 import { SIGN_IN_ENV } from './sign-in.ts';
 
 // Every environment variable toolshift reads, with its check and default (lib/config/config.ts turns it into the
@@ -72,9 +73,8 @@ export const EnvSchema = z.object({
   ),
   OPENAI_API_KEY: optionalString,
   AGENT_PROVIDER: z
-    .enum(['', 'openai-chat', 'openai-responses', 'anthropic'], {
-      message:
-        'must be openai-chat, openai-responses or anthropic (empty: chosen from the endpoint settings)',
+    .enum(['', ...PROVIDERS], {
+      message: `must be ${PROVIDERS.slice(0, -1).join(', ')} or ${PROVIDERS.at(-1)} (empty: chosen from the endpoint settings)`,
     })
     .optional()
     .transform((v) => (v ? v : undefined)),
